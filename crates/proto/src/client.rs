@@ -1,0 +1,315 @@
+//! The typed HTTP client for the hub, used by the runner, the MCP server and the CLI.
+//!
+//! Plain HTTP only: the hub listens on loopback. Every call has a timeout; a long-poll's timeout
+//! is its hold plus a margin, so a dead hub never wedges a caller.
+
+use crate::types::*;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::time::Duration;
+
+/// Why a hub call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The hub could not be reached (connection refused, reset, DNS).
+    #[error("hub unreachable at {url}: {source}")]
+    Unreachable {
+        /// The hub base URL.
+        url: String,
+        /// The transport error.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The call did not finish in time.
+    #[error("hub call {path} timed out after {after:?}")]
+    Timeout {
+        /// The path called.
+        path: String,
+        /// The timeout that expired.
+        after: Duration,
+    },
+    /// The hub answered with a non-2xx status.
+    #[error("hub refused {path}: {status} {}", body.error)]
+    Http {
+        /// The path called.
+        path: String,
+        /// HTTP status code.
+        status: u16,
+        /// The error body (`error` plus extra fields).
+        body: ErrorBody,
+    },
+    /// The reply was not the JSON shape expected.
+    #[error("hub reply to {path} was not understood: {message}")]
+    Decode {
+        /// The path called.
+        path: String,
+        /// What failed to parse.
+        message: String,
+    },
+}
+
+impl ClientError {
+    /// The HTTP status when the hub answered, else `None`.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ClientError::Http { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// True when the hub could not be reached at all (as opposed to refusing the call).
+    pub fn is_unreachable(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Unreachable { .. } | ClientError::Timeout { .. }
+        )
+    }
+}
+
+/// A client for one hub.
+#[derive(Debug, Clone)]
+pub struct HubClient {
+    base: String,
+    http: reqwest::Client,
+    timeout: Duration,
+}
+
+/// The hub URL clients use: `RELAY_URL`, else `http://127.0.0.1:4477`.
+pub fn default_hub_url() -> String {
+    std::env::var("RELAY_URL")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "http://127.0.0.1:4477".to_string())
+}
+
+impl HubClient {
+    /// A client for the hub at `base` (e.g. `http://127.0.0.1:4477`) with a 10 s call timeout.
+    pub fn new(base: impl Into<String>) -> Self {
+        let base = base.into().trim_end_matches('/').to_string();
+        // Building a client without TLS or proxies cannot fail in practice; fall back to the
+        // default client rather than panicking if it ever does.
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build()
+            .unwrap_or_default();
+        HubClient {
+            base,
+            http,
+            timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// The same client with a different per-call timeout.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The hub base URL.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    async fn finish<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        timeout: Duration,
+        req: reqwest::RequestBuilder,
+    ) -> Result<T, ClientError> {
+        let fut = async {
+            let resp = req.send().await.map_err(|e| ClientError::Unreachable {
+                url: self.base.clone(),
+                source: e,
+            })?;
+            let status = resp.status().as_u16();
+            let bytes = resp.bytes().await.map_err(|e| ClientError::Unreachable {
+                url: self.base.clone(),
+                source: e,
+            })?;
+            if !(200..300).contains(&status) {
+                let body = serde_json::from_slice::<ErrorBody>(&bytes).unwrap_or_else(|_| ErrorBody {
+                    error: String::from_utf8_lossy(&bytes).chars().take(300).collect(),
+                    extra: Default::default(),
+                });
+                return Err(ClientError::Http {
+                    path: path.to_string(),
+                    status,
+                    body,
+                });
+            }
+            serde_json::from_slice::<T>(&bytes).map_err(|e| ClientError::Decode {
+                path: path.to_string(),
+                message: e.to_string(),
+            })
+        };
+        match tokio::time::timeout(timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(ClientError::Timeout {
+                path: path.to_string(),
+                after: timeout,
+            }),
+        }
+    }
+
+    /// `GET path?query` decoded as `T`.
+    pub async fn get<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> Result<T, ClientError> {
+        self.get_with_timeout(path, query, self.timeout).await
+    }
+
+    /// `GET` with an explicit timeout (long-polls).
+    pub async fn get_with_timeout<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+        timeout: Duration,
+    ) -> Result<T, ClientError> {
+        let req = self.http.get(format!("{}{}", self.base, path)).query(query);
+        self.finish(path, timeout, req).await
+    }
+
+    /// `POST path` with a JSON body, decoded as `T`.
+    pub async fn post<B: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T, ClientError> {
+        let req = self.http.post(format!("{}{}", self.base, path)).json(body);
+        self.finish(path, self.timeout, req).await
+    }
+
+    /// `GET /health`.
+    pub async fn health(&self) -> Result<Value, ClientError> {
+        self.get("/health", &[]).await
+    }
+
+    /// `POST /send`.
+    pub async fn send(&self, req: &SendRequest) -> Result<SendReply, ClientError> {
+        self.post("/send", req).await
+    }
+
+    /// `GET /inbox` (non-blocking; `peek` leaves the delivery ledger alone).
+    pub async fn inbox(
+        &self,
+        session: &str,
+        since: i64,
+        peek: bool,
+    ) -> Result<InboxReply, ClientError> {
+        let mut q = vec![("session", session.to_string()), ("since", since.to_string())];
+        if peek {
+            q.push(("peek", "1".to_string()));
+        }
+        self.get("/inbox", &q).await
+    }
+
+    /// `GET /poll`: held by the hub until a message arrives or `wait` passes.
+    pub async fn poll(
+        &self,
+        session: &str,
+        since: i64,
+        wait: Duration,
+    ) -> Result<InboxReply, ClientError> {
+        let q = [
+            ("session", session.to_string()),
+            ("since", since.to_string()),
+            ("wait", wait.as_secs().to_string()),
+        ];
+        self.get_with_timeout("/poll", &q, wait + Duration::from_secs(30))
+            .await
+    }
+
+    /// `POST /register`.
+    pub async fn register(&self, req: &RegisterRequest) -> Result<Value, ClientError> {
+        self.post("/register", req).await
+    }
+
+    /// `GET /peer?session=`.
+    pub async fn peer(&self, session: &str) -> Result<PeerReply, ClientError> {
+        self.get("/peer", &[("session", session.to_string())]).await
+    }
+
+    /// `GET /peers`.
+    pub async fn peers(&self) -> Result<PeersReply, ClientError> {
+        self.get("/peers", &[]).await
+    }
+
+    /// `GET /contracts?session=&project=`.
+    pub async fn contracts(
+        &self,
+        session: &str,
+        project: Option<&str>,
+    ) -> Result<ContractsReply, ClientError> {
+        let mut q = vec![("session", session.to_string())];
+        if let Some(p) = project {
+            q.push(("project", p.to_string()));
+        }
+        self.get("/contracts", &q).await
+    }
+
+    /// `POST /task`.
+    pub async fn task_create(&self, req: &TaskCreateRequest) -> Result<TaskReply, ClientError> {
+        self.post("/task", req).await
+    }
+
+    /// `POST /task/update`.
+    pub async fn task_update(&self, req: &TaskUpdateRequest) -> Result<TaskReply, ClientError> {
+        self.post("/task/update", req).await
+    }
+
+    /// `POST /task/checklist-toggle`.
+    pub async fn checklist_toggle(
+        &self,
+        req: &ChecklistToggleRequest,
+    ) -> Result<TaskReply, ClientError> {
+        self.post("/task/checklist-toggle", req).await
+    }
+
+    /// `GET /tasks?project=` (full cards).
+    pub async fn tasks(&self, project: Option<&str>) -> Result<Vec<Card>, ClientError> {
+        let mut q = vec![];
+        if let Some(p) = project {
+            q.push(("project", p.to_string()));
+        }
+        let reply: TasksReply = self.get("/tasks", &q).await?;
+        reply
+            .tasks
+            .into_iter()
+            .map(|v| {
+                serde_json::from_value(v).map_err(|e| ClientError::Decode {
+                    path: "/tasks".into(),
+                    message: e.to_string(),
+                })
+            })
+            .collect()
+    }
+
+    /// `GET /card?id=`.
+    pub async fn card(&self, id: i64) -> Result<CardReply, ClientError> {
+        self.get("/card", &[("id", id.to_string())]).await
+    }
+
+    /// `GET /events` with the given filters (`by`, `since`, `limit`, `project`, `type`, `taskId`).
+    pub async fn events(&self, query: &[(&str, String)]) -> Result<EventsReply, ClientError> {
+        self.get("/events", query).await
+    }
+
+    /// `GET /lessons?agent=`.
+    pub async fn lessons(&self, agent: &str) -> Result<LessonsReply, ClientError> {
+        self.get("/lessons", &[("agent", agent.to_string())]).await
+    }
+
+    /// `POST /lesson`.
+    pub async fn lesson(&self, req: &LessonRequest) -> Result<Value, ClientError> {
+        self.post("/lesson", req).await
+    }
+
+    /// `GET /policy`.
+    pub async fn policy(&self) -> Result<PolicyReply, ClientError> {
+        self.get("/policy", &[]).await
+    }
+}

@@ -1,0 +1,29 @@
+//! Wire types of the trantor hub protocol, shared limits, secret detection and the typed client.
+//!
+//! Every JSON shape that crosses the wire between the hub, the runner, the MCP server and the CLI
+//! is defined once, here. Field names follow the original JavaScript hub (camelCase) so its own
+//! runner and MCP server work against ours unchanged.
+
+pub mod client;
+pub mod limits;
+pub mod secrets;
+pub mod types;
+
+pub use client::{ClientError, HubClient};
+pub use types::*;
+
+/// Milliseconds since the Unix epoch, the unit of every timestamp on the wire.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The project part of a session name: the text after its last colon (empty if none).
+pub fn session_project(session: &str) -> &str {
+    session.rsplit_once(':').map(|(_, p)| p).unwrap_or("")
+}
+
+/// The version of this build, as `trantor --version` prints it.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,75 @@
+//! Field-length and size limits enforced by the hub and respected by clients.
+//!
+//! The original hub had few limits; ours refuses over-long input with a 400 naming the limit,
+//! instead of storing unbounded data.
+
+/// Largest accepted request body, in bytes (larger bodies get 413).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Message text, in characters.
+pub const MESSAGE_TEXT: usize = 64 * 1024;
+/// Session names (`from`, `to`, `session`, `assignee`, `by`).
+pub const SESSION: usize = 200;
+/// Project names.
+pub const PROJECT: usize = 80;
+/// Message and peer `kind`.
+pub const KIND: usize = 40;
+/// Peer status text.
+pub const STATUS: usize = 280;
+/// Peer `hookVersion`.
+pub const HOOK_VERSION: usize = 20;
+/// Peer `model`.
+pub const MODEL: usize = 80;
+/// Peer `llm` / `agent` / `persona`.
+pub const LLM: usize = 40;
+/// Peer `phase`.
+pub const PHASE: usize = 20;
+/// Card title.
+pub const TITLE: usize = 200;
+/// Card summary.
+pub const SUMMARY: usize = 220;
+/// Card model.
+pub const CARD_MODEL: usize = 60;
+/// Card phase.
+pub const CARD_PHASE: usize = 40;
+/// Card source.
+pub const SOURCE: usize = 20;
+/// Card effort.
+pub const EFFORT: usize = 12;
+/// Card drill line.
+pub const DRILL: usize = 300;
+/// One card log entry's text.
+pub const LOG_TEXT: usize = 2000;
+/// Card log entries kept (older entries are summarised, never silently lost: see the hub).
+pub const LOG_ENTRIES: usize = 200;
+/// Checklist items per card.
+pub const CHECKLIST_ITEMS: usize = 20;
+/// One checklist item's text.
+pub const CHECKLIST_TEXT: usize = 200;
+/// Dependencies per card.
+pub const DEPS: usize = 20;
+/// Card history entries kept.
+pub const HISTORY_ENTRIES: usize = 200;
+/// Lesson text.
+pub const LESSON_TEXT: usize = 400;
+/// Lesson scope.
+pub const LESSON_SCOPE: usize = 40;
+/// Project brief.
+pub const BRIEF: usize = 600;
+/// Phase goal.
+pub const GOAL: usize = 400;
+/// `_op` idempotency keys are truncated to this many characters.
+pub const OP_ID: usize = 80;
+/// Longest `/poll` hold, in seconds.
+pub const POLL_WAIT_MAX_S: u64 = 290;
+/// Default `/poll` hold, in seconds.
+pub const POLL_WAIT_DEFAULT_S: u64 = 25;
+/// Largest page of messages returned by `/inbox` and `/poll` (the rest follow on the next call).
+pub const INBOX_PAGE: usize = 1000;
+/// `/recent` page cap.
+pub const RECENT_MAX: usize = 200;
+/// `/events` page cap.
+pub const EVENTS_MAX: usize = 2000;
+/// `/events` default page.
+pub const EVENTS_DEFAULT: usize = 300;
+/// Messages citing a card returned by `/card`.
+pub const CARD_MESSAGES: usize = 200;

@@ -1,0 +1,795 @@
+//! The JSON shapes of the hub protocol: stored entities, request bodies and replies.
+//!
+//! Names and optionality follow `reference/hub-protocol.md` §3–§4: absent fields are omitted
+//! rather than sent as `null` where the original omits them (`re`, `kind`, `wake` on messages).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The broadcast address: a message to `all` is delivered to every session but its sender.
+pub const BROADCAST: &str = "all";
+
+/// Card statuses the hub knows. Any other value on create becomes `todo`.
+pub const CARD_STATUSES: [&str; 7] = [
+    "todo", "doing", "testing", "failed", "done", "blocked", "stale",
+];
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// A message on the bus (§3.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Hub-global, monotonic id; cursors are "greater than".
+    pub id: i64,
+    /// Hub time at receipt, ms.
+    pub ts: i64,
+    /// Sender session.
+    pub from: String,
+    /// Recipient session or `all`.
+    pub to: String,
+    /// Project the message belongs to.
+    #[serde(default)]
+    pub project: String,
+    /// Body text.
+    pub text: String,
+    /// The id of the message this one answers (present only when > 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub re: Option<i64>,
+    /// `status`, `alert`, `receipt`, `ask`, `contract`, … (present only when non-empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Present (and `false`) only when the sender said "context, not a contract".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake: Option<bool>,
+}
+
+impl Message {
+    /// Whether this message is delivered to `session` (direct or broadcast, never to its sender).
+    pub fn deliverable_to(&self, session: &str) -> bool {
+        (self.to == session || self.to == BROADCAST) && self.from != session
+    }
+
+    /// Whether the sender marked the message as context only (`wake:false`).
+    pub fn is_no_wake(&self) -> bool {
+        self.wake == Some(false)
+    }
+}
+
+/// `POST /send` body.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SendRequest {
+    /// Sender session (required).
+    #[serde(default)]
+    pub from: String,
+    /// Recipient; defaults to `all`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// Body text (required, non-blank).
+    #[serde(default)]
+    pub text: String,
+    /// Project; defaults to the sender's peer project, else the suffix of `from`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// The message this one answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub re: Option<i64>,
+    /// Message kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// `false` to send context that must not wake the recipient.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake: Option<bool>,
+}
+
+/// `POST /send` reply.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SendReply {
+    /// Always true on success.
+    pub ok: bool,
+    /// The new message's id.
+    pub id: i64,
+}
+
+/// `GET /inbox` and `GET /poll` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct InboxReply {
+    /// Deliverable messages with `id > since`, oldest first.
+    pub messages: Vec<Message>,
+    /// The id of the last message returned, or `since` when none.
+    pub cursor: i64,
+    /// Set when `since` was above the hub's tip and was clamped to it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub rewound: bool,
+    /// Set when more messages than one page are waiting (read again from `cursor`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub more: bool,
+}
+
+/// `POST /register` and `POST /status` body: a presence touch.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegisterRequest {
+    /// The session being touched (required).
+    #[serde(default)]
+    pub session: String,
+    /// Project; kept when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// Free-text status; kept when absent (on `/register`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// Client hook version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook_version: Option<String>,
+    /// Which LLM family runs the seat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<String>,
+    /// Model name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Peer kind (`agent`, `orch`, `tool`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Runner phase (`working idle cut stalled parked`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// When the phase began, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase_since: Option<i64>,
+    /// Who the seat is (the runner's PERSONA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persona: Option<String>,
+    /// How the seat runs (the runner's AGENT, the CLI driver).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+}
+
+/// A presence row as `/peers` lists it (§3.2, §4.4).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Peer {
+    /// Bus address.
+    pub session: String,
+    /// Last touch, ms.
+    pub last_seen: i64,
+    /// Seen within the online window (a held poll counts as present).
+    #[serde(default)]
+    pub online: bool,
+    /// Free-text status.
+    #[serde(default)]
+    pub status: String,
+    /// `ok`, `errored` or `down`, derived from the status prefix.
+    #[serde(default)]
+    pub health: String,
+    /// Canonical project.
+    #[serde(default)]
+    pub project: String,
+    /// Runner phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// When the phase began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase_since: Option<i64>,
+    /// Peer kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// LLM family.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<String>,
+    /// Model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Client hook version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook_version: Option<String>,
+    /// Runner persona.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persona: Option<String>,
+    /// Runner agent (CLI driver).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// Highest message id delivered to this session (monotonic).
+    #[serde(default)]
+    pub delivered_up_to: i64,
+    /// The signer's public key (unsigned hubs leave it out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pubkey: Option<String>,
+    /// Always false here: the hub has no hook version of its own to compare with.
+    #[serde(default)]
+    pub stale_hooks: bool,
+}
+
+/// `GET /peers` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PeersReply {
+    /// The hub's version.
+    #[serde(default)]
+    pub hub_version: String,
+    /// `off`, `warn` or `enforce`.
+    #[serde(default)]
+    pub auth_mode: String,
+    /// Known peers within the peer TTL.
+    pub peers: Vec<Peer>,
+}
+
+/// `GET /peer?session=` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PeerReply {
+    /// Bus address.
+    pub session: String,
+    /// Canonical project.
+    #[serde(default)]
+    pub project: String,
+    /// Last touch, ms.
+    pub last_seen: i64,
+    /// Online now.
+    pub online: bool,
+    /// The shared delivery ledger.
+    pub delivered_up_to: i64,
+}
+
+/// `POST /delivered` body.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliveredRequest {
+    /// Session whose ledger is raised.
+    #[serde(default)]
+    pub session: String,
+    /// New floor (never lowers the ledger).
+    #[serde(default)]
+    pub up_to: i64,
+}
+
+/// One card history entry.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    /// Previous status (absent on create).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// New status.
+    pub to: String,
+    /// Who moved it.
+    #[serde(default)]
+    pub by: String,
+    /// When, ms.
+    pub ts: i64,
+    /// The note given with the move.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// One card log (note) entry.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LogEntry {
+    /// When, ms.
+    pub ts: i64,
+    /// Author.
+    #[serde(default)]
+    pub by: String,
+    /// Note text.
+    pub text: String,
+}
+
+/// One checklist item.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChecklistItem {
+    /// Item text.
+    pub text: String,
+    /// Ticked.
+    #[serde(default)]
+    pub done: bool,
+}
+
+/// A checklist item as clients send it: a bare string or `{text, done}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ChecklistInput {
+    /// Plain text, not done.
+    Text(String),
+    /// A full item.
+    Item(ChecklistItem),
+}
+
+impl From<ChecklistInput> for ChecklistItem {
+    fn from(i: ChecklistInput) -> Self {
+        match i {
+            ChecklistInput::Text(text) => ChecklistItem { text, done: false },
+            ChecklistInput::Item(item) => item,
+        }
+    }
+}
+
+/// A card on the board (§3.3).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Card {
+    /// Hub-global card id.
+    pub id: i64,
+    /// Project.
+    #[serde(default)]
+    pub project: String,
+    /// Title.
+    #[serde(default)]
+    pub title: String,
+    /// One of [`CARD_STATUSES`].
+    #[serde(default)]
+    pub status: String,
+    /// Assignee session (or bare agent name).
+    #[serde(default)]
+    pub assignee: String,
+    /// Creator, treated as the assigner.
+    #[serde(default)]
+    pub by: String,
+    /// Created, ms.
+    #[serde(default)]
+    pub ts: i64,
+    /// Last change, ms.
+    #[serde(default)]
+    pub updated: i64,
+    /// `easy`, `medium`, `hard` or empty.
+    #[serde(default)]
+    pub difficulty: String,
+    /// Model hint.
+    #[serde(default)]
+    pub model: String,
+    /// Phase label.
+    #[serde(default)]
+    pub phase: String,
+    /// Where the card came from (`git`, `todo`, `bridge`, …).
+    #[serde(default)]
+    pub source: String,
+    /// Effort hint.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub effort: String,
+    /// One-line summary.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub summary: String,
+    /// Card ids this one waits on.
+    #[serde(default)]
+    pub deps: Vec<i64>,
+    /// Status changes.
+    #[serde(default)]
+    pub history: Vec<HistoryEntry>,
+    /// Notes.
+    #[serde(default)]
+    pub log: Vec<LogEntry>,
+    /// Checklist.
+    #[serde(default)]
+    pub checklist: Vec<ChecklistItem>,
+    /// The drill line: how to prove the card is done.
+    #[serde(default)]
+    pub drill: String,
+    /// Who last moved it to doing/testing/done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worked_by: Option<String>,
+    /// Cost bookkeeping and any other fields clients attach, kept as given.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `POST /task` body.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskCreateRequest {
+    /// Project (defaults to the suffix of `by`).
+    #[serde(default)]
+    pub project: Option<String>,
+    /// Title (required).
+    #[serde(default)]
+    pub title: String,
+    /// Initial status; `stale` or unknown becomes `todo`.
+    #[serde(default)]
+    pub status: Option<String>,
+    /// Assignee.
+    #[serde(default)]
+    pub assignee: Option<String>,
+    /// Creator.
+    #[serde(default)]
+    pub by: Option<String>,
+    /// Difficulty.
+    #[serde(default)]
+    pub difficulty: Option<String>,
+    /// Model hint.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Dependencies.
+    #[serde(default)]
+    pub deps: Option<Vec<i64>>,
+    /// Phase label.
+    #[serde(default)]
+    pub phase: Option<String>,
+    /// Source.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// Effort.
+    #[serde(default)]
+    pub effort: Option<String>,
+    /// Summary.
+    #[serde(default)]
+    pub summary: Option<String>,
+    /// Checklist, strings or items.
+    #[serde(default)]
+    pub checklist: Option<Vec<ChecklistInput>>,
+    /// Drill line.
+    #[serde(default)]
+    pub drill: Option<String>,
+    /// First log note.
+    #[serde(default)]
+    pub note: Option<String>,
+    /// Historical creation time (at most a day in the future).
+    #[serde(default)]
+    pub ts: Option<i64>,
+    /// Cost kind.
+    #[serde(default)]
+    pub cost_kind: Option<String>,
+    /// Cost in USD.
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
+    /// Cost note.
+    #[serde(default)]
+    pub cost_note: Option<String>,
+}
+
+/// `POST /task/update` body.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskUpdateRequest {
+    /// Card id (required).
+    #[serde(default)]
+    pub id: i64,
+    /// New status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// Note appended to the log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Drill line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drill: Option<String>,
+    /// Who is acting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// New assignee (frozen unless the mover is the assignee or `reassign` is set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignee: Option<String>,
+    /// Explicit reassignment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reassign: Option<bool>,
+    /// New title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// New summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// New difficulty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub difficulty: Option<String>,
+    /// New model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// New dependency list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deps: Option<Vec<i64>>,
+    /// Replaces the checklist (`null` clears it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checklist: Option<Option<Vec<ChecklistInput>>>,
+    /// Delete the card.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete: Option<bool>,
+    /// Blast-radius record, kept on the event only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blast: Option<Value>,
+}
+
+/// `POST /task/checklist-toggle` body.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ChecklistToggleRequest {
+    /// Card id.
+    #[serde(default)]
+    pub id: i64,
+    /// 0-based item index.
+    #[serde(default)]
+    pub index: i64,
+    /// New state.
+    #[serde(default)]
+    pub done: bool,
+    /// Who toggled it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}
+
+/// `{ok, task}` reply of the card writes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskReply {
+    /// True on success.
+    pub ok: bool,
+    /// The card after the change.
+    pub task: Card,
+}
+
+/// `GET /tasks` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TasksReply {
+    /// Cards (slim ones carry `logCount` in `extra` and omit log/history/checklist).
+    pub tasks: Vec<Value>,
+    /// Echoes `slim` when asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fields: Option<String>,
+}
+
+/// An entry of the unified event log (§3.4): common fields plus type-specific ones flattened.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Hub-global event id.
+    pub id: i64,
+    /// When, ms.
+    pub ts: i64,
+    /// `message`, `created`, `moved`, `updated`, `deleted`, `presence.online`, …
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Project.
+    #[serde(default)]
+    pub project: String,
+    /// Actor.
+    #[serde(default)]
+    pub by: String,
+    /// Type-specific fields (`taskId`, `from`, `to`, `msgId`, `text`, …).
+    #[serde(flatten)]
+    pub data: Map<String, Value>,
+}
+
+/// `GET /events` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct EventsReply {
+    /// Matching events, oldest first.
+    pub events: Vec<Event>,
+    /// Last returned id, or `since`.
+    pub cursor: i64,
+    /// Newest event id in the log.
+    pub latest: i64,
+}
+
+/// `GET /card` reply.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CardReply {
+    /// The card (a deleted card is rebuilt from its last event with status `deleted`).
+    pub task: Option<Value>,
+    /// Events of this card.
+    pub events: Vec<Event>,
+    /// Messages whose text cites `#id`.
+    pub messages: Vec<Message>,
+}
+
+/// A lesson.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Lesson {
+    /// Id (never reused).
+    pub id: i64,
+    /// `global` or a lower-case agent name.
+    pub scope: String,
+    /// Lesson text.
+    pub text: String,
+    /// Author.
+    #[serde(default)]
+    pub by: String,
+    /// When, ms.
+    pub ts: i64,
+    /// Project it was learned in.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub project: String,
+}
+
+/// `POST /lesson` body.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LessonRequest {
+    /// Text (required).
+    #[serde(default)]
+    pub text: String,
+    /// Scope, default `global`.
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// Author.
+    #[serde(default)]
+    pub by: Option<String>,
+    /// Project.
+    #[serde(default)]
+    pub project: Option<String>,
+}
+
+/// `GET /lessons` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LessonsReply {
+    /// Lessons in scope.
+    pub lessons: Vec<Lesson>,
+}
+
+/// A policy link between projects whose seats may wake each other.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyLink {
+    /// Two to four linked projects.
+    pub projects: Vec<String>,
+    /// Why they are linked.
+    #[serde(default)]
+    pub reason: String,
+    /// Who declared it.
+    #[serde(default)]
+    pub declared_by: String,
+    /// When, ms.
+    #[serde(default)]
+    pub ts: i64,
+}
+
+/// `GET /policy` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PolicyReply {
+    /// Autonomy levels per project (`*` is the default).
+    #[serde(default)]
+    pub autonomy: Map<String, Value>,
+    /// Project links.
+    #[serde(default)]
+    pub links: Vec<PolicyLink>,
+}
+
+/// One row of `/contracts`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Contract {
+    /// Message id of the contract.
+    pub id: i64,
+    /// Assignee.
+    pub to: String,
+    /// Contract text.
+    pub text: String,
+    /// Sent, ms.
+    pub ts: i64,
+    /// Age, ms.
+    pub age_ms: i64,
+    /// Whether an answer exists.
+    pub answered: bool,
+    /// The answer `{id, ts, text}`.
+    pub answer: Option<Value>,
+    /// `answered`, `ack`, `abandoned`, `stalled`, `waiting` or `superseded`.
+    pub disposition: String,
+    /// Assignee online.
+    pub assignee_online: bool,
+    /// Assignee status text.
+    pub assignee_status: String,
+    /// Assignee last seen (null when never seen).
+    pub assignee_last_seen_ms: Option<i64>,
+    /// Reaper record `{ts, reason}`.
+    pub reaped: Option<Value>,
+    /// The contract's kind, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// `false` when sent as context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake: Option<bool>,
+}
+
+/// `GET /contracts` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContractsReply {
+    /// The dispatcher.
+    pub session: String,
+    /// Waiting, stalled and answered rows.
+    pub contracts: Vec<Contract>,
+    /// Abandoned rows.
+    pub abandoned_contracts: Vec<Contract>,
+    /// Superseded rows.
+    pub superseded_contracts: Vec<Contract>,
+    /// Ack rows (nothing owed).
+    pub ack_contracts: Vec<Contract>,
+    /// Unanswered rows in `contracts`.
+    pub open: i64,
+    /// Count of `waiting`.
+    pub waiting: i64,
+    /// Count of `stalled`.
+    pub stalled: i64,
+    /// Count of `abandoned`.
+    pub abandoned: i64,
+    /// Count of `superseded`.
+    pub superseded: i64,
+    /// Count of `ack`.
+    pub ack: i64,
+    /// Count of `answered`.
+    pub answered: i64,
+}
+
+/// `GET /_op` reply: the recorded outcome of an idempotent write.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct OpReply {
+    /// `committed`, `rejected` or `unknown`.
+    pub status: String,
+    /// HTTP status of the first run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<u16>,
+    /// Reply body of the first run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<Value>,
+}
+
+/// `POST /project` body.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ProjectRequest {
+    /// Project (required).
+    #[serde(default)]
+    pub project: String,
+    /// Brief.
+    #[serde(default)]
+    pub brief: Option<String>,
+    /// Author.
+    #[serde(default)]
+    pub by: Option<String>,
+}
+
+/// `POST /phase` body.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PhaseRequest {
+    /// Project.
+    #[serde(default)]
+    pub project: String,
+    /// Phase name.
+    #[serde(default)]
+    pub phase: String,
+    /// Goal.
+    #[serde(default)]
+    pub goal: Option<String>,
+    /// Author.
+    #[serde(default)]
+    pub by: Option<String>,
+}
+
+/// The error body of every non-2xx reply: `{"error": "..."}` plus route-specific fields.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// What went wrong, for a person.
+    pub error: String,
+    /// Extra fields (`kinds`, `id`, `assignee`, `limit`, …).
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_omits_absent_optionals() {
+        let m = Message {
+            id: 1,
+            ts: 2,
+            from: "a:p".into(),
+            to: "all".into(),
+            project: "p".into(),
+            text: "hi".into(),
+            re: None,
+            kind: None,
+            wake: None,
+        };
+        let v = serde_json::to_value(&m).unwrap_or_default();
+        assert!(v.get("re").is_none() && v.get("kind").is_none() && v.get("wake").is_none());
+        assert!(m.deliverable_to("b:p") && !m.deliverable_to("a:p"));
+    }
+
+    #[test]
+    fn checklist_accepts_strings_and_items() {
+        let v: Vec<ChecklistInput> =
+            serde_json::from_str(r#"["a", {"text":"b","done":true}]"#).unwrap_or_default();
+        let items: Vec<ChecklistItem> = v.into_iter().map(Into::into).collect();
+        assert_eq!(items.len(), 2);
+        assert!(!items[0].done && items[1].done);
+    }
+
+    #[test]
+    fn card_keeps_unknown_fields() {
+        let c: Card = serde_json::from_str(r#"{"id":3,"costUsd":1.5,"title":"t"}"#)
+            .unwrap_or_default();
+        assert_eq!(c.extra.get("costUsd"), Some(&serde_json::json!(1.5)));
+    }
+}

@@ -1,0 +1,256 @@
+//! The `Store` trait the hub persists through, and its embedded SQLite implementation.
+//!
+//! The hub keeps no authoritative state in memory: every route runs a closure against a
+//! transaction of the store. Reads see a consistent snapshot; writes are committed (durable
+//! against a process kill) before [`Store::write`] returns, so the HTTP reply that follows never
+//! acknowledges something a `kill -9` could lose.
+//!
+//! The closures are synchronous on purpose: the SQLite backend runs them on its own writer thread
+//! (grouping concurrent writes into one commit) and reader threads, and the domain logic in the
+//! hub stays a plain function of a transaction. A PostgreSQL backend (a later crate) implements
+//! the same traits on a blocking connection.
+
+pub mod sqlite;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::future::Future;
+use trantor_proto::{Card, Event, Lesson, Message, Peer};
+
+pub use sqlite::SqliteStore;
+
+/// What a store operation can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database reported an error.
+    #[error("database error: {0}")]
+    Db(String),
+    /// A stored row could not be decoded.
+    #[error("corrupt row in {table}: {message}")]
+    Corrupt {
+        /// The table.
+        table: &'static str,
+        /// What failed.
+        message: String,
+    },
+    /// The store could not be opened.
+    #[error("cannot open store at {path}: {message}")]
+    Open {
+        /// Path or URL of the store.
+        path: String,
+        /// Why.
+        message: String,
+    },
+    /// The store's worker threads are gone (the hub is shutting down).
+    #[error("store is closed")]
+    Closed,
+}
+
+/// A message about to be stored: everything but the id, which the store assigns.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NewMessage {
+    /// Hub time at receipt, ms.
+    pub ts: i64,
+    /// Sender session.
+    pub from: String,
+    /// Recipient or `all`.
+    pub to: String,
+    /// Project.
+    pub project: String,
+    /// Text.
+    pub text: String,
+    /// Answered message id.
+    pub re: Option<i64>,
+    /// Kind.
+    pub kind: Option<String>,
+    /// `Some(false)` for context-only messages.
+    pub wake: Option<bool>,
+}
+
+/// An event about to be stored: everything but the id.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NewEvent {
+    /// When, ms.
+    pub ts: i64,
+    /// Event type.
+    pub kind: String,
+    /// Project.
+    pub project: String,
+    /// Actor.
+    pub by: String,
+    /// The card this event is about (card events), indexed for `/card` and `/events?taskId=`.
+    pub task_id: Option<i64>,
+    /// Card ids cited (message events), indexed for `/events?taskId=`.
+    pub refs: Vec<i64>,
+    /// Type-specific fields, flattened into the event on the wire.
+    pub data: serde_json::Map<String, Value>,
+}
+
+/// Which cards to list.
+#[derive(Debug, Clone, Default)]
+pub struct CardFilter {
+    /// Only this project.
+    pub project: Option<String>,
+    /// Only these ids.
+    pub ids: Option<Vec<i64>>,
+    /// Only these statuses.
+    pub statuses: Option<Vec<String>>,
+    /// Only this assignee.
+    pub assignee: Option<String>,
+}
+
+/// Which events to list (all filters combine with AND).
+#[derive(Debug, Clone, Default)]
+pub struct EventFilter {
+    /// Only this project.
+    pub project: Option<String>,
+    /// Event types; an entry ending in `.` matches as a prefix.
+    pub types: Option<Vec<String>>,
+    /// Only this actor.
+    pub by: Option<String>,
+    /// Card events of this card plus message events citing it.
+    pub task_id: Option<i64>,
+    /// Only ids greater than this.
+    pub since: Option<i64>,
+    /// Keep the newest `limit` of the matches (returned oldest first).
+    pub limit: usize,
+}
+
+/// The recorded outcome of a write carrying `_op`, for replay and `GET /_op`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpRecord {
+    /// The client's op id (≤ 80 chars).
+    pub id: String,
+    /// When it was recorded, ms.
+    pub ts: i64,
+    /// HTTP status of the first run.
+    pub code: u16,
+    /// Reply body of the first run.
+    pub body: Value,
+}
+
+/// Row counts for `/health` and `/metrics`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Counts {
+    /// Stored messages.
+    pub messages: i64,
+    /// Known peers.
+    pub peers: i64,
+    /// Cards.
+    pub cards: i64,
+    /// Events.
+    pub events: i64,
+    /// Lessons.
+    pub lessons: i64,
+}
+
+/// What a retention pass removed, so pruning is reported rather than silent.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PruneReport {
+    /// Read (or broadcast) messages older than the cut-off that were removed.
+    pub messages: i64,
+    /// Non-card events older than the cut-off that were removed.
+    pub events: i64,
+    /// Expired `_op` records removed.
+    pub ops: i64,
+}
+
+/// Queries available inside any transaction.
+pub trait ReadTx {
+    /// The highest message id ever assigned (0 when none), even if that message was pruned.
+    fn tip(&self) -> Result<i64, StoreError>;
+    /// Messages deliverable to `session` (to it or to `all`, not from it) with `id > since`,
+    /// oldest first, at most `limit`.
+    fn messages_for(
+        &self,
+        session: &str,
+        since: i64,
+        limit: usize,
+    ) -> Result<Vec<Message>, StoreError>;
+    /// One message.
+    fn message(&self, id: i64) -> Result<Option<Message>, StoreError>;
+    /// The newest `limit` messages of every kind, oldest first.
+    fn recent_messages(&self, limit: usize) -> Result<Vec<Message>, StoreError>;
+    /// Direct messages (not to `all`) sent by or to `session` with `ts >= since_ts`, oldest first.
+    fn direct_messages_involving(
+        &self,
+        session: &str,
+        since_ts: i64,
+    ) -> Result<Vec<Message>, StoreError>;
+    /// Sessions that sent a direct message with `ts >= since_ts` (for the contract reaper).
+    fn dispatchers_since(&self, since_ts: i64) -> Result<Vec<String>, StoreError>;
+    /// The newest `limit` messages citing card `#card`, oldest first.
+    fn messages_citing(&self, card: i64, limit: usize) -> Result<Vec<Message>, StoreError>;
+    /// One peer row.
+    fn peer(&self, session: &str) -> Result<Option<Peer>, StoreError>;
+    /// Every peer row.
+    fn peers(&self) -> Result<Vec<Peer>, StoreError>;
+    /// One card.
+    fn card(&self, id: i64) -> Result<Option<Card>, StoreError>;
+    /// Cards matching the filter, by id ascending.
+    fn cards(&self, filter: &CardFilter) -> Result<Vec<Card>, StoreError>;
+    /// Events matching the filter, oldest first.
+    fn events(&self, filter: &EventFilter) -> Result<Vec<Event>, StoreError>;
+    /// The newest event id (0 when none).
+    fn latest_event_id(&self) -> Result<i64, StoreError>;
+    /// Lessons whose scope is one of `scopes`, oldest first.
+    fn lessons(&self, scopes: &[String]) -> Result<Vec<Lesson>, StoreError>;
+    /// A small named JSON document (policy, project briefs, phase goals, …).
+    fn kv(&self, key: &str) -> Result<Option<Value>, StoreError>;
+    /// The recorded outcome of an `_op`.
+    fn op(&self, id: &str) -> Result<Option<OpRecord>, StoreError>;
+    /// Row counts.
+    fn counts(&self) -> Result<Counts, StoreError>;
+}
+
+/// Changes available inside a write transaction.
+pub trait WriteTx: ReadTx {
+    /// Store a message, assigning the next id; `refs` are the card ids it cites.
+    fn insert_message(&mut self, msg: NewMessage, refs: &[i64]) -> Result<Message, StoreError>;
+    /// Insert or replace a peer row (the `deliveredUpTo` stored never decreases).
+    fn put_peer(&mut self, peer: &Peer) -> Result<(), StoreError>;
+    /// Raise a session's delivery ledger to `up_to` (never lowers it); returns the new value.
+    fn raise_delivered(&mut self, session: &str, up_to: i64) -> Result<i64, StoreError>;
+    /// Delete peers last seen before `last_seen`; returns their sessions.
+    fn delete_peers_before(&mut self, last_seen: i64) -> Result<Vec<String>, StoreError>;
+    /// Store a new card, assigning the next id (the given id is ignored).
+    fn insert_card(&mut self, card: Card) -> Result<Card, StoreError>;
+    /// Replace an existing card.
+    fn put_card(&mut self, card: &Card) -> Result<(), StoreError>;
+    /// Delete a card.
+    fn delete_card(&mut self, id: i64) -> Result<(), StoreError>;
+    /// Append an event, assigning the next id.
+    fn insert_event(&mut self, event: NewEvent) -> Result<Event, StoreError>;
+    /// Append a lesson, assigning the next id (ids are never reused).
+    fn insert_lesson(&mut self, lesson: Lesson) -> Result<Lesson, StoreError>;
+    /// Set a named JSON document.
+    fn set_kv(&mut self, key: &str, value: &Value) -> Result<(), StoreError>;
+    /// Record an `_op` outcome (first record wins).
+    fn put_op(&mut self, op: &OpRecord) -> Result<(), StoreError>;
+    /// Retention: remove messages older than `before_ts` that every recipient has read
+    /// (broadcasts, or direct messages at or below the recipient's `deliveredUpTo`), non-card
+    /// events older than `before_ts`, and `_op` records older than `ops_before_ts`.
+    fn prune(&mut self, before_ts: i64, ops_before_ts: i64) -> Result<PruneReport, StoreError>;
+}
+
+/// A persistent store for the hub.
+///
+/// Implementations are cheap to clone (a handle) and safe to share between request handlers.
+pub trait Store: Clone + Send + Sync + 'static {
+    /// Run `f` against a consistent read snapshot.
+    fn read<R, F>(&self, f: F) -> impl Future<Output = Result<R, StoreError>> + Send
+    where
+        F: FnOnce(&dyn ReadTx) -> Result<R, StoreError> + Send + 'static,
+        R: Send + 'static;
+
+    /// Run `f` in a write transaction. When the future resolves `Ok`, the changes are committed
+    /// and durable against a kill of the process. A closure returning `Err` has its changes
+    /// rolled back (other writers grouped into the same commit are unaffected).
+    fn write<R, F>(&self, f: F) -> impl Future<Output = Result<R, StoreError>> + Send
+    where
+        F: FnOnce(&mut dyn WriteTx) -> Result<R, StoreError> + Send + 'static,
+        R: Send + 'static;
+
+    /// A short description for `/health` and logs (e.g. `sqlite:/home/u/.agent-bus/hub.db`).
+    fn describe(&self) -> String;
+}

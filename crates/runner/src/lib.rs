@@ -1,5 +1,12 @@
 //! The crew runner. (Being written.)
 
+pub mod docker;
+pub mod nudge;
+pub mod release;
+pub mod snapshot;
+pub mod watchdog;
+pub mod worktree;
+
 /// Options of `trantor runner`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunnerArgs {}

@@ -1,0 +1,1 @@
+//! (Being written by the runner-periphery engineer.)

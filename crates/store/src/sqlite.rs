@@ -1,5 +1,435 @@
-//! The embedded SQLite (WAL) store. (Being written.)
+//! The embedded SQLite (WAL) store.
+//!
+//! Threads:
+//! - **One writer thread** owns the only read-write connection. [`Store::write`] hands it a
+//!   closure; the writer drains every closure queued at that moment and runs them in one
+//!   `BEGIN IMMEDIATE … COMMIT`, each inside its own `SAVEPOINT` so a closure that fails rolls
+//!   back alone (group commit: one WAL append for many writes). Results are sent back only after
+//!   the `COMMIT` succeeded, so no reply ever acknowledges an uncommitted write.
+//! - **A few reader threads**, each owning a read-only connection; WAL lets them read while the
+//!   writer writes. Each [`Store::read`] runs in its own deferred transaction, i.e. on one
+//!   consistent snapshot taken after every write whose `write()` already returned.
+//!
+//! Durability: `synchronous=NORMAL` in WAL mode makes a commit durable against the process being
+//! killed (the bar of the hub); [`SqliteOptions::sync_full`] adds an fsync per commit for
+//! durability against power loss.
 
-/// The embedded SQLite store handle.
+mod schema;
+mod tx;
+
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+use tokio::sync::oneshot;
+
+use crate::{ReadTx, Store, StoreError, WriteTx};
+pub use schema::SCHEMA_VERSION;
+use tx::SqlTx;
+
+/// How to open a [`SqliteStore`].
 #[derive(Debug, Clone)]
-pub struct SqliteStore;
+pub struct SqliteOptions {
+    /// `synchronous=FULL` (fsync on every commit: durable against power loss) instead of
+    /// `NORMAL` (durable against a process kill, much cheaper).
+    pub sync_full: bool,
+    /// Read-only connections (and reader threads). At least 1.
+    pub readers: usize,
+    /// Page cache per connection, KiB. Kept small: the hub's memory bar is 30 MB in total.
+    pub cache_kib: u32,
+    /// How long a statement waits for a lock held by another process before failing.
+    pub busy_timeout: Duration,
+    /// The most write closures grouped into one commit (bounds the latency of a batch).
+    pub max_batch: usize,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            sync_full: false,
+            readers: 4,
+            cache_kib: 2048,
+            busy_timeout: Duration::from_secs(5),
+            max_batch: 2048,
+        }
+    }
+}
+
+/// The embedded SQLite store handle: cheap to clone, shared by every request handler.
+///
+/// The worker threads stop when the last handle is dropped (after finishing queued writes).
+#[derive(Clone)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    writer: Option<mpsc::Sender<Box<dyn WriteJob>>>,
+    reader: Option<mpsc::Sender<ReadJob>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Closing the channels ends the threads; joining makes "drop, then reopen the file"
+        // deterministic (the writer's final checkpoint is done when this returns).
+        self.writer.take();
+        self.reader.take();
+        let me = std::thread::current().id();
+        for t in self.threads.drain(..) {
+            // A closure that captured the last handle drops it on a store thread, which must
+            // not wait for itself.
+            if t.thread().id() == me {
+                continue;
+            }
+            if t.join().is_err() {
+                tracing::error!("a store thread panicked");
+            }
+        }
+    }
+}
+
+impl fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.inner.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A read closure bound to its reply channel, run by a reader thread.
+type ReadJob = Box<dyn FnOnce(&Connection) + Send>;
+
+/// A write closure bound to its reply channel, in two steps so the reply can wait for COMMIT.
+trait WriteJob: Send {
+    /// Run the closure; `true` when it succeeded (its savepoint is kept).
+    fn run(&mut self, tx: &mut SqlTx<'_>) -> bool;
+    /// Send the outcome: the closure's own result when the batch committed, else `batch_err`.
+    fn finish(self: Box<Self>, batch_err: Option<&StoreError>);
+}
+
+struct Job<F, R> {
+    f: Option<F>,
+    out: Option<Result<R, StoreError>>,
+    reply: oneshot::Sender<Result<R, StoreError>>,
+}
+
+impl<F, R> WriteJob for Job<F, R>
+where
+    F: FnOnce(&mut dyn WriteTx) -> Result<R, StoreError> + Send,
+    R: Send,
+{
+    fn run(&mut self, tx: &mut SqlTx<'_>) -> bool {
+        let Some(f) = self.f.take() else {
+            return false;
+        };
+        let out = catch_unwind(AssertUnwindSafe(|| f(tx))).unwrap_or_else(|p| {
+            Err(StoreError::Db(format!(
+                "write closure panicked: {}",
+                panic_message(&p)
+            )))
+        });
+        let ok = out.is_ok();
+        self.out = Some(out);
+        ok
+    }
+
+    fn finish(self: Box<Self>, batch_err: Option<&StoreError>) {
+        let Job { out, reply, .. } = *self;
+        let result = match (out, batch_err) {
+            // A closure that failed was rolled back either way; its own error says more.
+            (Some(Err(e)), _) => Err(e),
+            (_, Some(e)) => Err(copy_error(e)),
+            (Some(Ok(v)), None) => Ok(v),
+            (None, None) => Err(StoreError::Db("write was never run".into())),
+        };
+        // The caller may have stopped waiting (request cancelled); the write stands anyway.
+        let _ = reply.send(result);
+    }
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".into()
+    }
+}
+
+/// The same error again, for every job of a batch that failed as a whole.
+fn copy_error(e: &StoreError) -> StoreError {
+    match e {
+        StoreError::Db(m) => StoreError::Db(m.clone()),
+        StoreError::Corrupt { table, message } => StoreError::Corrupt {
+            table,
+            message: message.clone(),
+        },
+        StoreError::Open { path, message } => StoreError::Open {
+            path: path.clone(),
+            message: message.clone(),
+        },
+        StoreError::Closed => StoreError::Closed,
+    }
+}
+
+fn open_error(path: &Path, what: &str, e: impl fmt::Display) -> StoreError {
+    StoreError::Open {
+        path: path.display().to_string(),
+        message: format!("{what}: {e}"),
+    }
+}
+
+/// Pragmas every connection gets.
+fn configure(conn: &Connection, path: &Path, opts: &SqliteOptions) -> Result<(), StoreError> {
+    conn.busy_timeout(opts.busy_timeout)
+        .map_err(|e| open_error(path, "busy_timeout", e))?;
+    conn.set_prepared_statement_cache_capacity(64);
+    let cache = -i64::from(opts.cache_kib.max(64));
+    conn.execute_batch(&format!(
+        "PRAGMA cache_size = {cache};
+         PRAGMA foreign_keys = OFF;
+         PRAGMA temp_store = MEMORY;"
+    ))
+    .map_err(|e| open_error(path, "cannot configure the connection", e))
+}
+
+impl SqliteStore {
+    /// Open (creating the file and its directories if needed) the store at `path` with the
+    /// default options: WAL, `synchronous=NORMAL`, 4 readers.
+    pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        Self::open_with(path, SqliteOptions::default())
+    }
+
+    /// Open the store at `path` with explicit options.
+    ///
+    /// Fails (and leaves the file untouched) when the file is not a SQLite database, is
+    /// corrupt, or has a schema newer than this build's.
+    pub fn open_with(path: &Path, opts: SqliteOptions) -> Result<SqliteStore, StoreError> {
+        if let Some(dir) = path.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| open_error(path, "cannot create the directory", e))?;
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let writer = Connection::open_with_flags(path, flags)
+            .map_err(|e| open_error(path, "cannot open", e))?;
+        configure(&writer, path, &opts)?;
+        // journal_mode is the first statement that reads the header: a file that is not a
+        // database fails here ("file is not a database"), before anything is written.
+        let mode: String = writer
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(|e| open_error(path, "not a usable SQLite database", e))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(open_error(
+                path,
+                "cannot enable WAL",
+                format!("mode is {mode}"),
+            ));
+        }
+        let sync = if opts.sync_full { "FULL" } else { "NORMAL" };
+        writer
+            .execute_batch(&format!(
+                "PRAGMA synchronous = {sync};
+                 PRAGMA journal_size_limit = 67108864;"
+            ))
+            .map_err(|e| open_error(path, "cannot configure the writer", e))?;
+        schema::migrate(&writer, &path.display().to_string())?;
+
+        let mut readers = Vec::new();
+        for _ in 0..opts.readers.max(1) {
+            let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+            let conn = Connection::open_with_flags(path, flags)
+                .map_err(|e| open_error(path, "cannot open a reader", e))?;
+            configure(&conn, path, &opts)?;
+            readers.push(conn);
+        }
+
+        let (wtx, wrx) = mpsc::channel::<Box<dyn WriteJob>>();
+        let (rtx, rrx) = mpsc::channel::<ReadJob>();
+        let rrx = Arc::new(Mutex::new(rrx));
+        let mut threads = Vec::new();
+        let max_batch = opts.max_batch.max(1);
+        threads.push(
+            std::thread::Builder::new()
+                .name("store-writer".into())
+                .spawn(move || writer_loop(writer, wrx, max_batch))
+                .map_err(|e| open_error(path, "cannot start the writer thread", e))?,
+        );
+        for (i, conn) in readers.into_iter().enumerate() {
+            let rx = Arc::clone(&rrx);
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("store-reader-{i}"))
+                    .spawn(move || reader_loop(conn, rx))
+                    .map_err(|e| open_error(path, "cannot start a reader thread", e))?,
+            );
+        }
+        tracing::debug!(path = %path.display(), sync, "sqlite store open");
+        Ok(SqliteStore {
+            inner: Arc::new(Inner {
+                path: path.to_path_buf(),
+                writer: Some(wtx),
+                reader: Some(rtx),
+                threads,
+            }),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+}
+
+fn reader_loop(conn: Connection, rx: Arc<Mutex<mpsc::Receiver<ReadJob>>>) {
+    loop {
+        // Hold the lock only while waiting for one job, so the other readers take the next.
+        let job = {
+            let guard = match rx.lock() {
+                Ok(g) => g,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            guard.recv()
+        };
+        match job {
+            Ok(job) => job(&conn),
+            Err(_) => break,
+        }
+    }
+}
+
+fn run_read<R>(
+    conn: &Connection,
+    f: impl FnOnce(&dyn ReadTx) -> Result<R, StoreError>,
+) -> Result<R, StoreError> {
+    conn.execute_batch("BEGIN DEFERRED")
+        .map_err(|e| StoreError::Db(format!("begin read: {e}")))?;
+    let tx = SqlTx::new(conn);
+    let out = catch_unwind(AssertUnwindSafe(|| f(&tx))).unwrap_or_else(|p| {
+        Err(StoreError::Db(format!(
+            "read closure panicked: {}",
+            panic_message(&p)
+        )))
+    });
+    // A read transaction has nothing to keep; ending it releases the snapshot so the WAL can be
+    // checkpointed past it.
+    if let Err(e) = conn.execute_batch("COMMIT") {
+        tracing::warn!(error = %e, "ending a read transaction failed");
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    out
+}
+
+fn writer_loop(conn: Connection, rx: mpsc::Receiver<Box<dyn WriteJob>>, max_batch: usize) {
+    let mut batch: Vec<Box<dyn WriteJob>> = Vec::with_capacity(64);
+    while let Ok(first) = rx.recv() {
+        batch.push(first);
+        while batch.len() < max_batch {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let outcome = run_batch(&conn, &mut batch);
+        if let Err(e) = &outcome {
+            tracing::error!(error = %e, jobs = batch.len(), "store write batch failed");
+        }
+        let err = outcome.err();
+        for job in batch.drain(..) {
+            job.finish(err.as_ref());
+        }
+    }
+    // Leaves a small WAL behind for the next open; errors only mean a bigger WAL.
+    if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {
+        tracing::debug!(error = %e, "final checkpoint skipped");
+    }
+}
+
+/// Run every job of the batch in one transaction; `Err` when the transaction as a whole did
+/// not commit (then no job's changes are kept).
+fn run_batch(conn: &Connection, batch: &mut [Box<dyn WriteJob>]) -> Result<(), StoreError> {
+    let step = |sql: &str| {
+        conn.prepare_cached(sql)
+            .and_then(|mut st| st.execute([]))
+            .map_err(|e| StoreError::Db(format!("{sql}: {e}")))
+    };
+    step("BEGIN IMMEDIATE")?;
+    let mut body = || -> Result<(), StoreError> {
+        let mut tx = SqlTx::new(conn);
+        for job in batch.iter_mut() {
+            step("SAVEPOINT job")?;
+            if job.run(&mut tx) {
+                step("RELEASE job")?;
+            } else {
+                step("ROLLBACK TO job")?;
+                step("RELEASE job")?;
+            }
+        }
+        step("COMMIT")?;
+        Ok(())
+    };
+    let result = body();
+    if result.is_err() && !conn.is_autocommit() {
+        // Some errors (disk full, I/O) already rolled back; otherwise roll back ourselves.
+        if let Err(e) = conn.execute_batch("ROLLBACK") {
+            tracing::error!(error = %e, "rollback of a failed write batch failed");
+        }
+    }
+    result
+}
+
+impl Store for SqliteStore {
+    fn read<R, F>(&self, f: F) -> impl Future<Output = Result<R, StoreError>> + Send
+    where
+        F: FnOnce(&dyn ReadTx) -> Result<R, StoreError> + Send + 'static,
+        R: Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let job: ReadJob = Box::new(move |conn: &Connection| {
+            let _ = tx.send(run_read(conn, f));
+        });
+        let sent = match &self.inner.reader {
+            Some(s) => s.send(job).map_err(|_| StoreError::Closed),
+            None => Err(StoreError::Closed),
+        };
+        async move {
+            sent?;
+            rx.await.map_err(|_| StoreError::Closed)?
+        }
+    }
+
+    fn write<R, F>(&self, f: F) -> impl Future<Output = Result<R, StoreError>> + Send
+    where
+        F: FnOnce(&mut dyn WriteTx) -> Result<R, StoreError> + Send + 'static,
+        R: Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let job: Box<dyn WriteJob> = Box::new(Job {
+            f: Some(f),
+            out: None,
+            reply: tx,
+        });
+        let sent = match &self.inner.writer {
+            Some(s) => s.send(job).map_err(|_| StoreError::Closed),
+            None => Err(StoreError::Closed),
+        };
+        async move {
+            sent?;
+            rx.await.map_err(|_| StoreError::Closed)?
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("sqlite:{}", self.inner.path.display())
+    }
+}

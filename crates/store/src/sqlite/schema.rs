@@ -1,0 +1,232 @@
+//! The SQLite schema and its migrations.
+//!
+//! The schema version lives in the `meta` table. Opening a database written by a newer build is
+//! refused (its tables may mean something this build does not know), and every migration runs in
+//! one `BEGIN IMMEDIATE` transaction so two processes opening the same file cannot both apply it.
+
+use rusqlite::{Connection, OptionalExtension};
+
+use crate::StoreError;
+
+/// The schema version this build writes and understands.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Version 1: every table the `Store` trait needs, with one index per query shape.
+///
+/// Decisions worth knowing:
+/// - `AUTOINCREMENT` on every id table so ids are never reused after pruning, and the high-water
+///   mark (`sqlite_sequence`) is the message "tip" even when the newest rows are gone.
+/// - Row counts are kept by triggers in `counters`, so `/health` never counts a million rows.
+/// - Deleting a message or event deletes its card references through a trigger, so pruning is a
+///   single `DELETE`.
+const V1: &str = r#"
+CREATE TABLE messages (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    ts      INTEGER NOT NULL,
+    from_s  TEXT    NOT NULL,
+    to_s    TEXT    NOT NULL,
+    project TEXT    NOT NULL,
+    text    TEXT    NOT NULL,
+    re      INTEGER,
+    kind    TEXT,
+    wake    INTEGER
+);
+CREATE INDEX messages_to_id   ON messages(to_s, id);
+CREATE INDEX messages_to_ts   ON messages(to_s, ts);
+CREATE INDEX messages_from_ts ON messages(from_s, ts);
+CREATE INDEX messages_ts      ON messages(ts);
+
+CREATE TABLE message_refs (
+    card_id INTEGER NOT NULL,
+    msg_id  INTEGER NOT NULL,
+    PRIMARY KEY (card_id, msg_id)
+) WITHOUT ROWID;
+CREATE INDEX message_refs_msg ON message_refs(msg_id);
+
+CREATE TABLE peers (
+    session         TEXT    PRIMARY KEY,
+    last_seen       INTEGER NOT NULL,
+    delivered_up_to INTEGER NOT NULL DEFAULT 0,
+    data            TEXT    NOT NULL
+);
+CREATE INDEX peers_last_seen ON peers(last_seen);
+
+CREATE TABLE cards (
+    id       INTEGER PRIMARY KEY AUTOINCREMENT,
+    project  TEXT    NOT NULL,
+    status   TEXT    NOT NULL,
+    assignee TEXT    NOT NULL,
+    updated  INTEGER NOT NULL,
+    data     TEXT    NOT NULL
+);
+CREATE INDEX cards_project  ON cards(project, id);
+CREATE INDEX cards_status   ON cards(status, id);
+CREATE INDEX cards_assignee ON cards(assignee, id);
+
+CREATE TABLE events (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    ts      INTEGER NOT NULL,
+    type    TEXT    NOT NULL,
+    project TEXT    NOT NULL,
+    by_s    TEXT    NOT NULL,
+    task_id INTEGER,
+    data    TEXT    NOT NULL
+);
+CREATE INDEX events_task    ON events(task_id, id);
+CREATE INDEX events_by      ON events(by_s, id);
+CREATE INDEX events_project ON events(project, id);
+CREATE INDEX events_type    ON events(type, id);
+CREATE INDEX events_ts      ON events(ts);
+
+CREATE TABLE event_refs (
+    card_id  INTEGER NOT NULL,
+    event_id INTEGER NOT NULL,
+    PRIMARY KEY (card_id, event_id)
+) WITHOUT ROWID;
+CREATE INDEX event_refs_event ON event_refs(event_id);
+
+CREATE TABLE lessons (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    scope   TEXT    NOT NULL,
+    text    TEXT    NOT NULL,
+    by_s    TEXT    NOT NULL,
+    ts      INTEGER NOT NULL,
+    project TEXT    NOT NULL
+);
+CREATE INDEX lessons_scope ON lessons(scope, id);
+
+CREATE TABLE kv (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE ops (
+    id   TEXT    PRIMARY KEY,
+    ts   INTEGER NOT NULL,
+    code INTEGER NOT NULL,
+    body TEXT    NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX ops_ts ON ops(ts);
+
+CREATE TABLE counters (
+    name TEXT    PRIMARY KEY,
+    n    INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT INTO counters(name, n) VALUES
+    ('messages', 0), ('peers', 0), ('cards', 0), ('events', 0), ('lessons', 0);
+
+CREATE TRIGGER messages_ai AFTER INSERT ON messages BEGIN
+    UPDATE counters SET n = n + 1 WHERE name = 'messages';
+END;
+CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
+    UPDATE counters SET n = n - 1 WHERE name = 'messages';
+    DELETE FROM message_refs WHERE msg_id = old.id;
+END;
+CREATE TRIGGER peers_ai AFTER INSERT ON peers BEGIN
+    UPDATE counters SET n = n + 1 WHERE name = 'peers';
+END;
+CREATE TRIGGER peers_ad AFTER DELETE ON peers BEGIN
+    UPDATE counters SET n = n - 1 WHERE name = 'peers';
+END;
+CREATE TRIGGER cards_ai AFTER INSERT ON cards BEGIN
+    UPDATE counters SET n = n + 1 WHERE name = 'cards';
+END;
+CREATE TRIGGER cards_ad AFTER DELETE ON cards BEGIN
+    UPDATE counters SET n = n - 1 WHERE name = 'cards';
+END;
+CREATE TRIGGER events_ai AFTER INSERT ON events BEGIN
+    UPDATE counters SET n = n + 1 WHERE name = 'events';
+END;
+CREATE TRIGGER events_ad AFTER DELETE ON events BEGIN
+    UPDATE counters SET n = n - 1 WHERE name = 'events';
+    DELETE FROM event_refs WHERE event_id = old.id;
+END;
+CREATE TRIGGER lessons_ai AFTER INSERT ON lessons BEGIN
+    UPDATE counters SET n = n + 1 WHERE name = 'lessons';
+END;
+CREATE TRIGGER lessons_ad AFTER DELETE ON lessons BEGIN
+    UPDATE counters SET n = n - 1 WHERE name = 'lessons';
+END;
+"#;
+
+/// Migrations in order: entry `i` brings a database from version `i` to `i + 1`.
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1];
+
+/// Bring the database behind `conn` to [`SCHEMA_VERSION`], or explain why it cannot be.
+pub(crate) fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
+    let open_err = |what: &str, e: rusqlite::Error| StoreError::Open {
+        path: path.to_string(),
+        message: format!("{what}: {e}"),
+    };
+    // IMMEDIATE takes the write lock first, so a concurrent opener waits (busy_timeout) and then
+    // sees the version this one wrote instead of racing to create the same tables.
+    conn.execute_batch("BEGIN IMMEDIATE")
+        .map_err(|e| open_err("cannot lock the database", e))?;
+    let result = migrate_locked(conn, path);
+    match result {
+        Ok(()) => conn
+            .execute_batch("COMMIT")
+            .map_err(|e| open_err("cannot commit the schema", e)),
+        Err(e) => {
+            if let Err(rb) = conn.execute_batch("ROLLBACK") {
+                tracing::warn!(error = %rb, "rollback after a failed migration failed");
+            }
+            Err(e)
+        }
+    }
+}
+
+fn migrate_locked(conn: &Connection, path: &str) -> Result<(), StoreError> {
+    let open_err = |what: &str, e: rusqlite::Error| StoreError::Open {
+        path: path.to_string(),
+        message: format!("{what}: {e}"),
+    };
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
+    )
+    .map_err(|e| open_err("cannot read the schema (is this a trantor database?)", e))?;
+    let stored: Option<String> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(|e| open_err("cannot read the schema version", e))?;
+    let current = match stored {
+        None => 0,
+        Some(s) => s.trim().parse::<i64>().map_err(|_| StoreError::Open {
+            path: path.to_string(),
+            message: format!("the stored schema version {s:?} is not a number"),
+        })?,
+    };
+    if current > SCHEMA_VERSION {
+        return Err(StoreError::Open {
+            path: path.to_string(),
+            message: format!(
+                "the database has schema version {current}, newer than this build's \
+                 {SCHEMA_VERSION}; run a newer trantor (the file was left untouched)"
+            ),
+        });
+    }
+    if current < 0 {
+        return Err(StoreError::Open {
+            path: path.to_string(),
+            message: format!("the stored schema version {current} is invalid"),
+        });
+    }
+    for (from, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        conn.execute_batch(sql)
+            .map_err(|e| open_err(&format!("migration {from} -> {}", from + 1), e))?;
+        tracing::info!(from, to = from + 1, "store schema migrated");
+    }
+    if current < SCHEMA_VERSION {
+        conn.execute(
+            "INSERT INTO meta(key, value) VALUES ('schema_version', ?1)
+             ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            [SCHEMA_VERSION.to_string()],
+        )
+        .map_err(|e| open_err("cannot record the schema version", e))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,801 @@
+//! [`ReadTx`] and [`WriteTx`] over one SQLite connection that is inside a transaction.
+//!
+//! The transaction itself (BEGIN, savepoints, COMMIT) is managed by the writer and reader threads
+//! in the parent module; this type only runs the statements. Every statement goes through the
+//! connection's prepared-statement cache.
+
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{Connection, OptionalExtension, Params, Row, params, params_from_iter};
+use serde_json::{Map, Value};
+use trantor_proto::{BROADCAST, Card, Event, Lesson, Message, Peer};
+
+use crate::{
+    CardFilter, Counts, EventFilter, NewEvent, NewMessage, OpRecord, PruneReport, ReadTx,
+    StoreError, WriteTx,
+};
+
+/// Statements of a transaction on `conn` (read-only or read-write, as the connection is).
+pub(crate) struct SqlTx<'c> {
+    conn: &'c Connection,
+}
+
+impl<'c> SqlTx<'c> {
+    /// Wrap a connection that is already inside a transaction.
+    pub(crate) fn new(conn: &'c Connection) -> Self {
+        SqlTx { conn }
+    }
+}
+
+/// Turn a rusqlite error into a [`StoreError`]: a value that does not decode is a corrupt row,
+/// anything else a database error, both with the table and the operation for context.
+pub(crate) fn map_err(
+    table: &'static str,
+    op: &'static str,
+) -> impl Fn(rusqlite::Error) -> StoreError {
+    move |e| match e {
+        rusqlite::Error::FromSqlConversionFailure(..)
+        | rusqlite::Error::InvalidColumnType(..)
+        | rusqlite::Error::IntegralValueOutOfRange(..)
+        | rusqlite::Error::Utf8Error(..) => StoreError::Corrupt {
+            table,
+            message: format!("{op}: {e}"),
+        },
+        other => StoreError::Db(format!("{table}: {op}: {other}")),
+    }
+}
+
+fn corrupt(table: &'static str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt {
+        table,
+        message: e.to_string(),
+    }
+}
+
+fn encode(table: &'static str, v: &impl serde::Serialize) -> Result<String, StoreError> {
+    serde_json::to_string(v).map_err(|e| StoreError::Db(format!("{table}: cannot encode: {e}")))
+}
+
+/// SQLite's LIMIT: `0` means "no limit" here (LIMIT -1), so a caller that leaves the filter's
+/// default gets everything rather than a silent empty page.
+fn sql_limit(limit: usize) -> i64 {
+    if limit == 0 {
+        -1
+    } else {
+        i64::try_from(limit).unwrap_or(i64::MAX)
+    }
+}
+
+/// The smallest string greater than every string starting with `prefix` (for an index range),
+/// or `None` when there is none (prefix empty or ending in the last code point).
+fn prefix_upper_bound(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        let mut next = last as u32 + 1;
+        // Skip the surrogate gap, which has no `char`.
+        if (0xD800..=0xDFFF).contains(&next) {
+            next = 0xE000;
+        }
+        if let Some(c) = char::from_u32(next) {
+            chars.push(c);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
+}
+
+const MSG_COLS: &str = "id, ts, from_s, to_s, project, text, re, kind, wake";
+
+fn message_row(r: &Row<'_>) -> rusqlite::Result<Message> {
+    Ok(Message {
+        id: r.get(0)?,
+        ts: r.get(1)?,
+        from: r.get(2)?,
+        to: r.get(3)?,
+        project: r.get(4)?,
+        text: r.get(5)?,
+        re: r.get(6)?,
+        kind: r.get(7)?,
+        wake: r.get(8)?,
+    })
+}
+
+/// Raw peer columns; the JSON is decoded after the statement is done.
+type PeerRow = (String, i64, i64, String);
+
+fn decode_peer((session, last_seen, delivered, data): PeerRow) -> Result<Peer, StoreError> {
+    let mut map: Map<String, Value> =
+        serde_json::from_str(&data).map_err(|e| corrupt("peers", format!("{session}: {e}")))?;
+    // The columns are authoritative (raise_delivered only touches the column).
+    map.insert("session".into(), Value::String(session.clone()));
+    map.insert("lastSeen".into(), Value::from(last_seen));
+    map.insert("deliveredUpTo".into(), Value::from(delivered));
+    serde_json::from_value(Value::Object(map))
+        .map_err(|e| corrupt("peers", format!("{session}: {e}")))
+}
+
+fn decode_card((id, data): (i64, String)) -> Result<Card, StoreError> {
+    let mut card: Card =
+        serde_json::from_str(&data).map_err(|e| corrupt("cards", format!("#{id}: {e}")))?;
+    card.id = id;
+    Ok(card)
+}
+
+/// Raw event columns: id, ts, type, project, by, data.
+type EventRow = (i64, i64, String, String, String, String);
+
+fn decode_event((id, ts, kind, project, by, data): EventRow) -> Result<Event, StoreError> {
+    let data: Map<String, Value> =
+        serde_json::from_str(&data).map_err(|e| corrupt("events", format!("#{id}: {e}")))?;
+    Ok(Event {
+        id,
+        ts,
+        kind,
+        project,
+        by,
+        data,
+    })
+}
+
+fn lesson_row(r: &Row<'_>) -> rusqlite::Result<Lesson> {
+    Ok(Lesson {
+        id: r.get(0)?,
+        scope: r.get(1)?,
+        text: r.get(2)?,
+        by: r.get(3)?,
+        ts: r.get(4)?,
+        project: r.get(5)?,
+    })
+}
+
+impl SqlTx<'_> {
+    /// Run a cached query and collect its rows.
+    fn rows<T, P, F>(
+        &self,
+        table: &'static str,
+        op: &'static str,
+        sql: &str,
+        params: P,
+        f: F,
+    ) -> Result<Vec<T>, StoreError>
+    where
+        P: Params,
+        F: FnMut(&Row<'_>) -> rusqlite::Result<T>,
+    {
+        let err = map_err(table, op);
+        let mut st = self.conn.prepare_cached(sql).map_err(&err)?;
+        let rows = st.query_map(params, f).map_err(&err)?;
+        rows.collect::<Result<Vec<T>, _>>().map_err(&err)
+    }
+
+    /// Run a cached query expected to return at most one row.
+    fn row<T, P, F>(
+        &self,
+        table: &'static str,
+        op: &'static str,
+        sql: &str,
+        params: P,
+        f: F,
+    ) -> Result<Option<T>, StoreError>
+    where
+        P: Params,
+        F: FnOnce(&Row<'_>) -> rusqlite::Result<T>,
+    {
+        let err = map_err(table, op);
+        let mut st = self.conn.prepare_cached(sql).map_err(&err)?;
+        st.query_row(params, f).optional().map_err(&err)
+    }
+
+    /// Run a cached statement; returns the number of rows changed.
+    fn exec<P: Params>(
+        &self,
+        table: &'static str,
+        op: &'static str,
+        sql: &str,
+        params: P,
+    ) -> Result<usize, StoreError> {
+        let err = map_err(table, op);
+        let mut st = self.conn.prepare_cached(sql).map_err(&err)?;
+        st.execute(params).map_err(&err)
+    }
+
+    fn sequence(&self, table: &'static str) -> Result<i64, StoreError> {
+        Ok(self
+            .row(
+                table,
+                "sequence",
+                "SELECT seq FROM sqlite_sequence WHERE name = ?1",
+                [table],
+                |r| r.get::<_, i64>(0),
+            )?
+            .unwrap_or(0))
+    }
+}
+
+impl ReadTx for SqlTx<'_> {
+    fn tip(&self) -> Result<i64, StoreError> {
+        self.sequence("messages")
+    }
+
+    fn messages_for(
+        &self,
+        session: &str,
+        since: i64,
+        limit: usize,
+    ) -> Result<Vec<Message>, StoreError> {
+        // Two ordered index ranges (direct: to_s = session; broadcast: to_s = 'all') merged by
+        // id, so the cost is the page size, not the mailbox size. `?1 != 'all'` keeps a session
+        // literally named `all` from reading the broadcasts twice.
+        let sql = format!(
+            "SELECT {MSG_COLS} FROM messages
+               WHERE to_s = ?1 AND ?1 != '{BROADCAST}' AND from_s != ?1 AND id > ?2
+             UNION ALL
+             SELECT {MSG_COLS} FROM messages
+               WHERE to_s = '{BROADCAST}' AND from_s != ?1 AND id > ?2
+             ORDER BY id LIMIT ?3"
+        );
+        self.rows(
+            "messages",
+            "messages_for",
+            &sql,
+            params![session, since, sql_limit(limit)],
+            message_row,
+        )
+    }
+
+    fn message(&self, id: i64) -> Result<Option<Message>, StoreError> {
+        let sql = format!("SELECT {MSG_COLS} FROM messages WHERE id = ?1");
+        self.row("messages", "message", &sql, [id], message_row)
+    }
+
+    fn recent_messages(&self, limit: usize) -> Result<Vec<Message>, StoreError> {
+        let sql = format!("SELECT {MSG_COLS} FROM messages ORDER BY id DESC LIMIT ?1");
+        let mut v = self.rows(
+            "messages",
+            "recent_messages",
+            &sql,
+            [sql_limit(limit)],
+            message_row,
+        )?;
+        v.reverse();
+        Ok(v)
+    }
+
+    fn direct_messages_involving(
+        &self,
+        session: &str,
+        since_ts: i64,
+    ) -> Result<Vec<Message>, StoreError> {
+        // Sent by (from_s, ts index) or to (to_s, ts index) the session; a self-addressed
+        // message matches both arms, hence UNION rather than UNION ALL.
+        let sql = format!(
+            "SELECT {MSG_COLS} FROM messages
+               WHERE from_s = ?1 AND ts >= ?2 AND to_s != '{BROADCAST}'
+             UNION
+             SELECT {MSG_COLS} FROM messages
+               WHERE to_s = ?1 AND ts >= ?2 AND ?1 != '{BROADCAST}'
+             ORDER BY id"
+        );
+        self.rows(
+            "messages",
+            "direct_messages_involving",
+            &sql,
+            params![session, since_ts],
+            message_row,
+        )
+    }
+
+    fn dispatchers_since(&self, since_ts: i64) -> Result<Vec<String>, StoreError> {
+        let sql = format!(
+            "SELECT DISTINCT from_s FROM messages
+               WHERE ts >= ?1 AND to_s != '{BROADCAST}' ORDER BY from_s"
+        );
+        self.rows("messages", "dispatchers_since", &sql, [since_ts], |r| {
+            r.get(0)
+        })
+    }
+
+    fn messages_citing(&self, card: i64, limit: usize) -> Result<Vec<Message>, StoreError> {
+        let sql = format!(
+            "SELECT {MSG_COLS} FROM messages WHERE id IN (
+                 SELECT msg_id FROM message_refs WHERE card_id = ?1
+                 ORDER BY msg_id DESC LIMIT ?2)
+             ORDER BY id"
+        );
+        self.rows(
+            "messages",
+            "messages_citing",
+            &sql,
+            params![card, sql_limit(limit)],
+            message_row,
+        )
+    }
+
+    fn peer(&self, session: &str) -> Result<Option<Peer>, StoreError> {
+        let row = self.row(
+            "peers",
+            "peer",
+            "SELECT session, last_seen, delivered_up_to, data FROM peers WHERE session = ?1",
+            [session],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )?;
+        row.map(decode_peer).transpose()
+    }
+
+    fn peers(&self) -> Result<Vec<Peer>, StoreError> {
+        let rows: Vec<PeerRow> = self.rows(
+            "peers",
+            "peers",
+            "SELECT session, last_seen, delivered_up_to, data FROM peers ORDER BY session",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )?;
+        rows.into_iter().map(decode_peer).collect()
+    }
+
+    fn card(&self, id: i64) -> Result<Option<Card>, StoreError> {
+        let row = self.row(
+            "cards",
+            "card",
+            "SELECT id, data FROM cards WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        row.map(decode_card).transpose()
+    }
+
+    fn cards(&self, filter: &CardFilter) -> Result<Vec<Card>, StoreError> {
+        let mut sql = String::from("SELECT id, data FROM cards WHERE 1 = 1");
+        let mut args: Vec<SqlValue> = Vec::new();
+        if let Some(p) = &filter.project {
+            args.push(SqlValue::Text(p.clone()));
+            sql.push_str(&format!(" AND project = ?{}", args.len()));
+        }
+        if let Some(a) = &filter.assignee {
+            args.push(SqlValue::Text(a.clone()));
+            sql.push_str(&format!(" AND assignee = ?{}", args.len()));
+        }
+        if let Some(ids) = &filter.ids {
+            sql.push_str(" AND id IN (");
+            for (i, id) in ids.iter().enumerate() {
+                args.push(SqlValue::Integer(*id));
+                sql.push_str(&format!("{}?{}", if i == 0 { "" } else { "," }, args.len()));
+            }
+            sql.push(')');
+        }
+        if let Some(statuses) = &filter.statuses {
+            sql.push_str(" AND status IN (");
+            for (i, s) in statuses.iter().enumerate() {
+                args.push(SqlValue::Text(s.clone()));
+                sql.push_str(&format!("{}?{}", if i == 0 { "" } else { "," }, args.len()));
+            }
+            sql.push(')');
+        }
+        sql.push_str(" ORDER BY id");
+        let rows: Vec<(i64, String)> =
+            self.rows("cards", "cards", &sql, params_from_iter(args), |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?;
+        rows.into_iter().map(decode_card).collect()
+    }
+
+    fn events(&self, filter: &EventFilter) -> Result<Vec<Event>, StoreError> {
+        let mut sql =
+            String::from("SELECT id, ts, type, project, by_s, data FROM events WHERE 1 = 1");
+        let mut args: Vec<SqlValue> = Vec::new();
+        if let Some(p) = &filter.project {
+            args.push(SqlValue::Text(p.clone()));
+            sql.push_str(&format!(" AND project = ?{}", args.len()));
+        }
+        if let Some(by) = &filter.by {
+            args.push(SqlValue::Text(by.clone()));
+            sql.push_str(&format!(" AND by_s = ?{}", args.len()));
+        }
+        if let Some(since) = filter.since {
+            args.push(SqlValue::Integer(since));
+            sql.push_str(&format!(" AND id > ?{}", args.len()));
+        }
+        if let Some(types) = &filter.types {
+            // Exact names in one IN list; `presence.`-style prefixes as index ranges.
+            let mut alts: Vec<String> = Vec::new();
+            let mut exact: Vec<String> = Vec::new();
+            for t in types {
+                if t.ends_with('.') {
+                    args.push(SqlValue::Text(t.clone()));
+                    let lo = args.len();
+                    match prefix_upper_bound(t) {
+                        Some(hi) => {
+                            args.push(SqlValue::Text(hi));
+                            alts.push(format!("(type >= ?{lo} AND type < ?{})", args.len()));
+                        }
+                        None => alts.push(format!("type >= ?{lo}")),
+                    }
+                } else {
+                    args.push(SqlValue::Text(t.clone()));
+                    exact.push(format!("?{}", args.len()));
+                }
+            }
+            if !exact.is_empty() {
+                alts.push(format!("type IN ({})", exact.join(",")));
+            }
+            if alts.is_empty() {
+                // An empty type list matches nothing.
+                return Ok(Vec::new());
+            }
+            sql.push_str(&format!(" AND ({})", alts.join(" OR ")));
+        }
+        if let Some(task) = filter.task_id {
+            args.push(SqlValue::Integer(task));
+            let n = args.len();
+            sql.push_str(&format!(
+                " AND (task_id = ?{n} OR id IN (SELECT event_id FROM event_refs WHERE card_id = ?{n}))"
+            ));
+        }
+        args.push(SqlValue::Integer(sql_limit(filter.limit)));
+        sql.push_str(&format!(" ORDER BY id DESC LIMIT ?{}", args.len()));
+        let rows: Vec<EventRow> =
+            self.rows("events", "events", &sql, params_from_iter(args), |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            })?;
+        let mut events = rows
+            .into_iter()
+            .map(decode_event)
+            .collect::<Result<Vec<_>, _>>()?;
+        events.reverse();
+        Ok(events)
+    }
+
+    fn latest_event_id(&self) -> Result<i64, StoreError> {
+        self.sequence("events")
+    }
+
+    fn lessons(&self, scopes: &[String]) -> Result<Vec<Lesson>, StoreError> {
+        if scopes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let marks: Vec<String> = (1..=scopes.len()).map(|i| format!("?{i}")).collect();
+        let sql = format!(
+            "SELECT id, scope, text, by_s, ts, project FROM lessons
+               WHERE scope IN ({}) ORDER BY id",
+            marks.join(",")
+        );
+        self.rows(
+            "lessons",
+            "lessons",
+            &sql,
+            params_from_iter(scopes.iter()),
+            lesson_row,
+        )
+    }
+
+    fn kv(&self, key: &str) -> Result<Option<Value>, StoreError> {
+        let raw: Option<String> = self.row(
+            "kv",
+            "kv",
+            "SELECT value FROM kv WHERE key = ?1",
+            [key],
+            |r| r.get(0),
+        )?;
+        raw.map(|s| serde_json::from_str(&s).map_err(|e| corrupt("kv", format!("{key}: {e}"))))
+            .transpose()
+    }
+
+    fn op(&self, id: &str) -> Result<Option<OpRecord>, StoreError> {
+        let row: Option<(String, i64, i64, String)> = self.row(
+            "ops",
+            "op",
+            "SELECT id, ts, code, body FROM ops WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )?;
+        row.map(|(id, ts, code, body)| {
+            let code =
+                u16::try_from(code).map_err(|_| corrupt("ops", format!("{id}: code {code}")))?;
+            let body =
+                serde_json::from_str(&body).map_err(|e| corrupt("ops", format!("{id}: {e}")))?;
+            Ok(OpRecord { id, ts, code, body })
+        })
+        .transpose()
+    }
+
+    fn counts(&self) -> Result<Counts, StoreError> {
+        let rows: Vec<(String, i64)> = self.rows(
+            "counters",
+            "counts",
+            "SELECT name, n FROM counters",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        let mut c = Counts::default();
+        for (name, n) in rows {
+            match name.as_str() {
+                "messages" => c.messages = n,
+                "peers" => c.peers = n,
+                "cards" => c.cards = n,
+                "events" => c.events = n,
+                "lessons" => c.lessons = n,
+                _ => {}
+            }
+        }
+        Ok(c)
+    }
+}
+
+impl WriteTx for SqlTx<'_> {
+    fn insert_message(&mut self, msg: NewMessage, refs: &[i64]) -> Result<Message, StoreError> {
+        let id: i64 = self
+            .row(
+                "messages",
+                "insert_message",
+                "INSERT INTO messages(ts, from_s, to_s, project, text, re, kind, wake)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id",
+                params![
+                    msg.ts,
+                    msg.from,
+                    msg.to,
+                    msg.project,
+                    msg.text,
+                    msg.re,
+                    msg.kind,
+                    msg.wake
+                ],
+                |r| r.get(0),
+            )?
+            .ok_or_else(|| StoreError::Db("messages: insert returned no id".into()))?;
+        for card in refs {
+            self.exec(
+                "message_refs",
+                "insert",
+                "INSERT OR IGNORE INTO message_refs(card_id, msg_id) VALUES (?1, ?2)",
+                params![card, id],
+            )?;
+        }
+        Ok(Message {
+            id,
+            ts: msg.ts,
+            from: msg.from,
+            to: msg.to,
+            project: msg.project,
+            text: msg.text,
+            re: msg.re,
+            kind: msg.kind,
+            wake: msg.wake,
+        })
+    }
+
+    fn put_peer(&mut self, peer: &Peer) -> Result<(), StoreError> {
+        let data = encode("peers", peer)?;
+        self.exec(
+            "peers",
+            "put_peer",
+            "INSERT INTO peers(session, last_seen, delivered_up_to, data) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT(session) DO UPDATE SET
+                 last_seen = excluded.last_seen,
+                 data = excluded.data,
+                 delivered_up_to = max(peers.delivered_up_to, excluded.delivered_up_to)",
+            params![peer.session, peer.last_seen, peer.delivered_up_to, data],
+        )?;
+        Ok(())
+    }
+
+    fn raise_delivered(&mut self, session: &str, up_to: i64) -> Result<i64, StoreError> {
+        // An unknown session gets a bare row (last_seen 0) so its ledger is never lost; the
+        // hub's peer TTL keeps such a row out of `/peers`.
+        let v: Option<i64> = self.row(
+            "peers",
+            "raise_delivered",
+            "INSERT INTO peers(session, last_seen, delivered_up_to, data) VALUES (?1, 0, ?2, '{}')
+             ON CONFLICT(session) DO UPDATE SET
+                 delivered_up_to = max(peers.delivered_up_to, excluded.delivered_up_to)
+             RETURNING delivered_up_to",
+            params![session, up_to],
+            |r| r.get(0),
+        )?;
+        v.ok_or_else(|| StoreError::Db("peers: raise_delivered returned no row".into()))
+    }
+
+    fn delete_peers_before(&mut self, last_seen: i64) -> Result<Vec<String>, StoreError> {
+        self.rows(
+            "peers",
+            "delete_peers_before",
+            "DELETE FROM peers WHERE last_seen < ?1 RETURNING session",
+            [last_seen],
+            |r| r.get(0),
+        )
+    }
+
+    fn insert_card(&mut self, mut card: Card) -> Result<Card, StoreError> {
+        // The id is only known after the insert, so the JSON is written in a second statement
+        // (cards are rare writes; the JSON copy of the id is overridden by the column on read
+        // anyway).
+        let id: i64 = self
+            .row(
+                "cards",
+                "insert_card",
+                "INSERT INTO cards(project, status, assignee, updated, data)
+                 VALUES (?1, ?2, ?3, ?4, '{}') RETURNING id",
+                params![card.project, card.status, card.assignee, card.updated],
+                |r| r.get(0),
+            )?
+            .ok_or_else(|| StoreError::Db("cards: insert returned no id".into()))?;
+        card.id = id;
+        let data = encode("cards", &card)?;
+        self.exec(
+            "cards",
+            "insert_card",
+            "UPDATE cards SET data = ?2 WHERE id = ?1",
+            params![id, data],
+        )?;
+        Ok(card)
+    }
+
+    fn put_card(&mut self, card: &Card) -> Result<(), StoreError> {
+        // An upsert: replacing a missing id inserts it (how an import keeps the original ids;
+        // AUTOINCREMENT then continues above the highest id).
+        let data = encode("cards", card)?;
+        self.exec(
+            "cards",
+            "put_card",
+            "INSERT INTO cards(id, project, status, assignee, updated, data)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT(id) DO UPDATE SET
+                 project = excluded.project, status = excluded.status,
+                 assignee = excluded.assignee, updated = excluded.updated, data = excluded.data",
+            params![
+                card.id,
+                card.project,
+                card.status,
+                card.assignee,
+                card.updated,
+                data
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn delete_card(&mut self, id: i64) -> Result<(), StoreError> {
+        self.exec(
+            "cards",
+            "delete_card",
+            "DELETE FROM cards WHERE id = ?1",
+            [id],
+        )?;
+        Ok(())
+    }
+
+    fn insert_event(&mut self, event: NewEvent) -> Result<Event, StoreError> {
+        let data = encode("events", &event.data)?;
+        let id: i64 = self
+            .row(
+                "events",
+                "insert_event",
+                "INSERT INTO events(ts, type, project, by_s, task_id, data)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
+                params![
+                    event.ts,
+                    event.kind,
+                    event.project,
+                    event.by,
+                    event.task_id,
+                    data
+                ],
+                |r| r.get(0),
+            )?
+            .ok_or_else(|| StoreError::Db("events: insert returned no id".into()))?;
+        for card in &event.refs {
+            self.exec(
+                "event_refs",
+                "insert",
+                "INSERT OR IGNORE INTO event_refs(card_id, event_id) VALUES (?1, ?2)",
+                params![card, id],
+            )?;
+        }
+        Ok(Event {
+            id,
+            ts: event.ts,
+            kind: event.kind,
+            project: event.project,
+            by: event.by,
+            data: event.data,
+        })
+    }
+
+    fn insert_lesson(&mut self, mut lesson: Lesson) -> Result<Lesson, StoreError> {
+        let id: i64 = self
+            .row(
+                "lessons",
+                "insert_lesson",
+                "INSERT INTO lessons(scope, text, by_s, ts, project)
+                 VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
+                params![
+                    lesson.scope,
+                    lesson.text,
+                    lesson.by,
+                    lesson.ts,
+                    lesson.project
+                ],
+                |r| r.get(0),
+            )?
+            .ok_or_else(|| StoreError::Db("lessons: insert returned no id".into()))?;
+        lesson.id = id;
+        Ok(lesson)
+    }
+
+    fn set_kv(&mut self, key: &str, value: &Value) -> Result<(), StoreError> {
+        let data = encode("kv", value)?;
+        self.exec(
+            "kv",
+            "set_kv",
+            "INSERT INTO kv(key, value) VALUES (?1, ?2)
+             ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            params![key, data],
+        )?;
+        Ok(())
+    }
+
+    fn put_op(&mut self, op: &OpRecord) -> Result<(), StoreError> {
+        let body = encode("ops", &op.body)?;
+        self.exec(
+            "ops",
+            "put_op",
+            "INSERT OR IGNORE INTO ops(id, ts, code, body) VALUES (?1, ?2, ?3, ?4)",
+            params![op.id, op.ts, op.code, body],
+        )?;
+        Ok(())
+    }
+
+    fn prune(&mut self, before_ts: i64, ops_before_ts: i64) -> Result<PruneReport, StoreError> {
+        // A direct message is read when its recipient's ledger has passed it; a recipient with
+        // no peer row makes the subquery NULL, so its messages are kept (never read = never
+        // pruned).
+        let messages = self.exec(
+            "messages",
+            "prune",
+            &format!(
+                "DELETE FROM messages WHERE ts < ?1 AND (
+                     to_s = '{BROADCAST}'
+                     OR id <= (SELECT delivered_up_to FROM peers WHERE session = messages.to_s))"
+            ),
+            [before_ts],
+        )?;
+        let events = self.exec(
+            "events",
+            "prune",
+            "DELETE FROM events WHERE ts < ?1 AND task_id IS NULL",
+            [before_ts],
+        )?;
+        let ops = self.exec(
+            "ops",
+            "prune",
+            "DELETE FROM ops WHERE ts < ?1",
+            [ops_before_ts],
+        )?;
+        let n = |x: usize| i64::try_from(x).unwrap_or(i64::MAX);
+        Ok(PruneReport {
+            messages: n(messages),
+            events: n(events),
+            ops: n(ops),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix_upper_bound;
+
+    #[test]
+    fn prefix_bounds() {
+        assert_eq!(
+            prefix_upper_bound("presence.").as_deref(),
+            Some("presence/")
+        );
+        assert_eq!(prefix_upper_bound(""), None);
+        assert_eq!(prefix_upper_bound("a\u{10FFFF}").as_deref(), Some("b"));
+    }
+}

@@ -1,10 +1,54 @@
-//! The stdio MCP server. (Being written.)
+//! `trantor mcp`: the stdio MCP server that gives an agent CLI the `relay_*` tools.
+//!
+//! The agent's CLI starts this process and speaks MCP on its stdin/stdout; every tool is a call
+//! to the hub as this session. Logs go to stderr only, because stdout is the protocol channel.
+//!
+//! The crate also holds what the CLI verbs share with the tools: the identity resolver
+//! ([`identity`]) and the plain-text renderers ([`render`]).
 
-/// Options of `trantor mcp`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct McpArgs {}
+pub mod args;
+pub mod identity;
+pub mod render;
+pub mod server;
+
+pub use identity::{Identity, Overrides};
+pub use server::Relay;
+
+use rmcp::ServiceExt;
+use std::time::Duration;
+
+/// Options of `trantor mcp`. Each also reads the environment variable the original used, so
+/// an agent CLI's config can set either.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct McpArgs {
+    /// Bus session to speak as (default `<RELAY_AGENT or host>:<project>`).
+    #[arg(long, env = "RELAY_SESSION")]
+    pub session: Option<String>,
+    /// Project (default: the git root's basename).
+    #[arg(long, env = "RELAY_PROJECT")]
+    pub project: Option<String>,
+    /// Hub URL (default http://127.0.0.1:4477, or ~/.agent-bus/config.json).
+    #[arg(long, env = "RELAY_URL")]
+    pub url: Option<String>,
+    /// Presence heartbeat period in milliseconds.
+    #[arg(long, env = "RELAY_HEARTBEAT_MS", default_value_t = 60_000)]
+    pub heartbeat_ms: u64,
+}
 
 /// Serve MCP on stdin/stdout until the client closes.
-pub async fn run(_args: McpArgs) -> anyhow::Result<()> {
-    anyhow::bail!("the MCP server is not built yet")
+pub async fn run(args: McpArgs) -> anyhow::Result<()> {
+    let id = Identity::resolve_with(&Overrides {
+        session: args.session,
+        project: args.project,
+        hub_url: args.url,
+    });
+    let relay = Relay::new(id);
+    // Registration runs beside the handshake, so a down hub never delays `initialize`.
+    relay.spawn_heartbeat(Duration::from_millis(args.heartbeat_ms.max(1_000)));
+    let service = relay
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| anyhow::anyhow!("MCP handshake failed: {e}"))?;
+    service.waiting().await?;
+    Ok(())
 }

@@ -183,6 +183,50 @@ impl HubClient {
         self.finish(path, self.timeout, req).await
     }
 
+    /// `POST path` carrying the idempotency key `op` as `_op`.
+    ///
+    /// The body must serialise to a JSON object. When the call times out, the outcome is
+    /// looked up once with `GET /_op?id=op`: a recorded success is returned as if the reply had
+    /// arrived, a recorded refusal as [`ClientError::Http`] with the stored status and body, and
+    /// an unknown outcome as the original [`ClientError::Timeout`] (the write may or may not
+    /// have happened; repeating it with the same `op` is safe).
+    pub async fn post_with_op<B: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+        op: &str,
+    ) -> Result<T, ClientError> {
+        let mut value = serde_json::to_value(body).map_err(|e| ClientError::Decode {
+            path: path.to_string(),
+            message: format!("request body: {e}"),
+        })?;
+        if let Value::Object(map) = &mut value {
+            map.insert("_op".to_string(), Value::String(op.to_string()));
+        }
+        match self.post::<Value, T>(path, &value).await {
+            Err(ClientError::Timeout { path: p, after }) => {
+                let outcome: OpReply = match self.get("/_op", &[("id", op.to_string())]).await {
+                    Ok(o) => o,
+                    Err(_) => return Err(ClientError::Timeout { path: p, after }),
+                };
+                let body = outcome.body.unwrap_or(Value::Null);
+                match outcome.status.as_str() {
+                    "committed" => serde_json::from_value(body).map_err(|e| ClientError::Decode {
+                        path: p,
+                        message: e.to_string(),
+                    }),
+                    "rejected" => Err(ClientError::Http {
+                        path: p,
+                        status: outcome.code.unwrap_or(400),
+                        body: serde_json::from_value(body).unwrap_or_default(),
+                    }),
+                    _ => Err(ClientError::Timeout { path: p, after }),
+                }
+            }
+            other => other,
+        }
+    }
+
     /// `GET /health`.
     pub async fn health(&self) -> Result<Value, ClientError> {
         self.get("/health", &[]).await

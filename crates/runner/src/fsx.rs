@@ -1,0 +1,73 @@
+//! Small file helpers shared by the runner's state files: atomic replace and append-only lines.
+
+use std::io::Write;
+use std::path::Path;
+
+/// Replace `path` with `bytes` atomically: write a sibling temp file, fsync it, rename it over
+/// the target, then fsync the directory so the rename itself survives a crash.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_else(|| "state".into());
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Append one line to `path`, creating it and its directory when missing.
+pub fn append_line(path: &Path, line: &str) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    let mut buf = Vec::with_capacity(line.len() + 1);
+    buf.extend_from_slice(line.as_bytes());
+    buf.push(b'\n');
+    f.write_all(&buf)
+}
+
+/// Remove `path`, ignoring "not found".
+pub fn remove(path: &Path) {
+    let _ = std::fs::remove_file(path);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp() {
+        let d = tempfile::tempdir().expect("tmp");
+        let p = d.path().join("sub/x.json");
+        write_atomic(&p, b"one").expect("w1");
+        write_atomic(&p, b"two").expect("w2");
+        assert_eq!(std::fs::read_to_string(&p).expect("r"), "two");
+        let names: Vec<_> = std::fs::read_dir(d.path().join("sub"))
+            .expect("ls")
+            .filter_map(|e| e.ok())
+            .collect();
+        assert_eq!(names.len(), 1);
+        append_line(&d.path().join("l/a.jsonl"), "{}").expect("a");
+        append_line(&d.path().join("l/a.jsonl"), "{}").expect("a");
+        let t = std::fs::read_to_string(d.path().join("l/a.jsonl")).expect("r");
+        assert_eq!(t, "{}\n{}\n");
+    }
+}

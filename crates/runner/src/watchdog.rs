@@ -763,8 +763,8 @@ mod tests {
             "a missing state file does not end the watch"
         );
 
-        let wd = Watchdog::start(c);
-        let mut handle = wd;
+        std::fs::write(&c.turn_state_file, r#"{"turn":8,"phase":"working"}"#).expect("state");
+        let mut handle = Watchdog::start(c);
         // The thread exits on its first poll; joining proves it ended without a stall.
         let h = handle.handle.take().expect("thread");
         h.join().expect("join");

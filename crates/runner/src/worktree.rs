@@ -396,7 +396,7 @@ pub(crate) mod tests {
         assert_eq!(safe_name("claude"), "claude");
         assert_eq!(safe_name("my.proj"), "my_proj");
         assert_eq!(safe_name("a..b"), "a_b");
-        assert_eq!(safe_name("../x"), "_x");
+        assert_eq!(safe_name("../x"), "__x");
         assert_eq!(safe_name("a b/c:d"), "a_b_c_d");
         assert_eq!(safe_name("ok_-9"), "ok_-9");
     }

@@ -1,10 +1,150 @@
-//! The trantor hub. (Being written.)
+//! The trantor hub: the message bus, presence and card board that crews of agents talk to.
+//!
+//! HTTP/JSON (axum) over a [`Store`]; the routes are wire-compatible with the JavaScript hub's
+//! core so its runner and MCP server work unchanged. In-process parts that are never persisted:
+//! the wake registry ([`wake`]), the presence cache ([`presence`]), the SSE feed ([`sse`]),
+//! metrics, and the in-flight `_op` set.
 
-/// Options of `trantor hub`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct HubArgs {}
+pub mod cards;
+pub mod config;
+pub mod contracts;
+pub mod error;
+pub mod extract;
+pub mod metrics;
+pub mod openapi;
+pub mod ops;
+pub mod presence;
+pub mod reaper;
+pub mod routes;
+pub mod sse;
+pub mod state;
+pub mod wake;
 
-/// Run the hub until interrupted.
-pub async fn run(_args: HubArgs) -> anyhow::Result<()> {
-    anyhow::bail!("the hub is not built yet")
+pub use config::{Config, ConfigError, HubArgs};
+
+use anyhow::Context as _;
+use metrics::Metrics;
+use presence::Presence;
+use state::Hub;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::net::TcpListener;
+use tokio::sync::{broadcast, watch};
+use trantor_proto::now_ms;
+use trantor_store::{SqliteStore, Store};
+use wake::WakeRegistry;
+
+/// SSE frames buffered per stream before a slow reader is told it lagged.
+const FEED_CAPACITY: usize = 4096;
+
+/// Run the hub until SIGINT or SIGTERM: validate the configuration (refusing non-loopback
+/// binds), open the SQLite store under the data directory, bind, and serve.
+pub async fn run(args: HubArgs) -> anyhow::Result<()> {
+    let cfg = Config::from_args(&args)?;
+    std::fs::create_dir_all(&cfg.data_dir)
+        .with_context(|| format!("cannot create data directory {}", cfg.data_dir.display()))?;
+    let db = cfg.db_path();
+    // Opening runs migrations and reads the schema; keep it off the async workers.
+    let store = tokio::task::spawn_blocking(move || SqliteStore::open(&db))
+        .await
+        .context("store open task failed")??;
+    let listener = bind(&cfg).await?;
+    serve(listener, store, cfg, shutdown_signal()).await
+}
+
+/// Bind the listening socket, with a clear message when the port is taken.
+pub async fn bind(cfg: &Config) -> anyhow::Result<TcpListener> {
+    match TcpListener::bind((cfg.host.as_str(), cfg.port)).await {
+        Ok(l) => Ok(l),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => anyhow::bail!(
+            "port {} on {} is already in use (is another hub running? set RELAY_PORT to use \
+             another port)",
+            cfg.port,
+            cfg.host
+        ),
+        Err(e) => Err(e).with_context(|| format!("cannot listen on {}:{}", cfg.host, cfg.port)),
+    }
+}
+
+/// Build the shared state over an opened store (loads the peer rows to seed presence).
+pub async fn state<S: Store>(
+    store: S,
+    cfg: Config,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<state::AppState<S>> {
+    let peers = store
+        .read(|tx| tx.peers())
+        .await
+        .context("cannot read peers from the store")?;
+    let presence = Presence::new(cfg.online_ms, &peers, now_ms());
+    let (feed, _) = broadcast::channel(FEED_CAPACITY);
+    Ok(Arc::new(Hub {
+        store,
+        cfg,
+        wake: WakeRegistry::new(),
+        presence,
+        feed,
+        metrics: Metrics::default(),
+        ops_in_flight: Mutex::new(HashMap::new()),
+        shutdown,
+    }))
+}
+
+/// Serve on `listener` until `shutdown` resolves; then end held polls and streams, finish
+/// in-flight requests and flush presence.
+pub async fn serve<S: Store>(
+    listener: TcpListener,
+    store: S,
+    cfg: Config,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let hub = state(store, cfg, stop_rx).await?;
+    reaper::spawn(hub.clone());
+    let app = routes::router(hub.clone());
+    let addr = listener.local_addr().context("listener has no address")?;
+    tracing::info!(
+        url = %format!("http://{addr}"),
+        store = %hub.store.describe(),
+        "trantor hub listening on http://{addr}"
+    );
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            tracing::info!("shutting down: answering held polls, closing streams");
+            let _ = stop_tx.send(true);
+        })
+        .await
+        .context("server error")?;
+    reaper::flush_presence(&hub).await;
+    tracing::info!("hub stopped");
+    Ok(())
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::warn!(error = %e, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
 }

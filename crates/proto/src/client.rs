@@ -129,10 +129,11 @@ impl HubClient {
                 source: e,
             })?;
             if !(200..300).contains(&status) {
-                let body = serde_json::from_slice::<ErrorBody>(&bytes).unwrap_or_else(|_| ErrorBody {
-                    error: String::from_utf8_lossy(&bytes).chars().take(300).collect(),
-                    extra: Default::default(),
-                });
+                let body =
+                    serde_json::from_slice::<ErrorBody>(&bytes).unwrap_or_else(|_| ErrorBody {
+                        error: String::from_utf8_lossy(&bytes).chars().take(300).collect(),
+                        extra: Default::default(),
+                    });
                 return Err(ClientError::Http {
                     path: path.to_string(),
                     status,
@@ -244,7 +245,10 @@ impl HubClient {
         since: i64,
         peek: bool,
     ) -> Result<InboxReply, ClientError> {
-        let mut q = vec![("session", session.to_string()), ("since", since.to_string())];
+        let mut q = vec![
+            ("session", session.to_string()),
+            ("since", since.to_string()),
+        ];
         if peek {
             q.push(("peek", "1".to_string()));
         }

@@ -64,10 +64,9 @@ fn scan(text: &str) -> (Cow<'_, str>, Vec<&'static str>) {
     for p in PATTERNS.iter() {
         if p.re.is_match(&out) {
             kinds.push(p.kind);
-            let replaced = p
-                .re
-                .replace_all(&out, format!("[REDACTED:{}]", p.kind).as_str())
-                .into_owned();
+            let replaced =
+                p.re.replace_all(&out, format!("[REDACTED:{}]", p.kind).as_str())
+                    .into_owned();
             out = Cow::Owned(replaced);
         }
     }

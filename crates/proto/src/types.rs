@@ -18,6 +18,16 @@ fn is_false(b: &bool) -> bool {
     !*b
 }
 
+/// For `Option<Option<T>>` fields: a present `null` becomes `Some(None)` (plain serde folds it
+/// into `None`, losing the difference between "absent" and "clear it"). Use with `default`.
+fn present_or_null<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
 /// A message on the bus (§3.1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
@@ -474,8 +484,12 @@ pub struct TaskUpdateRequest {
     /// New dependency list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deps: Option<Vec<i64>>,
-    /// Replaces the checklist (`null` clears it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Replaces the checklist (`null` clears it: absent is `None`, `null` is `Some(None)`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present_or_null"
+    )]
     pub checklist: Option<Option<Vec<ChecklistInput>>>,
     /// Delete the card.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -635,6 +649,34 @@ pub struct PolicyReply {
     pub links: Vec<PolicyLink>,
 }
 
+/// A set of projects to link or unlink in `POST /policy`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PolicyLinkRequest {
+    /// Two to four projects.
+    #[serde(default)]
+    pub projects: Vec<String>,
+    /// Why (links only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `POST /policy` body: any combination of an autonomy change, a link and an unlink.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PolicyRequest {
+    /// Autonomy level (1–4) per project; `*` is the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autonomy: Option<Map<String, Value>>,
+    /// Link these projects (their seats may wake each other).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<PolicyLinkRequest>,
+    /// Remove the link between exactly these projects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unlink: Option<PolicyLinkRequest>,
+    /// Who declares it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}
+
 /// One row of `/contracts`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -787,9 +829,21 @@ mod tests {
     }
 
     #[test]
+    fn checklist_null_differs_from_absent() {
+        let absent: TaskUpdateRequest = serde_json::from_str(r#"{"id":1}"#).unwrap_or_default();
+        assert!(absent.checklist.is_none());
+        let null: TaskUpdateRequest =
+            serde_json::from_str(r#"{"id":1,"checklist":null}"#).unwrap_or_default();
+        assert!(matches!(null.checklist, Some(None)));
+        let set: TaskUpdateRequest =
+            serde_json::from_str(r#"{"id":1,"checklist":["a"]}"#).unwrap_or_default();
+        assert!(matches!(set.checklist, Some(Some(ref v)) if v.len() == 1));
+    }
+
+    #[test]
     fn card_keeps_unknown_fields() {
-        let c: Card = serde_json::from_str(r#"{"id":3,"costUsd":1.5,"title":"t"}"#)
-            .unwrap_or_default();
+        let c: Card =
+            serde_json::from_str(r#"{"id":3,"costUsd":1.5,"title":"t"}"#).unwrap_or_default();
         assert_eq!(c.extra.get("costUsd"), Some(&serde_json::json!(1.5)));
     }
 }

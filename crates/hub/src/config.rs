@@ -1,0 +1,238 @@
+//! Hub configuration: command-line flags of `trantor hub`, each with the original's environment
+//! variable as fallback (`RELAY_*`), and the checks made before anything binds.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Options of `trantor hub`. Every flag falls back to the environment variable the original hub
+/// reads, so existing set-ups keep working.
+#[derive(Debug, Clone, clap::Args)]
+pub struct HubArgs {
+    /// Address to bind; only loopback addresses are accepted until authentication exists.
+    #[arg(long, env = "RELAY_HOST", default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on.
+    #[arg(long, env = "RELAY_PORT", default_value_t = 4477)]
+    pub port: u16,
+    /// Directory holding the store (`hub.db`); default `~/.agent-bus`.
+    #[arg(long, env = "RELAY_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Authentication mode. Only the default (no enforcement) exists in this hub; `enforce` is
+    /// refused at start-up rather than silently ignored.
+    #[arg(long, env = "RELAY_AUTH", default_value = "off")]
+    pub auth: String,
+    /// A peer is online while seen within this window (ms).
+    #[arg(long, env = "RELAY_ONLINE_MS", default_value_t = 300_000)]
+    pub online_ms: u64,
+    /// Peer rows not seen for this long are removed (ms; never below the online window).
+    #[arg(long, env = "RELAY_PEER_TTL_MS", default_value_t = 21_600_000)]
+    pub peer_ttl_ms: u64,
+    /// Todo cards untouched this long move to `stale` (ms; 0 allowed).
+    #[arg(long, env = "RELAY_TODO_STALE_MS", default_value_t = 1_209_600_000)]
+    pub todo_stale_ms: u64,
+    /// Period of the reaper (presence sweep, card and contract reaping, retention), ms.
+    #[arg(long, env = "RELAY_REAP_INTERVAL_MS", default_value_t = 60_000)]
+    pub reap_interval_ms: u64,
+    /// A doing card whose owners are all offline goes stale after this long untouched (ms).
+    #[arg(long, env = "RELAY_REAP_GRACE_MS", default_value_t = 900_000)]
+    pub reap_grace_ms: u64,
+    /// An unanswered contract whose assignee has not been seen this long is abandoned (ms).
+    #[arg(long, env = "RELAY_CONTRACT_ABANDON_MS", default_value_t = 3_600_000)]
+    pub contract_abandon_ms: u64,
+    /// How far back the contract ledger looks (ms, at least 60 000).
+    #[arg(long, env = "RELAY_CONTRACT_WINDOW_MS", default_value_t = 86_400_000)]
+    pub contract_window_ms: u64,
+    /// Read history (delivered messages, non-card events) older than this many days is pruned.
+    /// Unread direct messages and cards are never pruned. 0 keeps everything.
+    #[arg(long, env = "RELAY_RETENTION_DAYS", default_value_t = 30)]
+    pub retention_days: u64,
+    /// How long `_op` outcomes are kept for replay (ms).
+    #[arg(long, env = "RELAY_OP_TTL_MS", default_value_t = 86_400_000)]
+    pub op_ttl_ms: u64,
+    /// How often in-memory presence (`lastSeen`) is written to the store (ms).
+    #[arg(long, env = "RELAY_PRESENCE_FLUSH_MS", default_value_t = 5_000)]
+    pub presence_flush_ms: u64,
+}
+
+impl Default for HubArgs {
+    fn default() -> Self {
+        HubArgs {
+            host: "127.0.0.1".into(),
+            port: 4477,
+            data_dir: None,
+            auth: "off".into(),
+            online_ms: 300_000,
+            peer_ttl_ms: 21_600_000,
+            todo_stale_ms: 1_209_600_000,
+            reap_interval_ms: 60_000,
+            reap_grace_ms: 900_000,
+            contract_abandon_ms: 3_600_000,
+            contract_window_ms: 86_400_000,
+            retention_days: 30,
+            op_ttl_ms: 86_400_000,
+            presence_flush_ms: 5_000,
+        }
+    }
+}
+
+/// Why the hub refuses to start.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A non-loopback bind address was asked for.
+    #[error(
+        "refusing to bind {host}: the hub has no authentication yet, so it only listens on \
+         loopback (127.0.0.1, ::1, localhost). Set RELAY_HOST=127.0.0.1{extra}"
+    )]
+    NonLoopback {
+        /// The refused address.
+        host: String,
+        /// Extra advice (set when `RELAY_AUTH=enforce` was given).
+        extra: String,
+    },
+    /// No data directory could be worked out.
+    #[error("no data directory: set RELAY_DATA_DIR or HOME")]
+    NoDataDir,
+}
+
+/// The validated configuration the hub runs with (all durations resolved).
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Bind address.
+    pub host: String,
+    /// Port.
+    pub port: u16,
+    /// Data directory.
+    pub data_dir: PathBuf,
+    /// Online window, ms.
+    pub online_ms: i64,
+    /// Peer TTL, ms.
+    pub peer_ttl_ms: i64,
+    /// Todo age-out, ms.
+    pub todo_stale_ms: i64,
+    /// Reaper period.
+    pub reap_interval: Duration,
+    /// Doing-card grace, ms.
+    pub reap_grace_ms: i64,
+    /// Contract abandon threshold, ms.
+    pub contract_abandon_ms: i64,
+    /// Contract ledger window, ms.
+    pub contract_window_ms: i64,
+    /// Read-history retention, ms (0 = keep everything).
+    pub retention_ms: i64,
+    /// `_op` outcome retention, ms.
+    pub op_ttl_ms: i64,
+    /// Presence flush period.
+    pub presence_flush: Duration,
+}
+
+/// Whether `host` names a loopback address (`127.*`, `localhost`, `::1`, `[::1]`).
+pub fn is_loopback(host: &str) -> bool {
+    let h = host.trim();
+    h.starts_with("127.") || h.eq_ignore_ascii_case("localhost") || h == "::1" || h == "[::1]"
+}
+
+fn ms(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+impl Config {
+    /// Validate the arguments: refuse non-loopback binds, resolve the data directory and clamp
+    /// the timers to the ranges the original enforces.
+    pub fn from_args(args: &HubArgs) -> Result<Config, ConfigError> {
+        if !is_loopback(&args.host) {
+            let extra = if args.auth.trim().eq_ignore_ascii_case("enforce") {
+                " (RELAY_AUTH=enforce was given, but request authentication is not implemented \
+                 in this hub yet)"
+                    .to_string()
+            } else {
+                String::new()
+            };
+            return Err(ConfigError::NonLoopback {
+                host: args.host.clone(),
+                extra,
+            });
+        }
+        let data_dir = match &args.data_dir {
+            Some(d) if !d.as_os_str().is_empty() => d.clone(),
+            _ => std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(|h| PathBuf::from(h).join(".agent-bus"))
+                .ok_or(ConfigError::NoDataDir)?,
+        };
+        let online_ms = ms(args.online_ms).max(1);
+        Ok(Config {
+            host: args
+                .host
+                .trim()
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string(),
+            port: args.port,
+            data_dir,
+            online_ms,
+            peer_ttl_ms: ms(args.peer_ttl_ms).max(online_ms),
+            todo_stale_ms: ms(args.todo_stale_ms),
+            reap_interval: Duration::from_millis(args.reap_interval_ms.max(10)),
+            reap_grace_ms: ms(args.reap_grace_ms),
+            contract_abandon_ms: ms(args.contract_abandon_ms),
+            contract_window_ms: ms(args.contract_window_ms).max(60_000),
+            retention_ms: ms(args.retention_days.saturating_mul(86_400_000)),
+            op_ttl_ms: ms(args.op_ttl_ms).max(60_000),
+            presence_flush: Duration::from_millis(args.presence_flush_ms.clamp(50, 600_000)),
+        })
+    }
+
+    /// Path of the SQLite database file.
+    pub fn db_path(&self) -> PathBuf {
+        self.data_dir.join("hub.db")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_detection() {
+        for h in ["127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"] {
+            assert!(is_loopback(h), "{h}");
+        }
+        for h in ["0.0.0.0", "192.168.1.2", "::", "example.com", ""] {
+            assert!(!is_loopback(h), "{h}");
+        }
+    }
+
+    #[test]
+    fn non_loopback_refused_even_with_enforce() {
+        let args = HubArgs {
+            host: "0.0.0.0".into(),
+            ..HubArgs::default()
+        };
+        assert!(matches!(
+            Config::from_args(&args),
+            Err(ConfigError::NonLoopback { .. })
+        ));
+        let args = HubArgs {
+            host: "0.0.0.0".into(),
+            auth: "enforce".into(),
+            ..HubArgs::default()
+        };
+        let err = Config::from_args(&args).err().map(|e| e.to_string());
+        assert!(err.unwrap_or_default().contains("not implemented"));
+    }
+
+    #[test]
+    fn timers_are_clamped() {
+        let args = HubArgs {
+            data_dir: Some("/tmp/x".into()),
+            online_ms: 1000,
+            peer_ttl_ms: 10,
+            contract_window_ms: 5,
+            ..HubArgs::default()
+        };
+        let c = Config::from_args(&args).expect("config");
+        assert_eq!(c.peer_ttl_ms, 1000);
+        assert_eq!(c.contract_window_ms, 60_000);
+        assert_eq!(c.db_path(), PathBuf::from("/tmp/x/hub.db"));
+    }
+}

@@ -1,0 +1,300 @@
+//! Background jobs: the presence flush, and the reaper (presence sweep, peer TTL, stale cards,
+//! abandoned contracts, read-history retention).
+//!
+//! Every job works through the store with bounded queries (open cards, recent dispatchers);
+//! none loads the whole state.
+
+use crate::cards::{move_card, push_log};
+use crate::contracts::reap_record;
+use crate::routes::bus::{REAP_KEY, compute_ledger};
+use crate::state::{AppState, Outbox, event};
+use serde_json::{Map, Value, json};
+use std::collections::HashSet;
+use trantor_proto::now_ms;
+use trantor_store::{CardFilter, Store, StoreError};
+
+/// Start the background jobs; they stop when the hub shuts down.
+pub fn spawn<S: Store>(hub: AppState<S>) {
+    let h = hub.clone();
+    tokio::spawn(async move {
+        let mut shutdown = h.shutdown.clone();
+        let mut tick = tokio::time::interval(h.cfg.presence_flush);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => flush_presence(&h).await,
+                _ = shutdown.changed() => break,
+            }
+        }
+    });
+    tokio::spawn(async move {
+        let mut shutdown = hub.shutdown.clone();
+        let mut tick = tokio::time::interval(hub.cfg.reap_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The first tick fires at once; skip it so start-up is not slowed by a sweep.
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    if let Err(e) = reap(&hub).await {
+                        tracing::warn!(error = %e, "reaper pass failed; retrying next tick");
+                    }
+                }
+                _ = shutdown.changed() => break,
+            }
+        }
+    });
+}
+
+/// Write the cached `lastSeen` values to the peer rows (one write for all of them).
+pub async fn flush_presence<S: Store>(hub: &AppState<S>) {
+    let dirty = hub.presence.take_dirty(now_ms());
+    if dirty.is_empty() {
+        return;
+    }
+    let batch = dirty.clone();
+    let res = hub
+        .store
+        .write(move |tx| {
+            for (session, seen) in &batch {
+                if let Some(mut p) = tx.peer(session)?
+                    && p.last_seen < *seen
+                {
+                    p.last_seen = *seen;
+                    tx.put_peer(&p)?;
+                }
+            }
+            Ok(())
+        })
+        .await;
+    if let Err(e) = res {
+        tracing::warn!(error = %e, "presence flush failed; will retry");
+        for (s, _) in dirty {
+            hub.presence.redirty(&s);
+        }
+    }
+}
+
+/// One reaper pass.
+pub async fn reap<S: Store>(hub: &AppState<S>) -> Result<(), StoreError> {
+    flush_presence(hub).await;
+    let now = now_ms();
+    sweep_presence(hub, now).await?;
+    reap_cards(hub, now).await?;
+    reap_contracts(hub, now).await?;
+    retention(hub, now).await?;
+    Ok(())
+}
+
+async fn sweep_presence<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), StoreError> {
+    let gone = hub.presence.sweep_offline(now);
+    let cutoff = now - hub.cfg.peer_ttl_ms;
+    let (deleted, out) = hub
+        .store
+        .write(move |tx| {
+            let mut out = Outbox::default();
+            for (session, last_seen) in &gone {
+                let project = tx.peer(session)?.map(|p| p.project).unwrap_or_default();
+                out.event(
+                    tx,
+                    event(
+                        now,
+                        "presence.offline",
+                        &project,
+                        session,
+                        json!({ "lastSeen": last_seen }),
+                    ),
+                )?;
+            }
+            let deleted = tx.delete_peers_before(cutoff)?;
+            Ok((deleted, out))
+        })
+        .await?;
+    hub.presence.forget(&deleted, cutoff);
+    if !deleted.is_empty() {
+        tracing::info!(count = deleted.len(), "peers past their TTL removed");
+    }
+    hub.publish(out);
+    Ok(())
+}
+
+fn days(ms: i64) -> i64 {
+    ms / 86_400_000
+}
+
+async fn reap_cards<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), StoreError> {
+    let open = hub
+        .store
+        .read(|tx| {
+            tx.cards(&CardFilter {
+                statuses: Some(vec!["todo".into(), "doing".into()]),
+                ..CardFilter::default()
+            })
+        })
+        .await?;
+    let todo_cut = now - hub.cfg.todo_stale_ms;
+    let doing_cut = now - hub.cfg.reap_grace_ms;
+    let mut moves: Vec<(i64, String)> = Vec::new();
+    for c in &open {
+        if c.status == "todo" && c.updated < todo_cut {
+            let owner = if c.assignee.is_empty() {
+                &c.by
+            } else {
+                &c.assignee
+            };
+            let seen = hub
+                .presence
+                .last_seen(owner)
+                .map(|t| format!("{}d ago", days(now - t)))
+                .unwrap_or_else(|| "never".into());
+            moves.push((
+                c.id,
+                format!(
+                    "todo aged out after {}d untouched; owner last seen {seen}",
+                    days(now - c.updated)
+                ),
+            ));
+        } else if c.status == "doing" && c.updated < doing_cut {
+            let parent = c.extra.get("parent").and_then(Value::as_str).unwrap_or("");
+            let anyone = [c.assignee.as_str(), c.by.as_str(), parent]
+                .iter()
+                .any(|s| !s.is_empty() && hub.online(s, now));
+            if !anyone {
+                moves.push((c.id, "owner offline → stale".into()));
+            }
+        }
+    }
+    if moves.is_empty() {
+        return Ok(());
+    }
+    let out = hub
+        .store
+        .write(move |tx| {
+            let mut out = Outbox::default();
+            for (id, note) in &moves {
+                // Re-read inside the write: the card may have moved since the scan.
+                let Some(mut card) = tx.card(*id)? else {
+                    continue;
+                };
+                if !matches!(card.status.as_str(), "todo" | "doing") {
+                    continue;
+                }
+                if let Some(ev) = move_card(&mut card, "stale", "reaper", Some(note), now) {
+                    push_log(&mut card, now, "reaper", note);
+                    card.extra.insert("_reaped".into(), json!(now));
+                    tx.put_card(&card)?;
+                    out.event(tx, ev)?;
+                }
+            }
+            Ok(out)
+        })
+        .await?;
+    let n = out.events.len();
+    if n > 0 {
+        tracing::info!(cards = n, "reaper moved cards to stale");
+    }
+    hub.publish(out);
+    Ok(())
+}
+
+async fn reap_contracts<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), StoreError> {
+    let window = hub.cfg.contract_window_ms;
+    let since = now - window;
+    let (dispatchers, records) = hub
+        .store
+        .read(move |tx| Ok((tx.dispatchers_since(since)?, tx.kv(REAP_KEY)?)))
+        .await?;
+    let mut records: Map<String, Value> = match records {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    let before = records.len();
+    // Records of contracts that left the window are dropped.
+    records.retain(|_, r| {
+        r.get("dispatchedTs")
+            .and_then(Value::as_i64)
+            .is_some_and(|t| t >= since)
+    });
+    let mut changed = records.len() != before;
+    let mut new_events = Vec::new();
+    let known: HashSet<String> = records.keys().cloned().collect();
+    for d in dispatchers.iter().filter(|d| !d.starts_with("hub:")) {
+        let ledger = match compute_ledger(hub, d, None, now, window, None).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(dispatcher = %d, error = ?e.body, "contract ledger failed");
+                continue;
+            }
+        };
+        for c in ledger.abandoned_contracts {
+            let key = c.id.to_string();
+            if known.contains(&key) {
+                continue;
+            }
+            let reason = if c.assignee_last_seen_ms.is_none() {
+                "assignee never seen"
+            } else {
+                "assignee not seen within the abandon window"
+            };
+            records.insert(key, reap_record(&c, d, now, reason));
+            new_events.push(event(
+                now,
+                "contract.abandoned",
+                "",
+                "reaper",
+                json!({
+                    "msgId": c.id,
+                    "fromSession": d,
+                    "toSession": c.to,
+                    "reason": reason,
+                    "text": crate::cards::truncate(&c.text, 2000),
+                }),
+            ));
+            changed = true;
+        }
+    }
+    if !changed {
+        return Ok(());
+    }
+    let doc = Value::Object(records);
+    let out = hub
+        .store
+        .write(move |tx| {
+            let mut out = Outbox::default();
+            tx.set_kv(REAP_KEY, &doc)?;
+            for ev in new_events {
+                out.event(tx, ev)?;
+            }
+            Ok(out)
+        })
+        .await?;
+    if !out.events.is_empty() {
+        tracing::info!(count = out.events.len(), "contracts abandoned");
+    }
+    hub.publish(out);
+    Ok(())
+}
+
+async fn retention<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), StoreError> {
+    // Retention 0 keeps read history forever; expired `_op` outcomes still go.
+    let before = if hub.cfg.retention_ms > 0 {
+        now - hub.cfg.retention_ms
+    } else {
+        i64::MIN
+    };
+    let ops_before = now - hub.cfg.op_ttl_ms;
+    let report = hub
+        .store
+        .write(move |tx| tx.prune(before, ops_before))
+        .await?;
+    if report.messages > 0 || report.events > 0 || report.ops > 0 {
+        tracing::info!(
+            messages = report.messages,
+            events = report.events,
+            ops = report.ops,
+            "retention pruned read history"
+        );
+    }
+    hub.metrics.pruned(&report, now);
+    Ok(())
+}

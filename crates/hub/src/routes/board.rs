@@ -1,0 +1,491 @@
+//! The board: `/task`, `/task/update`, `/task/checklist-toggle`, `/tasks`, `/card`.
+
+use crate::cards::{
+    card_event, collapse_ws, created_history, drill_refusal, has_drill_line, is_status, move_card,
+    push_log, slim, truncate,
+};
+use crate::error::{ApiError, ApiResult, check_len, check_opt, check_secrets};
+use crate::extract::{JsonBody, Params, parse_int};
+use crate::presence::Touch;
+use crate::state::{AppState, Outbox, persist_edge};
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+use trantor_proto::limits;
+use trantor_proto::{
+    Card, ChecklistInput, ChecklistItem, ChecklistToggleRequest, TaskCreateRequest,
+    TaskUpdateRequest, now_ms, session_project,
+};
+use trantor_store::{CardFilter, EventFilter, Store};
+
+/// A day, ms: how far in the future a historical `ts` on create may be.
+const DAY_MS: i64 = 86_400_000;
+
+/// Touch the actor of a board write when it names a session (`agent:project`); bare names
+/// such as `human` are not sessions and get no peer row.
+fn touch_actor<S: Store>(hub: &AppState<S>, by: &str, now: i64) -> Touch {
+    if by.contains(':') {
+        hub.presence.touch(by, now)
+    } else {
+        Touch::Ignored
+    }
+}
+
+fn checklist_items(field: &str, items: Vec<ChecklistInput>) -> ApiResult<Vec<ChecklistItem>> {
+    if items.len() > limits::CHECKLIST_ITEMS {
+        return Err(ApiError::too_long(field, limits::CHECKLIST_ITEMS));
+    }
+    items
+        .into_iter()
+        .map(ChecklistItem::from)
+        .map(|mut it| {
+            it.text = it.text.trim().to_string();
+            check_len("checklist item", &it.text, limits::CHECKLIST_TEXT)?;
+            Ok(it)
+        })
+        .filter(|r: &ApiResult<ChecklistItem>| r.as_ref().map_or(true, |it| !it.text.is_empty()))
+        .collect()
+}
+
+fn deps_list(deps: Vec<i64>, own: Option<i64>) -> ApiResult<Vec<i64>> {
+    let mut out: Vec<i64> = Vec::new();
+    for d in deps {
+        if d > 0 && Some(d) != own && !out.contains(&d) {
+            out.push(d);
+        }
+    }
+    if out.len() > limits::DEPS {
+        return Err(ApiError::too_long("deps", limits::DEPS));
+    }
+    Ok(out)
+}
+
+fn difficulty(d: Option<String>) -> ApiResult<Option<String>> {
+    match d.map(|d| d.trim().to_ascii_lowercase()) {
+        None => Ok(None),
+        Some(d) if matches!(d.as_str(), "" | "easy" | "medium" | "hard") => Ok(Some(d)),
+        Some(_) => Err(ApiError::bad_request(
+            "difficulty must be easy, medium, hard or empty",
+        )),
+    }
+}
+
+fn trimmed(v: Option<String>) -> Option<String> {
+    v.map(|s| s.trim().to_string())
+}
+
+/// `POST /task`: create a card.
+pub async fn create<S: Store>(
+    State(hub): State<AppState<S>>,
+    JsonBody(req): JsonBody<TaskCreateRequest>,
+) -> ApiResult<Json<Value>> {
+    let title = req.title.trim().to_string();
+    if title.is_empty() {
+        return Err(ApiError::bad_request("title required"));
+    }
+    check_len("title", &title, limits::TITLE)?;
+    check_opt("project", &req.project, limits::PROJECT)?;
+    check_opt("assignee", &req.assignee, limits::SESSION)?;
+    check_opt("by", &req.by, limits::SESSION)?;
+    check_opt("model", &req.model, limits::CARD_MODEL)?;
+    check_opt("phase", &req.phase, limits::CARD_PHASE)?;
+    check_opt("source", &req.source, limits::SOURCE)?;
+    check_opt("effort", &req.effort, limits::EFFORT)?;
+    check_opt("summary", &req.summary, limits::SUMMARY)?;
+    check_opt("note", &req.note, limits::LOG_TEXT)?;
+    check_opt("costKind", &req.cost_kind, 24)?;
+    check_opt("costNote", &req.cost_note, 80)?;
+    let drill = req.drill.as_deref().map(collapse_ws).unwrap_or_default();
+    check_len("drill", &drill, limits::DRILL)?;
+    let checklist = checklist_items("checklist", req.checklist.unwrap_or_default())?;
+    let deps = deps_list(req.deps.unwrap_or_default(), None)?;
+    let difficulty = difficulty(req.difficulty)?.unwrap_or_default();
+    let note = trimmed(req.note).filter(|n| !n.is_empty());
+    let summary = trimmed(req.summary).unwrap_or_default();
+    check_secrets(
+        [title.as_str(), drill.as_str(), summary.as_str()]
+            .into_iter()
+            .chain(note.as_deref())
+            .chain(checklist.iter().map(|c| c.text.as_str())),
+    )?;
+
+    let now = now_ms();
+    let by = trimmed(req.by).unwrap_or_default();
+    let project = trimmed(req.project)
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| session_project(&by).to_string());
+    // Stale is reached only through moves; an unknown status is a todo.
+    let status = req
+        .status
+        .map(|s| s.trim().to_ascii_lowercase())
+        .filter(|s| is_status(s) && s != "stale")
+        .unwrap_or_else(|| "todo".into());
+    let ts = match req.ts {
+        Some(t) if t > 0 && t <= now + DAY_MS => t,
+        _ => now,
+    };
+    let mut extra = serde_json::Map::new();
+    if let Some(k) = trimmed(req.cost_kind).filter(|k| !k.is_empty()) {
+        extra.insert("costKind".into(), json!(k));
+    }
+    if let Some(c) = req.cost_usd.filter(|c| c.is_finite()) {
+        extra.insert("costUsd".into(), json!(c));
+    }
+    if let Some(n) = trimmed(req.cost_note).filter(|n| !n.is_empty()) {
+        extra.insert("costNote".into(), json!(n));
+    }
+    let mut card = Card {
+        id: 0,
+        project,
+        title,
+        status,
+        assignee: trimmed(req.assignee).unwrap_or_default(),
+        by: by.clone(),
+        ts,
+        updated: now,
+        difficulty,
+        model: trimmed(req.model).unwrap_or_default(),
+        phase: trimmed(req.phase).unwrap_or_default(),
+        source: trimmed(req.source).unwrap_or_default(),
+        effort: trimmed(req.effort).unwrap_or_default(),
+        summary,
+        deps,
+        history: Vec::new(),
+        log: Vec::new(),
+        checklist,
+        drill,
+        worked_by: None,
+        extra,
+    };
+    created_history(&mut card, &by, now);
+    if let Some(n) = &note {
+        push_log(&mut card, now, &by, n);
+    }
+    let touch = touch_actor(&hub, &by, now);
+    let (card, out) = hub
+        .store
+        .write(move |tx| {
+            let mut out = Outbox::default();
+            persist_edge(tx, &mut out, &by, touch, now)?;
+            let card = tx.insert_card(card)?;
+            let status = card.status.clone();
+            out.event(tx, card_event(&card, "created", &by, now, None, &status))?;
+            Ok((card, out))
+        })
+        .await?;
+    hub.publish(out);
+    Ok(Json(json!({ "ok": true, "task": card })))
+}
+
+/// A validated `/task/update` request.
+struct Update {
+    id: i64,
+    by: String,
+    status: Option<String>,
+    note: Option<String>,
+    drill: Option<String>,
+    assignee: Option<String>,
+    reassign: bool,
+    title: Option<String>,
+    summary: Option<String>,
+    difficulty: Option<String>,
+    model: Option<String>,
+    deps: Option<Vec<i64>>,
+    checklist: Option<Vec<ChecklistItem>>,
+    delete: bool,
+    blast: Option<Value>,
+}
+
+fn validate_update(req: TaskUpdateRequest) -> ApiResult<Update> {
+    if req.id <= 0 {
+        return Err(ApiError::bad_request("id required"));
+    }
+    check_opt("by", &req.by, limits::SESSION)?;
+    check_opt("assignee", &req.assignee, limits::SESSION)?;
+    check_opt("note", &req.note, limits::LOG_TEXT)?;
+    check_opt("model", &req.model, limits::CARD_MODEL)?;
+    check_opt("summary", &req.summary, limits::SUMMARY)?;
+    let title = trimmed(req.title).filter(|t| !t.is_empty());
+    check_opt("title", &title, limits::TITLE)?;
+    let drill = req.drill.as_deref().map(collapse_ws);
+    check_opt("drill", &drill, limits::DRILL)?;
+    let checklist = match req.checklist {
+        None => None,
+        Some(None) => Some(Vec::new()),
+        Some(Some(items)) => Some(checklist_items("checklist", items)?),
+    };
+    let deps = req.deps.map(|d| deps_list(d, Some(req.id))).transpose()?;
+    let note = trimmed(req.note).filter(|n| !n.is_empty());
+    let summary = trimmed(req.summary);
+    check_secrets(
+        title
+            .as_deref()
+            .into_iter()
+            .chain(note.as_deref())
+            .chain(drill.as_deref())
+            .chain(summary.as_deref())
+            .chain(checklist.iter().flatten().map(|c| c.text.as_str())),
+    )?;
+    Ok(Update {
+        id: req.id,
+        by: trimmed(req.by).unwrap_or_default(),
+        status: req.status.map(|s| s.trim().to_ascii_lowercase()),
+        note,
+        drill,
+        assignee: trimmed(req.assignee),
+        reassign: req.reassign.unwrap_or(false),
+        title,
+        summary,
+        difficulty: difficulty(req.difficulty)?,
+        model: trimmed(req.model),
+        deps,
+        checklist,
+        delete: req.delete.unwrap_or(false),
+        blast: req.blast,
+    })
+}
+
+/// `POST /task/update`: move or edit a card (assignee freeze and drill gate enforced).
+pub async fn update<S: Store>(
+    State(hub): State<AppState<S>>,
+    JsonBody(req): JsonBody<TaskUpdateRequest>,
+) -> ApiResult<Json<Value>> {
+    let u = validate_update(req)?;
+    let now = now_ms();
+    let touch = touch_actor(&hub, &u.by, now);
+    let outcome = hub
+        .store
+        .write(move |tx| {
+            let mut out = Outbox::default();
+            let Some(mut card) = tx.card(u.id)? else {
+                return Ok(Err(ApiError::not_found("no such task")));
+            };
+            let reassigning = u
+                .assignee
+                .as_deref()
+                .filter(|a| *a != card.assignee)
+                .map(str::to_string);
+            // The freeze protects an owned card; an unassigned card may be claimed.
+            if reassigning.is_some()
+                && !card.assignee.is_empty()
+                && !(u.reassign || u.by == card.assignee)
+            {
+                return Ok(Err(ApiError::with(
+                    StatusCode::CONFLICT,
+                    "assignee is immutable",
+                    json!({ "id": card.id, "assignee": card.assignee }),
+                )));
+            }
+            let to_done = u.status.as_deref() == Some("done") && card.status != "done";
+            if to_done
+                && card.source != "bridge"
+                && !has_drill_line(&card, u.drill.as_deref(), u.note.as_deref())
+            {
+                return Ok(Err(ApiError::with(
+                    StatusCode::CONFLICT,
+                    drill_refusal(card.id),
+                    json!({ "id": card.id, "status": card.status }),
+                )));
+            }
+            persist_edge(tx, &mut out, &u.by, touch, now)?;
+            if u.delete {
+                tx.delete_card(card.id)?;
+                let from = card.status.clone();
+                out.event(
+                    tx,
+                    card_event(&card, "deleted", &u.by, now, Some(&from), "deleted"),
+                )?;
+                return Ok(Ok((card, out)));
+            }
+            let mut changes: Vec<&str> = Vec::new();
+            if let Some(d) = u.drill {
+                card.drill = d;
+                changes.push("drill");
+            }
+            if let Some(t) = u.title {
+                card.title = t;
+                changes.push("title");
+            }
+            if let Some(s) = u.summary {
+                card.summary = s;
+                changes.push("summary");
+            }
+            if let Some(d) = u.difficulty {
+                card.difficulty = d;
+                changes.push("difficulty");
+            }
+            if let Some(m) = u.model {
+                card.model = m;
+                changes.push("model");
+            }
+            if let Some(d) = u.deps {
+                card.deps = d;
+                changes.push("deps");
+            }
+            if let Some(c) = u.checklist {
+                card.checklist = c;
+                changes.push("checklist");
+            }
+            if let Some(a) = reassigning {
+                let how = if u.reassign { "explicit" } else { "handoff" };
+                let line = format!("reassigned {} → {} ({how})", card.assignee, a);
+                push_log(&mut card, now, &u.by, &line);
+                card.assignee = a;
+                changes.push("assignee");
+            }
+            if let Some(n) = &u.note {
+                push_log(&mut card, now, &u.by, n);
+                changes.push("note");
+            }
+            // An unknown status is ignored, as in the original.
+            let moved = match u.status.as_deref().filter(|s| is_status(s)) {
+                Some(s) => move_card(&mut card, s, &u.by, u.note.as_deref(), now),
+                None => None,
+            };
+            card.updated = now;
+            tx.put_card(&card)?;
+            if let Some(mut ev) = moved {
+                if let Some(b) = &u.blast {
+                    ev.data.insert("blast".into(), b.clone());
+                }
+                out.event(tx, ev)?;
+            }
+            let only_note_on_move = changes == ["note"] && u.status.is_some();
+            if !changes.is_empty() && !only_note_on_move {
+                let status = card.status.clone();
+                let mut ev = card_event(&card, "updated", &u.by, now, Some(&status), &status);
+                ev.data.insert("changes".into(), json!(changes));
+                if let Some(n) = &u.note {
+                    ev.data
+                        .insert("note".into(), json!(truncate(n, limits::LOG_TEXT)));
+                }
+                out.event(tx, ev)?;
+            }
+            Ok(Ok((card, out)))
+        })
+        .await?;
+    let (card, out) = outcome?;
+    hub.publish(out);
+    Ok(Json(json!({ "ok": true, "task": card })))
+}
+
+/// `POST /task/checklist-toggle {id, index, done}`.
+pub async fn checklist_toggle<S: Store>(
+    State(hub): State<AppState<S>>,
+    JsonBody(req): JsonBody<ChecklistToggleRequest>,
+) -> ApiResult<Json<Value>> {
+    if req.id <= 0 {
+        return Err(ApiError::bad_request("id required"));
+    }
+    let now = now_ms();
+    let outcome = hub
+        .store
+        .write(move |tx| {
+            let Some(mut card) = tx.card(req.id)? else {
+                return Ok(Err(ApiError::not_found("no such task")));
+            };
+            let Some(item) = usize::try_from(req.index)
+                .ok()
+                .and_then(|i| card.checklist.get_mut(i))
+            else {
+                return Ok(Err(ApiError::bad_request("no such checklist item")));
+            };
+            item.done = req.done;
+            card.updated = now;
+            tx.put_card(&card)?;
+            Ok(Ok(card))
+        })
+        .await??;
+    Ok(Json(json!({ "ok": true, "task": outcome })))
+}
+
+/// `GET /tasks?project&fields=slim&card=1,2`: the board.
+pub async fn tasks<S: Store>(State(hub): State<AppState<S>>, p: Params) -> ApiResult<Json<Value>> {
+    let project = p.text("project").map(str::to_string);
+    let slim_view = p.text("fields") == Some("slim");
+    let full_ids: Vec<i64> = match p.text("card") {
+        None => Vec::new(),
+        Some(list) => list
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                parse_int(s.trim_start_matches('#')).ok_or_else(|| {
+                    ApiError::bad_request("card must be a comma-separated list of ids")
+                })
+            })
+            .collect::<ApiResult<_>>()?,
+    };
+    let cards = hub
+        .store
+        .read(move |tx| {
+            tx.cards(&CardFilter {
+                project,
+                ..CardFilter::default()
+            })
+        })
+        .await?;
+    let tasks: Vec<Value> = cards
+        .iter()
+        .map(|c| {
+            if slim_view && !full_ids.contains(&c.id) {
+                slim(c)
+            } else {
+                serde_json::to_value(c).unwrap_or(Value::Null)
+            }
+        })
+        .collect();
+    if slim_view {
+        Ok(Json(json!({ "tasks": tasks, "fields": "slim" })))
+    } else {
+        Ok(Json(json!({ "tasks": tasks })))
+    }
+}
+
+/// `GET /card?id=N`: a card with its events and the messages citing it. A deleted card is
+/// rebuilt from its last event; an unknown one is a 404 with the same shape.
+pub async fn card<S: Store>(State(hub): State<AppState<S>>, p: Params) -> ApiResult<Json<Value>> {
+    let id = p
+        .int("id")?
+        .ok_or_else(|| ApiError::bad_request("id required"))?;
+    let (card, events, messages) = hub
+        .store
+        .read(move |tx| {
+            let card = tx.card(id)?;
+            let events = tx.events(&EventFilter {
+                task_id: Some(id),
+                limit: limits::EVENTS_MAX,
+                ..EventFilter::default()
+            })?;
+            let messages = tx.messages_citing(id, limits::CARD_MESSAGES)?;
+            Ok((card, events, messages))
+        })
+        .await?;
+    let events: Vec<_> = events
+        .into_iter()
+        .filter(|e| e.data.get("taskId").and_then(Value::as_i64) == Some(id))
+        .collect();
+    let task = match card {
+        Some(c) => serde_json::to_value(c).unwrap_or(Value::Null),
+        None => match events.last() {
+            Some(last) => json!({
+                "id": id,
+                "title": last.data.get("title").cloned().unwrap_or(Value::Null),
+                "project": last.project,
+                "status": "deleted",
+                "assignee": last.data.get("assignee").cloned().unwrap_or(Value::Null),
+                "difficulty": last.data.get("difficulty").cloned().unwrap_or(Value::Null),
+            }),
+            None => {
+                return Err(ApiError::raw(
+                    StatusCode::NOT_FOUND,
+                    json!({ "error": "no such card", "task": null, "events": [], "messages": [] }),
+                ));
+            }
+        },
+    };
+    Ok(Json(
+        json!({ "task": task, "events": events, "messages": messages }),
+    ))
+}

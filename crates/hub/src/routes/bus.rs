@@ -1,0 +1,502 @@
+//! The message bus: `/send`, `/inbox`, `/poll`, `/delivered`, `/recent`, `/contracts`.
+
+use crate::cards::{card_refs, move_card, push_log, truncate};
+use crate::contracts::{self, Assignee, Reaped};
+use crate::error::{ApiError, ApiResult, check_len, check_opt, check_secrets};
+use crate::extract::{JsonBody, Params};
+use crate::presence::Touch;
+use crate::state::{AppState, Hub, Outbox, event, persist_edge};
+use axum::Json;
+use axum::extract::State;
+use serde_json::{Value, json};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use trantor_proto::limits;
+use trantor_proto::{
+    BROADCAST, DeliveredRequest, InboxReply, Message, SendRequest, now_ms, session_project,
+};
+use trantor_store::{NewMessage, ReadTx, Store, StoreError, WriteTx};
+
+/// Longest text copied into a `message` event.
+const EVENT_TEXT: usize = 2000;
+/// Default `/recent` page.
+const RECENT_DEFAULT: usize = 50;
+
+/// `POST /send`: store a message, its `message` event and the ask block/unblock, in one write.
+pub async fn send<S: Store>(
+    State(hub): State<AppState<S>>,
+    JsonBody(req): JsonBody<SendRequest>,
+) -> ApiResult<Json<Value>> {
+    let text = req.text.replace('\0', "");
+    let from = req.from.trim().to_string();
+    if from.is_empty() || text.trim().is_empty() {
+        return Err(ApiError::bad_request("from and non-empty text required"));
+    }
+    check_len("from", &from, limits::SESSION)?;
+    check_opt("to", &req.to, limits::SESSION)?;
+    check_opt("project", &req.project, limits::PROJECT)?;
+    check_opt("kind", &req.kind, limits::KIND)?;
+    check_len("text", &text, limits::MESSAGE_TEXT)?;
+    check_secrets([text.as_str()])?;
+
+    let to = req
+        .to
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .unwrap_or_else(|| BROADCAST.to_string());
+    let explicit_project = req
+        .project
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty());
+    let re = req.re.filter(|&r| r > 0);
+    let kind = req
+        .kind
+        .map(|k| k.trim().to_string())
+        .filter(|k| !k.is_empty());
+    let wake = (req.wake == Some(false)).then_some(false);
+    let refs = card_refs(&text);
+    let now = now_ms();
+    let touch = hub.presence.touch(&from, now);
+
+    let sender = from.clone();
+    let result = hub
+        .store
+        .write(move |tx| {
+            let mut out = Outbox::default();
+            persist_edge(tx, &mut out, &from, touch, now)?;
+            let project = match explicit_project {
+                Some(p) => p,
+                None => tx
+                    .peer(&from)?
+                    .map(|p| p.project)
+                    .filter(|p| !p.is_empty())
+                    .unwrap_or_else(|| session_project(&from).to_string()),
+            };
+            let msg = tx.insert_message(
+                NewMessage {
+                    ts: now,
+                    from: from.clone(),
+                    to: to.clone(),
+                    project: project.clone(),
+                    text: text.clone(),
+                    re,
+                    kind: kind.clone(),
+                    wake,
+                },
+                &refs,
+            )?;
+            let mut ev = event(
+                now,
+                "message",
+                &project,
+                &from,
+                json!({
+                    "msgId": msg.id,
+                    "toSession": to,
+                    "text": truncate(&text, EVENT_TEXT),
+                    "refs": refs,
+                }),
+            );
+            ev.refs = refs.clone();
+            out.event(tx, ev)?;
+            if msg.kind.as_deref() == Some("ask") {
+                ask_block(tx, &mut out, &msg, &refs, now)?;
+            }
+            if let Some(re) = re {
+                ask_answer(tx, &mut out, &msg, re, now)?;
+            }
+            let id = msg.id;
+            out.messages.push(msg);
+            Ok((id, out))
+        })
+        .await;
+    match result {
+        Ok((id, out)) => {
+            hub.publish(out);
+            hub.metrics.messages_sent.fetch_add(1, Ordering::Relaxed);
+            Ok(Json(json!({ "ok": true, "id": id })))
+        }
+        Err(e) => {
+            if touch == Touch::CameOnline {
+                hub.presence.forget_edge(&sender);
+            }
+            Err(e.into())
+        }
+    }
+}
+
+/// `kind:"ask"`: the first cited card of the message's project that is not blocked yet moves
+/// to blocked, with the question on its log.
+fn ask_block(
+    tx: &mut dyn WriteTx,
+    out: &mut Outbox,
+    msg: &Message,
+    refs: &[i64],
+    now: i64,
+) -> Result<(), StoreError> {
+    for &r in refs {
+        let Some(mut card) = tx.card(r)? else {
+            continue;
+        };
+        if card.project != msg.project || card.status == "blocked" {
+            continue;
+        }
+        if let Some(ev) = move_card(&mut card, "blocked", &msg.from, None, now) {
+            push_log(
+                &mut card,
+                now,
+                &msg.from,
+                &truncate(&msg.text, limits::LOG_TEXT),
+            );
+            tx.put_card(&card)?;
+            out.event(tx, ev)?;
+        }
+        break;
+    }
+    Ok(())
+}
+
+/// A reply (`re`) to an ask: the card the ask cited moves from blocked back to doing, with
+/// "answered: <text>" on its log.
+fn ask_answer(
+    tx: &mut dyn WriteTx,
+    out: &mut Outbox,
+    msg: &Message,
+    re: i64,
+    now: i64,
+) -> Result<(), StoreError> {
+    let Some(ask) = tx.message(re)? else {
+        return Ok(());
+    };
+    if ask.kind.as_deref() != Some("ask") {
+        return Ok(());
+    }
+    for r in card_refs(&ask.text) {
+        let Some(mut card) = tx.card(r)? else {
+            continue;
+        };
+        if card.project != ask.project {
+            continue;
+        }
+        if card.status == "blocked" {
+            let note = format!("answered: {}", msg.text);
+            if let Some(ev) = move_card(&mut card, "doing", &msg.from, None, now) {
+                push_log(
+                    &mut card,
+                    now,
+                    &msg.from,
+                    &truncate(&note, limits::LOG_TEXT),
+                );
+                tx.put_card(&card)?;
+                out.event(tx, ev)?;
+            }
+        }
+        break;
+    }
+    Ok(())
+}
+
+/// One page of a session's inbox.
+#[derive(Debug, Default)]
+struct Page {
+    reply: InboxReply,
+}
+
+impl Page {
+    fn has_news(&self) -> bool {
+        !self.reply.messages.is_empty() || self.reply.rewound
+    }
+}
+
+fn read_page(tx: &dyn ReadTx, session: &str, since: i64) -> Result<Page, StoreError> {
+    let tip = tx.tip()?;
+    if since > tip {
+        return Ok(Page {
+            reply: InboxReply {
+                messages: Vec::new(),
+                cursor: tip,
+                rewound: true,
+                more: false,
+            },
+        });
+    }
+    let mut messages = tx.messages_for(session, since, limits::INBOX_PAGE + 1)?;
+    let more = messages.len() > limits::INBOX_PAGE;
+    messages.truncate(limits::INBOX_PAGE);
+    let cursor = messages.last().map(|m| m.id).unwrap_or(since);
+    Ok(Page {
+        reply: InboxReply {
+            messages,
+            cursor,
+            rewound: false,
+            more,
+        },
+    })
+}
+
+/// Read a page and, unless peeking, raise the delivery ledger to its cursor — in one write so
+/// the ledger is durable before the reply that advances it.
+async fn deliver<S: Store>(
+    hub: &Hub<S>,
+    session: &str,
+    since: i64,
+    touch: Touch,
+    raise: bool,
+) -> ApiResult<Page> {
+    let s = session.to_string();
+    let now = now_ms();
+    let (page, out) = hub
+        .store
+        .write(move |tx| {
+            let mut out = Outbox::default();
+            persist_edge(tx, &mut out, &s, touch, now)?;
+            let page = read_page(tx, &s, since)?;
+            if raise && page.reply.cursor > 0 {
+                tx.raise_delivered(&s, page.reply.cursor)?;
+            }
+            Ok((page, out))
+        })
+        .await
+        .inspect_err(|_| {
+            if touch == Touch::CameOnline {
+                hub.presence.forget_edge(session);
+            }
+        })?;
+    hub.publish(out);
+    Ok(page)
+}
+
+fn session_param(p: &Params) -> ApiResult<String> {
+    let s = p.required("session")?;
+    check_len("session", s, limits::SESSION)?;
+    Ok(s.to_string())
+}
+
+/// `GET /inbox?session&since&peek`: a non-blocking read.
+pub async fn inbox<S: Store>(
+    State(hub): State<AppState<S>>,
+    p: Params,
+) -> ApiResult<Json<InboxReply>> {
+    let session = session_param(&p)?;
+    let since = p.int("since")?.unwrap_or(0).max(0);
+    let peek = p.flag("peek");
+    let touch = hub.presence.touch(&session, now_ms());
+    let page = if peek && touch != Touch::CameOnline {
+        let s = session.clone();
+        hub.store.read(move |tx| read_page(tx, &s, since)).await?
+    } else {
+        deliver(&hub, &session, since, touch, !peek).await?
+    };
+    Ok(Json(page.reply))
+}
+
+/// Parse `wait` (seconds, may be fractional): absent → the default, capped at the maximum;
+/// non-numeric or negative → 400 (the original held such a poll forever).
+fn wait_param(p: &Params) -> ApiResult<Duration> {
+    let Some(raw) = p.text("wait") else {
+        return Ok(Duration::from_secs(limits::POLL_WAIT_DEFAULT_S));
+    };
+    let secs: f64 = raw
+        .parse()
+        .ok()
+        .filter(|v: &f64| v.is_finite())
+        .ok_or_else(|| ApiError::bad_request("wait must be a number of seconds"))?;
+    if secs < 0.0 {
+        return Err(ApiError::bad_request("wait must not be negative"));
+    }
+    Ok(Duration::from_secs_f64(
+        secs.min(limits::POLL_WAIT_MAX_S as f64),
+    ))
+}
+
+/// `GET /poll?session&since&wait`: held until a deliverable message commits or `wait` passes.
+pub async fn poll<S: Store>(
+    State(hub): State<AppState<S>>,
+    p: Params,
+) -> ApiResult<Json<InboxReply>> {
+    let session = session_param(&p)?;
+    let since = p.int("since")?.unwrap_or(0).max(0);
+    let wait = wait_param(&p)?;
+    let deadline = tokio::time::Instant::now() + wait;
+    let touch = hub.presence.touch(&session, now_ms());
+    let _hold = hub.presence.hold(&session);
+    let sub = hub.wake.subscribe(&session);
+    let mut shutdown = hub.shutdown.clone();
+
+    // The first look is a read (an idle re-poll usually finds nothing); after a wake we go
+    // straight to the write that reads the page and raises the ledger.
+    let mut woken = false;
+    let mut touch = touch;
+    loop {
+        // Arm before querying so a commit racing with the query still wakes us.
+        let armed = sub.armed();
+        let page = if woken || touch == Touch::CameOnline {
+            deliver(&hub, &session, since, touch, true).await?
+        } else {
+            let s = session.clone();
+            let probe = hub.store.read(move |tx| read_page(tx, &s, since)).await?;
+            if probe.has_news() {
+                deliver(&hub, &session, since, Touch::Seen, true).await?
+            } else {
+                probe
+            }
+        };
+        touch = Touch::Seen;
+        if page.has_news() {
+            if woken {
+                hub.metrics.polls_woken.fetch_add(1, Ordering::Relaxed);
+            }
+            hub.presence.touch(&session, now_ms());
+            return Ok(Json(page.reply));
+        }
+        if *shutdown.borrow() {
+            return Ok(Json(page.reply));
+        }
+        tokio::select! {
+            _ = armed.wait() => { woken = true; }
+            _ = tokio::time::sleep_until(deadline) => {
+                hub.metrics.polls_timed_out.fetch_add(1, Ordering::Relaxed);
+                hub.presence.touch(&session, now_ms());
+                return Ok(Json(page.reply));
+            }
+            _ = shutdown.changed() => {
+                return Ok(Json(page.reply));
+            }
+        }
+    }
+}
+
+/// `POST /delivered {session, upTo}`: raise the session's delivery ledger.
+pub async fn delivered<S: Store>(
+    State(hub): State<AppState<S>>,
+    JsonBody(req): JsonBody<DeliveredRequest>,
+) -> ApiResult<Json<Value>> {
+    let session = req.session.trim().to_string();
+    if session.is_empty() {
+        return Err(ApiError::bad_request("session required"));
+    }
+    check_len("session", &session, limits::SESSION)?;
+    let now = now_ms();
+    let touch = hub.presence.touch(&session, now);
+    let up_to = req.up_to.max(0);
+    let (value, out) = hub
+        .store
+        .write(move |tx| {
+            let mut out = Outbox::default();
+            persist_edge(tx, &mut out, &session, touch, now)?;
+            let v = tx.raise_delivered(&session, up_to)?;
+            Ok((v, out))
+        })
+        .await?;
+    hub.publish(out);
+    Ok(Json(json!({ "ok": true, "deliveredUpTo": value })))
+}
+
+/// `GET /recent?limit`: the newest messages of every kind.
+pub async fn recent<S: Store>(State(hub): State<AppState<S>>, p: Params) -> ApiResult<Json<Value>> {
+    let limit = p
+        .count("limit")?
+        .map(|l| usize::try_from(l).unwrap_or(usize::MAX))
+        .unwrap_or(RECENT_DEFAULT)
+        .min(limits::RECENT_MAX);
+    let messages = hub.store.read(move |tx| tx.recent_messages(limit)).await?;
+    Ok(Json(json!({ "messages": messages })))
+}
+
+/// `GET /contracts?session&project&windowMs&overdueMs`: the dispatch ledger of a session.
+pub async fn contracts<S: Store>(
+    State(hub): State<AppState<S>>,
+    p: Params,
+) -> ApiResult<Json<trantor_proto::ContractsReply>> {
+    let session = session_param(&p)?;
+    let project = p.text("project").map(str::to_string);
+    let window = p
+        .count("windowMs")?
+        .unwrap_or(hub.cfg.contract_window_ms)
+        .max(60_000);
+    let overdue = p.count("overdueMs")?;
+    let now = now_ms();
+    let reply = compute_ledger(&hub, &session, project.as_deref(), now, window, overdue).await?;
+    Ok(Json(reply))
+}
+
+/// Gather what the ledger needs from the store and presence, and compute it. Shared with the
+/// contract reaper.
+pub async fn compute_ledger<S: Store>(
+    hub: &Hub<S>,
+    session: &str,
+    project: Option<&str>,
+    now: i64,
+    window_ms: i64,
+    overdue_ms: Option<i64>,
+) -> ApiResult<trantor_proto::ContractsReply> {
+    let s = session.to_string();
+    let (messages, peers, reaped) = hub
+        .store
+        .read(move |tx| {
+            let messages = tx.direct_messages_involving(&s, now - window_ms)?;
+            let targets: HashSet<&str> = messages
+                .iter()
+                .filter(|m| contracts::is_contract(m, &s))
+                .map(|m| m.to.as_str())
+                .collect();
+            let mut peers = Vec::with_capacity(targets.len());
+            for t in targets {
+                if let Some(p) = tx.peer(t)? {
+                    peers.push(p);
+                }
+            }
+            let reaped = tx.kv(REAP_KEY)?;
+            Ok((messages, peers, reaped))
+        })
+        .await?;
+    let assignees: HashMap<String, Assignee> = peers
+        .into_iter()
+        .map(|p| {
+            let p = hub.live_peer(p, now);
+            (
+                p.session.clone(),
+                Assignee {
+                    last_seen: p.last_seen,
+                    online: p.online,
+                    status: p.status,
+                },
+            )
+        })
+        .collect();
+    let reaped = parse_reaped(reaped.as_ref());
+    let params = contracts::Params {
+        session,
+        project,
+        now,
+        overdue_ms,
+        abandon_ms: hub.cfg.contract_abandon_ms,
+    };
+    Ok(contracts::ledger(&params, &messages, &assignees, &reaped))
+}
+
+/// The kv key of the contract reaper's records (`{msgId: {ts, from, to, reason, dispatchedTs}}`).
+pub const REAP_KEY: &str = "contractReap";
+
+fn parse_reaped(v: Option<&Value>) -> HashMap<i64, Reaped> {
+    let mut out = HashMap::new();
+    if let Some(Value::Object(m)) = v {
+        for (k, rec) in m {
+            if let Ok(id) = k.parse::<i64>() {
+                out.insert(
+                    id,
+                    Reaped {
+                        ts: rec.get("ts").and_then(Value::as_i64).unwrap_or(0),
+                        reason: rec
+                            .get("reason")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string(),
+                    },
+                );
+            }
+        }
+    }
+    out
+}

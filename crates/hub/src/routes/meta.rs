@@ -1,0 +1,283 @@
+//! Hub metadata and small documents: `/`, `/health`, `/metrics`, `/policy`, `/project`,
+//! `/phase`, `GET /_op`.
+
+use crate::error::{ApiError, ApiResult, check_len, check_opt};
+use crate::extract::{JsonBody, Params};
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use serde_json::{Map, Value, json};
+use std::sync::atomic::Ordering;
+use trantor_proto::limits;
+use trantor_proto::{
+    OpReply, PhaseRequest, PolicyLink, PolicyReply, PolicyRequest, ProjectRequest, VERSION, now_ms,
+};
+use trantor_store::Store;
+
+/// The kv key of the org policy (links and autonomy).
+pub const POLICY_KEY: &str = "policy";
+
+fn project_key(project: &str) -> String {
+    format!("project:{project}")
+}
+
+fn phase_key(project: &str, phase: &str) -> String {
+    format!("phase:{project}::{phase}")
+}
+
+/// `GET /`: a short banner.
+pub async fn banner<S: Store>(State(hub): State<AppState<S>>) -> Json<Value> {
+    Json(json!({
+        "name": "trantor hub",
+        "version": VERSION,
+        "store": hub.store.describe(),
+        "docs": "/openapi.json",
+        "health": "/health",
+        "metrics": "/metrics",
+    }))
+}
+
+/// `/health` (any method): liveness plus counts, retention and store status.
+pub async fn health<S: Store>(State(hub): State<AppState<S>>) -> impl IntoResponse {
+    let counts = hub.store.read(|tx| tx.counts()).await;
+    let pruned = hub.metrics.pruned_totals();
+    let streams = hub.metrics.streams_open.load(Ordering::Relaxed);
+    let (status, store_ok, err, counts) = match counts {
+        Ok(c) => (axum::http::StatusCode::OK, true, String::new(), Some(c)),
+        Err(e) => (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            false,
+            e.to_string(),
+            None,
+        ),
+    };
+    let c = counts.unwrap_or_default();
+    (
+        status,
+        Json(json!({
+            "ok": store_ok,
+            "version": VERSION,
+            "authMode": "off",
+            "store": hub.store.describe(),
+            "peers": c.peers,
+            "messages": c.messages,
+            "cards": c.cards,
+            "events": c.events,
+            "streams": streams,
+            "pollsHeld": hub.presence.held_polls(),
+            "persist": { "ok": store_ok, "lastError": err },
+            "retention": {
+                "readHistoryDays": hub.cfg.retention_ms / 86_400_000,
+                "pruned": pruned,
+            },
+        })),
+    )
+}
+
+/// `GET /metrics`: Prometheus text.
+pub async fn metrics<S: Store>(State(hub): State<AppState<S>>) -> impl IntoResponse {
+    let counts = hub.store.read(|tx| tx.counts()).await.ok();
+    let body = hub
+        .metrics
+        .render(counts.as_ref(), hub.presence.held_polls(), hub.wake.rings());
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+}
+
+fn policy_from(v: Option<Value>) -> PolicyReply {
+    let mut p: PolicyReply = v
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_default();
+    if !p.autonomy.contains_key("*") {
+        p.autonomy.insert("*".into(), json!(1));
+    }
+    p
+}
+
+/// `GET /policy`: project links and autonomy levels (open to every caller: the runner reads
+/// it to allow cross-project wakes between linked projects).
+pub async fn policy_get<S: Store>(State(hub): State<AppState<S>>) -> ApiResult<Json<PolicyReply>> {
+    let v = hub.store.read(|tx| tx.kv(POLICY_KEY)).await?;
+    Ok(Json(policy_from(v)))
+}
+
+fn project_set(field: &str, projects: &[String]) -> ApiResult<Vec<String>> {
+    let mut set: Vec<String> = projects
+        .iter()
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty())
+        .collect();
+    set.sort();
+    set.dedup();
+    for p in &set {
+        check_len(field, p, limits::PROJECT)?;
+    }
+    if !(2..=4).contains(&set.len()) {
+        return Err(ApiError::bad_request(format!(
+            "{field} needs 2 to 4 distinct projects"
+        )));
+    }
+    Ok(set)
+}
+
+/// `POST /policy {autonomy?, link?, unlink?, by?}`.
+pub async fn policy_post<S: Store>(
+    State(hub): State<AppState<S>>,
+    JsonBody(req): JsonBody<PolicyRequest>,
+) -> ApiResult<Json<Value>> {
+    check_opt("by", &req.by, limits::SESSION)?;
+    let mut autonomy = Map::new();
+    for (k, v) in req.autonomy.unwrap_or_default() {
+        check_len("autonomy project", &k, limits::PROJECT)?;
+        match v.as_i64() {
+            Some(n @ 1..=4) => {
+                autonomy.insert(k, json!(n));
+            }
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "autonomy for {k} must be an integer from 1 to 4"
+                )));
+            }
+        }
+    }
+    let link = match req.link {
+        Some(l) => {
+            let reason = l.reason.unwrap_or_default();
+            check_len("reason", &reason, 300)?;
+            Some((project_set("link.projects", &l.projects)?, reason))
+        }
+        None => None,
+    };
+    let unlink = req
+        .unlink
+        .map(|u| project_set("unlink.projects", &u.projects))
+        .transpose()?;
+    let by = req.by.unwrap_or_default();
+    let now = now_ms();
+    let policy = hub
+        .store
+        .write(move |tx| {
+            let mut p = policy_from(tx.kv(POLICY_KEY)?);
+            p.autonomy.extend(autonomy);
+            let same = |a: &PolicyLink, set: &[String]| {
+                let mut s = a.projects.clone();
+                s.sort();
+                s == set
+            };
+            if let Some(set) = unlink {
+                p.links.retain(|l| !same(l, &set));
+            }
+            if let Some((set, reason)) = link {
+                p.links.retain(|l| !same(l, &set));
+                p.links.push(PolicyLink {
+                    projects: set,
+                    reason,
+                    declared_by: by,
+                    ts: now,
+                });
+            }
+            let v = serde_json::to_value(&p).unwrap_or(Value::Null);
+            tx.set_kv(POLICY_KEY, &v)?;
+            Ok(p)
+        })
+        .await?;
+    Ok(Json(
+        json!({ "ok": true, "autonomy": policy.autonomy, "links": policy.links }),
+    ))
+}
+
+/// `POST /project {project, brief, by}`: set a project's brief.
+pub async fn project_post<S: Store>(
+    State(hub): State<AppState<S>>,
+    JsonBody(req): JsonBody<ProjectRequest>,
+) -> ApiResult<Json<Value>> {
+    let project = req.project.trim().to_string();
+    if project.is_empty() {
+        return Err(ApiError::bad_request("project required"));
+    }
+    check_len("project", &project, limits::PROJECT)?;
+    let brief = req.brief.unwrap_or_default().trim().to_string();
+    check_len("brief", &brief, limits::BRIEF)?;
+    check_opt("by", &req.by, limits::SESSION)?;
+    crate::error::check_secrets([brief.as_str()])?;
+    let doc = json!({ "brief": brief, "by": req.by.unwrap_or_default(), "ts": now_ms() });
+    let key = project_key(&project);
+    hub.store.write(move |tx| tx.set_kv(&key, &doc)).await?;
+    Ok(Json(
+        json!({ "ok": true, "project": project, "brief": brief }),
+    ))
+}
+
+/// `GET /project?project=`: a project's brief (empty when none was set).
+pub async fn project_get<S: Store>(
+    State(hub): State<AppState<S>>,
+    p: Params,
+) -> ApiResult<Json<Value>> {
+    let project = p.required("project")?.to_string();
+    let key = project_key(&project);
+    let doc = hub.store.read(move |tx| tx.kv(&key)).await?;
+    let field = |k: &str| doc.as_ref().and_then(|d| d.get(k)).cloned();
+    Ok(Json(json!({
+        "project": project,
+        "brief": field("brief").unwrap_or(json!("")),
+        "by": field("by"),
+        "ts": field("ts"),
+    })))
+}
+
+/// `POST /phase {project, phase, goal, by}`: set a phase goal.
+pub async fn phase_post<S: Store>(
+    State(hub): State<AppState<S>>,
+    JsonBody(req): JsonBody<PhaseRequest>,
+) -> ApiResult<Json<Value>> {
+    let project = req.project.trim().to_string();
+    let phase = req.phase.trim().to_string();
+    if project.is_empty() || phase.is_empty() {
+        return Err(ApiError::bad_request("project and phase required"));
+    }
+    check_len("project", &project, limits::PROJECT)?;
+    check_len("phase", &phase, limits::CARD_PHASE)?;
+    let goal = req.goal.unwrap_or_default().trim().to_string();
+    check_len("goal", &goal, limits::GOAL)?;
+    check_opt("by", &req.by, limits::SESSION)?;
+    crate::error::check_secrets([goal.as_str()])?;
+    let doc = json!({ "goal": goal, "by": req.by.unwrap_or_default(), "ts": now_ms() });
+    let key = phase_key(&project, &phase);
+    hub.store.write(move |tx| tx.set_kv(&key, &doc)).await?;
+    Ok(Json(
+        json!({ "ok": true, "project": project, "phase": phase, "goal": goal }),
+    ))
+}
+
+/// `GET /_op?id=`: the recorded outcome of an idempotent write.
+pub async fn op_get<S: Store>(
+    State(hub): State<AppState<S>>,
+    p: Params,
+) -> ApiResult<Json<OpReply>> {
+    let id = crate::cards::truncate(p.required("id")?, limits::OP_ID);
+    let rec = hub.store.read(move |tx| tx.op(&id)).await?;
+    Ok(Json(match rec {
+        Some(r) => OpReply {
+            status: if r.code < 400 {
+                "committed"
+            } else {
+                "rejected"
+            }
+            .into(),
+            code: Some(r.code),
+            body: Some(r.body),
+        },
+        None => OpReply {
+            status: "unknown".into(),
+            code: None,
+            body: None,
+        },
+    }))
+}

@@ -1,0 +1,167 @@
+//! The hub's shared state: the store handle plus the in-process parts that are never persisted
+//! (wake registry, presence cache, SSE feed, metrics, in-flight `_op`s).
+
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::presence::{Presence, Touch};
+use crate::wake::WakeRegistry;
+use serde_json::{Map, Value, json};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::{broadcast, watch};
+use trantor_proto::{Event, Message, Peer, session_project};
+use trantor_store::{NewEvent, Store, StoreError, WriteTx};
+
+/// What the SSE feed carries: committed messages and events.
+#[derive(Debug, Clone)]
+pub enum FeedItem {
+    /// A stored message.
+    Message(Arc<Message>),
+    /// A stored event.
+    Event(Arc<Event>),
+}
+
+/// What a write produced, published once it is committed.
+#[derive(Debug, Default)]
+pub struct Outbox {
+    /// New messages (rung in the wake registry and sent to SSE).
+    pub messages: Vec<Message>,
+    /// New events (sent to SSE).
+    pub events: Vec<Event>,
+}
+
+impl Outbox {
+    /// Record an event inserted in this write.
+    pub fn event(&mut self, tx: &mut dyn WriteTx, ev: NewEvent) -> Result<(), StoreError> {
+        let e = tx.insert_event(ev)?;
+        self.events.push(e);
+        Ok(())
+    }
+}
+
+/// The state every handler gets (cheap to clone).
+pub type AppState<S> = Arc<Hub<S>>;
+
+/// Everything the hub runs on.
+#[derive(Debug)]
+pub struct Hub<S> {
+    /// The persistent store.
+    pub store: S,
+    /// Configuration.
+    pub cfg: Config,
+    /// Held polls waiting for messages.
+    pub wake: WakeRegistry,
+    /// `lastSeen` cache and held-poll counts.
+    pub presence: Presence,
+    /// Committed messages and events for SSE streams.
+    pub feed: broadcast::Sender<FeedItem>,
+    /// Counters.
+    pub metrics: Metrics,
+    /// `_op`s being run right now (a duplicate waits for the first to finish).
+    pub ops_in_flight: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Flips to true when the hub shuts down (held polls and streams end).
+    pub shutdown: watch::Receiver<bool>,
+}
+
+impl<S: Store> Hub<S> {
+    /// Publish what a committed write produced: ring the wake registry, feed SSE streams.
+    pub fn publish(&self, out: Outbox) {
+        for m in out.messages {
+            self.wake.ring(&m.to);
+            if self.feed.receiver_count() > 0 {
+                let _ = self.feed.send(FeedItem::Message(Arc::new(m)));
+            }
+        }
+        if self.feed.receiver_count() > 0 {
+            for e in out.events {
+                let _ = self.feed.send(FeedItem::Event(Arc::new(e)));
+            }
+        }
+    }
+
+    /// A stored peer row with the live presence overlaid (`lastSeen`, `online`, `health`).
+    pub fn live_peer(&self, mut p: Peer, now: i64) -> Peer {
+        self.presence.overlay(&mut p, now);
+        p.health = health(&p.status).to_string();
+        p
+    }
+
+    /// Whether `session` is online now.
+    pub fn online(&self, session: &str, now: i64) -> bool {
+        self.presence.is_online(session, now)
+    }
+}
+
+/// `health` derived from a status text: `down…` → down, `errored…` → errored, else ok.
+pub fn health(status: &str) -> &'static str {
+    let s = status.trim_start();
+    if s.starts_with("down") {
+        "down"
+    } else if s.starts_with("errored") {
+        "errored"
+    } else {
+        "ok"
+    }
+}
+
+/// Inside a write: when a touch found the session coming online, make sure its peer row exists
+/// with `lastSeen = now` and write the `presence.online` event.
+pub fn persist_edge(
+    tx: &mut dyn WriteTx,
+    out: &mut Outbox,
+    session: &str,
+    touch: Touch,
+    now: i64,
+) -> Result<(), StoreError> {
+    if touch != Touch::CameOnline {
+        return Ok(());
+    }
+    let peer = match tx.peer(session)? {
+        Some(mut p) => {
+            p.last_seen = p.last_seen.max(now);
+            p
+        }
+        None => new_peer(session, now),
+    };
+    tx.put_peer(&peer)?;
+    out.event(
+        tx,
+        event(
+            now,
+            "presence.online",
+            &peer.project,
+            session,
+            json!({ "status": peer.status }),
+        ),
+    )
+}
+
+/// A fresh peer row: project from the session's suffix.
+pub fn new_peer(session: &str, now: i64) -> Peer {
+    Peer {
+        session: session.to_string(),
+        last_seen: now,
+        online: true,
+        health: "ok".into(),
+        project: session_project(session).to_string(),
+        ..Peer::default()
+    }
+}
+
+/// Build an event with type-specific fields from a JSON object.
+pub fn event(ts: i64, kind: &str, project: &str, by: &str, data: Value) -> NewEvent {
+    let data = match data {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    let task_id = data.get("taskId").and_then(Value::as_i64);
+    NewEvent {
+        ts,
+        kind: kind.to_string(),
+        project: project.to_string(),
+        by: by.to_string(),
+        task_id,
+        refs: Vec::new(),
+        data,
+    }
+}

@@ -1,0 +1,188 @@
+//! The wake registry: a held `/poll` returns the moment a message deliverable to it commits.
+//!
+//! Each session with at least one waiting reader has a [`Notify`]; broadcasts ring one shared
+//! [`Notify`]. A reader *enables* its `Notified` futures before it queries the store, so a commit
+//! that lands after the query started is never missed: either the query sees the row, or the
+//! sender's `notify_waiters` (called after its commit) finds the enabled waiter. There is no
+//! re-scan timer, so an idle reader costs nothing until it is woken or its hold expires.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::Notify;
+use trantor_proto::BROADCAST;
+
+/// Per-session wake slots plus the broadcast slot.
+#[derive(Debug, Default)]
+pub struct WakeRegistry {
+    slots: Mutex<HashMap<String, Arc<Notify>>>,
+    all: Notify,
+    rings: AtomicU64,
+}
+
+/// A reader's registration; dropping it releases the session's slot when it was the last one.
+#[derive(Debug)]
+pub struct Subscription<'a> {
+    registry: &'a WakeRegistry,
+    session: String,
+    slot: Arc<Notify>,
+}
+
+impl WakeRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Notify>>> {
+        // A panic while holding this lock cannot leave the map inconsistent (single inserts
+        // and removes), so a poisoned lock is still usable.
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Register a reader of `session`.
+    pub fn subscribe(&self, session: &str) -> Subscription<'_> {
+        let slot = self
+            .slots()
+            .entry(session.to_string())
+            .or_insert_with(|| Arc::new(Notify::new()))
+            .clone();
+        Subscription {
+            registry: self,
+            session: session.to_string(),
+            slot,
+        }
+    }
+
+    /// Wake every reader a new message addressed `to` may be deliverable to. Call after the
+    /// message is committed.
+    pub fn ring(&self, to: &str) {
+        self.rings.fetch_add(1, Ordering::Relaxed);
+        if to == BROADCAST {
+            self.all.notify_waiters();
+            return;
+        }
+        let slot = self.slots().get(to).cloned();
+        if let Some(slot) = slot {
+            slot.notify_waiters();
+        }
+    }
+
+    /// Wake every reader (shutdown).
+    pub fn ring_everyone(&self) {
+        self.all.notify_waiters();
+        let slots: Vec<Arc<Notify>> = self.slots().values().cloned().collect();
+        for s in slots {
+            s.notify_waiters();
+        }
+    }
+
+    /// How many messages have rung the registry.
+    pub fn rings(&self) -> u64 {
+        self.rings.load(Ordering::Relaxed)
+    }
+
+    /// Sessions with at least one registered reader.
+    pub fn sessions_waiting(&self) -> usize {
+        self.slots().len()
+    }
+}
+
+impl Subscription<'_> {
+    /// Wait until a message to this session or to everyone is rung. The futures are enabled
+    /// (registered) on creation of the returned future's first poll; callers wanting no gap
+    /// between the store query and the wait use [`Subscription::armed`].
+    pub fn armed(&self) -> Armed<'_> {
+        let mut own = Box::pin(self.slot.notified());
+        let mut all = Box::pin(self.registry.all.notified());
+        own.as_mut().enable();
+        all.as_mut().enable();
+        Armed { own, all }
+    }
+}
+
+/// Two enabled wake-ups (the session's and the broadcast one); await [`Armed::wait`].
+pub struct Armed<'a> {
+    own: std::pin::Pin<Box<tokio::sync::futures::Notified<'a>>>,
+    all: std::pin::Pin<Box<tokio::sync::futures::Notified<'a>>>,
+}
+
+impl std::fmt::Debug for Armed<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Armed")
+    }
+}
+
+impl Armed<'_> {
+    /// Resolve on the first ring.
+    pub async fn wait(self) {
+        let Armed { own, all } = self;
+        tokio::select! {
+            _ = own => {},
+            _ = all => {},
+        }
+    }
+}
+
+impl Drop for Subscription<'_> {
+    fn drop(&mut self) {
+        let mut slots = self.registry.slots();
+        // Two strong references left means the map's and ours: no other reader of the session.
+        if let Some(slot) = slots.get(&self.session)
+            && Arc::ptr_eq(slot, &self.slot)
+            && Arc::strong_count(&self.slot) == 2
+        {
+            slots.remove(&self.session);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn ring_after_arm_is_not_missed() {
+        let reg = WakeRegistry::new();
+        let sub = reg.subscribe("a:p");
+        let armed = sub.armed();
+        // The ring happens before anyone awaits: the enabled waiter still sees it.
+        reg.ring("a:p");
+        tokio::time::timeout(Duration::from_secs(1), armed.wait())
+            .await
+            .expect("woken");
+    }
+
+    #[tokio::test]
+    async fn broadcast_wakes_everyone_and_others_do_not() {
+        let reg = WakeRegistry::new();
+        let a = reg.subscribe("a:p");
+        let b = reg.subscribe("b:p");
+        let (wa, wb) = (a.armed(), b.armed());
+        reg.ring("c:p");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), b.armed().wait())
+                .await
+                .is_err()
+        );
+        reg.ring("all");
+        tokio::time::timeout(Duration::from_secs(1), wa.wait())
+            .await
+            .expect("a");
+        tokio::time::timeout(Duration::from_secs(1), wb.wait())
+            .await
+            .expect("b");
+    }
+
+    #[test]
+    fn slots_are_released() {
+        let reg = WakeRegistry::new();
+        {
+            let _a = reg.subscribe("a:p");
+            let _b = reg.subscribe("a:p");
+            assert_eq!(reg.sessions_waiting(), 1);
+        }
+        assert_eq!(reg.sessions_waiting(), 0);
+    }
+}

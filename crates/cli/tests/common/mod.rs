@@ -80,7 +80,11 @@ impl Hub {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("hub on port {} did not start; see {}", self.port, self.data_dir.display());
+        panic!(
+            "hub on port {} did not start; see {}",
+            self.port,
+            self.data_dir.display()
+        );
     }
 
     /// `kill -9` the hub (for durability drills); the data directory stays.
@@ -101,4 +105,174 @@ impl Drop for Hub {
     fn drop(&mut self) {
         self.kill9();
     }
+}
+
+// ---- Runner drills: plain HTTP to the hub, waiting on conditions, runner processes. ----
+
+/// One HTTP/1.1 request to the hub on 127.0.0.1:`port` (no client library, so a drill depends on
+/// nothing but the hub); returns the status and the JSON body (`Null` when it is not JSON).
+pub fn hub_request(
+    port: u16,
+    method: &str,
+    path_and_query: &str,
+    body: Option<&serde_json::Value>,
+) -> std::io::Result<(u16, serde_json::Value)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let payload = body.map(|b| b.to_string()).unwrap_or_default();
+    let req = format!(
+        "{method} {path_and_query} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{payload}",
+        payload.len()
+    );
+    s.write_all(req.as_bytes())?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    let body_text = if chunked {
+        dechunk(rest)
+    } else {
+        rest.to_string()
+    };
+    let json = serde_json::from_str(&body_text).unwrap_or(serde_json::Value::Null);
+    Ok((status, json))
+}
+
+fn dechunk(mut rest: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, tail)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || tail.len() < n {
+            break;
+        }
+        out.push_str(&tail[..n]);
+        rest = tail[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// `POST /send` from `from` to `to`; returns the new message id (0 if the hub gave none).
+pub fn hub_send(port: u16, from: &str, to: &str, project: &str, text: &str) -> i64 {
+    let body = serde_json::json!({"from": from, "to": to, "project": project, "text": text});
+    let (status, reply) = hub_request(port, "POST", "/send", Some(&body)).expect("send");
+    assert!(status < 300, "send failed: {status} {reply}");
+    reply["id"].as_i64().unwrap_or(0)
+}
+
+/// Every message delivered to `session` so far (peeking: the session's cursor is not moved).
+pub fn hub_messages(port: u16, session: &str) -> Vec<serde_json::Value> {
+    let q = format!("/inbox?session={}&since=0&peek=1", url_encode(session));
+    match hub_request(port, "GET", &q, None) {
+        Ok((_, v)) => v["messages"].as_array().cloned().unwrap_or_default(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Percent-encode a query value.
+pub fn url_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Poll `cond` every 50 ms until it holds; panic naming `what` after `within` (a generous
+/// deadline, never a timing assertion).
+pub fn wait_until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !cond() {
+        if Instant::now() > deadline {
+            panic!("timed out after {within:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A process started in its own process group; the whole group is killed when dropped.
+pub struct GroupChild {
+    /// The child.
+    pub child: Child,
+}
+
+impl GroupChild {
+    /// Spawn `cmd` as the leader of a new process group.
+    pub fn spawn(mut cmd: Command) -> GroupChild {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+        GroupChild {
+            child: cmd.spawn().expect("spawn"),
+        }
+    }
+
+    /// The process id (also the process group id).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// SIGKILL the whole group and reap the leader.
+    pub fn kill_group(&mut self) {
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for GroupChild {
+    fn drop(&mut self) {
+        self.kill_group();
+    }
+}
+
+/// Run git in `dir` for a drill; panics on failure, returns trimmed stdout.
+pub fn git_in(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A git repository with one commit on `main` and a local identity.
+pub fn init_git_repo(dir: &Path) {
+    std::fs::create_dir_all(dir).expect("repo dir");
+    git_in(dir, &["init", "-q", "-b", "main"]);
+    git_in(dir, &["config", "user.name", "Drill"]);
+    git_in(dir, &["config", "user.email", "drill@example.invalid"]);
+    git_in(dir, &["config", "commit.gpgsign", "false"]);
+    std::fs::write(dir.join("README.md"), "drill\n").expect("readme");
+    git_in(dir, &["add", "README.md"]);
+    git_in(dir, &["commit", "-q", "-m", "init"]);
 }

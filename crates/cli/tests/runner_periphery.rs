@@ -1,0 +1,361 @@
+//! Runner periphery drills (issue 3, drills 3 and 7, plus the no-downgrade drill): the real hub,
+//! the real `trantor runner`, and a fake agent CLI (a shell script run through the `command`
+//! driver) on temporary directories and free ports. Every wait is a condition with a generous
+//! deadline; nothing asserts on timing.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{GroupChild, Hub, git_in, hub_messages, hub_send, init_git_repo, wait_until};
+
+const PROJECT: &str = "drill";
+const PERSONA: &str = "worker";
+const SESSION: &str = "worker:drill";
+const SENDER: &str = "boss:drill";
+const LONG: Duration = Duration::from_secs(120);
+
+/// The fake agent CLI. Each turn copies its prompt to `$DRILL_STATE/prompt-N.txt` and notes a
+/// leaked `CREW_RELEASE_STATE`. A prompt carrying `DRILL3-HANG` (and not the follow-up text)
+/// writes one file in the worktree and hangs, noting whether it could still see the WIP commit
+/// land on its branch while alive — the proof that the snapshot comes before the kill.
+const FAKE_CLI: &str = r#"#!/bin/sh
+S="$DRILL_STATE"
+P="${1:-$TRANTOR_PROMPT_FILE}"
+mkdir -p "$S/turns"
+n=$(ls "$S/turns" | wc -l)
+n=$((n + 1))
+: > "$S/turns/$n"
+cp "$P" "$S/prompt-$n.txt"
+if env | grep -q '^CREW_RELEASE_STATE='; then : > "$S/leak-$n"; fi
+if grep -q 'DRILL3-HANG' "$P" && ! grep -q 'cut at the time box' "$P"; then
+  echo "half done" > hang-file.txt
+  while :; do
+    if git log -1 --format=%s 2>/dev/null | grep -q '^wip: cut at box'; then : > "$S/alive-saw-wip"; fi
+    sleep 0.1
+  done
+fi
+echo "turn $n done"
+"#;
+
+struct Drill {
+    tmp: tempfile::TempDir,
+    hub: Hub,
+    repo: PathBuf,
+    bus: PathBuf,
+    state: PathBuf,
+    fake: PathBuf,
+}
+
+impl Drill {
+    fn new() -> Drill {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let hub = Hub::start();
+        let repo = tmp.path().join("repo");
+        init_git_repo(&repo);
+        let bus = tmp.path().join("bus");
+        let state = tmp.path().join("state");
+        std::fs::create_dir_all(&state).expect("state");
+        std::fs::create_dir_all(tmp.path().join("home")).expect("home");
+        let fake = tmp.path().join("fake-agent.sh");
+        write_exec(&fake, FAKE_CLI);
+        Drill {
+            tmp,
+            hub,
+            repo,
+            bus,
+            state,
+            fake,
+        }
+    }
+
+    /// `<program> runner command <repo>` with the drill's environment plus `extra`.
+    fn runner(&self, program: &Path, extra: &[(&str, &str)]) -> GroupChild {
+        let log = std::fs::File::create(self.tmp.path().join("runner.log")).expect("log");
+        let mut cmd = Command::new(program);
+        cmd.arg("runner")
+            .arg("command")
+            .arg(&self.repo)
+            .env("RELAY_URL", self.hub.url())
+            .env("RELAY_PROJECT", PROJECT)
+            .env("CREW_PERSONA", PERSONA)
+            .env("AGENT_BUS_DIR", &self.bus)
+            .env_remove("RELAY_DATA_DIR")
+            .env("HOME", self.tmp.path().join("home"))
+            .env("CREW_COMMAND", format!("sh {} {{P}}", self.fake.display()))
+            .env(
+                "CREW_KICKOFF",
+                "DRILL-KICKOFF: say hello and end your turn.",
+            )
+            .env("DRILL_STATE", &self.state)
+            .env("TRANTOR_POLL_HOLD_S", "2")
+            .env("TRANTOR_NO_DESKTOP_NOTIFY", "1")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log);
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        GroupChild::spawn(cmd)
+    }
+
+    fn prompts(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for n in 1.. {
+            match std::fs::read_to_string(self.state.join(format!("prompt-{n}.txt"))) {
+                Ok(p) => out.push(p),
+                Err(_) => break,
+            }
+        }
+        out
+    }
+
+    fn prompts_with(&self, marker: &str) -> usize {
+        self.prompts().iter().filter(|p| p.contains(marker)).count()
+    }
+
+    /// Receipts the sender got from the seat.
+    fn receipts(&self) -> usize {
+        hub_messages(self.hub.port, SENDER)
+            .iter()
+            .filter(|m| {
+                m["from"] == SESSION && m["text"].as_str().is_some_and(|t| t.contains("done on"))
+            })
+            .count()
+    }
+
+    fn ledger_rows(&self) -> Vec<serde_json::Value> {
+        let path = self
+            .bus
+            .join("logs")
+            .join(format!("{PERSONA}-{PROJECT}.jsonl"));
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    fn restart_notices(&self) -> usize {
+        hub_messages(self.hub.port, "observer:drill")
+            .iter()
+            .filter(|m| {
+                m["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("runner restarted onto"))
+            })
+            .count()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.tmp.path().join("runner.log")).unwrap_or_default()
+    }
+}
+
+fn write_exec(path: &Path, text: &str) {
+    // Written beside and renamed over: an atomic replacement, as a package manager does it.
+    let tmp = path.with_extension("new");
+    std::fs::write(&tmp, text).expect("write");
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::rename(&tmp, path).expect("rename");
+}
+
+/// An "installed" trantor: answers `--version` itself, otherwise execs the real binary with
+/// argv[0] kept (`exec -a`), so the runner's installed path is this wrapper.
+fn install_wrapper(path: &Path, version: &str) {
+    let real = common::bin();
+    write_exec(
+        path,
+        &format!(
+            "#!/bin/bash\nif [ \"$1\" = --version ]; then echo 'trantor {version}'; exit 0; fi\nexec -a \"$0\" '{}' \"$@\"\n",
+            real.display()
+        ),
+    );
+}
+
+#[test]
+fn drill3_cut_at_the_box_snapshots_before_the_kill_then_one_follow_up() {
+    let d = Drill::new();
+    let mut runner = d.runner(
+        &common::bin(),
+        &[
+            ("TRANTOR_TURN_MAX_MS", "3000"),
+            // No liveness extensions: the file the CLI wrote would otherwise keep it "alive".
+            ("TRANTOR_TURN_CEILING_MS", "3000"),
+        ],
+    );
+    wait_until("the kickoff turn", LONG, || {
+        d.prompts_with("DRILL-KICKOFF") == 1
+    });
+    let seat_branch = format!("seat/{PERSONA}");
+    wait_until("the seat branch", LONG, || {
+        Command::new("git")
+            .arg("-C")
+            .arg(&d.repo)
+            .args(["rev-parse", "--verify", "--quiet", &seat_branch])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+
+    hub_send(
+        d.hub.port,
+        SENDER,
+        SESSION,
+        PROJECT,
+        "DRILL3-HANG: write a file, then keep going",
+    );
+    wait_until("the receipt after the cut chain", LONG, || {
+        d.receipts() >= 1
+    });
+
+    // The WIP commit is on the seat branch, with the file the CLI wrote.
+    let subjects = git_in(&d.repo, &["log", "--format=%s", &seat_branch]);
+    assert!(
+        subjects.lines().any(|s| s == "wip: cut at box, 1 files"),
+        "seat branch log:\n{subjects}\nrunner log:\n{}",
+        d.log()
+    );
+    let wip = git_in(
+        &d.repo,
+        &[
+            "log",
+            "--format=%H",
+            "--grep=^wip: cut at box",
+            &seat_branch,
+        ],
+    );
+    let wip_sha = wip.lines().next().expect("wip commit");
+    let files = git_in(&d.repo, &["show", "--name-only", "--format=", wip_sha]);
+    assert_eq!(files, "hang-file.txt");
+    // Taken while the CLI was alive: the hanging CLI saw it land.
+    assert!(
+        d.state.join("alive-saw-wip").exists(),
+        "the CLI never saw the WIP commit while alive"
+    );
+    // Only the seat branch moved; the operator's branch did not.
+    assert_eq!(git_in(&d.repo, &["log", "--format=%s", "main"]), "init");
+
+    // Exactly one follow-up: a later wake runs after the chain, and by then no second
+    // follow-up or second hung turn has run.
+    hub_send(
+        d.hub.port,
+        SENDER,
+        SESSION,
+        PROJECT,
+        "DRILL3-LATER: just answer",
+    );
+    wait_until("the later wake's receipt", LONG, || d.receipts() >= 2);
+    assert_eq!(d.prompts_with("DRILL3-HANG"), 1, "the hung turn ran once");
+    assert_eq!(
+        d.prompts_with("cut at the time box"),
+        1,
+        "one follow-up turn"
+    );
+    assert_eq!(d.prompts_with("DRILL3-LATER"), 1);
+    assert!(runner.alive(), "runner died:\n{}", d.log());
+}
+
+#[test]
+fn drill7_newer_install_is_execd_in_place_and_a_downgrade_is_not() {
+    let d = Drill::new();
+    let inst = d.tmp.path().join("inst");
+    std::fs::create_dir_all(&inst).expect("inst");
+    let installed = inst.join("trantor");
+    install_wrapper(&installed, "0.1.0");
+    let mut runner = d.runner(&installed, &[]);
+    let pid = runner.pid();
+
+    wait_until("the kickoff turn", LONG, || {
+        d.prompts_with("DRILL-KICKOFF") == 1
+    });
+    // The kickoff turn is over once the seat went back to its poll: wait for its ledger row.
+    wait_until("the kickoff turn row", LONG, || {
+        d.ledger_rows()
+            .iter()
+            .any(|r| r.get("turn").is_some() && r.get("verdict").is_some())
+    });
+
+    // Replace the installed executable with one that reports a newer version.
+    install_wrapper(&installed, "0.2.0");
+    wait_until("the restart notice", LONG, || d.restart_notices() >= 1);
+    wait_until("the new image's boot row", LONG, || {
+        d.ledger_rows().iter().filter(|r| r["boot"] == true).count() >= 2
+    });
+    assert!(runner.alive(), "runner died:\n{}", d.log());
+
+    // A later wake is handled by the new image.
+    hub_send(
+        d.hub.port,
+        SENDER,
+        SESSION,
+        PROJECT,
+        "DRILL7-LATER: answer me",
+    );
+    wait_until("the later wake's receipt", LONG, || d.receipts() >= 1);
+
+    // Then a downgrade (and the same version again) never restarts: the next wake is handled
+    // by the same image with no new notice.
+    install_wrapper(&installed, "0.1.5");
+    hub_send(
+        d.hub.port,
+        SENDER,
+        SESSION,
+        PROJECT,
+        "DRILL7-AFTER-DOWNGRADE",
+    );
+    wait_until("the receipt after the downgrade", LONG, || {
+        d.receipts() >= 2
+    });
+    install_wrapper(&installed, "0.2.0");
+    hub_send(d.hub.port, SENDER, SESSION, PROJECT, "DRILL7-AFTER-SAME");
+    wait_until("the receipt after the same version", LONG, || {
+        d.receipts() >= 3
+    });
+
+    let rows = d.ledger_rows();
+    let boots: Vec<&serde_json::Value> = rows.iter().filter(|r| r["boot"] == true).collect();
+    assert_eq!(boots.len(), 2, "one boot row per image:\n{rows:#?}");
+    for b in &boots {
+        assert_eq!(
+            b["pid"].as_u64(),
+            Some(u64::from(pid)),
+            "same PID across the exec"
+        );
+    }
+    assert_eq!(boots[1]["version"], "0.2.0");
+    let restarts: Vec<usize> = rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| {
+            r["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("runner restarted onto"))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(restarts.len(), 1, "one restart row:\n{rows:#?}");
+    assert_eq!(rows[restarts[0]]["text"], "runner restarted onto 0.2.0");
+    assert_eq!(d.restart_notices(), 1, "one bus notice");
+    // The later wake's turn row comes after the restart: the new image ran it.
+    assert!(
+        rows[restarts[0] + 1..]
+            .iter()
+            .any(|r| r.get("turn").is_some() && r.get("verdict").is_some()),
+        "no turn after the restart:\n{rows:#?}"
+    );
+    assert_eq!(d.prompts_with("DRILL-KICKOFF"), 1, "no second kickoff");
+    assert_eq!(d.prompts_with("DRILL7-LATER"), 1, "the later wake ran once");
+    assert!(
+        std::fs::read_dir(&d.state)
+            .expect("state")
+            .flatten()
+            .all(|e| !e.file_name().to_string_lossy().starts_with("leak-")),
+        "CREW_RELEASE_STATE leaked into a CLI turn"
+    );
+    assert_eq!(runner.pid(), pid);
+    assert!(runner.alive(), "runner died:\n{}", d.log());
+}

@@ -10,9 +10,12 @@
 
 pub mod classify;
 pub mod config;
+pub mod drivers;
 pub mod fsx;
 pub mod paths;
 pub mod pending;
+pub mod redact;
+pub mod turn;
 pub mod wake;
 
 pub mod docker;

@@ -51,7 +51,8 @@ fn int_from_value(v: &Value) -> Option<i64> {
 /// An integer given as a number, `"12"` or `"#12"`.
 pub fn int<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
     let v = Value::deserialize(d)?;
-    int_from_value(&v).ok_or_else(|| serde::de::Error::custom(format!("expected an integer, got {v}")))
+    int_from_value(&v)
+        .ok_or_else(|| serde::de::Error::custom(format!("expected an integer, got {v}")))
 }
 
 /// An optional integer; `null` and `""` mean absent.
@@ -77,9 +78,13 @@ pub fn opt_bool<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Erro
             "" => Ok(None),
             "true" | "yes" | "1" | "on" => Ok(Some(true)),
             "false" | "no" | "0" | "off" => Ok(Some(false)),
-            _ => Err(serde::de::Error::custom(format!("expected true or false, got {v}"))),
+            _ => Err(serde::de::Error::custom(format!(
+                "expected true or false, got {v}"
+            ))),
         },
-        _ => Err(serde::de::Error::custom(format!("expected true or false, got {v}"))),
+        _ => Err(serde::de::Error::custom(format!(
+            "expected true or false, got {v}"
+        ))),
     }
 }
 
@@ -100,7 +105,9 @@ pub fn opt_ids<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<i64>>, D::E
             .map(|p| int_from_value(&Value::String(p.to_string())).ok_or_else(|| bad(&v)))
             .collect::<Result<Vec<_>, _>>()
             .map(Some),
-        Value::Number(_) => int_from_value(&v).map(|i| Some(vec![i])).ok_or_else(|| bad(&v)),
+        Value::Number(_) => int_from_value(&v)
+            .map(|i| Some(vec![i]))
+            .ok_or_else(|| bad(&v)),
         _ => Err(bad(&v)),
     }
 }
@@ -119,7 +126,9 @@ pub fn opt_items<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>,
         Value::Array(items) => items
             .iter()
             .map(|i| {
-                item(i).ok_or_else(|| serde::de::Error::custom(format!("checklist items are strings, got {i}")))
+                item(i).ok_or_else(|| {
+                    serde::de::Error::custom(format!("checklist items are strings, got {i}"))
+                })
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Some),
@@ -129,7 +138,9 @@ pub fn opt_items<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>,
                 .filter(|l| !l.is_empty())
                 .collect(),
         )),
-        _ => Err(serde::de::Error::custom(format!("expected a list of strings, got {v}"))),
+        _ => Err(serde::de::Error::custom(format!(
+            "expected a list of strings, got {v}"
+        ))),
     }
 }
 
@@ -142,7 +153,9 @@ pub fn opt_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::
         Value::String(s) => Ok(Some(s)),
         Value::Number(n) => Ok(Some(n.to_string())),
         Value::Bool(b) => Ok(Some(b.to_string())),
-        other => Err(serde::de::Error::custom(format!("expected a string, got {other}"))),
+        other => Err(serde::de::Error::custom(format!(
+            "expected a string, got {other}"
+        ))),
     }
 }
 
@@ -179,7 +192,12 @@ pub struct SendArgs {
 pub struct WaitArgs {
     /// Seconds to wait for the next message, default 25, at most 110 (longer calls get
     /// backgrounded or dropped by MCP clients). Use 50 and call repeatedly to park while idle.
-    #[serde(default, alias = "seconds", alias = "wait", deserialize_with = "opt_int")]
+    #[serde(
+        default,
+        alias = "seconds",
+        alias = "wait",
+        deserialize_with = "opt_int"
+    )]
     #[schemars(with = "u32")]
     pub timeout: Option<i64>,
 }
@@ -373,14 +391,20 @@ mod tests {
                 .expect("parse");
         assert_eq!(a.wake, Some(false));
         assert_eq!(a.re, None);
-        assert!(serde_json::from_value::<TaskMoveArgs>(json!({"id": "twelve", "status": "x"})).is_err());
+        assert!(
+            serde_json::from_value::<TaskMoveArgs>(json!({"id": "twelve", "status": "x"})).is_err()
+        );
     }
 
     #[test]
     fn checklist_accepts_lines() {
         let a: TaskAddArgs =
-            serde_json::from_value(json!({"title": "t", "checklist": "- one\n- two\n"})).expect("parse");
-        assert_eq!(a.checklist, Some(vec!["one".to_string(), "two".to_string()]));
+            serde_json::from_value(json!({"title": "t", "checklist": "- one\n- two\n"}))
+                .expect("parse");
+        assert_eq!(
+            a.checklist,
+            Some(vec!["one".to_string(), "two".to_string()])
+        );
     }
 
     #[test]
@@ -389,7 +413,11 @@ mod tests {
         let text = s.to_string();
         assert!(text.contains("\"testing\""), "{text}");
         assert!(text.contains("REQUIRED on moves to testing"), "{text}");
-        let req = s.get("required").and_then(Value::as_array).cloned().unwrap_or_default();
+        let req = s
+            .get("required")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         assert!(req.contains(&json!("id")) && req.contains(&json!("status")));
         assert!(!req.contains(&json!("note")));
     }

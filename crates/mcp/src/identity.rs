@@ -190,7 +190,9 @@ impl Identity {
                 "env (RELAY_SESSION)"
             };
             (s, via.to_string())
-        } else if let Some(a) = env_nonempty("RELAY_AGENT").or_else(|| env_nonempty("RELAY_AGENT_FALLBACK")) {
+        } else if let Some(a) =
+            env_nonempty("RELAY_AGENT").or_else(|| env_nonempty("RELAY_AGENT_FALLBACK"))
+        {
             (format!("{a}:{project}"), "env (RELAY_AGENT)".to_string())
         } else {
             (format!("{}:{project}", host_id()), "host id".to_string())

@@ -17,18 +17,20 @@ pub use server::Relay;
 use rmcp::ServiceExt;
 use std::time::Duration;
 
-/// Options of `trantor mcp`. Each also reads the environment variable the original used, so
-/// an agent CLI's config can set either.
+/// Options of `trantor mcp`. Without flags, the environment the original read decides
+/// (`RELAY_SESSION`, `RELAY_AGENT`, `RELAY_PROJECT`, `RELAY_URL`; see [`identity`]), which is
+/// what agent CLIs and the runner set. The resolver reads those itself rather than through
+/// clap, so `relay_whoami` can say which one chose the hub.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct McpArgs {
-    /// Bus session to speak as (default `<RELAY_AGENT or host>:<project>`).
-    #[arg(long, env = "RELAY_SESSION")]
+    /// Bus session to speak as [default: RELAY_SESSION, else <RELAY_AGENT or host>:<project>].
+    #[arg(long)]
     pub session: Option<String>,
-    /// Project (default: the git root's basename).
-    #[arg(long, env = "RELAY_PROJECT")]
+    /// Project [default: RELAY_PROJECT, else the git root's directory name].
+    #[arg(long)]
     pub project: Option<String>,
-    /// Hub URL (default http://127.0.0.1:4477, or ~/.agent-bus/config.json).
-    #[arg(long, env = "RELAY_URL")]
+    /// Hub URL [default: RELAY_URL, else ~/.agent-bus/config.json, else http://127.0.0.1:4477].
+    #[arg(long)]
     pub url: Option<String>,
     /// Presence heartbeat period in milliseconds.
     #[arg(long, env = "RELAY_HEARTBEAT_MS", default_value_t = 60_000)]

@@ -117,10 +117,7 @@ pub fn log_count(c: &Card) -> usize {
     if !c.log.is_empty() {
         return c.log.len();
     }
-    c.extra
-        .get("logCount")
-        .and_then(Value::as_u64)
-        .unwrap_or(0) as usize
+    c.extra.get("logCount").and_then(Value::as_u64).unwrap_or(0) as usize
 }
 
 /// Whether the card carries a drill line (field, checklist item or `Drill:` note).
@@ -257,7 +254,13 @@ pub fn card_detail(c: &Card, now: i64) -> String {
         s.push_str("\nhistory:");
         for h in &c.history {
             let from = h.from.as_deref().unwrap_or("new");
-            let _ = write!(s, "\n  {} ago {from} -> {} by {}", age(h.ts, now), h.to, h.by);
+            let _ = write!(
+                s,
+                "\n  {} ago {from} -> {} by {}",
+                age(h.ts, now),
+                h.to,
+                h.by
+            );
             if let Some(n) = h.note.as_deref().filter(|n| !n.is_empty()) {
                 let _ = write!(s, " — {n}");
             }
@@ -284,7 +287,12 @@ fn contract_line(c: &Contract) -> String {
     }
     let text: String = c.text.chars().take(160).collect();
     let _ = write!(s, ": {text}");
-    if let Some(ans) = c.answer.as_ref().and_then(|a| a.get("text")).and_then(Value::as_str) {
+    if let Some(ans) = c
+        .answer
+        .as_ref()
+        .and_then(|a| a.get("text"))
+        .and_then(Value::as_str)
+    {
         let ans: String = ans.chars().take(160).collect();
         let _ = write!(s, "\n    answer: {ans}");
     }
@@ -365,12 +373,25 @@ mod tests {
     fn card_line_shows_progress_and_drill() {
         let mut c = card(4, "doing");
         c.checklist = vec![
-            ChecklistItem { text: "a".into(), done: true },
-            ChecklistItem { text: "b".into(), done: false },
+            ChecklistItem {
+                text: "a".into(),
+                done: true,
+            },
+            ChecklistItem {
+                text: "b".into(),
+                done: false,
+            },
         ];
-        c.log = vec![LogEntry { ts: 0, by: "x".into(), text: "Drill: run it".into() }];
+        c.log = vec![LogEntry {
+            ts: 0,
+            by: "x".into(),
+            text: "Drill: run it".into(),
+        }];
         let l = card_line(&c);
-        assert!(l.contains("☑1/2") && l.contains("·drill") && l.contains("·1"), "{l}");
+        assert!(
+            l.contains("☑1/2") && l.contains("·drill") && l.contains("·1"),
+            "{l}"
+        );
     }
 
     #[test]

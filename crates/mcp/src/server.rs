@@ -18,8 +18,8 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 use trantor_proto::{
     Card, CardReply, ChecklistInput, ChecklistToggleRequest, ClientError, HubClient, InboxReply,
-    LessonRequest, Message, RegisterRequest, SendReply, SendRequest, TaskCreateRequest,
-    TaskReply, TaskUpdateRequest, now_ms,
+    LessonRequest, Message, RegisterRequest, SendReply, SendRequest, TaskCreateRequest, TaskReply,
+    TaskUpdateRequest, now_ms,
 };
 
 /// Longest `relay_wait`: MCP clients background or drop tool calls past about two minutes.
@@ -152,7 +152,9 @@ impl Relay {
             ClientError::Http { path, status, body } => {
                 let mut s = format!("hub refused {path} ({status}): {}", body.error);
                 if let Some(kinds) = body.extra.get("kinds") {
-                    s.push_str(&format!(" — detected: {kinds}. Remove the secret and resend."));
+                    s.push_str(&format!(
+                        " — detected: {kinds}. Remove the secret and resend."
+                    ));
                 }
                 if let Some(limit) = body.extra.get("limit") {
                     s.push_str(&format!(" (limit {limit})"));
@@ -214,7 +216,13 @@ impl Relay {
     }
 
     async fn advance(&self, r: &InboxReply) {
-        let top = r.messages.iter().map(|m| m.id).max().unwrap_or(0).max(r.cursor);
+        let top = r
+            .messages
+            .iter()
+            .map(|m| m.id)
+            .max()
+            .unwrap_or(0)
+            .max(r.cursor);
         let mut st = self.state.lock().await;
         st.cursor = Some(st.cursor.unwrap_or(0).max(top));
     }
@@ -246,8 +254,11 @@ impl Relay {
         if slim {
             q.push(("fields", "slim".to_string()));
         }
-        let reply: trantor_proto::TasksReply =
-            self.hub.get("/tasks", &q).await.map_err(|e| self.hub_error(e))?;
+        let reply: trantor_proto::TasksReply = self
+            .hub
+            .get("/tasks", &q)
+            .await
+            .map_err(|e| self.hub_error(e))?;
         Ok(reply
             .tasks
             .into_iter()
@@ -304,8 +315,12 @@ impl Relay {
     async fn relay_whoami(&self) -> ToolResult {
         let registered = match self.hub.peer(&self.id.session).await {
             Ok(_) => "yes".to_string(),
-            Err(ClientError::Http { status: 404, .. }) => "no (the hub has not seen this session yet)".to_string(),
-            Err(e) if e.is_unreachable() => format!("unknown (hub unreachable at {})", self.id.hub_url),
+            Err(ClientError::Http { status: 404, .. }) => {
+                "no (the hub has not seen this session yet)".to_string()
+            }
+            Err(e) if e.is_unreachable() => {
+                format!("unknown (hub unreachable at {})", self.id.hub_url)
+            }
             Err(e) => format!("unknown ({})", self.hub_error(e)),
         };
         Ok(format!(
@@ -361,7 +376,8 @@ impl Relay {
     )]
     async fn relay_status(&self, Parameters(a): Parameters<StatusArgs>) -> ToolResult {
         let status = a.status.trim().to_string();
-        let body = json!({"session": self.id.session, "status": status, "project": self.id.project});
+        let body =
+            json!({"session": self.id.session, "status": status, "project": self.id.project});
         let _: Value = self.write("/status", &body).await?;
         Ok(format!("status set: {status}"))
     }
@@ -414,7 +430,10 @@ impl Relay {
         annotations(read_only_hint = true)
     )]
     async fn relay_wait(&self, Parameters(a): Parameters<WaitArgs>) -> ToolResult {
-        let secs = a.timeout.unwrap_or(DEFAULT_WAIT_SECS).clamp(1, MAX_WAIT_SECS);
+        let secs = a
+            .timeout
+            .unwrap_or(DEFAULT_WAIT_SECS)
+            .clamp(1, MAX_WAIT_SECS);
         let since = self.cursor().await?;
         let reply = self
             .hub
@@ -509,7 +528,13 @@ impl Relay {
             checklist: if checklist.is_empty() {
                 None
             } else {
-                Some(checklist.iter().cloned().map(ChecklistInput::Text).collect())
+                Some(
+                    checklist
+                        .iter()
+                        .cloned()
+                        .map(ChecklistInput::Text)
+                        .collect(),
+                )
             },
             drill: drill.clone(),
             note: clean(a.note),
@@ -559,7 +584,9 @@ impl Relay {
             .post_with_op("/task/update", &req, &new_op_id())
             .await
             .map_err(|e| match e {
-                ClientError::Http { status: 409, body, .. } => {
+                ClientError::Http {
+                    status: 409, body, ..
+                } => {
                     format!("card #{} was not moved to {status}: {}", a.id, body.error)
                 }
                 ClientError::Http { status: 404, .. } => format!("there is no card #{}", a.id),
@@ -596,7 +623,9 @@ impl Relay {
             .post_with_op("/task/checklist-toggle", &req, &new_op_id())
             .await
             .map_err(|e| match e {
-                ClientError::Http { status: 400, body, .. } => format!(
+                ClientError::Http {
+                    status: 400, body, ..
+                } => format!(
                     "card #{} has no checklist item {} ({}); read it with relay_board card={}",
                     a.id, a.index, body.error, a.id
                 ),
@@ -687,7 +716,9 @@ impl Relay {
         if text.is_empty() {
             return Err("`text` is empty".into());
         }
-        let scope = clean(a.scope).unwrap_or_else(|| "global".into()).to_lowercase();
+        let scope = clean(a.scope)
+            .unwrap_or_else(|| "global".into())
+            .to_lowercase();
         let req = LessonRequest {
             text,
             scope: Some(scope.clone()),
@@ -726,7 +757,10 @@ impl Relay {
             "by": self.id.session,
         });
         let _: Value = self.write("/phase", &body).await?;
-        Ok(format!("goal set for phase {} of {project}", a.phase.trim()))
+        Ok(format!(
+            "goal set for phase {} of {project}",
+            a.phase.trim()
+        ))
     }
 }
 

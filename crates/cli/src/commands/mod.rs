@@ -1,15 +1,189 @@
-//! The person's commands: bus and board verbs, seat lifecycle and set-up. (Being written.)
+//! The person's commands: bus and board verbs, seat lifecycle and set-up.
+//!
+//! Every verb is human-friendly by default and prints JSON with `--json`. Exit status:
+//! 0 ok, 1 the hub refused (its message on stderr) or another error, 2 usage error, 3 the hub is
+//! unreachable. Session, project and hub resolve exactly as for `trantor mcp`
+//! ([`trantor_mcp::identity`]), so a terminal and an agent's tools agree on who is who.
+
+/// The exit-status paragraph every verb's long help ends with (a macro so `concat!` can use it).
+macro_rules! exit_codes {
+    () => {
+        "Exit status: 0 ok · 1 the hub refused the request (its message is printed) or another \
+         error · 2 usage error · 3 hub unreachable"
+    };
+}
+
+/// `println!` that ignores a closed stdout (`trantor board | head` must not panic).
+macro_rules! say {
+    ($($t:tt)*) => {
+        $crate::commands::emit(&format!($($t)*))
+    };
+}
+
+mod board;
+mod bus;
+mod lessons;
+mod table;
 
 use std::process::ExitCode;
+use trantor_mcp::{Identity, Overrides};
+use trantor_proto::{ClientError, HubClient};
 
 /// The CLI verbs, flattened into the top-level command list.
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// Show the board of the current project.
-    Board,
+    /// Send a message to a session (or `all`).
+    #[command(after_long_help = bus::SEND_HELP)]
+    Send(bus::SendArgs),
+    /// Read messages addressed to this session.
+    #[command(after_long_help = bus::INBOX_HELP)]
+    Inbox(bus::InboxArgs),
+    /// List the sessions the hub knows, online first.
+    #[command(after_long_help = bus::PEERS_HELP)]
+    Peers(bus::PeersArgs),
+    /// Show the project's board as a table, or one card in full (`--card N`).
+    #[command(after_long_help = board::BOARD_HELP)]
+    Board(board::BoardArgs),
+    /// Add, move, note or tick cards.
+    #[command(subcommand)]
+    Card(board::CardCommand),
+    /// List lessons (the guardrails added to every seat's prompt), or add one.
+    #[command(after_long_help = lessons::LESSONS_HELP)]
+    Lessons(lessons::LessonsArgs),
 }
 
-/// Run one verb.
-pub async fn run(_cmd: Command) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not built yet")
+/// Options every bus verb shares.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Common {
+    /// Print JSON (for scripts) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Hub URL [default: RELAY_URL, else ~/.agent-bus/config.json, else http://127.0.0.1:4477].
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Act as this session [default: RELAY_SESSION, else <RELAY_AGENT or host>:<project>].
+    #[arg(long, value_name = "SESSION")]
+    pub session: Option<String>,
+    /// Project [default: RELAY_PROJECT, else the git root's directory name].
+    #[arg(long, value_name = "PROJECT")]
+    pub project: Option<String>,
+}
+
+impl Common {
+    /// The identity these options select.
+    pub fn identity(&self) -> Identity {
+        Identity::resolve_with(&Overrides {
+            session: self.session.clone(),
+            project: self.project.clone(),
+            hub_url: self.url.clone(),
+        })
+    }
+
+    /// The identity and a client for its hub.
+    pub fn connect(&self) -> (Identity, HubClient) {
+        let id = self.identity();
+        let client = HubClient::new(id.hub_url.clone());
+        (id, client)
+    }
+}
+
+/// A failure with the exit status it maps to.
+#[derive(Debug, thiserror::Error)]
+pub enum VerbError {
+    /// The hub answered or could not be reached.
+    #[error("{message}")]
+    Hub {
+        /// What to tell the person.
+        message: String,
+        /// Whether the hub was unreachable (exit 3) rather than refusing (exit 1).
+        unreachable: bool,
+    },
+    /// The arguments make no sense (exit 2).
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// Wrap a hub failure with the hub URL and what to do about it.
+pub(crate) fn hub_failure(url: &str, e: ClientError) -> anyhow::Error {
+    let unreachable = e.is_unreachable();
+    let message = match e {
+        ClientError::Unreachable { .. } => format!(
+            "cannot reach the trantor hub at {url}: is it running? Start one with `trantor hub` \
+             (or `trantor up`), or point RELAY_URL / --url at it."
+        ),
+        ClientError::Timeout { path, after } => format!(
+            "the hub at {url} did not answer {path} within {}s",
+            after.as_secs()
+        ),
+        ClientError::Http { status, body, .. } => {
+            let mut m = format!("hub refused ({status}): {}", body.error);
+            if let Some(k) = body.extra.get("kinds") {
+                m.push_str(&format!(" ({k})"));
+            }
+            m
+        }
+        e @ ClientError::Decode { .. } => e.to_string(),
+    };
+    VerbError::Hub {
+        message,
+        unreachable,
+    }
+    .into()
+}
+
+/// Extension to turn `Result<T, ClientError>` into an anyhow result naming the hub.
+pub(crate) trait HubResult<T> {
+    /// Attach the hub URL and exit status to a failure.
+    fn hub(self, client: &HubClient) -> anyhow::Result<T>;
+}
+
+impl<T> HubResult<T> for Result<T, ClientError> {
+    fn hub(self, client: &HubClient) -> anyhow::Result<T> {
+        self.map_err(|e| hub_failure(client.base(), e))
+    }
+}
+
+/// A usage error (exit 2).
+pub(crate) fn usage(msg: impl Into<String>) -> anyhow::Error {
+    VerbError::Usage(msg.into()).into()
+}
+
+/// Write one line to stdout; a reader that went away (a closed pipe) is not an error worth
+/// reporting for output that nobody will read.
+pub(crate) fn emit(line: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+}
+
+/// Print a value as pretty JSON on stdout.
+pub(crate) fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
+    emit(&serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+/// Run one verb and map its failure to an exit status.
+pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
+    let result = match cmd {
+        Command::Send(a) => bus::send(a).await,
+        Command::Inbox(a) => bus::inbox(a).await,
+        Command::Peers(a) => bus::peers(a).await,
+        Command::Board(a) => board::board(a).await,
+        Command::Card(c) => board::card(c).await,
+        Command::Lessons(a) => lessons::lessons(a).await,
+    };
+    match result {
+        Ok(code) => Ok(code),
+        Err(e) => {
+            let code = match e.downcast_ref::<VerbError>() {
+                Some(VerbError::Hub {
+                    unreachable: true, ..
+                }) => 3,
+                Some(VerbError::Usage(_)) => 2,
+                _ => 1,
+            };
+            eprintln!("trantor: {e:#}");
+            Ok(ExitCode::from(code))
+        }
+    }
 }

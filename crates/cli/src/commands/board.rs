@@ -1,0 +1,474 @@
+//! `trantor board` and `trantor card add|move|note|check`.
+
+use super::{Common, HubResult, print_json, table, usage};
+use std::process::ExitCode;
+use trantor_mcp::args::{DIFFICULTIES, MOVABLE_STATUSES};
+use trantor_mcp::identity::new_op_id;
+use trantor_mcp::render;
+use trantor_proto::{
+    Card, ChecklistInput, ChecklistToggleRequest, ClientError, HubClient, TaskCreateRequest,
+    TaskReply, TaskUpdateRequest, TasksReply, now_ms,
+};
+
+pub(crate) const BOARD_HELP: &str = concat!(
+    "\
+The table lists live work first (doing, testing, failed, blocked), then todo, then the most
+recent done cards. NOTES is the card's log size, CHECK its checklist progress, DRILL whether it
+has the drill line the hub requires before done.
+
+Examples:
+  trantor board                    this project's board
+  trantor board --project web      another project's board
+  trantor board --all              include every done and stale card
+  trantor board --card 12          card #12 in full: checklist, drill, notes, history
+  trantor board --json             the cards as JSON
+
+",
+    exit_codes!()
+);
+
+const CARD_ADD_HELP: &str = concat!(
+    "\
+Examples:
+  trantor card add \"Fix the flaky login test\" --assignee claude:web --drill \"cargo test login passes 20x\"
+  trantor card add \"Ship v2\" --check \"changelog\" --check \"tag pushed\" --deps 3,4 --difficulty hard
+
+Prints the new card id (`--json`: the card).
+",
+    exit_codes!()
+);
+
+const CARD_MOVE_HELP: &str = concat!(
+    "\
+Moves go todo -> doing -> testing -> done (or failed / blocked). A move to testing or done should
+carry --note with the evidence. The hub refuses some moves (no drill line before done, a card
+assigned to someone else); its reason is printed and the exit status is 1.
+
+Examples:
+  trantor card move 12 doing
+  trantor card move 12 testing --note \"cargo test: 48 passed\"
+  trantor card move 12 done --drill \"open /login, sign in, see the dashboard\"
+
+",
+    exit_codes!()
+);
+
+const CARD_NOTE_HELP: &str = concat!(
+    "\
+Example:
+  trantor card note 12 \"blocked on the staging DB password; asked in #ops\"
+
+",
+    exit_codes!()
+);
+
+const CARD_CHECK_HELP: &str = concat!(
+    "\
+Items are numbered from 0 in the order they were given (see `trantor board --card N`).
+
+Examples:
+  trantor card check 12 0           tick item 0
+  trantor card check 12 0 --undo    untick it
+
+",
+    exit_codes!()
+);
+
+/// `trantor board` options.
+#[derive(Debug, clap::Args)]
+pub struct BoardArgs {
+    /// Show one card in full instead of the board.
+    #[arg(long, value_name = "ID")]
+    pub card: Option<i64>,
+    /// Include every done and stale card (by default only the latest few).
+    #[arg(long)]
+    pub all: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `trantor card …`.
+#[derive(Debug, clap::Subcommand)]
+pub enum CardCommand {
+    /// Add a card (assigned to you unless --assignee).
+    #[command(after_long_help = CARD_ADD_HELP)]
+    Add(CardAddArgs),
+    /// Move a card to a new status.
+    #[command(after_long_help = CARD_MOVE_HELP)]
+    Move(CardMoveArgs),
+    /// Append a note to a card's log.
+    #[command(after_long_help = CARD_NOTE_HELP)]
+    Note(CardNoteArgs),
+    /// Tick (or untick) one checklist item.
+    #[command(after_long_help = CARD_CHECK_HELP)]
+    Check(CardCheckArgs),
+}
+
+/// `trantor card add` options.
+#[derive(Debug, clap::Args)]
+pub struct CardAddArgs {
+    /// Card title.
+    #[arg(required = true, num_args = 1..)]
+    pub title: Vec<String>,
+    /// Assignee session [default: you].
+    #[arg(long, short = 'a')]
+    pub assignee: Option<String>,
+    /// Initial status.
+    #[arg(long, default_value = "todo")]
+    pub status: String,
+    /// easy, medium or hard.
+    #[arg(long)]
+    pub difficulty: Option<String>,
+    /// The drill line: what a person does on the result and must see.
+    #[arg(long)]
+    pub drill: Option<String>,
+    /// First note on the card's log.
+    #[arg(long)]
+    pub note: Option<String>,
+    /// An acceptance item (repeat for several).
+    #[arg(long = "check", value_name = "ITEM")]
+    pub checklist: Vec<String>,
+    /// Card ids this one depends on, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub deps: Vec<i64>,
+    /// Phase or milestone label.
+    #[arg(long)]
+    pub phase: Option<String>,
+    /// Model hint shown on the card.
+    #[arg(long)]
+    pub model: Option<String>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `trantor card move` options.
+#[derive(Debug, clap::Args)]
+pub struct CardMoveArgs {
+    /// Card id.
+    pub id: i64,
+    /// New status: todo, doing, testing, failed, done or blocked.
+    pub status: String,
+    /// Note for the card's log (the evidence, on testing and done).
+    #[arg(long, short = 'n')]
+    pub note: Option<String>,
+    /// Set the drill line in the same call.
+    #[arg(long)]
+    pub drill: Option<String>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `trantor card note` options.
+#[derive(Debug, clap::Args)]
+pub struct CardNoteArgs {
+    /// Card id.
+    pub id: i64,
+    /// Note text (several words are joined).
+    #[arg(required = true, num_args = 1..)]
+    pub text: Vec<String>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `trantor card check` options.
+#[derive(Debug, clap::Args)]
+pub struct CardCheckArgs {
+    /// Card id.
+    pub id: i64,
+    /// Checklist item index, from 0.
+    pub index: i64,
+    /// Untick instead of tick.
+    #[arg(long)]
+    pub undo: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+fn card_not_found(hub: &HubClient, id: i64, e: ClientError) -> anyhow::Error {
+    match e {
+        ClientError::Http { status: 404, .. } => super::VerbError::Hub {
+            message: format!("there is no card #{id}"),
+            unreachable: false,
+        }
+        .into(),
+        e => super::hub_failure(hub.base(), e),
+    }
+}
+
+pub(crate) async fn board(a: BoardArgs) -> anyhow::Result<ExitCode> {
+    let (id, hub) = a.common.connect();
+    let now = now_ms();
+    if let Some(card_id) = a.card {
+        let reply = hub
+            .card(card_id)
+            .await
+            .map_err(|e| card_not_found(&hub, card_id, e))?;
+        if a.common.json {
+            print_json(&reply)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        let Some(task) = reply.task.clone() else {
+            return Err(card_not_found(
+                &hub,
+                card_id,
+                ClientError::Http {
+                    path: "/card".into(),
+                    status: 404,
+                    body: Default::default(),
+                },
+            ));
+        };
+        let card: Card = serde_json::from_value(task)?;
+        say!("{}", render::card_detail(&card, now));
+        if !reply.messages.is_empty() {
+            say!("messages citing #{card_id}:");
+            for m in reply.messages.iter().rev().take(10).rev() {
+                say!("  {}", render::message_line(m, now));
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let reply: TasksReply = hub
+        .get("/tasks", &[("project", id.project.clone())])
+        .await
+        .hub(&hub)?;
+    let cards: Vec<Card> = reply
+        .tasks
+        .into_iter()
+        .filter_map(|v| serde_json::from_value(v).ok())
+        .collect();
+    if a.common.json {
+        print_json(&serde_json::json!({"project": id.project, "tasks": cards}))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    say!("{}", board_table(&id.project, &cards, a.all, now));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The board as a table, in reading order (live work, queue, finished).
+pub(crate) fn board_table(project: &str, cards: &[Card], all: bool, now: i64) -> String {
+    if cards.is_empty() {
+        return format!(
+            "{project}: the board is empty (add a card: trantor card add \"title\" --assignee <session>)"
+        );
+    }
+    let mut rows = Vec::new();
+    let mut hidden = 0;
+    for status in render::BOARD_ORDER {
+        let mut group: Vec<&Card> = cards.iter().filter(|c| c.status == status).collect();
+        group.sort_by_key(|c| std::cmp::Reverse((c.updated.max(c.ts), c.id)));
+        let cap = if !all && (status == "done" || status == "stale") {
+            render::DONE_SHOWN
+        } else {
+            usize::MAX
+        };
+        hidden += group.len().saturating_sub(cap);
+        for c in group.into_iter().take(cap) {
+            rows.push(card_row(c, now));
+        }
+    }
+    for c in cards
+        .iter()
+        .filter(|c| !render::BOARD_ORDER.contains(&c.status.as_str()))
+    {
+        rows.push(card_row(c, now));
+    }
+    let counts: Vec<String> = render::BOARD_ORDER
+        .iter()
+        .filter_map(|s| {
+            let n = cards.iter().filter(|c| c.status == *s).count();
+            (n > 0).then(|| format!("{n} {s}"))
+        })
+        .collect();
+    let mut out = format!("{project} board: {}\n", counts.join(", "));
+    out.push_str(&table::render(
+        &[
+            "ID", "STATUS", "ASSIGNEE", "AGE", "NOTES", "CHECK", "DRILL", "TITLE",
+        ],
+        &rows,
+    ));
+    if hidden > 0 {
+        out.push_str(&format!(
+            "\n({hidden} older done/stale cards hidden; --all shows them)"
+        ));
+    }
+    out
+}
+
+fn card_row(c: &Card, now: i64) -> Vec<String> {
+    let check = if c.checklist.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "{}/{}",
+            c.checklist.iter().filter(|i| i.done).count(),
+            c.checklist.len()
+        )
+    };
+    let notes = render::log_count(c);
+    vec![
+        format!("#{}", c.id),
+        c.status.clone(),
+        c.assignee.clone(),
+        render::age(c.updated.max(c.ts), now),
+        if notes > 0 {
+            notes.to_string()
+        } else {
+            String::new()
+        },
+        check,
+        if render::has_drill(c) { "yes" } else { "" }.to_string(),
+        c.title.clone(),
+    ]
+}
+
+pub(crate) async fn card(cmd: CardCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        CardCommand::Add(a) => card_add(a).await,
+        CardCommand::Move(a) => card_move(a).await,
+        CardCommand::Note(a) => card_note(a).await,
+        CardCommand::Check(a) => card_check(a).await,
+    }
+}
+
+fn print_card_result(json: bool, reply: &TaskReply, line: String) -> anyhow::Result<ExitCode> {
+    if json {
+        print_json(reply)?;
+    } else {
+        say!("{line}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn card_add(a: CardAddArgs) -> anyhow::Result<ExitCode> {
+    let (id, hub) = a.common.connect();
+    let title = a.title.join(" ").trim().to_string();
+    if title.is_empty() {
+        return Err(usage("the card title is empty"));
+    }
+    let status = a.status.trim().to_lowercase();
+    if !MOVABLE_STATUSES.contains(&status.as_str()) {
+        return Err(usage(format!(
+            "unknown status '{status}': use one of {}",
+            MOVABLE_STATUSES.join(", ")
+        )));
+    }
+    let difficulty = a.difficulty.map(|d| d.trim().to_lowercase());
+    if let Some(d) = &difficulty
+        && !DIFFICULTIES.contains(&d.as_str())
+    {
+        return Err(usage(format!(
+            "unknown difficulty '{d}': use one of {}",
+            DIFFICULTIES.join(", ")
+        )));
+    }
+    let req = TaskCreateRequest {
+        project: Some(id.project.clone()),
+        title,
+        status: Some(status),
+        assignee: Some(a.assignee.unwrap_or_else(|| id.session.clone())),
+        by: Some(id.session.clone()),
+        difficulty,
+        model: a.model,
+        deps: (!a.deps.is_empty()).then_some(a.deps),
+        phase: a.phase,
+        checklist: (!a.checklist.is_empty())
+            .then(|| a.checklist.into_iter().map(ChecklistInput::Text).collect()),
+        drill: a.drill,
+        note: a.note,
+        ..Default::default()
+    };
+    let reply: TaskReply = hub
+        .post_with_op("/task", &req, &new_op_id())
+        .await
+        .hub(&hub)?;
+    let c = &reply.task;
+    let mut line = format!(
+        "card #{} added to {}: \"{}\" [{}] assigned to {}",
+        c.id, c.project, c.title, c.status, c.assignee
+    );
+    if !render::has_drill(c) {
+        line.push_str(" (no drill yet: the hub refuses done without one)");
+    }
+    print_card_result(a.common.json, &reply, line)
+}
+
+async fn card_move(a: CardMoveArgs) -> anyhow::Result<ExitCode> {
+    let (id, hub) = a.common.connect();
+    let status = a.status.trim().to_lowercase();
+    if !MOVABLE_STATUSES.contains(&status.as_str()) {
+        return Err(usage(format!(
+            "unknown status '{status}': use one of {}",
+            MOVABLE_STATUSES.join(", ")
+        )));
+    }
+    let req = TaskUpdateRequest {
+        id: a.id,
+        status: Some(status),
+        note: a.note,
+        drill: a.drill,
+        by: Some(id.session.clone()),
+        ..Default::default()
+    };
+    let reply: TaskReply = hub
+        .post_with_op("/task/update", &req, &new_op_id())
+        .await
+        .map_err(|e| card_not_found(&hub, a.id, e))?;
+    let line = format!("card #{} -> {}", reply.task.id, reply.task.status);
+    print_card_result(a.common.json, &reply, line)
+}
+
+async fn card_note(a: CardNoteArgs) -> anyhow::Result<ExitCode> {
+    let (id, hub) = a.common.connect();
+    let text = a.text.join(" ").trim().to_string();
+    if text.is_empty() {
+        return Err(usage("the note is empty"));
+    }
+    let req = TaskUpdateRequest {
+        id: a.id,
+        note: Some(text),
+        by: Some(id.session.clone()),
+        ..Default::default()
+    };
+    let reply: TaskReply = hub
+        .post_with_op("/task/update", &req, &new_op_id())
+        .await
+        .map_err(|e| card_not_found(&hub, a.id, e))?;
+    let line = format!(
+        "note added to card #{} ({} notes)",
+        reply.task.id,
+        render::log_count(&reply.task)
+    );
+    print_card_result(a.common.json, &reply, line)
+}
+
+async fn card_check(a: CardCheckArgs) -> anyhow::Result<ExitCode> {
+    let (id, hub) = a.common.connect();
+    if a.index < 0 {
+        return Err(usage("the item index counts from 0"));
+    }
+    let req = ChecklistToggleRequest {
+        id: a.id,
+        index: a.index,
+        done: !a.undo,
+        by: Some(id.session.clone()),
+    };
+    let reply: TaskReply = hub
+        .post_with_op("/task/checklist-toggle", &req, &new_op_id())
+        .await
+        .map_err(|e| card_not_found(&hub, a.id, e))?;
+    let c = &reply.task;
+    let done = c.checklist.iter().filter(|i| i.done).count();
+    let item = c
+        .checklist
+        .get(a.index as usize)
+        .map(|i| i.text.as_str())
+        .unwrap_or("");
+    let line = format!(
+        "card #{}: [{}] {item} — {done}/{} done",
+        c.id,
+        if a.undo { " " } else { "x" },
+        c.checklist.len()
+    );
+    print_card_result(a.common.json, &reply, line)
+}

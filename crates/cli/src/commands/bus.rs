@@ -1,0 +1,303 @@
+//! `trantor send`, `trantor inbox`, `trantor peers`.
+
+use super::{Common, HubResult, print_json, table, usage};
+use std::io::Read;
+use std::process::ExitCode;
+use std::time::Duration;
+use trantor_mcp::identity::new_op_id;
+use trantor_mcp::render;
+use trantor_proto::{InboxReply, Message, SendReply, SendRequest, now_ms};
+
+pub(crate) const SEND_HELP: &str = concat!(
+    "\
+Examples:
+  trantor send claude:web \"please take #3\"          a contract: wakes the seat
+  trantor send claude:web \"FYI: CI is red\" --no-wake  context for its next turn
+  trantor send all \"standup in 5\" --kind status      broadcast, never wakes anyone
+  echo \"long text\" | trantor send codex:web -        text from stdin
+  trantor send claude:web \"yes, port 8080\" --re 41   answer message #41
+
+Prints the new message id (`--json`: {\"ok\":true,\"id\":N}).
+",
+    exit_codes!()
+);
+
+pub(crate) const INBOX_HELP: &str = concat!(
+    "\
+Examples:
+  trantor inbox                 the last 20 messages to this session (marks nothing read)
+  trantor inbox --unread        messages past this session's delivery ledger, then marks them read
+  trantor inbox --since 40      everything after message #40
+  trantor inbox --wait 60       wait up to 60 s for the next new message
+  trantor inbox --session claude:web --json
+
+",
+    exit_codes!()
+);
+
+pub(crate) const PEERS_HELP: &str = concat!(
+    "\
+Lists every session the hub knows: online ones first, this project's first, with status, runner
+phase, model and last-seen time. `--json` prints the hub's /peers reply.
+
+Examples:
+  trantor peers
+  trantor peers --project web      only sessions of project web
+  trantor peers --online --json
+
+",
+    exit_codes!()
+);
+
+/// `trantor send` options.
+#[derive(Debug, clap::Args)]
+pub struct SendArgs {
+    /// Recipient session (`claude:web`), or `all` to broadcast.
+    pub to: String,
+    /// Message text (several words are joined; `-` reads stdin).
+    #[arg(required = true, num_args = 1..)]
+    pub text: Vec<String>,
+    /// Message kind: contract, status, ask, alert, receipt.
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// The id of the message this one answers.
+    #[arg(long, value_name = "ID")]
+    pub re: Option<i64>,
+    /// Context only: do not wake the recipient for a turn.
+    #[arg(long)]
+    pub no_wake: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `trantor inbox` options.
+#[derive(Debug, clap::Args)]
+pub struct InboxArgs {
+    /// Only messages after the session's delivery ledger, and mark them read.
+    #[arg(long, conflicts_with_all = ["since", "wait"])]
+    pub unread: bool,
+    /// Only messages with an id above this one.
+    #[arg(long, value_name = "ID")]
+    pub since: Option<i64>,
+    /// Wait up to this many seconds for the next new message (long-poll).
+    #[arg(long, value_name = "SECS")]
+    pub wait: Option<u64>,
+    /// How many of the most recent messages to show.
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `trantor peers` options.
+#[derive(Debug, clap::Args)]
+pub struct PeersArgs {
+    /// Only sessions that are online now.
+    #[arg(long)]
+    pub online: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+pub(crate) async fn send(a: SendArgs) -> anyhow::Result<ExitCode> {
+    let (id, hub) = a.common.connect();
+    let text = if a.text.len() == 1 && a.text[0] == "-" {
+        let mut s = String::new();
+        std::io::stdin().read_to_string(&mut s)?;
+        s
+    } else {
+        a.text.join(" ")
+    };
+    if text.trim().is_empty() {
+        return Err(usage("the message text is empty"));
+    }
+    if a.to.trim().is_empty() {
+        return Err(usage(
+            "the recipient is empty (a session like claude:web, or all)",
+        ));
+    }
+    let req = SendRequest {
+        from: id.session.clone(),
+        to: Some(a.to.trim().to_string()),
+        text,
+        project: Some(id.project.clone()),
+        re: a.re.filter(|r| *r > 0),
+        kind: a.kind.filter(|k| !k.trim().is_empty()),
+        wake: if a.no_wake { Some(false) } else { None },
+    };
+    let reply: SendReply = hub
+        .post_with_op("/send", &req, &new_op_id())
+        .await
+        .hub(&hub)?;
+    if a.common.json {
+        print_json(&reply)?;
+    } else {
+        say!("sent #{} from {} to {}", reply.id, id.session, a.to.trim());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// All deliverable messages after `since` (peeking), following the hub's pages.
+async fn read_all(
+    hub: &trantor_proto::HubClient,
+    session: &str,
+    mut since: i64,
+) -> anyhow::Result<Vec<Message>> {
+    let mut out = Vec::new();
+    loop {
+        let r = hub.inbox(session, since, true).await.hub(hub)?;
+        let advanced = r.cursor > since;
+        out.extend(r.messages);
+        if !r.more || !advanced {
+            return Ok(out);
+        }
+        since = r.cursor;
+    }
+}
+
+pub(crate) async fn inbox(a: InboxArgs) -> anyhow::Result<ExitCode> {
+    let (id, hub) = a.common.connect();
+    let now = now_ms();
+    let messages: Vec<Message> = if let Some(secs) = a.wait {
+        // Wait for what arrives after the newest message now in the inbox.
+        let since = match a.since {
+            Some(s) => s,
+            None => read_all(&hub, &id.session, 0)
+                .await?
+                .iter()
+                .map(|m| m.id)
+                .max()
+                .unwrap_or(0),
+        };
+        let r: InboxReply = hub
+            .poll(&id.session, since, Duration::from_secs(secs.clamp(1, 290)))
+            .await
+            .hub(&hub)?;
+        r.messages
+    } else if a.unread {
+        let floor = match hub.peer(&id.session).await {
+            Ok(p) => p.delivered_up_to,
+            Err(trantor_proto::ClientError::Http { status: 404, .. }) => 0,
+            Err(e) => return Err(super::hub_failure(hub.base(), e)),
+        };
+        let r = hub.inbox(&id.session, floor, false).await.hub(&hub)?;
+        r.messages
+    } else {
+        let all = read_all(&hub, &id.session, a.since.unwrap_or(0)).await?;
+        let skip = if a.since.is_some() {
+            0
+        } else {
+            all.len().saturating_sub(a.limit)
+        };
+        all.into_iter().skip(skip).collect()
+    };
+    if a.common.json {
+        print_json(&serde_json::json!({"session": id.session, "messages": messages}))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if messages.is_empty() {
+        say!("no messages for {}", id.session);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: Vec<Vec<String>> = messages
+        .iter()
+        .map(|m| {
+            let mut tags = Vec::new();
+            if let Some(k) = &m.kind {
+                tags.push(k.clone());
+            }
+            if let Some(re) = m.re {
+                tags.push(format!("re #{re}"));
+            }
+            if m.is_no_wake() {
+                tags.push("no-wake".into());
+            }
+            vec![
+                format!("#{}", m.id),
+                render::age(m.ts, now),
+                m.from.clone(),
+                m.to.clone(),
+                tags.join(","),
+                m.text.clone(),
+            ]
+        })
+        .collect();
+    say!(
+        "{}",
+        table::render(&["ID", "AGE", "FROM", "TO", "KIND", "TEXT"], &rows)
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn peers(a: PeersArgs) -> anyhow::Result<ExitCode> {
+    let (id, hub) = a.common.connect();
+    let mut reply = hub.peers().await.hub(&hub)?;
+    reply.peers.retain(|p| {
+        (!a.online || p.online)
+            && a.common
+                .project
+                .as_deref()
+                .is_none_or(|proj| p.project == proj)
+    });
+    reply.peers.sort_by(|x, y| {
+        (!x.online, x.project != id.project, &x.session).cmp(&(
+            !y.online,
+            y.project != id.project,
+            &y.session,
+        ))
+    });
+    if a.common.json {
+        print_json(&reply)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if reply.peers.is_empty() {
+        say!("no sessions on the hub at {}", hub.base());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let now = now_ms();
+    let rows: Vec<Vec<String>> = reply
+        .peers
+        .iter()
+        .map(|p| {
+            let state = if !p.online {
+                "offline".to_string()
+            } else if p.health != "ok" && !p.health.is_empty() {
+                p.health.clone()
+            } else {
+                "online".to_string()
+            };
+            let phase = match (p.phase.as_deref(), p.phase_since) {
+                (Some(ph), Some(t)) if !ph.is_empty() && t > 0 => {
+                    format!("{ph} {}", render::age(t, now))
+                }
+                (Some(ph), _) => ph.to_string(),
+                _ => String::new(),
+            };
+            let model: Vec<&str> = [p.llm.as_deref(), p.model.as_deref()]
+                .into_iter()
+                .flatten()
+                .filter(|s| !s.is_empty())
+                .collect();
+            let mut session = p.session.clone();
+            if p.session == id.session {
+                session.push_str(" (you)");
+            }
+            vec![
+                session,
+                state,
+                render::age(p.last_seen, now),
+                phase,
+                model.join("/"),
+                p.status.clone(),
+            ]
+        })
+        .collect();
+    say!(
+        "{}",
+        table::render(
+            &["SESSION", "STATE", "SEEN", "PHASE", "MODEL", "STATUS"],
+            &rows
+        )
+    );
+    Ok(ExitCode::SUCCESS)
+}

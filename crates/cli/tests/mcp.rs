@@ -1,0 +1,566 @@
+//! `trantor mcp` driven by rmcp's own client over stdio, against a real hub.
+
+mod common;
+
+use common::{Hub, bin, free_port};
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::{Duration, Instant};
+use tokio::process::Command;
+
+type Client = RunningService<RoleClient, ()>;
+
+/// The 14 tools the issue names; every one must be listed.
+const TOOLS: [&str; 14] = [
+    "relay_send",
+    "relay_inbox",
+    "relay_wait",
+    "relay_peers",
+    "relay_status",
+    "relay_whoami",
+    "relay_board",
+    "relay_task_add",
+    "relay_task_move",
+    "relay_task_check",
+    "relay_ask",
+    "relay_contracts",
+    "relay_lesson",
+    "relay_project_brief",
+];
+
+async fn mcp(url: &str, session: &str, home: &Path) -> Client {
+    let url = url.to_string();
+    let session = session.to_string();
+    let home = home.to_path_buf();
+    let cmd = Command::new(bin()).configure(move |c| {
+        c.arg("mcp")
+            .env("RELAY_URL", &url)
+            .env("RELAY_SESSION", &session)
+            .env_remove("RELAY_PROJECT")
+            .env_remove("RELAY_AGENT")
+            .env("HOME", &home)
+            .env("TRANTOR_LOG", "warn");
+    });
+    let transport = TokioChildProcess::new(cmd).expect("spawn trantor mcp");
+    ().serve(transport).await.expect("MCP handshake")
+}
+
+struct Out {
+    text: String,
+    is_error: bool,
+}
+
+async fn call(c: &Client, name: &str, args: Value) -> Out {
+    let map = args.as_object().cloned().unwrap_or_default();
+    let fut = c.call_tool(CallToolRequestParams::new(name.to_string()).with_arguments(map));
+    let r: CallToolResult = tokio::time::timeout(Duration::from_secs(150), fut)
+        .await
+        .unwrap_or_else(|_| panic!("{name} did not answer"))
+        .unwrap_or_else(|e| panic!("{name} failed at the protocol level: {e}"));
+    let text = r
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n");
+    Out {
+        text,
+        is_error: r.is_error == Some(true),
+    }
+}
+
+async fn ok(c: &Client, name: &str, args: Value) -> String {
+    let o = call(c, name, args.clone()).await;
+    assert!(!o.is_error, "{name}({args}) failed: {}", o.text);
+    o.text
+}
+
+fn card_id(text: &str) -> i64 {
+    // "card #12 added to …"
+    text.split('#')
+        .nth(1)
+        .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no card id in {text}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_every_tool_with_the_originals_arguments() {
+    let home = tempfile::tempdir().expect("tmp");
+    let url = format!("http://127.0.0.1:{}", free_port());
+    let c = mcp(&url, "orch:demo", home.path()).await;
+    let info = c.peer_info().expect("server info");
+    assert_eq!(
+        info.server_info.as_ref().map(|i| i.name.as_str()),
+        Some("trantor")
+    );
+    let tools = c.list_all_tools().await.expect("tools/list");
+    let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+    for t in TOOLS {
+        assert!(names.iter().any(|n| n == t), "missing {t} in {names:?}");
+    }
+    for t in &tools {
+        let desc = t.description.as_deref().unwrap_or("");
+        assert!(desc.len() > 40, "{} has no useful description", t.name);
+    }
+
+    // Every argument the original server accepted for a tool we serve is still accepted, and we
+    // require nothing the original did not.
+    let orig: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests-compat/mcp-tools-0.18.72.json"),
+        )
+        .expect("original tool list"),
+    )
+    .expect("json");
+    let orig_tools = orig["tools"].as_array().expect("tools");
+    let mut checked = 0;
+    for ot in orig_tools {
+        let name = ot["name"].as_str().unwrap_or_default();
+        let Some(ours) = tools.iter().find(|t| t.name == name) else {
+            continue;
+        };
+        checked += 1;
+        let schema = Value::Object((*ours.input_schema).clone());
+        let props = schema["properties"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        for p in ot["inputSchema"]["properties"]
+            .as_object()
+            .map(|m| m.keys().cloned().collect::<Vec<_>>())
+            .unwrap_or_default()
+        {
+            assert!(
+                props.contains_key(&p),
+                "{name} lost the original argument {p}"
+            );
+            let desc = props[&p]["description"].as_str().unwrap_or("");
+            let via_ref = props[&p].get("$ref").is_some() || props[&p].get("allOf").is_some();
+            assert!(!desc.is_empty() || via_ref, "{name}.{p} has no description");
+        }
+        let orig_req: Vec<Value> = ot["inputSchema"]["required"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for r in schema["required"].as_array().cloned().unwrap_or_default() {
+            assert!(
+                orig_req.contains(&r),
+                "{name} now requires {r}, the original did not"
+            );
+        }
+    }
+    assert!(
+        checked >= 14,
+        "only {checked} tools matched the original list"
+    );
+    c.cancel().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_tool_against_a_real_hub() {
+    let hub = Hub::start();
+    let url = hub.url();
+    let home = tempfile::tempdir().expect("tmp");
+    let orch = mcp(&url, "orch:demo", home.path()).await;
+    let seat = mcp(&url, "claude:demo", home.path()).await;
+
+    // Identity and presence: both sessions register at boot.
+    let who = ok(&orch, "relay_whoami", json!({})).await;
+    assert!(
+        who.contains("session=orch:demo") && who.contains("project=demo"),
+        "{who}"
+    );
+    assert!(
+        who.contains(&format!("hub={url}")) && who.contains("hub_via=env (RELAY_URL)"),
+        "{who}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let who = ok(&seat, "relay_whoami", json!({})).await;
+        if who.contains("registered=yes") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "seat never registered: {who}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        ok(
+            &orch,
+            "relay_status",
+            json!({"status": "planning the demo"})
+        )
+        .await,
+        "status set: planning the demo"
+    );
+    let peers = ok(&orch, "relay_peers", json!({})).await;
+    assert!(
+        peers.contains("orch:demo (you) — planning the demo"),
+        "{peers}"
+    );
+    assert!(peers.contains("claude:demo"), "{peers}");
+
+    // Messages: inbox starts empty (nothing after boot), a send arrives, a wait wakes.
+    assert_eq!(
+        ok(&seat, "relay_inbox", json!({})).await,
+        "(no new messages)"
+    );
+    let sent = ok(
+        &orch,
+        "relay_send",
+        json!({"to": "claude:demo", "text": "please take the demo card"}),
+    )
+    .await;
+    assert!(
+        sent.starts_with("sent #") && sent.ends_with("to claude:demo"),
+        "{sent}"
+    );
+    let inbox = ok(&seat, "relay_inbox", json!({})).await;
+    assert!(
+        inbox.contains("[orch:demo -> claude:demo]") && inbox.contains("please take the demo card"),
+        "{inbox}"
+    );
+    assert_eq!(
+        ok(&seat, "relay_inbox", json!({})).await,
+        "(no new messages)",
+        "the cursor advances"
+    );
+    let waiter = {
+        let seat_peer = seat.peer().clone();
+        tokio::spawn(async move {
+            let r = seat_peer
+                .call_tool(
+                    CallToolRequestParams::new("relay_wait").with_arguments(
+                        json!({"timeout": 60})
+                            .as_object()
+                            .cloned()
+                            .unwrap_or_default(),
+                    ),
+                )
+                .await
+                .expect("relay_wait");
+            r.content
+                .iter()
+                .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+                .collect::<String>()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let ctx = ok(
+        &orch,
+        "relay_send",
+        json!({"to": "claude:demo", "text": "fyi only", "wake": false, "re": "1"}),
+    )
+    .await;
+    assert!(ctx.contains("context only"), "{ctx}");
+    let woke = tokio::time::timeout(Duration::from_secs(60), waiter)
+        .await
+        .expect("relay_wait returned")
+        .expect("join");
+    assert!(
+        woke.contains("fyi only") && woke.contains("context only"),
+        "{woke}"
+    );
+    let timed = ok(&seat, "relay_wait", json!({"timeout": 1})).await;
+    assert!(timed.contains("timed out"), "{timed}");
+
+    // Board: add, read, move, tick, the drill gate's 409 as the tool's error text.
+    let added = ok(
+        &orch,
+        "relay_task_add",
+        json!({"title": "Demo widget", "assignee": "claude:demo", "difficulty": "easy",
+               "checklist": ["renders", "has tests"], "note": "context here", "phase": "P1"}),
+    )
+    .await;
+    assert!(
+        added.contains("added to demo") && added.contains("2 acceptance item(s)"),
+        "{added}"
+    );
+    let id = card_id(&added);
+    let board = ok(&orch, "relay_board", json!({})).await;
+    assert!(
+        board.contains("TODO:") && board.contains(&format!("#{id} Demo widget (@claude:demo)")),
+        "{board}"
+    );
+    let mine = ok(&seat, "relay_board", json!({"mine": true})).await;
+    assert!(
+        mine.contains(&format!("card #{id} [todo] Demo widget")),
+        "{mine}"
+    );
+    assert!(
+        ok(&orch, "relay_board", json!({"mine": true}))
+            .await
+            .contains("no open cards")
+    );
+    let moved = ok(
+        &seat,
+        "relay_task_move",
+        json!({"id": id, "status": "doing", "note": "starting"}),
+    )
+    .await;
+    assert_eq!(moved, format!("card #{id} -> doing (note logged)"));
+    let ticked = ok(&seat, "relay_task_check", json!({"id": id, "index": 0})).await;
+    assert_eq!(
+        ticked,
+        format!("card #{id} checklist: [x] \"renders\" — 1/2 done")
+    );
+    let bad_item = call(&seat, "relay_task_check", json!({"id": id, "index": 9})).await;
+    assert!(
+        bad_item.is_error && bad_item.text.contains("no checklist item 9"),
+        "{}",
+        bad_item.text
+    );
+
+    // The hub's own refusal text, read straight from the hub, must be what the tool shows.
+    let refused = call(
+        &seat,
+        "relay_task_move",
+        json!({"id": id, "status": "done", "note": "looks fine"}),
+    )
+    .await;
+    assert!(
+        refused.is_error,
+        "a move to done without a drill must be refused: {}",
+        refused.text
+    );
+    let direct = reqwest::Client::new()
+        .post(format!("{url}/task/update"))
+        .json(&json!({"id": id, "status": "done", "note": "looks fine", "by": "claude:demo"}))
+        .send()
+        .await
+        .expect("direct call");
+    assert_eq!(direct.status().as_u16(), 409);
+    let body: Value = direct.json().await.expect("json");
+    let hub_text = body["error"].as_str().expect("error text");
+    assert!(
+        refused.text.contains(hub_text),
+        "tool text {:?} lacks the hub's {hub_text:?}",
+        refused.text
+    );
+    let unknown = call(
+        &seat,
+        "relay_task_move",
+        json!({"id": id, "status": "finished"}),
+    )
+    .await;
+    assert!(
+        unknown.is_error && unknown.text.contains("unknown status"),
+        "{}",
+        unknown.text
+    );
+    let tested = ok(&seat, "relay_task_move", json!({"id": id, "status": "testing", "note": "cargo test: 3 passed", "drill": "open the widget page and see it render"})).await;
+    assert!(tested.contains("-> testing"), "{tested}");
+    let card = ok(&orch, "relay_board", json!({"card": id})).await;
+    for want in [
+        "[testing] Demo widget",
+        "assigned by: orch:demo",
+        "drill: open the widget page",
+        "0. [x] renders",
+        "context here",
+        "cargo test: 3 passed",
+        "doing -> testing by claude:demo",
+    ] {
+        assert!(card.contains(want), "card view lacks {want:?}:\n{card}");
+    }
+
+    // Ask: the card blocks, the assigner hears it, the answer unblocks it.
+    let asked = ok(
+        &seat,
+        "relay_ask",
+        json!({"card": id, "question": "which port does the widget use?"}),
+    )
+    .await;
+    assert!(
+        asked.contains("sent to orch:demo") && asked.contains("now reads blocked"),
+        "{asked}"
+    );
+    let orch_inbox = ok(&orch, "relay_inbox", json!({})).await;
+    assert!(
+        orch_inbox.contains(&format!("ask on #{id}: which port"))
+            && orch_inbox.contains("kind ask"),
+        "{orch_inbox}"
+    );
+    let ask_id = orch_inbox
+        .lines()
+        .find(|l| l.contains("ask on"))
+        .and_then(|l| {
+            l.trim_start_matches('#')
+                .split(' ')
+                .next()
+                .map(str::to_string)
+        })
+        .and_then(|s| s.parse::<i64>().ok())
+        .expect("ask id");
+    ok(
+        &orch,
+        "relay_send",
+        json!({"to": "claude:demo", "text": "port 8080", "re": ask_id}),
+    )
+    .await;
+    let card = ok(&orch, "relay_board", json!({"card": id})).await;
+    assert!(
+        card.contains(&format!("card #{id} [doing]")),
+        "the answer should unblock the card:\n{card}"
+    );
+
+    // The dispatch ledger, lessons, brief, phase goal.
+    let contracts = ok(&orch, "relay_contracts", json!({})).await;
+    assert!(
+        contracts.contains("contract(s) from orch:demo") && contracts.contains("-> claude:demo"),
+        "{contracts}"
+    );
+    let lesson = ok(
+        &orch,
+        "relay_lesson",
+        json!({"text": "run the tests before testing"}),
+    )
+    .await;
+    assert!(lesson.starts_with("lesson recorded for global"), "{lesson}");
+    assert_eq!(
+        ok(
+            &orch,
+            "relay_lesson",
+            json!({"text": "run the tests before testing"})
+        )
+        .await,
+        "lesson already recorded (global)"
+    );
+    assert_eq!(
+        ok(
+            &orch,
+            "relay_project_brief",
+            json!({"brief": "A demo crew."})
+        )
+        .await,
+        "brief set for demo"
+    );
+    assert_eq!(
+        ok(
+            &orch,
+            "relay_phase_goal",
+            json!({"phase": "P1", "goal": "a widget"})
+        )
+        .await,
+        "goal set for phase P1 of demo"
+    );
+
+    // Bad arguments are the tool's error, not a crash.
+    let empty = call(
+        &orch,
+        "relay_send",
+        json!({"to": "claude:demo", "text": "   "}),
+    )
+    .await;
+    assert!(
+        empty.is_error && empty.text.contains("empty"),
+        "{}",
+        empty.text
+    );
+    let secret = call(&orch, "relay_send", json!({"to": "claude:demo", "text": "key sk-ant-api03-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"})).await;
+    assert!(
+        secret.is_error && secret.text.contains("secret"),
+        "{}",
+        secret.text
+    );
+
+    orch.cancel().await.ok();
+    seat.cancel().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hub_down_is_a_clear_tool_error() {
+    let home = tempfile::tempdir().expect("tmp");
+    let url = format!("http://127.0.0.1:{}", free_port());
+    let c = mcp(&url, "orch:demo", home.path()).await;
+    for (tool, args) in [
+        ("relay_send", json!({"to": "claude:demo", "text": "hello"})),
+        ("relay_inbox", json!({})),
+        ("relay_wait", json!({"timeout": 2})),
+        ("relay_board", json!({})),
+        ("relay_task_move", json!({"id": 1, "status": "doing"})),
+        ("relay_peers", json!({})),
+    ] {
+        let o = call(&c, tool, args).await;
+        assert!(
+            o.is_error,
+            "{tool} should fail with the hub down: {}",
+            o.text
+        );
+        assert!(
+            o.text.contains(&url) && o.text.contains("cannot reach the trantor hub"),
+            "{tool}: {}",
+            o.text
+        );
+    }
+    // Still serving after the errors.
+    let who = ok(&c, "relay_whoami", json!({})).await;
+    assert!(who.contains("registered=unknown (hub unreachable"), "{who}");
+    c.cancel().await.ok();
+}
+
+/// The stdlib-only Python driver from tests-compat, as a second, independent client.
+#[test]
+fn python_driver_cross_check() {
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("python3 not found: skipping the cross-implementation check");
+        return;
+    }
+    let hub = Hub::start();
+    let home = tempfile::tempdir().expect("tmp");
+    let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests-compat/mcp_drive.py");
+    let calls = json!([
+        {"name": "relay_whoami", "arguments": {}},
+        {"name": "relay_send", "arguments": {"to": "claude:demo", "text": "hello from python"}},
+        {"name": "relay_task_add", "arguments": {"title": "Py card", "checklist": ["a"], "drill": "echo ok"}},
+        {"name": "relay_board", "arguments": {"card": 1}},
+        {"name": "relay_task_move", "arguments": {"id": 1, "status": "doing"}},
+        {"name": "relay_wait", "arguments": {"timeout": 1}},
+    ]);
+    let out = std::process::Command::new("python3")
+        .arg(&driver)
+        .args(["--list-tools", "--timeout", "30", "--calls"])
+        .arg(calls.to_string())
+        .arg("--")
+        .arg(bin())
+        .arg("mcp")
+        .env("RELAY_URL", hub.url())
+        .env("RELAY_SESSION", "orch:demo")
+        .env("HOME", home.path())
+        .env("TRANTOR_LOG", "warn")
+        .output()
+        .expect("run mcp_drive.py");
+    assert!(
+        out.status.success(),
+        "driver failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("driver JSON");
+    assert_eq!(report["initialize"]["serverInfo"]["name"], "trantor");
+    assert!(report["tools"].as_array().map(|t| t.len()).unwrap_or(0) >= 14);
+    let results = report["results"].as_array().expect("results");
+    assert_eq!(results.len(), 6);
+    for r in results {
+        assert_eq!(r["isError"], false, "{r}");
+    }
+    assert!(
+        results[1]["text"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("sent #")
+    );
+    assert!(
+        results[3]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("drill: echo ok")
+    );
+    assert_eq!(results[4]["text"], "card #1 -> doing");
+}

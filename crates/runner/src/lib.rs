@@ -12,9 +12,14 @@ pub mod classify;
 pub mod config;
 pub mod drivers;
 pub mod fsx;
+pub mod ledger;
+pub mod park;
 pub mod paths;
 pub mod pending;
+pub mod prompt;
+pub mod receipt;
 pub mod redact;
+pub mod session;
 pub mod turn;
 pub mod wake;
 

@@ -16,6 +16,9 @@ use crate::worktree::{git, git_raw, same_path, seat_branch};
 /// Per-call limit of every git command of a snapshot (reference §22.2).
 const GIT_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// How often `git add` is retried while another git process holds the index lock (100 ms apart).
+const INDEX_LOCK_RETRIES: u32 = 20;
+
 /// Identity used only when the repository has none configured, so a snapshot never fails for a
 /// missing `user.email` on a fresh machine. A configured identity is always kept.
 const FALLBACK_NAME: &str = "trantor runner";
@@ -127,13 +130,26 @@ fn try_snapshot(
             seat_branch(persona)
         )));
     }
-    // 6. Stage everything (tracked, deleted and untracked-but-not-ignored).
-    git(
-        worktree,
-        &["-c", "core.hooksPath=/dev/null", "add", "-A"],
-        GIT_TIMEOUT,
-    )
-    .map_err(err)?;
+    // 6. Stage everything (tracked, deleted and untracked-but-not-ignored). The CLI is still
+    // alive on the box path and may be mid-`git` itself: wait a little for its index lock
+    // rather than lose the snapshot to it.
+    let mut tries = 0;
+    loop {
+        match git(
+            worktree,
+            &["-c", "core.hooksPath=/dev/null", "add", "-A"],
+            GIT_TIMEOUT,
+        ) {
+            Ok(_) => break,
+            Err(crate::worktree::GitError::Failed { stderr, .. })
+                if stderr.contains("index.lock") && tries < INDEX_LOCK_RETRIES =>
+            {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => return Err(err(e)),
+        }
+    }
     // 7. Commit without hooks and without signing. The identity fallback only applies when the
     // repository has none, so an operator's configured identity is never overridden.
     let has_identity = git(worktree, &["config", "user.email"], GIT_TIMEOUT)
@@ -354,6 +370,40 @@ mod tests {
         assert_eq!(
             git(&wt, &["log", "-1", "--format=%s"], T).expect("log"),
             "wip: cut at stall, 1 files"
+        );
+    }
+
+    #[test]
+    fn waits_out_a_live_index_lock() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let (_repo, wt) = seat(tmp.path());
+        let lock = std::path::PathBuf::from(
+            git(
+                &wt,
+                &[
+                    "rev-parse",
+                    "--path-format=absolute",
+                    "--git-path",
+                    "index.lock",
+                ],
+                T,
+            )
+            .expect("git path"),
+        );
+        std::fs::write(&lock, "").expect("lock");
+        std::fs::write(wt.join("f"), "f").expect("write");
+        let releaser = {
+            let lock = lock.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(300));
+                std::fs::remove_file(lock).expect("unlock");
+            })
+        };
+        let out = snapshot_wip(&wt, "claude", SnapshotWhy::Cut);
+        releaser.join().expect("join");
+        assert!(
+            matches!(out, SnapshotOutcome::Committed { files: 1, .. }),
+            "{out:?}"
         );
     }
 

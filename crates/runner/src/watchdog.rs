@@ -195,12 +195,22 @@ impl Watchdog {
             stop: Mutex::new(false),
             wake: Condvar::new(),
         });
-        let base = sample(&cfg);
-        let live = Liveness::arm(armed_at, window, base);
         let thread_shared = shared.clone();
+        // The output size is taken here (one stat), so output written right after arming counts.
+        // The tree scans run on the watchdog's thread: a large worktree must not delay the CLI's
+        // spawn, and whatever is written after `armed_at` still counts because the baseline
+        // mtimes are clamped up to it.
+        let output_len = output_len(&cfg.output_file);
         let handle = std::thread::Builder::new()
             .name(format!("watchdog-{}", cfg.turn_id))
-            .spawn(move || run(cfg, live, thread_shared))
+            .spawn(move || {
+                let base = Sample {
+                    output_len,
+                    ..sample(&cfg)
+                };
+                let live = Liveness::arm(armed_at, window, base);
+                run(cfg, live, thread_shared)
+            })
             .map_err(|e| tracing::warn!("watchdog thread could not start: {e}"))
             .ok();
         Watchdog {
@@ -372,10 +382,12 @@ fn refresh_turn_state(cfg: &WatchdogConfig, bytes_at: i64, transcript_at: i64) {
     }
 }
 
+fn output_len(path: &Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
 fn sample(cfg: &WatchdogConfig) -> Sample {
-    let output_len = std::fs::metadata(&cfg.output_file)
-        .map(|m| m.len())
-        .unwrap_or(0);
+    let output_len = output_len(&cfg.output_file);
     let tree_mtime_ms = newest_mtime(&cfg.worktree, 64);
     let session_mtime_ms = cfg
         .session_dirs
@@ -724,7 +736,8 @@ mod tests {
     #[test]
     fn the_thread_refreshes_liveness_in_the_turn_state() {
         let tmp = tempfile::tempdir().expect("tmp");
-        let c = cfg(tmp.path(), Duration::from_secs(600));
+        // An 8 s window polls every 2 s; activity stays fresh for 10 s, ample for the checks.
+        let c = cfg(tmp.path(), Duration::from_secs(8));
         let state = c.turn_state_file.clone();
         std::fs::write(&state, r#"{"turn":7,"phase":"working","since":1,"card":3}"#)
             .expect("state");

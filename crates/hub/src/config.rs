@@ -46,6 +46,9 @@ pub struct HubArgs {
     /// Unread direct messages and cards are never pruned. 0 keeps everything.
     #[arg(long, env = "RELAY_RETENTION_DAYS", default_value_t = 30)]
     pub retention_days: u64,
+    /// Read-history retention in ms; overrides the days when set (drills and tests).
+    #[arg(long, env = "RELAY_RETENTION_MS")]
+    pub retention_ms: Option<u64>,
     /// How long `_op` outcomes are kept for replay (ms).
     #[arg(long, env = "RELAY_OP_TTL_MS", default_value_t = 86_400_000)]
     pub op_ttl_ms: u64,
@@ -69,6 +72,7 @@ impl Default for HubArgs {
             contract_abandon_ms: 3_600_000,
             contract_window_ms: 86_400_000,
             retention_days: 30,
+            retention_ms: None,
             op_ttl_ms: 86_400_000,
             presence_flush_ms: 5_000,
         }
@@ -176,7 +180,9 @@ impl Config {
             reap_grace_ms: ms(args.reap_grace_ms),
             contract_abandon_ms: ms(args.contract_abandon_ms),
             contract_window_ms: ms(args.contract_window_ms).max(60_000),
-            retention_ms: ms(args.retention_days.saturating_mul(86_400_000)),
+            retention_ms: ms(args
+                .retention_ms
+                .unwrap_or(args.retention_days.saturating_mul(86_400_000))),
             op_ttl_ms: ms(args.op_ttl_ms).max(60_000),
             presence_flush: Duration::from_millis(args.presence_flush_ms.clamp(50, 600_000)),
         })

@@ -69,6 +69,7 @@ pub async fn health<S: Store>(State(hub): State<AppState<S>>) -> impl IntoRespon
             "pollsHeld": hub.presence.held_polls(),
             "persist": { "ok": store_ok, "lastError": err },
             "retention": {
+                "readHistoryMs": hub.cfg.retention_ms,
                 "readHistoryDays": hub.cfg.retention_ms / 86_400_000,
                 "pruned": pruned,
             },

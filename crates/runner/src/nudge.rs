@@ -426,6 +426,90 @@ impl Drop for LedgerLock {
 // Duty nudges (reference §14), only when RUNNER_DUTY_NUDGES=1.
 // ---------------------------------------------------------------------------------------------
 
+/// How a duty nudge message starts; [`observed_duty_nudge_ids`] only counts messages that do.
+pub const NUDGE_PREFIX: &str = "Trantor delivery nudge from the duty seat:";
+
+/// The ids (`#N`) of the duty nudges a claude turn sent: `SendMessage` tool calls in the
+/// transcripts under `transcript_dir` written since `since_ms` whose text starts with
+/// [`NUDGE_PREFIX`]. Unreadable files and lines are skipped.
+pub fn observed_duty_nudge_ids(transcript_dir: &Path, since_ms: i64) -> BTreeSet<i64> {
+    let mut ids = BTreeSet::new();
+    let Ok(entries) = std::fs::read_dir(transcript_dir) else {
+        return ids;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
+            continue;
+        }
+        let fresh = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .is_some_and(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX) >= since_ms);
+        if !fresh {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let Ok(row) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            let mut uses = Vec::new();
+            collect_send_message_uses(&row, &mut uses);
+            for input in uses {
+                let text = input
+                    .get("message")
+                    .or_else(|| input.get("content"))
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("");
+                if text.starts_with(NUDGE_PREFIX) {
+                    ids.extend(hash_ids(text));
+                }
+            }
+        }
+    }
+    ids
+}
+
+fn collect_send_message_uses<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a serde_json::Value>) {
+    match v {
+        serde_json::Value::Object(map) => {
+            if map.get("type").and_then(|t| t.as_str()) == Some("tool_use")
+                && map.get("name").and_then(|n| n.as_str()) == Some("SendMessage")
+                && let Some(input) = map.get("input")
+            {
+                out.push(input);
+            }
+            for child in map.values() {
+                collect_send_message_uses(child, out);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for child in items {
+                collect_send_message_uses(child, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Every `#N` in `text`.
+fn hash_ids(text: &str) -> Vec<i64> {
+    text.match_indices('#')
+        .filter_map(|(i, _)| {
+            let digits: String = text[i + 1..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            digits.parse().ok()
+        })
+        .collect()
+}
+
 /// Whether duty nudging is on (`RUNNER_DUTY_NUDGES=1`).
 pub fn duty_nudges_enabled() -> bool {
     std::env::var("RUNNER_DUTY_NUDGES").is_ok_and(|v| v == "1")
@@ -455,7 +539,8 @@ pub struct Escalation {
 }
 
 /// Parse the escalations in a `hub:duty` message: `UNDELIVERED … #<id> <sender> -> <recipient>`
-/// (reference §14.1). Messages from anyone else, or without `UNDELIVERED`, give nothing.
+/// (`→` works too; reference §14.1). Every such triple after `UNDELIVERED` counts (the original
+/// read only the first). Messages from anyone else, or without `UNDELIVERED`, give nothing.
 pub fn duty_escalations(msg: &trantor_proto::Message) -> Vec<Escalation> {
     if msg.from != "hub:duty" {
         return Vec::new();
@@ -477,10 +562,19 @@ pub fn duty_escalations(msg: &trantor_proto::Message) -> Vec<Escalation> {
         else {
             continue;
         };
-        if arrow != "->" {
+        if arrow != "->" && arrow != "→" {
             continue;
         }
-        let recipient = recipient.trim_end_matches([',', ';', '.', ')']).to_string();
+        // The recipient ends at an em dash or trailing punctuation.
+        let recipient = recipient
+            .split('—')
+            .next()
+            .unwrap_or("")
+            .trim_end_matches([',', ';', '.', ')'])
+            .to_string();
+        if recipient.is_empty() {
+            continue;
+        }
         let project = trantor_proto::session_project(&recipient).to_string();
         if out.iter().any(|e: &Escalation| e.id == id) {
             continue;
@@ -565,13 +659,27 @@ pub struct DutyClaim {
     pub source: String,
 }
 
+/// A verified nudge in the duty state file (the original's shape).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+struct NudgedRecord {
+    #[serde(default)]
+    recipient: String,
+    #[serde(default)]
+    project: String,
+    #[serde(default)]
+    nudged_at: i64,
+}
+
+/// `{version:1, nudged:{"<id>":{recipient, project, nudgedAt}}, planned:{…}}`; `nudged` is the
+/// original's shape, `planned` holds the claims of reference §14.2.
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
 struct DutyStateFile {
     #[serde(default = "one")]
     version: u32,
-    /// Ids already nudged: id → when.
+    /// Ids already nudged.
     #[serde(default)]
-    nudged: BTreeMap<String, i64>,
+    nudged: BTreeMap<String, NudgedRecord>,
     /// Planned claims: id → claim.
     #[serde(default)]
     planned: BTreeMap<String, DutyClaim>,
@@ -690,11 +798,14 @@ pub fn plan_duty_nudges(
 pub fn duty_directive(plan: &DutyPlan) -> String {
     let mut s = String::new();
     if !plan.targets.is_empty() {
-        s.push_str("MECHANICAL DUTY NUDGE REQUIREMENT — before ending this turn, send each of these seats one direct bus message (relay_send) telling it to read its inbox:\n");
+        s.push_str("MECHANICAL DUTY NUDGE REQUIREMENT (runner-enforced):\n");
         for t in &plan.targets {
             let ids: Vec<String> = t.ids.iter().map(|i| format!("#{i}")).collect();
             s.push_str(&format!("- {}: unread {}\n", t.recipient, ids.join(", ")));
         }
+        s.push_str(&format!(
+            "Every id above is new and has no verified nudge yet. Before ending this turn, nudge each listed seat once per id; the message must start with \"{NUDGE_PREFIX}\" and name the ids (#N). The runner checks the sends and reports every id left out.\n"
+        ));
     }
     if !plan.noop.is_empty() {
         s.push_str(
@@ -724,10 +835,11 @@ pub fn audit_duty_nudges(
 ) -> Vec<NudgeTarget> {
     let claims = DutyClaims::new(state_path);
     let now = trantor_proto::now_ms();
-    let seen: Vec<i64> = plan
-        .claimed_ids()
-        .into_iter()
-        .filter(|id| observed.contains(id))
+    let seen: Vec<(i64, &NudgeTarget)> = plan
+        .targets
+        .iter()
+        .flat_map(|t| t.ids.iter().map(move |id| (*id, t)))
+        .filter(|(id, _)| observed.contains(id))
         .collect();
     if let Err(e) = claims.record_nudged(&seen, now) {
         tracing::warn!("duty nudge record: {e}");
@@ -856,13 +968,20 @@ impl DutyClaims {
         })
     }
 
-    fn record_nudged(&self, ids: &[i64], now: i64) -> Result<(), LedgerError> {
-        if ids.is_empty() {
+    fn record_nudged(&self, items: &[(i64, &NudgeTarget)], now: i64) -> Result<(), LedgerError> {
+        if items.is_empty() {
             return Ok(());
         }
         self.locked(|file| {
-            for id in ids {
-                file.nudged.insert(id.to_string(), now);
+            for (id, t) in items {
+                file.nudged.insert(
+                    id.to_string(),
+                    NudgedRecord {
+                        recipient: t.recipient.clone(),
+                        project: t.project.clone(),
+                        nudged_at: now,
+                    },
+                );
                 file.planned.remove(&id.to_string());
             }
         })
@@ -1131,6 +1250,33 @@ mod tests {
         other.from = "claude:p".into();
         assert!(duty_escalations(&other).is_empty());
         assert!(duty_escalations(&duty(1, "#12 a -> b")).is_empty());
+        let arrow = duty_escalations(&duty(2, "UNDELIVERED #40 a:p → codex:p— since 5m"));
+        assert_eq!(arrow.len(), 1);
+        assert_eq!(arrow[0].recipient, "codex:p");
+    }
+
+    #[test]
+    fn observed_nudges_come_from_send_message_calls() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let row = |text: &str| {
+            serde_json::json!({"message": {"content": [{"type": "tool_use", "name": "SendMessage",
+                "input": {"message": text}}]}})
+            .to_string()
+        };
+        let lines = [
+            row(&format!("{NUDGE_PREFIX} read your inbox (#12, #13)")),
+            row("unrelated #99"),
+            "not json".to_string(),
+        ];
+        std::fs::write(tmp.path().join("s.jsonl"), lines.join("\n")).expect("write");
+        std::fs::write(
+            tmp.path().join("x.txt"),
+            row(&format!("{NUDGE_PREFIX} #77")),
+        )
+        .expect("w");
+        let ids = observed_duty_nudge_ids(tmp.path(), 0);
+        assert_eq!(ids.into_iter().collect::<Vec<_>>(), vec![12, 13]);
+        assert!(observed_duty_nudge_ids(tmp.path(), i64::MAX).is_empty());
     }
 
     #[test]

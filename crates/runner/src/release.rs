@@ -631,6 +631,89 @@ mod tests {
         assert_eq!(w.newer_available(), Some(semver::Version::new(1, 3, 0)));
     }
 
+    const EXEC_CHILD_DIR: &str = "TRANTOR_RELEASE_TEST_EXEC_DIR";
+
+    /// Body of the child process of `exec_replaces_the_image_with_the_same_pid`; a no-op in a
+    /// normal test run. It watches a wrapper, sees it upgraded, and execs it.
+    #[test]
+    fn release_exec_child() {
+        let Some(dir) = std::env::var_os(EXEC_CHILD_DIR) else {
+            return;
+        };
+        let dir = PathBuf::from(dir);
+        let bin = dir.join("trantor");
+        let mut w = ReleaseWatcher::new(bin.clone()).expect("watch");
+        assert_eq!(w.running_version(), &semver::Version::new(0, 1, 0));
+        // The upgraded image records what it was given instead of running a runner.
+        let record = dir.join("record");
+        let script = format!(
+            "#!/bin/sh\n[ \"$1\" = --version ] && echo 'trantor 0.2.0' && exit 0\n\
+             {{ echo \"pid=$$\"; echo \"argv=$0 $*\"; echo \"state=$CREW_RELEASE_STATE\"; \
+             echo \"keep=$KEEP_ME\"; }} > '{}'\n",
+            record.display()
+        );
+        let tmp = dir.join("trantor.new");
+        std::fs::write(&tmp, script).expect("write");
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::rename(&tmp, &bin).expect("rename");
+        let target = w.newer_available().expect("newer");
+        let state = ReleaseState {
+            cursor: 77,
+            turn: 3,
+            ..Default::default()
+        };
+        let err = w.exec(&target, &state);
+        panic!("exec returned: {err:#}");
+    }
+
+    #[test]
+    fn exec_replaces_the_image_with_the_same_pid() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        write_script(&tmp.path().join("trantor"), "0.1.0");
+        let exe = std::env::current_exe().expect("exe");
+        let child = std::process::Command::new(&exe)
+            .args([
+                "--exact",
+                "release::tests::release_exec_child",
+                "--nocapture",
+            ])
+            .env(EXEC_CHILD_DIR, tmp.path())
+            .env("KEEP_ME", "kept")
+            .env(RELEASE_STATE_ENV, r#"{"attempted":["0.0.9"]}"#)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let pid = child.id();
+        let out = child.wait_with_output().expect("wait");
+        assert!(out.status.success(), "the exec'd image failed");
+        let record = std::fs::read_to_string(tmp.path().join("record")).expect("record");
+        let field = |k: &str| {
+            record
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{k}=")))
+                .unwrap_or("")
+                .to_string()
+        };
+        assert_eq!(field("pid"), pid.to_string(), "same PID");
+        assert!(
+            field("argv").starts_with(&format!(
+                "{} --exact release::tests::release_exec_child",
+                tmp.path().join("trantor").display()
+            )),
+            "argv kept, argv[0] the installed path: {record}"
+        );
+        assert_eq!(field("keep"), "kept", "environment kept");
+        let state: ReleaseState = serde_json::from_str(&field("state")).expect("state json");
+        assert_eq!(state.cursor, 77);
+        assert_eq!(state.turn, 3);
+        assert_eq!(state.from_version, "0.1.0");
+        assert_eq!(
+            state.attempted,
+            vec!["0.0.9".to_string(), "0.2.0".to_string()]
+        );
+    }
+
     #[test]
     fn unchanged_file_is_not_probed_again() {
         let tmp = tempfile::tempdir().expect("tmp");

@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -120,6 +121,13 @@ impl DockerApi for DockerCli {
     }
 }
 
+/// The before-turn snapshot: not taken, being taken, or taken (`None` inside = unavailable).
+enum Before {
+    None,
+    Pending(std::thread::JoinHandle<Option<Vec<(String, String)>>>),
+    Ready(Option<Vec<(String, String)>>),
+}
+
 /// A persona or project as part of a file name: kept as is (like the other per-seat files),
 /// except that a path separator cannot smuggle the file out of the bus directory.
 fn file_part(s: &str) -> String {
@@ -130,8 +138,8 @@ fn file_part(s: &str) -> String {
 pub struct DockerJanitor {
     file: PathBuf,
     session: String,
-    api: Box<dyn DockerApi>,
-    before: Option<Vec<(String, String)>>,
+    api: Arc<Mutex<Box<dyn DockerApi>>>,
+    before: Before,
     last_new: Vec<String>,
     notices: Vec<String>,
 }
@@ -151,8 +159,8 @@ impl DockerJanitor {
                 file_part(project)
             )),
             session: format!("{persona}:{project}"),
-            api,
-            before: None,
+            api: Arc::new(Mutex::new(api)),
+            before: Before::None,
             last_new: Vec::new(),
             notices: Vec::new(),
         }
@@ -170,19 +178,51 @@ impl DockerJanitor {
     }
 
     /// Snapshot the running containers before a turn starts.
+    ///
+    /// The `docker ps` runs on a helper thread so it never delays the CLI's spawn (the client
+    /// alone takes tens of milliseconds, even with no engine); [`DockerJanitor::after_turn`]
+    /// collects it. An agent CLI takes far longer to start a container than `ps` takes to list.
     pub fn before_turn(&mut self) {
-        self.before = self.api.ps();
         self.last_new.clear();
+        let api = self.api.clone();
+        let spawned = std::thread::Builder::new()
+            .name("docker-ps".into())
+            .spawn(move || api.lock().ok().and_then(|mut a| a.ps()));
+        self.before = match spawned {
+            Ok(h) => Before::Pending(h),
+            Err(e) => {
+                // No thread to spare: take the snapshot inline rather than lose the turn's record.
+                tracing::debug!("docker ps thread: {e}");
+                Before::Ready(self.ps())
+            }
+        };
+    }
+
+    /// The before-turn snapshot, waiting for it if it is still running.
+    fn take_before(&mut self) -> Option<Vec<(String, String)>> {
+        match std::mem::replace(&mut self.before, Before::None) {
+            Before::None => None,
+            Before::Ready(v) => v,
+            Before::Pending(h) => h.join().ok().flatten(),
+        }
+    }
+
+    fn ps(&self) -> Option<Vec<(String, String)>> {
+        self.api.lock().ok().and_then(|mut a| a.ps())
+    }
+
+    fn stop(&self, ids: &[String]) -> Option<Vec<String>> {
+        self.api.lock().ok().and_then(|mut a| a.stop(ids))
     }
 
     /// After the turn: record the containers that appeared during it under `card` (0 when the
     /// turn had none). Nothing is new when either snapshot is unavailable.
     pub fn after_turn(&mut self, card: Option<i64>) {
         self.last_new.clear();
-        let Some(before) = self.before.take() else {
+        let Some(before) = self.take_before() else {
             return;
         };
-        let Some(after) = self.api.ps() else {
+        let Some(after) = self.ps() else {
             return;
         };
         let known: BTreeSet<&str> = before.iter().map(|(id, _)| id.as_str()).collect();
@@ -254,7 +294,7 @@ impl DockerJanitor {
             return;
         }
         let ids: Vec<String> = targets.iter().map(|c| c.id.clone()).collect();
-        let Some(stopped) = self.api.stop(&ids) else {
+        let Some(stopped) = self.stop(&ids) else {
             // No engine: stay silent, keep the record for a later sweep.
             return;
         };
@@ -313,7 +353,14 @@ impl DockerJanitor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::{Arc, Mutex};
+
+    impl DockerJanitor {
+        /// Wait for the before-turn snapshot, so a test can start containers after it.
+        fn settle(&mut self) {
+            let v = self.take_before();
+            self.before = Before::Ready(v);
+        }
+    }
 
     #[derive(Default)]
     struct Fake {
@@ -363,10 +410,12 @@ mod tests {
         assert!(j.record_path().ends_with("docker-rev-p.json"));
 
         j.before_turn();
+        j.settle();
         fake.lock().expect("lock").running.push(c("a"));
         j.after_turn(Some(7));
         assert_eq!(j.last_turn_containers(), ["name-a"]);
         j.before_turn();
+        j.settle();
         fake.lock().expect("lock").running.push(c("b"));
         j.after_turn(Some(8));
 
@@ -410,6 +459,7 @@ mod tests {
         }));
         let mut j = DockerJanitor::with_api(tmp.path(), "c", "p", Box::new(FakeApi(fake.clone())));
         j.before_turn();
+        j.settle();
         fake.lock().expect("lock").running.extend([c("x"), c("y")]);
         j.after_turn(None);
         fake.lock().expect("lock").refuse.insert("y".into());

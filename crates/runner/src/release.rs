@@ -99,8 +99,8 @@ static TAKEN: OnceLock<Option<ReleaseState>> = OnceLock::new();
 /// child (the agent CLI, git, docker) and no later exec inherits it by accident; later calls
 /// return the same value. A state that does not parse is logged and treated as a normal boot.
 ///
-/// Call it first thing at startup, before other threads read the environment (changing the
-/// environment while another thread reads it is not thread-safe on Unix).
+/// Call it first thing at startup — before the first hub call or child spawn — because changing
+/// the environment while another thread reads it through libc is not thread-safe on Unix.
 pub fn take_release_state() -> Option<ReleaseState> {
     TAKEN
         .get_or_init(|| take_state_from(RELEASE_STATE_ENV))
@@ -110,8 +110,9 @@ pub fn take_release_state() -> Option<ReleaseState> {
 /// Parse and remove the state in the environment variable `name`.
 fn take_state_from(name: &str) -> Option<ReleaseState> {
     let raw = std::env::var_os(name)?;
-    // SAFETY: called once at startup (the OnceLock above); the runner reads its environment from
-    // the main thread before it starts workers, so nothing reads the environment concurrently.
+    // SAFETY: runs once (the OnceLock above), at boot, before the runner makes any call that
+    // reads the environment from another thread (DNS resolution, child spawns). Rust's own
+    // environment accessors are serialised by std; only concurrent libc `getenv` could race.
     unsafe { std::env::remove_var(name) };
     match serde_json::from_slice::<ReleaseState>(raw.as_bytes()) {
         Ok(state) => Some(state),

@@ -362,3 +362,241 @@ fn session_and_project_resolve_like_the_mcp() {
         .unwrap_or_default();
     assert!(sessions.contains(&"kimi:widgets"), "{sessions:?}");
 }
+
+fn connect_cmd(home: &Path, path_dir: &Path, args: &[&str]) -> Output {
+    Command::new(bin())
+        .arg("connect")
+        .args(args)
+        .env("HOME", home)
+        .env_remove("XDG_CONFIG_HOME")
+        .env("PATH", path_dir)
+        .output()
+        .expect("run connect")
+}
+
+fn backups(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .filter(|n| n.contains(".trantor-backup-"))
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+#[test]
+fn connect_writes_each_format_keeps_others_and_is_idempotent() {
+    let home = tempfile::tempdir().expect("tmp");
+    let h = home.path();
+    let empty_path = h.join("no-bin");
+    std::fs::create_dir_all(&empty_path).expect("bin dir");
+    std::fs::create_dir_all(h.join(".codex")).expect("codex");
+    std::fs::create_dir_all(h.join(".config/opencode")).expect("opencode");
+    std::fs::create_dir_all(h.join(".kimi")).expect("kimi");
+    let claude = h.join(".claude.json");
+    let codex = h.join(".codex/config.toml");
+    let opencode = h.join(".config/opencode/opencode.json");
+    let kimi = h.join(".kimi/mcp.json");
+    std::fs::write(&claude, r#"{"numStartups": 7, "mcpServers": {"github": {"command": "gh-mcp", "args": []}}, "theme": "dark"}"#).expect("w");
+    std::fs::write(&codex, "# my codex settings\nmodel = \"o3\"\n\n[mcp_servers.docs]\ncommand = \"docs-mcp\" # keep me\n").expect("w");
+    // Someone else's entry called trantor: it must survive without --force.
+    std::fs::write(&opencode, r#"{"$schema": "https://opencode.ai/config.json", "mcp": {"trantor": {"type": "local", "command": ["node", "/opt/old/mcp.mjs"]}}}"#).expect("w");
+    let before_opencode = std::fs::read_to_string(&opencode).expect("r");
+
+    // Dry run: nothing changes.
+    let o = connect_cmd(h, &empty_path, &["--dry-run"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("would-write"));
+    assert!(!kimi.exists() && backups(h).is_empty());
+
+    let o = connect_cmd(h, &empty_path, &["--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: Value = serde_json::from_slice(&o.stdout).expect("json");
+    let state = |cli: &str| {
+        report["clis"]
+            .as_array()
+            .and_then(|a| a.iter().find(|c| c["cli"] == cli))
+            .map(|c| c["state"].as_str().unwrap_or("").to_string())
+            .unwrap_or_default()
+    };
+    assert_eq!(state("claude"), "written");
+    assert_eq!(state("codex"), "written");
+    assert_eq!(state("kimi"), "written");
+    assert_eq!(state("opencode"), "kept");
+    let me = bin().to_string_lossy().to_string();
+
+    let c: Value =
+        serde_json::from_str(&std::fs::read_to_string(&claude).expect("r")).expect("claude json");
+    assert_eq!(c["numStartups"], 7);
+    assert_eq!(c["theme"], "dark");
+    assert_eq!(c["mcpServers"]["github"]["command"], "gh-mcp");
+    assert_eq!(c["mcpServers"]["trantor"]["command"], me.as_str());
+    assert_eq!(
+        c["mcpServers"]["trantor"]["args"],
+        serde_json::json!(["mcp"])
+    );
+    let text = std::fs::read_to_string(&claude).expect("r");
+    assert!(
+        text.find("numStartups") < text.find("theme"),
+        "key order kept:\n{text}"
+    );
+    let t = std::fs::read_to_string(&codex).expect("r");
+    assert!(t.starts_with("# my codex settings\nmodel = \"o3\""), "{t}");
+    assert!(t.contains("command = \"docs-mcp\" # keep me"), "{t}");
+    assert!(
+        t.contains("[mcp_servers.trantor]")
+            && t.contains(&format!("command = \"{me}\""))
+            && t.contains("args = [\"mcp\"]"),
+        "{t}"
+    );
+    let k: Value =
+        serde_json::from_str(&std::fs::read_to_string(&kimi).expect("r")).expect("kimi json");
+    assert_eq!(
+        k["mcpServers"]["trantor"]["args"],
+        serde_json::json!(["mcp"])
+    );
+    assert_eq!(
+        std::fs::read_to_string(&opencode).expect("r"),
+        before_opencode
+    );
+
+    // Backups of the files that existed and changed, none for the new file.
+    assert_eq!(backups(h).len(), 1, "{:?}", backups(h));
+    assert_eq!(backups(&h.join(".codex")).len(), 1);
+    assert!(backups(&h.join(".kimi")).is_empty());
+    assert!(backups(&h.join(".config/opencode")).is_empty());
+    let backup = h.join(&backups(h)[0]);
+    assert!(
+        std::fs::read_to_string(backup)
+            .expect("r")
+            .contains("\"numStartups\": 7")
+    );
+
+    // Second run: a no-op, byte for byte, and no new backups.
+    let snapshot: Vec<String> = [&claude, &codex, &kimi, &opencode]
+        .iter()
+        .map(|p| std::fs::read_to_string(p).expect("r"))
+        .collect();
+    let o = connect_cmd(h, &empty_path, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        out.contains("unchanged") && !out.contains("written"),
+        "{out}"
+    );
+    let again: Vec<String> = [&claude, &codex, &kimi, &opencode]
+        .iter()
+        .map(|p| std::fs::read_to_string(p).expect("r"))
+        .collect();
+    assert_eq!(snapshot, again);
+    assert_eq!(backups(h).len(), 1);
+    assert_eq!(backups(&h.join(".codex")).len(), 1);
+
+    // --force replaces the foreign entry (with a backup) and keeps the rest of that file.
+    let o = connect_cmd(h, &empty_path, &["--only", "opencode", "--force"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let oc: Value =
+        serde_json::from_str(&std::fs::read_to_string(&opencode).expect("r")).expect("json");
+    assert_eq!(oc["$schema"], "https://opencode.ai/config.json");
+    assert_eq!(
+        oc["mcp"]["trantor"]["command"],
+        serde_json::json!([me, "mcp"])
+    );
+    assert_eq!(oc["mcp"]["trantor"]["enabled"], true);
+    assert_eq!(backups(&h.join(".config/opencode")).len(), 1);
+
+    // A CLI name we do not know is a usage error.
+    assert_eq!(
+        connect_cmd(h, &empty_path, &["--only", "vim"])
+            .status
+            .code(),
+        Some(2)
+    );
+    // A config that is not JSON is reported and left alone.
+    std::fs::write(&kimi, "{ not json").expect("w");
+    let o = connect_cmd(h, &empty_path, &["--only", "kimi"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(std::fs::read_to_string(&kimi).expect("r"), "{ not json");
+}
+
+#[test]
+fn doctor_reports_hub_and_wiring_with_fixes() {
+    use std::os::unix::fs::PermissionsExt;
+    let hub = Hub::start();
+    let home = tempfile::tempdir().expect("tmp");
+    let h = home.path();
+    let bindir = h.join("bin");
+    std::fs::create_dir_all(&bindir).expect("bin");
+    let fake = bindir.join("claude");
+    std::fs::write(&fake, "#!/bin/sh\nexit 0\n").expect("w");
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let doctor = |url: &str| {
+        Command::new(bin())
+            .args(["doctor", "--json"])
+            .env("HOME", h)
+            .env_remove("XDG_CONFIG_HOME")
+            .env("PATH", &bindir)
+            .env("RELAY_URL", url)
+            .env("RELAY_SESSION", "me:proj")
+            .output()
+            .expect("doctor")
+    };
+    let o = doctor(&hub.url());
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "claude is not wired yet: {}",
+        stderr(&o)
+    );
+    let j: Value = serde_json::from_slice(&o.stdout).expect("json");
+    let check = |j: &Value, name: &str| {
+        j["checks"]
+            .as_array()
+            .and_then(|a| a.iter().find(|c| c["check"] == name).cloned())
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(check(&j, "hub")["ok"], true);
+    assert!(
+        check(&j, "hub")["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("version")
+    );
+    assert_eq!(check(&j, "store")["ok"], true);
+    assert_eq!(check(&j, "Claude Code")["ok"], false);
+    assert_eq!(
+        check(&j, "Claude Code")["fix"],
+        "trantor connect --only claude"
+    );
+    assert_eq!(
+        check(&j, "Codex")["ok"],
+        true,
+        "not installed is not a problem"
+    );
+
+    let o = connect_cmd(h, &bindir, &["--only", "claude"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = doctor(&hub.url());
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let j: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(check(&j, "Claude Code")["ok"], true);
+
+    let o = doctor(&format!("http://127.0.0.1:{}", free_port()));
+    assert_eq!(o.status.code(), Some(3));
+    let j: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(check(&j, "hub")["ok"], false);
+    assert!(
+        check(&j, "hub")["fix"]
+            .as_str()
+            .unwrap_or("")
+            .contains("start a hub")
+    );
+}

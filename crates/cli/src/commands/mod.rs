@@ -22,6 +22,8 @@ macro_rules! say {
 
 mod board;
 mod bus;
+mod connect;
+mod doctor;
 mod lessons;
 mod table;
 
@@ -50,6 +52,12 @@ pub enum Command {
     /// List lessons (the guardrails added to every seat's prompt), or add one.
     #[command(after_long_help = lessons::LESSONS_HELP)]
     Lessons(lessons::LessonsArgs),
+    /// Check the set-up: hub, store, agent CLIs and whether each loads `trantor mcp`.
+    #[command(after_long_help = doctor::DOCTOR_HELP)]
+    Doctor(doctor::DoctorArgs),
+    /// Register `trantor mcp` with the agent CLIs found here (Claude Code, Codex, OpenCode, Kimi).
+    #[command(after_long_help = connect::CONNECT_HELP)]
+    Connect(connect::ConnectArgs),
 }
 
 /// Options every bus verb shares.
@@ -148,6 +156,19 @@ pub(crate) fn usage(msg: impl Into<String>) -> anyhow::Error {
     VerbError::Usage(msg.into()).into()
 }
 
+/// The first executable file named `name` on PATH.
+pub(crate) fn find_on_path(name: &str) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| {
+            std::fs::metadata(p)
+                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false)
+        })
+}
+
 /// Write one line to stdout; a reader that went away (a closed pipe) is not an error worth
 /// reporting for output that nobody will read.
 pub(crate) fn emit(line: &str) {
@@ -171,6 +192,8 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Board(a) => board::board(a).await,
         Command::Card(c) => board::card(c).await,
         Command::Lessons(a) => lessons::lessons(a).await,
+        Command::Connect(a) => connect::connect(a).await,
+        Command::Doctor(a) => doctor::doctor(a).await,
     };
     match result {
         Ok(code) => Ok(code),

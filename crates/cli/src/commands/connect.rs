@@ -1,0 +1,711 @@
+//! `trantor connect`: register `trantor mcp` with the agent CLIs found on this machine.
+//!
+//! Each CLI keeps its MCP servers in its own file and format. We add (or refresh) one entry
+//! named `trantor` and leave everything else as it was: JSON keeps its key order, TOML its
+//! comments and layout. An entry named `trantor` that does not run `trantor mcp` was written by
+//! someone else and is left alone unless `--force`. A file is backed up before it changes, and a
+//! run that would change nothing writes nothing.
+
+use super::{find_on_path, print_json, usage};
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+pub(crate) const CONNECT_HELP: &str = concat!(
+    "\
+Writes an entry named `trantor` that runs `<this binary> mcp` into:
+  Claude Code   ~/.claude.json                 \"mcpServers\"
+  Codex         ~/.codex/config.toml           [mcp_servers.trantor]
+  OpenCode      ~/.config/opencode/opencode.json \"mcp\"
+  Kimi          ~/.kimi/mcp.json               \"mcpServers\"
+for each CLI found (on PATH, or its config already exists). Other entries are never touched; an
+existing `trantor` entry that does not run `trantor mcp` is kept unless --force. The original
+file is copied to <file>.trantor-backup-<time> before a change. Running it again is a no-op.
+The agent's session and hub come from its environment (RELAY_SESSION, RELAY_URL), which
+`trantor runner` sets for every seat.
+
+Examples:
+  trantor connect                     wire every CLI found here
+  trantor connect --dry-run           show what would change, change nothing
+  trantor connect --only claude,codex
+  trantor connect --all               also CLIs that are not installed yet
+
+",
+    exit_codes!()
+);
+
+/// `trantor connect` options.
+#[derive(Debug, clap::Args)]
+pub struct ConnectArgs {
+    /// Show what would change without writing anything.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Only these CLIs (claude, codex, opencode, kimi), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// Write the entry even for CLIs that do not look installed.
+    #[arg(long)]
+    pub all: bool,
+    /// Replace a `trantor` entry that something else wrote.
+    #[arg(long)]
+    pub force: bool,
+    /// The command the entry runs [default: this binary's absolute path].
+    #[arg(long, value_name = "PATH")]
+    pub command: Option<PathBuf>,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The config formats we know how to edit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Format {
+    /// `{"mcpServers": {"trantor": {"type":"stdio","command":…,"args":["mcp"]}}}`.
+    ClaudeJson,
+    /// `{"mcpServers": {"trantor": {"command":…,"args":["mcp"]}}}`.
+    KimiJson,
+    /// `{"mcp": {"trantor": {"type":"local","command":[…,"mcp"],"enabled":true}}}`.
+    OpenCodeJson,
+    /// `[mcp_servers.trantor] command = … args = ["mcp"]`.
+    CodexToml,
+}
+
+/// One agent CLI and where its MCP config lives.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    /// Short name used on the command line (`claude`).
+    pub name: &'static str,
+    /// What people call it.
+    pub label: &'static str,
+    /// Its executable.
+    pub binary: &'static str,
+    /// Its config file.
+    pub path: PathBuf,
+    /// The file's format.
+    pub format: Format,
+    /// A directory that exists once the CLI has been run here.
+    pub marker: PathBuf,
+}
+
+/// The four CLIs, with their config paths under `home`.
+pub(crate) fn targets(home: &Path) -> Vec<Target> {
+    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| home.join(".config"));
+    vec![
+        Target {
+            name: "claude",
+            label: "Claude Code",
+            binary: "claude",
+            path: home.join(".claude.json"),
+            format: Format::ClaudeJson,
+            marker: home.join(".claude"),
+        },
+        Target {
+            name: "codex",
+            label: "Codex",
+            binary: "codex",
+            path: home.join(".codex").join("config.toml"),
+            format: Format::CodexToml,
+            marker: home.join(".codex"),
+        },
+        Target {
+            name: "opencode",
+            label: "OpenCode",
+            binary: "opencode",
+            path: xdg.join("opencode").join("opencode.json"),
+            format: Format::OpenCodeJson,
+            marker: xdg.join("opencode"),
+        },
+        Target {
+            name: "kimi",
+            label: "Kimi",
+            binary: "kimi",
+            path: home.join(".kimi").join("mcp.json"),
+            format: Format::KimiJson,
+            marker: home.join(".kimi"),
+        },
+    ]
+}
+
+impl Target {
+    /// Installed: the CLI is on PATH, or its config file or directory exists.
+    pub fn installed(&self) -> bool {
+        find_on_path(self.binary).is_some() || self.path.exists() || self.marker.exists()
+    }
+}
+
+/// What a config file says about the `trantor` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Wiring {
+    /// No file, or no entry.
+    Missing,
+    /// An entry that runs `trantor mcp` through this command.
+    Ours(String),
+    /// An entry named `trantor` that runs something else.
+    Foreign(String),
+    /// The file cannot be read or parsed.
+    Broken(String),
+}
+
+/// Whether `command` + `args` is a `trantor mcp` invocation.
+fn runs_trantor_mcp(command: &str, args: &[String]) -> bool {
+    let base = Path::new(command)
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    base == "trantor" && args.first().map(String::as_str) == Some("mcp")
+}
+
+// ----- order-preserving JSON ------------------------------------------------------------------
+
+/// A JSON value whose objects keep their key order, so rewriting a person's config file changes
+/// only the entry we own. (serde_json's `preserve_order` feature would do this too, but turning it
+/// on changes map ordering for every crate in the workspace.)
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum OJson {
+    Null,
+    Bool(bool),
+    Num(serde_json::Number),
+    Str(String),
+    Arr(Vec<OJson>),
+    Obj(Vec<(String, OJson)>),
+}
+
+impl OJson {
+    fn get(&self, key: &str) -> Option<&OJson> {
+        match self {
+            OJson::Obj(kv) => kv.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    fn str(&self) -> Option<&str> {
+        match self {
+            OJson::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn strings(&self) -> Vec<String> {
+        match self {
+            OJson::Arr(items) => items
+                .iter()
+                .filter_map(|i| i.str().map(str::to_string))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Set `key` in an object, keeping its position when it exists, appending otherwise.
+    fn set(&mut self, key: &str, value: OJson) {
+        if let OJson::Obj(kv) = self {
+            match kv.iter_mut().find(|(k, _)| k == key) {
+                Some((_, v)) => *v = value,
+                None => kv.push((key.to_string(), value)),
+            }
+        }
+    }
+
+    /// The object at `key`, created (empty) when absent. `None` when `key` holds a non-object.
+    fn object_mut(&mut self, key: &str) -> Option<&mut OJson> {
+        if self.get(key).is_none() {
+            self.set(key, OJson::Obj(Vec::new()));
+        }
+        match self {
+            OJson::Obj(kv) => kv
+                .iter_mut()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v)
+                .filter(|v| matches!(v, OJson::Obj(_))),
+            _ => None,
+        }
+    }
+}
+
+impl Serialize for OJson {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            OJson::Null => s.serialize_unit(),
+            OJson::Bool(b) => s.serialize_bool(*b),
+            OJson::Num(n) => n.serialize(s),
+            OJson::Str(v) => s.serialize_str(v),
+            OJson::Arr(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for i in items {
+                    seq.serialize_element(i)?;
+                }
+                seq.end()
+            }
+            OJson::Obj(kv) => {
+                let mut map = s.serialize_map(Some(kv.len()))?;
+                for (k, v) in kv {
+                    map.serialize_entry(k, v)?;
+                }
+                map.end()
+            }
+        }
+    }
+}
+
+struct OJsonVisitor;
+
+impl<'de> Visitor<'de> for OJsonVisitor {
+    type Value = OJson;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_unit<E>(self) -> Result<OJson, E> {
+        Ok(OJson::Null)
+    }
+    fn visit_none<E>(self) -> Result<OJson, E> {
+        Ok(OJson::Null)
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<OJson, E> {
+        Ok(OJson::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<OJson, E> {
+        Ok(OJson::Num(v.into()))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<OJson, E> {
+        Ok(OJson::Num(v.into()))
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<OJson, E> {
+        serde_json::Number::from_f64(v)
+            .map(OJson::Num)
+            .ok_or_else(|| E::custom("a number JSON cannot hold"))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<OJson, E> {
+        Ok(OJson::Str(v.to_string()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<OJson, E> {
+        Ok(OJson::Str(v))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<OJson, A::Error> {
+        let mut items = Vec::new();
+        while let Some(i) = seq.next_element()? {
+            items.push(i);
+        }
+        Ok(OJson::Arr(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<OJson, A::Error> {
+        let mut kv = Vec::new();
+        while let Some((k, v)) = map.next_entry::<String, OJson>()? {
+            kv.push((k, v));
+        }
+        Ok(OJson::Obj(kv))
+    }
+}
+
+impl<'de> Deserialize<'de> for OJson {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<OJson, D::Error> {
+        d.deserialize_any(OJsonVisitor)
+    }
+}
+
+fn ostr(s: &str) -> OJson {
+    OJson::Str(s.to_string())
+}
+
+// ----- reading and editing each format ------------------------------------------------------
+
+/// The container key and the entry we write, per JSON format.
+fn json_entry(format: Format, command: &str) -> (&'static str, OJson) {
+    match format {
+        Format::ClaudeJson => (
+            "mcpServers",
+            OJson::Obj(vec![
+                ("type".into(), ostr("stdio")),
+                ("command".into(), ostr(command)),
+                ("args".into(), OJson::Arr(vec![ostr("mcp")])),
+            ]),
+        ),
+        Format::KimiJson => (
+            "mcpServers",
+            OJson::Obj(vec![
+                ("command".into(), ostr(command)),
+                ("args".into(), OJson::Arr(vec![ostr("mcp")])),
+            ]),
+        ),
+        Format::OpenCodeJson | Format::CodexToml => (
+            "mcp",
+            OJson::Obj(vec![
+                ("type".into(), ostr("local")),
+                (
+                    "command".into(),
+                    OJson::Arr(vec![ostr(command), ostr("mcp")]),
+                ),
+                ("enabled".into(), OJson::Bool(true)),
+            ]),
+        ),
+    }
+}
+
+/// The command of a JSON entry and whether it is `trantor mcp`.
+fn json_wiring(format: Format, entry: &OJson) -> Wiring {
+    let (cmd, args) = match format {
+        Format::OpenCodeJson => {
+            let parts = entry.get("command").map(OJson::strings).unwrap_or_default();
+            match parts.split_first() {
+                Some((c, rest)) => (c.clone(), rest.to_vec()),
+                None => (String::new(), Vec::new()),
+            }
+        }
+        _ => (
+            entry
+                .get("command")
+                .and_then(OJson::str)
+                .unwrap_or_default()
+                .to_string(),
+            entry.get("args").map(OJson::strings).unwrap_or_default(),
+        ),
+    };
+    let shown = std::iter::once(cmd.clone())
+        .chain(args.iter().cloned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    if runs_trantor_mcp(&cmd, &args) {
+        Wiring::Ours(cmd)
+    } else {
+        Wiring::Foreign(shown)
+    }
+}
+
+fn read_json(path: &Path) -> Result<Option<OJson>, String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) if text.trim().is_empty() => Ok(None),
+        Ok(text) => serde_json::from_str::<OJson>(&text)
+            .map(Some)
+            .map_err(|e| format!("{} is not valid JSON: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+fn read_toml(path: &Path) -> Result<Option<toml_edit::DocumentMut>, String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => text
+            .parse::<toml_edit::DocumentMut>()
+            .map(Some)
+            .map_err(|e| format!("{} is not valid TOML: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+fn toml_wiring(doc: &toml_edit::DocumentMut) -> Wiring {
+    let Some(entry) = doc.get("mcp_servers").and_then(|s| s.get("trantor")) else {
+        return Wiring::Missing;
+    };
+    let cmd = entry
+        .get("command")
+        .and_then(|c| c.as_str())
+        .unwrap_or_default()
+        .to_string();
+    let args: Vec<String> = entry
+        .get("args")
+        .and_then(|a| a.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    if runs_trantor_mcp(&cmd, &args) {
+        Wiring::Ours(cmd)
+    } else {
+        Wiring::Foreign(format!("{cmd} {}", args.join(" ")).trim().to_string())
+    }
+}
+
+/// What `target`'s config says about the `trantor` entry now.
+pub(crate) fn inspect(target: &Target) -> Wiring {
+    match target.format {
+        Format::CodexToml => match read_toml(&target.path) {
+            Ok(Some(doc)) => toml_wiring(&doc),
+            Ok(None) => Wiring::Missing,
+            Err(e) => Wiring::Broken(e),
+        },
+        f => match read_json(&target.path) {
+            Ok(Some(doc)) => {
+                let (key, _) = json_entry(f, "");
+                match doc.get(key).and_then(|c| c.get("trantor")) {
+                    Some(e) => json_wiring(f, e),
+                    None => Wiring::Missing,
+                }
+            }
+            Ok(None) => Wiring::Missing,
+            Err(e) => Wiring::Broken(e),
+        },
+    }
+}
+
+/// The new file contents with our entry, or `None` when the file is already right.
+fn edited(target: &Target, command: &str) -> Result<Option<String>, String> {
+    match target.format {
+        Format::CodexToml => {
+            let mut doc = read_toml(&target.path)?.unwrap_or_default();
+            if toml_wiring(&doc) == Wiring::Ours(command.to_string()) {
+                return Ok(None);
+            }
+            let servers = doc
+                .entry("mcp_servers")
+                .or_insert_with(|| {
+                    let mut t = toml_edit::Table::new();
+                    // `[mcp_servers.trantor]` rather than an empty `[mcp_servers]` header.
+                    t.set_implicit(true);
+                    toml_edit::Item::Table(t)
+                })
+                .as_table_like_mut()
+                .ok_or_else(|| "mcp_servers in the Codex config is not a table".to_string())?;
+            let mut entry = toml_edit::Table::new();
+            entry.insert("command", toml_edit::value(command));
+            let mut args = toml_edit::Array::new();
+            args.push("mcp");
+            entry.insert("args", toml_edit::value(args));
+            servers.insert("trantor", toml_edit::Item::Table(entry));
+            Ok(Some(doc.to_string()))
+        }
+        f => {
+            let mut doc = read_json(&target.path)?.unwrap_or(OJson::Obj(Vec::new()));
+            if !matches!(doc, OJson::Obj(_)) {
+                return Err(format!(
+                    "{} does not hold a JSON object",
+                    target.path.display()
+                ));
+            }
+            let (key, entry) = json_entry(f, command);
+            if let Some(existing) = doc.get(key).and_then(|c| c.get("trantor"))
+                && json_wiring(f, existing) == Wiring::Ours(command.to_string())
+            {
+                return Ok(None);
+            }
+            let servers = doc.object_mut(key).ok_or_else(|| {
+                format!("\"{key}\" in {} is not an object", target.path.display())
+            })?;
+            // Keep fields a person added to our entry (env, timeouts); replace only the ones
+            // that say what to run.
+            let mut merged = match servers.get("trantor") {
+                Some(OJson::Obj(kv)) => OJson::Obj(kv.clone()),
+                _ => OJson::Obj(Vec::new()),
+            };
+            if let OJson::Obj(kv) = &entry {
+                for (k, v) in kv {
+                    merged.set(k, v.clone());
+                }
+            }
+            servers.set("trantor", merged);
+            let mut text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+            text.push('\n');
+            Ok(Some(text))
+        }
+    }
+}
+
+/// Replace `path` with `text` atomically, keeping its permissions; back the old file up first.
+fn write_with_backup(path: &Path, text: &str) -> std::io::Result<Option<PathBuf>> {
+    let dir = path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    std::fs::create_dir_all(&dir)?;
+    let mut backup = None;
+    let perms = std::fs::metadata(path).ok().map(|m| m.permissions());
+    if path.exists() {
+        let base = path
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_else(|| "config".into());
+        let stamp = trantor_proto::now_ms() / 1000;
+        // Never overwrite an earlier backup: it may be the only copy of the original.
+        let mut b = dir.join(format!("{base}.trantor-backup-{stamp}"));
+        let mut n = 1;
+        while b.exists() {
+            b = dir.join(format!("{base}.trantor-backup-{stamp}-{n}"));
+            n += 1;
+        }
+        std::fs::copy(path, &b)?;
+        backup = Some(b);
+    }
+    let tmp = dir.join(format!(
+        ".{}.trantor-tmp-{}",
+        path.file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default(),
+        std::process::id()
+    ));
+    std::fs::write(&tmp, text)?;
+    if let Some(p) = perms {
+        std::fs::set_permissions(&tmp, p)?;
+    }
+    std::fs::rename(&tmp, path)?;
+    Ok(backup)
+}
+
+/// The command `connect` writes: `--command`, else this binary's absolute path.
+pub(crate) fn our_command(explicit: Option<&Path>) -> String {
+    explicit
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::current_exe().ok())
+        .map(|p| p.to_string_lossy().to_string())
+        .unwrap_or_else(|| "trantor".into())
+}
+
+pub(crate) async fn connect(a: ConnectArgs) -> anyhow::Result<ExitCode> {
+    let home = trantor_mcp::identity::home_dir();
+    let command = our_command(a.command.as_deref());
+    let all = targets(&home);
+    for o in &a.only {
+        if !all.iter().any(|t| t.name == o.as_str()) {
+            return Err(usage(format!(
+                "unknown CLI '{o}': use claude, codex, opencode or kimi"
+            )));
+        }
+    }
+    let mut report = Vec::new();
+    let mut failed = false;
+    for t in all {
+        if !a.only.is_empty() && !a.only.iter().any(|o| o == t.name) {
+            continue;
+        }
+        let (state, detail) = if !a.all && a.only.is_empty() && !t.installed() {
+            (
+                "not-installed",
+                format!("no `{}` on PATH and no {}", t.binary, t.path.display()),
+            )
+        } else {
+            match (inspect(&t), a.force) {
+                (Wiring::Broken(e), _) => {
+                    failed = true;
+                    ("error", e)
+                }
+                (Wiring::Foreign(cmd), false) => (
+                    "kept",
+                    format!(
+                        "its `trantor` entry runs `{cmd}`, which trantor connect did not write; --force replaces it"
+                    ),
+                ),
+                _ => match edited(&t, &command) {
+                    Err(e) => {
+                        failed = true;
+                        ("error", e)
+                    }
+                    Ok(None) => ("unchanged", "already runs trantor mcp".to_string()),
+                    Ok(Some(_)) if a.dry_run => {
+                        ("would-write", format!("would register `{command} mcp`"))
+                    }
+                    Ok(Some(text)) => match write_with_backup(&t.path, &text) {
+                        Ok(Some(b)) => (
+                            "written",
+                            format!("registered `{command} mcp` (backup: {})", b.display()),
+                        ),
+                        Ok(None) => ("written", format!("registered `{command} mcp` (new file)")),
+                        Err(e) => {
+                            failed = true;
+                            ("error", format!("cannot write {}: {e}", t.path.display()))
+                        }
+                    },
+                },
+            }
+        };
+        report.push(serde_json::json!({
+            "cli": t.name,
+            "label": t.label,
+            "path": t.path.display().to_string(),
+            "state": state,
+            "detail": detail,
+        }));
+    }
+    if a.json {
+        print_json(&serde_json::json!({"command": command, "dryRun": a.dry_run, "clis": report}))?;
+    } else {
+        for r in &report {
+            say!(
+                "{:<12} {:<14} {}\n             {}",
+                r["label"].as_str().unwrap_or(""),
+                r["state"].as_str().unwrap_or(""),
+                r["path"].as_str().unwrap_or(""),
+                r["detail"].as_str().unwrap_or("")
+            );
+        }
+        if a.dry_run {
+            say!("(dry run: nothing was written)");
+        }
+    }
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(dir: &Path, format: Format, file: &str) -> Target {
+        Target {
+            name: "x",
+            label: "X",
+            binary: "x-not-on-path",
+            path: dir.join(file),
+            format,
+            marker: dir.join("marker"),
+        }
+    }
+
+    #[test]
+    fn json_keeps_order_and_other_entries() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let t = target(tmp.path(), Format::ClaudeJson, "c.json");
+        std::fs::write(
+            &t.path,
+            r#"{"zeta":1,"mcpServers":{"other":{"command":"x"}},"alpha":[1,2.5,"s",null,true]}"#,
+        )
+        .expect("write");
+        let text = edited(&t, "/bin/trantor").expect("edit").expect("changed");
+        let z = text.find("\"zeta\"").expect("zeta");
+        let m = text.find("\"mcpServers\"").expect("servers");
+        let a = text.find("\"alpha\"").expect("alpha");
+        assert!(z < m && m < a, "{text}");
+        assert!(text.contains("\"other\"") && text.contains("2.5"), "{text}");
+        std::fs::write(&t.path, &text).expect("write");
+        assert_eq!(inspect(&t), Wiring::Ours("/bin/trantor".into()));
+        assert_eq!(edited(&t, "/bin/trantor").expect("edit"), None);
+    }
+
+    #[test]
+    fn foreign_entries_are_recognised() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let t = target(tmp.path(), Format::OpenCodeJson, "o.json");
+        std::fs::write(
+            &t.path,
+            r#"{"mcp":{"trantor":{"type":"local","command":["node","mcp.mjs"]}}}"#,
+        )
+        .expect("write");
+        assert_eq!(inspect(&t), Wiring::Foreign("node mcp.mjs".into()));
+    }
+
+    #[test]
+    fn toml_keeps_comments() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let t = target(tmp.path(), Format::CodexToml, "config.toml");
+        std::fs::write(
+            &t.path,
+            "# my settings\nmodel = \"o3\"\n\n[mcp_servers.docs]\ncommand = \"docs-mcp\"\n",
+        )
+        .expect("write");
+        let text = edited(&t, "/bin/trantor").expect("edit").expect("changed");
+        assert!(text.starts_with("# my settings\nmodel = \"o3\""), "{text}");
+        assert!(
+            text.contains("[mcp_servers.docs]") && text.contains("[mcp_servers.trantor]"),
+            "{text}"
+        );
+        std::fs::write(&t.path, &text).expect("write");
+        assert_eq!(edited(&t, "/bin/trantor").expect("edit"), None);
+    }
+}

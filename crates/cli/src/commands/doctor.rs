@@ -1,0 +1,248 @@
+//! `trantor doctor`: is everything a crew needs in place, and what to run where it is not.
+
+use super::connect::{Wiring, inspect, targets};
+use super::{Common, find_on_path, print_json};
+use serde_json::{Value, json};
+use std::process::ExitCode;
+use trantor_proto::HubClient;
+
+pub(crate) const DOCTOR_HELP: &str = concat!(
+    "\
+Checks, in order: the hub (reachable, version, store and its health), this terminal's identity
+(session, project, how the hub was chosen), tmux (used by `trantor up`), and each agent CLI
+(on PATH? does it load `trantor mcp`?). Every problem comes with the command that fixes it.
+Exits 1 when there is a problem, 3 when the hub is unreachable.
+
+Examples:
+  trantor doctor
+  trantor doctor --json
+  trantor doctor --url http://127.0.0.1:4478
+
+",
+    exit_codes!()
+);
+
+/// `trantor doctor` options.
+#[derive(Debug, clap::Args)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// Agent CLIs the runner has drivers for, beyond the four `connect` wires.
+const OTHER_AGENTS: [&str; 2] = ["gemini", "dsh"];
+
+struct Check {
+    name: String,
+    ok: bool,
+    detail: String,
+    fix: Option<String>,
+}
+
+impl Check {
+    fn json(&self) -> Value {
+        json!({"check": self.name, "ok": self.ok, "detail": self.detail, "fix": self.fix})
+    }
+}
+
+pub(crate) async fn doctor(a: DoctorArgs) -> anyhow::Result<ExitCode> {
+    let id = a.common.identity();
+    let hub = HubClient::new(id.hub_url.clone()).with_timeout(std::time::Duration::from_secs(3));
+    let mut checks = Vec::new();
+    let mut hub_down = false;
+
+    match hub.health().await {
+        Ok(h) => {
+            let version = h
+                .get("version")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown");
+            checks.push(Check {
+                name: "hub".into(),
+                ok: true,
+                detail: format!(
+                    "{} answers (version {version}; via {})",
+                    id.hub_url, id.hub_via
+                ),
+                fix: None,
+            });
+            let store = h.get("store").and_then(Value::as_str).unwrap_or("unknown");
+            let persist_ok = h
+                .get("persist")
+                .and_then(|p| p.get("ok"))
+                .and_then(Value::as_bool)
+                .unwrap_or(true);
+            let last_error = h
+                .get("persist")
+                .and_then(|p| p.get("lastError"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let counts = ["messages", "cards", "peers"]
+                .iter()
+                .filter_map(|k| {
+                    h.get(*k)
+                        .and_then(Value::as_i64)
+                        .map(|n| format!("{n} {k}"))
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            checks.push(Check {
+                name: "store".into(),
+                ok: persist_ok,
+                detail: if persist_ok {
+                    format!("{store} healthy ({counts})")
+                } else {
+                    format!("{store} is failing to persist: {last_error}")
+                },
+                fix: (!persist_ok).then(|| {
+                    "check the disk under the hub's data dir (RELAY_DATA_DIR), then restart `trantor hub`"
+                        .to_string()
+                }),
+            });
+        }
+        Err(e) => {
+            hub_down = e.is_unreachable();
+            checks.push(Check {
+                name: "hub".into(),
+                ok: false,
+                detail: format!("{} (via {}): {e}", id.hub_url, id.hub_via),
+                fix: Some(if id.hub_via == "default" {
+                    "start one: `trantor hub &` (or `trantor up <agent>` starts one for you)".into()
+                } else {
+                    format!(
+                        "start a hub at {} or fix {} (it chose this URL)",
+                        id.hub_url, id.hub_via
+                    )
+                }),
+            });
+        }
+    }
+
+    checks.push(Check {
+        name: "identity".into(),
+        ok: true,
+        detail: format!(
+            "this terminal is {} in project {} (session from {})",
+            id.session, id.project, id.session_via
+        ),
+        fix: None,
+    });
+
+    let tmux = find_on_path("tmux");
+    checks.push(Check {
+        name: "tmux".into(),
+        ok: true,
+        detail: match &tmux {
+            Some(p) => format!("{} (trantor up opens one window per seat)", p.display()),
+            None => "not installed: trantor up runs seats as background processes with logs".into(),
+        },
+        fix: None,
+    });
+
+    let home = trantor_mcp::identity::home_dir();
+    let mut any_agent = false;
+    for t in targets(&home) {
+        let on_path = find_on_path(t.binary);
+        any_agent |= on_path.is_some();
+        let wiring = inspect(&t);
+        let (ok, detail, fix) = match (&on_path, wiring) {
+            (None, Wiring::Missing) => (true, "not installed".to_string(), None),
+            (_, Wiring::Ours(cmd)) => {
+                let exists = std::path::Path::new(&cmd).is_absolute()
+                    && std::path::Path::new(&cmd).exists()
+                    || find_on_path(&cmd).is_some();
+                let found = on_path
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|| "not on PATH".into());
+                if exists {
+                    (
+                        true,
+                        format!("{found}; loads `{cmd} mcp` ({})", t.path.display()),
+                        None,
+                    )
+                } else {
+                    (
+                        false,
+                        format!("{found}; its trantor entry runs {cmd}, which no longer exists"),
+                        Some(format!("trantor connect --only {}", t.name)),
+                    )
+                }
+            }
+            (_, Wiring::Foreign(cmd)) => (
+                false,
+                format!("its `trantor` MCP entry runs `{cmd}`, not `trantor mcp`"),
+                Some(format!("trantor connect --only {} --force", t.name)),
+            ),
+            (_, Wiring::Broken(e)) => (false, e, Some(format!("repair {}", t.path.display()))),
+            (Some(p), Wiring::Missing) => (
+                false,
+                format!("{} is installed but does not load trantor mcp", p.display()),
+                Some(format!("trantor connect --only {}", t.name)),
+            ),
+        };
+        checks.push(Check {
+            name: t.label.into(),
+            ok,
+            detail,
+            fix,
+        });
+    }
+    for name in OTHER_AGENTS {
+        if let Some(p) = find_on_path(name) {
+            any_agent = true;
+            checks.push(Check {
+                name: name.into(),
+                ok: true,
+                detail: format!(
+                    "{} (runner driver; its MCP is configured by the runner)",
+                    p.display()
+                ),
+                fix: None,
+            });
+        }
+    }
+    if !any_agent {
+        checks.push(Check {
+            name: "agents".into(),
+            ok: true,
+            detail: "no agent CLI on PATH: `trantor demo` still works, and any CLI runs through the command driver (CREW_COMMAND)".into(),
+            fix: None,
+        });
+    }
+
+    let problems = checks.iter().filter(|c| !c.ok).count();
+    if a.common.json {
+        print_json(&json!({
+            "ok": problems == 0,
+            "session": id.session,
+            "project": id.project,
+            "hub": id.hub_url,
+            "checks": checks.iter().map(Check::json).collect::<Vec<_>>(),
+        }))?;
+    } else {
+        for c in &checks {
+            say!(
+                "{} {:<12} {}",
+                if c.ok { "✓" } else { "✗" },
+                c.name,
+                c.detail
+            );
+            if let Some(f) = &c.fix {
+                say!("  {:<12} fix: {f}", "");
+            }
+        }
+        if problems == 0 {
+            say!("all good");
+        } else {
+            say!("{problems} problem(s)");
+        }
+    }
+    Ok(ExitCode::from(if hub_down {
+        3
+    } else if problems > 0 {
+        1
+    } else {
+        0
+    }))
+}

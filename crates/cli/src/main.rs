@@ -41,6 +41,7 @@ fn init_tracing(stderr_only: bool) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false);
     // `stderr_only` is the same writer today; it documents that stdout must stay clean for
     // the MCP protocol and for `--json` output.

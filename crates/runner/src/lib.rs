@@ -8,19 +8,27 @@
 //! ([`ledger`]), the CLI drivers ([`drivers`]) and the periphery (worktree, snapshot, watchdog,
 //! release restart, docker janitor, nudge ledger).
 
+pub mod boot;
+pub mod bus;
 pub mod classify;
 pub mod config;
+pub mod deliver;
 pub mod drivers;
 pub mod fsx;
+pub mod gitx;
+pub mod hubio;
 pub mod ledger;
 pub mod park;
 pub mod paths;
 pub mod pending;
+pub mod poll;
 pub mod prompt;
 pub mod receipt;
 pub mod redact;
+pub mod seat;
 pub mod session;
 pub mod turn;
+pub mod turnflow;
 pub mod wake;
 
 pub mod docker;
@@ -56,6 +64,22 @@ pub struct RunnerArgs {
 }
 
 /// Run the seat daemon until interrupted.
-pub async fn run(_args: RunnerArgs) -> anyhow::Result<()> {
-    anyhow::bail!("the runner is not built yet")
+pub async fn run(args: RunnerArgs) -> anyhow::Result<()> {
+    // First, before anything reads the environment: a release boot's state leaves the env here.
+    let release_state = release::take_release_state();
+    let cfg = config::Config::resolve(&args, &config::ProcessEnv)?;
+    let mut seat = boot::boot(cfg, release_state).await?;
+    let bus = seat.bus.clone();
+    tokio::select! {
+        r = seat.run_loop() => {
+            bus.flush(std::time::Duration::from_secs(5)).await;
+            r
+        }
+        sig = boot::shutdown_signal() => {
+            tracing::info!("{sig} — stopping the seat (the queue is on disk)");
+            turn::stop_current_turn().await;
+            bus.flush(std::time::Duration::from_secs(3)).await;
+            Ok(())
+        }
+    }
 }

@@ -32,6 +32,29 @@ const DRAIN: Duration = Duration::from_secs(3);
 /// The backstop fires this long after the last possible box deadline.
 const BACKSTOP_MARGIN: Duration = Duration::from_secs(30);
 
+/// The process group of the turn running now (0 = none), so a stopping runner can end it: the
+/// CLI leads its own group and would otherwise outlive the runner.
+static CURRENT_GROUP: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// End the running turn's process group (SIGTERM, then SIGKILL after a grace), if any.
+pub async fn stop_current_turn() {
+    let pid = CURRENT_GROUP.swap(0, std::sync::atomic::Ordering::SeqCst);
+    if pid == 0 {
+        return;
+    }
+    signal_group(pid, Signal::SIGTERM);
+    for _ in 0..30 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let alive = i32::try_from(pid)
+            .ok()
+            .is_some_and(|p| killpg(Pid::from_raw(p), None).is_ok());
+        if !alive {
+            return;
+        }
+    }
+    signal_group(pid, Signal::SIGKILL);
+}
+
 /// Everything needed to run one turn.
 #[derive(Debug, Clone)]
 pub struct TurnSpec {
@@ -245,6 +268,7 @@ pub async fn run_turn(spec: TurnSpec, events: UnboundedSender<TurnEvent>) -> Tur
         }
     };
     let pid = child.id().unwrap_or(0);
+    CURRENT_GROUP.store(pid, std::sync::atomic::Ordering::SeqCst);
     let _ = events.send(TurnEvent::Spawned { pid });
     let readers = [
         child
@@ -392,6 +416,7 @@ pub async fn run_turn(spec: TurnSpec, events: UnboundedSender<TurnEvent>) -> Tur
         );
         signal_group(pid, Signal::SIGKILL);
     }
+    CURRENT_GROUP.store(0, std::sync::atomic::Ordering::SeqCst);
     let (exit, signal) = match status {
         Some(st) => exit_of(st),
         None => (137, Some(9)),

@@ -1,0 +1,248 @@
+//! Boot (runner-behavior.md §2): the seat worktree, the boot row, lessons, the cursor from the
+//! hub's tip (history is never replayed), the booting `/register` and the ready announce, the
+//! restored queue, then a kickoff — or, on a release boot, the restart notice instead.
+
+use crate::bus::Bus;
+use crate::config::{self, Config, ProcessEnv};
+use crate::docker::DockerJanitor;
+use crate::drivers::Driver;
+use crate::hubio::HubReads;
+use crate::ledger::{self, Ledger};
+use crate::paths::Paths;
+use crate::pending::{Owner, Pending};
+use crate::release::{self, ReleaseState, ReleaseWatcher};
+use crate::seat::Seat;
+use crate::{fsx, gitx, worktree};
+use std::time::Duration;
+use trantor_proto::HubClient;
+
+/// Wait for SIGTERM, SIGINT or SIGHUP; returns the signal's name.
+pub async fn shutdown_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        // Without signal handlers the default actions still stop the process.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+        _ = hup.recv() => "SIGHUP",
+    }
+}
+
+/// The hub's tip, retried with a bounded back-off while the hub is unreachable: starting from 0
+/// would replay the whole history as wakes.
+async fn tip(reads: &HubReads, backoff_max: Duration) -> i64 {
+    let mut backoff = Duration::from_secs(1);
+    let mut said = false;
+    loop {
+        if let Some(c) = reads.tip().await {
+            if said {
+                tracing::info!("hub answers — starting at cursor {c}");
+            }
+            return c;
+        }
+        if !said {
+            tracing::warn!(
+                "hub {} unreachable at boot — waiting for it before taking the cursor",
+                reads.hub.base()
+            );
+            said = true;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(backoff_max);
+    }
+}
+
+/// Boot the seat.
+pub async fn boot(cfg: Config, rs: Option<ReleaseState>) -> anyhow::Result<Seat> {
+    std::fs::create_dir_all(cfg.bus_dir.join("logs"))?;
+    let paths = Paths::new(&cfg.bus_dir, &cfg.persona, &cfg.project);
+    let home = config::home(&ProcessEnv);
+    let release = match release::installed_path().and_then(ReleaseWatcher::new) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            tracing::warn!("self-restart is off: {e:#}");
+            None
+        }
+    };
+    let version = release
+        .as_ref()
+        .map(|w| w.running_version().to_string())
+        .unwrap_or_else(|| trantor_proto::VERSION.to_string());
+
+    let (dir, bus_dir, project, persona) = (
+        cfg.dir.clone(),
+        cfg.bus_dir.clone(),
+        cfg.project.clone(),
+        cfg.persona.clone(),
+    );
+    let turn_dir = match tokio::task::spawn_blocking(move || {
+        worktree::ensure_seat_worktree(&dir, &bus_dir, &project, &persona)
+    })
+    .await
+    {
+        Ok(Ok(d)) => d,
+        Ok(Err(e)) => {
+            tracing::warn!("seat worktree: {e:#} — turns run in {}", cfg.dir.display());
+            cfg.dir.clone()
+        }
+        Err(e) => {
+            tracing::warn!("seat worktree: {e} — turns run in {}", cfg.dir.display());
+            cfg.dir.clone()
+        }
+    };
+    let in_git = gitx::is_repo(&turn_dir).await;
+    let canon = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let in_worktree = in_git && canon(&turn_dir) != canon(&cfg.dir);
+
+    let hub = HubClient::new(&cfg.hub_url);
+    let bus = Bus::start(hub.clone(), Duration::from_millis(cfg.hub_backoff_max_ms));
+    let ledger = Ledger::new(&paths.ledger);
+    ledger.append(&ledger::boot_row(
+        &cfg.persona,
+        &cfg.agent,
+        &cfg.project,
+        &cfg.hub_url,
+        &version,
+    ));
+    let driver = Driver::for_name(
+        &cfg.driver,
+        cfg.command.as_deref(),
+        cfg.command_next.as_deref(),
+    );
+    let janitor =
+        DockerJanitor::new(&cfg.bus_dir, &cfg.persona, &cfg.project).with_session(&cfg.session);
+    let reads = HubReads {
+        hub: hub.clone(),
+        session: cfg.session.clone(),
+        project: cfg.project.clone(),
+    };
+    tracing::info!(
+        "seat {} · persona {} · agent {} (driver {}) · project {} · hub {} · turns in {} · version {version}",
+        cfg.session,
+        cfg.persona,
+        cfg.agent,
+        cfg.driver,
+        cfg.project,
+        cfg.hub_url,
+        turn_dir.display()
+    );
+    let mut seat = Seat {
+        owner: Owner {
+            persona: cfg.persona.clone(),
+            agent: cfg.agent.clone(),
+            project: cfg.project.clone(),
+        },
+        runner_id: format!("{}.{}", std::process::id(), trantor_proto::now_ms()),
+        hub_backoff: Duration::from_secs(1),
+        lessons: reads.lessons(&cfg.agent).await,
+        poller: hub,
+        reads,
+        bus,
+        driver,
+        turn_dir,
+        in_worktree,
+        in_git,
+        home,
+        ledger,
+        version,
+        release,
+        janitor: Some(janitor),
+        links: (Vec::new(), None),
+        cursor: 0,
+        turn: 0,
+        sid: String::new(),
+        session_card: 0,
+        retry_at: 0,
+        delivery_fails: 0,
+        no_delivery_retry: false,
+        ask_released: false,
+        last_turn_at: trantor_proto::now_ms(),
+        q: Pending::default(),
+        park: None,
+        park_announced: false,
+        announced: String::new(),
+        consec_fails: 0,
+        cut_chain: Vec::new(),
+        last_cut: false,
+        last_stalled: false,
+        hub_down: None,
+        hub_failures: 0,
+        paths,
+        cfg,
+    };
+
+    seat.cursor = match &rs {
+        Some(s) => s.cursor,
+        None => {
+            tip(
+                &seat.reads,
+                Duration::from_millis(seat.cfg.hub_backoff_max_ms),
+            )
+            .await
+        }
+    };
+    seat.register_status("crew member booting");
+    let model = if seat.cfg.model.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", seat.cfg.model)
+    };
+    seat.broadcast(format!(
+        "{} reporting — ready for a contract{model}",
+        seat.cfg.agent
+    ));
+
+    seat.q = Pending::load(&seat.paths.pending);
+    let shed = seat.refilter_restored();
+    if shed > 0 {
+        tracing::info!("{shed} restored message(s) no longer qualify — shed");
+        seat.save_pending(false);
+    }
+    if rs.is_none() {
+        // A park belongs to the runner that made it; a fresh boot re-parks if it must.
+        fsx::remove(&seat.paths.park);
+    }
+    if let Some(s) = &rs {
+        seat.turn = s.turn;
+        seat.sid = s.sid.clone();
+        seat.session_card = s.session_card;
+        seat.retry_at = s.retry_at;
+        seat.delivery_fails = s.delivery_fails;
+        seat.no_delivery_retry = s.no_delivery_retry;
+        seat.ask_released = s.ask_released;
+        if s.last_turn_at > 0 {
+            seat.last_turn_at = s.last_turn_at;
+        }
+    }
+    if !seat.q.seen.is_empty() {
+        tracing::info!(
+            "{} consumed message id(s) restored — the poll keeps standing down on them",
+            seat.q.seen.len()
+        );
+    }
+    if seat.q.ask != 0 {
+        tracing::info!(
+            "holding for the answer to ask #{} (to {})",
+            seat.q.ask,
+            seat.q.ask_to
+        );
+    }
+    if !seat.q.wake.is_empty() {
+        tracing::info!(
+            "{} message(s) survived from a previous run — redelivering",
+            seat.q.wake.len()
+        );
+    }
+    if rs.is_none() {
+        seat.kickoff().await;
+    } else {
+        seat.announce_restart();
+    }
+    Ok(seat)
+}

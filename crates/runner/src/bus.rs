@@ -1,0 +1,176 @@
+//! The seat's outbound bus traffic: one background task that posts `/register` and `/send`
+//! calls in order, off the wake path.
+//!
+//! A `/send` (receipts, notices, announcements) that meets an unreachable hub is kept and
+//! retried with a bounded back-off until the hub answers, so a hub outage loses no receipt; a
+//! hub that *refuses* a send (4xx) is logged and the send dropped. A `/register` is a presence
+//! touch: one attempt, errors swallowed, since a later touch supersedes it.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use trantor_proto::{HubClient, RegisterRequest, SendRequest};
+
+/// Sends queued while the hub is down, at most; the oldest go first when over.
+const QUEUE_CAP: usize = 1000;
+
+enum Out {
+    Register(Box<RegisterRequest>),
+    Send {
+        req: Box<SendRequest>,
+        outcome: bool,
+        op: String,
+    },
+    Flush(oneshot::Sender<()>),
+}
+
+/// A handle to the writer task.
+#[derive(Clone)]
+pub struct Bus {
+    tx: mpsc::UnboundedSender<Out>,
+    outcomes: Arc<Mutex<HashSet<i64>>>,
+    op_prefix: Arc<str>,
+    op_seq: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl std::fmt::Debug for Bus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Bus")
+    }
+}
+
+impl Bus {
+    /// Start the writer for `hub`; `backoff_max` bounds the retry interval.
+    pub fn start(hub: HubClient, backoff_max: Duration) -> Bus {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let outcomes = Arc::new(Mutex::new(HashSet::new()));
+        tokio::spawn(writer(hub, rx, outcomes.clone(), backoff_max));
+        // Each send carries an idempotency key, so a retry after a lost reply never posts twice.
+        let op_prefix: Arc<str> =
+            format!("runner-{}-{}", std::process::id(), trantor_proto::now_ms()).into();
+        Bus {
+            tx,
+            outcomes,
+            op_prefix,
+            op_seq: Arc::default(),
+        }
+    }
+
+    /// Queue a `/register` (presence and phase).
+    pub fn register(&self, req: RegisterRequest) {
+        let _ = self.tx.send(Out::Register(Box::new(req)));
+    }
+
+    /// Queue a `/send`.
+    pub fn send(&self, req: SendRequest) {
+        self.queue(req, false);
+    }
+
+    fn queue(&self, req: SendRequest, outcome: bool) {
+        let n = self
+            .op_seq
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let _ = self.tx.send(Out::Send {
+            req: Box::new(req),
+            outcome,
+            op: format!("{}-{n}", self.op_prefix),
+        });
+    }
+
+    /// Queue a `/send` whose id is remembered as one of this runner's outcome notices (so a
+    /// bare acknowledgement of it is a receipt, not a wake).
+    pub fn send_outcome(&self, req: SendRequest) {
+        self.queue(req, true);
+    }
+
+    /// Wait (up to `within`) until everything queued so far has been posted.
+    pub async fn flush(&self, within: Duration) {
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send(Out::Flush(tx)).is_ok() {
+            let _ = tokio::time::timeout(within, rx).await;
+        }
+    }
+
+    /// The ids of this runner's outcome notices.
+    pub fn sent_outcomes(&self) -> HashSet<i64> {
+        self.outcomes.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}
+
+async fn writer(
+    hub: HubClient,
+    mut rx: mpsc::UnboundedReceiver<Out>,
+    outcomes: Arc<Mutex<HashSet<i64>>>,
+    backoff_max: Duration,
+) {
+    let reg_hub = hub.clone().with_timeout(Duration::from_secs(5));
+    let mut backlog: std::collections::VecDeque<Out> = Default::default();
+    let mut backoff = Duration::from_millis(500);
+    let mut down_logged = false;
+    loop {
+        let item = match backlog.pop_front() {
+            Some(i) => i,
+            None => match rx.recv().await {
+                Some(i) => i,
+                None => return,
+            },
+        };
+        match item {
+            Out::Register(req) => {
+                if let Err(e) = reg_hub.register(&req).await {
+                    tracing::debug!("register ({:?}) failed: {e}", req.status);
+                }
+            }
+            Out::Flush(done) => {
+                let _ = done.send(());
+            }
+            Out::Send { req, outcome, op } => match hub
+                .post_with_op::<SendRequest, trantor_proto::SendReply>("/send", &req, &op)
+                .await
+            {
+                Ok(r) => {
+                    backoff = Duration::from_millis(500);
+                    if down_logged {
+                        tracing::info!("hub reachable again — queued bus messages are going out");
+                        down_logged = false;
+                    }
+                    if outcome && let Ok(mut s) = outcomes.lock() {
+                        s.insert(r.id);
+                        // Outcome ids only matter for recent acknowledgements.
+                        if s.len() > 2000 {
+                            let min = s.iter().copied().min().unwrap_or(0);
+                            s.remove(&min);
+                        }
+                    }
+                }
+                Err(e) if e.is_unreachable() || e.status().is_some_and(|s| s >= 500) => {
+                    if !down_logged {
+                        tracing::warn!(
+                            "bus message to {} held: {e} — it will be sent when the hub answers",
+                            req.to.as_deref().unwrap_or("all")
+                        );
+                        down_logged = true;
+                    }
+                    backlog.push_front(Out::Send { req, outcome, op });
+                    // Take what else is queued, in order, so the cap applies to all of it.
+                    while let Ok(i) = rx.try_recv() {
+                        backlog.push_back(i);
+                    }
+                    while backlog.len() > QUEUE_CAP {
+                        backlog.pop_front();
+                        tracing::warn!("bus backlog over {QUEUE_CAP}: oldest message dropped");
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(backoff_max);
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "hub refused a bus message to {}: {e}",
+                        req.to.as_deref().unwrap_or("all")
+                    );
+                }
+            },
+        }
+    }
+}

@@ -1,0 +1,793 @@
+//! Runner drills (issue 3): the real hub, the real `trantor runner`, and a fake agent CLI on
+//! PATH (`tests-compat/fake-agent.sh` under the agent's name, steered between turns through its
+//! control file), on temporary directories and free ports. Every wait is a condition with a
+//! generous deadline; nothing asserts on timing.
+
+mod common;
+
+use common::{GroupChild, Hub, hub_messages, hub_request, hub_send, init_git_repo, wait_until};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const PROJECT: &str = "p";
+const ORCH: &str = "orch:p";
+const LONG: Duration = Duration::from_secs(90);
+
+fn fake_agent() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-compat/fake-agent.sh")
+}
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// One seat under test: its directories, its fake CLI and its runner process.
+struct Seat {
+    tmp: tempfile::TempDir,
+    repo: PathBuf,
+    bus: PathBuf,
+    bin: PathBuf,
+    agent: String,
+    persona: String,
+    runner: Option<GroupChild>,
+    boots: usize,
+}
+
+impl Seat {
+    fn new(agent: &str, persona: &str) -> Seat {
+        assert!(have("python3"), "the fake agent needs python3");
+        let tmp = tempfile::tempdir().expect("tmp");
+        let repo = tmp.path().join("repo");
+        init_git_repo(&repo);
+        let bin = tmp.path().join("bin");
+        std::fs::create_dir_all(&bin).expect("bin");
+        std::os::unix::fs::symlink(fake_agent(), bin.join(agent)).expect("fake agent");
+        std::fs::create_dir_all(tmp.path().join("home")).expect("home");
+        Seat {
+            bus: tmp.path().join("bus"),
+            repo,
+            bin,
+            agent: agent.into(),
+            persona: persona.into(),
+            runner: None,
+            boots: 0,
+            tmp,
+        }
+    }
+
+    fn session(&self) -> String {
+        format!("{}:{PROJECT}", self.persona)
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.tmp.path().join("fake.jsonl")
+    }
+
+    fn control(&self, text: &str) {
+        std::fs::write(self.tmp.path().join("ctl"), text).expect("control");
+    }
+
+    fn runner_log(&self) -> String {
+        (1..=self.boots)
+            .map(|n| {
+                std::fs::read_to_string(self.tmp.path().join(format!("runner-{n}.log")))
+                    .unwrap_or_default()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn start(&mut self, hub_url: &str) {
+        self.boots += 1;
+        let log = std::fs::File::create(self.tmp.path().join(format!("runner-{}.log", self.boots)))
+            .expect("log");
+        let path = format!(
+            "{}:{}",
+            self.bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut cmd = Command::new(common::bin());
+        cmd.arg("runner")
+            .arg(&self.agent)
+            .arg(&self.repo)
+            .env("PATH", path)
+            .env("HOME", self.tmp.path().join("home"))
+            .env("AGENT_BUS_DIR", &self.bus)
+            .env_remove("RELAY_DATA_DIR")
+            .env_remove("CREW_AGENT")
+            .env_remove("CREW_SWAP_AGENT")
+            .env_remove("RUNNER_SESSION")
+            .env("RELAY_URL", hub_url)
+            .env("RELAY_PROJECT", PROJECT)
+            .env("RELAY_HOST_ID", "orch")
+            .env("FAKE_AGENT_LOG", self.log_path())
+            .env("FAKE_AGENT_CONTROL", self.tmp.path().join("ctl"))
+            .env("TRANTOR_POLL_HOLD_S", "3")
+            .env("TRANTOR_NO_DESKTOP_NOTIFY", "1")
+            .env("TRANTOR_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log);
+        if self.persona != self.agent {
+            cmd.env("CREW_PERSONA", &self.persona);
+        } else {
+            cmd.env_remove("CREW_PERSONA");
+        }
+        self.runner = Some(GroupChild::spawn(cmd));
+    }
+
+    /// Every call the fake CLI recorded.
+    fn calls(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.log_path())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    fn prompts_with(&self, marker: &str) -> usize {
+        self.calls()
+            .iter()
+            .filter(|c| c["prompt"].as_str().is_some_and(|p| p.contains(marker)))
+            .count()
+    }
+
+    fn ledger(&self) -> Vec<Value> {
+        let path = self
+            .bus
+            .join("logs")
+            .join(format!("{}-{PROJECT}.jsonl", self.persona));
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    fn turn_rows(&self) -> Vec<Value> {
+        self.ledger()
+            .into_iter()
+            .filter(|r| r.get("turn").is_some() && r.get("verdict").is_some())
+            .collect()
+    }
+
+    fn pending(&self) -> Value {
+        let p = self
+            .bus
+            .join(format!("pending-{}-{PROJECT}.json", self.persona));
+        std::fs::read_to_string(p)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(Value::Null)
+    }
+
+    fn pending_wake_ids(&self) -> Vec<i64> {
+        self.pending()["wake"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|m| m["id"].as_i64()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Wait until the kickoff turn has been judged and the seat is back on the bus.
+    fn wait_idle_after(&self, turns: usize) {
+        wait_until(&format!("{turns} turn row(s)"), LONG, || {
+            self.turn_rows().len() >= turns
+        });
+        wait_until("the seat to wait on the bus again", LONG, || {
+            self.runner_log().matches("waiting on the bus as").count() >= self.boots
+        });
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut r) = self.runner.take() {
+            r.kill_group();
+        }
+    }
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        self.kill();
+        // A fake CLI still sleeping in its own process group (a killed-mid-turn drill).
+        if let Ok(pids) = std::fs::read_to_string(self.tmp.path().join("cli-pids")) {
+            for pid in pids.lines().filter_map(|p| p.trim().parse::<i32>().ok()) {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    }
+}
+
+/// Control-file line that records the CLI's pid (it leads its own process group).
+fn record_pid(seat: &Seat) -> String {
+    format!(
+        "echo $$ >> '{}'\n",
+        seat.tmp.path().join("cli-pids").display()
+    )
+}
+
+/// Messages `to` received from `from` whose text contains `marker`.
+fn received(port: u16, to: &str, from: &str, marker: &str) -> Vec<Value> {
+    hub_messages(port, to)
+        .into_iter()
+        .filter(|m| m["from"] == from && m["text"].as_str().is_some_and(|t| t.contains(marker)))
+        .collect()
+}
+
+fn receipts(port: u16, seat: &Seat, to: &str) -> Vec<Value> {
+    received(port, to, &seat.session(), "done on")
+}
+
+fn send(port: u16, body: Value) -> i64 {
+    let (status, reply) = hub_request(port, "POST", "/send", Some(&body)).expect("send");
+    assert!(status < 300, "send failed: {status} {reply}");
+    reply["id"].as_i64().unwrap_or(0)
+}
+
+fn peer(port: u16, session: &str) -> Value {
+    let (_, v) = hub_request(port, "GET", "/peers", None).expect("peers");
+    v["peers"]
+        .as_array()
+        .and_then(|a| a.iter().find(|p| p["session"] == session).cloned())
+        .unwrap_or(Value::Null)
+}
+
+#[test]
+fn drill1_direct_message_runs_one_turn_and_the_sender_gets_the_receipt() {
+    let hub = Hub::start();
+    let mut seat = Seat::new("claude", "claude");
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    let id = hub_send(
+        hub.port,
+        ORCH,
+        "claude:p",
+        PROJECT,
+        "Please implement ZEBRA-42",
+    );
+    wait_until("the receipt", LONG, || {
+        !receipts(hub.port, &seat, ORCH).is_empty()
+    });
+    let r = receipts(hub.port, &seat, ORCH);
+    assert_eq!(r.len(), 1, "{r:#?}");
+    assert_eq!(r[0]["kind"], "receipt");
+    assert_eq!(r[0]["re"].as_i64(), Some(id));
+    assert!(
+        r[0]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("✅ done on claude:p"))
+    );
+    assert_eq!(
+        seat.prompts_with("ZEBRA-42"),
+        1,
+        "one turn carried the message"
+    );
+    let calls = seat.calls();
+    assert_eq!(calls.len(), 2, "kickoff + one turn");
+    // The kickoff is a fresh session; the wake resumes it (`-c`) in the seat worktree.
+    assert_eq!(calls[0]["argv"][0], "-p");
+    assert_eq!(calls[1]["argv"][0], "-c");
+    let cwd = calls[1]["cwd"].as_str().unwrap_or("");
+    assert!(cwd.ends_with("worktrees/p/claude"), "{cwd}");
+    assert_eq!(calls[1]["env"]["RELAY_SESSION"], "claude:p");
+    assert_eq!(calls[1]["env"]["RELAY_AGENT"], "claude");
+    assert_eq!(calls[1]["stdin"], "");
+    // Boot row, turn rows, and the wake consumed.
+    let ledger = seat.ledger();
+    assert_eq!(ledger[0]["boot"], true);
+    assert_eq!(ledger[0]["persona"], "claude");
+    assert!(ledger[0]["pid"].as_u64().is_some() && ledger[0]["version"].is_string());
+    let rows = seat.turn_rows();
+    assert_eq!(
+        rows.last().map(|r| r["outcome"].clone()),
+        Some(json!("completed"))
+    );
+    assert!(seat.pending_wake_ids().is_empty());
+    // The peer row carries persona and agent.
+    let p = peer(hub.port, "claude:p");
+    assert_eq!(p["persona"], "claude", "{p}");
+    assert_eq!(p["agent"], "claude", "{p}");
+}
+
+#[test]
+fn drill2_kill9_mid_turn_redelivers_that_wake_once_then_never_again() {
+    let hub = Hub::start();
+    let mut seat = Seat::new("claude", "claude");
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    seat.control(&format!("{}FAKE_AGENT_SLEEP=60\n", record_pid(&seat)));
+    let id = hub_send(
+        hub.port,
+        ORCH,
+        "claude:p",
+        PROJECT,
+        "KILL9-WAKE: do the thing",
+    );
+    wait_until("the turn to start", LONG, || {
+        seat.prompts_with("KILL9-WAKE") == 1
+    });
+    assert_eq!(
+        seat.pending_wake_ids(),
+        vec![id],
+        "the wake is on disk before the turn"
+    );
+    // kill -9 the runner and its CLI (which leads its own process group).
+    seat.kill();
+    let pids = std::fs::read_to_string(seat.tmp.path().join("cli-pids")).expect("cli pid");
+    for pid in pids.lines().filter_map(|p| p.trim().parse::<i32>().ok()) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    seat.control("");
+    seat.start(&hub.url());
+    wait_until("the redelivered wake's receipt", LONG, || {
+        !receipts(hub.port, &seat, ORCH).is_empty()
+    });
+    assert_eq!(
+        seat.prompts_with("KILL9-WAKE"),
+        2,
+        "killed once, redelivered once"
+    );
+    // Never again: a later wake runs, and the first is not in it or anywhere after.
+    hub_send(hub.port, ORCH, "claude:p", PROJECT, "KILL9-LATER");
+    wait_until("the later receipt", LONG, || {
+        receipts(hub.port, &seat, ORCH).len() >= 2
+    });
+    assert_eq!(seat.prompts_with("KILL9-WAKE"), 2);
+    assert_eq!(seat.prompts_with("KILL9-LATER"), 1);
+    let r = receipts(hub.port, &seat, ORCH);
+    assert_eq!(r.iter().filter(|m| m["re"].as_i64() == Some(id)).count(), 1);
+    assert!(seat.pending_wake_ids().is_empty());
+    // Two boots: a second kickoff ran (a normal boot), and the boot rows say so.
+    assert_eq!(
+        seat.ledger().iter().filter(|r| r["boot"] == true).count(),
+        2
+    );
+}
+
+#[test]
+fn drill4_usage_limit_parks_exhausted_until_the_reset_and_holds_the_wake() {
+    let hub = Hub::start();
+    let mut seat = Seat::new("claude", "claude");
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    seat.control(
+        "FAKE_AGENT_EXIT=1\nFAKE_AGENT_OUTPUT='Error: You have hit your usage limit. Try again in 2 hours.'\n",
+    );
+    let before = trantor_now();
+    let id = hub_send(hub.port, ORCH, "claude:p", PROJECT, "QUOTA-WAKE: build it");
+    let park_file = seat.bus.join("park-claude-p.json");
+    wait_until("the park file", LONG, || park_file.exists());
+    let park: Value =
+        serde_json::from_str(&std::fs::read_to_string(&park_file).expect("park")).expect("json");
+    assert_eq!(park["reason"], "exhausted", "{park}");
+    assert_eq!(park["persona"], "claude");
+    assert_eq!(park["bounded"], false);
+    let until = park["until"].as_i64().expect("until");
+    let two_hours = 2 * 3600 * 1000;
+    assert!(
+        until >= before + two_hours - 60_000 && until <= trantor_now() + two_hours + 60_000,
+        "until {until} is not about two hours out"
+    );
+    assert_eq!(seat.pending_wake_ids(), vec![id], "the wake is held");
+    wait_until("the parked peer row", LONG, || {
+        let p = peer(hub.port, "claude:p");
+        p["status"] == "parked (exhausted)" && p["phase"] == "parked"
+    });
+    wait_until("the park announcement", LONG, || {
+        !received(hub.port, "observer:p", "claude:p", "PARKED").is_empty()
+    });
+    // A second direct message does not end an unbounded park and runs no turn.
+    hub_send(hub.port, ORCH, "claude:p", PROJECT, "QUOTA-SECOND");
+    wait_until("the runner to hold the second message", LONG, || {
+        seat.runner_log().contains("holding the new message")
+    });
+    wait_until("both wakes held on disk", LONG, || {
+        seat.pending_wake_ids().len() == 2
+    });
+    assert_eq!(seat.prompts_with("QUOTA-WAKE"), 1);
+    assert_eq!(seat.prompts_with("QUOTA-SECOND"), 0);
+    let parked = received(hub.port, "observer:p", "claude:p", "PARKED");
+    assert_eq!(parked.len(), 1, "said once on the bus: {parked:#?}");
+    assert!(
+        parked[0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("exhausted"))
+    );
+    assert!(
+        receipts(hub.port, &seat, ORCH).is_empty(),
+        "no done receipt while parked"
+    );
+}
+
+#[test]
+fn drill5_card_moved_to_blocked_consumes_the_wake_and_sends_the_receipt() {
+    let hub = Hub::start();
+    let mut seat = Seat::new("claude", "claude");
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    let (status, card) = hub_request(
+        hub.port,
+        "POST",
+        "/task",
+        Some(
+            &json!({"project": PROJECT, "title": "Build the widget", "status": "doing",
+                     "assignee": "claude:p", "by": ORCH}),
+        ),
+    )
+    .expect("task");
+    assert!(status < 300, "{card}");
+    let card_id = card["task"]["id"].as_i64().expect("card id");
+    // The CLI moves its card to blocked with a note, through the hub, as relay_task_move does.
+    seat.control(&format!(
+        "curl -s -o /dev/null -XPOST \"$RELAY_URL/task/update\" -H 'content-type: application/json' \
+         -d '{{\"id\":{card_id},\"status\":\"blocked\",\"note\":\"need the API name before I can go on\\nsecond line\",\"by\":\"'\"$RELAY_SESSION\"'\"}}'\n"
+    ));
+    let id = hub_send(
+        hub.port,
+        ORCH,
+        "claude:p",
+        PROJECT,
+        &format!("your card #{card_id}: build the widget"),
+    );
+    wait_until("the receipt", LONG, || {
+        !receipts(hub.port, &seat, ORCH).is_empty()
+    });
+    let rows = seat.turn_rows();
+    let last = rows.last().expect("turn row");
+    assert_eq!(last["outcome"], "blocked", "{last}");
+    assert_eq!(
+        last["verdict"],
+        "blocked: need the API name before I can go on"
+    );
+    assert_eq!(last["card"].as_i64(), Some(card_id));
+    let r = receipts(hub.port, &seat, ORCH);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0]["re"].as_i64(), Some(id));
+    assert!(seat.pending_wake_ids().is_empty(), "the wake was consumed");
+    assert_eq!(seat.prompts_with(&format!("your card #{card_id}")), 1);
+}
+
+#[test]
+fn drill6_persona_seat_has_its_own_name_files_branch_and_wakes_on_its_mention() {
+    let hub = Hub::start();
+    let mut seat = Seat::new("claude", "reviewer");
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    // Its own bus name, with persona and agent on the peer row.
+    wait_until("the reviewer peer row", LONG, || {
+        peer(hub.port, "reviewer:p")["persona"] == "reviewer"
+    });
+    let p = peer(hub.port, "reviewer:p");
+    assert_eq!(p["agent"], "claude", "{p}");
+    assert_eq!(peer(hub.port, "claude:p"), Value::Null, "no claude:p seat");
+    // Its own branch and worktree.
+    let branches = common::git_in(&seat.repo, &["branch", "--list", "seat/*"]);
+    assert!(branches.contains("seat/reviewer"), "{branches}");
+    assert!(!branches.contains("seat/claude"), "{branches}");
+    assert!(seat.bus.join("worktrees/p/reviewer").is_dir());
+    // A broadcast contract for someone else does not wake it; one mentioning @reviewer does.
+    send(
+        hub.port,
+        json!({"from": ORCH, "to": "all", "project": PROJECT,
+                          "text": "@claude please take #4 (NOT-FOR-REVIEWER)"}),
+    );
+    let id = send(
+        hub.port,
+        json!({"from": ORCH, "to": "all", "project": PROJECT,
+                                   "text": "@reviewer please review #4 (REVIEW-WAKE)"}),
+    );
+    wait_until("the reviewer's receipt", LONG, || {
+        !receipts(hub.port, &seat, ORCH).is_empty()
+    });
+    assert_eq!(seat.prompts_with("REVIEW-WAKE"), 1);
+    let r = receipts(hub.port, &seat, ORCH);
+    assert_eq!(r[0]["re"].as_i64(), Some(id));
+    assert!(
+        r[0]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("✅ done on reviewer:p"))
+    );
+    let calls = seat.calls();
+    let last = calls.last().expect("call");
+    assert_eq!(last["env"]["RELAY_SESSION"], "reviewer:p");
+    assert_eq!(last["env"]["RELAY_AGENT"], "claude");
+    assert!(
+        last["cwd"]
+            .as_str()
+            .is_some_and(|c| c.ends_with("worktrees/p/reviewer"))
+    );
+    // The non-mention rode along as context, not as a wake.
+    assert_eq!(seat.prompts_with("NOT-FOR-REVIEWER"), 1);
+    assert_eq!(
+        calls
+            .iter()
+            .filter(|c| c["prompt"]
+                .as_str()
+                .is_some_and(|p| p.contains("NEW BUS MESSAGE")
+                    && p.split("NEW BUS MESSAGE")
+                        .nth(1)
+                        .is_some_and(|w| w.contains("NOT-FOR-REVIEWER"))))
+            .count(),
+        0
+    );
+    // Its own files.
+    assert!(seat.bus.join("logs/reviewer-p.jsonl").exists());
+    assert!(seat.bus.join("turnstate-reviewer-p.json").exists());
+    assert!(seat.bus.join("err-reviewer-p.txt").exists());
+    assert!(!seat.bus.join("logs/claude-p.jsonl").exists());
+    assert_eq!(seat.ledger()[0]["persona"], "reviewer");
+    assert_eq!(seat.ledger()[0]["agent"], "claude");
+}
+
+/// Accepts connections on `port` and closes them at once, counting them: a hub that is down
+/// but whose port answers, so every retry of the runner is visible.
+struct Blackhole {
+    count: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Blackhole {
+    fn bind(port: u16) -> Blackhole {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind(("127.0.0.1", port)).expect("blackhole bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (c, s) = (count.clone(), stop.clone());
+        let handle = std::thread::spawn(move || {
+            while !s.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((conn, _)) => {
+                        c.fetch_add(1, Ordering::SeqCst);
+                        drop(conn);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        });
+        Blackhole {
+            count,
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    fn close(mut self) -> usize {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+        self.count.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[test]
+fn drill8_hub_down_for_a_minute_loses_nothing_duplicates_nothing_and_never_spins() {
+    let down_secs: u64 = std::env::var("DRILL_HUB_DOWN_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    let data = tempfile::tempdir().expect("hub data");
+    let port = common::free_port();
+    let mut hub = Hub::start_in(data.path(), port, &[]);
+    let mut seat = Seat::new("claude", "claude");
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    // The hub dies while a turn runs, so the turn ends — and its receipt is due — mid-outage.
+    seat.control("FAKE_AGENT_SLEEP=3\n");
+    let a = hub_send(
+        port,
+        ORCH,
+        "claude:p",
+        PROJECT,
+        "OUTAGE-A: work through the outage",
+    );
+    wait_until("turn A to start", LONG, || {
+        seat.prompts_with("OUTAGE-A") == 1
+    });
+    hub.kill9();
+    let hole = Blackhole::bind(port);
+    std::thread::sleep(Duration::from_secs(down_secs));
+    let attempts = hole.close();
+    let hub = Hub::start_in(data.path(), port, &[]);
+    seat.control("");
+    wait_until(
+        "A's receipt after the outage",
+        Duration::from_secs(120),
+        || !receipts(port, &seat, ORCH).is_empty(),
+    );
+    let b = hub_send(
+        port,
+        ORCH,
+        "claude:p",
+        PROJECT,
+        "OUTAGE-B: after the hub came back",
+    );
+    wait_until("B's receipt", LONG, || {
+        receipts(port, &seat, ORCH).len() >= 2
+    });
+    let r = receipts(port, &seat, ORCH);
+    assert_eq!(
+        r.iter().filter(|m| m["re"].as_i64() == Some(a)).count(),
+        1,
+        "{r:#?}"
+    );
+    assert_eq!(
+        r.iter().filter(|m| m["re"].as_i64() == Some(b)).count(),
+        1,
+        "{r:#?}"
+    );
+    assert_eq!(r.len(), 2);
+    assert_eq!(seat.prompts_with("OUTAGE-A"), 1, "A ran once");
+    assert_eq!(seat.prompts_with("OUTAGE-B"), 1, "B ran once");
+    // Bounded back-off: a handful of attempts per minute, not a busy loop.
+    let per_minute = attempts as f64 * 60.0 / down_secs.max(1) as f64;
+    assert!(attempts >= 1, "the runner never retried");
+    assert!(
+        per_minute <= 40.0,
+        "{attempts} connection attempts in {down_secs}s"
+    );
+    assert!(seat.runner_log().contains("hub unreachable"));
+    assert_eq!(
+        seat.runner_log().matches("hub unreachable (").count(),
+        1,
+        "said once"
+    );
+    drop(hub);
+}
+
+#[test]
+fn wake_false_and_unmentioned_broadcasts_ride_along_as_context() {
+    let hub = Hub::start();
+    let mut seat = Seat::new("claude", "claude");
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    send(
+        hub.port,
+        json!({"from": ORCH, "to": "claude:p", "project": PROJECT,
+                          "text": "CTX-NOWAKE: fyi only", "wake": false}),
+    );
+    send(
+        hub.port,
+        json!({"from": ORCH, "to": "all", "project": PROJECT,
+                          "text": "CTX-BCAST: contract #3 for whoever"}),
+    );
+    send(
+        hub.port,
+        json!({"from": ORCH, "to": "claude:p", "project": PROJECT,
+                          "text": "CTX-STATUS", "kind": "status"}),
+    );
+    wait_until("the runner to batch the context", LONG, || {
+        seat.pending()["bcast"]
+            .as_array()
+            .is_some_and(|a| a.len() >= 2)
+    });
+    assert_eq!(seat.calls().len(), 1, "nothing woke the seat");
+    hub_send(hub.port, ORCH, "claude:p", PROJECT, "CTX-REAL: now do it");
+    wait_until("the receipt", LONG, || {
+        !receipts(hub.port, &seat, ORCH).is_empty()
+    });
+    let calls = seat.calls();
+    assert_eq!(calls.len(), 2);
+    let prompt = calls[1]["prompt"].as_str().unwrap_or("");
+    let (context, wake) = prompt.split_once("NEW BUS MESSAGE").expect("wake section");
+    assert!(context.contains("CTX-NOWAKE") && context.contains("CTX-BCAST"));
+    assert!(wake.contains("CTX-REAL") && !wake.contains("CTX-NOWAKE"));
+    // A direct status note never wakes; it rides along as context like the others.
+    assert!(context.contains("CTX-STATUS") && !wake.contains("CTX-STATUS"));
+    assert_eq!(receipts(hub.port, &seat, ORCH).len(), 1);
+}
+
+#[test]
+fn cross_project_wakes_are_refused_once_unless_linked() {
+    let hub = Hub::start();
+    let mut seat = Seat::new("claude", "claude");
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    hub_send(
+        hub.port,
+        "orch:other",
+        "claude:p",
+        "other",
+        "XPROJ-1: do our work",
+    );
+    wait_until("the refusal", LONG, || {
+        !received(hub.port, "orch:other", "claude:p", "cross-project").is_empty()
+    });
+    let refusals = received(hub.port, "orch:other", "claude:p", "cross-project");
+    assert_eq!(refusals.len(), 1);
+    assert!(
+        refusals[0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("trantor policy link p other"))
+    );
+    assert_eq!(seat.prompts_with("XPROJ-1"), 0);
+    assert!(
+        seat.pending_wake_ids().is_empty(),
+        "a refused wake is not queued"
+    );
+    // Linked projects may wake each other.
+    let (status, _) = hub_request(
+        hub.port,
+        "POST",
+        "/policy",
+        Some(&json!({"link": {"projects": ["p", "other"], "reason": "drill"}, "by": "operator"})),
+    )
+    .expect("policy");
+    assert!(status < 300);
+    // The links are cached for a minute; a fresh runner reads them at its first foreign wake.
+    seat.kill();
+    seat.start(&hub.url());
+    seat.wait_idle_after(2);
+    hub_send(
+        hub.port,
+        "orch:other",
+        "claude:p",
+        "other",
+        "XPROJ-2: linked now",
+    );
+    wait_until("the linked wake's receipt", LONG, || {
+        !receipts(hub.port, &seat, "orch:other").is_empty()
+    });
+    assert_eq!(seat.prompts_with("XPROJ-2"), 1);
+    assert_eq!(seat.prompts_with("XPROJ-1"), 0);
+    assert_eq!(
+        received(hub.port, "orch:other", "claude:p", "cross-project").len(),
+        1
+    );
+}
+
+#[test]
+fn pending_queue_caps_at_fifty_and_says_so_loudly() {
+    let hub = Hub::start();
+    let mut seat = Seat::new("claude", "claude");
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    // Park the seat (quota) so wakes pile up without turns.
+    seat.control("FAKE_AGENT_EXIT=1\nFAKE_AGENT_OUTPUT='429 Too Many Requests: rate limit, try again in 3 hours'\n");
+    hub_send(hub.port, ORCH, "claude:p", PROJECT, "CAP-0");
+    wait_until("the park", LONG, || {
+        seat.bus.join("park-claude-p.json").exists()
+    });
+    let mut last = 0;
+    for i in 1..=54 {
+        last = hub_send(hub.port, ORCH, "claude:p", PROJECT, &format!("CAP-{i}"));
+    }
+    wait_until("the newest wake on disk", LONG, || {
+        seat.pending_wake_ids().last() == Some(&last)
+    });
+    let ids = seat.pending_wake_ids();
+    assert_eq!(ids.len(), 50, "capped at 50");
+    let dropped: usize = received(hub.port, "observer:p", "claude:p", "queue hit its 50 cap")
+        .iter()
+        .filter_map(|m| {
+            m["text"]
+                .as_str()
+                .and_then(|t| t.split("dropped ").nth(1))
+                .and_then(|t| t.split(' ').next())
+                .and_then(|n| n.parse::<usize>().ok())
+        })
+        .sum();
+    assert_eq!(dropped, 5, "55 held, 5 dropped, each drop announced");
+    assert!(seat.runner_log().contains("queue hit its 50 cap"));
+}
+
+fn trantor_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -29,6 +29,9 @@ use tokio::time::Instant;
 const CAPTURE_CAP: usize = 256 * 1024;
 /// How long the readers may drain after the CLI exited.
 const DRAIN: Duration = Duration::from_secs(3);
+/// Between a committed cut snapshot and the SIGTERM: the CLI is still alive, and a moment lets
+/// whatever watches the branch (the agent itself, its hooks, a drill) see the work saved.
+const SNAPSHOT_SETTLE: Duration = Duration::from_millis(1000);
 /// The backstop fires this long after the last possible box deadline.
 const BACKSTOP_MARGIN: Duration = Duration::from_secs(30);
 
@@ -361,6 +364,9 @@ pub async fn run_turn(spec: TurnSpec, events: UnboundedSender<TurnEvent>) -> Tur
             let hard = backstop_at.unwrap_or_else(|| Instant::now() + BACKSTOP_MARGIN);
             let cut_seq = async {
                 let snap = snapshot(&spec, why).await;
+                if matches!(snap, Some(SnapshotOutcome::Committed { .. })) {
+                    tokio::time::sleep(SNAPSHOT_SETTLE).await;
+                }
                 signal_group(pid, Signal::SIGTERM);
                 let st = match tokio::time::timeout(spec.kill_grace, child.wait()).await {
                     Ok(st) => st.ok(),

@@ -63,12 +63,12 @@ pub fn home_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
-/// The bus directory: `AGENT_BUS_DIR`, else `~/.agent-bus`.
-///
-/// The runner keeps its park, err, pending and ledger files here and `trantor up` keeps seat
-/// logs here.
+/// The bus directory: `AGENT_BUS_DIR`, else `RELAY_DATA_DIR`, else `~/.agent-bus` — the same
+/// answer the runner gives, so the runner's park, err and ledger files, `trantor up`'s seat
+/// records and the client config all sit in one place.
 pub fn bus_dir() -> PathBuf {
     env_nonempty("AGENT_BUS_DIR")
+        .or_else(|| env_nonempty("RELAY_DATA_DIR"))
         .map(PathBuf::from)
         .unwrap_or_else(|| home_dir().join(".agent-bus"))
 }

@@ -25,6 +25,8 @@ mod bus;
 mod connect;
 mod doctor;
 mod lessons;
+mod lifecycle;
+mod seats;
 mod table;
 
 use std::process::ExitCode;
@@ -55,6 +57,15 @@ pub enum Command {
     /// Check the set-up: hub, store, agent CLIs and whether each loads `trantor mcp`.
     #[command(after_long_help = doctor::DOCTOR_HELP)]
     Doctor(doctor::DoctorArgs),
+    /// Start seats for this project: `trantor up claude codex:gpt-5`.
+    #[command(after_long_help = lifecycle::UP_HELP)]
+    Up(lifecycle::UpArgs),
+    /// Stop this project's seats (or the named ones, or every project's with --all).
+    #[command(after_long_help = lifecycle::DOWN_HELP)]
+    Down(lifecycle::DownArgs),
+    /// Explain from evidence why a seat is (not) answering.
+    #[command(after_long_help = lifecycle::SEAT_WHY_HELP)]
+    SeatWhy(lifecycle::SeatWhyArgs),
     /// Register `trantor mcp` with the agent CLIs found here (Claude Code, Codex, OpenCode, Kimi).
     #[command(after_long_help = connect::CONNECT_HELP)]
     Connect(connect::ConnectArgs),
@@ -194,6 +205,9 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Lessons(a) => lessons::lessons(a).await,
         Command::Connect(a) => connect::connect(a).await,
         Command::Doctor(a) => doctor::doctor(a).await,
+        Command::Up(a) => lifecycle::up(a).await,
+        Command::Down(a) => lifecycle::down(a).await,
+        Command::SeatWhy(a) => lifecycle::seat_why(a).await,
     };
     match result {
         Ok(code) => Ok(code),

@@ -19,7 +19,8 @@ const SENDER: &str = "boss:drill";
 const LONG: Duration = Duration::from_secs(120);
 
 /// The fake agent CLI. Each turn copies its prompt to `$DRILL_STATE/prompt-N.txt` and notes a
-/// leaked `CREW_RELEASE_STATE`. A prompt carrying `DRILL3-HANG` (and not the follow-up text)
+/// leaked `CREW_RELEASE_STATE`. A `DRILL7-MIDTURN` prompt holds the turn open until the drill
+/// creates `midturn-go`. A prompt carrying `DRILL3-HANG` (and not the follow-up text)
 /// writes one file in the worktree and hangs, noting whether it could still see the WIP commit
 /// land on its branch while alive — the proof that the snapshot comes before the kill.
 const FAKE_CLI: &str = r#"#!/bin/sh
@@ -31,6 +32,11 @@ n=$((n + 1))
 : > "$S/turns/$n"
 cp "$P" "$S/prompt-$n.txt"
 if env | grep -q '^CREW_RELEASE_STATE='; then : > "$S/leak-$n"; fi
+if grep -q 'DRILL7-MIDTURN' "$P"; then
+  : > "$S/midturn-started"
+  i=0
+  while [ ! -f "$S/midturn-go" ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+fi
 if grep -q 'DRILL3-HANG' "$P" && ! grep -q 'cut at the time box' "$P"; then
   echo "half done" > hang-file.txt
   while :; do
@@ -357,5 +363,95 @@ fn drill7_newer_install_is_execd_in_place_and_a_downgrade_is_not() {
         "CREW_RELEASE_STATE leaked into a CLI turn"
     );
     assert_eq!(runner.pid(), pid);
+    assert!(runner.alive(), "runner died:\n{}", d.log());
+}
+
+#[test]
+fn drill7b_a_mid_turn_bump_waits_for_the_turn_and_a_held_wake_runs_once_on_the_new_image() {
+    let d = Drill::new();
+    let inst = d.tmp.path().join("inst");
+    std::fs::create_dir_all(&inst).expect("inst");
+    let installed = inst.join("trantor");
+    install_wrapper(&installed, "0.1.0");
+    let mut runner = d.runner(&installed, &[]);
+    let pid = runner.pid();
+    let turn_rows = |d: &Drill| -> usize {
+        d.ledger_rows()
+            .iter()
+            .filter(|r| r.get("turn").is_some() && r.get("verdict").is_some())
+            .count()
+    };
+    wait_until("the kickoff turn row", LONG, || turn_rows(&d) >= 1);
+
+    // A bump while a turn runs cannot exec: the turn finishes on the old image first.
+    hub_send(
+        d.hub.port,
+        SENDER,
+        SESSION,
+        PROJECT,
+        "DRILL7-MIDTURN: hold on",
+    );
+    wait_until("the held-open turn", LONG, || {
+        d.state.join("midturn-started").exists()
+    });
+    install_wrapper(&installed, "0.2.0");
+    std::fs::write(d.state.join("midturn-go"), "").expect("go");
+    wait_until("the mid-turn wake's receipt", LONG, || d.receipts() >= 1);
+    wait_until("the restart after the turn", LONG, || {
+        d.restart_notices() >= 1
+    });
+
+    // A wake that arrives while a newer install waits is held across the exec and delivered
+    // exactly once, by the new image.
+    install_wrapper(&installed, "0.3.0");
+    hub_send(
+        d.hub.port,
+        SENDER,
+        SESSION,
+        PROJECT,
+        "DRILL7-HELD: for the new image",
+    );
+    wait_until("the held wake's receipt", LONG, || d.receipts() >= 2);
+    wait_until("the second restart", LONG, || d.restart_notices() >= 2);
+
+    let rows = d.ledger_rows();
+    let index = |pred: &dyn Fn(&serde_json::Value) -> bool| rows.iter().position(pred);
+    let restarts: Vec<usize> = rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| {
+            r["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("runner restarted onto"))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(restarts.len(), 2, "{rows:#?}");
+    assert_eq!(rows[restarts[0]]["text"], "runner restarted onto 0.2.0");
+    assert_eq!(rows[restarts[1]]["text"], "runner restarted onto 0.3.0");
+    let midturn = index(&|r| r["turn"] == 2 && r.get("verdict").is_some()).expect("turn 2 row");
+    let held = index(&|r| r["turn"] == 3 && r.get("verdict").is_some()).expect("turn 3 row");
+    assert!(
+        midturn < restarts[0],
+        "the mid-turn bump waited for the turn:\n{rows:#?}"
+    );
+    assert!(
+        held > restarts[1],
+        "the held wake ran on the new image:\n{rows:#?}"
+    );
+    let boots: Vec<&serde_json::Value> = rows.iter().filter(|r| r["boot"] == true).collect();
+    assert_eq!(boots.len(), 3, "{rows:#?}");
+    assert!(
+        boots
+            .iter()
+            .all(|b| b["pid"].as_u64() == Some(u64::from(pid)))
+    );
+    assert_eq!(d.prompts_with("DRILL7-MIDTURN"), 1);
+    assert_eq!(
+        d.prompts_with("DRILL7-HELD"),
+        1,
+        "the held wake ran exactly once"
+    );
+    assert_eq!(d.prompts_with("DRILL-KICKOFF"), 1, "no second kickoff");
     assert!(runner.alive(), "runner died:\n{}", d.log());
 }

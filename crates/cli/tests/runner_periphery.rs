@@ -47,9 +47,77 @@ fi
 echo "turn $n done"
 "#;
 
+/// The hub a drill runs against: ours, or the original JavaScript hub (npm `trantor@0.18.72`).
+enum DrillHub {
+    Ours(Hub),
+    Original { port: u16, _proc: GroupChild },
+}
+
+impl DrillHub {
+    fn port(&self) -> u16 {
+        match self {
+            DrillHub::Ours(h) => h.port,
+            DrillHub::Original { port, .. } => *port,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port())
+    }
+}
+
+/// The original package, installed once per machine by `tests-compat/install-original.sh`
+/// (idempotent); `None` with a SKIP line when node, npm or the registry is unavailable.
+fn original_package() -> Option<PathBuf> {
+    static PKG: std::sync::Mutex<Option<Option<PathBuf>>> = std::sync::Mutex::new(None);
+    let mut slot = PKG.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(got) = slot.as_ref() {
+        return got.clone();
+    }
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests-compat/install-original.sh");
+    let dir = std::env::temp_dir().join("trantor-orig-0.18.72");
+    let got = Command::new("bash")
+        .arg(&script)
+        .arg(&dir)
+        .arg("0.18.72")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+        .filter(|p| p.join("hub.mjs").is_file());
+    if got.is_none() {
+        println!("SKIP: the original trantor@0.18.72 hub is unavailable (node/npm/registry)");
+    }
+    *slot = Some(got.clone());
+    got
+}
+
+fn start_original_hub(pkg: &Path, data: &Path) -> DrillHub {
+    std::fs::create_dir_all(data).expect("data");
+    let port = common::free_port();
+    let log = std::fs::File::create(data.join("hub.log")).expect("log");
+    let mut cmd = Command::new("node");
+    cmd.arg(pkg.join("hub.mjs"))
+        .env("RELAY_PORT", port.to_string())
+        .env("RELAY_HOST", "127.0.0.1")
+        .env("RELAY_DATA_DIR", data)
+        .env("HOME", data)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log);
+    let proc = GroupChild::spawn(cmd);
+    wait_until("the original hub", LONG, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    DrillHub::Original { port, _proc: proc }
+}
+
 struct Drill {
     tmp: tempfile::TempDir,
-    hub: Hub,
+    hub: DrillHub,
     repo: PathBuf,
     bus: PathBuf,
     state: PathBuf,
@@ -57,9 +125,23 @@ struct Drill {
 }
 
 impl Drill {
+    /// A drill against our hub.
     fn new() -> Drill {
+        Drill::with_hub(None).expect("our hub")
+    }
+
+    /// A drill against the original hub; `None` (skip) when it cannot be had.
+    fn on_original_hub() -> Option<Drill> {
+        let pkg = original_package()?;
+        Drill::with_hub(Some(&pkg))
+    }
+
+    fn with_hub(original: Option<&Path>) -> Option<Drill> {
         let tmp = tempfile::tempdir().expect("tmp");
-        let hub = Hub::start();
+        let hub = match original {
+            None => DrillHub::Ours(Hub::start()),
+            Some(pkg) => start_original_hub(pkg, &tmp.path().join("hub")),
+        };
         let repo = tmp.path().join("repo");
         init_git_repo(&repo);
         let bus = tmp.path().join("bus");
@@ -68,14 +150,14 @@ impl Drill {
         std::fs::create_dir_all(tmp.path().join("home")).expect("home");
         let fake = tmp.path().join("fake-agent.sh");
         write_exec(&fake, FAKE_CLI);
-        Drill {
+        Some(Drill {
             tmp,
             hub,
             repo,
             bus,
             state,
             fake,
-        }
+        })
     }
 
     /// `<program> runner command <repo>` with the drill's environment plus `extra`.
@@ -126,7 +208,7 @@ impl Drill {
 
     /// Receipts the sender got from the seat.
     fn receipts(&self) -> usize {
-        hub_messages(self.hub.port, SENDER)
+        hub_messages(self.hub.port(), SENDER)
             .iter()
             .filter(|m| {
                 m["from"] == SESSION && m["text"].as_str().is_some_and(|t| t.contains("done on"))
@@ -147,7 +229,7 @@ impl Drill {
     }
 
     fn restart_notices(&self) -> usize {
-        hub_messages(self.hub.port, "observer:drill")
+        hub_messages(self.hub.port(), "observer:drill")
             .iter()
             .filter(|m| {
                 m["text"]
@@ -185,7 +267,17 @@ fn install_wrapper(path: &Path, version: &str) {
 
 #[test]
 fn drill3_cut_at_the_box_snapshots_before_the_kill_then_one_follow_up() {
-    let d = Drill::new();
+    drill3(Drill::new());
+}
+
+#[test]
+fn drill3_cut_at_the_box_snapshots_before_the_kill_then_one_follow_up_on_the_original_hub() {
+    if let Some(d) = Drill::on_original_hub() {
+        drill3(d);
+    }
+}
+
+fn drill3(d: Drill) {
     let mut runner = d.runner(
         &common::bin(),
         &[
@@ -208,7 +300,7 @@ fn drill3_cut_at_the_box_snapshots_before_the_kill_then_one_follow_up() {
     });
 
     hub_send(
-        d.hub.port,
+        d.hub.port(),
         SENDER,
         SESSION,
         PROJECT,
@@ -248,7 +340,7 @@ fn drill3_cut_at_the_box_snapshots_before_the_kill_then_one_follow_up() {
     // Exactly one follow-up: a later wake runs after the chain, and by then no second
     // follow-up or second hung turn has run.
     hub_send(
-        d.hub.port,
+        d.hub.port(),
         SENDER,
         SESSION,
         PROJECT,
@@ -267,7 +359,17 @@ fn drill3_cut_at_the_box_snapshots_before_the_kill_then_one_follow_up() {
 
 #[test]
 fn drill7_newer_install_is_execd_in_place_and_a_downgrade_is_not() {
-    let d = Drill::new();
+    drill7(Drill::new());
+}
+
+#[test]
+fn drill7_newer_install_is_execd_in_place_and_a_downgrade_is_not_on_the_original_hub() {
+    if let Some(d) = Drill::on_original_hub() {
+        drill7(d);
+    }
+}
+
+fn drill7(d: Drill) {
     let inst = d.tmp.path().join("inst");
     std::fs::create_dir_all(&inst).expect("inst");
     let installed = inst.join("trantor");
@@ -295,7 +397,7 @@ fn drill7_newer_install_is_execd_in_place_and_a_downgrade_is_not() {
 
     // A later wake is handled by the new image.
     hub_send(
-        d.hub.port,
+        d.hub.port(),
         SENDER,
         SESSION,
         PROJECT,
@@ -307,7 +409,7 @@ fn drill7_newer_install_is_execd_in_place_and_a_downgrade_is_not() {
     // by the same image with no new notice.
     install_wrapper(&installed, "0.1.5");
     hub_send(
-        d.hub.port,
+        d.hub.port(),
         SENDER,
         SESSION,
         PROJECT,
@@ -317,7 +419,7 @@ fn drill7_newer_install_is_execd_in_place_and_a_downgrade_is_not() {
         d.receipts() >= 2
     });
     install_wrapper(&installed, "0.2.0");
-    hub_send(d.hub.port, SENDER, SESSION, PROJECT, "DRILL7-AFTER-SAME");
+    hub_send(d.hub.port(), SENDER, SESSION, PROJECT, "DRILL7-AFTER-SAME");
     wait_until("the receipt after the same version", LONG, || {
         d.receipts() >= 3
     });
@@ -368,7 +470,18 @@ fn drill7_newer_install_is_execd_in_place_and_a_downgrade_is_not() {
 
 #[test]
 fn drill7b_a_mid_turn_bump_waits_for_the_turn_and_a_held_wake_runs_once_on_the_new_image() {
-    let d = Drill::new();
+    drill7b(Drill::new());
+}
+
+#[test]
+fn drill7b_a_mid_turn_bump_waits_for_the_turn_and_a_held_wake_runs_once_on_the_new_image_on_the_original_hub()
+ {
+    if let Some(d) = Drill::on_original_hub() {
+        drill7b(d);
+    }
+}
+
+fn drill7b(d: Drill) {
     let inst = d.tmp.path().join("inst");
     std::fs::create_dir_all(&inst).expect("inst");
     let installed = inst.join("trantor");
@@ -385,7 +498,7 @@ fn drill7b_a_mid_turn_bump_waits_for_the_turn_and_a_held_wake_runs_once_on_the_n
 
     // A bump while a turn runs cannot exec: the turn finishes on the old image first.
     hub_send(
-        d.hub.port,
+        d.hub.port(),
         SENDER,
         SESSION,
         PROJECT,
@@ -405,7 +518,7 @@ fn drill7b_a_mid_turn_bump_waits_for_the_turn_and_a_held_wake_runs_once_on_the_n
     // exactly once, by the new image.
     install_wrapper(&installed, "0.3.0");
     hub_send(
-        d.hub.port,
+        d.hub.port(),
         SENDER,
         SESSION,
         PROJECT,

@@ -99,6 +99,11 @@ pub async fn boot(cfg: Config, rs: Option<ReleaseState>) -> anyhow::Result<Seat>
     let in_git = gitx::is_repo(&turn_dir).await;
     let canon = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let in_worktree = in_git && canon(&turn_dir) != canon(&cfg.dir);
+    let git_common = if in_git {
+        gitx::common_dir(&turn_dir).await
+    } else {
+        None
+    };
 
     let hub = HubClient::new(&cfg.hub_url);
     let bus = Bus::start(hub.clone(), Duration::from_millis(cfg.hub_backoff_max_ms));
@@ -148,6 +153,8 @@ pub async fn boot(cfg: Config, rs: Option<ReleaseState>) -> anyhow::Result<Seat>
         turn_dir,
         in_worktree,
         in_git,
+        git_common,
+        tree_cache: None,
         home,
         ledger,
         version,

@@ -51,6 +51,12 @@ impl Seat {
 
     /// Deliver the held wakes: one attempt (§4).
     pub async fn deliver(&mut self, wake_at: Option<Instant>) {
+        if let Some(t) = wake_at {
+            tracing::debug!(
+                "wake path: delivery starts {:?} after the wake",
+                t.elapsed()
+            );
+        }
         self.release_check();
         self.no_delivery_retry = false;
         let released = std::mem::take(&mut self.ask_released);
@@ -82,21 +88,28 @@ impl Seat {
             trigger.push_str(" (redelivery)");
         }
         let assigners = receipt::assigners(&wakes, &self.cfg.session);
-        let (card, card_read) = if released {
-            (self.session_card, None)
-        } else {
-            self.resolve_wake_card(&wakes).await
-        };
         let base = session::contract_base(&wakes);
+        let main_head = async {
+            match &self.git_common {
+                Some(c) => match gitx::read_branch(c, "main") {
+                    Some(sha) => Some(sha),
+                    None => gitx::rev(&self.cfg.dir, "main").await,
+                },
+                None => None,
+            }
+        };
+        let card_fut = async {
+            if released {
+                (self.session_card, None)
+            } else {
+                self.resolve_wake_card(&wakes).await
+            }
+        };
+        let ((card, card_read), main_head) = tokio::join!(card_fut, main_head);
         let base_card = if card > 0 {
             card
         } else {
             session::served_contract_card(&wakes, &self.cfg.session)
-        };
-        let main_head = if self.in_git {
-            gitx::rev(&self.cfg.dir, "main").await
-        } else {
-            None
         };
         if let Some(b) = &base
             && self.in_git
@@ -105,6 +118,9 @@ impl Seat {
         {
             self.block_on_base(base_card, b, &assigners).await;
             return;
+        }
+        if let Some(t) = wake_at {
+            tracing::debug!("wake path: card bound {:?} after the wake", t.elapsed());
         }
         let fresh = session::is_fresh(released, card, self.session_card);
         self.session_card = card;

@@ -29,6 +29,46 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     result
 }
 
+/// Replace `path` atomically (temp file + rename, so a killed runner never leaves it torn)
+/// and fsync the file and its directory in the background. A killed *process* loses nothing
+/// once the rename returned; only a machine crash in the next milliseconds could, and keeping
+/// the fsync off the wake path is what lets a wake reach the CLI in a few milliseconds.
+pub fn write_atomic_sync_later(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_replace(path, bytes)?;
+    let file = path.to_path_buf();
+    let sync = move || {
+        if let Ok(f) = std::fs::File::open(&file) {
+            let _ = f.sync_all();
+        }
+        if let Some(d) = file.parent().and_then(|d| std::fs::File::open(d).ok()) {
+            let _ = d.sync_all();
+        }
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) => {
+            h.spawn_blocking(sync);
+        }
+        Err(_) => sync(),
+    }
+    Ok(())
+}
+
+/// Replace `path` with `bytes` by rename, without fsync: for state that is rewritten often and
+/// only has to be whole (never torn), not durable — the turn-state file.
+pub fn write_replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_else(|| "state".into());
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
 /// Append one line to `path`, creating it and its directory when missing.
 pub fn append_line(path: &Path, line: &str) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {

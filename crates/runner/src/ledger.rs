@@ -109,7 +109,7 @@ pub fn write_turn_state(path: &Path, patch: Value) {
     }
     match serde_json::to_vec(&Value::Object(base)) {
         Ok(bytes) => {
-            if let Err(e) = fsx::write_atomic(path, &bytes) {
+            if let Err(e) = fsx::write_replace(path, &bytes) {
                 tracing::debug!("turn state {}: {e}", path.display());
             }
         }

@@ -160,7 +160,7 @@ impl Pending {
             ask_to: &self.ask_to,
         };
         let bytes = serde_json::to_vec(&body).map_err(std::io::Error::other)?;
-        fsx::write_atomic(path, &bytes)
+        fsx::write_atomic_sync_later(path, &bytes)
     }
 
     /// Queue wake messages (deduped by id) and enforce the cap; returns how many of the oldest

@@ -279,6 +279,10 @@ impl Seat {
         }
         let dropped = self.q.push_wakes(t.wakes);
         self.save_pending(false);
+        tracing::debug!(
+            "wake path: queue on disk {:?} after the wake",
+            arrived.elapsed()
+        );
         if dropped > 0 {
             tracing::error!(
                 "queue hit its {} cap — dropped the {dropped} oldest undelivered message(s)",

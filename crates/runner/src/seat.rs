@@ -39,6 +39,12 @@ pub struct Seat {
     pub in_worktree: bool,
     /// DIR is in a git repository.
     pub in_git: bool,
+    /// The repository's common git directory (for reading `main` without a process).
+    pub git_common: Option<PathBuf>,
+    /// HEAD and status of the seat worktree as the last turn left them. Only the seat's own CLI
+    /// writes there, so the next turn starts from this state and needs no git call before its
+    /// spawn.
+    pub tree_cache: Option<(Option<String>, Option<String>)>,
     /// `$HOME`.
     pub home: PathBuf,
     /// The telemetry ledger.

@@ -90,6 +90,8 @@ pub enum TurnEvent {
     Spawned {
         /// Its pid (the process group id too).
         pid: u32,
+        /// When the spawn returned.
+        at: std::time::Instant,
     },
     /// The box was extended because the agent is visibly alive.
     Extended {
@@ -272,7 +274,10 @@ pub async fn run_turn(spec: TurnSpec, events: UnboundedSender<TurnEvent>) -> Tur
     };
     let pid = child.id().unwrap_or(0);
     CURRENT_GROUP.store(pid, std::sync::atomic::Ordering::SeqCst);
-    let _ = events.send(TurnEvent::Spawned { pid });
+    let _ = events.send(TurnEvent::Spawned {
+        pid,
+        at: std::time::Instant::now(),
+    });
     let readers = [
         child
             .stdout

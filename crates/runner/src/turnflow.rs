@@ -100,7 +100,14 @@ impl Seat {
 
     async fn chain_start(&self, card: i64, card_read: Option<CardRead>) -> ChainStart {
         let dir = self.turn_dir.clone();
-        let git = self.in_git;
+        // The seat's own worktree is as the last turn left it; DIR itself (no worktree) is
+        // shared with the operator and is read fresh.
+        let cached = if self.in_worktree {
+            self.tree_cache.clone()
+        } else {
+            None
+        };
+        let git = self.in_git && cached.is_none();
         let card_fut = async {
             match card_read {
                 Some(CardRead::Found { snap, .. }) => Some(snap),
@@ -124,6 +131,10 @@ impl Seat {
             card_fut,
             self.reads.events_latest(),
         );
+        let (head, porcelain) = match cached {
+            Some(c) => c,
+            None => (head, porcelain),
+        };
         ChainStart {
             head,
             porcelain,
@@ -161,10 +172,10 @@ impl Seat {
             };
             while let Some(ev) = rx.recv().await {
                 match ev {
-                    TurnEvent::Spawned { pid } => match wake_at {
+                    TurnEvent::Spawned { pid, at } => match wake_at {
                         Some(t) => tracing::info!(
                             "turn {turn}: CLI spawned (pid {pid}) {:.1} ms after the wake",
-                            t.elapsed().as_secs_f64() * 1000.0
+                            at.saturating_duration_since(t).as_secs_f64() * 1000.0
                         ),
                         None => tracing::info!("turn {turn}: CLI spawned (pid {pid})"),
                     },
@@ -208,6 +219,12 @@ impl Seat {
     ) -> TurnResult {
         let card = self.session_card;
         let start = self.chain_start(card, input.card_read.clone()).await;
+        if let Some(t) = input.wake_at {
+            tracing::debug!(
+                "wake path: pre-turn reads done {:?} after the wake",
+                t.elapsed()
+            );
+        }
         let mut r = self
             .one_turn(&prompt_text, fresh, trigger, kind, &input, &start)
             .await;
@@ -256,6 +273,12 @@ impl Seat {
         reg.phase = Some(Phase::Working.as_str().into());
         reg.phase_since = Some(t0);
         self.bus.register(reg);
+        if let Some(t) = input.wake_at {
+            tracing::debug!(
+                "wake path: turn state written {:?} after the wake",
+                t.elapsed()
+            );
+        }
         if let Err(e) = std::fs::write(&self.paths.prompt, prompt_text) {
             tracing::warn!("prompt file {}: {e}", self.paths.prompt.display());
         }
@@ -362,6 +385,7 @@ impl Seat {
             self.reads.events_by_me(start.events_latest),
         );
         let new_commit = start.head.is_some() && head.is_some() && head != start.head;
+        self.tree_cache = self.in_git.then(|| (head.clone(), porcelain.clone()));
         let worktree_changed = new_commit || (porcelain.is_some() && porcelain != start.porcelain);
         let bus_activity = events.is_some_and(|e| !e.is_empty());
         let own_out = classify::strip_prompt_echo(&run.output, prompt_text);

@@ -28,6 +28,126 @@ fn have(tool: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// The hub a drill runs against: ours, or the original JavaScript hub (npm `trantor@0.18.72`),
+/// on a fixed port and data directory so a drill can kill and restart it.
+struct TestHub {
+    port: u16,
+    data: PathBuf,
+    original: Option<PathBuf>,
+    ours: Option<Hub>,
+    theirs: Option<GroupChild>,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+/// The original package, installed once per machine into the temp dir (idempotent); `None`
+/// with a SKIP line when node, npm or the registry is unavailable.
+fn original_package() -> Option<PathBuf> {
+    static PKG: std::sync::Mutex<Option<Option<PathBuf>>> = std::sync::Mutex::new(None);
+    let mut slot = PKG.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(got) = slot.as_ref() {
+        return got.clone();
+    }
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-compat/install-original.sh");
+    let dir = std::env::temp_dir().join("trantor-orig-0.18.72");
+    let got = (have("node") && have("npm"))
+        .then(|| {
+            Command::new("bash")
+                .arg(&script)
+                .arg(&dir)
+                .arg("0.18.72")
+                .stdin(Stdio::null())
+                .stderr(Stdio::null())
+                .output()
+                .ok()
+        })
+        .flatten()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+        .filter(|p| p.join("hub.mjs").is_file());
+    if got.is_none() {
+        println!("SKIP: the original trantor@0.18.72 hub is unavailable (node/npm/registry)");
+    }
+    *slot = Some(got.clone());
+    got
+}
+
+impl TestHub {
+    /// A hub on a fresh data directory; `None` (the drill skips) when the original is wanted
+    /// but cannot be had.
+    fn start(original: bool) -> Option<TestHub> {
+        let tmp = tempfile::tempdir().expect("hub data");
+        let mut hub = TestHub::start_in(tmp.path(), common::free_port(), original)?;
+        hub._tmp = Some(tmp);
+        Some(hub)
+    }
+
+    fn start_in(data: &std::path::Path, port: u16, original: bool) -> Option<TestHub> {
+        let pkg = if original {
+            Some(original_package()?)
+        } else {
+            None
+        };
+        let mut hub = TestHub {
+            port,
+            data: data.to_path_buf(),
+            original: pkg,
+            ours: None,
+            theirs: None,
+            _tmp: None,
+        };
+        hub.restart();
+        Some(hub)
+    }
+
+    fn is_original(&self) -> bool {
+        self.original.is_some()
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// (Re)start the hub on the same port and data directory.
+    fn restart(&mut self) {
+        match &self.original {
+            None => self.ours = Some(Hub::start_in(&self.data, self.port, &[])),
+            Some(pkg) => {
+                std::fs::create_dir_all(&self.data).expect("data");
+                let log = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(self.data.join("hub.log"))
+                    .expect("log");
+                let mut cmd = Command::new("node");
+                cmd.arg(pkg.join("hub.mjs"))
+                    .env("RELAY_PORT", self.port.to_string())
+                    .env("RELAY_HOST", "127.0.0.1")
+                    .env("RELAY_DATA_DIR", &self.data)
+                    .env("HOME", &self.data)
+                    .stdin(Stdio::null())
+                    .stdout(log.try_clone().expect("log"))
+                    .stderr(log);
+                self.theirs = Some(GroupChild::spawn(cmd));
+                let port = self.port;
+                wait_until("the original hub", LONG, || {
+                    hub_request(port, "GET", "/health", None).is_ok_and(|(s, _)| s == 200)
+                });
+            }
+        }
+    }
+
+    /// `kill -9` the hub; its data directory stays.
+    fn kill9(&mut self) {
+        if let Some(mut h) = self.ours.take() {
+            h.kill9();
+        }
+        if let Some(mut c) = self.theirs.take() {
+            c.kill_group();
+        }
+    }
+}
+
 /// One seat under test: its directories, its fake CLI and its runner process.
 struct Seat {
     tmp: tempfile::TempDir,
@@ -243,7 +363,18 @@ fn peer(port: u16, session: &str) -> Value {
 
 #[test]
 fn drill1_direct_message_runs_one_turn_and_the_sender_gets_the_receipt() {
-    let hub = Hub::start();
+    drill1_direct_message_runs_one_turn_and_the_sender_gets_the_receipt_on(false);
+}
+
+#[test]
+fn drill1_direct_message_runs_one_turn_and_the_sender_gets_the_receipt_on_the_original_hub() {
+    drill1_direct_message_runs_one_turn_and_the_sender_gets_the_receipt_on(true);
+}
+
+fn drill1_direct_message_runs_one_turn_and_the_sender_gets_the_receipt_on(original: bool) {
+    let Some(hub) = TestHub::start(original) else {
+        return;
+    };
     let mut seat = Seat::new("claude", "claude");
     seat.start(&hub.url());
     seat.wait_idle_after(1);
@@ -292,15 +423,28 @@ fn drill1_direct_message_runs_one_turn_and_the_sender_gets_the_receipt() {
         Some(json!("completed"))
     );
     assert!(seat.pending_wake_ids().is_empty());
-    // The peer row carries persona and agent.
-    let p = peer(hub.port, "claude:p");
-    assert_eq!(p["persona"], "claude", "{p}");
-    assert_eq!(p["agent"], "claude", "{p}");
+    // The peer row carries persona and agent (the original hub does not keep them).
+    if !hub.is_original() {
+        let p = peer(hub.port, "claude:p");
+        assert_eq!(p["persona"], "claude", "{p}");
+        assert_eq!(p["agent"], "claude", "{p}");
+    }
 }
 
 #[test]
 fn drill2_kill9_mid_turn_redelivers_that_wake_once_then_never_again() {
-    let hub = Hub::start();
+    drill2_kill9_mid_turn_redelivers_that_wake_once_then_never_again_on(false);
+}
+
+#[test]
+fn drill2_kill9_mid_turn_redelivers_that_wake_once_then_never_again_on_the_original_hub() {
+    drill2_kill9_mid_turn_redelivers_that_wake_once_then_never_again_on(true);
+}
+
+fn drill2_kill9_mid_turn_redelivers_that_wake_once_then_never_again_on(original: bool) {
+    let Some(hub) = TestHub::start(original) else {
+        return;
+    };
     let mut seat = Seat::new("claude", "claude");
     seat.start(&hub.url());
     seat.wait_idle_after(1);
@@ -358,7 +502,18 @@ fn drill2_kill9_mid_turn_redelivers_that_wake_once_then_never_again() {
 
 #[test]
 fn drill4_usage_limit_parks_exhausted_until_the_reset_and_holds_the_wake() {
-    let hub = Hub::start();
+    drill4_usage_limit_parks_exhausted_until_the_reset_and_holds_the_wake_on(false);
+}
+
+#[test]
+fn drill4_usage_limit_parks_exhausted_until_the_reset_and_holds_the_wake_on_the_original_hub() {
+    drill4_usage_limit_parks_exhausted_until_the_reset_and_holds_the_wake_on(true);
+}
+
+fn drill4_usage_limit_parks_exhausted_until_the_reset_and_holds_the_wake_on(original: bool) {
+    let Some(hub) = TestHub::start(original) else {
+        return;
+    };
     let mut seat = Seat::new("claude", "claude");
     seat.start(&hub.url());
     seat.wait_idle_after(1);
@@ -413,7 +568,18 @@ fn drill4_usage_limit_parks_exhausted_until_the_reset_and_holds_the_wake() {
 
 #[test]
 fn drill5_card_moved_to_blocked_consumes_the_wake_and_sends_the_receipt() {
-    let hub = Hub::start();
+    drill5_card_moved_to_blocked_consumes_the_wake_and_sends_the_receipt_on(false);
+}
+
+#[test]
+fn drill5_card_moved_to_blocked_consumes_the_wake_and_sends_the_receipt_on_the_original_hub() {
+    drill5_card_moved_to_blocked_consumes_the_wake_and_sends_the_receipt_on(true);
+}
+
+fn drill5_card_moved_to_blocked_consumes_the_wake_and_sends_the_receipt_on(original: bool) {
+    let Some(hub) = TestHub::start(original) else {
+        return;
+    };
     let mut seat = Seat::new("claude", "claude");
     seat.start(&hub.url());
     seat.wait_idle_after(1);
@@ -461,16 +627,31 @@ fn drill5_card_moved_to_blocked_consumes_the_wake_and_sends_the_receipt() {
 
 #[test]
 fn drill6_persona_seat_has_its_own_name_files_branch_and_wakes_on_its_mention() {
-    let hub = Hub::start();
+    drill6_persona_seat_has_its_own_name_files_branch_and_wakes_on_its_mention_on(false);
+}
+
+#[test]
+fn drill6_persona_seat_has_its_own_name_files_branch_and_wakes_on_its_mention_on_the_original_hub()
+{
+    drill6_persona_seat_has_its_own_name_files_branch_and_wakes_on_its_mention_on(true);
+}
+
+fn drill6_persona_seat_has_its_own_name_files_branch_and_wakes_on_its_mention_on(original: bool) {
+    let Some(hub) = TestHub::start(original) else {
+        return;
+    };
     let mut seat = Seat::new("claude", "reviewer");
     seat.start(&hub.url());
     seat.wait_idle_after(1);
     // Its own bus name, with persona and agent on the peer row.
     wait_until("the reviewer peer row", LONG, || {
-        peer(hub.port, "reviewer:p")["persona"] == "reviewer"
+        peer(hub.port, "reviewer:p")["session"] == "reviewer:p"
     });
-    let p = peer(hub.port, "reviewer:p");
-    assert_eq!(p["agent"], "claude", "{p}");
+    if !hub.is_original() {
+        let p = peer(hub.port, "reviewer:p");
+        assert_eq!(p["persona"], "reviewer", "{p}");
+        assert_eq!(p["agent"], "claude", "{p}");
+    }
     assert_eq!(peer(hub.port, "claude:p"), Value::Null, "no claude:p seat");
     // Its own branch and worktree.
     let branches = common::git_in(&seat.repo, &["branch", "--list", "seat/*"]);
@@ -576,13 +757,24 @@ impl Blackhole {
 
 #[test]
 fn drill8_hub_down_for_a_minute_loses_nothing_duplicates_nothing_and_never_spins() {
+    drill8_on(false);
+}
+
+#[test]
+fn drill8_hub_down_for_a_minute_on_the_original_hub() {
+    drill8_on(true);
+}
+
+fn drill8_on(original: bool) {
     let down_secs: u64 = std::env::var("DRILL_HUB_DOWN_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(60);
     let data = tempfile::tempdir().expect("hub data");
     let port = common::free_port();
-    let mut hub = Hub::start_in(data.path(), port, &[]);
+    let Some(mut hub) = TestHub::start_in(data.path(), port, original) else {
+        return;
+    };
     let mut seat = Seat::new("claude", "claude");
     seat.start(&hub.url());
     seat.wait_idle_after(1);
@@ -602,7 +794,7 @@ fn drill8_hub_down_for_a_minute_loses_nothing_duplicates_nothing_and_never_spins
     let hole = Blackhole::bind(port);
     std::thread::sleep(Duration::from_secs(down_secs));
     let attempts = hole.close();
-    let hub = Hub::start_in(data.path(), port, &[]);
+    hub.restart();
     seat.control("");
     wait_until(
         "A's receipt after the outage",
@@ -651,7 +843,18 @@ fn drill8_hub_down_for_a_minute_loses_nothing_duplicates_nothing_and_never_spins
 
 #[test]
 fn wake_false_and_unmentioned_broadcasts_ride_along_as_context() {
-    let hub = Hub::start();
+    wake_false_and_unmentioned_broadcasts_ride_along_as_context_on(false);
+}
+
+#[test]
+fn wake_false_and_unmentioned_broadcasts_ride_along_as_context_on_the_original_hub() {
+    wake_false_and_unmentioned_broadcasts_ride_along_as_context_on(true);
+}
+
+fn wake_false_and_unmentioned_broadcasts_ride_along_as_context_on(original: bool) {
+    let Some(hub) = TestHub::start(original) else {
+        return;
+    };
     let mut seat = Seat::new("claude", "claude");
     seat.start(&hub.url());
     seat.wait_idle_after(1);
@@ -693,7 +896,18 @@ fn wake_false_and_unmentioned_broadcasts_ride_along_as_context() {
 
 #[test]
 fn cross_project_wakes_are_refused_once_unless_linked() {
-    let hub = Hub::start();
+    cross_project_wakes_are_refused_once_unless_linked_on(false);
+}
+
+#[test]
+fn cross_project_wakes_are_refused_once_unless_linked_on_the_original_hub() {
+    cross_project_wakes_are_refused_once_unless_linked_on(true);
+}
+
+fn cross_project_wakes_are_refused_once_unless_linked_on(original: bool) {
+    let Some(hub) = TestHub::start(original) else {
+        return;
+    };
     let mut seat = Seat::new("claude", "claude");
     seat.start(&hub.url());
     seat.wait_idle_after(1);
@@ -752,7 +966,18 @@ fn cross_project_wakes_are_refused_once_unless_linked() {
 
 #[test]
 fn pending_queue_caps_at_fifty_and_says_so_loudly() {
-    let hub = Hub::start();
+    pending_queue_caps_at_fifty_and_says_so_loudly_on(false);
+}
+
+#[test]
+fn pending_queue_caps_at_fifty_and_says_so_loudly_on_the_original_hub() {
+    pending_queue_caps_at_fifty_and_says_so_loudly_on(true);
+}
+
+fn pending_queue_caps_at_fifty_and_says_so_loudly_on(original: bool) {
+    let Some(hub) = TestHub::start(original) else {
+        return;
+    };
     let mut seat = Seat::new("claude", "claude");
     seat.start(&hub.url());
     seat.wait_idle_after(1);

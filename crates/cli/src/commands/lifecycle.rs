@@ -229,8 +229,13 @@ pub(crate) async fn diagnose(persona: &str, project: &str, hub: &HubClient) -> D
     }
 
     let pid = seats::runner_pid(persona, project);
+    let stopped = record.as_ref().and_then(|r| r.stopped);
     match pid {
         Some(p) => evidence.push(format!("runner: pid {p} is running")),
+        None if stopped.is_some() => evidence.push(format!(
+            "runner: stopped by `trantor down` {} ago",
+            trantor_mcp::render::age(stopped.unwrap_or(now), now)
+        )),
         None => {
             if let Some(r) = &record {
                 evidence.push(format!(
@@ -382,7 +387,7 @@ pub(crate) async fn diagnose(persona: &str, project: &str, hub: &HubClient) -> D
                 )],
             )
         }
-    } else if record.is_some() || turn_phase.as_deref() == Some("working") {
+    } else if stopped.is_none() && (record.is_some() || turn_phase.as_deref() == Some("working")) {
         let log = record.as_ref().map(|r| r.log.clone());
         if let Some(l) = &log {
             let t = seats::tail(l, 6);
@@ -401,7 +406,7 @@ pub(crate) async fn diagnose(persona: &str, project: &str, hub: &HubClient) -> D
                 format!("start it again: trantor up {agent}"),
             ],
         )
-    } else if paths.ledger.exists() || peer.is_some() {
+    } else if stopped.is_some() || paths.ledger.exists() || peer.is_some() {
         (
             Verdict::NoRunner,
             "no runner for it is running on this machine".into(),
@@ -558,6 +563,7 @@ fn launch(
         tmux: None,
         started: now_ms(),
         hub: url.to_string(),
+        stopped: None,
     };
     if use_tmux {
         let session = seats::tmux_session(project);
@@ -879,14 +885,14 @@ pub(crate) async fn down(a: DownArgs) -> anyhow::Result<ExitCode> {
     } else {
         seats::all_records()
             .into_iter()
-            .filter(|r| a.all || r.project == id.project)
+            .filter(|r| r.stopped.is_none() && (a.all || r.project == id.project))
             .map(|r| (r.persona, r.project))
             .collect()
     };
     let mut report = Vec::new();
     for (persona, project) in &targets {
         let session = format!("{persona}:{project}");
-        let rec = seats::load_record(persona, project);
+        let rec = seats::load_record(persona, project).filter(|r| r.stopped.is_none());
         let pid = seats::runner_pid(persona, project);
         let mut done = Vec::new();
         if let Some(p) = pid {
@@ -920,7 +926,7 @@ pub(crate) async fn down(a: DownArgs) -> anyhow::Result<ExitCode> {
                     ..Default::default()
                 })
                 .await;
-            seats::remove_record(persona, project);
+            seats::mark_stopped(persona, project);
             "stopped"
         };
         if !a.common.json {

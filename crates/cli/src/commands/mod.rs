@@ -23,6 +23,7 @@ macro_rules! say {
 mod board;
 mod bus;
 mod connect;
+mod demo;
 mod doctor;
 mod lessons;
 mod lifecycle;
@@ -66,6 +67,12 @@ pub enum Command {
     /// Explain from evidence why a seat is (not) answering.
     #[command(after_long_help = lifecycle::SEAT_WHY_HELP)]
     SeatWhy(lifecycle::SeatWhyArgs),
+    /// See a whole crew work in under a minute: a hub, two scripted seats, a card moving to done.
+    #[command(after_long_help = demo::DEMO_HELP)]
+    Demo(demo::DemoArgs),
+    /// The scripted agent `trantor demo` runs in its seats (internal).
+    #[command(hide = true)]
+    DemoAgent(demo::DemoAgentArgs),
     /// Register `trantor mcp` with the agent CLIs found here (Claude Code, Codex, OpenCode, Kimi).
     #[command(after_long_help = connect::CONNECT_HELP)]
     Connect(connect::ConnectArgs),
@@ -205,6 +212,8 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Lessons(a) => lessons::lessons(a).await,
         Command::Connect(a) => connect::connect(a).await,
         Command::Doctor(a) => doctor::doctor(a).await,
+        Command::Demo(a) => demo::demo(a).await,
+        Command::DemoAgent(a) => demo::demo_agent(a).await,
         Command::Up(a) => lifecycle::up(a).await,
         Command::Down(a) => lifecycle::down(a).await,
         Command::SeatWhy(a) => lifecycle::seat_why(a).await,

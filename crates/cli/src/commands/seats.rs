@@ -49,6 +49,9 @@ pub(crate) struct SeatRecord {
     pub started: i64,
     /// The hub it was pointed at.
     pub hub: String,
+    /// When `trantor down` stopped it, ms (a stopped seat is not a crashed one).
+    #[serde(default)]
+    pub stopped: Option<i64>,
 }
 
 /// A hub `trantor up` started because none answered.
@@ -124,9 +127,12 @@ pub(crate) fn all_records() -> Vec<SeatRecord> {
     out
 }
 
-/// Forget a seat record.
-pub(crate) fn remove_record(persona: &str, project: &str) {
-    let _ = std::fs::remove_file(record_path(persona, project));
+/// Mark a seat record as stopped by `trantor down`.
+pub(crate) fn mark_stopped(persona: &str, project: &str) {
+    if let Some(mut r) = load_record(persona, project) {
+        r.stopped = Some(trantor_proto::now_ms());
+        let _ = save_record(&r);
+    }
 }
 
 /// Save the record of a hub `up` started.

@@ -1,0 +1,500 @@
+//! `trantor demo`: a whole crew in under a minute, with no LLM and no set-up.
+//!
+//! A hub on a temporary embedded store, two seats (`builder`, `tester`) run by the real runner
+//! through its `command` driver, whose "agent" is this binary in the hidden `demo-agent` mode.
+//! The demo posts a card and a contract, narrates the hub's event log live while the seats move
+//! the card through doing and testing to done, and cleans up (or, with `--keep`, leaves it all
+//! running for a look at the board).
+
+use super::board::board_table;
+use super::seats;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, Stdio};
+use std::time::{Duration, Instant};
+use trantor_mcp::identity::new_op_id;
+use trantor_proto::{
+    Card, ChecklistInput, ChecklistToggleRequest, EventsReply, HubClient, SendReply, SendRequest,
+    TaskCreateRequest, TaskReply, TaskUpdateRequest, TasksReply, now_ms,
+};
+
+pub(crate) const DEMO_HELP: &str = concat!(
+    "\
+What it does, in about ten seconds:
+  1. starts a hub on a free port with a temporary embedded store;
+  2. starts two seats, builder:demo and tester:demo — real `trantor runner` processes whose
+     agent is a small built-in script instead of an LLM;
+  3. you (you:demo) add a card and send builder a contract;
+  4. builder picks the card up (doing), does the work, ticks the checklist, moves it to
+     testing and hands it to tester; tester runs the drill and moves it to done.
+The hub's event log is shown live. Everything is removed at the end unless --keep.
+
+Examples:
+  trantor demo
+  trantor demo --keep        leave the hub and seats running; prints how to look and how to stop
+
+",
+    exit_codes!()
+);
+
+/// The demo's project name.
+const PROJECT: &str = "demo";
+/// Who the demo speaks as.
+const ME: &str = "you:demo";
+
+/// `trantor demo` options.
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// Leave the hub and the seats running when the card is done.
+    #[arg(long)]
+    pub keep: bool,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 60)]
+    pub timeout: u64,
+}
+
+/// `trantor demo-agent` options (run by the demo's seats, not by people).
+#[derive(Debug, clap::Args)]
+pub struct DemoAgentArgs {
+    /// builder or tester.
+    #[arg(long)]
+    pub role: String,
+}
+
+fn free_port() -> std::io::Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// Stops what the demo started unless told to keep it.
+struct Crew {
+    pids: Vec<u32>,
+    keep: bool,
+}
+
+impl Drop for Crew {
+    fn drop(&mut self) {
+        if self.keep {
+            return;
+        }
+        // Seats first (they flush to the hub on the way out), then the hub.
+        for pid in self.pids.iter().rev() {
+            seats::stop_process(*pid, Duration::from_secs(5));
+        }
+    }
+}
+
+fn spawn_seat(role: &str, url: &str, root: &Path, work: &Path) -> anyhow::Result<u32> {
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe()?;
+    let bus = root.join("bus");
+    let log = bus.join("logs").join(format!("runner-{role}.log"));
+    std::fs::create_dir_all(bus.join("logs"))?;
+    let out = std::fs::File::create(&log)?;
+    let err = out.try_clone()?;
+    let mut cmd = std::process::Command::new(&exe);
+    cmd.arg("runner").arg("command").arg(work).current_dir(work);
+    // A clean environment of our choosing: nothing from the person's own crew set-up may leak
+    // into the demo's seats, and nothing of the demo into their files.
+    for (k, _) in std::env::vars() {
+        if ["RELAY_", "CREW_", "TRANTOR_", "AGENT_BUS_", "RUNNER_"]
+            .iter()
+            .any(|p| k.starts_with(p))
+        {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("HOME", root.join("home"))
+        .env("AGENT_BUS_DIR", &bus)
+        .env("RELAY_URL", url)
+        .env("RELAY_PROJECT", PROJECT)
+        .env("CREW_PERSONA", role)
+        .env(
+            "CREW_COMMAND",
+            format!(
+                "{} demo-agent --role {role}",
+                seats::shell_quote(&exe.to_string_lossy())
+            ),
+        )
+        .env("TRANTOR_NO_WORKTREE", "1")
+        .env("TRANTOR_NO_DESKTOP_NOTIFY", "1")
+        .env("TRANTOR_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0);
+    Ok(cmd.spawn()?.id())
+}
+
+fn event_line(e: &trantor_proto::Event, t0: i64) -> Option<String> {
+    let at = format!("{:>5.1}s", (e.ts - t0).max(0) as f64 / 1000.0);
+    let s = |k: &str| {
+        e.data
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let id = e.data.get("taskId").and_then(Value::as_i64).unwrap_or(0);
+    match e.kind.as_str() {
+        "created" => Some(format!(
+            "{at}  {:<14} added card #{id} \"{}\"",
+            e.by,
+            s("title")
+        )),
+        "moved" => Some(format!(
+            "{at}  {:<14} moved #{id} {} → {}",
+            e.by,
+            if s("from").is_empty() {
+                "new".to_string()
+            } else {
+                s("from")
+            },
+            s("to")
+        )),
+        "message" => {
+            let text: String = s("text").chars().take(90).collect();
+            Some(format!("{at}  {:<14} → {}: {text}", e.by, s("toSession")))
+        }
+        _ => None,
+    }
+}
+
+pub(crate) async fn demo(a: DemoArgs) -> anyhow::Result<ExitCode> {
+    let t_start = Instant::now();
+    let tmp = tempfile::Builder::new().prefix("trantor-demo-").tempdir()?;
+    let root: PathBuf = tmp.path().to_path_buf();
+    let work = root.join(PROJECT);
+    std::fs::create_dir_all(&work)?;
+    std::fs::create_dir_all(root.join("home"))?;
+    let url = format!("http://127.0.0.1:{}", free_port()?);
+    let hub = HubClient::new(url.clone());
+
+    say!("trantor demo — a hub, two seats and a card, no LLM needed\n");
+    let hub_dir = root.join("hub");
+    let hub_pid = seats::spawn_hub(&url, &root.join("hub.log"), &[("RELAY_DATA_DIR", &hub_dir)])
+        .map_err(anyhow::Error::msg)?;
+    let mut crew = Crew {
+        pids: vec![hub_pid],
+        keep: a.keep,
+    };
+    if !seats::wait_for_hub(&hub, Duration::from_secs(20)).await {
+        anyhow::bail!(
+            "the demo hub did not start; its log: {}",
+            seats::tail(&root.join("hub.log"), 5).join(" ⏎ ")
+        );
+    }
+    say!("  hub      {url} (store under {})", hub_dir.display());
+    for role in ["builder", "tester"] {
+        let pid = spawn_seat(role, &url, &root, &work)?;
+        crew.pids.push(pid);
+        say!("  seat     {role}:{PROJECT} (runner pid {pid}, agent: the built-in demo script)");
+    }
+
+    // Both seats registered and past their kickoff turn, so the contract wakes an idle seat.
+    let deadline = Instant::now() + Duration::from_secs(a.timeout);
+    loop {
+        let peers = hub.peers().await.map(|r| r.peers).unwrap_or_default();
+        let ready = ["builder:demo", "tester:demo"].iter().all(|s| {
+            peers
+                .iter()
+                .any(|p| p.session == *s && p.online && p.phase.as_deref() == Some("idle"))
+        });
+        if ready {
+            break;
+        }
+        if Instant::now() >= deadline {
+            for role in ["builder", "tester"] {
+                let log = root.join("bus/logs").join(format!("runner-{role}.log"));
+                say!("  {role} log: {}", seats::tail(&log, 6).join("\n    "));
+            }
+            anyhow::bail!("the demo seats did not come up within {}s", a.timeout);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    say!(
+        "  both seats are live and idle (an idle seat costs nothing: it waits in one long-poll)\n"
+    );
+
+    let cursor0 = hub
+        .events(&[("limit", "1".to_string())])
+        .await
+        .map(|r| r.latest)
+        .unwrap_or(0);
+    let t0 = now_ms();
+    let card: TaskReply = hub
+        .post_with_op(
+            "/task",
+            &TaskCreateRequest {
+                project: Some(PROJECT.into()),
+                title: "Write a greeting for newcomers".into(),
+                assignee: Some("builder:demo".into()),
+                by: Some(ME.into()),
+                checklist: Some(vec![
+                    ChecklistInput::Text("greeting.txt exists".into()),
+                    ChecklistInput::Text("it names trantor".into()),
+                ]),
+                drill: Some("cat greeting.txt shows a greeting that names trantor".into()),
+                difficulty: Some("easy".into()),
+                note: Some("the first card of the demo".into()),
+                ..Default::default()
+            },
+            &new_op_id(),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("the demo hub refused the card: {e}"))?;
+    let id = card.task.id;
+    let _: SendReply = hub
+        .post_with_op(
+            "/send",
+            &SendRequest {
+                from: ME.into(),
+                to: Some("builder:demo".into()),
+                text: format!(
+                    "contract: please build #{id}, then hand it to tester:demo for testing"
+                ),
+                kind: Some("contract".into()),
+                ..Default::default()
+            },
+            &new_op_id(),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("the demo hub refused the contract: {e}"))?;
+
+    say!("live event log (the hub's /events, as it happens):");
+    let mut cursor = cursor0;
+    let mut status = String::from("todo");
+    loop {
+        let q = [
+            ("project", PROJECT.to_string()),
+            ("since", cursor.to_string()),
+            ("limit", "500".to_string()),
+        ];
+        if let Ok(EventsReply {
+            events, cursor: c, ..
+        }) = hub.events(&q).await
+        {
+            for e in &events {
+                if let Some(line) = event_line(e, t0) {
+                    say!("{line}");
+                }
+            }
+            cursor = cursor.max(c);
+        }
+        if let Ok(r) = hub.card(id).await
+            && let Some(s) = r
+                .task
+                .as_ref()
+                .and_then(|t| t.get("status"))
+                .and_then(Value::as_str)
+        {
+            status = s.to_string();
+        }
+        if status == "done" {
+            break;
+        }
+        if Instant::now() >= deadline {
+            say!(
+                "\nthe card is still {status} after {}s; the seats' last words:",
+                a.timeout
+            );
+            for role in ["builder", "tester"] {
+                let log = root.join("bus/logs").join(format!("runner-{role}.log"));
+                say!("  {role}: {}", seats::tail(&log, 8).join("\n    "));
+            }
+            return Ok(ExitCode::from(1));
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+
+    let reply: TasksReply = hub
+        .get("/tasks", &[("project", PROJECT.to_string())])
+        .await
+        .unwrap_or_default();
+    let cards: Vec<Card> = reply
+        .tasks
+        .into_iter()
+        .filter_map(|v| serde_json::from_value(v).ok())
+        .collect();
+    say!("\n{}\n", board_table(PROJECT, &cards, true, now_ms()));
+    say!(
+        "card #{id} went todo → doing → testing → done in {:.1}s ({:.1}s in all).",
+        (now_ms() - t0) as f64 / 1000.0,
+        t_start.elapsed().as_secs_f64()
+    );
+    if a.keep {
+        let kept = tmp.keep();
+        say!("\nstill running (--keep):");
+        say!("  RELAY_URL={url} trantor board --project {PROJECT}");
+        say!("  RELAY_URL={url} trantor board --project {PROJECT} --card {id}");
+        say!("  RELAY_URL={url} trantor peers");
+        say!(
+            "  stop it: kill {}   (files: {})",
+            crew.pids
+                .iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(" "),
+            kept.display()
+        );
+    } else {
+        drop(crew);
+        say!(
+            "\nnext: `trantor hub &`, `trantor connect`, then `trantor up claude` in your project."
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+// ----- the scripted agent -------------------------------------------------------------------
+
+/// Pause so a person can watch the board move; the demo's pace, not a correctness wait.
+async fn beat() {
+    tokio::time::sleep(Duration::from_millis(600)).await;
+}
+
+/// One turn of the demo's scripted agent: act on the board as `role`, print what it did.
+pub(crate) async fn demo_agent(a: DemoAgentArgs) -> anyhow::Result<ExitCode> {
+    let url = std::env::var("RELAY_URL").unwrap_or_default();
+    let me = std::env::var("RELAY_SESSION").unwrap_or_else(|_| format!("{}:{PROJECT}", a.role));
+    let project = std::env::var("RELAY_PROJECT").unwrap_or_else(|_| PROJECT.into());
+    let hub = HubClient::new(url);
+    let reply: TasksReply = hub
+        .get("/tasks", &[("project", project.clone())])
+        .await
+        .map_err(|e| anyhow::anyhow!("demo agent: cannot read the board: {e}"))?;
+    let cards: Vec<Card> = reply
+        .tasks
+        .into_iter()
+        .filter_map(|v| serde_json::from_value(v).ok())
+        .collect();
+    let mut did = Vec::new();
+    let update = |id: i64, status: &str, note: String| TaskUpdateRequest {
+        id,
+        status: Some(status.into()),
+        note: Some(note),
+        by: Some(me.clone()),
+        ..Default::default()
+    };
+    match a.role.as_str() {
+        "builder" => {
+            for c in cards.iter().filter(|c| {
+                c.assignee == me && matches!(c.status.as_str(), "todo" | "doing" | "failed")
+            }) {
+                let _: TaskReply = hub
+                    .post_with_op(
+                        "/task/update",
+                        &update(c.id, "doing", "picked up: reading the contract".into()),
+                        &new_op_id(),
+                    )
+                    .await?;
+                beat().await;
+                std::fs::write(
+                    "greeting.txt",
+                    "Hello, newcomer! This crew runs on trantor: a hub, a board and seats that wake only when there is work.\n",
+                )?;
+                for index in 0..c.checklist.len() as i64 {
+                    let _: TaskReply = hub
+                        .post_with_op(
+                            "/task/checklist-toggle",
+                            &ChecklistToggleRequest {
+                                id: c.id,
+                                index,
+                                done: true,
+                                by: Some(me.clone()),
+                            },
+                            &new_op_id(),
+                        )
+                        .await?;
+                }
+                beat().await;
+                let _: TaskReply = hub
+                    .post_with_op(
+                        "/task/update",
+                        &update(
+                            c.id,
+                            "testing",
+                            "wrote greeting.txt; self-check: `cat greeting.txt` shows the greeting"
+                                .into(),
+                        ),
+                        &new_op_id(),
+                    )
+                    .await?;
+                let _: SendReply = hub
+                    .post_with_op(
+                        "/send",
+                        &SendRequest {
+                            from: me.clone(),
+                            to: Some(format!("tester:{project}")),
+                            text: format!("contract: please test #{} — drill: {}", c.id, c.drill),
+                            kind: Some("contract".into()),
+                            ..Default::default()
+                        },
+                        &new_op_id(),
+                    )
+                    .await?;
+                did.push(format!(
+                    "built card #{} and handed it to tester:{project}",
+                    c.id
+                ));
+            }
+        }
+        "tester" => {
+            for c in cards.iter().filter(|c| c.status == "testing") {
+                beat().await;
+                let greeting = std::fs::read_to_string("greeting.txt").unwrap_or_default();
+                let (status, note) = if greeting.contains("trantor") {
+                    (
+                        "done",
+                        "verified: the drill passed — greeting.txt greets and names trantor"
+                            .to_string(),
+                    )
+                } else {
+                    (
+                        "failed",
+                        "the drill failed: greeting.txt is missing or does not name trantor"
+                            .to_string(),
+                    )
+                };
+                let _: TaskReply = hub
+                    .post_with_op("/task/update", &update(c.id, status, note), &new_op_id())
+                    .await?;
+                let to = if c.by.is_empty() {
+                    ME.to_string()
+                } else {
+                    c.by.clone()
+                };
+                let _: SendReply = hub
+                    .post_with_op(
+                        "/send",
+                        &SendRequest {
+                            from: me.clone(),
+                            to: Some(to.clone()),
+                            text: format!("#{} is {status} (tested by {me})", c.id),
+                            wake: Some(false),
+                            ..Default::default()
+                        },
+                        &new_op_id(),
+                    )
+                    .await?;
+                did.push(format!(
+                    "tested card #{} and moved it to {status}, telling {to}",
+                    c.id
+                ));
+            }
+        }
+        other => anyhow::bail!("demo agent: unknown role {other} (builder or tester)"),
+    }
+    // The runner judges a turn by its output: say plainly what happened, as a real agent would.
+    if did.is_empty() {
+        say!(
+            "{me}: I looked at the {project} board and found nothing for me to do right now, so I am standing by for the next contract on the bus."
+        );
+    } else {
+        say!(
+            "{me}: {}. Everything I did is on the board and in the card's log, so the next seat can pick it up from there.",
+            did.join("; ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -37,6 +37,13 @@ if grep -q 'DRILL7-MIDTURN' "$P"; then
   i=0
   while [ ! -f "$S/midturn-go" ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
 fi
+if grep -q 'DRILL-DOCKER' "$P"; then
+  card=$(grep -o 'your card #[0-9]*' "$P" | head -1 | tr -dc 0-9)
+  docker run -d --name drilldb postgres > /dev/null
+  curl -s -X POST -H 'Content-Type: application/json' \
+    -d "{\"id\":$card,\"status\":\"testing\",\"note\":\"db started, verified\",\"by\":\"$RELAY_SESSION\"}" \
+    "$RELAY_URL/task/update" > "$S/task-update.json"
+fi
 if grep -q 'DRILL3-HANG' "$P" && ! grep -q 'cut at the time box' "$P"; then
   echo "half done" > hang-file.txt
   while :; do
@@ -114,6 +121,33 @@ fn start_original_hub(pkg: &Path, data: &Path) -> DrillHub {
     });
     DrillHub::Original { port, _proc: proc }
 }
+
+/// A fake `docker` client: `ps`, `run` and `stop` over a state file, every call logged, so the
+/// janitor can be drilled on a machine without an engine.
+const FAKE_DOCKER: &str = r#"#!/bin/sh
+S="$DRILL_STATE"
+echo "$*" >> "$S/docker-calls"
+case "$1" in
+  ps) cat "$S/docker-running" 2>/dev/null ;;
+  run)
+    name=unnamed
+    while [ $# -gt 0 ]; do [ "$1" = --name ] && name=$2; shift; done
+    id="c$(date +%s%N | tail -c 9)"
+    echo "$id $name" >> "$S/docker-running"
+    echo "$id" ;;
+  stop)
+    shift
+    for id in "$@"; do
+      if grep -q "^$id " "$S/docker-running" 2>/dev/null; then
+        grep -v "^$id " "$S/docker-running" > "$S/docker-running.tmp"
+        mv "$S/docker-running.tmp" "$S/docker-running"
+        echo "$id" >> "$S/docker-stopped"
+        echo "$id"
+      fi
+    done ;;
+  *) exit 1 ;;
+esac
+"#;
 
 struct Drill {
     tmp: tempfile::TempDir,
@@ -566,5 +600,83 @@ fn drill7b(d: Drill) {
         "the held wake ran exactly once"
     );
     assert_eq!(d.prompts_with("DRILL-KICKOFF"), 1, "no second kickoff");
+    assert!(runner.alive(), "runner died:\n{}", d.log());
+}
+
+#[test]
+fn drill_docker_janitor_stops_a_cards_containers_when_it_reaches_testing() {
+    docker_janitor(Drill::new());
+}
+
+#[test]
+fn drill_docker_janitor_stops_a_cards_containers_when_it_reaches_testing_on_the_original_hub() {
+    if let Some(d) = Drill::on_original_hub() {
+        docker_janitor(d);
+    }
+}
+
+fn docker_janitor(d: Drill) {
+    let bin = d.tmp.path().join("bin");
+    std::fs::create_dir_all(&bin).expect("bin");
+    write_exec(&bin.join("docker"), FAKE_DOCKER);
+    // A container that was already running before the turn is never touched.
+    std::fs::write(d.state.join("docker-running"), "c000old other-stack\n").expect("running");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut runner = d.runner(&common::bin(), &[("PATH", &path)]);
+    wait_until("the kickoff turn", LONG, || {
+        d.prompts_with("DRILL-KICKOFF") == 1
+    });
+
+    let task = serde_json::json!({
+        "project": PROJECT, "title": "bring up the db", "status": "doing",
+        "assignee": SESSION, "by": SENDER,
+    });
+    let (status, reply) =
+        common::hub_request(d.hub.port(), "POST", "/task", Some(&task)).expect("task");
+    assert!(status < 300, "{status} {reply}");
+    let card = reply["task"]["id"].as_i64().expect("card id");
+    hub_send(
+        d.hub.port(),
+        SENDER,
+        SESSION,
+        PROJECT,
+        &format!("your card #{card}: DRILL-DOCKER start the db, then move the card to testing"),
+    );
+    let stopped = d.state.join("docker-stopped");
+    wait_until("the janitor's stop", LONG, || stopped.exists());
+    wait_until("the janitor's notice", LONG, || {
+        hub_messages(d.hub.port(), "observer:drill")
+            .iter()
+            .any(|m| {
+                m["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("stopped 1 container(s)") && t.contains("drilldb"))
+            })
+    });
+    let running = std::fs::read_to_string(d.state.join("docker-running")).expect("running");
+    assert_eq!(
+        running.trim(),
+        "c000old other-stack",
+        "only the turn's container stopped"
+    );
+    let calls = std::fs::read_to_string(d.state.join("docker-calls")).expect("calls");
+    assert!(
+        calls
+            .lines()
+            .all(|c| !c.starts_with("rm") && !c.contains("volume")),
+        "the janitor only ever stops:\n{calls}"
+    );
+    let record = d.bus.join(format!("docker-{PERSONA}-{PROJECT}.json"));
+    wait_until("the emptied record to go", LONG, || !record.exists());
+    let rows = d.ledger_rows();
+    assert!(
+        rows.iter()
+            .any(|r| r["containers"] == serde_json::json!(["drilldb"]) && r["card"] == card),
+        "the turn row names the container:\n{rows:#?}"
+    );
     assert!(runner.alive(), "runner died:\n{}", d.log());
 }

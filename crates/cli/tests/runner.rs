@@ -205,6 +205,10 @@ impl Seat {
     }
 
     fn start(&mut self, hub_url: &str) {
+        self.start_with(hub_url, &[]);
+    }
+
+    fn start_with(&mut self, hub_url: &str, extra: &[(&str, &str)]) {
         self.boots += 1;
         let log = std::fs::File::create(self.tmp.path().join(format!("runner-{}.log", self.boots)))
             .expect("log");
@@ -239,6 +243,9 @@ impl Seat {
             cmd.env("CREW_PERSONA", &self.persona);
         } else {
             cmd.env_remove("CREW_PERSONA");
+        }
+        for (k, v) in extra {
+            cmd.env(k, v);
         }
         self.runner = Some(GroupChild::spawn(cmd));
     }
@@ -1015,4 +1022,178 @@ fn trantor_now() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// Control-file text that runs once: it deletes itself after setting the knobs.
+fn once(knobs: &str) -> String {
+    format!("{knobs}\nrm -f \"$FAKE_AGENT_CONTROL\"\n")
+}
+
+#[test]
+fn a_failed_turn_is_retried_on_the_ladder_and_the_recovery_is_announced() {
+    failure_then_recovery_on(false);
+}
+
+#[test]
+fn a_failed_turn_is_retried_on_the_original_hub() {
+    failure_then_recovery_on(true);
+}
+
+fn failure_then_recovery_on(original: bool) {
+    let Some(hub) = TestHub::start(original) else {
+        return;
+    };
+    let mut seat = Seat::new("claude", "claude");
+    seat.start_with(&hub.url(), &[("TRANTOR_RETRY_MS", "1000")]);
+    seat.wait_idle_after(1);
+    seat.control(&once(
+        "FAKE_AGENT_EXIT=1\nFAKE_AGENT_OUTPUT='segfault in the widget code'",
+    ));
+    let id = hub_send(hub.port, ORCH, "claude:p", PROJECT, "RETRY-WAKE: build it");
+    wait_until("the done receipt", LONG, || {
+        !receipts(hub.port, &seat, ORCH).is_empty()
+    });
+    let failed = received(hub.port, ORCH, "claude:p", "your contract FAILED");
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    assert_eq!(failed[0]["re"].as_i64(), Some(id));
+    assert_eq!(failed[0]["kind"], "receipt");
+    assert!(
+        failed[0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("(exit 1, crashed)"))
+    );
+    wait_until("the recovery notice", LONG, || {
+        !received(hub.port, "observer:p", "claude:p", "claude:p recovered").is_empty()
+    });
+    assert_eq!(
+        received(hub.port, "observer:p", "claude:p", "turn FAILED").len(),
+        1
+    );
+    assert_eq!(
+        received(hub.port, "orch:p", "claude:p", "turn FAILED").len(),
+        2,
+        "all + the orchestrator alert"
+    );
+    assert_eq!(seat.prompts_with("RETRY-WAKE"), 2);
+    assert_eq!(seat.prompts_with("REDELIVERY, attempt 2"), 1);
+    let outcomes: Vec<Value> = seat
+        .turn_rows()
+        .iter()
+        .map(|r| r["outcome"].clone())
+        .collect();
+    assert_eq!(
+        outcomes[outcomes.len() - 2..],
+        [json!("api-error"), json!("completed")]
+    );
+    assert_eq!(receipts(hub.port, &seat, ORCH)[0]["re"].as_i64(), Some(id));
+}
+
+#[test]
+fn two_failures_park_bounded_and_a_direct_message_ends_the_park() {
+    let Some(hub) = TestHub::start(false) else {
+        return;
+    };
+    let mut seat = Seat::new("claude", "claude");
+    seat.start_with(&hub.url(), &[("TRANTOR_RETRY_MS", "500")]);
+    seat.wait_idle_after(1);
+    seat.control("FAKE_AGENT_EXIT=2\n");
+    hub_send(hub.port, ORCH, "claude:p", PROJECT, "BOUNDED-1: build it");
+    let park_file = seat.bus.join("park-claude-p.json");
+    wait_until("the bounded park", LONG, || park_file.exists());
+    let park: Value =
+        serde_json::from_str(&std::fs::read_to_string(&park_file).expect("park")).expect("json");
+    assert_eq!(park["reason"], "api-error", "{park}");
+    assert_eq!(park["bounded"], true);
+    assert_eq!(
+        seat.prompts_with("BOUNDED-1"),
+        2,
+        "two attempts, then the park"
+    );
+    seat.control("");
+    hub_send(hub.port, ORCH, "claude:p", PROJECT, "BOUNDED-2: and this");
+    wait_until("the receipt after the park", LONG, || {
+        !receipts(hub.port, &seat, ORCH).is_empty()
+    });
+    assert!(!park_file.exists(), "the park is over");
+    let last = seat.calls().last().cloned().expect("call");
+    let prompt = last["prompt"].as_str().unwrap_or("");
+    assert!(prompt.contains("BOUNDED-1") && prompt.contains("BOUNDED-2"));
+    let parked = received(hub.port, "observer:p", "claude:p", "PARKED");
+    assert_eq!(parked.len(), 1);
+    assert!(
+        parked[0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("a direct message ends the park now"))
+    );
+}
+
+#[test]
+fn an_ask_holds_the_wake_until_the_answer_resumes_the_card() {
+    let Some(hub) = TestHub::start(false) else {
+        return;
+    };
+    let mut seat = Seat::new("claude", "claude");
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    seat.control(&once(
+        "curl -s -o /dev/null -XPOST \"$RELAY_URL/send\" -H 'content-type: application/json' \
+         -d '{\"from\":\"'\"$RELAY_SESSION\"'\",\"to\":\"orch:p\",\"kind\":\"ask\",\"text\":\"❓ ask: which API version?\"}'",
+    ));
+    hub_send(
+        hub.port,
+        ORCH,
+        "claude:p",
+        PROJECT,
+        "ASK-WAKE: build the client",
+    );
+    wait_until("the held ask", LONG, || {
+        seat.pending()["ask"].as_i64().is_some_and(|a| a > 0)
+    });
+    let ask = seat.pending()["ask"].as_i64().unwrap_or(0);
+    assert_eq!(seat.pending()["askTo"], ORCH);
+    assert_eq!(
+        seat.turn_rows().last().map(|r| r["outcome"].clone()),
+        Some(json!("asked"))
+    );
+    assert!(
+        receipts(hub.port, &seat, ORCH).is_empty(),
+        "the contract is owed, not done"
+    );
+    let answer = send(
+        hub.port,
+        json!({"from": ORCH, "to": "claude:p", "project": PROJECT, "re": ask,
+               "text": "ASK-ANSWER: use v2"}),
+    );
+    wait_until("the done receipt", LONG, || {
+        !receipts(hub.port, &seat, ORCH).is_empty()
+    });
+    let last = seat.calls().last().cloned().expect("call");
+    let prompt = last["prompt"].as_str().unwrap_or("");
+    assert!(prompt.contains("ASK-WAKE") && prompt.contains("ASK-ANSWER"));
+    assert_eq!(last["argv"][0], "-c", "the answer resumes the same session");
+    assert_eq!(
+        receipts(hub.port, &seat, ORCH)[0]["re"].as_i64(),
+        Some(answer)
+    );
+    assert_eq!(seat.pending()["ask"].as_i64().unwrap_or(0), 0);
+    assert_eq!(seat.prompts_with("ASK-WAKE"), 2);
+}
+
+#[test]
+fn a_pulse_seat_rereads_its_mission_on_a_quiet_bus() {
+    let Some(hub) = TestHub::start(false) else {
+        return;
+    };
+    let mut seat = Seat::new("claude", "claude");
+    std::fs::write(
+        seat.repo.join("MISSION.md"),
+        "MISSION-NOTE: keep the board moving\n",
+    )
+    .expect("mission");
+    seat.start_with(&hub.url(), &[("RUNNER_PULSE_MS", "1500")]);
+    wait_until("a pulse turn", LONG, || {
+        seat.turn_rows().iter().any(|r| r["trigger"] == "pulse")
+    });
+    assert!(seat.prompts_with("MISSION-NOTE") >= 1);
+    assert!(seat.prompts_with("PULSE") >= 1);
 }

@@ -564,3 +564,110 @@ fn python_driver_cross_check() {
     );
     assert_eq!(results[4]["text"], "card #1 -> doing");
 }
+
+/// The official TypeScript SDK's client against `trantor mcp` (skipped without node and npm,
+/// or when the SDK cannot be installed, e.g. offline).
+#[test]
+fn typescript_sdk_client_cross_check() {
+    let has = |tool: &str| {
+        std::process::Command::new(tool)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !has("node") || !has("npm") {
+        eprintln!("node/npm not found: skipping the TypeScript SDK check");
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ts-sdk");
+    std::fs::create_dir_all(&dir).expect("sdk dir");
+    if !dir.join("node_modules/@modelcontextprotocol/sdk").exists() {
+        let ok = std::process::Command::new("npm")
+            .args([
+                "install",
+                "--silent",
+                "--no-audit",
+                "--no-fund",
+                "@modelcontextprotocol/sdk@1",
+            ])
+            .current_dir(&dir)
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            eprintln!("could not install @modelcontextprotocol/sdk (offline?): skipping");
+            return;
+        }
+    }
+    let script = dir.join("drive.mjs");
+    std::fs::write(
+        &script,
+        r#"import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+const [bin, ...calls] = process.argv.slice(2);
+const t = new StdioClientTransport({ command: bin, args: ["mcp"], env: process.env, stderr: "ignore" });
+const c = new Client({ name: "ts-check", version: "1" });
+await c.connect(t);
+const tools = await c.listTools();
+const out = { server: c.getServerVersion(), tools: tools.tools, results: [] };
+for (const raw of calls) {
+  const { name, arguments: args } = JSON.parse(raw);
+  const r = await c.callTool({ name, arguments: args });
+  out.results.push({ name, isError: !!r.isError, text: r.content.map(x => x.text).join("\n") });
+}
+console.log(JSON.stringify(out));
+await c.close();
+"#,
+    )
+    .expect("script");
+    let hub = Hub::start();
+    let home = tempfile::tempdir().expect("tmp");
+    let calls = [
+        json!({"name": "relay_whoami", "arguments": {}}),
+        json!({"name": "relay_task_add", "arguments": {"title": "TS card", "checklist": ["a"], "drill": "echo ok"}}),
+        json!({"name": "relay_task_move", "arguments": {"id": 1, "status": "doing"}}),
+        json!({"name": "relay_board", "arguments": {"mine": true}}),
+        json!({"name": "relay_send", "arguments": {"to": "claude:demo", "text": "hi from TS"}}),
+    ];
+    let out = std::process::Command::new("node")
+        .arg(&script)
+        .arg(bin())
+        .args(calls.iter().map(|c| c.to_string()))
+        .current_dir(&dir)
+        .env("RELAY_URL", hub.url())
+        .env("RELAY_SESSION", "orch:demo")
+        .env("HOME", home.path())
+        .env("TRANTOR_LOG", "warn")
+        .output()
+        .expect("node");
+    assert!(
+        out.status.success(),
+        "node client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(r["server"]["name"], "trantor");
+    assert!(r["tools"].as_array().map(|t| t.len()).unwrap_or(0) >= 14);
+    let results = r["results"].as_array().expect("results");
+    for x in results {
+        assert_eq!(x["isError"], false, "{x}");
+    }
+    assert!(
+        results[0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("session=orch:demo")
+    );
+    assert_eq!(results[2]["text"], "card #1 -> doing");
+    assert!(
+        results[3]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("card #1 [doing] TS card")
+    );
+    assert!(
+        results[4]["text"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("sent #")
+    );
+}

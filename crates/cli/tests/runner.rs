@@ -1197,3 +1197,56 @@ fn a_pulse_seat_rereads_its_mission_on_a_quiet_bus() {
     assert!(seat.prompts_with("MISSION-NOTE") >= 1);
     assert!(seat.prompts_with("PULSE") >= 1);
 }
+
+#[test]
+fn a_staged_swap_waits_for_its_release_and_starts_from_its_cursor() {
+    let Some(hub) = TestHub::start(false) else {
+        return;
+    };
+    let mut seat = Seat::new("claude", "claude");
+    let stage = seat.tmp.path().join("stage");
+    let stage_s = stage.to_string_lossy().to_string();
+    seat.start_with(
+        &hub.url(),
+        &[
+            ("CREW_SWAP_STAGE", stage_s.as_str()),
+            ("CREW_SWAP_AGENT", "claude"),
+            ("CREW_SWAP_LABEL", "claude-next"),
+        ],
+    );
+    let ready = PathBuf::from(format!("{stage_s}.ready"));
+    wait_until("the ready file", LONG, || ready.exists());
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(&ready).expect("ready")).expect("json");
+    assert_eq!(r["session"], "claude-next:p");
+    wait_until("the staging identity on the hub", LONG, || {
+        peer(hub.port, "claude-next:p")["status"] == "replacement ready; awaiting handoff"
+    });
+    assert!(seat.calls().is_empty(), "no turn before the handoff");
+    // A message sent before the handoff cursor is history; one after it wakes the seat.
+    let old = hub_send(
+        hub.port,
+        ORCH,
+        "claude:p",
+        PROJECT,
+        "SWAP-OLD: handled by the old seat",
+    );
+    std::fs::write(
+        format!("{stage_s}.release"),
+        json!({"agent": "claude", "cursor": old}).to_string(),
+    )
+    .expect("release");
+    seat.wait_idle_after(1);
+    hub_send(
+        hub.port,
+        ORCH,
+        "claude:p",
+        PROJECT,
+        "SWAP-NEW: for the new seat",
+    );
+    wait_until("the new seat's receipt", LONG, || {
+        !receipts(hub.port, &seat, ORCH).is_empty()
+    });
+    assert_eq!(seat.prompts_with("SWAP-OLD"), 0);
+    assert_eq!(seat.prompts_with("SWAP-NEW"), 1);
+}

@@ -58,9 +58,81 @@ async fn tip(reads: &HubReads, backoff_max: Duration) -> i64 {
     }
 }
 
+/// A swap's staged replacement (§2.3, normal boots only): announce the staging identity, say
+/// ready through `<stage>.ready`, and wait (up to 120 s) for `<stage>.release`, whose cursor
+/// this seat starts from. `None` when no swap is staged.
+async fn await_swap_release(hub: &HubClient, agent: &str) -> anyhow::Result<Option<i64>> {
+    let env = ProcessEnv;
+    use crate::config::Env;
+    let Some(stage) = env.get("CREW_SWAP_STAGE") else {
+        return Ok(None);
+    };
+    let label = env
+        .get("CREW_SWAP_LABEL")
+        .unwrap_or_else(|| format!("{agent}-swap"));
+    let project = env.get("RELAY_PROJECT").unwrap_or_default();
+    let staging = format!("{label}:{project}");
+    let reg = trantor_proto::RegisterRequest {
+        session: staging.clone(),
+        project: Some(project),
+        status: Some("replacement ready; awaiting handoff".into()),
+        kind: Some("agent".into()),
+        ..Default::default()
+    };
+    if let Err(e) = hub
+        .clone()
+        .with_timeout(Duration::from_secs(8))
+        .register(&reg)
+        .await
+    {
+        tracing::warn!("swap: registering {staging} failed: {e}");
+    }
+    let ready = serde_json::json!({"pid": std::process::id(), "session": staging});
+    fsx::write_atomic(
+        std::path::Path::new(&format!("{stage}.ready")),
+        ready.to_string().as_bytes(),
+    )?;
+    tracing::info!("swap: staged as {staging} — waiting for {stage}.release");
+    let release = std::path::PathBuf::from(format!("{stage}.release"));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let text = loop {
+        if let Ok(t) = std::fs::read_to_string(&release) {
+            break t;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            anyhow::bail!("swap handoff timed out: no {stage}.release within 120 s");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("swap release {} is not JSON: {e}", release.display()))?;
+    let named = v.get("agent").and_then(|a| a.as_str()).unwrap_or("");
+    if let Some(want) = env.get("CREW_SWAP_AGENT")
+        && named != want
+    {
+        anyhow::bail!("swap release names a different seat ({named}, not {want})");
+    }
+    Ok(Some(v.get("cursor").and_then(|c| c.as_i64()).unwrap_or(0)))
+}
+
 /// Boot the seat.
 pub async fn boot(cfg: Config, rs: Option<ReleaseState>) -> anyhow::Result<Seat> {
     std::fs::create_dir_all(cfg.bus_dir.join("logs"))?;
+    let swap_cursor = if rs.is_none() {
+        await_swap_release(&HubClient::new(&cfg.hub_url), &cfg.agent).await?
+    } else {
+        None
+    };
+    {
+        use crate::config::Env;
+        let title = ProcessEnv
+            .get("RUNNER_TITLE")
+            .unwrap_or_else(|| format!("trantor crew · {}", cfg.project));
+        match ProcessEnv.get("RUNNER_ABOUT") {
+            Some(about) => tracing::info!("{title} — {about}"),
+            None => tracing::info!("{title}"),
+        }
+    }
     let paths = Paths::new(&cfg.bus_dir, &cfg.persona, &cfg.project);
     let home = config::home(&ProcessEnv);
     let release = match release::installed_path().and_then(ReleaseWatcher::new) {
@@ -184,9 +256,10 @@ pub async fn boot(cfg: Config, rs: Option<ReleaseState>) -> anyhow::Result<Seat>
         cfg,
     };
 
-    seat.cursor = match &rs {
-        Some(s) => s.cursor,
-        None => {
+    seat.cursor = match (&rs, swap_cursor) {
+        (Some(s), _) => s.cursor,
+        (None, Some(c)) => c,
+        (None, None) => {
             tip(
                 &seat.reads,
                 Duration::from_millis(seat.cfg.hub_backoff_max_ms),

@@ -6,7 +6,8 @@
 //! worktree it was given: it never pushes, resets, amends, stashes, switches or creates branches,
 //! never runs hooks (`core.hooksPath=/dev/null` and `--no-verify`), never signs
 //! (`commit.gpgsign=false`, `--no-gpg-sign`), and refuses (`Skipped`) whenever HEAD is not
-//! `refs/heads/seat/<persona>` or the directory is not the top of its own checkout.
+//! `refs/heads/seat/<persona>`, the directory is not the top of its own checkout, or that
+//! checkout is a main working tree rather than a linked (seat) worktree.
 
 use std::path::Path;
 use std::time::Duration;
@@ -102,6 +103,28 @@ fn try_snapshot(
     if !same_path(Path::new(&top), worktree) {
         return Ok(SnapshotOutcome::Skipped(format!(
             "{} is not the top of its checkout ({top})",
+            worktree.display()
+        )));
+    }
+    // 1b. Only a linked worktree: the operator's main checkout is never a seat's, even when it
+    // happens to have the seat branch checked out.
+    let dirs = git(
+        worktree,
+        &[
+            "rev-parse",
+            "--path-format=absolute",
+            "--git-dir",
+            "--git-common-dir",
+        ],
+        GIT_TIMEOUT,
+    )
+    .map_err(err)?;
+    let mut lines = dirs.lines();
+    if let (Some(git_dir), Some(common)) = (lines.next(), lines.next())
+        && same_path(Path::new(git_dir), Path::new(common))
+    {
+        return Ok(SnapshotOutcome::Skipped(format!(
+            "{} is a main checkout, not a seat worktree",
             worktree.display()
         )));
     }
@@ -333,9 +356,13 @@ mod tests {
         std::fs::write(repo.join("dirty"), "d").expect("write");
         let out = snapshot_wip(&repo, "claude", SnapshotWhy::Cut);
         assert!(
-            matches!(&out, SnapshotOutcome::Skipped(r) if r.contains("not the seat branch")),
+            matches!(&out, SnapshotOutcome::Skipped(r) if r.contains("main checkout")),
             "{out:?}"
         );
+        // Not even when it has a seat branch checked out.
+        git(&repo, &["checkout", "-q", "-b", "seat/other"], T).expect("branch");
+        let out = snapshot_wip(&repo, "other", SnapshotWhy::Cut);
+        assert!(matches!(out, SnapshotOutcome::Skipped(_)), "{out:?}");
         assert_eq!(
             git(&repo, &["rev-list", "--count", "HEAD"], T).expect("count"),
             "1"

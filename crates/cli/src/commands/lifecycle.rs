@@ -1,7 +1,7 @@
 //! `trantor up`, `trantor down`, `trantor seat-why`: start, stop and explain seats.
 
 use super::seats::{self, SeatRecord};
-use super::{Common, hub_failure, print_json, usage};
+use super::{Common, print_json, usage};
 use serde_json::{Value, json};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -672,13 +672,15 @@ async fn ensure_hub(hub: &HubClient, json: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     if seats::local_port(hub.base()).is_none() {
-        return Err(hub_failure(
-            hub.base(),
-            trantor_proto::ClientError::Timeout {
-                path: "/health".into(),
-                after: Duration::from_secs(10),
-            },
-        ));
+        return Err(super::VerbError::Hub {
+            message: format!(
+                "no hub answers at {}, and it is not on this machine, so `trantor up` cannot start \
+                 it: start the hub there, or point RELAY_URL / --url at one that runs",
+                hub.base()
+            ),
+            unreachable: true,
+        }
+        .into());
     }
     let log = seats::bus_dir().join("logs").join("hub.log");
     let pid = seats::spawn_hub(hub.base(), &log, &[]).map_err(|e| super::VerbError::Hub {
@@ -721,6 +723,11 @@ pub(crate) async fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
         None => std::env::current_dir()?,
     };
     let dir = std::fs::canonicalize(&dir).map_err(|e| usage(format!("{}: {e}", dir.display())))?;
+    // The seats' project follows the directory they work in, not the shell's.
+    let mut id = id;
+    if a.common.project.is_none() {
+        id.project = trantor_mcp::identity::project_for(&dir);
+    }
     ensure_hub(&hub, json_out).await?;
     let use_tmux = seats::use_tmux(a.no_tmux);
     if !json_out {

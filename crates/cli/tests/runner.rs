@@ -1250,3 +1250,62 @@ fn a_staged_swap_waits_for_its_release_and_starts_from_its_cursor() {
     assert_eq!(seat.prompts_with("SWAP-OLD"), 0);
     assert_eq!(seat.prompts_with("SWAP-NEW"), 1);
 }
+
+#[test]
+fn duty_nudges_reserve_in_the_shared_ledger_and_skip_what_cannot_be_nudged() {
+    let Some(hub) = TestHub::start(false) else {
+        return;
+    };
+    let mut seat = Seat::new("claude", "claude");
+    seat.start_with(&hub.url(), &[("RUNNER_DUTY_NUDGES", "1")]);
+    seat.wait_idle_after(1);
+    // An escalation about a recipient nobody knows: nothing to nudge, no model turn.
+    hub_send(
+        hub.port,
+        "hub:duty",
+        "claude:p",
+        PROJECT,
+        "⏰ UNDELIVERED for 12m: #9001 orch:p -> ghost:p",
+    );
+    wait_until("the escalation consumed without a turn", LONG, || {
+        seat.runner_log()
+            .contains("consumed without a duplicate model wake")
+    });
+    assert_eq!(seat.calls().len(), 1, "only the kickoff ran");
+    // A known, idle recipient: the turn carries the directive, the id is reserved in the shared
+    // ledger, and a turn that sent the nudge consumes the wake.
+    let (s, _) = hub_request(
+        hub.port,
+        "POST",
+        "/register",
+        Some(&json!({"session": "bob:p", "project": PROJECT, "status": "idle"})),
+    )
+    .expect("register");
+    assert!(s < 300);
+    seat.control(&once(
+        "curl -s -o /dev/null -XPOST \"$RELAY_URL/send\" -H 'content-type: application/json' \
+         -d '{\"from\":\"'\"$RELAY_SESSION\"'\",\"to\":\"bob:p\",\"text\":\"read your inbox: #9002\"}'",
+    ));
+    hub_send(
+        hub.port,
+        "hub:duty",
+        "claude:p",
+        PROJECT,
+        "⏰ UNDELIVERED for 12m: #9002 orch:p -> bob:p",
+    );
+    wait_until("the duty turn", LONG, || {
+        seat.prompts_with("MECHANICAL DUTY NUDGE REQUIREMENT") == 1
+    });
+    let ledger = seat.bus.join("nudged-bob_p.json");
+    wait_until("the nudge ledger stamp", LONG, || {
+        std::fs::read_to_string(&ledger).is_ok_and(|t| t.contains("9002"))
+    });
+    wait_until("the duty wake consumed", LONG, || {
+        seat.pending_wake_ids().is_empty() && seat.turn_rows().len() >= 2
+    });
+    assert_eq!(
+        seat.turn_rows().last().map(|r| r["outcome"].clone()),
+        Some(json!("completed"))
+    );
+    assert!(seat.prompts_with("bob:p: unread #9002") == 1);
+}

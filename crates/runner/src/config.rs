@@ -94,7 +94,7 @@ pub struct Config {
     pub turn_max_ms: u64,
     /// Liveness-extension ceiling in ms.
     pub turn_ceiling_ms: u64,
-    /// Stall window in ms (never derived from the box; 10 min when unset or invalid).
+    /// Stall window in ms (never derived from the box; at least 10 min).
     pub watchdog_ms: u64,
     /// Redelivery backoff ladder in ms.
     pub retry_ladder: Vec<u64>,
@@ -297,10 +297,8 @@ impl Config {
             return Err(ConfigError::NoCommand);
         }
         let turn_max_ms = parse_ms(env, "TRANTOR_TURN_MAX_MS", 1_200_000);
-        let watchdog_ms = match parse_ms(env, "TRANTOR_TURN_WATCHDOG_MS", 600_000) {
-            0 => 600_000,
-            n => n,
-        };
+        // Never below 10 minutes and never derived from the box (§11.3).
+        let watchdog_ms = parse_ms(env, "TRANTOR_TURN_WATCHDOG_MS", 600_000).max(600_000);
         Ok(Config {
             effort: effort_for(env.get("CREW_EFFORT"), &agent, &driver),
             model: env.get("CREW_MODEL").unwrap_or_default(),

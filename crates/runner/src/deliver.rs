@@ -57,7 +57,7 @@ impl Seat {
                 t.elapsed()
             );
         }
-        self.release_check();
+        self.release_check().await;
         self.no_delivery_retry = false;
         let released = std::mem::take(&mut self.ask_released);
         let mut wakes = self.q.wake.clone();
@@ -383,7 +383,7 @@ impl Seat {
         for t in &plan.targets {
             let nudged = events.iter().any(|e| {
                 e.get("type").and_then(|v| v.as_str()) == Some("message")
-                    && e.get("to").and_then(|v| v.as_str()) == Some(t.recipient.as_str())
+                    && e.get("toSession").and_then(|v| v.as_str()) == Some(t.recipient.as_str())
                     && e.get("ts").and_then(|v| v.as_i64()).unwrap_or(0) >= turn_start
             });
             if nudged {

@@ -17,7 +17,7 @@ const HUB_BACKOFF_START: Duration = Duration::from_secs(1);
 impl Seat {
     /// The self-restart check (§17): exec a newer, untried install in place. Returns only when
     /// there is nothing to do or the exec failed.
-    pub fn release_check(&mut self) {
+    pub async fn release_check(&mut self) {
         let Some(w) = self.release.as_mut() else {
             return;
         };
@@ -25,8 +25,10 @@ impl Seat {
             return;
         };
         tracing::info!("a newer runner is installed ({target}) — restarting onto it");
-        // The queue goes to disk unconditionally before the exec (§5.4).
+        // The queue goes to disk unconditionally before the exec (§5.4), and queued bus
+        // messages (a receipt of the last turn) go out first: the new image does not have them.
         self.save_pending(true);
+        self.bus.flush(Duration::from_secs(5)).await;
         let state = self.release_state();
         if let Some(w) = self.release.as_ref() {
             let e = w.exec(&target, &state);
@@ -67,7 +69,7 @@ impl Seat {
             self.cfg.session
         );
         loop {
-            self.release_check();
+            self.release_check().await;
             let now = trantor_proto::now_ms();
             if let Some(p) = &self.park
                 && self.cfg.park_max_ms > 0
@@ -92,11 +94,19 @@ impl Seat {
             } else {
                 hold
             };
+            let asked_at = Instant::now();
             match self.poller.poll(&self.cfg.session, self.cursor, wait).await {
                 Ok(reply) => {
                     let arrived = Instant::now();
                     self.hub_up();
+                    let idle_answer = reply.messages.is_empty() && !reply.rewound;
                     self.on_batch(reply, arrived).await;
+                    if idle_answer && asked_at.elapsed() < Duration::from_millis(200) {
+                        // A hub that answers an empty poll at once (one that ignores `wait`)
+                        // must not turn this loop into a busy one.
+                        tracing::debug!("empty poll answered without a hold — pausing 1s");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
                 }
                 Err(e) => self.hub_error(e).await,
             }

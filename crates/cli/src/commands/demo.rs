@@ -20,7 +20,7 @@ use trantor_proto::{
 
 pub(crate) const DEMO_HELP: &str = concat!(
     "\
-What it does, in about ten seconds:
+What it does, in a few seconds:
   1. starts a hub on a free port with a temporary embedded store;
   2. starts two seats, builder:demo and tester:demo — real `trantor runner` processes whose
      agent is a small built-in script instead of an LLM;

@@ -268,13 +268,15 @@ impl Driver {
     }
 }
 
-/// Expand a `command` template: `{P}` the quoted prompt file, `{PROMPT}` the prompt as one
-/// shell word (`"$(cat P)"`), `{DIR}`, `{SID}`, `{M}` (quoted), `{FRESH}` (`1` or `0`).
+/// Expand a `command` template: `{P}` (or `{prompt}`) the quoted prompt file, `{PROMPT}` the
+/// prompt as one shell word (`"$(cat P)"`), `{DIR}`, `{SID}`, `{M}` (quoted), `{FRESH}` (`1` or
+/// `0`). The prompt file is also in `$TRANTOR_PROMPT_FILE`.
 pub fn expand_template(template: &str, t: &TurnArgs<'_>) -> String {
     let pf = shell_quote(&t.prompt_file.to_string_lossy());
     template
         .replace("{PROMPT}", &format!("\"$(cat {pf})\""))
         .replace("{P}", &pf)
+        .replace("{prompt}", &pf)
         .replace("{DIR}", &shell_quote(&t.dir.to_string_lossy()))
         .replace("{SID}", &shell_quote(t.sid))
         .replace("{M}", &shell_quote(t.model))
@@ -476,6 +478,11 @@ mod tests {
         );
         let first = d.invocation(&ta(true, "", ""));
         assert_eq!(first.program, "/bin/bash");
+        let alias = Driver::for_name("command", Some("a --prompt-file {prompt}"), None);
+        assert_eq!(
+            alias.invocation(&ta(true, "", "")).args[1],
+            "a --prompt-file '/b/turn-x-p.txt'"
+        );
         assert_eq!(
             first.args,
             vec!["-c", "agent --in '/b/turn-x-p.txt' --fresh 1"]

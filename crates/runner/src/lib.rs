@@ -17,6 +17,7 @@ pub mod drivers;
 pub mod fsx;
 pub mod gitx;
 pub mod hubio;
+pub mod idle;
 pub mod ledger;
 pub mod park;
 pub mod paths;

@@ -68,6 +68,8 @@ impl Seat {
             "waiting on the bus as {} (one held poll at a time; the poll is the heartbeat)",
             self.cfg.session
         );
+        // Trim once per return to idle (boot, then after each turn), not on every poll.
+        let mut trimmed_at_turn = u64::MAX;
         loop {
             self.release_check().await;
             let now = trantor_proto::now_ms();
@@ -87,6 +89,12 @@ impl Seat {
             if self.redelivery_due(now) {
                 self.deliver(None).await;
                 continue;
+            }
+            if trimmed_at_turn != self.turn {
+                trimmed_at_turn = self.turn;
+                // Let the turn's stragglers (register, receipts) go out first.
+                self.bus.flush(Duration::from_secs(2)).await;
+                crate::idle::trim();
             }
             let hold = self.hold(now);
             let wait = if self.cfg.park_max_ms > 0 && self.park.is_some() {

@@ -381,6 +381,22 @@ mod tests {
     }
 
     #[test]
+    fn superseded_by_a_later_reply_that_answered_something_else() {
+        let now = 10 * H;
+        let mut reply = msg(3, now - H / 2, "a:p", S);
+        reply.re = Some(99); // answers something outside this ledger
+        let msgs = vec![msg(1, now - 2 * H, S, "a:p"), reply];
+        let who = HashMap::from([("a:p".to_string(), online(now))]);
+        let r = ledger(&params(now), &msgs, &who, &HashMap::new());
+        assert_eq!(disp(&r, 1), "superseded");
+        // Younger than the abandon window: still waiting.
+        let mut p = params(now);
+        p.abandon_ms = 3 * H;
+        let r = ledger(&p, &msgs, &who, &HashMap::new());
+        assert_eq!(disp(&r, 1), "waiting");
+    }
+
+    #[test]
     fn project_filter_and_reaped_record() {
         let now = 1000;
         let mut other = msg(2, 1, S, "a:p");

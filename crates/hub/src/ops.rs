@@ -93,16 +93,31 @@ pub async fn front<S: Store>(State(hub): State<AppState<S>>, req: Request, next:
     resp
 }
 
+/// How much of an over-limit body is read and discarded before the 413 goes out. A client that
+/// is still uploading when the reply arrives sees a reset instead of the 413 (HTTP/1 has no
+/// clean way to refuse mid-upload), so moderately large bodies are drained; beyond this the
+/// connection is simply closed after the reply.
+const DRAIN_CAP: usize = 16 * 1024 * 1024;
+
 async fn read_body(body: Body) -> Result<Bytes, ApiError> {
     let mut stream = body.into_data_stream();
     let mut buf: Vec<u8> = Vec::new();
+    let mut seen: usize = 0;
     while let Some(chunk) = stream.next().await {
         let chunk =
             chunk.map_err(|e| ApiError::bad_request(format!("cannot read request body: {e}")))?;
-        if buf.len() + chunk.len() > limits::MAX_BODY_BYTES {
-            return Err(ApiError::too_large(limits::MAX_BODY_BYTES));
+        seen = seen.saturating_add(chunk.len());
+        if seen > limits::MAX_BODY_BYTES {
+            buf = Vec::new();
+            if seen > DRAIN_CAP {
+                break;
+            }
+            continue;
         }
         buf.extend_from_slice(&chunk);
+    }
+    if seen > limits::MAX_BODY_BYTES {
+        return Err(ApiError::too_large(limits::MAX_BODY_BYTES));
     }
     Ok(Bytes::from(buf))
 }
@@ -148,7 +163,7 @@ pub async fn idempotent<S: Store>(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok())
-        .is_some_and(|n| n > limits::MAX_BODY_BYTES as u64);
+        .is_some_and(|n| n > DRAIN_CAP as u64);
     if too_big {
         return ApiError::too_large(limits::MAX_BODY_BYTES).into_response();
     }

@@ -1309,3 +1309,36 @@ fn duty_nudges_reserve_in_the_shared_ledger_and_skip_what_cannot_be_nudged() {
     );
     assert!(seat.prompts_with("bob:p: unread #9002") == 1);
 }
+
+#[test]
+fn stopping_the_runner_mid_turn_ends_its_cli_and_keeps_the_wake() {
+    let Some(hub) = TestHub::start(false) else {
+        return;
+    };
+    let mut seat = Seat::new("claude", "claude");
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    seat.control(&format!("{}FAKE_AGENT_SLEEP=60\n", record_pid(&seat)));
+    let id = hub_send(hub.port, ORCH, "claude:p", PROJECT, "STOP-WAKE: long job");
+    wait_until("the turn to start", LONG, || {
+        seat.prompts_with("STOP-WAKE") == 1
+    });
+    let cli: i32 = std::fs::read_to_string(seat.tmp.path().join("cli-pids"))
+        .expect("cli pid")
+        .lines()
+        .last()
+        .and_then(|p| p.trim().parse().ok())
+        .expect("pid");
+    let runner = seat.runner.as_mut().expect("runner");
+    let pid = nix::unistd::Pid::from_raw(runner.pid() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("sigterm");
+    wait_until("the runner to exit", LONG, || !runner.alive());
+    wait_until("the CLI's process group to be gone", LONG, || {
+        nix::sys::signal::killpg(nix::unistd::Pid::from_raw(cli), None).is_err()
+    });
+    assert_eq!(
+        seat.pending_wake_ids(),
+        vec![id],
+        "the wake stays owed on disk"
+    );
+}

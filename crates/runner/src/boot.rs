@@ -16,21 +16,40 @@ use crate::{fsx, gitx, worktree};
 use std::time::Duration;
 use trantor_proto::HubClient;
 
-/// Wait for SIGTERM, SIGINT or SIGHUP; returns the signal's name.
-pub async fn shutdown_signal() -> &'static str {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
-        // Without signal handlers the default actions still stop the process.
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-        _ = hup.recv() => "SIGHUP",
+/// The stop signals (SIGTERM, SIGINT, SIGHUP), listened to from the moment of installing.
+pub struct Shutdown {
+    signals: Option<[tokio::signal::unix::Signal; 3]>,
+}
+
+impl Shutdown {
+    /// Install the handlers now.
+    pub fn install() -> Shutdown {
+        use tokio::signal::unix::{SignalKind, signal};
+        let signals = match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
+        ) {
+            (Ok(t), Ok(i), Ok(h)) => Some([t, i, h]),
+            _ => {
+                // Without handlers the default actions still stop the process.
+                tracing::warn!("could not install signal handlers");
+                None
+            }
+        };
+        Shutdown { signals }
+    }
+
+    /// Wait for a stop signal; returns its name.
+    pub async fn wait(&mut self) -> &'static str {
+        let Some([term, int, hup]) = self.signals.as_mut() else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+            _ = hup.recv() => "SIGHUP",
+        }
     }
 }
 
@@ -116,7 +135,11 @@ async fn await_swap_release(hub: &HubClient, agent: &str) -> anyhow::Result<Opti
 }
 
 /// Boot the seat.
-pub async fn boot(cfg: Config, rs: Option<ReleaseState>) -> anyhow::Result<Seat> {
+pub async fn boot(
+    cfg: Config,
+    rs: Option<ReleaseState>,
+    bus_slot: &std::sync::OnceLock<Bus>,
+) -> anyhow::Result<Seat> {
     std::fs::create_dir_all(cfg.bus_dir.join("logs"))?;
     let swap_cursor = if rs.is_none() {
         await_swap_release(&HubClient::new(&cfg.hub_url), &cfg.agent).await?
@@ -179,6 +202,7 @@ pub async fn boot(cfg: Config, rs: Option<ReleaseState>) -> anyhow::Result<Seat>
 
     let hub = HubClient::new(&cfg.hub_url);
     let bus = Bus::start(hub.clone(), Duration::from_millis(cfg.hub_backoff_max_ms));
+    let _ = bus_slot.set(bus.clone());
     let ledger = Ledger::new(&paths.ledger);
     ledger.append(&ledger::boot_row(
         &cfg.persona,

@@ -4,8 +4,9 @@
 //! every page the boot and the last turn touched: the binary's code (one `trantor` binary also
 //! carries the hub, the MCP server and the CLI, and the kernel maps code in 64 KiB blocks) and
 //! freed heap. When the seat goes idle it drops both: freed heap goes back to the OS, and the
-//! executable's code pages are unmapped from this process (they stay in the page cache, shared,
-//! and fault back in on the next wake at a cost of well under a millisecond).
+//! executable's unwritten read-only pages (code, constants) are unmapped from this process
+//! (they stay in the page cache, shared, and fault back in on the next wake at a cost of well
+//! under a millisecond).
 
 use std::io::BufRead;
 
@@ -28,37 +29,41 @@ fn drop_exe_pages() {
         return;
     };
     let exe = exe.to_string_lossy().to_string();
-    let Ok(maps) = std::fs::File::open("/proc/self/maps") else {
+    let Ok(smaps) = std::fs::File::open("/proc/self/smaps") else {
         return;
     };
-    for line in std::io::BufReader::new(maps).lines().map_while(Result::ok) {
-        // "start-end perms offset dev inode path"
+    // (start, end) of the current mapping when it is a read-only mapping of our executable,
+    // dropped once its `Anonymous:` line shows it has no private (written) pages.
+    let mut current: Option<(usize, usize)> = None;
+    for line in std::io::BufReader::new(smaps).lines().map_while(Result::ok) {
         let mut f = line.split_whitespace();
-        let (Some(range), Some(perms)) = (f.next(), f.next()) else {
+        let Some(first) = f.next() else {
             continue;
         };
-        let path = f.nth(3).unwrap_or("");
-        // Only the executable's code (r-xp). Read-only data is left alone on purpose: the RELRO
-        // segment is also mapped r--p but was written by the relocations at load time, and
-        // dropping it would revert those writes.
-        if path != exe || perms != "r-xp" {
+        if let Some((a, b)) = first.split_once('-')
+            && let (Ok(start), Ok(end)) =
+                (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+        {
+            // A mapping header: "start-end perms offset dev inode path".
+            let perms = f.next().unwrap_or("");
+            let path = f.nth(3).unwrap_or("");
+            current = (path == exe && (perms == "r-xp" || perms == "r--p") && end > start)
+                .then_some((start, end));
             continue;
         }
-        let Some((a, b)) = range.split_once('-') else {
-            continue;
-        };
-        let (Ok(start), Ok(end)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
-        else {
-            continue;
-        };
-        if end <= start {
-            continue;
-        }
-        // SAFETY: the range is this executable's code mapping (r-xp, checked above), which is
-        // never written; MADV_DONTNEED only drops its page-table entries, and the next access
-        // re-reads identical contents from the file.
-        unsafe {
-            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+        // The RELRO segment is mapped r--p too, but the loader wrote its relocations into it:
+        // those pages are private (`Anonymous` > 0) and dropping them would revert the writes.
+        // Only a mapping with no private page at all is dropped.
+        if first == "Anonymous:"
+            && let Some((start, end)) = current.take()
+            && f.next() == Some("0")
+        {
+            // SAFETY: a read-only mapping of this executable with no private pages; its
+            // contents are exactly the file's, so MADV_DONTNEED only drops page-table entries
+            // and the next access re-reads identical bytes from the page cache.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+            }
         }
     }
 }

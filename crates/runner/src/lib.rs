@@ -69,17 +69,26 @@ pub async fn run(args: RunnerArgs) -> anyhow::Result<()> {
     // First, before anything reads the environment: a release boot's state leaves the env here.
     let release_state = release::take_release_state();
     let cfg = config::Config::resolve(&args, &config::ProcessEnv)?;
-    let mut seat = boot::boot(cfg, release_state).await?;
-    let bus = seat.bus.clone();
-    tokio::select! {
-        r = seat.run_loop() => {
-            bus.flush(std::time::Duration::from_secs(5)).await;
+    // Handlers go in before the boot, so a stop during the kickoff turn still ends its CLI.
+    let mut stop = boot::Shutdown::install();
+    let bus: std::sync::Arc<std::sync::OnceLock<bus::Bus>> = Default::default();
+    let work = {
+        let bus = bus.clone();
+        async move {
+            let mut seat = boot::boot(cfg, release_state, &bus).await?;
+            let r = seat.run_loop().await;
+            seat.bus.flush(std::time::Duration::from_secs(5)).await;
             r
         }
-        sig = boot::shutdown_signal() => {
+    };
+    tokio::select! {
+        r = work => r,
+        sig = stop.wait() => {
             tracing::info!("{sig} — stopping the seat (the queue is on disk)");
             turn::stop_current_turn().await;
-            bus.flush(std::time::Duration::from_secs(3)).await;
+            if let Some(b) = bus.get() {
+                b.flush(std::time::Duration::from_secs(3)).await;
+            }
             Ok(())
         }
     }

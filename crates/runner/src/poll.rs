@@ -11,6 +11,8 @@ use crate::wake;
 use std::time::{Duration, Instant};
 use trantor_proto::{ClientError, InboxReply};
 
+/// How long a seat has been waiting on the bus before it gives memory back.
+const IDLE_TRIM_AFTER: Duration = Duration::from_secs(2);
 /// The back-off after the first failed hub call.
 const HUB_BACKOFF_START: Duration = Duration::from_secs(1);
 
@@ -68,7 +70,7 @@ impl Seat {
             "waiting on the bus as {} (one held poll at a time; the poll is the heartbeat)",
             self.cfg.session
         );
-        // Trim once per return to idle (boot, then after each turn), not on every poll.
+        // Trim once per return to idle (after boot, then after each turn), not on every poll.
         let mut trimmed_at_turn = u64::MAX;
         loop {
             self.release_check().await;
@@ -90,12 +92,8 @@ impl Seat {
                 self.deliver(None).await;
                 continue;
             }
-            if trimmed_at_turn != self.turn {
-                trimmed_at_turn = self.turn;
-                // Let the turn's stragglers (register, receipts) go out first.
-                self.bus.flush(Duration::from_secs(2)).await;
-                crate::idle::trim();
-            }
+            let trim_now = trimmed_at_turn != self.turn;
+            trimmed_at_turn = self.turn;
             let hold = self.hold(now);
             let wait = if self.cfg.park_max_ms > 0 && self.park.is_some() {
                 hold.min(Duration::from_millis(self.cfg.park_max_ms))
@@ -103,7 +101,25 @@ impl Seat {
                 hold
             };
             let asked_at = Instant::now();
-            match self.poller.poll(&self.cfg.session, self.cursor, wait).await {
+            let answer = {
+                let poll = self.poller.poll(&self.cfg.session, self.cursor, wait);
+                tokio::pin!(poll);
+                if trim_now {
+                    // Trim once the poll is held and the turn's stragglers (register, receipts,
+                    // fsyncs) are done, so the pages they touched go too; the held poll itself
+                    // touches next to nothing.
+                    tokio::select! {
+                        r = &mut poll => r,
+                        _ = tokio::time::sleep(IDLE_TRIM_AFTER) => {
+                            crate::idle::trim();
+                            poll.await
+                        }
+                    }
+                } else {
+                    poll.await
+                }
+            };
+            match answer {
                 Ok(reply) => {
                     let arrived = Instant::now();
                     self.hub_up();

@@ -397,6 +397,29 @@ fn read_toml(path: &Path) -> Result<Option<toml_edit::DocumentMut>, String> {
     }
 }
 
+/// Variables Codex must pass through to `trantor mcp`. Codex hands an MCP server only a fixed
+/// allow-list of the environment unless the entry names more in `env_vars`; without these the
+/// seat's MCP server would not know its session, hub or project.
+const CODEX_FORWARDED_ENV: &[&str] = &[
+    "RELAY_URL",
+    "RELAY_SESSION",
+    "RELAY_AGENT",
+    "RELAY_PROJECT",
+    "AGENT_BUS_DIR",
+];
+
+/// Whether our Codex entry already forwards every variable in [`CODEX_FORWARDED_ENV`].
+fn codex_forwards_env(doc: &toml_edit::DocumentMut) -> bool {
+    let listed: Vec<&str> = doc
+        .get("mcp_servers")
+        .and_then(|s| s.get("trantor"))
+        .and_then(|e| e.get("env_vars"))
+        .and_then(|a| a.as_array())
+        .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
+    CODEX_FORWARDED_ENV.iter().all(|v| listed.contains(v))
+}
+
 fn toml_wiring(doc: &toml_edit::DocumentMut) -> Wiring {
     let Some(entry) = doc.get("mcp_servers").and_then(|s| s.get("trantor")) else {
         return Wiring::Missing;
@@ -449,7 +472,7 @@ fn edited(target: &Target, command: &str) -> Result<Option<String>, String> {
     match target.format {
         Format::CodexToml => {
             let mut doc = read_toml(&target.path)?.unwrap_or_default();
-            if toml_wiring(&doc) == Wiring::Ours(command.to_string()) {
+            if toml_wiring(&doc) == Wiring::Ours(command.to_string()) && codex_forwards_env(&doc) {
                 return Ok(None);
             }
             let servers = doc
@@ -462,11 +485,21 @@ fn edited(target: &Target, command: &str) -> Result<Option<String>, String> {
                 })
                 .as_table_like_mut()
                 .ok_or_else(|| "mcp_servers in the Codex config is not a table".to_string())?;
-            let mut entry = toml_edit::Table::new();
+            // Keep keys a person added to our entry (timeouts, tool filters); set the ones that
+            // say what to run and which variables Codex must forward.
+            let mut entry = match servers.get("trantor").and_then(|t| t.as_table()) {
+                Some(t) => t.clone(),
+                None => toml_edit::Table::new(),
+            };
             entry.insert("command", toml_edit::value(command));
             let mut args = toml_edit::Array::new();
             args.push("mcp");
             entry.insert("args", toml_edit::value(args));
+            let mut vars = toml_edit::Array::new();
+            for v in CODEX_FORWARDED_ENV {
+                vars.push(*v);
+            }
+            entry.insert("env_vars", toml_edit::value(vars));
             servers.insert("trantor", toml_edit::Item::Table(entry));
             Ok(Some(doc.to_string()))
         }
@@ -705,7 +738,24 @@ mod tests {
             text.contains("[mcp_servers.docs]") && text.contains("[mcp_servers.trantor]"),
             "{text}"
         );
+        assert!(text.contains("env_vars") && text.contains("\"RELAY_SESSION\""), "{text}");
         std::fs::write(&t.path, &text).expect("write");
         assert_eq!(edited(&t, "/bin/trantor").expect("edit"), None);
+    }
+
+    #[test]
+    fn codex_entry_without_forwarded_env_is_completed_and_keeps_its_keys() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let t = target(tmp.path(), Format::CodexToml, "config.toml");
+        std::fs::write(
+            &t.path,
+            "[mcp_servers.trantor]\ncommand = \"/bin/trantor\"\nargs = [\"mcp\"]\nstartup_timeout_sec = 20\n",
+        )
+        .expect("write");
+        let text = edited(&t, "/bin/trantor").expect("edit").expect("changed");
+        assert!(text.contains("startup_timeout_sec = 20"), "{text}");
+        for v in CODEX_FORWARDED_ENV {
+            assert!(text.contains(&format!("\"{v}\"")), "{v} missing: {text}");
+        }
     }
 }

@@ -738,7 +738,10 @@ mod tests {
             text.contains("[mcp_servers.docs]") && text.contains("[mcp_servers.trantor]"),
             "{text}"
         );
-        assert!(text.contains("env_vars") && text.contains("\"RELAY_SESSION\""), "{text}");
+        assert!(
+            text.contains("env_vars") && text.contains("\"RELAY_SESSION\""),
+            "{text}"
+        );
         std::fs::write(&t.path, &text).expect("write");
         assert_eq!(edited(&t, "/bin/trantor").expect("edit"), None);
     }

@@ -45,6 +45,10 @@ pub struct SqliteOptions {
     pub busy_timeout: Duration,
     /// The most write closures grouped into one commit (bounds the latency of a batch).
     pub max_batch: usize,
+    /// WAL size (in pages) at which the writer copies the log into the database file.
+    /// Larger means fewer, better-deduplicated checkpoints, a bigger `-wal` and a longer pause
+    /// of the writer when one runs.
+    pub checkpoint_pages: u32,
 }
 
 impl Default for SqliteOptions {
@@ -55,6 +59,7 @@ impl Default for SqliteOptions {
             cache_kib: 2048,
             busy_timeout: Duration::from_secs(5),
             max_batch: 2048,
+            checkpoint_pages: 4000,
         }
     }
 }
@@ -244,6 +249,18 @@ impl SqliteStore {
             ))
             .map_err(|e| open_error(path, "cannot configure the writer", e))?;
         schema::migrate(&writer, &path.display().to_string())?;
+
+        // The checkpoint (copying the log into the database file, then one fsync) runs in the
+        // writer between commits, every `checkpoint_pages` frames: SQLite's own auto-checkpoint.
+        // A background checkpointer was tried and dropped: under continuous writes it never
+        // catches up with the whole log, so the log never restarts from the top (measured: a
+        // 1.6 GB WAL after 100k inserts, every append paying for new file blocks).
+        writer
+            .execute_batch(&format!(
+                "PRAGMA wal_autocheckpoint = {};",
+                opts.checkpoint_pages.max(100)
+            ))
+            .map_err(|e| open_error(path, "cannot configure the checkpoint", e))?;
 
         let mut readers = Vec::new();
         for _ in 0..opts.readers.max(1) {

@@ -765,3 +765,84 @@ async fn sqlite_full_sync_and_describe() {
     conformance::send(&s, conformance::new_msg("a", "b", 1, "x")).await;
     assert_eq!(s.read(|tx| tx.tip()).await.expect("tip"), 1);
 }
+
+/// CPU seconds (user + system) this process has used, from /proc (Linux only; 0 elsewhere).
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    let Some(rest) = stat.rsplit(')').next() else {
+        return 0.0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // Fields 14 and 15 of the stat line (utime, stime) are at 11 and 12 after the ')'.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Sanity numbers, not a check: `cargo test -p trantor-store --release -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "throughput numbers; run by hand in release"]
+async fn sqlite_throughput_numbers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = sqlite(&dir);
+    let total = 100_000usize;
+    let tasks = 16usize;
+    let cpu0 = cpu_seconds();
+    let start = std::time::Instant::now();
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let s = s.clone();
+        handles.push(tokio::spawn(async move {
+            for i in 0..total / tasks {
+                let m = conformance::new_msg(
+                    &format!("s{t}"),
+                    &format!("r{}", i % 50),
+                    i as i64,
+                    "a typical message of about sixty bytes of text, give or take",
+                );
+                s.write(move |tx| tx.insert_message(m, &[]))
+                    .await
+                    .expect("insert");
+            }
+        }));
+    }
+    for h in handles {
+        h.await.expect("join");
+    }
+    let el = start.elapsed();
+    let cpu = cpu_seconds() - cpu0;
+    println!(
+        "{total} inserts from {tasks} tasks: {:?} ({:.0}/s), {:.1} us CPU per insert",
+        el,
+        total as f64 / el.as_secs_f64(),
+        cpu * 1e6 / total as f64
+    );
+    let start = std::time::Instant::now();
+    let n = 20_000;
+    for i in 0..n {
+        let who = format!("r{}", i % 50);
+        s.read(move |tx| tx.messages_for(&who, 90_000, 100))
+            .await
+            .expect("read");
+    }
+    let el = start.elapsed();
+    println!(
+        "{n} sequential messages_for reads: {:?} ({:.1} us each)",
+        el,
+        el.as_micros() as f64 / n as f64
+    );
+    let start = std::time::Instant::now();
+    for i in 0..2_000 {
+        let m = conformance::new_msg("a", "b", i, "x");
+        s.write(move |tx| tx.insert_message(m, &[]))
+            .await
+            .expect("insert");
+    }
+    let el = start.elapsed();
+    println!(
+        "2000 sequential single writes: {:?} ({:.1} us each)",
+        el,
+        el.as_micros() as f64 / 2000.0
+    );
+}

@@ -16,9 +16,11 @@ pub const SCHEMA_VERSION: i64 = 1;
 /// Decisions worth knowing:
 /// - `AUTOINCREMENT` on every id table so ids are never reused after pruning, and the high-water
 ///   mark (`sqlite_sequence`) is the message "tip" even when the newest rows are gone.
-/// - Row counts are kept by triggers in `counters`, so `/health` never counts a million rows.
-/// - Deleting a message or event deletes its card references through a trigger, so pruning is a
-///   single `DELETE`.
+/// - The big tables' row counts (messages, events) are kept in `counters`, so `/health` never
+///   counts a million rows. Inserts bump them explicitly from the insert code: an `AFTER INSERT`
+///   trigger made every message insert 3-4x slower (measured: 22 µs vs 7 µs). Deletes are rare
+///   (retention), so a delete trigger decrements them and removes the card references, which
+///   keeps pruning a single `DELETE`. The small tables (peers, cards, lessons) are counted.
 const V1: &str = r#"
 CREATE TABLE messages (
     id      INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -32,7 +34,6 @@ CREATE TABLE messages (
     wake    INTEGER
 );
 CREATE INDEX messages_to_id   ON messages(to_s, id);
-CREATE INDEX messages_to_ts   ON messages(to_s, ts);
 CREATE INDEX messages_from_ts ON messages(from_s, ts);
 CREATE INDEX messages_ts      ON messages(ts);
 
@@ -112,40 +113,15 @@ CREATE TABLE counters (
     name TEXT    PRIMARY KEY,
     n    INTEGER NOT NULL
 ) WITHOUT ROWID;
-INSERT INTO counters(name, n) VALUES
-    ('messages', 0), ('peers', 0), ('cards', 0), ('events', 0), ('lessons', 0);
+INSERT INTO counters(name, n) VALUES ('messages', 0), ('events', 0);
 
-CREATE TRIGGER messages_ai AFTER INSERT ON messages BEGIN
-    UPDATE counters SET n = n + 1 WHERE name = 'messages';
-END;
 CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
     UPDATE counters SET n = n - 1 WHERE name = 'messages';
     DELETE FROM message_refs WHERE msg_id = old.id;
 END;
-CREATE TRIGGER peers_ai AFTER INSERT ON peers BEGIN
-    UPDATE counters SET n = n + 1 WHERE name = 'peers';
-END;
-CREATE TRIGGER peers_ad AFTER DELETE ON peers BEGIN
-    UPDATE counters SET n = n - 1 WHERE name = 'peers';
-END;
-CREATE TRIGGER cards_ai AFTER INSERT ON cards BEGIN
-    UPDATE counters SET n = n + 1 WHERE name = 'cards';
-END;
-CREATE TRIGGER cards_ad AFTER DELETE ON cards BEGIN
-    UPDATE counters SET n = n - 1 WHERE name = 'cards';
-END;
-CREATE TRIGGER events_ai AFTER INSERT ON events BEGIN
-    UPDATE counters SET n = n + 1 WHERE name = 'events';
-END;
 CREATE TRIGGER events_ad AFTER DELETE ON events BEGIN
     UPDATE counters SET n = n - 1 WHERE name = 'events';
     DELETE FROM event_refs WHERE event_id = old.id;
-END;
-CREATE TRIGGER lessons_ai AFTER INSERT ON lessons BEGIN
-    UPDATE counters SET n = n + 1 WHERE name = 'lessons';
-END;
-CREATE TRIGGER lessons_ad AFTER DELETE ON lessons BEGIN
-    UPDATE counters SET n = n - 1 WHERE name = 'lessons';
 END;
 "#;
 

@@ -1,10 +1,160 @@
-//! `trantor bench`: benchmarks of the hub and the runner. (Being written.)
+//! `trantor bench`: benchmarks that hold the product to its bars (SPEC §6).
+//!
+//! Limits are measured here, on real processes, never by timed unit tests. Each benchmark
+//! prints a markdown table with the target and a verdict per row, plus the context needed to
+//! compare runs (date, cores, build, command line).
+
+mod http;
+mod hub;
+
+use std::fmt::Write as _;
 
 /// Options of `trantor bench`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct BenchArgs {}
+pub struct BenchArgs {
+    /// What to measure.
+    #[command(subcommand)]
+    pub what: BenchWhat,
+}
+
+/// The benchmarks.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum BenchWhat {
+    /// The hub: wake latency, idle CPU, /send throughput, burst loss, RSS, restart time.
+    Hub(hub::HubBenchArgs),
+}
+
+/// One line of a report.
+pub struct Row {
+    what: String,
+    result: String,
+    target: String,
+    verdict: &'static str,
+}
+
+impl Row {
+    /// A measurement held to a target.
+    pub fn check(
+        what: impl Into<String>,
+        result: impl Into<String>,
+        target: &str,
+        ok: bool,
+    ) -> Row {
+        Row {
+            what: what.into(),
+            result: result.into(),
+            target: target.into(),
+            verdict: if ok { "pass" } else { "**MISS**" },
+        }
+    }
+
+    /// A measurement shown for context, with no target of its own.
+    pub fn info(what: impl Into<String>, result: impl Into<String>) -> Row {
+        Row {
+            what: what.into(),
+            result: result.into(),
+            target: "—".into(),
+            verdict: "",
+        }
+    }
+}
+
+/// A report: rows and free-text notes.
+#[derive(Default)]
+pub struct Table {
+    rows: Vec<Row>,
+    notes: Vec<String>,
+}
+
+impl Table {
+    /// Add a row.
+    pub fn row(&mut self, row: Row) {
+        self.rows.push(row);
+    }
+
+    /// Add a note printed under the table.
+    pub fn note(&mut self, note: String) {
+        self.notes.push(note);
+    }
+
+    fn markdown(&self, title: &str) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "## {title}\n");
+        let _ = writeln!(s, "- date: {}", utc_now());
+        let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+        let _ = writeln!(s, "- machine: {cores} cores, {}", std::env::consts::OS);
+        let build = if cfg!(debug_assertions) {
+            "debug (NOT representative: use a release build)"
+        } else {
+            "release"
+        };
+        let _ = writeln!(s, "- build: {build}, trantor {}", env!("CARGO_PKG_VERSION"));
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let _ = writeln!(s, "- command: `trantor {}`\n", args.join(" "));
+        let _ = writeln!(s, "| measure | result | target | verdict |");
+        let _ = writeln!(s, "|---|---|---|---|");
+        for r in &self.rows {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} |",
+                r.what, r.result, r.target, r.verdict
+            );
+        }
+        if !self.notes.is_empty() {
+            s.push('\n');
+            for n in &self.notes {
+                let _ = writeln!(s, "- {n}");
+            }
+        }
+        s
+    }
+}
+
+/// Today's date and time in UTC, `YYYY-MM-DD HH:MM UTC`, without a date library.
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
+        rem / 3_600,
+        rem % 3_600 / 60
+    )
+}
 
 /// Run the benchmarks and print a table.
-pub async fn run(_args: BenchArgs) -> anyhow::Result<()> {
-    anyhow::bail!("benchmarks are not built yet")
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    match args.what {
+        BenchWhat::Hub(a) => {
+            let table = hub::run(&a).await?;
+            let md = table.markdown("trantor bench hub");
+            print!("{md}");
+            if let Some(out) = &a.out {
+                std::fs::write(out, &md)
+                    .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utc_now_is_well_formed() {
+        let s = super::utc_now();
+        assert_eq!(s.len(), "2026-01-01 00:00 UTC".len(), "{s}");
+        assert!(s.starts_with("20"), "{s}");
+    }
 }

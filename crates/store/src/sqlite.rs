@@ -39,8 +39,11 @@ pub struct SqliteOptions {
     pub sync_full: bool,
     /// Read-only connections (and reader threads). At least 1.
     pub readers: usize,
-    /// Page cache per connection, KiB. Kept small: the hub's memory bar is 30 MB in total.
+    /// Page cache of the writer connection, KiB. It holds the hot index leaves every insert
+    /// touches. Kept small: the hub's memory bar is 30 MB in total.
     pub cache_kib: u32,
+    /// Page cache of each reader connection, KiB (every reader fills its own).
+    pub reader_cache_kib: u32,
     /// How long a statement waits for a lock held by another process before failing.
     pub busy_timeout: Duration,
     /// The most write closures grouped into one commit (bounds the latency of a batch).
@@ -55,8 +58,9 @@ impl Default for SqliteOptions {
     fn default() -> Self {
         SqliteOptions {
             sync_full: false,
-            readers: 4,
+            readers: 3,
             cache_kib: 2048,
+            reader_cache_kib: 1024,
             busy_timeout: Duration::from_secs(5),
             max_batch: 2048,
             checkpoint_pages: 4000,
@@ -192,11 +196,16 @@ fn open_error(path: &Path, what: &str, e: impl fmt::Display) -> StoreError {
 }
 
 /// Pragmas every connection gets.
-fn configure(conn: &Connection, path: &Path, opts: &SqliteOptions) -> Result<(), StoreError> {
+fn configure(
+    conn: &Connection,
+    path: &Path,
+    cache_kib: u32,
+    opts: &SqliteOptions,
+) -> Result<(), StoreError> {
     conn.busy_timeout(opts.busy_timeout)
         .map_err(|e| open_error(path, "busy_timeout", e))?;
     conn.set_prepared_statement_cache_capacity(64);
-    let cache = -i64::from(opts.cache_kib.max(64));
+    let cache = -i64::from(cache_kib.max(64));
     conn.execute_batch(&format!(
         "PRAGMA cache_size = {cache};
          PRAGMA foreign_keys = OFF;
@@ -207,7 +216,7 @@ fn configure(conn: &Connection, path: &Path, opts: &SqliteOptions) -> Result<(),
 
 impl SqliteStore {
     /// Open (creating the file and its directories if needed) the store at `path` with the
-    /// default options: WAL, `synchronous=NORMAL`, 4 readers.
+    /// default options: WAL, `synchronous=NORMAL`, 3 readers.
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
         Self::open_with(path, SqliteOptions::default())
     }
@@ -228,7 +237,7 @@ impl SqliteStore {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let writer = Connection::open_with_flags(path, flags)
             .map_err(|e| open_error(path, "cannot open", e))?;
-        configure(&writer, path, &opts)?;
+        configure(&writer, path, opts.cache_kib, &opts)?;
         // journal_mode is the first statement that reads the header: a file that is not a
         // database fails here ("file is not a database"), before anything is written.
         let mode: String = writer
@@ -267,7 +276,7 @@ impl SqliteStore {
             let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
             let conn = Connection::open_with_flags(path, flags)
                 .map_err(|e| open_error(path, "cannot open a reader", e))?;
-            configure(&conn, path, &opts)?;
+            configure(&conn, path, opts.reader_cache_kib, &opts)?;
             readers.push(conn);
         }
 
@@ -383,6 +392,18 @@ fn run_batch(conn: &Connection, batch: &mut [Box<dyn WriteJob>]) -> Result<(), S
     step("BEGIN IMMEDIATE")?;
     let mut body = || -> Result<(), StoreError> {
         let mut tx = SqlTx::new(conn);
+        if let [job] = batch {
+            // Alone in its batch, a job needs no savepoint: its failure rolls back the whole
+            // transaction, which holds nothing else. This is the common case (and the wake
+            // path) whenever the hub is not saturated; a savepoint makes SQLite copy every
+            // page the job touches into the sub-journal.
+            if job.run(&mut tx) {
+                step("COMMIT")?;
+            } else {
+                step("ROLLBACK")?;
+            }
+            return Ok(());
+        }
         for job in batch.iter_mut() {
             step("SAVEPOINT job")?;
             if job.run(&mut tx) {

@@ -313,6 +313,17 @@ mod conformance {
 
     /// A failing closure rolls back alone, even when grouped with others into one commit.
     pub async fn savepoint_isolation<S: Store>(s: &S) {
+        // Alone first: nothing of it stays, and the store keeps working.
+        let r: Result<(), StoreError> = s
+            .write(|tx| {
+                tx.insert_message(new_msg("w", "r", 0, "alone and doomed"), &[])?;
+                tx.set_kv("alone", &json!(1))?;
+                Err(StoreError::Db("deliberate failure alone".into()))
+            })
+            .await;
+        assert!(r.is_err());
+        assert_eq!(s.read(|tx| tx.kv("alone")).await.expect("kv"), None);
+        assert_eq!(s.read(|tx| tx.counts()).await.expect("counts").messages, 0);
         let mut handles = Vec::new();
         for i in 0..200i64 {
             let s = s.clone();

@@ -4,9 +4,9 @@
 //! every page the boot and the last turn touched: the binary's code (one `trantor` binary also
 //! carries the hub, the MCP server and the CLI, and the kernel maps code in 64 KiB blocks) and
 //! freed heap. When the seat goes idle it drops both: freed heap goes back to the OS, and the
-//! executable's unwritten read-only pages (code, constants) are unmapped from this process
-//! (they stay in the page cache, shared, and fault back in on the next wake at a cost of well
-//! under a millisecond).
+//! unwritten read-only file pages (code and constants of the executable and its libraries) are
+//! unmapped from this process (they stay in the page cache, shared, and fault back in on the
+//! next wake at a cost of well under a millisecond).
 
 use std::io::BufRead;
 
@@ -19,21 +19,17 @@ pub fn trim() {
         unsafe {
             libc::malloc_trim(0);
         }
-        drop_exe_pages();
+        drop_file_pages();
     }
 }
 
 #[cfg(target_os = "linux")]
-fn drop_exe_pages() {
-    let Ok(exe) = std::fs::read_link("/proc/self/exe") else {
-        return;
-    };
-    let exe = exe.to_string_lossy().to_string();
+fn drop_file_pages() {
     let Ok(smaps) = std::fs::File::open("/proc/self/smaps") else {
         return;
     };
-    // (start, end) of the current mapping when it is a read-only mapping of our executable,
-    // dropped once its `Anonymous:` line shows it has no private (written) pages.
+    // (start, end) of the current mapping when it is a read-only file mapping (our executable,
+    // libc, the loader), dropped once its `Anonymous:` line shows no private (written) page.
     let mut current: Option<(usize, usize)> = None;
     for line in std::io::BufReader::new(smaps).lines().map_while(Result::ok) {
         let mut f = line.split_whitespace();
@@ -47,8 +43,9 @@ fn drop_exe_pages() {
             // A mapping header: "start-end perms offset dev inode path".
             let perms = f.next().unwrap_or("");
             let path = f.nth(3).unwrap_or("");
-            current = (path == exe && (perms == "r-xp" || perms == "r--p") && end > start)
-                .then_some((start, end));
+            current =
+                (path.starts_with('/') && (perms == "r-xp" || perms == "r--p") && end > start)
+                    .then_some((start, end));
             continue;
         }
         // The RELRO segment is mapped r--p too, but the loader wrote its relocations into it:
@@ -58,8 +55,8 @@ fn drop_exe_pages() {
             && let Some((start, end)) = current.take()
             && f.next() == Some("0")
         {
-            // SAFETY: a read-only mapping of this executable with no private pages; its
-            // contents are exactly the file's, so MADV_DONTNEED only drops page-table entries
+            // SAFETY: a read-only file mapping with no private pages; its contents are
+            // exactly the file's, so MADV_DONTNEED only drops page-table entries
             // and the next access re-reads identical bytes from the page cache.
             unsafe {
                 libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);

@@ -11,8 +11,14 @@ use crate::wake;
 use std::time::{Duration, Instant};
 use trantor_proto::{ClientError, InboxReply};
 
-/// How long a seat has been waiting on the bus before it gives memory back.
-const IDLE_TRIM_AFTER: Duration = Duration::from_secs(2);
+/// When (into a held poll after a turn) the seat gives memory back: soon, then again after the
+/// runtime's idle blocking threads (10 s keep-alive) and the client's idle connections (30 s)
+/// have gone, since their teardown touches pages once more. Nothing runs after that.
+const IDLE_TRIMS: [Duration; 3] = [
+    Duration::from_secs(2),
+    Duration::from_secs(12),
+    Duration::from_secs(35),
+];
 /// The back-off after the first failed hub call.
 const HUB_BACKOFF_START: Duration = Duration::from_secs(1);
 
@@ -105,14 +111,17 @@ impl Seat {
                 let poll = self.poller.poll(&self.cfg.session, self.cursor, wait);
                 tokio::pin!(poll);
                 if trim_now {
-                    // Trim once the poll is held and the turn's stragglers (register, receipts,
-                    // fsyncs) are done, so the pages they touched go too; the held poll itself
-                    // touches next to nothing.
-                    tokio::select! {
-                        r = &mut poll => r,
-                        _ = tokio::time::sleep(IDLE_TRIM_AFTER) => {
-                            crate::idle::trim();
-                            poll.await
+                    // Trim while the poll is held, once the turn's stragglers (register,
+                    // receipts, fsyncs) are done; the held poll itself touches next to nothing.
+                    let start = tokio::time::Instant::now();
+                    let mut trims = IDLE_TRIMS.iter();
+                    loop {
+                        let Some(at) = trims.next() else {
+                            break poll.await;
+                        };
+                        tokio::select! {
+                            r = &mut poll => break r,
+                            _ = tokio::time::sleep_until(start + *at) => crate::idle::trim(),
                         }
                     }
                 } else {

@@ -6,6 +6,7 @@
 
 mod http;
 mod hub;
+mod runner;
 
 use std::fmt::Write as _;
 
@@ -22,6 +23,9 @@ pub struct BenchArgs {
 pub enum BenchWhat {
     /// The hub: wake latency, idle CPU, /send throughput, burst loss, RSS, restart time.
     Hub(hub::HubBenchArgs),
+    /// A seat: runner idle RSS and CPU, wake → CLI spawned latency (optionally beside the
+    /// original JavaScript runner, in the same run).
+    Runner(runner::RunnerBenchArgs),
 }
 
 /// One line of a report.
@@ -135,18 +139,19 @@ fn utc_now() -> String {
 
 /// Run the benchmarks and print a table.
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
-    match args.what {
-        BenchWhat::Hub(a) => {
-            let table = hub::run(&a).await?;
-            let md = table.markdown("trantor bench hub");
-            print!("{md}");
-            if let Some(out) = &a.out {
-                std::fs::write(out, &md)
-                    .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
-            }
-            Ok(())
-        }
+    let (md, out) = match &args.what {
+        BenchWhat::Hub(a) => (hub::run(a).await?.markdown("trantor bench hub"), &a.out),
+        BenchWhat::Runner(a) => (
+            runner::run(a).await?.markdown("trantor bench runner"),
+            &a.out,
+        ),
+    };
+    print!("{md}");
+    if let Some(out) = out {
+        std::fs::write(out, &md)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
     }
+    Ok(())
 }
 
 #[cfg(test)]

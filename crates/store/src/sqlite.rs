@@ -20,6 +20,7 @@ mod tx;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -48,6 +49,9 @@ pub struct SqliteOptions {
     pub busy_timeout: Duration,
     /// The most write closures grouped into one commit (bounds the latency of a batch).
     pub max_batch: usize,
+    /// Page size of a newly created database, bytes (a power of two, 512 to 65536; an
+    /// existing database keeps its own).
+    pub page_size: u32,
     /// WAL size (in pages) at which the writer copies the log into the database file.
     /// Larger means fewer, better-deduplicated checkpoints, a bigger `-wal` and a longer pause
     /// of the writer when one runs.
@@ -63,7 +67,8 @@ impl Default for SqliteOptions {
             reader_cache_kib: 1024,
             busy_timeout: Duration::from_secs(5),
             max_batch: 2048,
-            checkpoint_pages: 4000,
+            checkpoint_pages: 32_000,
+            page_size: 1024,
         }
     }
 }
@@ -78,6 +83,7 @@ pub struct SqliteStore {
 
 struct Inner {
     path: PathBuf,
+    stats: Arc<WriteStats>,
     writer: Option<mpsc::Sender<Box<dyn WriteJob>>>,
     reader: Option<mpsc::Sender<ReadJob>>,
     threads: Vec<JoinHandle<()>>,
@@ -109,6 +115,13 @@ impl fmt::Debug for SqliteStore {
             .field("path", &self.inner.path)
             .finish_non_exhaustive()
     }
+}
+
+/// Counters kept by the writer thread.
+#[derive(Default)]
+struct WriteStats {
+    batches: AtomicU64,
+    jobs: AtomicU64,
 }
 
 /// A read closure bound to its reply channel, run by a reader thread.
@@ -238,6 +251,10 @@ impl SqliteStore {
         let writer = Connection::open_with_flags(path, flags)
             .map_err(|e| open_error(path, "cannot open", e))?;
         configure(&writer, path, opts.cache_kib, &opts)?;
+        // Only takes effect on a database without tables yet (i.e. before the schema).
+        writer
+            .execute_batch(&format!("PRAGMA page_size = {};", opts.page_size))
+            .map_err(|e| open_error(path, "not a usable SQLite database", e))?;
         // journal_mode is the first statement that reads the header: a file that is not a
         // database fails here ("file is not a database"), before anything is written.
         let mode: String = writer
@@ -285,10 +302,12 @@ impl SqliteStore {
         let rrx = Arc::new(Mutex::new(rrx));
         let mut threads = Vec::new();
         let max_batch = opts.max_batch.max(1);
+        let stats = Arc::new(WriteStats::default());
+        let wstats = Arc::clone(&stats);
         threads.push(
             std::thread::Builder::new()
                 .name("store-writer".into())
-                .spawn(move || writer_loop(writer, wrx, max_batch))
+                .spawn(move || writer_loop(writer, wrx, max_batch, wstats))
                 .map_err(|e| open_error(path, "cannot start the writer thread", e))?,
         );
         for (i, conn) in readers.into_iter().enumerate() {
@@ -304,6 +323,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 path: path.to_path_buf(),
+                stats,
                 writer: Some(wtx),
                 reader: Some(rtx),
                 threads,
@@ -314,6 +334,15 @@ impl SqliteStore {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.inner.path
+    }
+
+    /// Write transactions committed (or failed) and write closures run since open: their
+    /// ratio is the average group-commit size (for `/metrics`).
+    pub fn write_stats(&self) -> (u64, u64) {
+        (
+            self.inner.stats.batches.load(Ordering::Relaxed),
+            self.inner.stats.jobs.load(Ordering::Relaxed),
+        )
     }
 }
 
@@ -356,7 +385,12 @@ fn run_read<R>(
     out
 }
 
-fn writer_loop(conn: Connection, rx: mpsc::Receiver<Box<dyn WriteJob>>, max_batch: usize) {
+fn writer_loop(
+    conn: Connection,
+    rx: mpsc::Receiver<Box<dyn WriteJob>>,
+    max_batch: usize,
+    stats: Arc<WriteStats>,
+) {
     let mut batch: Vec<Box<dyn WriteJob>> = Vec::with_capacity(64);
     while let Ok(first) = rx.recv() {
         batch.push(first);
@@ -366,6 +400,8 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<Box<dyn WriteJob>>, max_batc
                 Err(_) => break,
             }
         }
+        stats.batches.fetch_add(1, Ordering::Relaxed);
+        stats.jobs.fetch_add(batch.len() as u64, Ordering::Relaxed);
         let outcome = run_batch(&conn, &mut batch);
         if let Err(e) = &outcome {
             tracing::error!(error = %e, jobs = batch.len(), "store write batch failed");

@@ -857,3 +857,104 @@ async fn sqlite_throughput_numbers() {
         el.as_micros() as f64 / 2000.0
     );
 }
+
+/// The store side of one hub `/send` (peer lookup, message, `message` event), from 16 tasks:
+/// `cargo test -p trantor-store --release -- --ignored --nocapture send_like`.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "throughput numbers; run by hand in release"]
+async fn sqlite_send_like_numbers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let env = |k: &str, d: u32| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    // PAGE_SIZE and CKPT override the defaults, for comparing settings.
+    let defaults = trantor_store::sqlite::SqliteOptions::default();
+    let s = SqliteStore::open_with(
+        &dir.path().join("hub.db"),
+        trantor_store::sqlite::SqliteOptions {
+            page_size: env("PAGE_SIZE", defaults.page_size),
+            checkpoint_pages: env("CKPT", defaults.checkpoint_pages),
+            ..defaults
+        },
+    )
+    .expect("open");
+    let total = 50_000usize;
+    let tasks = 16usize;
+    let cpu0 = cpu_seconds();
+    let start = std::time::Instant::now();
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let s = s.clone();
+        handles.push(tokio::spawn(async move {
+            for i in 0..total / tasks {
+                let from = format!("bench-c{t}");
+                let to = format!("bench-c{}", (t + 1) % tasks);
+                s.write(move |tx| {
+                    let project = tx
+                        .peer(&from)?
+                        .map(|p| p.project)
+                        .unwrap_or_else(|| "bench".into());
+                    let text = "a benchmark message of roughly the size agents send each other";
+                    let m = tx.insert_message(
+                        NewMessage {
+                            ts: i as i64,
+                            from: from.clone(),
+                            to: to.clone(),
+                            project: project.clone(),
+                            text: text.into(),
+                            ..Default::default()
+                        },
+                        &[12],
+                    )?;
+                    tx.insert_event(NewEvent {
+                        ts: i as i64,
+                        kind: "message".into(),
+                        project,
+                        by: from,
+                        task_id: None,
+                        refs: vec![12],
+                        data: json!({"msgId": m.id, "toSession": to, "text": text, "refs": [12]})
+                            .as_object()
+                            .cloned()
+                            .unwrap_or_default(),
+                    })?;
+                    Ok(m.id)
+                })
+                .await
+                .expect("send");
+            }
+        }));
+    }
+    for h in handles {
+        h.await.expect("join");
+    }
+    let el = start.elapsed();
+    let cpu = cpu_seconds() - cpu0;
+    let (batches, jobs) = s.write_stats();
+    println!(
+        "{total} send-like writes from {tasks} tasks: {:?} ({:.0}/s), {:.1} us CPU each, \
+         {:.1} jobs per commit",
+        el,
+        total as f64 / el.as_secs_f64(),
+        cpu * 1e6 / total as f64,
+        jobs as f64 / batches.max(1) as f64
+    );
+}
+
+#[test]
+fn sqlite_new_database_uses_the_configured_page_size() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("hub.db");
+    drop(SqliteStore::open(&path).expect("open"));
+    let conn = rusqlite::Connection::open(&path).expect("raw open");
+    let ps: i64 = conn
+        .query_row("PRAGMA page_size", [], |r| r.get(0))
+        .expect("page size");
+    assert_eq!(
+        ps,
+        i64::from(trantor_store::sqlite::SqliteOptions::default().page_size)
+    );
+}

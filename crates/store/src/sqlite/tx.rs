@@ -198,17 +198,6 @@ impl SqlTx<'_> {
         st.execute(params).map_err(&err)
     }
 
-    /// Count one inserted row of `table` in `counters` (see the schema for why not a trigger).
-    fn bump(&self, table: &'static str) -> Result<(), StoreError> {
-        self.exec(
-            "counters",
-            "bump",
-            "UPDATE counters SET n = n + 1 WHERE name = ?1",
-            [table],
-        )?;
-        Ok(())
-    }
-
     fn sequence(&self, table: &'static str) -> Result<i64, StoreError> {
         Ok(self
             .row(
@@ -526,9 +515,20 @@ impl ReadTx for SqlTx<'_> {
                 .row(table, "counts", sql, [], |r| r.get(0))?
                 .unwrap_or(0))
         };
+        let deleted = |name: &str| -> Result<i64, StoreError> {
+            Ok(self
+                .row(
+                    "counters",
+                    "counts",
+                    "SELECT n FROM counters WHERE name = ?1",
+                    [name],
+                    |r| r.get(0),
+                )?
+                .unwrap_or(0))
+        };
         Ok(Counts {
-            messages: count("counters", "SELECT n FROM counters WHERE name = 'messages'")?,
-            events: count("counters", "SELECT n FROM counters WHERE name = 'events'")?,
+            messages: self.sequence("messages")? - deleted("messages_deleted")?,
+            events: self.sequence("events")? - deleted("events_deleted")?,
             peers: count("peers", "SELECT count(*) FROM peers")?,
             cards: count("cards", "SELECT count(*) FROM cards")?,
             lessons: count("lessons", "SELECT count(*) FROM lessons")?,
@@ -557,7 +557,6 @@ impl WriteTx for SqlTx<'_> {
                 |r| r.get(0),
             )?
             .ok_or_else(|| StoreError::Db("messages: insert returned no id".into()))?;
-        self.bump("messages")?;
         for card in refs {
             self.exec(
                 "message_refs",
@@ -698,7 +697,6 @@ impl WriteTx for SqlTx<'_> {
                 |r| r.get(0),
             )?
             .ok_or_else(|| StoreError::Db("events: insert returned no id".into()))?;
-        self.bump("events")?;
         for card in &event.refs {
             self.exec(
                 "event_refs",

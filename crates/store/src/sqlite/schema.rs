@@ -76,7 +76,8 @@ CREATE TABLE events (
     task_id INTEGER,
     data    TEXT    NOT NULL
 );
-CREATE INDEX events_task    ON events(task_id, id);
+-- Partial: most events (messages, presence) are about no card and would only crowd it.
+CREATE INDEX events_task    ON events(task_id, id) WHERE task_id IS NOT NULL;
 CREATE INDEX events_by      ON events(by_s, id);
 CREATE INDEX events_project ON events(project, id);
 CREATE INDEX events_type    ON events(type, id);

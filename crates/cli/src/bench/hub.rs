@@ -25,6 +25,16 @@ pub struct HubBenchArgs {
     /// Also write the report (markdown) to this file.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Run only these measurements (comma-separated: wake, idle, throughput, loss, rss,
+    /// restart); all by default.
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
+}
+
+impl HubBenchArgs {
+    fn wants(&self, name: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|o| o == name)
+    }
 }
 
 /// How much of everything to do.
@@ -198,7 +208,7 @@ impl Drop for HubProc {
 
 /// CPU time used by every thread of `pid`, ns (scheduler statistics: ns resolution, unlike
 /// the 10 ms ticks of `/proc/<pid>/stat`).
-fn cpu_ns(pid: u32) -> Result<u64> {
+pub(super) fn cpu_ns(pid: u32) -> Result<u64> {
     let mut total = 0u64;
     let dir = format!("/proc/{pid}/task");
     for entry in std::fs::read_dir(&dir).with_context(|| format!("cannot read {dir}"))? {
@@ -217,7 +227,7 @@ fn cpu_ns(pid: u32) -> Result<u64> {
 }
 
 /// Resident set of `pid`, KiB (`VmRSS`).
-fn rss_kib(pid: u32) -> Result<u64> {
+pub(super) fn rss_kib(pid: u32) -> Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     status
         .lines()
@@ -227,7 +237,7 @@ fn rss_kib(pid: u32) -> Result<u64> {
         .context("no VmRSS in /proc status")
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }
@@ -475,141 +485,155 @@ pub async fn run(args: &HubBenchArgs) -> Result<Table> {
         .await?;
     let port = hub.port;
     let pid = hub.pid();
+    eprintln!("bench: hub pid {pid} on port {port}");
     table.note(format!(
         "hub RSS at start: {:.1} MB",
         rss_kib(pid)? as f64 / 1024.0
     ));
 
-    eprintln!("bench: wake latency ({} samples)…", sizes.wake_samples);
-    let wake = wake_latency(port, sizes.wake_samples).await?;
-    let p50 = percentile(&wake, 0.50);
-    let p99 = percentile(&wake, 0.99);
-    table.row(Row::info(
-        format!("wake latency p50 ({} samples)", wake.len()),
-        format!("{p50:.0} µs"),
-    ));
-    table.row(Row::check(
-        format!("wake latency p99 ({} samples)", wake.len()),
-        format!("{p99:.0} µs"),
-        "< 1 ms",
-        p99 < 1_000.0,
-    ));
-
-    eprintln!(
-        "bench: idle CPU ({} held polls, {} s)…",
-        sizes.idle_pollers, sizes.idle_secs
-    );
-    let idle = idle_cpu(port, pid, sizes.idle_pollers, sizes.idle_secs).await?;
-    table.row(Row::check(
-        format!(
-            "hub CPU, {} idle held polls, {} s",
-            sizes.idle_pollers, sizes.idle_secs
-        ),
-        format!("{idle:.3} % of a core"),
-        "< 0.2 %",
-        idle < 0.2,
-    ));
-
-    eprintln!("bench: /send throughput…");
-    let cpu0 = cpu_ns(pid)?;
-    let (sends, secs) =
-        send_load(port, sizes.throughput_clients, sizes.throughput_secs, None).await?;
-    let cpu_per_send = (cpu_ns(pid)?.saturating_sub(cpu0)) as f64 / 1e3 / sends.max(1) as f64;
-    let rate = sends as f64 / secs;
-    table.row(Row::check(
-        format!(
-            "/send throughput, {} clients, {:.1} s",
-            sizes.throughput_clients, secs
-        ),
-        format!("{rate:.0} sends/s ({cpu_per_send:.0} µs hub CPU per send)"),
-        "≥ 40,000/s",
-        rate >= 40_000.0,
-    ));
-
-    eprintln!("bench: {}-message burst to an absent reader…", sizes.burst);
-    let (missing, dups, unexpected) = burst_loss(port, sizes.burst, 16).await?;
-    table.row(Row::check(
-        format!("loss, {} direct messages to an absent reader", sizes.burst),
-        format!("{missing} missing, {dups} duplicated, {unexpected} unexpected"),
-        "0",
-        missing == 0 && dups == 0 && unexpected == 0,
-    ));
-
-    let mut watcher = Http::connect(port).await?;
-    let have = field_i64(&health(&mut watcher).await?, "messages")?;
-    let need = (sizes.rss_messages - have).max(0) as usize;
-    eprintln!(
-        "bench: filling to {} messages over HTTP ({need} more)…",
-        sizes.rss_messages
-    );
-    let clients = sizes.throughput_clients;
-    send_load(port, clients, u64::MAX / 4, Some(need.div_ceil(clients))).await?;
-    // Exercise the read side too, so its caches are part of what is measured.
-    for s in 0..clients {
-        let _ = watcher
-            .get(&format!("/inbox?session=bench-c{s}&since=0&peek=1"))
-            .await?;
+    if args.wants("wake") {
+        eprintln!("bench: wake latency ({} samples)…", sizes.wake_samples);
+        let wake = wake_latency(port, sizes.wake_samples).await?;
+        let p50 = percentile(&wake, 0.50);
+        let p99 = percentile(&wake, 0.99);
+        table.row(Row::info(
+            format!("wake latency p50 ({} samples)", wake.len()),
+            format!("{p50:.0} µs"),
+        ));
+        table.row(Row::check(
+            format!("wake latency p99 ({} samples)", wake.len()),
+            format!("{p99:.0} µs"),
+            "< 1 ms",
+            p99 < 1_000.0,
+        ));
     }
-    let _ = watcher.get("/recent?limit=200").await?;
-    let stored = field_i64(&health(&mut watcher).await?, "messages")?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let rss = rss_kib(pid)? as f64 / 1024.0;
-    table.row(Row::check(
-        format!("hub RSS with {stored} stored messages"),
-        format!("{rss:.1} MB"),
-        "< 30 MB",
-        rss < 30.0,
-    ));
-    drop(watcher);
+
+    if args.wants("idle") {
+        eprintln!(
+            "bench: idle CPU ({} held polls, {} s)…",
+            sizes.idle_pollers, sizes.idle_secs
+        );
+        let idle = idle_cpu(port, pid, sizes.idle_pollers, sizes.idle_secs).await?;
+        table.row(Row::check(
+            format!(
+                "hub CPU, {} idle held polls, {} s",
+                sizes.idle_pollers, sizes.idle_secs
+            ),
+            format!("{idle:.3} % of a core"),
+            "< 0.2 %",
+            idle < 0.2,
+        ));
+    }
+
+    if args.wants("throughput") {
+        eprintln!("bench: /send throughput…");
+        let cpu0 = cpu_ns(pid)?;
+        let (sends, secs) =
+            send_load(port, sizes.throughput_clients, sizes.throughput_secs, None).await?;
+        let cpu_per_send = (cpu_ns(pid)?.saturating_sub(cpu0)) as f64 / 1e3 / sends.max(1) as f64;
+        let rate = sends as f64 / secs;
+        table.row(Row::check(
+            format!(
+                "/send throughput, {} clients, {:.1} s",
+                sizes.throughput_clients, secs
+            ),
+            format!("{rate:.0} sends/s ({cpu_per_send:.0} µs hub CPU per send)"),
+            "≥ 40,000/s",
+            rate >= 40_000.0,
+        ));
+    }
+
+    if args.wants("loss") {
+        eprintln!("bench: {}-message burst to an absent reader…", sizes.burst);
+        let (missing, dups, unexpected) = burst_loss(port, sizes.burst, 16).await?;
+        table.row(Row::check(
+            format!("loss, {} direct messages to an absent reader", sizes.burst),
+            format!("{missing} missing, {dups} duplicated, {unexpected} unexpected"),
+            "0",
+            missing == 0 && dups == 0 && unexpected == 0,
+        ));
+    }
+
+    if args.wants("rss") {
+        let mut watcher = Http::connect(port).await?;
+        let have = field_i64(&health(&mut watcher).await?, "messages")?;
+        let need = (sizes.rss_messages - have).max(0) as usize;
+        eprintln!(
+            "bench: filling to {} messages over HTTP ({need} more)…",
+            sizes.rss_messages
+        );
+        let clients = sizes.throughput_clients;
+        send_load(port, clients, u64::MAX / 4, Some(need.div_ceil(clients))).await?;
+        // Exercise the read side too, so its caches are part of what is measured.
+        for s in 0..clients {
+            let _ = watcher
+                .get(&format!("/inbox?session=bench-c{s}&since=0&peek=1"))
+                .await?;
+        }
+        let _ = watcher.get("/recent?limit=200").await?;
+        let stored = field_i64(&health(&mut watcher).await?, "messages")?;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let rss = rss_kib(pid)? as f64 / 1024.0;
+        table.row(Row::check(
+            format!("hub RSS with {stored} stored messages"),
+            format!("{rss:.1} MB"),
+            "< 30 MB",
+            rss < 30.0,
+        ));
+    }
+
     hub.stop()?;
     drop(hub);
 
-    eprintln!(
-        "bench: writing {} messages into a fresh store…",
-        sizes.restart_messages
-    );
-    let big = TempDir::new("restart")?;
-    let big_data = big.path().join("data");
-    let fill_start = Instant::now();
-    fill_store(&big_data.join("hub.db"), sizes.restart_messages).await?;
-    table.note(format!(
-        "{} messages written straight into the store in {:.1} s (in-process, 2,000 per write)",
-        sizes.restart_messages,
-        fill_start.elapsed().as_secs_f64()
-    ));
-    eprintln!("bench: restarting the hub on it…");
-    let t0 = Instant::now();
-    let mut hub = HubProc::spawn(&big_data, big.path())?;
-    let ready = hub.wait_healthy(t0, Duration::from_secs(60)).await?;
-    let mut c = Http::connect(hub.port).await?;
-    let page = c
-        .get("/inbox?session=fill-r7&since=0&peek=1")
-        .await?
-        .json()?;
-    let n = page["messages"].as_array().map(Vec::len).unwrap_or(0);
-    let read_ok = n > 0;
-    table.row(Row::check(
-        format!(
-            "restart with {} messages (spawn → first /health 200)",
+    if args.wants("restart") {
+        eprintln!(
+            "bench: writing {} messages into a fresh store…",
             sizes.restart_messages
-        ),
-        format!(
-            "{:.0} ms; /inbox then returned {n} messages{}",
-            ready.as_secs_f64() * 1e3,
-            if page["more"].as_bool() == Some(true) {
-                " (more: true)"
-            } else {
-                ""
-            }
-        ),
-        "< 2 s",
-        ready < Duration::from_secs(2) && read_ok,
-    ));
-    table.note(format!(
-        "hub RSS after the restart and one /inbox page: {:.1} MB",
-        rss_kib(hub.pid())? as f64 / 1024.0
-    ));
-    drop(c);
-    hub.stop()?;
+        );
+        let big = TempDir::new("restart")?;
+        let big_data = big.path().join("data");
+        let fill_start = Instant::now();
+        fill_store(&big_data.join("hub.db"), sizes.restart_messages).await?;
+        table.note(format!(
+            "{} messages written straight into the store in {:.1} s (in-process, 2,000 per write)",
+            sizes.restart_messages,
+            fill_start.elapsed().as_secs_f64()
+        ));
+        eprintln!("bench: restarting the hub on it…");
+        let t0 = Instant::now();
+        let mut hub = HubProc::spawn(&big_data, big.path())?;
+        let ready = hub.wait_healthy(t0, Duration::from_secs(60)).await?;
+        let mut c = Http::connect(hub.port).await?;
+        let page = c
+            .get("/inbox?session=fill-r7&since=0&peek=1")
+            .await?
+            .json()?;
+        let n = page["messages"].as_array().map(Vec::len).unwrap_or(0);
+        let read_ok = n > 0;
+        table.row(Row::check(
+            format!(
+                "restart with {} messages (spawn → first /health 200)",
+                sizes.restart_messages
+            ),
+            format!(
+                "{:.0} ms; /inbox then returned {n} messages{}",
+                ready.as_secs_f64() * 1e3,
+                if page["more"].as_bool() == Some(true) {
+                    " (more: true)"
+                } else {
+                    ""
+                }
+            ),
+            "< 2 s",
+            ready < Duration::from_secs(2) && read_ok,
+        ));
+        table.note(format!(
+            "hub RSS after the restart and one /inbox page: {:.1} MB",
+            rss_kib(hub.pid())? as f64 / 1024.0
+        ));
+        drop(c);
+        hub.stop()?;
+    }
+
     Ok(table)
 }

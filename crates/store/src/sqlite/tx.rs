@@ -185,6 +185,21 @@ impl SqlTx<'_> {
         st.query_row(params, f).optional().map_err(&err)
     }
 
+    /// Run a cached INSERT of one row; returns its rowid. (Cheaper than `RETURNING`, which
+    /// makes SQLite buffer the result; the writer connection is used by one thread only.)
+    fn insert<P: Params>(
+        &self,
+        table: &'static str,
+        op: &'static str,
+        sql: &str,
+        params: P,
+    ) -> Result<i64, StoreError> {
+        match self.exec(table, op, sql, params)? {
+            1 => Ok(self.conn.last_insert_rowid()),
+            n => Err(StoreError::Db(format!("{table}: {op}: inserted {n} rows"))),
+        }
+    }
+
     /// Run a cached statement; returns the number of rows changed.
     fn exec<P: Params>(
         &self,
@@ -538,25 +553,22 @@ impl ReadTx for SqlTx<'_> {
 
 impl WriteTx for SqlTx<'_> {
     fn insert_message(&mut self, msg: NewMessage, refs: &[i64]) -> Result<Message, StoreError> {
-        let id: i64 = self
-            .row(
-                "messages",
-                "insert_message",
-                "INSERT INTO messages(ts, from_s, to_s, project, text, re, kind, wake)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id",
-                params![
-                    msg.ts,
-                    msg.from,
-                    msg.to,
-                    msg.project,
-                    msg.text,
-                    msg.re,
-                    msg.kind,
-                    msg.wake
-                ],
-                |r| r.get(0),
-            )?
-            .ok_or_else(|| StoreError::Db("messages: insert returned no id".into()))?;
+        let id: i64 = self.insert(
+            "messages",
+            "insert_message",
+            "INSERT INTO messages(ts, from_s, to_s, project, text, re, kind, wake)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                msg.ts,
+                msg.from,
+                msg.to,
+                msg.project,
+                msg.text,
+                msg.re,
+                msg.kind,
+                msg.wake
+            ],
+        )?;
         for card in refs {
             self.exec(
                 "message_refs",
@@ -623,16 +635,13 @@ impl WriteTx for SqlTx<'_> {
         // The id is only known after the insert, so the JSON is written in a second statement
         // (cards are rare writes; the JSON copy of the id is overridden by the column on read
         // anyway).
-        let id: i64 = self
-            .row(
-                "cards",
-                "insert_card",
-                "INSERT INTO cards(project, status, assignee, updated, data)
-                 VALUES (?1, ?2, ?3, ?4, '{}') RETURNING id",
-                params![card.project, card.status, card.assignee, card.updated],
-                |r| r.get(0),
-            )?
-            .ok_or_else(|| StoreError::Db("cards: insert returned no id".into()))?;
+        let id: i64 = self.insert(
+            "cards",
+            "insert_card",
+            "INSERT INTO cards(project, status, assignee, updated, data)
+                 VALUES (?1, ?2, ?3, ?4, '{}')",
+            params![card.project, card.status, card.assignee, card.updated],
+        )?;
         card.id = id;
         let data = encode("cards", &card)?;
         self.exec(
@@ -680,23 +689,20 @@ impl WriteTx for SqlTx<'_> {
 
     fn insert_event(&mut self, event: NewEvent) -> Result<Event, StoreError> {
         let data = encode("events", &event.data)?;
-        let id: i64 = self
-            .row(
-                "events",
-                "insert_event",
-                "INSERT INTO events(ts, type, project, by_s, task_id, data)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
-                params![
-                    event.ts,
-                    event.kind,
-                    event.project,
-                    event.by,
-                    event.task_id,
-                    data
-                ],
-                |r| r.get(0),
-            )?
-            .ok_or_else(|| StoreError::Db("events: insert returned no id".into()))?;
+        let id: i64 = self.insert(
+            "events",
+            "insert_event",
+            "INSERT INTO events(ts, type, project, by_s, task_id, data)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                event.ts,
+                event.kind,
+                event.project,
+                event.by,
+                event.task_id,
+                data
+            ],
+        )?;
         for card in &event.refs {
             self.exec(
                 "event_refs",
@@ -716,22 +722,19 @@ impl WriteTx for SqlTx<'_> {
     }
 
     fn insert_lesson(&mut self, mut lesson: Lesson) -> Result<Lesson, StoreError> {
-        let id: i64 = self
-            .row(
-                "lessons",
-                "insert_lesson",
-                "INSERT INTO lessons(scope, text, by_s, ts, project)
-                 VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
-                params![
-                    lesson.scope,
-                    lesson.text,
-                    lesson.by,
-                    lesson.ts,
-                    lesson.project
-                ],
-                |r| r.get(0),
-            )?
-            .ok_or_else(|| StoreError::Db("lessons: insert returned no id".into()))?;
+        let id: i64 = self.insert(
+            "lessons",
+            "insert_lesson",
+            "INSERT INTO lessons(scope, text, by_s, ts, project)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![
+                lesson.scope,
+                lesson.text,
+                lesson.by,
+                lesson.ts,
+                lesson.project
+            ],
+        )?;
         lesson.id = id;
         Ok(lesson)
     }

@@ -6,27 +6,11 @@ use std::path::Path;
 /// Replace `path` with `bytes` atomically: write a sibling temp file, fsync it, rename it over
 /// the target, then fsync the directory so the rename itself survives a crash.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_else(|| "state".into());
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    replace(path, bytes, true)?;
+    if let Some(d) = path.parent().and_then(|d| std::fs::File::open(d).ok()) {
+        let _ = d.sync_all();
     }
-    result
+    Ok(())
 }
 
 /// Replace `path` atomically (temp file + rename, so a killed runner never leaves it torn)
@@ -56,6 +40,11 @@ pub fn write_atomic_sync_later(path: &Path, bytes: &[u8]) -> std::io::Result<()>
 /// Replace `path` with `bytes` by rename, without fsync: for state that is rewritten often and
 /// only has to be whole (never torn), not durable — the turn-state file.
 pub fn write_replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    replace(path, bytes, false)
+}
+
+/// Write a sibling temp file (fsync'd when `sync`) and rename it over `path`.
+fn replace(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     let name = path
@@ -63,10 +52,18 @@ pub fn write_replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .map(|n| n.to_string_lossy().to_string())
         .unwrap_or_else(|| "state".into());
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        if sync {
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
-    })
+    }
+    result
 }
 
 /// Append one line to `path`, creating it and its directory when missing.

@@ -169,29 +169,6 @@ pub fn git(dir: &Path, args: &[&str], timeout: Duration) -> Result<String, GitEr
     git_raw(dir, args, timeout).map(|out| String::from_utf8_lossy(&out).trim().to_string())
 }
 
-/// The file-name-safe form of a project or persona (reference §16.1): each run of dots becomes
-/// one `_`, and every character outside `[A-Za-z0-9_.-]` becomes `_`.
-pub fn safe_name(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut in_dots = false;
-    for c in s.chars() {
-        if c == '.' {
-            if !in_dots {
-                out.push('_');
-            }
-            in_dots = true;
-            continue;
-        }
-        in_dots = false;
-        if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-            out.push(c);
-        } else {
-            out.push('_');
-        }
-    }
-    out
-}
-
 /// The branch a persona's seat works on.
 pub fn seat_branch(persona: &str) -> String {
     format!("seat/{persona}")
@@ -201,8 +178,8 @@ pub fn seat_branch(persona: &str) -> String {
 pub fn seat_worktree_path(bus_dir: &Path, project: &str, persona: &str) -> PathBuf {
     bus_dir
         .join("worktrees")
-        .join(safe_name(project))
-        .join(safe_name(persona))
+        .join(crate::paths::safe(project))
+        .join(crate::paths::safe(persona))
 }
 
 /// Make sure the seat's worktree exists and return the directory the seat's turns run in.
@@ -821,12 +798,12 @@ pub(crate) mod tests {
 
     #[test]
     fn safe_name_rules() {
-        assert_eq!(safe_name("claude"), "claude");
-        assert_eq!(safe_name("my.proj"), "my_proj");
-        assert_eq!(safe_name("a..b"), "a_b");
-        assert_eq!(safe_name("../x"), "__x");
-        assert_eq!(safe_name("a b/c:d"), "a_b_c_d");
-        assert_eq!(safe_name("ok_-9"), "ok_-9");
+        assert_eq!(crate::paths::safe("claude"), "claude");
+        assert_eq!(crate::paths::safe("my.proj"), "my_proj");
+        assert_eq!(crate::paths::safe("a..b"), "a_b");
+        assert_eq!(crate::paths::safe("../x"), "__x");
+        assert_eq!(crate::paths::safe("a b/c:d"), "a_b_c_d");
+        assert_eq!(crate::paths::safe("ok_-9"), "ok_-9");
     }
 
     #[test]

@@ -103,9 +103,17 @@ fn message_row(r: &Row<'_>) -> rusqlite::Result<Message> {
 type PeerRow = (String, i64, i64, String);
 
 fn decode_peer((session, last_seen, delivered, data): PeerRow) -> Result<Peer, StoreError> {
+    // Fast path: rows written by put_peer hold a whole Peer. The columns stay authoritative
+    // (raise_delivered only touches the column).
+    if let Ok(mut peer) = serde_json::from_str::<Peer>(&data) {
+        peer.session = session;
+        peer.last_seen = last_seen;
+        peer.delivered_up_to = delivered;
+        return Ok(peer);
+    }
+    // A bare row (raise_delivered for an unknown session stores `{}`) or an older shape.
     let mut map: Map<String, Value> =
         serde_json::from_str(&data).map_err(|e| corrupt("peers", format!("{session}: {e}")))?;
-    // The columns are authoritative (raise_delivered only touches the column).
     map.insert("session".into(), Value::String(session.clone()));
     map.insert("lastSeen".into(), Value::from(last_seen));
     map.insert("deliveredUpTo".into(), Value::from(delivered));

@@ -958,3 +958,73 @@ fn sqlite_new_database_uses_the_configured_page_size() {
         i64::from(trantor_store::sqlite::SqliteOptions::default().page_size)
     );
 }
+
+/// The child side of `sqlite_survives_kill_9`: writes messages until killed, printing the id
+/// of each one whose `write()` returned (acknowledged). Does nothing unless run by that test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "child process of sqlite_survives_kill_9"]
+async fn kill9_child_writer() {
+    let Ok(path) = std::env::var("TRANTOR_STORE_KILL9_DB") else {
+        return;
+    };
+    use std::io::Write as _;
+    let s = SqliteStore::open(std::path::Path::new(&path)).expect("open");
+    let mut out = std::io::stdout();
+    for i in 0.. {
+        // A few concurrent writes per round so kills also land inside grouped commits.
+        let writes: Vec<_> = (0..4)
+            .map(|k| {
+                let m = conformance::new_msg("w", "r", i, &format!("m{i}-{k}"));
+                s.write(move |tx| tx.insert_message(m, &[]))
+            })
+            .collect();
+        for w in writes {
+            let m = w.await.expect("write");
+            writeln!(out, "acked {}", m.id).expect("stdout");
+        }
+        out.flush().expect("flush");
+    }
+}
+
+/// A `kill -9` of the writing process loses no acknowledged write (SPEC §6).
+#[test]
+fn sqlite_survives_kill_9() {
+    use std::io::BufRead as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("hub.db");
+    let mut child = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args(["--exact", "kill9_child_writer", "--ignored", "--nocapture"])
+        .env("TRANTOR_STORE_KILL9_DB", &path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn child");
+    let stdout = child.stdout.take().expect("child stdout");
+    let mut acked = Vec::new();
+    for line in std::io::BufReader::new(stdout).lines() {
+        let line = line.expect("line");
+        if let Some(id) = line.strip_prefix("acked ") {
+            acked.push(id.parse::<i64>().expect("id"));
+            if acked.len() >= 2_000 {
+                break;
+            }
+        }
+    }
+    child.kill().expect("kill -9");
+    child.wait().expect("reap");
+    assert!(acked.len() >= 2_000, "the child stopped early");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let s = SqliteStore::open(&path).expect("reopen after kill");
+    let stored: HashSet<i64> = rt
+        .block_on(s.read(|tx| tx.messages_for("r", 0, 0)))
+        .expect("read")
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    let lost: Vec<i64> = acked
+        .iter()
+        .copied()
+        .filter(|id| !stored.contains(id))
+        .collect();
+    assert!(lost.is_empty(), "acknowledged but lost: {lost:?}");
+}

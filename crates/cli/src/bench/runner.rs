@@ -332,6 +332,14 @@ fn table(ours: &RunnerNumbers, original: Option<&RunnerNumbers>, args: &RunnerBe
         "< 20 ms",
         ours.pct(0.5) < 20.0,
     ));
+    t.row(Row::info(
+        "wake → CLI spawned p90 / max",
+        format!(
+            "{:.1} ms / {:.1} ms",
+            ours.pct(0.9),
+            ours.wake_ms.last().copied().unwrap_or(f64::NAN)
+        ),
+    ));
     t.row(Row::check(
         "wake → CLI spawned p99",
         format!("{:.1} ms", ours.pct(0.99)),

@@ -5,7 +5,10 @@
 
 mod common;
 
-use common::{GroupChild, Hub, hub_messages, hub_request, hub_send, init_git_repo, wait_until};
+use common::{
+    GroupChild, Hub, hub_messages, hub_request, hub_send, init_git_repo, original_package,
+    wait_until,
+};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -37,39 +40,6 @@ struct TestHub {
     ours: Option<Hub>,
     theirs: Option<GroupChild>,
     _tmp: Option<tempfile::TempDir>,
-}
-
-/// The original package, installed once per machine into the temp dir (idempotent); `None`
-/// with a SKIP line when node, npm or the registry is unavailable.
-fn original_package() -> Option<PathBuf> {
-    static PKG: std::sync::Mutex<Option<Option<PathBuf>>> = std::sync::Mutex::new(None);
-    let mut slot = PKG.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(got) = slot.as_ref() {
-        return got.clone();
-    }
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-compat/install-original.sh");
-    let dir = std::env::temp_dir().join("trantor-orig-0.18.72");
-    let got = (have("node") && have("npm"))
-        .then(|| {
-            Command::new("bash")
-                .arg(&script)
-                .arg(&dir)
-                .arg("0.18.72")
-                .stdin(Stdio::null())
-                .stderr(Stdio::null())
-                .output()
-                .ok()
-        })
-        .flatten()
-        .filter(|o| o.status.success())
-        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
-        .filter(|p| p.join("hub.mjs").is_file());
-    if got.is_none() {
-        println!("SKIP: the original trantor@0.18.72 hub is unavailable (node/npm/registry)");
-    }
-    *slot = Some(got.clone());
-    got
 }
 
 impl TestHub {

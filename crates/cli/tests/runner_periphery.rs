@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{GroupChild, Hub, git_in, hub_messages, hub_send, init_git_repo, wait_until};
+use common::{
+    GroupChild, Hub, git_in, hub_messages, hub_send, init_git_repo, original_package, wait_until,
+};
 
 const PROJECT: &str = "drill";
 const PERSONA: &str = "worker";
@@ -71,35 +73,6 @@ impl DrillHub {
     fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port())
     }
-}
-
-/// The original package, installed once per machine by `tests-compat/install-original.sh`
-/// (idempotent); `None` with a SKIP line when node, npm or the registry is unavailable.
-fn original_package() -> Option<PathBuf> {
-    static PKG: std::sync::Mutex<Option<Option<PathBuf>>> = std::sync::Mutex::new(None);
-    let mut slot = PKG.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(got) = slot.as_ref() {
-        return got.clone();
-    }
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests-compat/install-original.sh");
-    let dir = std::env::temp_dir().join("trantor-orig-0.18.72");
-    let got = Command::new("bash")
-        .arg(&script)
-        .arg(&dir)
-        .arg("0.18.72")
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
-        .filter(|p| p.join("hub.mjs").is_file());
-    if got.is_none() {
-        println!("SKIP: the original trantor@0.18.72 hub is unavailable (node/npm/registry)");
-    }
-    *slot = Some(got.clone());
-    got
 }
 
 fn start_original_hub(pkg: &Path, data: &Path) -> DrillHub {

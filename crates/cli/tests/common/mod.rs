@@ -276,3 +276,32 @@ pub fn init_git_repo(dir: &Path) {
     git_in(dir, &["add", "README.md"]);
     git_in(dir, &["commit", "-q", "-m", "init"]);
 }
+
+/// The original package, installed once per machine by `tests-compat/install-original.sh`
+/// (idempotent); `None` with a SKIP line when node, npm or the registry is unavailable.
+pub fn original_package() -> Option<PathBuf> {
+    static PKG: std::sync::Mutex<Option<Option<PathBuf>>> = std::sync::Mutex::new(None);
+    let mut slot = PKG.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(got) = slot.as_ref() {
+        return got.clone();
+    }
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests-compat/install-original.sh");
+    let dir = std::env::temp_dir().join("trantor-orig-0.18.72");
+    let got = Command::new("bash")
+        .arg(&script)
+        .arg(&dir)
+        .arg("0.18.72")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+        .filter(|p| p.join("hub.mjs").is_file());
+    if got.is_none() {
+        println!("SKIP: the original trantor@0.18.72 hub is unavailable (node/npm/registry)");
+    }
+    *slot = Some(got.clone());
+    got
+}

@@ -110,67 +110,23 @@ fn install_original() -> Option<PathBuf> {
     Some(pkg)
 }
 
-fn http() -> plain_http::Client {
-    plain_http::Client
+fn http() -> Client {
+    Client
 }
 
-/// Plain HTTP/1.1 over std: these tests are synchronous and need only JSON calls to the hub.
-mod plain_http {
-    use serde_json::Value;
-    use std::io::{Read, Write};
-    use std::time::Duration;
+/// Synchronous JSON calls to a hub, through the shared harness's plain HTTP/1.1 helper.
+struct Client;
 
-    /// A tiny synchronous HTTP client for JSON calls to the hub.
-    pub struct Client;
-
-    impl Client {
-        /// One request; returns status and JSON body (`Null` when not JSON).
-        pub fn call(
-            &self,
-            port: u16,
-            method: &str,
-            path: &str,
-            body: Option<&Value>,
-        ) -> (u16, Value) {
-            let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
-            s.set_read_timeout(Some(Duration::from_secs(30)))
-                .expect("timeout");
-            let payload = body.map(|b| b.to_string()).unwrap_or_default();
-            let req = format!(
-                "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\
-                     Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{payload}",
-                payload.len()
-            );
-            s.write_all(req.as_bytes()).expect("write");
-            let mut raw = Vec::new();
-            s.read_to_end(&mut raw).expect("read");
-            let text = String::from_utf8_lossy(&raw);
-            let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-            let status = head
-                .split_whitespace()
-                .nth(1)
-                .and_then(|c| c.parse().ok())
-                .unwrap_or(0);
-            let body = if head
-                .to_ascii_lowercase()
-                .contains("transfer-encoding: chunked")
-            {
-                let mut out = String::new();
-                let mut rest = rest;
-                while let Some((size, tail)) = rest.split_once("\r\n") {
-                    let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-                    if n == 0 || tail.len() < n {
-                        break;
-                    }
-                    out.push_str(&tail[..n]);
-                    rest = tail[n..].trim_start_matches("\r\n");
-                }
-                out
-            } else {
-                rest.to_string()
-            };
-            (status, serde_json::from_str(&body).unwrap_or(Value::Null))
-        }
+impl Client {
+    /// One request; returns status and JSON body (`Null` when not JSON).
+    fn call(
+        &self,
+        port: u16,
+        method: &str,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> (u16, serde_json::Value) {
+        common::hub_request(port, method, path, body).expect("hub request")
     }
 }
 

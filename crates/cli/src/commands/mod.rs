@@ -29,6 +29,7 @@ mod lessons;
 mod lifecycle;
 mod seats;
 mod table;
+mod ui;
 
 use std::process::ExitCode;
 use trantor_mcp::{Identity, Overrides};
@@ -76,6 +77,9 @@ pub enum Command {
     /// Register `trantor mcp` with the agent CLIs found here (Claude Code, Codex, OpenCode, Kimi).
     #[command(after_long_help = connect::CONNECT_HELP)]
     Connect(connect::ConnectArgs),
+    /// Open the hub's dashboard (board, seats, flow, timeline) in the browser.
+    #[command(after_long_help = ui::UI_HELP)]
+    Ui(ui::UiArgs),
 }
 
 /// Options every bus verb shares.
@@ -217,6 +221,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Up(a) => lifecycle::up(a).await,
         Command::Down(a) => lifecycle::down(a).await,
         Command::SeatWhy(a) => lifecycle::seat_why(a).await,
+        Command::Ui(a) => ui::ui(a).await,
     };
     match result {
         Ok(code) => Ok(code),

@@ -48,7 +48,7 @@
     es: null,
     catching: null,
   };
-  const stats = { loadMs: 0, boardRenderMs: 0, lastApplyMs: 0, cards: 0, events: 0, opens: 0 };
+  const stats = { loadMs: 0, boardRenderMs: 0, lastApplyMs: 0, searchMs: 0, cards: 0, events: 0, opens: 0 };
   window.trantorUi = { stats, state: S };
 
   // ---------- hub access ----------
@@ -84,7 +84,7 @@
     if (s < 86400) return `${Math.floor(s / 3600)}h`;
     return `${Math.floor(s / 86400)}d`;
   }
-  const clock = (ms) => new Date(ms).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+  const clock = (ms) => new Date(ms).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false });
   const who = (session) => (session || '').replace(/:[^:]*$/, '') || session || '';
   let noticeTimer = 0;
   function notice(text, kind) {
@@ -196,14 +196,27 @@
       return;
     }
     S.cards.set(c.id, c);
-    const n = cardNode(c);
-    const hadFocus = old && (document.activeElement === old || old.contains(document.activeElement));
-    if (old) old.remove();
+    const fresh = cardNode(c);
     const list = $('board').querySelector(`ol[data-col="${columnOf(c.status)}"]`);
     if (!list) return;
-    list.prepend(n);
+    let n = fresh;
+    if (old) {
+      // Update the card's node in place: it keeps its identity, focus and move picker, so a
+      // person using it is not interrupted by a live update.
+      n = old;
+      for (const a of [...n.attributes]) if (!fresh.hasAttribute(a.name)) n.removeAttribute(a.name);
+      for (const a of [...fresh.attributes]) n.setAttribute(a.name, a.value);
+      n.hidden = fresh.hidden;
+      const keepSel = n.querySelector('select[data-move]');
+      const kids = [...fresh.childNodes];
+      const newSel = fresh.querySelector('select[data-move]');
+      n.replaceChildren(...kids.map((k) => (k === newSel && keepSel ? keepSel : k)));
+      if (keepSel) keepSel.value = c.status;
+      if (n.parentElement !== list) list.prepend(n);
+    } else {
+      list.prepend(n);
+    }
     S.cardEls.set(c.id, n);
-    if (hadFocus) n.focus();
     updateCounts();
   }
   const pendingCards = new Set();
@@ -292,11 +305,11 @@
       el('li', { text: `${clock(h.ts)} ${h.from ? `${h.from} → ` : ''}${h.to} by ${h.by}${h.note ? ` — ${h.note}` : ''}` })));
     const msgs = el('ol', { class: 'log' }, ...(r.messages || []).map((m) =>
       el('li', null, el('strong', { text: `${clock(m.ts)} ${m.from} → ${m.to}${m.kind ? ` (${m.kind})` : ''}: ` }), m.text)));
-    body.replaceChildren(kv, move, moveErr,
+    body.replaceChildren(...[kv, move, moveErr,
       checklist ? el('h3', { text: 'Checklist' }) : null, checklist,
       el('h3', { text: `Log (${(t.log || []).length})` }), log,
       el('h3', { text: 'History' }), hist,
-      el('h3', { text: `Messages citing #${t.id} (${(r.messages || []).length})` }), msgs);
+      el('h3', { text: `Messages citing #${t.id} (${(r.messages || []).length})` }), msgs].filter(Boolean));
   }
 
   // Returns the hub's refusal text, or '' when the move went through.
@@ -381,7 +394,12 @@
     const ledgers = await Promise.all(senders.map((s) =>
       getJson(`/contracts?session=${q(s)}&project=${q(S.project)}`).catch(() => null)));
     S.contracts.clear();
-    for (const l of ledgers) for (const c of (l && l.contracts) || []) S.contracts.set(c.id, c);
+    for (const l of ledgers) {
+      if (!l) continue;
+      for (const key of ['contracts', 'abandonedContracts', 'supersededContracts', 'ackContracts']) {
+        for (const c of l[key] || []) S.contracts.set(c.id, c);
+      }
+    }
     renderFlow();
   }
   function renderFlow() {
@@ -671,6 +689,7 @@
       localStorage.setItem('trantor.me', S.me);
     });
     $('search').addEventListener('input', debounce(() => {
+      const t0 = performance.now();
       S.search = $('search').value.trim().toLowerCase();
       for (const [id, n] of S.cardEls) {
         const c = S.cards.get(id);
@@ -680,9 +699,12 @@
       renderSeats();
       if (S.view === 'flow') renderFlow();
       if (S.view === 'timeline') renderTimeline();
+      stats.searchMs = performance.now() - t0;
     }, 120));
     for (const id of ['tl-seat', 'tl-kind']) $(id).addEventListener('change', renderTimeline);
-    $('tl-card').addEventListener('input', debounce(renderTimeline, 150));
+    const cardFilter = debounce(renderTimeline, 150);
+    $('tl-card').addEventListener('input', cardFilter);
+    $('tl-card').addEventListener('change', cardFilter);
     $('tl-filter').addEventListener('submit', (ev) => ev.preventDefault());
     // Ages and seat states drift with the clock; peers change phase without an event.
     setInterval(() => { if (S.view === 'seats' || S.view === 'board') loadPeers().catch(() => {}); }, 3000);

@@ -118,7 +118,9 @@ impl Browser {
                 return;
             }
             if Instant::now() > deadline {
-                let notice = self.eval("document.getElementById('notice').textContent").await;
+                let notice = self
+                    .eval("document.getElementById('notice').textContent")
+                    .await;
                 panic!("timed out waiting for {what} (`{expr}` = {v}; notice: {notice})");
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -197,7 +199,8 @@ impl Api {
     }
 
     async fn card(&self, project: &str, title: &str, extra: Value) -> i64 {
-        let mut body = json!({ "title": title, "project": project, "by": format!("lead:{project}") });
+        let mut body =
+            json!({ "title": title, "project": project, "by": format!("lead:{project}") });
         if let (Value::Object(b), Value::Object(e)) = (&mut body, extra) {
             b.extend(e);
         }
@@ -225,8 +228,11 @@ async fn board_updates_live_and_shows_a_refused_move() {
     let p = "acme";
     let first = api.card(p, "seed card", json!({})).await;
     b.open(&hub, p, "board").await;
-    b.until("the seed card in To do", &format!("{} === 'todo'", column_of(first)))
-        .await;
+    b.until(
+        "the seed card in To do",
+        &format!("{} === 'todo'", column_of(first)),
+    )
+    .await;
 
     // A card added through the API appears without a reload.
     let id = api
@@ -236,8 +242,11 @@ async fn board_updates_live_and_shows_a_refused_move() {
             json!({"assignee": "dev:acme", "checklist": ["lex", "parse"]}),
         )
         .await;
-    b.until("the new card on the board", &format!("{} === 'todo'", column_of(id)))
-        .await;
+    b.until(
+        "the new card on the board",
+        &format!("{} === 'todo'", column_of(id)),
+    )
+    .await;
     b.until(
         "the checklist progress on the card",
         &format!(
@@ -251,13 +260,14 @@ async fn board_updates_live_and_shows_a_refused_move() {
         json!({"id": id, "status": "testing", "by": "dev:acme"}),
     )
     .await;
-    b.until("the card in Testing", &format!("{} === 'testing'", column_of(id)))
-        .await;
+    b.until(
+        "the card in Testing",
+        &format!("{} === 'testing'", column_of(id)),
+    )
+    .await;
     b.until(
         "the drill-gate mark",
-        &format!(
-            "document.querySelector('#board li.card[data-id=\"{id}\"] .mark.gate') !== null"
-        ),
+        &format!("document.querySelector('#board li.card[data-id=\"{id}\"] .mark.gate') !== null"),
     )
     .await;
 
@@ -305,7 +315,11 @@ async fn board_updates_live_and_shows_a_refused_move() {
         .and_then(|h| h.last())
         .cloned()
         .unwrap_or(Value::Null);
-    assert_eq!(last["by"], json!("human:acme"), "moved as the page's person");
+    assert_eq!(
+        last["by"],
+        json!("human:acme"),
+        "moved as the page's person"
+    );
 
     // Add a card from the page's form.
     let title = b
@@ -343,7 +357,9 @@ async fn board_updates_live_and_shows_a_refused_move() {
     )
     .await;
     b.client
-        .find(Locator::Css(&format!("#board li.card[data-id=\"{first}\"]")))
+        .find(Locator::Css(&format!(
+            "#board li.card[data-id=\"{first}\"]"
+        )))
         .await
         .expect("card")
         .click()
@@ -460,7 +476,8 @@ fn trantor_now() -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconnect_after_a_hub_restart_loses_and_duplicates_nothing() {
-    let Some(b) = Browser::start("reconnect_after_a_hub_restart_loses_and_duplicates_nothing").await
+    let Some(b) =
+        Browser::start("reconnect_after_a_hub_restart_loses_and_duplicates_nothing").await
     else {
         return;
     };
@@ -487,12 +504,18 @@ async fn reconnect_after_a_hub_restart_loses_and_duplicates_nothing() {
         json!({"id": a, "status": "doing", "by": "dev:acme"}),
     )
     .await;
-    b.until("the page live again", "document.getElementById('conn').dataset.state === 'live'")
-        .await;
+    b.until(
+        "the page live again",
+        "document.getElementById('conn').dataset.state === 'live'",
+    )
+    .await;
     let d = api.card(p, "after the reconnect", json!({})).await;
     for (id, col) in [(a, "doing"), (c, "todo"), (d, "todo")] {
-        b.until(&format!("card {id} in {col}"), &format!("{} === '{col}'", column_of(id)))
-            .await;
+        b.until(
+            &format!("card {id} in {col}"),
+            &format!("{} === '{col}'", column_of(id)),
+        )
+        .await;
     }
     // Every event of the project exactly once, in the page's log and on screen.
     let events = api.get(&format!("/events?project={p}&limit=2000")).await;
@@ -507,14 +530,16 @@ async fn reconnect_after_a_hub_restart_loses_and_duplicates_nothing() {
         &format!("window.trantorUi.state.events.length >= {}", want.len()),
     )
     .await;
-    let got: Vec<i64> = serde_json::from_value(
-        b.eval("window.trantorUi.state.events.map(e => e.id)").await,
-    )
-    .expect("ids");
+    let got: Vec<i64> =
+        serde_json::from_value(b.eval("window.trantorUi.state.events.map(e => e.id)").await)
+            .expect("ids");
     assert_eq!(got, want, "page events vs the hub's log");
     b.until(
         "the timeline rows",
-        &format!("document.querySelectorAll('#timeline li').length === {}", want.len()),
+        &format!(
+            "document.querySelectorAll('#timeline li').length === {}",
+            want.len()
+        ),
     )
     .await;
     let rows: Vec<i64> = serde_json::from_value(
@@ -527,7 +552,8 @@ async fn reconnect_after_a_hub_restart_loses_and_duplicates_nothing() {
     uniq.dedup();
     assert_eq!(uniq.len(), rows.len(), "a duplicated row: {rows:?}");
     assert_eq!(
-        b.eval("document.querySelectorAll('#board li.card').length").await,
+        b.eval("document.querySelectorAll('#board li.card').length")
+            .await,
         json!(3)
     );
     b.no_reload_happened().await;
@@ -561,11 +587,13 @@ async fn flow_and_timeline_show_the_crew() {
             json!({"assignee": "dev:acme", "status": "doing", "checklist": ["lex", "parse"], "drill": "cargo test"}),
         )
         .await;
-    let c2 = api
-        .card(p, "docs", json!({"assignee": "qa:acme"}))
-        .await;
-    api.card(p, "release notes", json!({"status": "done", "drill": "read"}))
-        .await;
+    let c2 = api.card(p, "docs", json!({"assignee": "qa:acme"})).await;
+    api.card(
+        p,
+        "release notes",
+        json!({"status": "done", "drill": "read"}),
+    )
+    .await;
     let k = api
         .ok(
             "/send",
@@ -607,7 +635,9 @@ async fn flow_and_timeline_show_the_crew() {
     b.open(&hub, p, "board").await;
     b.until(
         "the bounced mark",
-        &format!("document.querySelector('#board li.card[data-id=\"{c2}\"] .mark.bounced') !== null"),
+        &format!(
+            "document.querySelector('#board li.card[data-id=\"{c2}\"] .mark.bounced') !== null"
+        ),
     )
     .await;
     b.shot("ui-board").await;
@@ -632,8 +662,11 @@ async fn flow_and_timeline_show_the_crew() {
         .send_keys("\u{E00C}")
         .await
         .expect("escape");
-    b.until("the dialog closed", "!document.getElementById('card-dialog').open")
-        .await;
+    b.until(
+        "the dialog closed",
+        "!document.getElementById('card-dialog').open",
+    )
+    .await;
 
     b.client
         .find(Locator::Id("tab-seats"))
@@ -690,8 +723,11 @@ async fn flow_and_timeline_show_the_crew() {
         .click()
         .await
         .expect("click");
-    b.until("timeline rows", "document.querySelectorAll('#timeline li').length > 5")
-        .await;
+    b.until(
+        "timeline rows",
+        "document.querySelectorAll('#timeline li').length > 5",
+    )
+    .await;
     b.client
         .find(Locator::Id("tl-kind"))
         .await
@@ -732,8 +768,11 @@ async fn flow_and_timeline_show_the_crew() {
         .clear()
         .await
         .expect("clear");
-    b.until("the whole timeline again", "document.querySelectorAll('#timeline li').length > 5")
-        .await;
+    b.until(
+        "the whole timeline again",
+        "document.querySelectorAll('#timeline li').length > 5",
+    )
+    .await;
     b.shot("ui-timeline").await;
 
     // Search narrows the board; a narrow window stacks the columns.
@@ -756,10 +795,7 @@ async fn flow_and_timeline_show_the_crew() {
         "document.querySelectorAll('#board li.card:not([hidden])').length === 1",
     )
     .await;
-    b.client
-        .set_window_size(420, 900)
-        .await
-        .expect("narrow");
+    b.client.set_window_size(420, 900).await.expect("narrow");
     b.until(
         "columns stacked",
         "getComputedStyle(document.getElementById('board')).gridTemplateColumns.split(' ').length === 1",
@@ -851,7 +887,8 @@ async fn twenty_seats_and_a_thousand_cards_stay_responsive() {
         json!({"id": id, "status": "done", "drill": "cargo test", "by": "lead:big"}),
     )
     .await;
-    b.until("the live move", "window.__moveMs !== undefined").await;
+    b.until("the live move", "window.__moveMs !== undefined")
+        .await;
     let move_ms = b.eval("window.__moveMs").await;
     // Search over 1000 cards.
     b.client

@@ -137,11 +137,17 @@ impl Browser {
         self.eval("(window.__noReload = 1)").await;
     }
 
+    /// The page never reloaded since `open`, and the browser blocked nothing it tried to load.
     async fn no_reload_happened(&self) {
         assert_eq!(
             self.eval("window.__noReload").await,
             json!(1),
             "the page reloaded"
+        );
+        assert_eq!(
+            self.eval("window.trantorUi.stats.cspViolations").await,
+            json!([]),
+            "Content-Security-Policy violations"
         );
     }
 
@@ -924,4 +930,128 @@ async fn twenty_seats_and_a_thousand_cards_stay_responsive() {
     );
     assert_eq!(stats["cards"], json!(1000));
     b.no_reload_happened().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_is_embedded_same_origin_and_json_clients_keep_the_banner() {
+    let hub = Hub::start();
+    let http = reqwest::Client::new();
+    let page = http
+        .get(format!("{}/", hub.url()))
+        .header("accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+        .send()
+        .await
+        .expect("get /");
+    assert_eq!(page.status(), 200);
+    let h = page.headers().clone();
+    assert!(
+        h["content-type"]
+            .to_str()
+            .unwrap_or("")
+            .starts_with("text/html")
+    );
+    let csp = h["content-security-policy"].to_str().unwrap_or("");
+    assert!(
+        csp.contains("default-src 'none'") && csp.contains("connect-src 'self'"),
+        "{csp}"
+    );
+    assert!(
+        h.get("access-control-allow-origin").is_none(),
+        "no CORS, ever"
+    );
+    let html = page.text().await.expect("html");
+    assert!(html.contains("/ui/app.js") && !html.contains("https://"));
+    for (path, ty) in [
+        ("/ui", "text/html"),
+        ("/ui/app.js", "text/javascript"),
+        ("/ui/app.css", "text/css"),
+        ("/ui/icon.svg", "image/svg+xml"),
+    ] {
+        let r = http
+            .get(format!("{}{path}", hub.url()))
+            .send()
+            .await
+            .expect("asset");
+        assert_eq!(r.status(), 200, "{path}");
+        assert!(
+            r.headers()["content-type"]
+                .to_str()
+                .unwrap_or("")
+                .starts_with(ty),
+            "{path}"
+        );
+        assert!(r.headers().get("access-control-allow-origin").is_none());
+    }
+    // A program (no text/html in Accept) still gets the JSON banner at `/`.
+    let banner: Value = http
+        .get(format!("{}/", hub.url()))
+        .send()
+        .await
+        .expect("banner")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(banner["name"], json!("trantor hub"));
+    // A page from another origin is refused, the dashboard's own origin is not.
+    let foreign = http
+        .post(format!("{}/task", hub.url()))
+        .header("origin", "http://evil.example")
+        .json(&json!({"title": "x", "project": "p"}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(foreign.status(), 403);
+    let own = http
+        .post(format!("{}/task", hub.url()))
+        .header("origin", hub.url())
+        .header("sec-fetch-site", "same-origin")
+        .json(&json!({"title": "x", "project": "p", "by": "human:p"}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(own.status(), 200);
+}
+
+#[test]
+fn trantor_ui_prints_the_url_and_fails_clearly_without_a_hub() {
+    let hub = Hub::start();
+    let out = Command::new(common::bin())
+        .args([
+            "ui",
+            "--no-open",
+            "--json",
+            "--project",
+            "my proj",
+            "--session",
+            "ann:my proj",
+        ])
+        .env("RELAY_URL", hub.url())
+        .env("HOME", &hub.data_dir)
+        .env_remove("DISPLAY")
+        .output()
+        .expect("run trantor ui");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        v["url"],
+        json!(format!(
+            "{}/ui?project=my%20proj&as=ann%3Amy%20proj",
+            hub.url()
+        ))
+    );
+    assert_eq!(v["opened"], json!(false));
+
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let out = Command::new(common::bin())
+        .args(["ui", "--no-open"])
+        .env("RELAY_URL", &dead)
+        .env("HOME", &hub.data_dir)
+        .output()
+        .expect("run trantor ui");
+    assert_eq!(out.status.code(), Some(3), "unreachable hub is exit 3");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach the trantor hub"));
 }

@@ -376,6 +376,38 @@ async fn board_updates_live_and_shows_a_refused_move() {
         "document.getElementById('card-dialog').open && document.getElementById('cd-body').textContent.includes('first note on the seed')",
     )
     .await;
+    b.eval("document.getElementById('card-dialog').close()")
+        .await;
+
+    // Another project's first card adds it to the switcher live; switching shows only its board.
+    let other = api.card("other", "elsewhere", json!({})).await;
+    b.until(
+        "the new project in the switcher",
+        "[...document.getElementById('project').options].some(o => o.value === 'other')",
+    )
+    .await;
+    assert_eq!(
+        b.eval(&column_of(other)).await,
+        json!(""),
+        "not on acme's board"
+    );
+    b.client
+        .find(Locator::Id("project"))
+        .await
+        .expect("switcher")
+        .select_by_value("other")
+        .await
+        .expect("switch");
+    b.until(
+        "the other project's card",
+        &format!("{} === 'todo'", column_of(other)),
+    )
+    .await;
+    assert_eq!(
+        b.eval("document.querySelectorAll('#board li.card').length")
+            .await,
+        json!(1)
+    );
     b.no_reload_happened().await;
 }
 

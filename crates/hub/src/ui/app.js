@@ -341,7 +341,8 @@
     if (phase === 'parked' || /^parked\b/.test(status)) {
       const reason = (status.match(/parked \(([^)]*)\)/) || [])[1] || 'unknown reason';
       const until = (status.match(/until ([^·;,]+)/) || [])[1];
-      return { text: `parked (${reason}) for ${ago(p.phaseSince)}${until ? ` · until ${until.trim()}` : ' · until a reset or an operator'}`, cls: 'failing', mark: ['parked', 'bad'] };
+      // The runner registers `parked (<reason>)`; an end time shows only when its status names one.
+      return { text: `parked (${reason}) for ${ago(p.phaseSince)}${until ? ` · until ${until.trim()}` : ''}`, cls: 'failing', mark: ['parked', 'bad'] };
     }
     if (phase === 'stalled') return { text: `stalled for ${ago(p.phaseSince)} · ${status}`, cls: 'failing', mark: ['stalled', 'bad'] };
     if (p.health === 'errored' || p.health === 'down') return { text: status, cls: 'failing', mark: [p.health, 'bad'] };

@@ -87,6 +87,7 @@ pub async fn state<S: Store>(
         metrics: Metrics::default(),
         ops_in_flight: Mutex::new(HashMap::new()),
         shutdown,
+        last_write_error: Mutex::new(None),
     }))
 }
 

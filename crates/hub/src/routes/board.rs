@@ -163,9 +163,7 @@ pub async fn create<S: Store>(
         push_log(&mut card, now, &by, n);
     }
     let touch = touch_actor(&hub, &by, now);
-    let (card, out) = hub
-        .store
-        .write(move |tx| {
+    let (card, out) = hub.write(move |tx| {
             let mut out = Outbox::default();
             persist_edge(tx, &mut out, &by, touch, now)?;
             let card = tx.insert_card(card)?;
@@ -218,6 +216,12 @@ fn validate_update(req: TaskUpdateRequest) -> ApiResult<Update> {
     let deps = req.deps.map(|d| deps_list(d, Some(req.id))).transpose()?;
     let note = trimmed(req.note).filter(|n| !n.is_empty());
     let summary = trimmed(req.summary);
+    if let Some(b) = &req.blast {
+        let size = serde_json::to_vec(b).map(|v| v.len()).unwrap_or(usize::MAX);
+        if size > limits::FREE_JSON_BYTES {
+            return Err(ApiError::too_long("blast", limits::FREE_JSON_BYTES));
+        }
+    }
     check_secrets(
         title
             .as_deref()
@@ -254,9 +258,7 @@ pub async fn update<S: Store>(
     let u = validate_update(req)?;
     let now = now_ms();
     let touch = touch_actor(&hub, &u.by, now);
-    let outcome = hub
-        .store
-        .write(move |tx| {
+    let outcome = hub.write(move |tx| {
             let mut out = Outbox::default();
             let Some(mut card) = tx.card(u.id)? else {
                 return Ok(Err(ApiError::not_found("no such task")));
@@ -379,9 +381,7 @@ pub async fn checklist_toggle<S: Store>(
         return Err(ApiError::bad_request("id required"));
     }
     let now = now_ms();
-    let outcome = hub
-        .store
-        .write(move |tx| {
+    let outcome = hub.write(move |tx| {
             let Some(mut card) = tx.card(req.id)? else {
                 return Ok(Err(ApiError::not_found("no such task")));
             };

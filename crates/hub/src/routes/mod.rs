@@ -448,7 +448,10 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             Verb::Get,
             "/_op",
             "Outcome of an idempotent write: committed, rejected or unknown",
-            fields![f("id", Str, true, "the _op")],
+            fields![
+                f("id", Str, true, "the _op"),
+                f("route", Str, false, "the POST path it was sent to (default: any)"),
+            ],
             &[],
             get(meta::op_get::<S>),
         ),
@@ -480,6 +483,11 @@ pub fn router<S: Store>(hub: AppState<S>) -> Router {
         body: &[],
     });
     ops::intern_routes(docs.iter().map(|d| d.path));
+    ops::intern_post_routes(
+        docs.iter()
+            .filter(|d| matches!(d.verb, Verb::Post))
+            .map(|d| d.path),
+    );
     let spec = Arc::new(openapi::document(&docs));
 
     // Group by path so a GET and a POST of one path share a method router.

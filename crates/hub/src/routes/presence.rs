@@ -37,18 +37,21 @@ async fn upsert<S: Store>(
     hub: &AppState<S>,
     req: RegisterRequest,
     status_route: bool,
-) -> ApiResult<Option<String>> {
+) -> ApiResult<String> {
     let session = req.session.trim().to_string();
-    if session.is_empty() || session == BROADCAST {
-        return Ok(None);
+    if session.is_empty() {
+        return Err(ApiError::bad_request("session required"));
+    }
+    if session == BROADCAST {
+        return Err(ApiError::bad_request(
+            "session `all` is the broadcast address, not a peer",
+        ));
     }
     validate(&req)?;
     let now = now_ms();
     let touch = hub.presence.touch(&session, now);
     let s = session.clone();
-    let out = hub
-        .store
-        .write(move |tx| {
+    let out = hub.write(move |tx| {
             let mut out = Outbox::default();
             let mut peer = tx.peer(&s)?.unwrap_or_else(|| new_peer(&s, now));
             peer.last_seen = peer.last_seen.max(now);
@@ -87,6 +90,7 @@ async fn upsert<S: Store>(
             }
             peer.health = health(&peer.status).to_string();
             peer.online = true;
+            peer.registered = true;
             tx.put_peer(&peer)?;
             if touch == Touch::CameOnline {
                 out.event(
@@ -109,7 +113,7 @@ async fn upsert<S: Store>(
             }
         })?;
     hub.publish(out);
-    Ok(Some(session))
+    Ok(session)
 }
 
 /// `POST /register`: presence upsert; absent fields keep their stored values.
@@ -119,10 +123,8 @@ pub async fn register<S: Store>(
 ) -> ApiResult<Json<Value>> {
     // Unlike the original, the reply does not list every known session (that leaked the
     // whole roster to any caller); `/peers` is the roster.
-    match upsert(&hub, req, false).await? {
-        Some(s) => Ok(Json(json!({ "ok": true, "session": s }))),
-        None => Ok(Json(json!({ "ok": true }))),
-    }
+    let s = upsert(&hub, req, false).await?;
+    Ok(Json(json!({ "ok": true, "session": s })))
 }
 
 /// `POST /status`: like `/register`, but a missing status is stored as empty.

@@ -58,7 +58,11 @@ pub struct HubArgs {
     /// Extra `Host` names the hub answers to (repeatable, or comma-separated in the variable),
     /// for a reverse proxy in front of it. The hub always answers to localhost, 127.0.0.1,
     /// [::1] and its bind address; any other `Host` is refused (DNS-rebinding defence).
-    #[arg(long = "allowed-host", env = "TRANTOR_ALLOWED_HOSTS", value_delimiter = ',')]
+    #[arg(
+        long = "allowed-host",
+        env = "TRANTOR_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
     pub allowed_hosts: Vec<String>,
     /// A client must send its complete request headers within this time (ms); also closes
     /// keep-alive connections idle for this long.
@@ -183,9 +187,10 @@ impl Config {
         let h = strip_port(host_header.trim()).to_ascii_lowercase();
         h == "localhost"
             || h == "::1"
-            || h.parse::<std::net::Ipv4Addr>().is_ok_and(|a| a.is_loopback())
+            || h.parse::<std::net::Ipv4Addr>()
+                .is_ok_and(|a| a.is_loopback())
             || h == self.host.to_ascii_lowercase()
-            || self.allowed_hosts.iter().any(|a| *a == h)
+            || self.allowed_hosts.contains(&h)
     }
 }
 

@@ -225,7 +225,13 @@ mod tests {
         assert_eq!(m["x"], "1 2");
         assert_eq!(m["flag"], "");
         assert_eq!(parse_query("session=%C3%A9").expect("utf8")["session"], "é");
-        for bad in ["session=%FF", "session=%C3", "session=%zz", "session=%4", "%FF=1"] {
+        for bad in [
+            "session=%FF",
+            "session=%C3",
+            "session=%zz",
+            "session=%4",
+            "%FF=1",
+        ] {
             let e = parse_query(bad).err().map(|e| e.status.as_u16());
             assert_eq!(e, Some(400), "{bad}");
         }

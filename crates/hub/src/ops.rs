@@ -105,22 +105,22 @@ pub const MAX_HEADER_BYTES: usize = 32 * 1024;
 fn refusal(cfg: &crate::config::Config, req: &Request) -> Option<ApiError> {
     let headers = req.headers();
     // DNS rebinding: a page whose name now resolves to 127.0.0.1 still sends its own name.
-    if let Some(host) = headers.get(header::HOST) {
-        if !host.to_str().is_ok_and(|h| cfg.host_allowed(h)) {
-            return Some(ApiError::forbidden(format!(
-                "Host {:?} is not this hub's name: only localhost, 127.0.0.1, [::1], the bind \
-                 address and names given with --allowed-host are served",
-                String::from_utf8_lossy(host.as_bytes())
-            )));
-        }
+    if let Some(host) = headers.get(header::HOST)
+        && !host.to_str().is_ok_and(|h| cfg.host_allowed(h))
+    {
+        return Some(ApiError::forbidden(format!(
+            "Host {:?} is not this hub's name: only localhost, 127.0.0.1, [::1], the bind \
+             address and names given with --allowed-host are served",
+            String::from_utf8_lossy(host.as_bytes())
+        )));
     }
-    if let Some(o) = headers.get(header::ORIGIN) {
-        if !o.to_str().is_ok_and(is_loopback_origin) {
-            return Some(ApiError::forbidden(
-                "requests from web pages are refused: this hub only serves local programs \
-                 (the Origin header names a non-loopback page)",
-            ));
-        }
+    if let Some(o) = headers.get(header::ORIGIN)
+        && !o.to_str().is_ok_and(is_loopback_origin)
+    {
+        return Some(ApiError::forbidden(
+            "requests from web pages are refused: this hub only serves local programs \
+             (the Origin header names a non-loopback page)",
+        ));
     }
     // An `<img>` or link on any web page: browsers mark it, programs never send this header.
     if headers
@@ -472,7 +472,10 @@ mod tests {
     fn op_extraction() {
         let key = |b: &[u8]| op_of(b).ok().flatten().map(|o| o.key("/send"));
         assert_eq!(key(br#"{"a":1}"#), None);
-        assert_eq!(key(br#"{"_op":"x-1","a":1}"#).as_deref(), Some("POST /send s:x-1"));
+        assert_eq!(
+            key(br#"{"_op":"x-1","a":1}"#).as_deref(),
+            Some("POST /send s:x-1")
+        );
         assert_eq!(key(br#"{"_op":42}"#).as_deref(), Some("POST /send n:42"));
         assert_ne!(key(br#"{"_op":42}"#), key(br#"{"_op":"42"}"#));
         let at = |b: &[u8]| op_of(b).ok().flatten().map(|o| o.key("/task"));

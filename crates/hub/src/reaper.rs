@@ -53,7 +53,8 @@ pub async fn flush_presence<S: Store>(hub: &AppState<S>) {
         return;
     }
     let batch = dirty.clone();
-    let res = hub.write(move |tx| {
+    let res = hub
+        .write(move |tx| {
             for (session, seen) in &batch {
                 if let Some(mut p) = tx.peer(session)?
                     && p.last_seen < *seen
@@ -88,7 +89,8 @@ async fn sweep_presence<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), Sto
     let gone = hub.presence.sweep_offline(now);
     let cutoff = now - hub.cfg.peer_ttl_ms;
     let anon_cutoff = now - hub.cfg.anon_peer_ttl_ms;
-    let (deleted, anon, out) = hub.write(move |tx| {
+    let (deleted, anon, out) = hub
+        .write(move |tx| {
             let mut out = Outbox::default();
             for (session, last_seen) in &gone {
                 let project = tx.peer(session)?.map(|p| p.project).unwrap_or_default();
@@ -111,7 +113,10 @@ async fn sweep_presence<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), Sto
     hub.presence.forget(&deleted, cutoff);
     hub.presence.forget(&anon, anon_cutoff);
     if !anon.is_empty() {
-        tracing::info!(count = anon.len(), "quiet peers that never registered removed");
+        tracing::info!(
+            count = anon.len(),
+            "quiet peers that never registered removed"
+        );
     }
     if !deleted.is_empty() {
         tracing::info!(count = deleted.len(), "peers past their TTL removed");
@@ -169,7 +174,8 @@ async fn reap_cards<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), StoreEr
     if moves.is_empty() {
         return Ok(());
     }
-    let out = hub.write(move |tx| {
+    let out = hub
+        .write(move |tx| {
             let mut out = Outbox::default();
             for (id, note) in &moves {
                 // Re-read inside the write: the card may have moved since the scan.
@@ -257,7 +263,8 @@ async fn reap_contracts<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), Sto
         return Ok(());
     }
     let doc = Value::Object(records);
-    let out = hub.write(move |tx| {
+    let out = hub
+        .write(move |tx| {
             let mut out = Outbox::default();
             tx.set_kv(REAP_KEY, &doc)?;
             for ev in new_events {
@@ -281,8 +288,7 @@ async fn retention<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), StoreErr
         i64::MIN
     };
     let ops_before = now - hub.cfg.op_ttl_ms;
-    let report = hub.write(move |tx| tx.prune(before, ops_before))
-        .await?;
+    let report = hub.write(move |tx| tx.prune(before, ops_before)).await?;
     if report.messages > 0 || report.events > 0 || report.ops > 0 {
         tracing::info!(
             messages = report.messages,

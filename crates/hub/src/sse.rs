@@ -64,7 +64,8 @@ pub async fn stream<S: Store>(
     let touch = hub.presence.touch(&session, now);
     if touch == Touch::CameOnline || (status.is_some() && session != BROADCAST) {
         let s = session.clone();
-        let out = hub.write(move |tx| {
+        let out = hub
+            .write(move |tx| {
                 let mut out = Outbox::default();
                 persist_edge(tx, &mut out, &s, touch, now)?;
                 if let Some(st) = status

@@ -132,7 +132,9 @@ async fn raw(port: u16, head: &str, body: &str) -> (u16, Value) {
         let _ = s.read_to_end(&mut buf).await;
         buf
     };
-    let buf = tokio::time::timeout(GUARD, fut).await.expect("reply in time");
+    let buf = tokio::time::timeout(GUARD, fut)
+        .await
+        .expect("reply in time");
     let text = String::from_utf8_lossy(&buf).into_owned();
     let status = text
         .split(' ')
@@ -145,7 +147,12 @@ async fn raw(port: u16, head: &str, body: &str) -> (u16, Value) {
 }
 
 async fn get(port: u16, path: &str) -> (u16, Value) {
-    raw(port, &format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}"), "").await
+    raw(
+        port,
+        &format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}"),
+        "",
+    )
+    .await
 }
 
 async fn post(port: u16, path: &str, body: Value) -> (u16, Value) {
@@ -168,7 +175,10 @@ async fn wait_until<F: Future<Output = bool>>(what: &str, mut cond: impl FnMut()
 }
 
 fn assert_json_error(v: &Value, what: &str) {
-    assert!(v["error"].is_string(), "{what}: not the JSON error shape: {v}");
+    assert!(
+        v["error"].is_string(),
+        "{what}: not the JSON error shape: {v}"
+    );
 }
 
 // 1. `_op`: the op record commits with the write; keys are per route, typed, never truncated.
@@ -210,7 +220,12 @@ async fn op_keys_are_per_route_typed_and_bounded() {
     let (c, sent) = post(p, "/send", json!({"from": "a:p", "text": "x", "_op": "k"})).await;
     assert_eq!(c, 200);
     // The same key on another route runs that route.
-    let (c, task) = post(p, "/task", json!({"title": "card", "by": "a:p", "_op": "k"})).await;
+    let (c, task) = post(
+        p,
+        "/task",
+        json!({"title": "card", "by": "a:p", "_op": "k"}),
+    )
+    .await;
     assert_eq!(c, 200, "{task}");
     assert!(task["task"]["id"].as_i64().is_some(), "no card: {task}");
     // A number and a string with the same digits are two keys.
@@ -235,7 +250,11 @@ async fn op_keys_are_per_route_typed_and_bounded() {
 async fn foreign_host_header_is_refused() {
     let hub = start(|a| a.allowed_hosts = vec!["proxy.example".into()]).await;
     let p = hub.port;
-    for host in ["evil.example", &format!("evil.example:{p}"), "127.0.0.1.nip.io"] {
+    for host in [
+        "evil.example",
+        &format!("evil.example:{p}"),
+        "127.0.0.1.nip.io",
+    ] {
         let (c, v) = raw(p, &format!("GET /peers HTTP/1.1\r\nHost: {host}"), "").await;
         assert_eq!(c, 403, "{host}: {v}");
         assert_json_error(&v, host);
@@ -260,7 +279,12 @@ async fn foreign_host_header_is_refused() {
 async fn cross_site_fetches_are_refused() {
     let hub = start(|_| {}).await;
     let p = hub.port;
-    post(p, "/send", json!({"from": "a:p", "to": "b:p", "text": "hi"})).await;
+    post(
+        p,
+        "/send",
+        json!({"from": "a:p", "to": "b:p", "text": "hi"}),
+    )
+    .await;
     let (c, v) = raw(
         p,
         &format!(
@@ -363,7 +387,7 @@ async fn secrets_in_any_field_are_refused() {
     let hf = format!("hf_{}", "aB3".repeat(12));
     let glpat = format!("glpat-{}", "xY9_".repeat(5));
     let npm = format!("npm_{}", "Ab1".repeat(12));
-    let glued = format!("x{}", format!("sk-ant-api03-{}", "a".repeat(40)));
+    let glued = format!("xsk-ant-api03-{}", "a".repeat(40));
     let split = format!("gh\u{200B}p_{}", "A1b2".repeat(10));
     let aws = "aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
     let cases = [
@@ -371,14 +395,20 @@ async fn secrets_in_any_field_are_refused() {
         ("/status", json!({"session": "a:p", "status": split})),
         ("/register", json!({"session": "a:p", "kind": glpat})),
         ("/send", json!({"from": glued, "text": "hello"})),
-        ("/send", json!({"from": "a:p", "text": "hello", "kind": npm})),
+        (
+            "/send",
+            json!({"from": "a:p", "text": "hello", "kind": npm}),
+        ),
         ("/task", json!({"title": "t", "model": hf})),
         ("/task", json!({"title": "t", "costNote": aws})),
         (
             "/policy",
             json!({"link": {"projects": ["p", "q"], "reason": glpat}}),
         ),
-        ("/send", json!({"from": "a:p", "text": format!("sk-ant-\0api03-{}", "b".repeat(40))})),
+        (
+            "/send",
+            json!({"from": "a:p", "text": format!("sk-ant-\0api03-{}", "b".repeat(40))}),
+        ),
     ];
     for (route, body) in cases {
         let (c, v) = post(p, route, body.clone()).await;
@@ -420,7 +450,12 @@ async fn health_says_not_ok_while_writes_fail() {
     assert_eq!(c, 503, "{h}");
     assert_eq!(h["ok"], false, "{h}");
     assert_eq!(h["persist"]["ok"], false, "{h}");
-    assert!(h["persist"]["lastError"].as_str().is_some_and(|e| !e.is_empty()), "{h}");
+    assert!(
+        h["persist"]["lastError"]
+            .as_str()
+            .is_some_and(|e| !e.is_empty()),
+        "{h}"
+    );
     hub.stop().await;
 }
 
@@ -480,13 +515,22 @@ async fn delivered_is_clamped_to_the_newest_message() {
     let p = hub.port;
     let (_, m) = post(p, "/send", json!({"from": "a:p", "to": "b:p", "text": "1"})).await;
     let tip = m["id"].as_i64().expect("id");
-    let (c, v) = post(p, "/delivered", json!({"session": "b:p", "upTo": 1_000_000})).await;
+    let (c, v) = post(
+        p,
+        "/delivered",
+        json!({"session": "b:p", "upTo": 1_000_000}),
+    )
+    .await;
     assert_eq!(c, 200);
     assert_eq!(v["deliveredUpTo"], tip, "{v}");
     // Mail sent afterwards is still delivered.
     post(p, "/send", json!({"from": "a:p", "to": "b:p", "text": "2"})).await;
     let (_, inbox) = get(p, &format!("/inbox?session=b:p&since={tip}")).await;
-    assert_eq!(inbox["messages"].as_array().map(Vec::len), Some(1), "{inbox}");
+    assert_eq!(
+        inbox["messages"].as_array().map(Vec::len),
+        Some(1),
+        "{inbox}"
+    );
     hub.stop().await;
 }
 

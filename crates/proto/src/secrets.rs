@@ -178,7 +178,7 @@ mod tests {
                 "aws-secret-key",
             ),
             (
-                format!("token=x{}", format!("sk-ant-api03-{}", "a".repeat(40))),
+                format!("token=xsk-ant-api03-{}", "a".repeat(40)),
                 "anthropic-key",
             ),
             (
@@ -193,8 +193,15 @@ mod tests {
             ("keyAKIAABCDEFGHIJKLMNOPx".to_string(), "aws-access-key"),
         ];
         for (text, kind) in cases {
-            assert!(detect(&text).contains(&kind), "{text:?} → {:?}", detect(&text));
-            assert!(redact(&text).contains(&format!("[REDACTED:{kind}]")), "{text:?}");
+            assert!(
+                detect(&text).contains(&kind),
+                "{text:?} → {:?}",
+                detect(&text)
+            );
+            assert!(
+                redact(&text).contains(&format!("[REDACTED:{kind}]")),
+                "{text:?}"
+            );
         }
         let v = serde_json::json!({"a": [{"deep": format!("hf_{}", "z".repeat(34))}]});
         assert_eq!(detect_json(&v), vec!["huggingface-token"]);

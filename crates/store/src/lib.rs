@@ -215,8 +215,7 @@ pub trait WriteTx: ReadTx {
     fn delete_peers_before(&mut self, last_seen: i64) -> Result<Vec<String>, StoreError>;
     /// Delete peers that never registered (`registered` unset) last seen before `last_seen`;
     /// returns their sessions.
-    fn delete_anonymous_peers_before(&mut self, last_seen: i64)
-    -> Result<Vec<String>, StoreError>;
+    fn delete_anonymous_peers_before(&mut self, last_seen: i64) -> Result<Vec<String>, StoreError>;
     /// Store a new card, assigning the next id (the given id is ignored).
     fn insert_card(&mut self, card: Card) -> Result<Card, StoreError>;
     /// Replace an existing card.

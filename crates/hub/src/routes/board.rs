@@ -163,7 +163,8 @@ pub async fn create<S: Store>(
         push_log(&mut card, now, &by, n);
     }
     let touch = touch_actor(&hub, &by, now);
-    let (card, out) = hub.write(move |tx| {
+    let (card, out) = hub
+        .write(move |tx| {
             let mut out = Outbox::default();
             persist_edge(tx, &mut out, &by, touch, now)?;
             let card = tx.insert_card(card)?;
@@ -258,7 +259,8 @@ pub async fn update<S: Store>(
     let u = validate_update(req)?;
     let now = now_ms();
     let touch = touch_actor(&hub, &u.by, now);
-    let outcome = hub.write(move |tx| {
+    let outcome = hub
+        .write(move |tx| {
             let mut out = Outbox::default();
             let Some(mut card) = tx.card(u.id)? else {
                 return Ok(Err(ApiError::not_found("no such task")));
@@ -381,7 +383,8 @@ pub async fn checklist_toggle<S: Store>(
         return Err(ApiError::bad_request("id required"));
     }
     let now = now_ms();
-    let outcome = hub.write(move |tx| {
+    let outcome = hub
+        .write(move |tx| {
             let Some(mut card) = tx.card(req.id)? else {
                 return Ok(Err(ApiError::not_found("no such task")));
             };

@@ -60,7 +60,8 @@ pub async fn send<S: Store>(
     let touch = hub.presence.touch(&from, now);
 
     let sender = from.clone();
-    let result = hub.write(move |tx| {
+    let result = hub
+        .write(move |tx| {
             let mut out = Outbox::default();
             persist_edge(tx, &mut out, &from, touch, now)?;
             let project = match explicit_project {
@@ -244,7 +245,8 @@ async fn deliver<S: Store>(
 ) -> ApiResult<Page> {
     let s = session.to_string();
     let now = now_ms();
-    let (page, out) = hub.write(move |tx| {
+    let (page, out) = hub
+        .write(move |tx| {
             let mut out = Outbox::default();
             persist_edge(tx, &mut out, &s, touch, now)?;
             let page = read_page(tx, &s, since)?;
@@ -376,7 +378,8 @@ pub async fn delivered<S: Store>(
     let now = now_ms();
     let touch = hub.presence.touch(&session, now);
     let up_to = req.up_to.max(0);
-    let (value, out) = hub.write(move |tx| {
+    let (value, out) = hub
+        .write(move |tx| {
             let mut out = Outbox::default();
             persist_edge(tx, &mut out, &session, touch, now)?;
             // Never past the newest message: a ledger beyond it would hide mail not sent yet.

@@ -96,7 +96,8 @@ pub async fn lesson<S: Store>(
         .map(|p| p.trim().to_string())
         .filter(|p| !p.is_empty());
     let now = now_ms();
-    let (reply, out) = hub.write(move |tx| {
+    let (reply, out) = hub
+        .write(move |tx| {
             let mut out = Outbox::default();
             let existing = tx.lessons(std::slice::from_ref(&scope))?;
             if existing.iter().any(|l| l.text == text) {

@@ -174,7 +174,8 @@ pub async fn policy_post<S: Store>(
         .transpose()?;
     let by = req.by.unwrap_or_default();
     let now = now_ms();
-    let policy = hub.write(move |tx| {
+    let policy = hub
+        .write(move |tx| {
             let mut p = policy_from(tx.kv(POLICY_KEY)?);
             p.autonomy.extend(autonomy);
             let same = |a: &PolicyLink, set: &[String]| {

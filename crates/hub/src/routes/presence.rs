@@ -37,21 +37,21 @@ async fn upsert<S: Store>(
     hub: &AppState<S>,
     req: RegisterRequest,
     status_route: bool,
-) -> ApiResult<String> {
+) -> ApiResult<Option<String>> {
     let session = req.session.trim().to_string();
     if session.is_empty() {
         return Err(ApiError::bad_request("session required"));
     }
     if session == BROADCAST {
-        return Err(ApiError::bad_request(
-            "session `all` is the broadcast address, not a peer",
-        ));
+        // The original's clients may touch `all`; it is no peer, so nothing is stored.
+        return Ok(None);
     }
     validate(&req)?;
     let now = now_ms();
     let touch = hub.presence.touch(&session, now);
     let s = session.clone();
-    let out = hub.write(move |tx| {
+    let out = hub
+        .write(move |tx| {
             let mut out = Outbox::default();
             let mut peer = tx.peer(&s)?.unwrap_or_else(|| new_peer(&s, now));
             peer.last_seen = peer.last_seen.max(now);
@@ -113,7 +113,7 @@ async fn upsert<S: Store>(
             }
         })?;
     hub.publish(out);
-    Ok(session)
+    Ok(Some(session))
 }
 
 /// `POST /register`: presence upsert; absent fields keep their stored values.
@@ -123,8 +123,10 @@ pub async fn register<S: Store>(
 ) -> ApiResult<Json<Value>> {
     // Unlike the original, the reply does not list every known session (that leaked the
     // whole roster to any caller); `/peers` is the roster.
-    let s = upsert(&hub, req, false).await?;
-    Ok(Json(json!({ "ok": true, "session": s })))
+    match upsert(&hub, req, false).await? {
+        Some(s) => Ok(Json(json!({ "ok": true, "session": s }))),
+        None => Ok(Json(json!({ "ok": true }))),
+    }
 }
 
 /// `POST /status`: like `/register`, but a missing status is stored as empty.

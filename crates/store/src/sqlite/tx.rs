@@ -629,10 +629,7 @@ impl WriteTx for SqlTx<'_> {
         v.ok_or_else(|| StoreError::Db("peers: raise_delivered returned no row".into()))
     }
 
-    fn delete_anonymous_peers_before(
-        &mut self,
-        last_seen: i64,
-    ) -> Result<Vec<String>, StoreError> {
+    fn delete_anonymous_peers_before(&mut self, last_seen: i64) -> Result<Vec<String>, StoreError> {
         self.rows(
             "peers",
             "delete_anonymous_peers_before",

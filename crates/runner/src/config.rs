@@ -110,8 +110,6 @@ pub struct Config {
     pub mission_file: PathBuf,
     /// `RUNNER_DUTY_NUDGES=1`.
     pub duty_nudges: bool,
-    /// `TRANTOR_NO_WORKTREE=1`.
-    pub no_worktree: bool,
     /// `TRANTOR_NO_DESKTOP_NOTIFY=1`.
     pub no_desktop_notify: bool,
     /// Longest `/poll` hold in seconds (280 like the original; `TRANTOR_POLL_HOLD_S` shortens it).
@@ -317,7 +315,6 @@ impl Config {
                     .unwrap_or_else(|| "MISSION.md".into()),
             ),
             duty_nudges: env.get("RUNNER_DUTY_NUDGES").as_deref() == Some("1"),
-            no_worktree: env.get("TRANTOR_NO_WORKTREE").as_deref() == Some("1"),
             no_desktop_notify: env.get("TRANTOR_NO_DESKTOP_NOTIFY").as_deref() == Some("1"),
             poll_hold_s: parse_ms(env, "TRANTOR_POLL_HOLD_S", 280).clamp(1, 280),
             hub_backoff_max_ms: parse_ms(env, "TRANTOR_HUB_BACKOFF_MAX_MS", 30_000).max(100),
@@ -333,16 +330,6 @@ impl Config {
             hub_url,
             orchestrator,
         })
-    }
-
-    /// How many liveness extensions of `ceil(max/2)` fit under the ceiling.
-    pub fn box_plan(&self) -> (u64, u32) {
-        if self.turn_max_ms == 0 || self.turn_ceiling_ms <= self.turn_max_ms {
-            return (0, 0);
-        }
-        let step = self.turn_max_ms.div_ceil(2);
-        let n = (self.turn_ceiling_ms - self.turn_max_ms) / step;
-        (step, n as u32)
     }
 }
 
@@ -444,7 +431,6 @@ mod tests {
         let e = env(&[("RELAY_PROJECT", "p")]);
         let c = Config::resolve(&args("claude"), &e).expect("c");
         assert_eq!(c.turn_max_ms, 1_200_000);
-        assert_eq!(c.box_plan(), (600_000, 4));
         assert_eq!(c.watchdog_ms, 600_000);
         let e = env(&[("RELAY_PROJECT", "p"), ("TRANTOR_TURN_WATCHDOG_MS", "0")]);
         assert_eq!(

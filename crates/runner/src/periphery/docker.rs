@@ -173,6 +173,7 @@ impl DockerJanitor {
     }
 
     /// The record file.
+    #[cfg(test)]
     pub fn record_path(&self) -> &Path {
         &self.file
     }

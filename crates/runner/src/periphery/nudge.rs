@@ -128,12 +128,8 @@ impl NudgeLedger {
         }
     }
 
-    /// Use another TTL (tests, or a daemon with its own policy).
-    pub fn with_ttl(self, ttl: Duration) -> NudgeLedger {
-        NudgeLedger { ttl, ..self }
-    }
-
     /// How many 10 ms attempts to make for the lock (default 100).
+    #[cfg(test)]
     pub fn with_lock_attempts(self, attempts: u32) -> NudgeLedger {
         NudgeLedger {
             attempts: attempts.max(1),
@@ -142,6 +138,7 @@ impl NudgeLedger {
     }
 
     /// The ledger file.
+    #[cfg(test)]
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -256,6 +253,7 @@ impl NudgeLedger {
     }
 
     /// The current stamps (a missing or malformed file reads as empty). For diagnostics.
+    #[cfg(test)]
     pub fn stamps(&self) -> BTreeMap<i64, Stamp> {
         read_file(&self.path)
             .nudged
@@ -432,6 +430,7 @@ pub const NUDGE_PREFIX: &str = "Trantor delivery nudge from the duty seat:";
 /// The ids (`#N`) of the duty nudges a claude turn sent: `SendMessage` tool calls in the
 /// transcripts under `transcript_dir` written since `since_ms` whose text starts with
 /// [`NUDGE_PREFIX`]. Unreadable files and lines are skipped.
+#[cfg(test)]
 pub fn observed_duty_nudge_ids(transcript_dir: &Path, since_ms: i64) -> BTreeSet<i64> {
     let mut ids = BTreeSet::new();
     let Ok(entries) = std::fs::read_dir(transcript_dir) else {
@@ -475,6 +474,7 @@ pub fn observed_duty_nudge_ids(transcript_dir: &Path, since_ms: i64) -> BTreeSet
     ids
 }
 
+#[cfg(test)]
 fn collect_send_message_uses<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a serde_json::Value>) {
     match v {
         serde_json::Value::Object(map) => {
@@ -498,6 +498,7 @@ fn collect_send_message_uses<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a ser
 }
 
 /// Every `#N` in `text`.
+#[cfg(test)]
 fn hash_ids(text: &str) -> Vec<i64> {
     text.match_indices('#')
         .filter_map(|(i, _)| {
@@ -508,11 +509,6 @@ fn hash_ids(text: &str) -> Vec<i64> {
             digits.parse().ok()
         })
         .collect()
-}
-
-/// Whether duty nudging is on (`RUNNER_DUTY_NUDGES=1`).
-pub fn duty_nudges_enabled() -> bool {
-    std::env::var("RUNNER_DUTY_NUDGES").is_ok_and(|v| v == "1")
 }
 
 /// The duty claim state file: `RUNNER_DUTY_NUDGE_STATE`, else `<bus>/duty-nudged.json`.
@@ -1158,7 +1154,7 @@ mod tests {
             let child = std::process::Command::new(&exe)
                 .args([
                     "--exact",
-                    "nudge::tests::ledger_child_process",
+                    "periphery::nudge::tests::ledger_child_process",
                     "--nocapture",
                     "--test-threads=1",
                 ])

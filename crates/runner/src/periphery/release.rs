@@ -344,24 +344,13 @@ impl ReleaseWatcher {
         })
     }
 
-    /// Add versions this lineage already tried (each version is tried at most once).
-    pub fn remember_attempted<I: IntoIterator<Item = String>>(&mut self, versions: I) {
-        if let Ok(mut set) = self.attempted.lock() {
-            set.extend(versions);
-        }
-    }
-
     /// The versions tried so far in this lineage.
+    #[cfg(test)]
     pub fn attempted(&self) -> Vec<String> {
         self.attempted
             .lock()
             .map(|s| s.iter().cloned().collect())
             .unwrap_or_default()
-    }
-
-    /// The path being watched.
-    pub fn installed(&self) -> &Path {
-        &self.installed
     }
 
     /// The version this process image runs (as probed at start).
@@ -675,7 +664,7 @@ mod tests {
         let child = std::process::Command::new(&exe)
             .args([
                 "--exact",
-                "release::tests::release_exec_child",
+                "periphery::release::tests::release_exec_child",
                 "--nocapture",
             ])
             .env(EXEC_CHILD_DIR, tmp.path())
@@ -699,7 +688,7 @@ mod tests {
         assert_eq!(field("pid"), pid.to_string(), "same PID");
         assert!(
             field("argv").starts_with(&format!(
-                "{} --exact release::tests::release_exec_child",
+                "{} --exact periphery::release::tests::release_exec_child",
                 tmp.path().join("trantor").display()
             )),
             "argv kept, argv[0] the installed path: {record}"

@@ -683,6 +683,7 @@ pub fn provisioning_lines(applied: &Applied, all: bool) -> Vec<String> {
 }
 
 /// The result of a preflight run.
+#[cfg(test)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Preflight {
     /// Exit 0 within the cap.
@@ -695,6 +696,7 @@ pub struct Preflight {
 
 /// Run the declared preflight once in the seat worktree under `cap` (the original's cap is
 /// 5 minutes). The tail of the output is the whole report.
+#[cfg(test)]
 pub fn run_preflight(command: &str, seat: &Path, cap: Duration) -> Preflight {
     let mut cmd = Command::new("/bin/sh");
     cmd.arg("-c").arg(command).current_dir(seat);

@@ -53,6 +53,7 @@ impl Ledger {
     }
 
     /// The file.
+    #[cfg(test)]
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -48,8 +48,6 @@ pub struct TurnResult {
     pub j: Judgement,
     /// The last turn of the chain was cut.
     pub cut: bool,
-    /// … at the stall window.
-    pub stalled: bool,
     /// The CLI's own output (redacted, prompt echo removed).
     pub own_out: String,
     /// Wall time of the chain, seconds.
@@ -545,7 +543,6 @@ impl Seat {
             },
             real_exit: run.exit,
             cut: run.cut,
-            stalled: run.stalled,
             own_out,
             secs,
             card,

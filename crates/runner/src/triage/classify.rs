@@ -93,8 +93,6 @@ pub enum FailureClass {
     EmptyTurn,
     /// Anything else.
     Crashed,
-    /// Quiet for the whole watchdog window.
-    Stalled,
 }
 
 impl FailureClass {
@@ -111,11 +109,11 @@ impl FailureClass {
             FailureClass::PermissionRejected => "permission-rejected",
             FailureClass::EmptyTurn => "empty-turn",
             FailureClass::Crashed => "crashed",
-            FailureClass::Stalled => "stalled",
         }
     }
 
     /// Parking reasons park unbounded until a reset or an operator (§10.5).
+    #[cfg(test)]
     pub fn parks(self) -> bool {
         matches!(
             self,

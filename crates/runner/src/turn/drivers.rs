@@ -126,11 +126,6 @@ impl Driver {
         matches!(self, Driver::Kimi | Driver::Opencode { .. })
     }
 
-    /// Whether this driver ever resumes a session.
-    pub fn resumes(&self) -> bool {
-        !matches!(self, Driver::Dsh)
-    }
-
     /// The command line for a turn (§19.2, §19.3).
     pub fn invocation(&self, t: &TurnArgs<'_>) -> Invocation {
         // A resume never runs without an id, and a fresh turn never resumes a stale one.

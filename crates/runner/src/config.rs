@@ -1,5 +1,5 @@
 //! Who the seat is and how it runs: identity (AGENT, PERSONA, DIR, PROJ, SESSION), the one
-//! bus-directory resolver, the hub URL and every environment knob of runner-behavior.md §21.
+//! bus-directory resolver, the hub URL and every environment knob of docs/runner.md §2.
 //!
 //! Everything is read once at boot through an [`Env`] lookup so tests can pin any combination
 //! without touching the process environment.
@@ -58,7 +58,7 @@ pub enum ConfigError {
     NoCommand,
 }
 
-/// The default redelivery ladder (runner-behavior.md §5.8).
+/// The default redelivery ladder (docs/runner.md §5.3).
 pub const DEFAULT_RETRY_LADDER_MS: [u64; 5] = [30_000, 60_000, 120_000, 300_000, 900_000];
 
 /// The resolved configuration of one seat.
@@ -125,7 +125,7 @@ pub struct Config {
 /// The bus directory: `AGENT_BUS_DIR`, then `RELAY_DATA_DIR`, then `~/.agent-bus`.
 ///
 /// The original honoured `AGENT_BUS_DIR` only in some helpers and hard-coded `~/.agent-bus`
-/// elsewhere (runner-behavior.md §21.3); here every runner file uses this one answer.
+/// elsewhere (docs/runner.md §1.2); here every runner file uses this one answer.
 pub fn bus_dir(env: &dyn Env) -> PathBuf {
     if let Some(d) = env.get("AGENT_BUS_DIR") {
         return PathBuf::from(d);
@@ -295,7 +295,7 @@ impl Config {
             return Err(ConfigError::NoCommand);
         }
         let turn_max_ms = parse_ms(env, "TRANTOR_TURN_MAX_MS", 1_200_000);
-        // Never below 10 minutes and never derived from the box (§11.3).
+        // Never below 10 minutes and never derived from the box (docs/runner.md §8.2).
         let watchdog_ms = parse_ms(env, "TRANTOR_TURN_WATCHDOG_MS", 600_000).max(600_000);
         Ok(Config {
             effort: effort_for(env.get("CREW_EFFORT"), &agent, &driver),

@@ -26,6 +26,17 @@ const ICON_SVG: &str = include_str!("icon.svg");
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
                    connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
+/// The media type served at a dashboard path (`/ui` and its assets), for the OpenAPI document.
+pub fn media_type(path: &str) -> Option<&'static str> {
+    match path {
+        "/ui" => Some("text/html"),
+        "/ui/app.js" => Some("text/javascript"),
+        "/ui/app.css" => Some("text/css"),
+        "/ui/icon.svg" => Some("image/svg+xml"),
+        _ => None,
+    }
+}
+
 /// Whether a request's `Accept` header asks for a page rather than JSON.
 pub fn wants_html(headers: &HeaderMap) -> bool {
     headers
@@ -111,7 +122,13 @@ mod tests {
     fn page_references_only_embedded_assets() {
         for path in ["/ui/app.js", "/ui/app.css", "/ui/icon.svg"] {
             assert!(INDEX_HTML.contains(path), "{path}");
+            assert!(
+                media_type(path).is_some(),
+                "{path} has a documented media type"
+            );
         }
+        assert_eq!(media_type("/ui"), Some("text/html"));
+        assert_eq!(media_type("/tasks"), None);
         assert!(!INDEX_HTML.contains("http://") && !INDEX_HTML.contains("https://"));
         assert!(!APP_JS.contains("http://") && !APP_JS.contains("https://"));
     }

@@ -168,7 +168,10 @@ pub fn check_version(spec: &DriverSpec, output: &str) -> VersionCheck {
     let Some(v) = parse_version(output) else {
         return VersionCheck::Unknown;
     };
-    let Some(req) = spec.verified.and_then(|r| semver::VersionReq::parse(r).ok()) else {
+    let Some(req) = spec
+        .verified
+        .and_then(|r| semver::VersionReq::parse(r).ok())
+    else {
         return VersionCheck::Unverified(Some(v));
     };
     if req.matches(&v) {
@@ -698,7 +701,10 @@ mod tests {
             check_version(codex, "codex-cli 0.171.0"),
             VersionCheck::Verified(semver::Version::new(0, 171, 0))
         );
-        assert_eq!(check_version(codex, "command not found"), VersionCheck::Unknown);
+        assert_eq!(
+            check_version(codex, "command not found"),
+            VersionCheck::Unknown
+        );
         assert!(matches!(
             check_version(spec("kimi").expect("kimi"), "kimi, version 1.2.3"),
             VersionCheck::Unverified(Some(_))
@@ -713,7 +719,11 @@ mod tests {
             vec![("IS_SANDBOX".to_string(), "1".to_string())]
         );
         assert!(c.cli_env(false).is_empty());
-        assert!(Driver::for_name("codex", None, None).cli_env(true).is_empty());
+        assert!(
+            Driver::for_name("codex", None, None)
+                .cli_env(true)
+                .is_empty()
+        );
     }
 
     #[test]

@@ -88,14 +88,17 @@ async fn version_check(
         ),
         VersionCheck::Older(v) => (
             false,
-            format!("{v}: older than the verified range {range}; the runner's command line may not be understood"),
+            format!(
+                "{v}: older than the verified range {range}; the runner's command line may not be understood"
+            ),
             install,
         ),
         VersionCheck::Unverified(v) => (
             true,
             format!(
                 "{}: this driver has not been verified against a real install",
-                v.map(|v| v.to_string()).unwrap_or_else(|| "version unknown".into())
+                v.map(|v| v.to_string())
+                    .unwrap_or_else(|| "version unknown".into())
             ),
             None,
         ),

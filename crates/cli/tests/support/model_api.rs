@@ -111,9 +111,7 @@ impl ModelApi {
             .enable_all()
             .build()
             .expect("runtime");
-        let listener = rt
-            .block_on(TcpListener::bind("127.0.0.1:0"))
-            .expect("bind");
+        let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let state = Arc::new(Mutex::new(State::default()));
         let st = state.clone();
@@ -215,11 +213,8 @@ async fn read_request(sock: &mut TcpStream) -> std::io::Result<(String, String, 
         let mut body = Vec::new();
         let mut at = 0;
         while let Some(i) = rest[at..].windows(2).position(|w| w == b"\r\n") {
-            let size = usize::from_str_radix(
-                String::from_utf8_lossy(&rest[at..at + i]).trim(),
-                16,
-            )
-            .unwrap_or(0);
+            let size = usize::from_str_radix(String::from_utf8_lossy(&rest[at..at + i]).trim(), 16)
+                .unwrap_or(0);
             at += i + 2;
             if size == 0 || at + size > rest.len() {
                 break;
@@ -314,7 +309,10 @@ async fn serve(mut sock: TcpStream, st: Arc<Mutex<State>>) -> std::io::Result<()
         });
         match found {
             Some((m, s)) => (Some(m), s),
-            None => (None, Script::Steps(vec![Step::Say("Kickoff read; waiting.".into())])),
+            None => (
+                None,
+                Script::Steps(vec![Step::Say("Kickoff read; waiting.".into())]),
+            ),
         }
     };
     let tools = tool_names(api, &req);
@@ -330,10 +328,7 @@ async fn serve(mut sock: TcpStream, st: Arc<Mutex<State>>) -> std::io::Result<()
         Script::Silent => {
             start_stream(&mut sock).await?;
             let first = match api {
-                Api::Anthropic => sse(
-                    Some("message_start"),
-                    &anthropic_start(&req).to_string(),
-                ),
+                Api::Anthropic => sse(Some("message_start"), &anthropic_start(&req).to_string()),
                 Api::Responses => sse(
                     Some("response.created"),
                     &json!({"type": "response.created", "response": {"id": "resp_silent"}})
@@ -452,7 +447,10 @@ fn tool_names(api: Api, req: &Value) -> Vec<(String, Option<String>)> {
 }
 
 fn slug(marker: &str) -> String {
-    marker.chars().filter(|c| c.is_ascii_alphanumeric()).collect()
+    marker
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect()
 }
 
 /// Which of this marker's tool calls the conversation already holds: (step, phase) pairs from
@@ -463,7 +461,10 @@ fn calls_made(raw: &str, marker: &str) -> Vec<(usize, char)> {
     let mut from = 0;
     while let Some(i) = raw[from..].find(&prefix) {
         let at = from + i + prefix.len();
-        let digits: String = raw[at..].chars().take_while(|c| c.is_ascii_digit()).collect();
+        let digits: String = raw[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_digit())
+            .collect();
         let after = raw[at + digits.len()..].chars().nth(1);
         if let (Ok(n), Some(p)) = (digits.parse::<usize>(), after) {
             out.push((n, p));
@@ -480,7 +481,11 @@ fn next_reply(
     tools: &[(String, Option<String>)],
 ) -> Reply {
     let made = calls_made(raw, marker);
-    let done = made.iter().filter(|(_, p)| *p == 'b').map(|(n, _)| n + 1).max();
+    let done = made
+        .iter()
+        .filter(|(_, p)| *p == 'b')
+        .map(|(n, _)| n + 1)
+        .max();
     let next = done.unwrap_or(0);
     // A step whose schema search went out but whose call did not yet.
     let searched = made.iter().any(|(n, p)| *n == next && *p == 'a');
@@ -737,8 +742,10 @@ fn tool_call_events(
                     None,
                 )
                 .to_string(),
-            ) + &sse(None, &chat_chunk(req, json!({}), Some("tool_calls")).to_string())
-                + &sse(None, "[DONE]")
+            ) + &sse(
+                None,
+                &chat_chunk(req, json!({}), Some("tool_calls")).to_string(),
+            ) + &sse(None, "[DONE]")
         }
     }
 }

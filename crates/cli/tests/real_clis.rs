@@ -70,6 +70,8 @@ struct RealSeat {
     path: String,
     agent: String,
     api_url: String,
+    /// Run the runner (and so the CLI) as this (uid, gid) instead of the test's user.
+    user: Option<(u32, u32)>,
     runner: Option<GroupChild>,
 }
 
@@ -92,6 +94,7 @@ impl RealSeat {
             path,
             agent: agent.into(),
             api_url: api.url(),
+            user: None,
             runner: None,
             tmp,
         };
@@ -173,8 +176,28 @@ impl RealSeat {
             .env("OPENCODE_DISABLE_AUTOUPDATE", "1");
     }
 
+    /// Hand the seat's files to `user` and run its runner as that user.
+    fn run_as(&mut self, user: (u32, u32)) {
+        let st = Command::new("chown")
+            .arg("-R")
+            .arg(format!("{}:{}", user.0, user.1))
+            .arg(self.tmp.path())
+            .status()
+            .expect("chown");
+        assert!(st.success(), "chown the seat's files");
+        self.user = Some(user);
+    }
+
     fn start(&mut self, hub_url: &str) {
         let log = std::fs::File::create(self.tmp.path().join("runner.log")).expect("log");
+        if let Some((uid, gid)) = self.user {
+            let path = self.tmp.path().join("runner.log");
+            let _ = nix::unistd::chown(
+                &path,
+                Some(nix::unistd::Uid::from_raw(uid)),
+                Some(nix::unistd::Gid::from_raw(gid)),
+            );
+        }
         let mut cmd = Command::new(common::bin());
         cmd.arg("runner").arg(&self.agent).arg(&self.repo);
         self.cli_env(&mut cmd);
@@ -196,6 +219,10 @@ impl RealSeat {
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log);
+        if let Some((uid, gid)) = self.user {
+            use std::os::unix::process::CommandExt;
+            cmd.uid(uid).gid(gid).env("USER", "trantor-drill");
+        }
         self.runner = Some(GroupChild::spawn(cmd));
     }
 
@@ -281,10 +308,18 @@ fn now_ms() -> i64 {
 /// A first turn that calls the hub through MCP and writes a file with the CLI's own tool, and
 /// a second turn that resumes the same conversation.
 fn turns_resume_and_reach_the_hub_as_the_seat(agent: &str) {
+    turns_as(agent, None);
+}
+
+/// The same drill with the seat run as `user` (uid, gid), when given.
+fn turns_as(agent: &str, user: Option<(u32, u32)>) {
     let Some(clis) = clis() else { return };
     let hub = Hub::start();
     let api = ModelApi::start();
     let mut seat = RealSeat::new(agent, &clis, &api);
+    if let Some(u) = user {
+        seat.run_as(u);
+    }
     seat.start(&hub.url());
     seat.wait_idle_after(1);
 
@@ -320,6 +355,12 @@ fn turns_resume_and_reach_the_hub_as_the_seat(agent: &str) {
         std::fs::read_to_string(&file).is_ok_and(|t| t.contains(&format!("written by {agent}")))
     });
     seat.wait_idle_after(2);
+    if let Some((uid, _)) = user {
+        use std::os::unix::fs::MetadataExt;
+        // The CLI itself ran as that user: the file its tool wrote is theirs.
+        let owner = std::fs::metadata(&file).map(|m| m.uid()).unwrap_or(0);
+        assert_eq!(owner, uid, "{} was written by uid {owner}", file.display());
+    }
 
     let two = format!("STEPTWO{agent}");
     api.script(
@@ -367,6 +408,76 @@ fn codex_turns_resume_and_reach_the_hub_as_the_seat() {
 #[test]
 fn opencode_turns_resume_and_reach_the_hub_as_the_seat() {
     turns_resume_and_reach_the_hub_as_the_seat("opencode");
+}
+
+/// An unprivileged user for the drills run as root (CI): `trantor-drill`, created when missing.
+/// `None` with a SKIP line when not root (the other drills already ran unprivileged) or when
+/// the user cannot be created or cannot reach the binaries under test.
+fn drill_user() -> Option<(u32, u32)> {
+    if !nix::unistd::geteuid().is_root() {
+        println!("SKIP: not root — every other drill here already ran as an unprivileged user");
+        return None;
+    }
+    let id = |flag: &str| -> Option<u32> {
+        let o = Command::new("id")
+            .args([flag, "trantor-drill"])
+            .output()
+            .ok()?;
+        String::from_utf8_lossy(&o.stdout).trim().parse().ok()
+    };
+    if id("-u").is_none() {
+        let made = Command::new("useradd")
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/bin/sh",
+                "trantor-drill",
+            ])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !made && id("-u").is_none() {
+            println!("SKIP: cannot create the unprivileged user trantor-drill (useradd)");
+            return None;
+        }
+    }
+    let user = (id("-u")?, id("-g")?);
+    // The binary under test and the CLIs must be reachable by that user.
+    let reach = Command::new(common::bin())
+        .arg("--version")
+        .uid_gid(user)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !reach {
+        println!(
+            "SKIP: {} is not executable by an unprivileged user",
+            common::bin().display()
+        );
+        return None;
+    }
+    Some(user)
+}
+
+trait UidGid {
+    fn uid_gid(&mut self, user: (u32, u32)) -> &mut Self;
+}
+
+impl UidGid for Command {
+    fn uid_gid(&mut self, user: (u32, u32)) -> &mut Self {
+        use std::os::unix::process::CommandExt;
+        self.uid(user.0).gid(user.1)
+    }
+}
+
+/// Claude Code refuses `--dangerously-skip-permissions` only as root; run as a normal user the
+/// same seat works without `IS_SANDBOX`.
+#[test]
+fn claude_turns_as_an_unprivileged_user() {
+    if clis().is_none() {
+        return;
+    }
+    let Some(user) = drill_user() else { return };
+    turns_as("claude", Some(user));
 }
 
 /// A provider answer that fails the turn parks the seat with `reason`.

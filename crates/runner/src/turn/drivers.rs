@@ -64,7 +64,7 @@ impl Invocation {
 
 /// One row of the driver table: a native agent CLI, the command lines the runner gives it, and
 /// the CLI versions those command lines were verified against with the real CLI
-/// (docs/runner.md (drivers)). `trantor doctor` compares installed versions with `verified`.
+/// (docs/runner.md §23). `trantor doctor` compares installed versions with `verified`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DriverSpec {
     /// The driver name (the runner's AGENT argument).

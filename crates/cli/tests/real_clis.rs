@@ -72,6 +72,8 @@ struct RealSeat {
     api_url: String,
     /// Run the runner (and so the CLI) as this (uid, gid) instead of the test's user.
     user: Option<(u32, u32)>,
+    /// Extra runner environment (knobs).
+    extra: Vec<(String, String)>,
     runner: Option<GroupChild>,
 }
 
@@ -95,6 +97,7 @@ impl RealSeat {
             agent: agent.into(),
             api_url: api.url(),
             user: None,
+            extra: Vec::new(),
             runner: None,
             tmp,
         };
@@ -219,6 +222,9 @@ impl RealSeat {
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log);
+        for (k, v) in &self.extra {
+            cmd.env(k, v);
+        }
         if let Some((uid, gid)) = self.user {
             use std::os::unix::process::CommandExt;
             cmd.uid(uid).gid(gid).env("USER", "trantor-drill");
@@ -650,4 +656,105 @@ fn plain_codex_exec_calls_trantor_tools_approved_by_connect() {
         .collect();
     assert_eq!(got.len(), 1, "{text}");
     assert_eq!(got[0]["from"], "ada:p");
+}
+
+/// The time box with short knobs on a real Claude Code turn: a turn that keeps streaming past
+/// the box is extended on the CLI's own liveness and finishes uncut; a turn whose model goes
+/// silent after the CLI wrote a file is cut, and the cut saves that file as a WIP commit on the
+/// seat branch. (The stall window's 10-minute floor is not shortened here: while the CLI's
+/// transcript moved within the window the box extends, so the silent turn is cut at the
+/// ceiling.)
+#[test]
+fn claude_hung_turn_is_cut_with_a_wip_commit_and_a_working_turn_is_not() {
+    let Some(clis) = clis() else { return };
+    let hub = Hub::start();
+    let knobs = [
+        // The watchdog samples every 10 s (a quarter of the 10-minute window, capped), so the
+        // box must leave room for a sample before its deadline.
+        ("TRANTOR_TURN_MAX_MS", "45000"),
+        ("TRANTOR_TURN_CEILING_MS", "100000"),
+    ];
+    std::thread::scope(|s| {
+        let working = s.spawn(|| {
+            let api = ModelApi::start();
+            let mut seat = RealSeat::new("claude", &clis, &api);
+            seat.extra = knobs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            seat.start(&hub.url());
+            seat.wait_idle_after(1);
+            api.script(
+                "SLOWWORK",
+                Script::Slow {
+                    text: "Still working through the long answer, piece by piece. Done.".into(),
+                    chunks: 8,
+                    every: Duration::from_secs(8),
+                },
+            );
+            hub_send(
+                hub.port,
+                ORCH,
+                &seat.session(),
+                PROJECT,
+                "SLOWWORK: take your time",
+            );
+            seat.wait_idle_after(2);
+            let row = seat.turn_rows().pop().unwrap_or(Value::Null);
+            assert!(row.get("cut").is_none(), "{row}\n{}", seat.evidence());
+            assert!(
+                seat.runner_log().contains("turn extended"),
+                "the box never extended\n{}",
+                seat.evidence()
+            );
+        });
+        let hung = s.spawn(|| {
+            let api = ModelApi::start();
+            let mut seat = RealSeat::new("claude", &clis, &api);
+            seat.extra = knobs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            seat.extra.push(("TRANTOR_NO_WORKTREE".into(), "0".into()));
+            seat.start(&hub.url());
+            seat.wait_idle_after(1);
+            let tree = seat.bus.join("worktrees").join(PROJECT).join("claude");
+            assert!(
+                tree.is_dir(),
+                "no seat worktree at {}\n{}",
+                tree.display(),
+                seat.evidence()
+            );
+            api.script(
+                "HANGWORK",
+                Script::Steps(vec![
+                    Step::WriteFile {
+                        path: tree.join("half-done.txt").display().to_string(),
+                        content: "half done".into(),
+                    },
+                    Step::Hang,
+                ]),
+            );
+            hub_send(
+                hub.port,
+                ORCH,
+                &seat.session(),
+                PROJECT,
+                "HANGWORK: start the work",
+            );
+            wait_until("the cut turn's row", LONG, || {
+                seat.turn_rows().iter().any(|r| r.get("cut").is_some())
+            });
+            let log = common::git_in(&tree, &["log", "--format=%s", "-3"]);
+            assert!(
+                log.contains("wip: cut at box"),
+                "{log}\n{}",
+                seat.evidence()
+            );
+            let files = common::git_in(&tree, &["show", "--name-only", "--format=", "HEAD"]);
+            assert!(files.contains("half-done.txt"), "{files}");
+        });
+        working.join().expect("working drill");
+        hung.join().expect("hung drill");
+    });
 }

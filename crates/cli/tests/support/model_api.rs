@@ -36,6 +36,8 @@ pub enum Step {
     },
     /// Finish the turn with this text.
     Say(String),
+    /// Go silent: answer 200 and the stream's first event, then nothing (a hung model).
+    Hang,
 }
 
 /// How a marked turn is answered.
@@ -326,26 +328,7 @@ async fn serve(mut sock: TcpStream, st: Arc<Mutex<State>>) -> std::io::Result<()
             return Ok(());
         }
         Script::Silent => {
-            start_stream(&mut sock).await?;
-            let first = match api {
-                Api::Anthropic => sse(Some("message_start"), &anthropic_start(&req).to_string()),
-                Api::Responses => sse(
-                    Some("response.created"),
-                    &json!({"type": "response.created", "response": {"id": "resp_silent"}})
-                        .to_string(),
-                ),
-                Api::Chat => String::new(),
-            };
-            sock.write_all(first.as_bytes()).await?;
-            sock.flush().await?;
-            // Hold the connection open, saying nothing, until the client gives up.
-            let mut sink = [0u8; 64];
-            loop {
-                match tokio::time::timeout(Duration::from_secs(3600), sock.read(&mut sink)).await {
-                    Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return Ok(()),
-                    Ok(Ok(_)) => {}
-                }
-            }
+            return hang(&mut sock, api, &req).await;
         }
         Script::Slow {
             text,
@@ -382,6 +365,9 @@ async fn serve(mut sock: TcpStream, st: Arc<Mutex<State>>) -> std::io::Result<()
             }
         }
     };
+    if matches!(reply, Reply::Hang) {
+        return hang(&mut sock, api, &req).await;
+    }
     start_stream(&mut sock).await?;
     let events = match reply {
         Reply::Text(t) => {
@@ -394,11 +380,34 @@ async fn serve(mut sock: TcpStream, st: Arc<Mutex<State>>) -> std::io::Result<()
             namespace,
             args,
         } => tool_call_events(api, &req, &id, &name, namespace.as_deref(), &args),
+        Reply::Hang => String::new(),
     };
     sock.write_all(events.as_bytes()).await?;
     sock.flush().await?;
     let _ = sock.shutdown().await;
     Ok(())
+}
+
+/// Answer 200 and the stream's first event, then say nothing until the client gives up.
+async fn hang(sock: &mut TcpStream, api: Api, req: &Value) -> std::io::Result<()> {
+    start_stream(sock).await?;
+    let first = match api {
+        Api::Anthropic => sse(Some("message_start"), &anthropic_start(req).to_string()),
+        Api::Responses => sse(
+            Some("response.created"),
+            &json!({"type": "response.created", "response": {"id": "resp_silent"}}).to_string(),
+        ),
+        Api::Chat => String::new(),
+    };
+    sock.write_all(first.as_bytes()).await?;
+    sock.flush().await?;
+    let mut sink = [0u8; 64];
+    loop {
+        match tokio::time::timeout(Duration::from_secs(3600), sock.read(&mut sink)).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return Ok(()),
+            Ok(Ok(_)) => {}
+        }
+    }
 }
 
 async fn start_stream(sock: &mut TcpStream) -> std::io::Result<()> {
@@ -411,6 +420,7 @@ async fn start_stream(sock: &mut TcpStream) -> std::io::Result<()> {
 
 enum Reply {
     Text(String),
+    Hang,
     Call {
         id: String,
         name: String,
@@ -495,6 +505,7 @@ fn next_reply(
     };
     match step {
         Step::Say(t) => Reply::Text(t.clone()),
+        Step::Hang => Reply::Hang,
         Step::Tool(want, args) => {
             let found = tools
                 .iter()

@@ -671,8 +671,8 @@ fn claude_hung_turn_is_cut_with_a_wip_commit_and_a_working_turn_is_not() {
     let knobs = [
         // The watchdog samples every 10 s (a quarter of the 10-minute window, capped), so the
         // box must leave room for a sample before its deadline.
-        ("TRANTOR_TURN_MAX_MS", "45000"),
-        ("TRANTOR_TURN_CEILING_MS", "100000"),
+        ("TRANTOR_TURN_MAX_MS", "60000"),
+        ("TRANTOR_TURN_CEILING_MS", "150000"),
     ];
     std::thread::scope(|s| {
         let working = s.spawn(|| {
@@ -688,8 +688,8 @@ fn claude_hung_turn_is_cut_with_a_wip_commit_and_a_working_turn_is_not() {
                 "SLOWWORK",
                 Script::Slow {
                     text: "Still working through the long answer, piece by piece. Done.".into(),
-                    chunks: 8,
-                    every: Duration::from_secs(8),
+                    chunks: 10,
+                    every: Duration::from_secs(9),
                 },
             );
             hub_send(

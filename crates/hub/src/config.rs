@@ -55,6 +55,22 @@ pub struct HubArgs {
     /// How often in-memory presence (`lastSeen`) is written to the store (ms).
     #[arg(long, env = "RELAY_PRESENCE_FLUSH_MS", default_value_t = 5_000)]
     pub presence_flush_ms: u64,
+    /// Durability of each acknowledged write: `full` fsyncs every commit (survives power loss
+    /// and an OS crash); `normal` survives the hub process being killed, but the last commits
+    /// before a power loss or OS crash may be lost.
+    #[arg(long, env = "RELAY_SYNC", value_enum, default_value_t = SyncLevel::Full)]
+    pub sync: SyncLevel,
+}
+
+/// The store's durability level (`--sync`, `RELAY_SYNC`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum SyncLevel {
+    /// fsync on every commit: an acknowledged write survives power loss.
+    #[default]
+    Full,
+    /// fsync at checkpoints only: an acknowledged write survives a killed process, not power
+    /// loss.
+    Normal,
 }
 
 impl Default for HubArgs {
@@ -75,6 +91,7 @@ impl Default for HubArgs {
             retention_ms: None,
             op_ttl_ms: 86_400_000,
             presence_flush_ms: 5_000,
+            sync: SyncLevel::Full,
         }
     }
 }
@@ -127,6 +144,8 @@ pub struct Config {
     pub op_ttl_ms: i64,
     /// Presence flush period.
     pub presence_flush: Duration,
+    /// Store durability level.
+    pub sync: SyncLevel,
 }
 
 /// Whether `host` names a loopback address (`127.*`, `localhost`, `::1`, `[::1]`).
@@ -185,6 +204,7 @@ impl Config {
                 .unwrap_or(args.retention_days.saturating_mul(86_400_000))),
             op_ttl_ms: ms(args.op_ttl_ms).max(60_000),
             presence_flush: Duration::from_millis(args.presence_flush_ms.clamp(50, 600_000)),
+            sync: args.sync,
         })
     }
 

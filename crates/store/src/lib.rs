@@ -244,7 +244,8 @@ pub trait Store: Clone + Send + Sync + 'static {
         R: Send + 'static;
 
     /// Run `f` in a write transaction. When the future resolves `Ok`, the changes are committed
-    /// and durable against a kill of the process. A closure returning `Err` has its changes
+    /// and durable against a kill of the process (and against power loss at the default
+    /// `full` sync level; see [`Store::synchronous`]). A closure returning `Err` has its changes
     /// rolled back (other writers grouped into the same commit are unaffected).
     fn write<R, F>(&self, f: F) -> impl Future<Output = Result<R, StoreError>> + Send
     where
@@ -253,4 +254,8 @@ pub trait Store: Clone + Send + Sync + 'static {
 
     /// A short description for `/health` and logs (e.g. `sqlite:/home/u/.agent-bus/hub.db`).
     fn describe(&self) -> String;
+
+    /// The durability level in force, as read back from the store (`full` or `normal`), so
+    /// `/health` reports what the store applied rather than what was asked.
+    fn synchronous(&self) -> &'static str;
 }

@@ -61,6 +61,7 @@ pub async fn health<S: Store>(State(hub): State<AppState<S>>) -> impl IntoRespon
             "version": VERSION,
             "authMode": "off",
             "store": hub.store.describe(),
+            "sync": hub.store.synchronous(),
             "peers": c.peers,
             "messages": c.messages,
             "cards": c.cards,

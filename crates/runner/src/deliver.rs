@@ -147,6 +147,16 @@ impl Seat {
         if !directive.is_empty() {
             again.push(directive);
         }
+        // The goal of the bound card's phase, set by the orchestrator with `POST /phase`.
+        if let Some(CardRead::Found { phase, .. }) = &card_read
+            && !phase.is_empty()
+            && let Some(goal) = self.reads.phase_goal(phase).await
+        {
+            again.push(format!(
+                "PHASE GOAL ({phase}): {}",
+                prompt::cap_item(&goal, 500)
+            ));
+        }
         let topic: String = wakes
             .iter()
             .map(|m| m.text.as_str())

@@ -197,6 +197,9 @@ pub trait ReadTx {
     fn lessons(&self, scopes: &[String]) -> Result<Vec<Lesson>, StoreError>;
     /// A small named JSON document (policy, project briefs, phase goals, …).
     fn kv(&self, key: &str) -> Result<Option<Value>, StoreError>;
+    /// Every small document whose key starts with `prefix`, ordered by key (a project's phase
+    /// goals).
+    fn kv_prefix(&self, prefix: &str) -> Result<Vec<(String, Value)>, StoreError>;
     /// The recorded outcome of an `_op`.
     fn op(&self, id: &str) -> Result<Option<OpRecord>, StoreError>;
     /// Row counts.

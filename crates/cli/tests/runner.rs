@@ -999,7 +999,11 @@ fn eighty_wakes_on(original: bool) {
         "some wakes have not reached a prompt before the kill ({before_kill} have)"
     );
     if !original {
-        assert!(queued.len() > 60, "more than one batch queued: {}", queued.len());
+        assert!(
+            queued.len() > 60,
+            "more than one batch queued: {}",
+            queued.len()
+        );
     }
     // kill -9 the runner and its slow CLI mid-turn.
     seat.kill();
@@ -1032,6 +1036,51 @@ fn eighty_wakes_on(original: bool) {
             assert!(p.matches(&format!("#{id}: {text}")).count() <= 1);
         }
     }
+}
+
+/// Phase goals are read where the seat works: a wake bound to a card carries the goal of the
+/// card's phase (`POST /phase`) in its prompt.
+#[test]
+fn the_bound_cards_phase_goal_rides_the_wake_prompt() {
+    let hub = TestHub::start(false).expect("our hub");
+    let mut seat = Seat::new("claude", "claude");
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    let (s, _) = hub_request(
+        hub.port,
+        "POST",
+        "/phase",
+        Some(&json!({"project":PROJECT,"phase":"beta","goal":"BETA-GOAL: checkout in one page","by":ORCH})),
+    )
+    .expect("phase");
+    assert_eq!(s, 200);
+    let (_, created) = hub_request(
+        hub.port,
+        "POST",
+        "/task",
+        Some(
+            &json!({"title":"one-page checkout","project":PROJECT,"by":ORCH,
+                     "assignee":"claude:p","phase":"beta"}),
+        ),
+    )
+    .expect("card");
+    let card = created["task"]["id"].as_i64().expect("id");
+    hub_send(
+        hub.port,
+        ORCH,
+        "claude:p",
+        PROJECT,
+        &format!("take card #{card} PHASE-WAKE"),
+    );
+    wait_until("the wake's turn", LONG, || {
+        seat.prompts_with("PHASE-WAKE") == 1
+    });
+    assert_eq!(
+        seat.prompts_with("PHASE GOAL (beta): BETA-GOAL: checkout in one page"),
+        1,
+        "{:?}",
+        seat.calls().last().map(|c| c["prompt"].clone())
+    );
 }
 
 fn trantor_now() -> i64 {

@@ -315,7 +315,10 @@ mod tests {
         assert_eq!(second[0], BATCH_MAX as i64 + 1);
         q.consume_wakes(&second);
         let third: Vec<i64> = q.batch().iter().map(|m| m.id).collect();
-        assert_eq!(third, vec![121, 122, 123, 124, 125, 126, 127, 128, 129, 130, 131]);
+        assert_eq!(
+            third,
+            vec![121, 122, 123, 124, 125, 126, 127, 128, 129, 130, 131]
+        );
         q.consume_wakes(&third);
         assert!(q.wake.is_empty());
     }

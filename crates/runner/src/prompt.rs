@@ -256,14 +256,21 @@ mod tests {
         assert!(s.contains("\n2 earlier message(s) folded in, oldest first"));
         // Every id is there, oldest first.
         let at: Vec<usize> = (1..=12)
-            .map(|i| s.find(&format!("#{i}: msg {i} ")).expect("every id in the prompt"))
+            .map(|i| {
+                s.find(&format!("#{i}: msg {i} "))
+                    .expect("every id in the prompt")
+            })
             .collect();
         assert!(at.windows(2).all(|w| w[0] < w[1]), "oldest first");
         // Folded lines are short; the last ten are whole.
         let folded = s.lines().find(|l| l.contains("#1: ")).expect("folded line");
         assert!(folded.chars().count() < 140, "{folded}");
         assert!(s.ends_with(&"y".repeat(300)));
-        assert!(wake_section(&wakes, 7).ends_with("(7 more message(s) are queued behind these; the next turn carries them.)"));
+        assert!(
+            wake_section(&wakes, 7).ends_with(
+                "(7 more message(s) are queued behind these; the next turn carries them.)"
+            )
+        );
         let short = wake_section(&wakes[..3], 0);
         assert!(!short.contains("folded"));
         let long = wake_section(&[m(1, &"x".repeat(5000))], 0);

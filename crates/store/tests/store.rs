@@ -1046,5 +1046,8 @@ fn kill_9_at(sync: &str) {
         .copied()
         .filter(|id| !stored.contains(id))
         .collect();
-    assert!(lost.is_empty(), "sync {sync}: acknowledged but lost: {lost:?}");
+    assert!(
+        lost.is_empty(),
+        "sync {sync}: acknowledged but lost: {lost:?}"
+    );
 }

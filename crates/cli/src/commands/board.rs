@@ -238,14 +238,12 @@ pub(crate) async fn board(a: BoardArgs) -> anyhow::Result<ExitCode> {
         .filter_map(|v| serde_json::from_value(v).ok())
         .collect();
     // A hub without `GET /phase` (the original) has no goals to show.
-    let phases: serde_json::Value = match hub
-        .get("/phase", &[("project", id.project.clone())])
-        .await
-    {
-        Ok(v) => v,
-        Err(ClientError::Http { status: 404, .. }) => serde_json::json!({ "phases": [] }),
-        Err(e) => return Err(super::hub_failure(hub.base(), e)),
-    };
+    let phases: serde_json::Value =
+        match hub.get("/phase", &[("project", id.project.clone())]).await {
+            Ok(v) => v,
+            Err(ClientError::Http { status: 404, .. }) => serde_json::json!({ "phases": [] }),
+            Err(e) => return Err(super::hub_failure(hub.base(), e)),
+        };
     let goals: Vec<(String, String)> = phases["phases"]
         .as_array()
         .map(|a| {

@@ -288,9 +288,7 @@ pub async fn update<S: Store>(
             }
             let to_done = u.status.as_deref() == Some("done") && card.status != "done";
             // No source exempts a card from the gate: `source` is any client's say-so.
-            if to_done
-                && !has_drill_line(&card, u.drill.as_deref(), u.note.as_deref())
-            {
+            if to_done && !has_drill_line(&card, u.drill.as_deref(), u.note.as_deref()) {
                 return Ok(Err(ApiError::with(
                     StatusCode::CONFLICT,
                     drill_refusal(card.id),

@@ -251,7 +251,7 @@ pub(super) fn self_cpu_ns() -> Result<u64> {
     let u = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
         .context("getrusage")?;
     let us =
-        |t: nix::sys::time::TimeVal| i64::from(t.tv_sec()) * 1_000_000 + i64::from(t.tv_usec());
+        |t: nix::sys::time::TimeVal| i128::from(t.tv_sec()) * 1_000_000 + i128::from(t.tv_usec());
     u64::try_from((us(u.user_time()) + us(u.system_time())) * 1_000).context("negative CPU time")
 }
 

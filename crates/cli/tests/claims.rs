@@ -50,9 +50,9 @@ fn the_sync_level_is_the_users_choice_full_by_default_and_read_back() {
     let (_, health) = get(&hub, "/health");
     assert_eq!(health["sync"], "full", "{health}");
     drop(hub);
-    // RELAY_SYNC=normal (the flag's environment variable).
+    // TRANTOR_SYNC=normal (the flag's environment variable).
     let tmp = tempfile::tempdir().expect("tmp");
-    let hub = Hub::start_in(tmp.path(), free_port(), &[("RELAY_SYNC", "normal")]);
+    let hub = Hub::start_in(tmp.path(), free_port(), &[("TRANTOR_SYNC", "normal")]);
     let (_, health) = get(&hub, "/health");
     assert_eq!(health["sync"], "normal", "{health}");
     drop(hub);
@@ -60,7 +60,7 @@ fn the_sync_level_is_the_users_choice_full_by_default_and_read_back() {
     let port = free_port();
     let mut child = Command::new(bin())
         .args(["hub", "--sync", "full", "--port", &port.to_string()])
-        .env("RELAY_SYNC", "normal")
+        .env("TRANTOR_SYNC", "normal")
         .env("RELAY_HOST", "127.0.0.1")
         .env("RELAY_DATA_DIR", tmp.path().join("flag"))
         .env("HOME", tmp.path())
@@ -78,7 +78,7 @@ fn the_sync_level_is_the_users_choice_full_by_default_and_read_back() {
     // An unknown level is refused, never ignored.
     let mut bad = Command::new(bin())
         .args(["hub", "--port", &free_port().to_string()])
-        .env("RELAY_SYNC", "sometimes")
+        .env("TRANTOR_SYNC", "sometimes")
         .env("RELAY_DATA_DIR", tmp.path().join("bad"))
         .env("HOME", tmp.path())
         .stdin(Stdio::null())
@@ -93,7 +93,7 @@ fn the_sync_level_is_the_users_choice_full_by_default_and_read_back() {
         }
         if Instant::now() > deadline {
             let _ = bad.kill();
-            panic!("a hub with RELAY_SYNC=sometimes started instead of refusing");
+            panic!("a hub with TRANTOR_SYNC=sometimes started instead of refusing");
         }
         std::thread::sleep(Duration::from_millis(20));
     };
@@ -112,7 +112,7 @@ fn the_sync_level_is_the_users_choice_full_by_default_and_read_back() {
         .expect("help");
     let help = String::from_utf8_lossy(&help.stdout);
     assert!(
-        help.contains("--sync") && help.contains("RELAY_SYNC") && help.contains("power loss"),
+        help.contains("--sync") && help.contains("TRANTOR_SYNC") && help.contains("power loss"),
         "{help}"
     );
 }

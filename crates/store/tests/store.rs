@@ -999,8 +999,8 @@ async fn kill9_child_writer() {
     }
 }
 
-/// A `kill -9` of the writing process loses no acknowledged write (SPEC §6), at both sync
-/// levels (`trantor hub --sync full|normal`).
+/// A `kill -9` of the writing process loses no acknowledged write (docs/architecture.md §6), at
+/// both sync levels (`trantor hub --sync full|normal`).
 #[test]
 fn sqlite_survives_kill_9() {
     kill_9_at("full");

@@ -1,4 +1,4 @@
-//! `trantor bench hub`: the hub's bars (SPEC §6) measured on a real hub process.
+//! `trantor bench hub`: the hub's bars (docs/architecture.md §6) measured on a real hub process.
 //!
 //! The hub under test is this very binary (`current_exe() hub`) on a free port, with its data
 //! and `HOME` in a fresh temporary directory, so nothing of the user's is touched and the
@@ -134,7 +134,7 @@ impl HubProc {
             .env("RELAY_PORT", port.to_string())
             .env("RELAY_HOST", "127.0.0.1")
             .env("RELAY_DATA_DIR", data)
-            .env("RELAY_SYNC", sync)
+            .env("TRANTOR_SYNC", sync)
             .env("HOME", home)
             .env("TRANTOR_LOG", "warn")
             .env_remove("RELAY_DATABASE_URL")

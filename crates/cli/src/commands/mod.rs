@@ -25,10 +25,12 @@ mod bus;
 mod connect;
 mod demo;
 mod doctor;
+mod down;
 mod lessons;
-mod lifecycle;
+mod seat_why;
 mod seats;
 mod table;
+mod up;
 
 use std::process::ExitCode;
 use trantor_mcp::{Identity, Overrides};
@@ -59,14 +61,14 @@ pub enum Command {
     #[command(after_long_help = doctor::DOCTOR_HELP)]
     Doctor(doctor::DoctorArgs),
     /// Start seats for this project: `trantor up claude codex:gpt-5`.
-    #[command(after_long_help = lifecycle::UP_HELP)]
-    Up(lifecycle::UpArgs),
+    #[command(after_long_help = up::UP_HELP)]
+    Up(up::UpArgs),
     /// Stop this project's seats (or the named ones, or every project's with --all).
-    #[command(after_long_help = lifecycle::DOWN_HELP)]
-    Down(lifecycle::DownArgs),
+    #[command(after_long_help = down::DOWN_HELP)]
+    Down(down::DownArgs),
     /// Explain from evidence why a seat is (not) answering.
-    #[command(after_long_help = lifecycle::SEAT_WHY_HELP)]
-    SeatWhy(lifecycle::SeatWhyArgs),
+    #[command(after_long_help = seat_why::SEAT_WHY_HELP)]
+    SeatWhy(seat_why::SeatWhyArgs),
     /// See a whole crew work in under a minute: a hub, two scripted seats, a card moving to done.
     #[command(after_long_help = demo::DEMO_HELP)]
     Demo(demo::DemoArgs),
@@ -190,14 +192,21 @@ pub(crate) fn find_on_path(name: &str) -> Option<std::path::PathBuf> {
 /// Write one line to stdout; a reader that went away (a closed pipe) is not an error worth
 /// reporting for output that nobody will read.
 pub(crate) fn emit(line: &str) {
+    // Text from the hub is written by any client: no control or bidi character reaches the
+    // terminal.
+    emit_raw(&trantor_proto::text::sanitize(line));
+}
+
+fn emit_raw(line: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{line}");
 }
 
-/// Print a value as pretty JSON on stdout.
+/// Print a value as pretty JSON on stdout (JSON escapes control characters itself; machine
+/// output keeps the data as stored).
 pub(crate) fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
-    emit(&serde_json::to_string_pretty(v)?);
+    emit_raw(&serde_json::to_string_pretty(v)?);
     Ok(())
 }
 
@@ -214,9 +223,9 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Doctor(a) => doctor::doctor(a).await,
         Command::Demo(a) => demo::demo(a).await,
         Command::DemoAgent(a) => demo::demo_agent(a).await,
-        Command::Up(a) => lifecycle::up(a).await,
-        Command::Down(a) => lifecycle::down(a).await,
-        Command::SeatWhy(a) => lifecycle::seat_why(a).await,
+        Command::Up(a) => up::up(a).await,
+        Command::Down(a) => down::down(a).await,
+        Command::SeatWhy(a) => seat_why::seat_why(a).await,
     };
     match result {
         Ok(code) => Ok(code),
@@ -228,7 +237,10 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                 Some(VerbError::Usage(_)) => 2,
                 _ => 1,
             };
-            eprintln!("trantor: {e:#}");
+            eprintln!(
+                "trantor: {}",
+                trantor_proto::text::sanitize(&format!("{e:#}"))
+            );
             Ok(ExitCode::from(code))
         }
     }

@@ -1,0 +1,353 @@
+//! Boot (docs/runner.md §3): the seat worktree, the boot row, lessons, the cursor from the
+//! hub's tip (history is never replayed), the booting `/register` and the ready announce, the
+//! restored queue, then a kickoff — or, on a release boot, the restart notice instead.
+
+use crate::bus::Bus;
+use crate::config::{self, Config, ProcessEnv};
+use crate::docker::DockerJanitor;
+use crate::drivers::Driver;
+use crate::hubio::HubReads;
+use crate::ledger::{self, Ledger};
+use crate::paths::Paths;
+use crate::pending::{Owner, Pending};
+use crate::release::{self, ReleaseState, ReleaseWatcher};
+use crate::seat::Seat;
+use crate::{fsx, gitx, worktree};
+use std::time::Duration;
+use trantor_proto::HubClient;
+
+/// The stop signals (SIGTERM, SIGINT, SIGHUP), listened to from the moment of installing.
+pub struct Shutdown {
+    signals: Option<[tokio::signal::unix::Signal; 3]>,
+}
+
+impl Shutdown {
+    /// Install the handlers now.
+    pub fn install() -> Shutdown {
+        use tokio::signal::unix::{SignalKind, signal};
+        let signals = match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
+        ) {
+            (Ok(t), Ok(i), Ok(h)) => Some([t, i, h]),
+            _ => {
+                // Without handlers the default actions still stop the process.
+                tracing::warn!("could not install signal handlers");
+                None
+            }
+        };
+        Shutdown { signals }
+    }
+
+    /// Wait for a stop signal; returns its name.
+    pub async fn wait(&mut self) -> &'static str {
+        let Some([term, int, hup]) = self.signals.as_mut() else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+            _ = hup.recv() => "SIGHUP",
+        }
+    }
+}
+
+/// The hub's tip, retried with a bounded back-off while the hub is unreachable: starting from 0
+/// would replay the whole history as wakes.
+async fn tip(reads: &HubReads, backoff_max: Duration) -> i64 {
+    let mut backoff = Duration::from_secs(1);
+    let mut said = false;
+    loop {
+        if let Some(c) = reads.tip().await {
+            if said {
+                tracing::info!("hub answers — starting at cursor {c}");
+            }
+            return c;
+        }
+        if !said {
+            tracing::warn!(
+                "hub {} unreachable at boot — waiting for it before taking the cursor",
+                reads.hub.base()
+            );
+            said = true;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(backoff_max);
+    }
+}
+
+/// A swap's staged replacement (docs/runner.md §22, normal boots only): announce the staging identity, say
+/// ready through `<stage>.ready`, and wait (up to 120 s) for `<stage>.release`, whose cursor
+/// this seat starts from. `None` when no swap is staged.
+async fn await_swap_release(hub: &HubClient, agent: &str) -> anyhow::Result<Option<i64>> {
+    let env = ProcessEnv;
+    use crate::config::Env;
+    let Some(stage) = env.get("CREW_SWAP_STAGE") else {
+        return Ok(None);
+    };
+    let label = env
+        .get("CREW_SWAP_LABEL")
+        .unwrap_or_else(|| format!("{agent}-swap"));
+    let project = env.get("RELAY_PROJECT").unwrap_or_default();
+    let staging = format!("{label}:{project}");
+    let reg = trantor_proto::RegisterRequest {
+        session: staging.clone(),
+        project: Some(project),
+        status: Some("replacement ready; awaiting handoff".into()),
+        kind: Some("agent".into()),
+        ..Default::default()
+    };
+    if let Err(e) = hub
+        .clone()
+        .with_timeout(Duration::from_secs(8))
+        .register(&reg)
+        .await
+    {
+        tracing::warn!("swap: registering {staging} failed: {e}");
+    }
+    let ready = serde_json::json!({"pid": std::process::id(), "session": staging});
+    fsx::write_atomic(
+        std::path::Path::new(&format!("{stage}.ready")),
+        ready.to_string().as_bytes(),
+    )?;
+    tracing::info!("swap: staged as {staging} — waiting for {stage}.release");
+    let release = std::path::PathBuf::from(format!("{stage}.release"));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let text = loop {
+        if let Ok(t) = std::fs::read_to_string(&release) {
+            break t;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            anyhow::bail!("swap handoff timed out: no {stage}.release within 120 s");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("swap release {} is not JSON: {e}", release.display()))?;
+    let named = v.get("agent").and_then(|a| a.as_str()).unwrap_or("");
+    if let Some(want) = env.get("CREW_SWAP_AGENT")
+        && named != want
+    {
+        anyhow::bail!("swap release names a different seat ({named}, not {want})");
+    }
+    Ok(Some(v.get("cursor").and_then(|c| c.as_i64()).unwrap_or(0)))
+}
+
+/// Boot the seat.
+pub async fn boot(
+    cfg: Config,
+    rs: Option<ReleaseState>,
+    bus_slot: &std::sync::OnceLock<Bus>,
+) -> anyhow::Result<Seat> {
+    std::fs::create_dir_all(cfg.bus_dir.join("logs"))?;
+    let swap_cursor = if rs.is_none() {
+        await_swap_release(&HubClient::new(&cfg.hub_url), &cfg.agent).await?
+    } else {
+        None
+    };
+    {
+        use crate::config::Env;
+        let title = ProcessEnv
+            .get("RUNNER_TITLE")
+            .unwrap_or_else(|| format!("trantor crew · {}", cfg.project));
+        match ProcessEnv.get("RUNNER_ABOUT") {
+            Some(about) => tracing::info!("{title} — {about}"),
+            None => tracing::info!("{title}"),
+        }
+    }
+    let paths = Paths::new(&cfg.bus_dir, &cfg.persona, &cfg.project);
+    let home = config::home(&ProcessEnv);
+    let release = match release::installed_path().and_then(ReleaseWatcher::new) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            tracing::warn!("self-restart is off: {e:#}");
+            None
+        }
+    };
+    let version = release
+        .as_ref()
+        .map(|w| w.running_version().to_string())
+        .unwrap_or_else(|| trantor_proto::VERSION.to_string());
+
+    let (dir, bus_dir, project, persona) = (
+        cfg.dir.clone(),
+        cfg.bus_dir.clone(),
+        cfg.project.clone(),
+        cfg.persona.clone(),
+    );
+    let turn_dir = match tokio::task::spawn_blocking(move || {
+        worktree::ensure_seat_worktree(&dir, &bus_dir, &project, &persona)
+    })
+    .await
+    {
+        Ok(Ok(d)) => d,
+        Ok(Err(e)) => {
+            tracing::warn!("seat worktree: {e:#} — turns run in {}", cfg.dir.display());
+            cfg.dir.clone()
+        }
+        Err(e) => {
+            tracing::warn!("seat worktree: {e} — turns run in {}", cfg.dir.display());
+            cfg.dir.clone()
+        }
+    };
+    let in_git = gitx::is_repo(&turn_dir).await;
+    let canon = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let in_worktree = in_git && canon(&turn_dir) != canon(&cfg.dir);
+    let git_common = if in_git {
+        gitx::common_dir(&turn_dir).await
+    } else {
+        None
+    };
+
+    let hub = HubClient::new(&cfg.hub_url);
+    let bus = Bus::start(hub.clone(), Duration::from_millis(cfg.hub_backoff_max_ms));
+    let _ = bus_slot.set(bus.clone());
+    let ledger = Ledger::new(&paths.ledger);
+    ledger.append(&ledger::boot_row(
+        &cfg.persona,
+        &cfg.agent,
+        &cfg.project,
+        &cfg.hub_url,
+        &version,
+    ));
+    let driver = Driver::for_name(
+        &cfg.driver,
+        cfg.command.as_deref(),
+        cfg.command_next.as_deref(),
+    );
+    let janitor =
+        DockerJanitor::new(&cfg.bus_dir, &cfg.persona, &cfg.project).with_session(&cfg.session);
+    let reads = HubReads {
+        hub: hub.clone(),
+        session: cfg.session.clone(),
+        project: cfg.project.clone(),
+    };
+    tracing::info!(
+        "seat {} · persona {} · agent {} (driver {}) · project {} · hub {} · turns in {} · version {version}",
+        cfg.session,
+        cfg.persona,
+        cfg.agent,
+        cfg.driver,
+        cfg.project,
+        cfg.hub_url,
+        turn_dir.display()
+    );
+    let mut seat = Seat {
+        owner: Owner {
+            persona: cfg.persona.clone(),
+            agent: cfg.agent.clone(),
+            project: cfg.project.clone(),
+        },
+        runner_id: format!("{}.{}", std::process::id(), trantor_proto::now_ms()),
+        hub_backoff: Duration::from_secs(1),
+        lessons: reads.lessons(&cfg.agent).await,
+        poller: hub,
+        reads,
+        bus,
+        driver,
+        turn_dir,
+        in_worktree,
+        in_git,
+        git_common,
+        tree_cache: None,
+        home,
+        ledger,
+        version,
+        release,
+        janitor: Some(janitor),
+        links: (Vec::new(), None),
+        cursor: 0,
+        turn: 0,
+        sid: String::new(),
+        session_card: 0,
+        retry_at: 0,
+        delivery_fails: 0,
+        no_delivery_retry: false,
+        ask_released: false,
+        last_turn_at: trantor_proto::now_ms(),
+        q: Pending::default(),
+        delivering: Vec::new(),
+        park: None,
+        park_announced: false,
+        announced: String::new(),
+        consec_fails: 0,
+        cut_chain: Vec::new(),
+        last_cut: false,
+        last_stalled: false,
+        hub_down: None,
+        hub_failures: 0,
+        paths,
+        cfg,
+    };
+
+    seat.cursor = match (&rs, swap_cursor) {
+        (Some(s), _) => s.cursor,
+        (None, Some(c)) => c,
+        (None, None) => {
+            tip(
+                &seat.reads,
+                Duration::from_millis(seat.cfg.hub_backoff_max_ms),
+            )
+            .await
+        }
+    };
+    seat.register_status("crew member booting");
+    let model = if seat.cfg.model.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", seat.cfg.model)
+    };
+    seat.broadcast(format!(
+        "{} reporting — ready for a contract{model}",
+        seat.cfg.agent
+    ));
+
+    seat.q = Pending::load(&seat.paths.pending);
+    let shed = seat.refilter_restored();
+    if shed > 0 {
+        tracing::info!("{shed} restored message(s) no longer qualify — shed");
+        seat.save_pending(false);
+    }
+    if rs.is_none() {
+        // A park belongs to the runner that made it; a fresh boot re-parks if it must.
+        fsx::remove(&seat.paths.park);
+    }
+    if let Some(s) = &rs {
+        seat.turn = s.turn;
+        seat.sid = s.sid.clone();
+        seat.session_card = s.session_card;
+        seat.retry_at = s.retry_at;
+        seat.delivery_fails = s.delivery_fails;
+        seat.no_delivery_retry = s.no_delivery_retry;
+        seat.ask_released = s.ask_released;
+        if s.last_turn_at > 0 {
+            seat.last_turn_at = s.last_turn_at;
+        }
+    }
+    if !seat.q.seen.is_empty() {
+        tracing::info!(
+            "{} consumed message id(s) restored — the poll keeps standing down on them",
+            seat.q.seen.len()
+        );
+    }
+    if seat.q.ask != 0 {
+        tracing::info!(
+            "holding for the answer to ask #{} (to {})",
+            seat.q.ask,
+            seat.q.ask_to
+        );
+    }
+    if !seat.q.wake.is_empty() {
+        tracing::info!(
+            "{} message(s) survived from a previous run — redelivering",
+            seat.q.wake.len()
+        );
+    }
+    if rs.is_none() {
+        seat.kickoff().await;
+    } else {
+        seat.announce_restart();
+    }
+    Ok(seat)
+}

@@ -1,0 +1,697 @@
+//! One delivery attempt of the held wakes (docs/runner.md §6, §14, §12): card binding, the
+//! prompt, the turn, and the outcome branches — success (and blocked) consume the wake and send
+//! the receipts; failure, no-delivery and empty back off or park; an ask holds the wake.
+
+use crate::classify::{self, FailureClass};
+use crate::gitx;
+use crate::hubio::CardRead;
+use crate::ledger::Phase;
+use crate::nudge;
+use crate::park::{self, Park};
+use crate::pending;
+use crate::prompt::{self, Sections};
+use crate::receipt::{self, Assigner};
+use crate::seat::Seat;
+use crate::session;
+use crate::turnflow::{TurnInput, TurnKind, TurnResult};
+use std::collections::BTreeSet;
+use std::time::Instant;
+use trantor_proto::{Message, TaskUpdateRequest};
+
+impl Seat {
+    /// The card a wake batch binds to (docs/runner.md §19.1), with the read that decided it.
+    async fn resolve_wake_card(&self, wakes: &[Message]) -> (i64, Option<CardRead>) {
+        let candidate = session::served_contract_card(wakes, &self.cfg.session);
+        if candidate == 0 {
+            return (0, None);
+        }
+        match self.reads.card(candidate).await {
+            CardRead::Missing => {
+                tracing::info!(
+                    "card #{candidate} is not on the board — the mine view is the first call"
+                );
+                (0, None)
+            }
+            CardRead::Found { title, .. } if session::is_message_card_title(&title) => {
+                (self.reads.own_newest_open_card().await, None)
+            }
+            r @ CardRead::Found { .. } => (candidate, Some(r)),
+            CardRead::Failed => (candidate, None),
+        }
+    }
+
+    /// Consume the batch being delivered (a landed turn, a duty no-op, an unresolvable base);
+    /// wakes queued behind it stay for the next turn.
+    fn consume(&mut self) {
+        let ids = std::mem::take(&mut self.delivering);
+        self.q.consume_wakes(&ids);
+        self.q.bcast.clear();
+        self.retry_at = 0;
+        self.delivery_fails = 0;
+        self.no_delivery_retry = false;
+    }
+
+    /// Deliver the held wakes: one attempt (docs/runner.md §6).
+    pub async fn deliver(&mut self, wake_at: Option<Instant>) {
+        if let Some(t) = wake_at {
+            tracing::debug!(
+                "wake path: delivery starts {:?} after the wake",
+                t.elapsed()
+            );
+        }
+        self.release_check().await;
+        self.no_delivery_retry = false;
+        let released = std::mem::take(&mut self.ask_released);
+        let mut wakes = self.q.batch().to_vec();
+        let queued_behind = self.q.wake.len() - wakes.len();
+        self.delivering = wakes.iter().map(|m| m.id).collect();
+        if queued_behind > 0 {
+            tracing::info!(
+                "{} queued — this turn carries the oldest {}, the rest wait for the next",
+                self.q.wake.len(),
+                wakes.len()
+            );
+        }
+        let mut directive = String::new();
+        let mut duty_plan = None;
+        if self.cfg.duty_nudges {
+            let escalations: Vec<nudge::Escalation> =
+                wakes.iter().flat_map(nudge::duty_escalations).collect();
+            if !escalations.is_empty() {
+                let plan = self.plan_duty(&escalations).await;
+                let dropped: BTreeSet<i64> = plan.dropped_escalations.iter().copied().collect();
+                wakes.retain(|m| !dropped.contains(&m.id));
+                if wakes.is_empty() {
+                    tracing::info!(
+                        "every escalation in the batch is nudged elsewhere — consumed without a duplicate model wake"
+                    );
+                    self.consume();
+                    self.save_pending(false);
+                    return;
+                }
+                directive = nudge::duty_directive(&plan);
+                duty_plan = Some(plan);
+            }
+        }
+        let direct = wakes.iter().any(|m| m.to == self.cfg.session);
+        let mut trigger = if direct { "direct message" } else { "@mention" }.to_string();
+        if self.delivery_fails > 0 {
+            trigger.push_str(" (redelivery)");
+        }
+        let assigners = receipt::assigners(&wakes, &self.cfg.session);
+        let base = session::contract_base(&wakes);
+        let main_head = async {
+            match &self.git_common {
+                Some(c) => match gitx::read_branch(c, "main") {
+                    Some(sha) => Some(sha),
+                    None => gitx::rev(&self.cfg.dir, "main").await,
+                },
+                None => None,
+            }
+        };
+        let card_fut = async {
+            if released {
+                (self.session_card, None)
+            } else {
+                self.resolve_wake_card(&wakes).await
+            }
+        };
+        let ((card, card_read), main_head) = tokio::join!(card_fut, main_head);
+        let base_card = if card > 0 {
+            card
+        } else {
+            session::served_contract_card(&wakes, &self.cfg.session)
+        };
+        if let Some(b) = &base
+            && self.in_git
+            && base_card > 0
+            && !gitx::has_commit(&self.cfg.dir, b).await
+        {
+            self.block_on_base(base_card, b, &assigners).await;
+            return;
+        }
+        if let Some(t) = wake_at {
+            tracing::debug!("wake path: card bound {:?} after the wake", t.elapsed());
+        }
+        let fresh = session::is_fresh(released, card, self.session_card);
+        self.session_card = card;
+        let mut again = Vec::new();
+        if self.delivery_fails > 0 {
+            again.push(format!(
+                "(REDELIVERY, attempt {} — the previous attempt did not complete; the message below is still owed.)",
+                self.delivery_fails + 1
+            ));
+        }
+        if fresh {
+            again.push(format!(
+                "FRESH SESSION for card #{card}: your previous session belonged to another card. Read your card first (relay_board card:{card})."
+            ));
+        } else if card > 0 {
+            let cited: BTreeSet<i64> = wakes
+                .iter()
+                .flat_map(|m| crate::wake::card_refs(&m.text))
+                .collect();
+            if cited.len() > 1 {
+                again.push(format!("This turn is bound to card #{card}."));
+            }
+        }
+        if !directive.is_empty() {
+            again.push(directive);
+        }
+        // The goal of the bound card's phase, set by the orchestrator with `POST /phase`.
+        if let Some(CardRead::Found { phase, .. }) = &card_read
+            && !phase.is_empty()
+            && let Some(goal) = self.reads.phase_goal(phase).await
+        {
+            again.push(format!(
+                "PHASE GOAL ({phase}): {}",
+                prompt::cap_item(&goal, 500)
+            ));
+        }
+        let topic: String = wakes
+            .iter()
+            .map(|m| m.text.as_str())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let text = prompt::compose(Sections {
+            rules: self.rules(),
+            lessons: prompt::lessons_section(&self.lessons, &format!("{trigger} {topic}")),
+            context: prompt::context_section(&self.q.bcast),
+            tail: prompt::TAIL.into(),
+            again: again.join("\n"),
+            base: base
+                .clone()
+                .or(main_head)
+                .map(|b| format!("base: {b}"))
+                .unwrap_or_default(),
+            wake: prompt::wake_section(&wakes, queued_behind),
+        });
+        let r = self
+            .run_turn(
+                text,
+                fresh,
+                &trigger,
+                TurnKind::Wake,
+                TurnInput {
+                    assigners: assigners.clone(),
+                    card_read,
+                    wake_at,
+                },
+            )
+            .await;
+        self.last_turn_at = trantor_proto::now_ms();
+        self.outcome(r, &assigners, duty_plan).await;
+    }
+
+    /// The rules section.
+    pub fn rules(&self) -> String {
+        self.cfg.rules.clone().unwrap_or_else(|| {
+            prompt::default_rules(
+                &self.cfg.session,
+                &self.cfg.project,
+                &self.turn_dir.to_string_lossy(),
+            )
+        })
+    }
+
+    async fn block_on_base(&mut self, card: i64, base: &str, assigners: &[Assigner]) {
+        let note = format!("cannot resolve base {base} — blocked by the runner before any turn");
+        tracing::warn!("card #{card}: {note}");
+        let req = TaskUpdateRequest {
+            id: card,
+            status: Some("blocked".into()),
+            note: Some(note.clone()),
+            by: Some(self.cfg.session.clone()),
+            ..Default::default()
+        };
+        if let Err(e) = self.reads.hub.task_update(&req).await {
+            tracing::warn!("could not block card #{card}: {e}");
+        }
+        let text = format!("🛑 {} blocked card #{card}: {note}", self.cfg.session);
+        if assigners.is_empty() {
+            self.broadcast(text);
+        } else {
+            for a in assigners {
+                self.bus.send_outcome(receipt::to_assigner(
+                    &self.cfg.session,
+                    &self.cfg.project,
+                    a,
+                    receipt::finish(&text),
+                ));
+            }
+        }
+        self.consume();
+        self.save_pending(false);
+    }
+
+    async fn plan_duty(&self, escalations: &[nudge::Escalation]) -> nudge::DutyPlan {
+        let mut upto = std::collections::BTreeMap::new();
+        for e in escalations {
+            if !upto.contains_key(&e.recipient) {
+                let v = self.reads.delivered_up_to(&e.recipient).await;
+                upto.insert(e.recipient.clone(), v);
+            }
+        }
+        let peers = self.reads.hub.peers().await.ok();
+        let bus_dir = self.cfg.bus_dir.clone();
+        let state = nudge::duty_state_path(&bus_dir);
+        let owner = format!("{}:{}", self.runner_id, self.turn + 1);
+        let esc = escalations.to_vec();
+        tokio::task::spawn_blocking(move || {
+            nudge::plan_duty_nudges(
+                &bus_dir,
+                &state,
+                &owner,
+                &esc,
+                |r| upto.get(r).copied().flatten(),
+                |r| match peers
+                    .as_ref()
+                    .and_then(|p| p.peers.iter().find(|x| x.session == r))
+                {
+                    None => nudge::RecipientState::Unknown("no local session".into()),
+                    Some(p) if p.phase.as_deref() == Some("working") => nudge::RecipientState::Busy,
+                    Some(_) => nudge::RecipientState::Actionable,
+                },
+            )
+        })
+        .await
+        .unwrap_or_default()
+    }
+
+    async fn outcome(
+        &mut self,
+        r: TurnResult,
+        assigners: &[Assigner],
+        duty: Option<nudge::DutyPlan>,
+    ) {
+        let now = trantor_proto::now_ms();
+        // (a) A clean duty turn that skipped some nudges keeps those wakes owed (docs/runner.md §17).
+        if r.ec == 0
+            && let Some(plan) = duty.filter(|p| !p.targets.is_empty())
+        {
+            let missing = self.audit_duty(&plan, now - (r.secs + 2) * 1000).await;
+            if !missing.is_empty() {
+                self.delivery_fails += 1;
+                let wait = pending::backoff_ms(&self.cfg.retry_ladder, self.delivery_fails);
+                self.retry_at = now + wait as i64;
+                tracing::warn!(
+                    "duty turn skipped nudges for {} — retrying in {}",
+                    missing.join(", "),
+                    park::fmt_duration(wait as i64)
+                );
+                self.save_pending(false);
+                return;
+            }
+        }
+        // (b) Failure.
+        if r.ec != 0 {
+            self.on_failure(&r, assigners).await;
+            return;
+        }
+        // (c) Asked: the contract is owed, not failed.
+        if let Some((id, to, false)) = &r.ask {
+            self.q.ask = *id;
+            self.q.ask_to = to.clone();
+            tracing::info!("turn left ask #{id} to {to} — holding the wake for the answer");
+            self.delivery_fails = 0;
+            self.retry_at = 0;
+            self.no_delivery_retry = false;
+            self.save_pending(false);
+            self.report_healthy();
+            return;
+        }
+        // (d) No delivery.
+        if r.j.no_delivery {
+            self.delivery_fails += 1;
+            self.no_delivery_retry = true;
+            self.save_pending(false);
+            if self.delivery_fails >= 2 {
+                self.park_seat("no-delivery", 0, None, String::new(), assigners)
+                    .await;
+                return;
+            }
+            let wait = pending::backoff_ms(&self.cfg.retry_ladder, self.delivery_fails);
+            self.retry_at = now + wait as i64;
+            let status = if r.j.card_status_at_end.is_empty() {
+                "unknown"
+            } else {
+                &r.j.card_status_at_end
+            };
+            for a in assigners {
+                let t = receipt::no_delivery(&self.cfg.session, r.card, status, r.secs, a);
+                self.bus.send_outcome(receipt::to_assigner(
+                    &self.cfg.session,
+                    &self.cfg.project,
+                    a,
+                    t,
+                ));
+            }
+            return;
+        }
+        // (e) Empty turn.
+        if r.j.empty_turn {
+            self.delivery_fails += 1;
+            self.save_pending(false);
+            if self.delivery_fails >= 2 {
+                self.park_seat("empty-turn", 0, None, String::new(), assigners)
+                    .await;
+                return;
+            }
+            let wait = pending::backoff_ms(&self.cfg.retry_ladder, self.delivery_fails);
+            self.retry_at = now + wait as i64;
+            self.broadcast(receipt::empty(
+                &self.cfg.session,
+                r.secs,
+                &park::fmt_duration(wait as i64),
+            ));
+            return;
+        }
+        // (f) Success — and a blocked verdict, which consumes the wake too.
+        self.consume();
+        self.cut_chain.clear();
+        self.unpark("a turn landed");
+        self.reconcile_seen().await;
+        self.save_pending(false);
+        self.report_healthy();
+        if r.card > 0
+            && matches!(r.j.card_status_at_end.as_str(), "testing" | "done")
+            && let Some(mut j) = self.janitor.take()
+        {
+            let (card, status) = (r.card, r.j.card_status_at_end.clone());
+            self.janitor = tokio::task::spawn_blocking(move || {
+                j.on_card_status(card, &status);
+                j
+            })
+            .await
+            .ok();
+            self.flush_janitor_notices();
+        }
+        for a in assigners {
+            let t = receipt::done(&self.cfg.session, r.secs, a);
+            self.bus.send_outcome(receipt::to_assigner(
+                &self.cfg.session,
+                &self.cfg.project,
+                a,
+                t,
+            ));
+        }
+    }
+
+    async fn audit_duty(&mut self, plan: &nudge::DutyPlan, turn_start: i64) -> Vec<String> {
+        // Observed = the seat sent the recipient a message during the turn.
+        let events = self.reads.events_by_me(0).await.unwrap_or_default();
+        let mut observed = BTreeSet::new();
+        for t in &plan.targets {
+            let nudged = events.iter().any(|e| {
+                e.get("type").and_then(|v| v.as_str()) == Some("message")
+                    && e.get("toSession").and_then(|v| v.as_str()) == Some(t.recipient.as_str())
+                    && e.get("ts").and_then(|v| v.as_i64()).unwrap_or(0) >= turn_start
+            });
+            if nudged {
+                observed.extend(t.ids.iter().copied());
+            }
+        }
+        let bus_dir = self.cfg.bus_dir.clone();
+        let state = nudge::duty_state_path(&bus_dir);
+        let plan2 = plan.clone();
+        let missing = tokio::task::spawn_blocking(move || {
+            nudge::audit_duty_nudges(&bus_dir, &state, &plan2, &observed)
+        })
+        .await
+        .unwrap_or_default();
+        for t in &missing {
+            let body = serde_json::json!({
+                "recipient": t.recipient, "project": t.project, "kind": "skipped-nudge",
+                "detail": format!("duty turn ended without nudging {:?}", t.ids),
+                "by": self.cfg.session,
+            });
+            if let Err(e) = self
+                .reads
+                .hub
+                .post::<_, serde_json::Value>("/duty/failure", &body)
+                .await
+            {
+                tracing::debug!("/duty/failure: {e}");
+            }
+        }
+        missing.iter().map(|t| t.recipient.clone()).collect()
+    }
+
+    async fn on_failure(&mut self, r: &TurnResult, assigners: &[Assigner]) {
+        let now = trantor_proto::now_ms();
+        self.delivery_fails += 1;
+        let (class, matched) = classify::classify_failure(
+            r.real_exit.max(r.ec),
+            classify::last_chars(&r.own_out, 4000),
+            r.j.empty_output,
+            r.j.empty_turn,
+            r.cut,
+        );
+        let reason = if self.last_stalled {
+            "stalled".to_string()
+        } else {
+            class.as_str().to_string()
+        };
+        tracing::info!("classified {reason} because {matched}");
+        self.save_pending(false);
+        self.report_failure(r.ec, "message", self.q.wake.len(), &reason);
+        let decision = park::decide(&park::Facts {
+            reason: &reason,
+            delivery_fails: self.delivery_fails,
+            last_stalled: self.last_stalled,
+            last_cut: self.last_cut,
+            window_ms: self.cfg.park_window_ms,
+            reset_at: r.reset_at,
+            now,
+        });
+        if decision.is_some() {
+            let evidence = if self.cut_chain.len() >= 2 {
+                format!(
+                    "{} cut turns, last: {}",
+                    self.cut_chain.len(),
+                    self.cut_chain.last().cloned().unwrap_or_default()
+                )
+            } else if class == FailureClass::Exhausted || class == FailureClass::Auth {
+                crate::redact::redact(&matched).into_owned()
+            } else {
+                r.cut_evidence.clone().unwrap_or_default()
+            };
+            self.park_seat(&reason, self.q.wake.len(), r.reset_at, evidence, assigners)
+                .await;
+            return;
+        }
+        let wait = pending::backoff_ms(&self.cfg.retry_ladder, self.delivery_fails);
+        self.retry_at = now + wait as i64;
+        let retry_in = park::fmt_duration(wait as i64);
+        for a in assigners {
+            let t = if reason == "stalled" {
+                receipt::stalled(&self.cfg.session, &retry_in, a)
+            } else {
+                receipt::failed(&self.cfg.session, r.ec, &reason, &retry_in, a)
+            };
+            self.bus.send_outcome(receipt::to_assigner(
+                &self.cfg.session,
+                &self.cfg.project,
+                a,
+                t,
+            ));
+        }
+    }
+
+    /// Failure bookkeeping and the announce-once-per-change rule (docs/runner.md §12.2).
+    pub fn report_failure(&mut self, ec: i32, trigger: &str, held: usize, reason: &str) {
+        self.consec_fails += 1;
+        let down = self.consec_fails >= 2;
+        let status = if down {
+            format!("down: {reason} · {} fails", self.consec_fails)
+        } else {
+            format!("errored: {reason}")
+        };
+        self.register_status(&status);
+        let hint = match reason {
+            "exhausted" => " — needs `trantor swap`",
+            "stalled" => {
+                " — CLI silent for the whole watchdog window: check the provider, or `trantor swap`"
+            }
+            "auth" => " — check credentials",
+            "backend-error" => " — the provider's backend failed",
+            "missing-cli" => " — the CLI is not installed or not on PATH",
+            "permission-rejected" => " — keep scratch under the worktree's .agent-bus-out",
+            "empty-output" => " — the CLI printed nothing (max_tokens or a silent crash?)",
+            _ => "",
+        };
+        let holding = if held > 0 {
+            format!(" · holding {held} undelivered message(s) (will retry)")
+        } else {
+            String::new()
+        };
+        let text = if down {
+            format!(
+                "🛑 {} DOWN ({trigger}, exit {ec} · {reason} · {} fails){hint}{holding}",
+                self.cfg.session, self.consec_fails
+            )
+        } else {
+            format!(
+                "⚠️ {} turn FAILED ({trigger}, exit {ec} · {reason}){hint}{holding}",
+                self.cfg.session
+            )
+        };
+        let key = format!("{}:{reason}", if down { "down" } else { "error" });
+        if key != self.announced {
+            self.announced = key;
+            self.alert(text);
+        } else {
+            tracing::info!("still {status} — already announced");
+        }
+    }
+
+    /// Recovery after failures (docs/runner.md §12.2): reset, register, say so once.
+    pub fn report_healthy(&mut self) {
+        if self.consec_fails == 0 {
+            return;
+        }
+        self.consec_fails = 0;
+        self.announced.clear();
+        self.park_announced = false;
+        self.register_status(&format!("active in {}", self.cfg.project));
+        self.broadcast(format!("✅ {} recovered", self.cfg.session));
+    }
+
+    /// Park the seat (docs/runner.md §12.3).
+    pub async fn park_seat(
+        &mut self,
+        reason: &str,
+        held: usize,
+        reset_at: Option<i64>,
+        evidence: String,
+        assigners: &[Assigner],
+    ) {
+        let now = trantor_proto::now_ms();
+        let decision = park::decide(&park::Facts {
+            reason,
+            delivery_fails: self.delivery_fails.max(2),
+            last_stalled: self.last_stalled && reason == "stalled",
+            last_cut: self.last_cut,
+            window_ms: self.cfg.park_window_ms,
+            reset_at,
+            now,
+        })
+        .unwrap_or(park::Decision {
+            reason: reason.to_string(),
+            until: park::NEVER,
+            bounded: false,
+        });
+        let held = held.max(self.q.wake.len());
+        let p = Park {
+            session: self.cfg.session.clone(),
+            persona: self.cfg.persona.clone(),
+            agent: self.cfg.agent.clone(),
+            project: self.cfg.project.clone(),
+            reason: decision.reason.clone(),
+            until: decision.until,
+            evidence: evidence.clone(),
+            held,
+            ts: now,
+            bounded: decision.bounded,
+        };
+        park::write(&self.paths.park, &p);
+        self.retry_at = decision.until;
+        let when = (decision.until != park::NEVER).then(|| park::fmt_time(decision.until));
+        if !self.park_announced {
+            self.park_announced = true;
+            let model = if decision.reason == "stalled" {
+                format!(
+                    " — {}{}",
+                    self.cfg.agent,
+                    if self.cfg.model.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", model {}", self.cfg.model)
+                    }
+                )
+            } else {
+                String::new()
+            };
+            let until = match &when {
+                Some(t) => format!("redelivery stopped until {t}"),
+                None => format!("until `trantor up {}`", self.cfg.agent),
+            };
+            let mut text = format!(
+                "⛔ {} PARKED ({}{model}) — holding {held} message(s), {until}",
+                self.cfg.session, decision.reason
+            );
+            if decision.bounded {
+                text.push_str(" · a direct message ends the park now");
+            }
+            if !evidence.is_empty() {
+                text.push_str(&format!(" · {evidence}"));
+            }
+            let text = crate::redact::redact(&text).into_owned();
+            tracing::warn!("{text}");
+            self.alert(text.clone());
+            self.operator_alert(&text);
+            for a in assigners {
+                let t = receipt::parked(
+                    &self.cfg.session,
+                    &decision.reason,
+                    when.as_deref(),
+                    decision.bounded,
+                    a,
+                );
+                self.bus.send_outcome(receipt::to_assigner(
+                    &self.cfg.session,
+                    &self.cfg.project,
+                    a,
+                    t,
+                ));
+            }
+        } else {
+            tracing::info!("still parked ({}) — already announced", decision.reason);
+        }
+        self.park = Some(p);
+        self.phase(&format!("parked ({})", decision.reason), Phase::Parked);
+        if let Some(mut j) = self.janitor.take() {
+            self.janitor = tokio::task::spawn_blocking(move || {
+                j.on_park();
+                j
+            })
+            .await
+            .ok();
+            self.flush_janitor_notices();
+        }
+    }
+
+    fn flush_janitor_notices(&mut self) {
+        if let Some(j) = self.janitor.as_mut() {
+            for n in j.take_notices() {
+                self.bus.send(self.status_msg("all", n, "status"));
+            }
+        }
+    }
+
+    /// Append to the operator's alert file (and nothing else when notifications are off).
+    fn operator_alert(&self, text: &str) {
+        if self.cfg.no_desktop_notify {
+            return;
+        }
+        let row = serde_json::json!({"ts": trantor_proto::now_ms(), "session": self.cfg.session, "text": text});
+        let _ = crate::fsx::append_line(&self.paths.alerts, &row.to_string());
+    }
+
+    /// End a park (docs/runner.md §12.4).
+    pub fn unpark(&mut self, why: &str) {
+        if self.park.take().is_some() || self.paths.park.exists() {
+            tracing::info!("park over: {why}");
+        }
+        self.park_announced = false;
+        crate::fsx::remove(&self.paths.park);
+    }
+
+    /// Mark ids the seat read through its own inbox as seen (docs/runner.md §5.4).
+    pub async fn reconcile_seen(&mut self) {
+        if let Some(upto) = self.reads.delivered_up_to(&self.cfg.session).await {
+            self.q
+                .reconcile_seen(self.cursor, upto, trantor_proto::now_ms());
+        }
+    }
+}

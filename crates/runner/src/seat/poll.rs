@@ -1,0 +1,423 @@
+//! The poll loop (docs/runner.md §4): one held `/poll` at a time, so an idle seat costs one
+//! socket and no CPU; a poll batch sorted into wakes, context and refusals; the release check at
+//! the top of every pass; pulses; redelivery on the backoff ladder; and a bounded back-off when
+//! the hub is unreachable (nothing is lost: the cursor only moves on a reply).
+
+use crate::ledger;
+use crate::prompt::{self, Sections};
+use crate::seat::{LINKS_TTL, Seat};
+use crate::turnflow::{TurnInput, TurnKind};
+use crate::wake;
+use std::time::{Duration, Instant};
+use trantor_proto::{ClientError, InboxReply};
+
+/// When (into a held poll after a turn) the seat gives memory back: soon, then again after the
+/// runtime's idle blocking threads (10 s keep-alive) and the client's idle connections (30 s)
+/// have gone, since their teardown touches pages once more. Nothing runs after that.
+const IDLE_TRIMS: [Duration; 3] = [
+    Duration::from_secs(2),
+    Duration::from_secs(12),
+    Duration::from_secs(35),
+];
+/// The back-off after the first failed hub call.
+const HUB_BACKOFF_START: Duration = Duration::from_secs(1);
+
+impl Seat {
+    /// The self-restart check (docs/runner.md §21): exec a newer, untried install in place. Returns only when
+    /// there is nothing to do or the exec failed.
+    pub async fn release_check(&mut self) {
+        let Some(w) = self.release.as_mut() else {
+            return;
+        };
+        let Some(target) = w.newer_available() else {
+            return;
+        };
+        tracing::info!("a newer runner is installed ({target}) — restarting onto it");
+        // The queue goes to disk unconditionally before the exec (docs/runner.md §5.2), and queued bus
+        // messages (a receipt of the last turn) go out first: the new image does not have them.
+        self.save_pending(true);
+        self.bus.flush(Duration::from_secs(5)).await;
+        let state = self.release_state();
+        if let Some(w) = self.release.as_ref() {
+            let e = w.exec(&target, &state);
+            tracing::warn!("runner restart failed: {e:#}");
+        }
+    }
+
+    fn pulse_due(&self, now: i64) -> bool {
+        self.cfg.pulse_ms > 0 && now - self.last_turn_at >= self.cfg.pulse_ms as i64
+    }
+
+    fn redelivery_due(&self, now: i64) -> bool {
+        !self.q.wake.is_empty() && self.q.ask == 0 && now >= self.retry_at
+    }
+
+    /// The poll hold: the configured hold, shortened to the next pulse or retry (docs/runner.md §4.1).
+    fn hold(&self, now: i64) -> Duration {
+        let max = self.cfg.poll_hold_s.max(1);
+        let mut due: Option<i64> = None;
+        if self.cfg.pulse_ms > 0 {
+            due = Some(self.last_turn_at + self.cfg.pulse_ms as i64 - now);
+        }
+        if !self.q.wake.is_empty() && self.q.ask == 0 && self.retry_at != crate::park::NEVER {
+            let d = self.retry_at - now;
+            due = Some(due.map_or(d, |x| x.min(d)));
+        }
+        let secs = match due {
+            Some(ms) => ((ms.max(0) as u64).div_ceil(1000)).clamp(5.min(max), max),
+            None => max,
+        };
+        Duration::from_secs(secs)
+    }
+
+    /// The loop. Returns only for a supervised exit after a park.
+    pub async fn run_loop(&mut self) -> anyhow::Result<()> {
+        tracing::info!(
+            "waiting on the bus as {} (one held poll at a time; the poll is the heartbeat)",
+            self.cfg.session
+        );
+        // Trim once per return to idle (after boot, then after each turn), not on every poll.
+        let mut trimmed_at_turn = u64::MAX;
+        loop {
+            self.release_check().await;
+            let now = trantor_proto::now_ms();
+            if let Some(p) = &self.park
+                && self.cfg.park_max_ms > 0
+            {
+                let stay = (p.until.saturating_sub(p.ts)).min(self.cfg.park_max_ms as i64);
+                if now >= p.ts + stay {
+                    tracing::info!("supervised park exit (RUNNER_PARK_MAX_MS)");
+                    return Ok(());
+                }
+            }
+            if self.pulse_due(now) {
+                self.pulse().await;
+                continue;
+            }
+            if self.redelivery_due(now) {
+                self.deliver(None).await;
+                continue;
+            }
+            let trim_now = trimmed_at_turn != self.turn;
+            trimmed_at_turn = self.turn;
+            let hold = self.hold(now);
+            let wait = if self.cfg.park_max_ms > 0 && self.park.is_some() {
+                hold.min(Duration::from_millis(self.cfg.park_max_ms))
+            } else {
+                hold
+            };
+            let asked_at = Instant::now();
+            let answer = {
+                let poll = self.poller.poll(&self.cfg.session, self.cursor, wait);
+                tokio::pin!(poll);
+                if trim_now {
+                    // Trim while the poll is held, once the turn's stragglers (register,
+                    // receipts, fsyncs) are done; the held poll itself touches next to nothing.
+                    let start = tokio::time::Instant::now();
+                    let mut trims = IDLE_TRIMS.iter();
+                    loop {
+                        let Some(at) = trims.next() else {
+                            break poll.await;
+                        };
+                        tokio::select! {
+                            r = &mut poll => break r,
+                            _ = tokio::time::sleep_until(start + *at) => crate::idle::trim(),
+                        }
+                    }
+                } else {
+                    poll.await
+                }
+            };
+            match answer {
+                Ok(reply) => {
+                    let arrived = Instant::now();
+                    self.hub_up();
+                    let idle_answer = reply.messages.is_empty() && !reply.rewound;
+                    self.on_batch(reply, arrived).await;
+                    if idle_answer && asked_at.elapsed() < Duration::from_millis(200) {
+                        // A hub that answers an empty poll at once (one that ignores `wait`)
+                        // must not turn this loop into a busy one.
+                        tracing::debug!("empty poll answered without a hold — pausing 1s");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+                Err(e) => self.hub_error(e).await,
+            }
+        }
+    }
+
+    fn hub_up(&mut self) {
+        if let Some(since) = self.hub_down.take() {
+            tracing::info!(
+                "hub {} answers again after {:.0}s ({} failed attempt(s)) — resuming from cursor {}",
+                self.cfg.hub_url,
+                since.elapsed().as_secs_f64(),
+                self.hub_failures,
+                self.cursor
+            );
+        }
+        self.hub_failures = 0;
+        self.hub_backoff = HUB_BACKOFF_START;
+    }
+
+    async fn hub_error(&mut self, e: ClientError) {
+        if matches!(e, ClientError::Timeout { .. }) && self.hub_down.is_none() {
+            // A hold that outlived its deadline (a proxy or a suspended laptop): not an outage.
+            tracing::info!("long-poll hold expired ({e}) — polling again");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            return;
+        }
+        self.hub_failures += 1;
+        if self.hub_down.is_none() {
+            self.hub_down = Some(Instant::now());
+            tracing::warn!(
+                "hub unreachable ({e}) — backing off up to {}s; nothing is lost: the cursor stays at {}",
+                self.cfg.hub_backoff_max_ms / 1000,
+                self.cursor
+            );
+        } else {
+            tracing::debug!("hub still unreachable (attempt {}): {e}", self.hub_failures);
+        }
+        tokio::time::sleep(self.hub_backoff).await;
+        self.hub_backoff =
+            (self.hub_backoff * 2).min(Duration::from_millis(self.cfg.hub_backoff_max_ms));
+    }
+
+    async fn refresh_links_if_needed(&mut self, batch: &InboxReply) {
+        let foreign = batch.messages.iter().any(|m| {
+            !m.from.starts_with("hub:")
+                && wake::sender_project(&m.from)
+                    .is_some_and(|p| !p.eq_ignore_ascii_case(&self.cfg.project))
+        });
+        let fresh = self.links.1.is_some_and(|t| t.elapsed() < LINKS_TTL);
+        if foreign && !fresh {
+            match self.reads.links().await {
+                Some(l) => self.links = (l, Some(Instant::now())),
+                // A failed fetch keeps the last value (empty on a cold start: fail closed).
+                None => self.links.1 = Some(Instant::now()),
+            }
+        }
+    }
+
+    /// Handle one poll reply (docs/runner.md §4.2–§4.3).
+    pub async fn on_batch(&mut self, reply: InboxReply, arrived: Instant) {
+        if reply.cursor < self.cursor {
+            tracing::warn!("cursor rewound by hub {} -> {}", self.cursor, reply.cursor);
+        }
+        self.cursor = reply.cursor;
+        if reply.messages.is_empty() {
+            return;
+        }
+        self.refresh_links_if_needed(&reply).await;
+        let now = trantor_proto::now_ms();
+        let outcomes = self.bus.sent_outcomes();
+        let t = {
+            let q = &self.q;
+            wake::triage(
+                reply.messages,
+                &self.wake_seat(),
+                &outcomes,
+                &self.links.0,
+                &|id| q.is_seen(id),
+                now,
+            )
+        };
+        let mut dirty = false;
+        if !t.duplicates.is_empty() {
+            tracing::info!(
+                "already read through the seat's own inbox: {:?} — not waking on them",
+                t.duplicates
+            );
+        }
+        if !self.q.seen.is_empty() {
+            let n = self.q.seen.len();
+            self.q.prune_seen(self.cursor);
+            dirty |= n != self.q.seen.len();
+        }
+        if t.shed > 0 {
+            tracing::info!("shed {} expired hub alert(s)", t.shed);
+        }
+        for m in &t.refused {
+            let sp = wake::sender_project(&m.from).unwrap_or("");
+            tracing::warn!("cross-project wake #{} from {} refused", m.id, m.from);
+            let mut req = self.status_msg(
+                &m.from,
+                format!(
+                    "⛔ cross-project: {s} is {p}'s seat, not {sp}'s — dropped without acting. Link them first: trantor policy link {p} {sp} --reason \"<why>\"",
+                    s = self.cfg.session,
+                    p = self.cfg.project
+                ),
+                "status",
+            );
+            req.project = Some(sp.to_string());
+            self.bus.send(req);
+        }
+        let mut told = std::collections::HashSet::new();
+        for m in &t.demoted {
+            if told.insert(m.from.clone()) {
+                let p = wake::sender_project(&m.from)
+                    .unwrap_or(&self.cfg.project)
+                    .to_string();
+                let mut req = self.status_msg(
+                    &m.from,
+                    format!(
+                        "ℹ️ {} did not turn on your direct message — demoted to context: \"{}\". Re-send citing a card if it still needs a turn",
+                        self.cfg.session,
+                        crate::receipt::excerpt(&m.text, 120)
+                    ),
+                    "status",
+                );
+                req.project = Some(p);
+                self.bus.send(req);
+            }
+        }
+        if !t.context.is_empty() {
+            self.q.push_context(t.context);
+            dirty = true;
+        }
+        if t.wakes.is_empty() {
+            if dirty {
+                self.save_pending(false);
+            }
+            return;
+        }
+        // Ask release (docs/runner.md §4.3).
+        if self.q.ask != 0 {
+            let released = t.wakes.iter().any(|m| {
+                m.to == self.cfg.session && (m.re == Some(self.q.ask) || m.from == self.q.ask_to)
+            });
+            if released {
+                tracing::info!(
+                    "the answer to ask #{} arrived — resuming the held card",
+                    self.q.ask
+                );
+                self.q.ask = 0;
+                self.q.ask_to.clear();
+                self.ask_released = true;
+            }
+        }
+        // A new wake after a no-delivery backoff is delivered now (docs/runner.md §4.3).
+        if self.no_delivery_retry {
+            self.unpark("a new wake after a no-delivery");
+            self.retry_at = 0;
+            self.delivery_fails = 0;
+            self.no_delivery_retry = false;
+        }
+        // A direct wake ends a bounded park; an unbounded one holds (docs/runner.md §4.3).
+        let direct = t.wakes.iter().any(|m| m.to == self.cfg.session);
+        if let Some(p) = self.park.clone()
+            && direct
+        {
+            if p.bounded {
+                self.unpark("a direct message ends a bounded park");
+                self.retry_at = 0;
+                self.delivery_fails = 0;
+                self.cut_chain.clear();
+            } else {
+                tracing::info!(
+                    "parked ({}) — holding the new message; a reset or an operator ends this park",
+                    p.reason
+                );
+            }
+        }
+        self.q.push_wakes(t.wakes);
+        self.save_pending(false);
+        tracing::debug!(
+            "wake path: queue on disk {:?} after the wake",
+            arrived.elapsed()
+        );
+        if self.q.ask != 0 {
+            tracing::info!(
+                "holding for the answer to ask #{} — {} message(s) queued behind it",
+                self.q.ask,
+                self.q.wake.len()
+            );
+            return;
+        }
+        let now = trantor_proto::now_ms();
+        if now < self.retry_at {
+            let in_s = if self.retry_at == crate::park::NEVER {
+                "never (parked)".to_string()
+            } else {
+                crate::park::fmt_duration(self.retry_at - now)
+            };
+            tracing::info!(
+                "queued — {} undelivered, next attempt in {in_s}",
+                self.q.wake.len()
+            );
+            return;
+        }
+        self.deliver(Some(arrived)).await;
+    }
+
+    async fn pulse(&mut self) {
+        let mission = self.cfg.mission_file.to_string_lossy().to_string();
+        let text = prompt::compose(Sections {
+            rules: self.rules(),
+            lessons: prompt::lessons_section(&self.lessons, "pulse mission"),
+            wake: format!(
+                "{}\n\n{}",
+                prompt::pulse(&mission),
+                std::fs::read_to_string(&self.cfg.mission_file).unwrap_or_default()
+            ),
+            ..Default::default()
+        });
+        let r = self
+            .run_turn(text, false, "pulse", TurnKind::Pulse, TurnInput::default())
+            .await;
+        if r.ec != 0 {
+            self.report_failure(r.ec, "pulse", self.q.wake.len(), "pulse");
+        } else {
+            self.reconcile_seen().await;
+            self.save_pending(false);
+            self.report_healthy();
+        }
+        self.last_turn_at = trantor_proto::now_ms();
+    }
+
+    /// The kickoff turn of a normal boot (docs/runner.md §3): never parks.
+    pub async fn kickoff(&mut self) {
+        let base = self
+            .cfg
+            .kickoff
+            .clone()
+            .unwrap_or_else(|| prompt::default_kickoff(&self.cfg.session, &self.cfg.project));
+        let text = prompt::compose(Sections {
+            rules: self.rules(),
+            lessons: prompt::lessons_section(&self.lessons, ""),
+            wake: base,
+            ..Default::default()
+        });
+        let r = self
+            .run_turn(
+                text,
+                true,
+                "kickoff",
+                TurnKind::Kickoff,
+                TurnInput::default(),
+            )
+            .await;
+        if r.ec != 0 {
+            let (class, _) = crate::classify::classify_failure(
+                r.real_exit.max(r.ec),
+                crate::classify::last_chars(&r.own_out, 4000),
+                r.j.empty_output,
+                r.j.empty_turn,
+                r.cut,
+            );
+            self.report_failure(r.ec, "kickoff", self.q.wake.len(), class.as_str());
+        } else {
+            self.reconcile_seen().await;
+            self.save_pending(false);
+        }
+        self.last_turn_at = trantor_proto::now_ms();
+    }
+
+    /// The release boot's notice instead of a kickoff (docs/runner.md §3).
+    pub fn announce_restart(&self) {
+        let text = format!("runner restarted onto {}", self.version);
+        tracing::info!("{text}");
+        self.ledger.append(&ledger::restart_row(&self.version));
+        self.broadcast(text);
+    }
+}

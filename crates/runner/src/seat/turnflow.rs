@@ -1,0 +1,555 @@
+//! One turn as the seat runs it (docs/runner.md §7, §11): phase and prompt files, the
+//! pre-turn snapshots the judge compares against, the executor, the post-turn reads, the
+//! verdict, the ledger row, and exactly one follow-up after a cut.
+
+use crate::classify::{self, CardSnap, Judgement, TurnFacts};
+use crate::drivers::{self, TurnArgs};
+use crate::gitx;
+use crate::hubio::CardRead;
+use crate::ledger::{self, Phase};
+use crate::prompt;
+use crate::receipt::Assigner;
+use crate::seat::Seat;
+use crate::turn::{self, TurnEvent, TurnSpec};
+use crate::watchdog::WatchdogConfig;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+/// What started a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnKind {
+    /// The boot turn.
+    Kickoff,
+    /// A delivery of wake messages.
+    Wake,
+    /// A pulse of an orchestrator seat.
+    Pulse,
+    /// The one follow-up after a cut.
+    FollowUp,
+}
+
+/// The state a chain of turns (a turn and its follow-up) is judged against.
+#[derive(Debug, Clone, Default)]
+pub struct ChainStart {
+    head: Option<String>,
+    porcelain: Option<String>,
+    card_before: Option<CardSnap>,
+    events_latest: i64,
+}
+
+/// How a turn (or its chain) ended.
+#[derive(Debug, Clone, Default)]
+pub struct TurnResult {
+    /// The effective exit (0 = success).
+    pub ec: i32,
+    /// The CLI's real exit.
+    pub real_exit: i32,
+    /// The judge's answer.
+    pub j: Judgement,
+    /// The last turn of the chain was cut.
+    pub cut: bool,
+    /// The CLI's own output (redacted, prompt echo removed).
+    pub own_out: String,
+    /// Wall time of the chain, seconds.
+    pub secs: i64,
+    /// The card the turn was bound to.
+    pub card: i64,
+    /// An ask the turn left: `(id, to, answered)`.
+    pub ask: Option<(i64, String, bool)>,
+    /// The reset time the output named.
+    pub reset_at: Option<i64>,
+    /// Evidence line of the first cut in the chain.
+    pub cut_evidence: Option<String>,
+}
+
+/// Extra inputs of one turn.
+#[derive(Debug, Clone, Default)]
+pub struct TurnInput {
+    /// Who is owed answers (extension notes go to them).
+    pub assigners: Vec<Assigner>,
+    /// The card as the delivery already read it.
+    pub card_read: Option<CardRead>,
+    /// When the wake that caused this turn arrived (for the spawn-latency log).
+    pub wake_at: Option<Instant>,
+}
+
+impl Seat {
+    fn turn_env(&self, fresh: bool) -> Vec<(String, String)> {
+        let mut env = drivers::env_file_vars(&self.driver, &self.cfg.bus_dir, &self.home);
+        let transcript = drivers::claude_transcript_dir(&self.turn_dir, &self.home);
+        let s = |k: &str, v: &str| (k.to_string(), v.to_string());
+        env.extend([
+            s("RELAY_URL", &self.cfg.hub_url),
+            s("RELAY_AGENT", &self.cfg.agent),
+            s("RELAY_SESSION", &self.cfg.session),
+            s("RELAY_PROJECT", &self.cfg.project),
+            s("TRANTOR_SEAT", &self.cfg.project),
+            s("TRANTOR_PERSONA", &self.cfg.persona),
+            s("TRANTOR_NO_HANDOFF_SPAWN", "1"),
+            s("TRANTOR_NO_BATON_SPAWN", "1"),
+            s("TRANTOR_TRANSCRIPT_DIR", &transcript.to_string_lossy()),
+            s("TRANTOR_PROMPT_FILE", &self.paths.prompt.to_string_lossy()),
+            s("TRANTOR_TURN", &self.turn.to_string()),
+            s("TRANTOR_TURN_FRESH", if fresh { "1" } else { "0" }),
+            s("TRANTOR_SESSION_ID", &self.sid),
+        ]);
+        env
+    }
+
+    async fn chain_start(&self, card: i64, card_read: Option<CardRead>) -> ChainStart {
+        let dir = self.turn_dir.clone();
+        // The seat's own worktree is as the last turn left it; DIR itself (no worktree) is
+        // shared with the operator and is read fresh.
+        let cached = if self.in_worktree {
+            self.tree_cache.clone()
+        } else {
+            None
+        };
+        let git = self.in_git && cached.is_none();
+        let card_fut = async {
+            match card_read {
+                Some(CardRead::Found { snap, .. }) => Some(snap),
+                Some(_) => None,
+                None if card > 0 => match self.reads.card(card).await {
+                    CardRead::Found { snap, .. } => Some(snap),
+                    _ => None,
+                },
+                None => None,
+            }
+        };
+        let (head, porcelain, card_before, events_latest) = tokio::join!(
+            async { if git { gitx::head(&dir).await } else { None } },
+            async {
+                if git {
+                    gitx::porcelain(&dir).await
+                } else {
+                    None
+                }
+            },
+            card_fut,
+            self.reads.events_latest(),
+        );
+        let (head, porcelain) = match cached {
+            Some(c) => c,
+            None => (head, porcelain),
+        };
+        ChainStart {
+            head,
+            porcelain,
+            card_before,
+            events_latest,
+        }
+    }
+
+    /// Forward the executor's events to the bus while the turn runs.
+    fn forward_events(
+        &self,
+        mut rx: tokio::sync::mpsc::UnboundedReceiver<TurnEvent>,
+        input: &TurnInput,
+        card: i64,
+    ) -> tokio::task::JoinHandle<()> {
+        let bus = self.bus.clone();
+        let session = self.cfg.session.clone();
+        let project = self.cfg.project.clone();
+        let orch = self.cfg.orchestrator.clone();
+        let mut to: Vec<String> = input.assigners.iter().map(|a| a.from.clone()).collect();
+        if orch != session && !to.contains(&orch) {
+            to.push(orch.clone());
+        }
+        let wake_at = input.wake_at;
+        let turn = self.turn;
+        tokio::spawn(async move {
+            let msg = |to: &str, text: String| trantor_proto::SendRequest {
+                from: session.clone(),
+                to: Some(to.to_string()),
+                text,
+                project: Some(project.clone()),
+                re: None,
+                kind: Some("status".into()),
+                wake: Some(false),
+            };
+            while let Some(ev) = rx.recv().await {
+                match ev {
+                    TurnEvent::Spawned { pid, at } => match wake_at {
+                        Some(t) => tracing::info!(
+                            "turn {turn}: CLI spawned (pid {pid}) {:.1} ms after the wake",
+                            at.saturating_duration_since(t).as_secs_f64() * 1000.0
+                        ),
+                        None => tracing::info!("turn {turn}: CLI spawned (pid {pid})"),
+                    },
+                    TurnEvent::Extended {
+                        n,
+                        of,
+                        until_ms,
+                        alive,
+                    } => {
+                        let text = format!(
+                            "⏳ {session} turn extended ({n}/{of}) on #{card} — alive: {}; box now ends {}",
+                            alive.join(", "),
+                            crate::park::fmt_time(until_ms)
+                        );
+                        tracing::info!("{text}");
+                        for t in &to {
+                            bus.send(msg(t, text.clone()));
+                        }
+                    }
+                    TurnEvent::Stalled { report } => {
+                        let target = if orch == session {
+                            "all"
+                        } else {
+                            orch.as_str()
+                        };
+                        bus.send(msg(target, format!("⏱ {session} {report}")));
+                    }
+                }
+            }
+        })
+    }
+
+    /// Run one turn (and, after a cut, exactly one follow-up in the same session).
+    pub async fn run_turn(
+        &mut self,
+        prompt_text: String,
+        fresh: bool,
+        trigger: &str,
+        kind: TurnKind,
+        input: TurnInput,
+    ) -> TurnResult {
+        let card = self.session_card;
+        let start = self.chain_start(card, input.card_read.clone()).await;
+        if let Some(t) = input.wake_at {
+            tracing::debug!(
+                "wake path: pre-turn reads done {:?} after the wake",
+                t.elapsed()
+            );
+        }
+        let mut r = self
+            .one_turn(&prompt_text, fresh, trigger, kind, &input, &start)
+            .await;
+        if r.cut && kind != TurnKind::FollowUp {
+            let first_cut = r.cut_evidence.clone();
+            let t_chain = r.secs;
+            let mut f = self
+                .one_turn(
+                    prompt::FOLLOW_UP,
+                    false,
+                    "time-box follow-up",
+                    TurnKind::FollowUp,
+                    &input,
+                    &start,
+                )
+                .await;
+            f.secs += t_chain;
+            f.cut_evidence = f.cut_evidence.or(first_cut);
+            r = f;
+        }
+        r
+    }
+
+    async fn one_turn(
+        &mut self,
+        prompt_text: &str,
+        fresh: bool,
+        trigger: &str,
+        kind: TurnKind,
+        input: &TurnInput,
+        start: &ChainStart,
+    ) -> TurnResult {
+        self.turn += 1;
+        if fresh {
+            self.sid.clear();
+        }
+        let card = self.session_card;
+        let t0 = trantor_proto::now_ms();
+        let started = Instant::now();
+        ledger::write_turn_state(
+            &self.paths.turnstate,
+            json!({"turn": self.turn, "phase": "working", "since": t0, "card": card,
+                   "lastBytesAt": t0, "lastTranscriptAt": 0, "pid": std::process::id()}),
+        );
+        let mut reg = self.register_body(&format!("working · {trigger}"));
+        reg.phase = Some(Phase::Working.as_str().into());
+        reg.phase_since = Some(t0);
+        self.bus.register(reg);
+        if let Some(t) = input.wake_at {
+            tracing::debug!(
+                "wake path: turn state written {:?} after the wake",
+                t.elapsed()
+            );
+        }
+        if let Err(e) = std::fs::write(&self.paths.prompt, prompt_text) {
+            tracing::warn!("prompt file {}: {e}", self.paths.prompt.display());
+        }
+        let invocation = self.driver.invocation(&TurnArgs {
+            fresh,
+            sid: &self.sid,
+            prompt: prompt_text,
+            prompt_file: &self.paths.prompt,
+            dir: &self.turn_dir,
+            model: &self.cfg.model,
+            effort: self.cfg.effort.as_deref(),
+        });
+        tracing::info!(
+            "turn {} ({trigger}{}): {}",
+            self.turn,
+            if card > 0 {
+                format!(", card #{card}")
+            } else {
+                String::new()
+            },
+            invocation.describe(prompt_text)
+        );
+        let spec = TurnSpec {
+            invocation,
+            cwd: self.turn_dir.clone(),
+            env: self.turn_env(fresh),
+            err_file: self.paths.err.clone(),
+            max_ms: self.cfg.turn_max_ms as i64,
+            ceiling_ms: self.cfg.turn_ceiling_ms as i64,
+            watchdog: Some(WatchdogConfig {
+                worktree: self.turn_dir.clone(),
+                output_file: self.paths.err.clone(),
+                session_dirs: self.driver.session_dirs(&self.turn_dir, &self.home),
+                stall_after: Duration::from_millis(self.cfg.watchdog_ms),
+                owner_pid: std::process::id(),
+                turn_id: self.turn.to_string(),
+                turn_state_file: self.paths.turnstate.clone(),
+            }),
+            snapshot: self
+                .in_worktree
+                .then(|| (self.turn_dir.clone(), self.cfg.persona.clone())),
+            kill_grace: Duration::from_secs(3),
+            echo: true,
+        };
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let fwd = self.forward_events(rx, input, card);
+        let janitor = self.janitor.take();
+        let (run, janitor) = tokio::join!(turn::run_turn(spec, tx), async move {
+            // Concurrent with the spawn: `docker ps` costs tens of ms and no CLI starts a
+            // container within them.
+            match janitor {
+                Some(mut j) => tokio::task::spawn_blocking(move || {
+                    j.before_turn();
+                    j
+                })
+                .await
+                .ok(),
+                None => None,
+            }
+        });
+        let _ = fwd.await;
+        self.janitor = janitor;
+        if let Some(mut j) = self.janitor.take() {
+            self.janitor = tokio::task::spawn_blocking(move || {
+                j.after_turn(Some(card));
+                j
+            })
+            .await
+            .ok();
+        }
+        let containers: Vec<String> = self
+            .janitor
+            .as_ref()
+            .map(|j| j.last_turn_containers().to_vec())
+            .unwrap_or_default();
+        if let Some(j) = self.janitor.as_mut() {
+            for n in j.take_notices() {
+                self.bus.send(self.status_msg("all", n, "status"));
+            }
+        }
+        for s in &run.snapshots {
+            if let crate::snapshot::SnapshotOutcome::Skipped(why) = s {
+                tracing::warn!("cut WIP snapshot failed: {why}");
+            }
+        }
+
+        // Post-turn reads.
+        let dir = self.turn_dir.clone();
+        let (head, porcelain, events) = tokio::join!(
+            async {
+                if self.in_git {
+                    gitx::head(&dir).await
+                } else {
+                    None
+                }
+            },
+            async {
+                if self.in_git {
+                    gitx::porcelain(&dir).await
+                } else {
+                    None
+                }
+            },
+            self.reads.events_by_me(start.events_latest),
+        );
+        let new_commit = start.head.is_some() && head.is_some() && head != start.head;
+        self.tree_cache = self.in_git.then(|| (head.clone(), porcelain.clone()));
+        let worktree_changed = new_commit || (porcelain.is_some() && porcelain != start.porcelain);
+        let bus_activity = events.is_some_and(|e| !e.is_empty());
+        let own_out = classify::strip_prompt_echo(&run.output, prompt_text);
+        let clean = run.exit == 0 && !run.cut;
+        let card_after = if clean && card > 0 && start.card_before.is_some() {
+            match self.reads.card(card).await {
+                CardRead::Found { snap, .. } => Some(snap),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        let mut ask = None;
+        let mut asked_verdict = None;
+        if clean
+            && kind == TurnKind::Wake
+            && let Some((id, to, text, answered)) = self.reads.asks_since(t0).await.pop()
+        {
+            asked_verdict = Some(
+                crate::redact::redact(&format!(
+                    "asked #{id} of {to}: {}",
+                    crate::receipt::excerpt(&text, 200)
+                ))
+                .into_owned(),
+            );
+            ask = Some((id, to, answered));
+        }
+        let facts = TurnFacts {
+            real_exit: run.exit,
+            cut: run.cut,
+            stalled: run.stalled,
+            own_out: own_out.clone(),
+            new_commit,
+            worktree_changed,
+            bus_activity,
+            zero_usage: None,
+            asked: asked_verdict,
+            card,
+            card_before: start.card_before.clone(),
+            card_after,
+            session: self.cfg.session.clone(),
+            t0,
+        };
+        let mut j = classify::judge(&facts);
+        if matches!(self.driver, crate::drivers::Driver::Command { .. })
+            && j.empty_turn
+            && !own_out.trim().is_empty()
+        {
+            // A `command` seat is an arbitrary program: its terse answer is its answer. The
+            // 120-character prose rule (docs/runner.md §11.2) is tuned for LLM CLIs and would call every short
+            // reply hollow; a silent command is still empty-output.
+            j.empty_turn = false;
+            if j.outcome == "empty" {
+                j.outcome = "completed".into();
+                j.verdict = "classified success because exit 0 with CLI output".into();
+            }
+        }
+        if let Some(sid) = self
+            .driver
+            .sid_after_turn(&run.stdout, &self.turn_dir, &self.home)
+        {
+            self.sid = sid;
+        }
+        let secs = started.elapsed().as_secs() as i64;
+        let tokens = classify::tokens(&own_out);
+        let mut row = json!({
+            "ts": trantor_proto::now_ms(), "persona": self.cfg.persona, "agent": self.cfg.agent,
+            "project": self.cfg.project, "turn": self.turn, "trigger": trigger, "card": card,
+            "model": if self.cfg.model.is_empty() { "cli-default" } else { self.cfg.model.as_str() },
+            "duration_ms": started.elapsed().as_millis() as u64, "exit": run.exit,
+            "effExit": j.eff_exit, "authFailed": j.eff_exit != run.exit,
+            "emptyOutput": j.empty_output, "emptyTurn": j.empty_turn,
+            "verdict": crate::redact::redact(&j.verdict), "outcome": j.outcome, "tokens": tokens,
+        });
+        if let Some(o) = row.as_object_mut() {
+            if !containers.is_empty() {
+                o.insert("containers".into(), json!(containers));
+            }
+            if run.cut {
+                o.insert("cut".into(), json!(true));
+                if let Some(sig) = run.signal.and_then(|s| match s {
+                    9 => Some("SIGKILL"),
+                    13 => Some("SIGPIPE"),
+                    15 => Some("SIGTERM"),
+                    _ => None,
+                }) {
+                    o.insert("cutSignal".into(), json!(sig));
+                }
+            }
+            if run.stalled {
+                o.insert("stalled".into(), json!(true));
+            }
+            if run.box_ms > 0 && run.extensions > 0 {
+                o.insert("extensions".into(), json!(run.extensions));
+                o.insert("boxMs".into(), json!(run.box_ms));
+            }
+        }
+        self.ledger.append(&row);
+        tracing::info!(
+            "turn {} ended: exit {} · {} · {}",
+            self.turn,
+            run.exit,
+            j.outcome,
+            j.verdict
+        );
+
+        let mut cut_evidence = None;
+        if run.cut {
+            let phase = if run.stalled {
+                Phase::Stalled
+            } else {
+                Phase::Cut
+            };
+            let status = if run.stalled {
+                "stalled · no activity"
+            } else {
+                "cut at the time box"
+            };
+            self.phase(status, phase);
+            let minutes = run.box_ms.max(self.cfg.turn_max_ms as i64) / 60_000;
+            let ev = format!(
+                "turn {} ({trigger}) exit {}{} — cut at the {minutes}m box{}",
+                self.turn,
+                run.exit,
+                run.signal
+                    .map(|s| format!(" (signal {s})"))
+                    .unwrap_or_default(),
+                if run.extensions > 0 {
+                    format!(" after {} liveness extension(s)", run.extensions)
+                } else {
+                    String::new()
+                }
+            );
+            if run.backstop {
+                tracing::warn!("{ev} (backstop: the cut itself did not finish in time)");
+            } else {
+                tracing::info!("{ev}");
+            }
+            if !run.stalled {
+                self.cut_chain.push(ev.clone());
+            }
+            cut_evidence = Some(ev);
+        } else {
+            self.cut_chain.clear();
+        }
+        self.last_cut = run.cut;
+        self.last_stalled = run.cut && run.stalled;
+        if run.exit == 0 && j.eff_exit == 0 && !run.cut {
+            self.phase("idle", Phase::Idle);
+        }
+        let reset_at = classify::parse_reset(&own_out, trantor_proto::now_ms());
+        TurnResult {
+            ec: if run.cut && j.eff_exit == 0 {
+                run.exit.max(1)
+            } else {
+                j.eff_exit
+            },
+            real_exit: run.exit,
+            cut: run.cut,
+            own_out,
+            secs,
+            card,
+            ask,
+            reset_at,
+            cut_evidence,
+            j,
+        }
+    }
+}

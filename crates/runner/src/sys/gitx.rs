@@ -1,0 +1,131 @@
+//! The few git reads a turn needs around the CLI (HEAD, status, object checks), async and
+//! time-bounded so a wedged git never wedges the seat. The worktree itself is managed by
+//! [`crate::worktree`].
+
+use std::path::Path;
+use std::time::Duration;
+
+const GIT_TIMEOUT: Duration = Duration::from_secs(20);
+
+async fn git(dir: &Path, args: &[&str]) -> Option<String> {
+    let fut = tokio::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    match tokio::time::timeout(GIT_TIMEOUT, fut).await {
+        Ok(Ok(out)) if out.status.success() => {
+            Some(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
+        }
+        _ => None,
+    }
+}
+
+/// `git rev-parse HEAD`.
+pub async fn head(dir: &Path) -> Option<String> {
+    git(dir, &["rev-parse", "HEAD"]).await
+}
+
+/// `git status --porcelain` (untracked files included).
+pub async fn porcelain(dir: &Path) -> Option<String> {
+    git(dir, &["status", "--porcelain", "--untracked-files=all"]).await
+}
+
+/// The sha of `rev` (e.g. `main`), if it resolves.
+pub async fn rev(dir: &Path, rev: &str) -> Option<String> {
+    git(dir, &["rev-parse", "--verify", "--quiet", rev]).await
+}
+
+/// Whether `sha` names a commit in the repository at `dir` (docs/runner.md §19.3).
+pub async fn has_commit(dir: &Path, sha: &str) -> bool {
+    git(dir, &["cat-file", "-e", &format!("{sha}^{{commit}}")])
+        .await
+        .is_some()
+}
+
+/// Whether `dir` is inside a git work tree.
+pub async fn is_repo(dir: &Path) -> bool {
+    git(dir, &["rev-parse", "--is-inside-work-tree"])
+        .await
+        .as_deref()
+        == Some("true")
+}
+
+/// The repository's common git directory (shared by its worktrees), absolute.
+pub async fn common_dir(dir: &Path) -> Option<std::path::PathBuf> {
+    let out = git(
+        dir,
+        &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+    )
+    .await?;
+    Some(std::path::PathBuf::from(out))
+}
+
+/// The sha of branch `name` read straight from the ref files (loose, then packed): no process
+/// on the wake path. None when the branch does not exist or the files are unreadable.
+pub fn read_branch(common: &Path, name: &str) -> Option<String> {
+    let full = format!("refs/heads/{name}");
+    let is_sha = |s: &str| s.len() >= 40 && s.chars().all(|c| c.is_ascii_hexdigit());
+    if let Ok(s) = std::fs::read_to_string(common.join(&full)) {
+        let s = s.trim();
+        if is_sha(s) {
+            return Some(s.to_string());
+        }
+    }
+    let packed = std::fs::read_to_string(common.join("packed-refs")).ok()?;
+    packed.lines().find_map(|l| {
+        let (sha, r) = l.split_once(' ')?;
+        (r.trim() == full && is_sha(sha)).then(|| sha.to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git_sync(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .output()
+            .expect("git");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    #[tokio::test]
+    async fn branch_refs_read_natively_loose_and_packed() {
+        let d = tempfile::tempdir().expect("tmp");
+        let r = d.path();
+        git_sync(r, &["init", "-q", "-b", "main"]);
+        std::fs::write(r.join("a"), "a").expect("w");
+        git_sync(r, &["add", "a"]);
+        git_sync(
+            r,
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-qm",
+                "a",
+            ],
+        );
+        let sha = git_sync(r, &["rev-parse", "main"]);
+        let common = common_dir(r).await.expect("common dir");
+        assert_eq!(read_branch(&common, "main").as_deref(), Some(sha.as_str()));
+        git_sync(r, &["pack-refs", "--all"]);
+        assert!(!common.join("refs/heads/main").exists());
+        assert_eq!(read_branch(&common, "main").as_deref(), Some(sha.as_str()));
+        assert_eq!(read_branch(&common, "nope"), None);
+        assert_eq!(head(r).await.as_deref(), Some(sha.as_str()));
+        assert!(has_commit(r, &sha).await);
+        assert!(!has_commit(r, "0000000000000000000000000000000000000000").await);
+    }
+}

@@ -1,0 +1,755 @@
+//! Judging a finished turn: exit escalations, the empty/blocked/no-delivery rules, the verdict
+//! and outcome with the original's precedence, failure classes, and reset-time parsing
+//! (docs/runner.md §10, §11, §12.1, §12.3).
+
+use regex::Regex;
+use std::sync::LazyLock;
+
+fn re(s: &str) -> Option<Regex> {
+    Regex::new(s).ok()
+}
+
+fn hit(r: &LazyLock<Option<Regex>>, text: &str) -> Option<String> {
+    r.as_ref()
+        .and_then(|r| r.find(text))
+        .map(|m| m.as_str().to_string())
+}
+
+static AUTH_MARK: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    re(
+        r"(?i)unauthor\w*|\b401\b|\b403\b|forbidden|invalid api key|authentication failed|token expired",
+    )
+});
+static BILLING: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    re(
+        r"(?i)requires more credits|can only afford|http 402|insufficient balance|credit balance is too low",
+    )
+});
+static SANDBOX: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    re(
+        r"(?i)rejected by (?:the )?sandbox|sandbox (?:denied|blocked)|blocked by (?:the )?sandbox|operation not permitted by sandbox|approval (?:was )?(?:denied|rejected)",
+    )
+});
+static BACKEND: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    re(
+        r"(?i)unexpected status (?:404|408|410|5\d\d)|internal server error|bad gateway|service unavailable|gateway timeout|econnrefused|connection refused|socket hang up|network (?:is )?unreachable",
+    )
+});
+static PROVIDER_REJECTED: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    re(r"(?i)401[^\n]{0,200}chatgpt\.com/backend-api|chatgpt\.com/backend-api[^\n]{0,200}401")
+});
+static EXHAUSTED: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    re(
+        r"(?i)quota|payment required|\b402\b|\b429\b|too many requests|rate.?limit|usage limit|exceeded your|reached your [^\n]{0,40}limit|insufficient (?:credits|funds)|out of (?:credits|quota)|requires more credits|can only afford|insufficient balance|credit balance is too low",
+    )
+});
+static AUTH: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    re(r"(?i)unauthor\w*|\b401\b|invalid api key|forbidden|\b403\b|token expired|\bexpired\b")
+});
+static ANSI: LazyLock<Option<Regex>> =
+    LazyLock::new(|| re(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07"));
+static TRY_IN: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    re(
+        r"(?i)try again in\s+(?:about\s+)?(\d+(?:\.\d+)?)\s*(seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h|days?|d)\b(?:\s*(?:and\s*)?(\d+)\s*(minutes?|mins?|m)\b)?",
+    )
+});
+static TRY_AT: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    re(
+        r"(?i)try again (?:at|after)\s+(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2}))?(?:\.\d+)?\s*(Z|UTC|[+-]\d{2}:?\d{2})?",
+    )
+});
+static TOKENS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
+    [
+        r"(?i)tokens used[:\s]+([\d,]+)",
+        r"(?i)total tokens[:\s]+([\d,]+)",
+        r"(?i)tokens:\s*([\d,]+)",
+        r"(?i)([\d,]+)\s+tokens\b",
+    ]
+    .iter()
+    .filter_map(|s| re(s))
+    .collect()
+});
+
+/// Why a turn failed (docs/runner.md §12.1), in the classifier's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureClass {
+    /// Exit 0 with nothing said.
+    EmptyOutput,
+    /// The CLI is not installed (exit 127).
+    MissingCli,
+    /// Killed by SIGPIPE (141), or SIGKILL (137) on a cut.
+    CutSignal,
+    /// The provider's backend failed (5xx, connection refused, …).
+    BackendError,
+    /// The provider rejected the account (codex's 401 from chatgpt.com).
+    ProviderRejected,
+    /// Quota, rate or billing limit.
+    Exhausted,
+    /// Credentials refused or expired.
+    Auth,
+    /// The sandbox refused the CLI's actions.
+    PermissionRejected,
+    /// Exit 0 with no work and no substantive output.
+    EmptyTurn,
+    /// Anything else.
+    Crashed,
+}
+
+impl FailureClass {
+    /// The reason word used on the bus, in the ledger and in the park file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureClass::EmptyOutput => "empty-output",
+            FailureClass::MissingCli => "missing-cli",
+            FailureClass::CutSignal => "cut-signal",
+            FailureClass::BackendError => "backend-error",
+            FailureClass::ProviderRejected => "provider-rejected",
+            FailureClass::Exhausted => "exhausted",
+            FailureClass::Auth => "auth",
+            FailureClass::PermissionRejected => "permission-rejected",
+            FailureClass::EmptyTurn => "empty-turn",
+            FailureClass::Crashed => "crashed",
+        }
+    }
+
+    /// Parking reasons park unbounded until a reset or an operator (docs/runner.md §12.3).
+    #[cfg(test)]
+    pub fn parks(self) -> bool {
+        matches!(
+            self,
+            FailureClass::Exhausted | FailureClass::Auth | FailureClass::ProviderRejected
+        )
+    }
+}
+
+/// Classify a failed turn (docs/runner.md §12.1): the class and the evidence that matched.
+pub fn classify_failure(
+    exit: i32,
+    text: &str,
+    empty_output: bool,
+    empty_turn: bool,
+    cut: bool,
+) -> (FailureClass, String) {
+    if empty_output {
+        return (FailureClass::EmptyOutput, "no output".into());
+    }
+    if exit == 127 {
+        return (FailureClass::MissingCli, "exit 127".into());
+    }
+    if exit == 141 || (exit == 137 && cut) {
+        return (FailureClass::CutSignal, format!("exit {exit}"));
+    }
+    if let Some(m) = hit(&BACKEND, text) {
+        return (FailureClass::BackendError, m);
+    }
+    if let Some(m) = hit(&PROVIDER_REJECTED, text) {
+        return (FailureClass::ProviderRejected, m);
+    }
+    if let Some(m) = hit(&EXHAUSTED, text) {
+        return (FailureClass::Exhausted, m);
+    }
+    if let Some(m) = hit(&AUTH, text) {
+        return (FailureClass::Auth, m);
+    }
+    if let Some(m) = hit(&SANDBOX, tail(text, 1200)) {
+        return (FailureClass::PermissionRejected, m);
+    }
+    if empty_turn {
+        return (FailureClass::EmptyTurn, "no work".into());
+    }
+    (FailureClass::Crashed, format!("exit {exit}"))
+}
+
+fn tail(s: &str, n: usize) -> &str {
+    if s.len() <= n {
+        return s;
+    }
+    let mut i = s.len() - n;
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    &s[i..]
+}
+
+/// The last `n` bytes of `s` (on a character boundary).
+pub fn last_chars(s: &str, n: usize) -> &str {
+    tail(s, n)
+}
+
+/// `text` without ANSI escapes.
+pub fn strip_ansi(text: &str) -> String {
+    match ANSI.as_ref() {
+        Some(r) => r.replace_all(text, "").into_owned(),
+        None => text.to_string(),
+    }
+}
+
+fn norm(line: &str) -> String {
+    strip_ansi(line)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The CLI's own output: the capture with prompt echo removed (docs/runner.md §10).
+pub fn strip_prompt_echo(out: &str, prompt: &str) -> String {
+    let prompt_lines: Vec<String> = prompt.lines().map(norm).filter(|l| !l.is_empty()).collect();
+    let prompt_flat = prompt_lines.join("\n");
+    let shares_run = |line: &str| -> bool {
+        // A 40-character run shared with a prompt line, sampled at a few offsets: cheap and
+        // enough to catch a wrapped or truncated echo.
+        let chars: Vec<char> = line.chars().collect();
+        if chars.len() < 40 {
+            return false;
+        }
+        let mut i = 0;
+        while i + 40 <= chars.len() {
+            let run: String = chars[i..i + 40].iter().collect();
+            if prompt_flat.contains(&run) {
+                return true;
+            }
+            i += 20;
+        }
+        false
+    };
+    out.lines()
+        .filter(|raw| {
+            let l = norm(raw);
+            if l.is_empty() {
+                return true;
+            }
+            let n = l.chars().count();
+            if n >= 40 {
+                !(prompt_lines
+                    .iter()
+                    .any(|p| p.contains(&l) || (p.chars().count() >= 40 && l.contains(p.as_str())))
+                    || shares_run(&l))
+            } else {
+                !(l.contains(' ') && prompt_flat.contains(&l))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn is_noise_line(l: &str) -> bool {
+    let t = l.trim();
+    if t.is_empty() {
+        return true;
+    }
+    // Box art and separators: no letters or digits at all.
+    if !t.chars().any(|c| c.is_alphanumeric()) {
+        return true;
+    }
+    // CLI labels such as "codex", "[claude]", "tokens used", "user", "assistant".
+    let lower = t.to_lowercase();
+    let bare = lower.trim_matches(|c: char| !c.is_alphanumeric());
+    matches!(
+        bare,
+        "codex"
+            | "claude"
+            | "user"
+            | "assistant"
+            | "thinking"
+            | "exec"
+            | "gemini"
+            | "kimi"
+            | "tokens used"
+    )
+}
+
+/// Output is substantive when at least 120 characters remain after removing ANSI, box art,
+/// separators and CLI labels (docs/runner.md §11.2).
+pub fn is_substantive(own_out: &str) -> bool {
+    let kept: usize = strip_ansi(own_out)
+        .lines()
+        .filter(|l| !is_noise_line(l))
+        .map(|l| l.trim().chars().count())
+        .sum();
+    kept >= 120
+}
+
+/// The token count a CLI printed (the last hit of the first pattern that matches; 0 = none).
+pub fn tokens(own_out: &str) -> i64 {
+    for r in TOKENS.iter() {
+        if let Some(c) = r.captures_iter(own_out).last()
+            && let Some(d) = c.get(1)
+        {
+            return d.as_str().replace(',', "").parse().unwrap_or(0);
+        }
+    }
+    0
+}
+
+/// Days since 1970-01-01 of a civil date (proleptic Gregorian).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The reset time a CLI's output names, in ms: "try again in 2 hours", "try again in 45m",
+/// "try again at 2026-01-02T03:04:05Z" (docs/runner.md §12.3). None when nothing parses.
+pub fn parse_reset(text: &str, now: i64) -> Option<i64> {
+    if let Some(c) = TRY_IN.as_ref().and_then(|r| r.captures_iter(text).last()) {
+        let n: f64 = c.get(1)?.as_str().parse().ok()?;
+        let unit = c.get(2)?.as_str().to_lowercase();
+        let ms = match unit.chars().next()? {
+            's' => 1_000.0,
+            'm' => 60_000.0,
+            'h' => 3_600_000.0,
+            'd' => 86_400_000.0,
+            _ => return None,
+        };
+        let extra = c
+            .get(3)
+            .and_then(|d| d.as_str().parse::<f64>().ok())
+            .map(|m| m * 60_000.0)
+            .unwrap_or(0.0);
+        return Some(now + (n * ms + extra) as i64);
+    }
+    if let Some(c) = TRY_AT.as_ref().and_then(|r| r.captures_iter(text).last()) {
+        let num = |i: usize| c.get(i).and_then(|m| m.as_str().parse::<i64>().ok());
+        let (y, mo, d, h, mi) = (num(1)?, num(2)?, num(3)?, num(4)?, num(5)?);
+        let s = num(6).unwrap_or(0);
+        let mut secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s;
+        if let Some(z) = c.get(7).map(|m| m.as_str())
+            && (z.starts_with('+') || z.starts_with('-'))
+        {
+            let digits: String = z.chars().filter(|c| c.is_ascii_digit()).collect();
+            let oh: i64 = digits.get(0..2).and_then(|x| x.parse().ok()).unwrap_or(0);
+            let om: i64 = digits.get(2..4).and_then(|x| x.parse().ok()).unwrap_or(0);
+            let off = (oh * 3600 + om * 60) * if z.starts_with('-') { -1 } else { 1 };
+            secs -= off;
+        }
+        return Some(secs * 1000);
+    }
+    None
+}
+
+/// A card as the turn saw it before and after.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CardSnap {
+    /// Status.
+    pub status: String,
+    /// Log entries `(ts, by, text)`.
+    pub log: Vec<(i64, String, String)>,
+}
+
+/// Everything the judge needs to know about a finished turn.
+#[derive(Debug, Clone, Default)]
+pub struct TurnFacts {
+    /// The exit status of the CLI (128+signal when killed).
+    pub real_exit: i32,
+    /// The turn was cut (box or stall).
+    pub cut: bool,
+    /// The cut was a stall.
+    pub stalled: bool,
+    /// The CLI's own output, prompt echo removed.
+    pub own_out: String,
+    /// HEAD moved during the turn.
+    pub new_commit: bool,
+    /// HEAD or the porcelain status changed.
+    pub worktree_changed: bool,
+    /// The seat did something on the bus during the turn.
+    pub bus_activity: bool,
+    /// Resolved usage was all zeros (None = unknown, never zero).
+    pub zero_usage: Option<bool>,
+    /// The asked verdict, when the turn left an ask.
+    pub asked: Option<String>,
+    /// The card bound to the turn (0 = none).
+    pub card: i64,
+    /// The card before the turn (None = the read failed or no card).
+    pub card_before: Option<CardSnap>,
+    /// The card after the turn (None = the read failed or was not made).
+    pub card_after: Option<CardSnap>,
+    /// The seat's session (fresh notes are the seat's own).
+    pub session: String,
+    /// When the turn started, ms.
+    pub t0: i64,
+}
+
+/// The judge's answer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Judgement {
+    /// Exit after escalations (0 = success).
+    pub eff_exit: i32,
+    /// Nothing was said.
+    pub empty_output: bool,
+    /// Nothing was done.
+    pub empty_turn: bool,
+    /// Exit 0 but the card shows no delivery.
+    pub no_delivery: bool,
+    /// The blocked verdict (`blocked: <note>`).
+    pub blocked: Option<String>,
+    /// The card status at the end (empty when unknown).
+    pub card_status_at_end: String,
+    /// The verdict sentence.
+    pub verdict: String,
+    /// `completed empty no-delivery blocked asked cut stalled api-error`.
+    pub outcome: String,
+    /// The escalation that fired (for the failure reason).
+    pub escalation: Option<String>,
+}
+
+/// Judge a finished turn (docs/runner.md §11.2).
+pub fn judge(f: &TurnFacts) -> Judgement {
+    let mut j = Judgement {
+        eff_exit: f.real_exit,
+        ..Default::default()
+    };
+    let own = f.own_out.trim();
+    if f.real_exit == 0 && !f.cut {
+        let short = own.chars().count() < 400;
+        if !f.new_commit
+            && short
+            && let Some(m) = hit(&AUTH_MARK, own)
+        {
+            j.eff_exit = 1;
+            j.escalation = Some(format!("auth: {m}"));
+        }
+        if j.eff_exit == 0
+            && !f.new_commit
+            && let Some(m) = hit(&BILLING, own)
+            && (own.chars().count() < 1500 || hit(&BILLING, tail(own, 600)).is_some())
+        {
+            j.eff_exit = 1;
+            j.escalation = Some(format!("billing: {m}"));
+        }
+        if j.eff_exit == 0
+            && !f.new_commit
+            && let Some(m) = hit(&SANDBOX, tail(own, 1200))
+        {
+            j.eff_exit = 1;
+            j.escalation = Some(format!("permission-rejected: {m}"));
+        }
+        if j.eff_exit == 0 && own.is_empty() {
+            j.eff_exit = 1;
+            j.empty_output = true;
+            j.escalation = Some("empty output".into());
+        }
+    }
+    let zero_usage = f.real_exit == 0
+        && j.eff_exit == 0
+        && !f.cut
+        && !f.new_commit
+        && f.zero_usage == Some(true);
+    if zero_usage {
+        j.eff_exit = 1;
+    }
+    j.empty_turn = !f.cut
+        && f.real_exit == 0
+        && j.eff_exit == 0
+        && !f.worktree_changed
+        && !f.bus_activity
+        && !is_substantive(own);
+    if f.asked.is_some() {
+        j.empty_turn = false;
+    }
+    let clean = !f.cut && f.real_exit == 0 && j.eff_exit == 0 && f.card > 0;
+    if clean && let (Some(before), Some(after)) = (&f.card_before, &f.card_after) {
+        j.card_status_at_end = after.status.clone();
+        let fresh = after.log.iter().rfind(|(ts, by, text)| {
+            *by == f.session
+                && *ts >= f.t0
+                && !before
+                    .log
+                    .iter()
+                    .any(|(ots, oby, otext)| ots == ts && oby == by && otext == text)
+        });
+        if after.status == "blocked" && (before.status != "blocked" || fresh.is_some()) {
+            let note = fresh
+                .or(after.log.last())
+                .map(|(_, _, t)| t.as_str())
+                .unwrap_or("");
+            let first = note.lines().next().unwrap_or("").trim();
+            j.blocked = Some(format!("blocked: {first}"));
+            j.empty_turn = false;
+        }
+        let delivered = |s: &str| s == "testing" || s == "done";
+        let moved = delivered(&after.status) && !delivered(&before.status);
+        j.no_delivery = !f.new_commit && !moved && f.asked.is_none() && j.blocked.is_none();
+    }
+    j.verdict = if f.stalled {
+        "classified stalled because no bytes on either stream and no transcript advance for the whole watchdog window".into()
+    } else if zero_usage {
+        "classified zero-usage because exit 0 with no commit and a usage record of all zeros".into()
+    } else if let Some(a) = &f.asked {
+        a.clone()
+    } else if let Some(b) = &j.blocked {
+        b.clone()
+    } else if j.no_delivery {
+        let st = if j.card_status_at_end.is_empty() {
+            "unknown"
+        } else {
+            &j.card_status_at_end
+        };
+        format!(
+            "classified no-delivery because exit 0 with no new commit and card #{} still {st}",
+            f.card
+        )
+    } else {
+        verdict_for(f, &j)
+    };
+    let outcome = if f.cut {
+        if f.stalled { "stalled" } else { "cut" }
+    } else if j.eff_exit != 0 {
+        "api-error"
+    } else if j.no_delivery {
+        "no-delivery"
+    } else if j.empty_turn {
+        "empty"
+    } else {
+        "completed"
+    };
+    j.outcome = if f.asked.is_some() {
+        "asked".into()
+    } else if j.blocked.is_some() {
+        "blocked".into()
+    } else {
+        outcome.into()
+    };
+    j
+}
+
+fn verdict_for(f: &TurnFacts, j: &Judgement) -> String {
+    if f.real_exit == 0 && j.eff_exit == 0 {
+        if j.empty_turn {
+            return "classified empty-turn because exit 0 with no commit, no worktree change, no bus activity and no substantive output".into();
+        }
+        return "classified success because exit 0 with CLI output".into();
+    }
+    if j.empty_output {
+        return "classified empty-output because the CLI exited 0 and printed nothing of its own"
+            .into();
+    }
+    if let Some(e) = &j.escalation
+        && f.real_exit == 0
+    {
+        let (kind, m) = e.split_once(": ").unwrap_or(("crashed", e));
+        let kind = if kind == "billing" { "exhausted" } else { kind };
+        return format!("classified {kind} because {m}");
+    }
+    let (class, m) = classify_failure(j.eff_exit, &f.own_out, j.empty_output, j.empty_turn, f.cut);
+    format!("classified {} because {m}", class.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROSE: &str = "I read the message that woke me and handled it. Summary: checked the request, made the requested change in my working tree, and reported back on the bus.";
+
+    #[test]
+    fn failure_order_matches_the_original() {
+        assert_eq!(
+            classify_failure(0, "", true, false, false).0,
+            FailureClass::EmptyOutput
+        );
+        assert_eq!(
+            classify_failure(127, "rate limit", false, false, false).0,
+            FailureClass::MissingCli
+        );
+        assert_eq!(
+            classify_failure(137, "", false, false, true).0,
+            FailureClass::CutSignal
+        );
+        assert_eq!(
+            classify_failure(137, "", false, false, false).0,
+            FailureClass::Crashed
+        );
+        assert_eq!(
+            classify_failure(1, "502 Bad Gateway; rate limit", false, false, false).0,
+            FailureClass::BackendError
+        );
+        assert_eq!(
+            classify_failure(
+                1,
+                "401 Unauthorized https://chatgpt.com/backend-api/codex",
+                false,
+                false,
+                false
+            )
+            .0,
+            FailureClass::ProviderRejected
+        );
+        assert_eq!(
+            classify_failure(
+                1,
+                "You've hit your usage limit. Try again in 2 hours.",
+                false,
+                false,
+                false
+            )
+            .0,
+            FailureClass::Exhausted
+        );
+        assert_eq!(
+            classify_failure(1, "Error: 401 Unauthorized", false, false, false).0,
+            FailureClass::Auth
+        );
+        assert_eq!(
+            classify_failure(1, "boom", false, true, false).0,
+            FailureClass::EmptyTurn
+        );
+        assert_eq!(
+            classify_failure(2, "boom", false, false, false).0,
+            FailureClass::Crashed
+        );
+        assert!(FailureClass::Exhausted.parks() && !FailureClass::Crashed.parks());
+    }
+
+    #[test]
+    fn reset_times_parse() {
+        let now = 1_000_000;
+        assert_eq!(
+            parse_reset("usage limit. try again in 2 hours", now),
+            Some(now + 7_200_000)
+        );
+        assert_eq!(parse_reset("Try again in 45m", now), Some(now + 2_700_000));
+        assert_eq!(
+            parse_reset("try again in 1 hour and 30 minutes", now),
+            Some(now + 5_400_000)
+        );
+        assert_eq!(
+            parse_reset("try again at 1970-01-01T01:00:00Z", now),
+            Some(3_600_000)
+        );
+        assert_eq!(
+            parse_reset("try again at 1970-01-01T02:00:00+01:00", now),
+            Some(3_600_000)
+        );
+        assert_eq!(
+            parse_reset("try again at 2026-03-01 00:00", 0),
+            Some(1_772_323_200_000)
+        );
+        assert_eq!(parse_reset("no hint here", now), None);
+    }
+
+    #[test]
+    fn prompt_echo_is_stripped() {
+        let prompt = "Rules: you are claude:p on the trantor crew and you end your turn when done.\nNEW BUS MESSAGE for you:\n[orch:p]: please fix it";
+        let out = "Rules: you are claude:p on the trantor crew and you end your turn when done.\nfixed the widget\n[orch:p]: please fix it";
+        assert_eq!(strip_prompt_echo(out, prompt), "fixed the widget");
+    }
+
+    #[test]
+    fn substantive_and_tokens() {
+        assert!(is_substantive(PROSE));
+        assert!(!is_substantive("ok\n────────\n[claude]\n"));
+        assert_eq!(tokens("tokens used: 1,234\nlater tokens used: 2,000"), 2000);
+        assert_eq!(tokens("nothing"), 0);
+    }
+
+    fn facts() -> TurnFacts {
+        TurnFacts {
+            own_out: PROSE.into(),
+            session: "claude:p".into(),
+            t0: 100,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn clean_turn_is_completed() {
+        let j = judge(&facts());
+        assert_eq!((j.eff_exit, j.outcome.as_str()), (0, "completed"));
+        assert_eq!(
+            j.verdict,
+            "classified success because exit 0 with CLI output"
+        );
+    }
+
+    #[test]
+    fn empty_and_escalations() {
+        let mut f = facts();
+        f.own_out = String::new();
+        let j = judge(&f);
+        assert_eq!((j.eff_exit, j.outcome.as_str()), (1, "api-error"));
+        assert!(j.empty_output);
+        f.own_out = "ok".into();
+        let j = judge(&f);
+        assert_eq!((j.eff_exit, j.outcome.as_str()), (0, "empty"));
+        f.bus_activity = true;
+        assert_eq!(judge(&f).outcome, "completed");
+        f.own_out = "Error: 401 Unauthorized".into();
+        let j = judge(&f);
+        assert_eq!(j.eff_exit, 1);
+        assert!(
+            j.verdict.starts_with("classified auth because"),
+            "{}",
+            j.verdict
+        );
+        f.new_commit = true;
+        assert_eq!(judge(&f).eff_exit, 0, "a commit is real work");
+        let mut f = facts();
+        f.zero_usage = Some(true);
+        let j = judge(&f);
+        assert_eq!(j.eff_exit, 1);
+        assert!(j.verdict.starts_with("classified zero-usage because"));
+    }
+
+    fn snap(status: &str, log: &[(i64, &str, &str)]) -> CardSnap {
+        CardSnap {
+            status: status.into(),
+            log: log
+                .iter()
+                .map(|(t, b, x)| (*t, b.to_string(), x.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn blocked_outranks_no_delivery() {
+        let mut f = facts();
+        f.card = 7;
+        f.card_before = Some(snap("doing", &[(1, "orch:p", "start")]));
+        f.card_after = Some(snap(
+            "blocked",
+            &[
+                (1, "orch:p", "start"),
+                (150, "claude:p", "need the API key name\nmore"),
+            ],
+        ));
+        let j = judge(&f);
+        assert_eq!(j.outcome, "blocked");
+        assert_eq!(j.verdict, "blocked: need the API key name");
+        assert!(!j.no_delivery);
+
+        // Already blocked, no fresh note from this seat: not a blocked verdict.
+        f.card_before = Some(snap("blocked", &[(1, "orch:p", "start")]));
+        f.card_after = Some(snap(
+            "blocked",
+            &[(1, "orch:p", "start"), (150, "orch:p", "ping")],
+        ));
+        let j = judge(&f);
+        assert_eq!(j.outcome, "no-delivery");
+        assert!(j.verdict.contains("card #7 still blocked"));
+
+        // Moved to testing: delivery.
+        f.card_after = Some(snap("testing", &[]));
+        assert_eq!(judge(&f).outcome, "completed");
+
+        // Asked outranks blocked.
+        f.card_before = Some(snap("doing", &[]));
+        f.card_after = Some(snap("blocked", &[(150, "claude:p", "❓ ask")]));
+        f.asked = Some("asked #9 of orch:p: which?".into());
+        assert_eq!(judge(&f).outcome, "asked");
+    }
+
+    #[test]
+    fn cut_and_stall_outcomes() {
+        let mut f = facts();
+        f.cut = true;
+        f.real_exit = 137;
+        assert_eq!(judge(&f).outcome, "cut");
+        f.stalled = true;
+        let j = judge(&f);
+        assert_eq!(j.outcome, "stalled");
+        assert!(j.verdict.starts_with("classified stalled because"));
+    }
+}

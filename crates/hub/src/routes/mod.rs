@@ -472,6 +472,17 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             post(meta::project_post::<S>),
         ),
         r(
+            Verb::Get,
+            "/phase",
+            "A project's phase goals (the runner's prompt and `trantor board` show them)",
+            fields![
+                f("project", Str, true, "project"),
+                f("phase", Str, false, "only this phase"),
+            ],
+            &[],
+            get(meta::phase_get::<S>),
+        ),
+        r(
             Verb::Post,
             "/phase",
             "Set a phase goal",

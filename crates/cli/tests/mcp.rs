@@ -505,12 +505,7 @@ async fn hub_down_is_a_clear_tool_error() {
 /// The stdlib-only Python driver from tests-compat, as a second, independent client.
 #[test]
 fn python_driver_cross_check() {
-    if std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("python3 not found: skipping the cross-implementation check");
+    if !common::require_tool("python3") {
         return;
     }
     let hub = Hub::start();
@@ -565,18 +560,11 @@ fn python_driver_cross_check() {
     assert_eq!(results[4]["text"], "card #1 -> doing");
 }
 
-/// The official TypeScript SDK's client against `trantor mcp` (skipped without node and npm,
-/// or when the SDK cannot be installed, e.g. offline).
+/// The official TypeScript SDK's client against `trantor mcp` (a visible skip without node and
+/// npm or when the SDK cannot be installed, e.g. offline; a failure under CI).
 #[test]
 fn typescript_sdk_client_cross_check() {
-    let has = |tool: &str| {
-        std::process::Command::new(tool)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if !has("node") || !has("npm") {
-        eprintln!("node/npm not found: skipping the TypeScript SDK check");
+    if !common::require_tools(&["node", "npm"]) {
         return;
     }
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ts-sdk");
@@ -594,7 +582,7 @@ fn typescript_sdk_client_cross_check() {
             .output()
             .is_ok_and(|o| o.status.success());
         if !ok {
-            eprintln!("could not install @modelcontextprotocol/sdk (offline?): skipping");
+            common::skip_or_fail("could not install @modelcontextprotocol/sdk from npm (offline?)");
             return;
         }
     }

@@ -22,17 +22,9 @@ fn fake_agent() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-compat/fake-agent.sh")
 }
 
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// The hub a drill runs against: ours, or the original JavaScript hub (npm `trantor@0.18.72`),
-/// on a fixed port and data directory so a drill can kill and restart it.
+/// on a fixed port and data directory so a drill can kill and restart it. Without node or the
+/// package, an original-hub drill says SKIP (a developer machine) or fails (CI).
 struct TestHub {
     port: u16,
     data: PathBuf,
@@ -132,7 +124,7 @@ struct Seat {
 
 impl Seat {
     fn new(agent: &str, persona: &str) -> Seat {
-        assert!(have("python3"), "the fake agent needs python3");
+        assert!(common::on_path("python3"), "the fake agent needs python3");
         let tmp = tempfile::tempdir().expect("tmp");
         let repo = tmp.path().join("repo");
         init_git_repo(&repo);

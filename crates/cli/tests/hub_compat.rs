@@ -111,16 +111,18 @@ fn original_mcp_server_works_against_our_hub() {
     let home = tmp.path().join("mcphome");
     std::fs::create_dir_all(&home).expect("home");
 
-    // A message to the MCP's session, sent once it has registered (after its boot, so the
-    // MCP's inbox cursor does not skip it as old).
+    // A message to the MCP's session, sent once its first tool call reached the hub (after its
+    // boot, so the MCP's inbox cursor does not skip it as old; and after relay_send's #1).
     let sender = std::thread::spawn(move || {
         let c = http();
         wait_for(
-            "the MCP server to register",
-            Duration::from_secs(30),
-            || c.call(port, "GET", "/peer?session=orch:demo", None).0 == 200,
+            "the MCP server's first relay_send",
+            Duration::from_secs(60),
+            || {
+                let (_, v) = c.call(port, "GET", "/inbox?session=claude:demo&since=0&peek=1", None);
+                v["messages"].as_array().is_some_and(|m| !m.is_empty())
+            },
         );
-        std::thread::sleep(Duration::from_millis(200));
         let body =
             json!({"from":"claude:demo","to":"orch:demo","text":"hello orch, ZEBRA-7 is ready"});
         let (st, v) = c.call(port, "POST", "/send", Some(&body));

@@ -1,5 +1,6 @@
-//! Integration tests of `trantor hub`: the real binary on a temporary data directory and a free
-//! port, driven over HTTP. Timings are never asserted here (they belong to the benchmark); a
+//! Integration tests of `trantor hub`, driven over HTTP: the hub served in-process on a port-0
+//! listener over a temporary data directory (`common::Hub::start`), or the real binary where a
+//! process is the point (kill -9, the command line). Timings are never asserted here (they belong to the benchmark); a
 //! generous deadline only keeps a broken hub from hanging the suite.
 
 mod common;
@@ -94,13 +95,6 @@ fn ids(v: &Value) -> Vec<i64> {
         .as_array()
         .map(|a| a.iter().filter_map(|m| m["id"].as_i64()).collect())
         .unwrap_or_default()
-}
-
-/// A hub with extra environment on its own temp dir (kept alive by the returned guard).
-fn hub_with(env: &[(&str, &str)]) -> (Hub, tempfile::TempDir) {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let hub = Hub::start_in(tmp.path(), free_port(), env);
-    (hub, tmp)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -288,7 +282,7 @@ async fn rewind_and_paging() {
     let r = api.read("/inbox?session=r:p&since=999999&peek=1").await;
     assert_eq!(r["rewound"], true);
     assert_eq!(r["cursor"], n);
-    let p = api.read("/poll?session=x:p&since=999999&wait=5").await;
+    let p = api.read("/poll?session=x:p&since=999999&wait=0").await;
     assert_eq!(p["rewound"], true);
     assert_eq!(p["cursor"], n);
     assert_eq!(api.read("/peer?session=x:p").await["deliveredUpTo"], n);
@@ -310,6 +304,33 @@ async fn rewind_and_paging() {
     assert_eq!(seen, (1..=n).collect::<Vec<_>>());
 }
 
+/// How long a woken `/poll` may take to answer. The polls below hold for 120 s, so a wake that
+/// is missed (the poll answering only when its hold ends) fails this deadline by a wide margin.
+const WOKEN: Duration = Duration::from_secs(5);
+
+/// A counter or gauge from `/metrics` (0 when absent).
+async fn metric(api: &Api, name: &str) -> i64 {
+    let text = api.read("/metrics").await;
+    text.as_str()
+        .unwrap_or("")
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Waits until the hub holds `n` polls (the requests reached the hub; each then arms its wake
+/// before its first look at the store, so a message sent now is either found or rings it).
+async fn wait_held(api: &Api, n: i64) {
+    let deadline = std::time::Instant::now() + GUARD;
+    while metric(api, "trantor_polls_held").await != n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the hub never held {n} poll(s)"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn poll_returns_when_a_message_commits() {
     let hub = Hub::start();
@@ -318,26 +339,21 @@ async fn poll_returns_when_a_message_commits() {
         let api = api.clone();
         tokio::spawn(async move { api.read("/poll?session=w:p&since=0&wait=120").await })
     };
-    // Give the poll time to park, then check a held poll keeps its session online.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!poller.is_finished(), "poll returned before any message");
+    wait_held(&api, 1).await;
+    // A held poll keeps its session online.
     let peers = api.read("/peers").await;
     assert!(peers["peers"].as_array().is_some_and(|a| {
         a.iter()
             .any(|p| p["session"] == "w:p" && p["online"] == true)
     }));
-    // A message to someone else and one from w:p itself do not answer it.
+    // A message to someone else and one from w:p itself are not deliverable to it: the held
+    // poll answers with the later message alone (woken early, it would have held neither).
     api.send("a:p", "other:p", "not for w").await;
     api.send("w:p", "all", "own broadcast").await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(
-        !poller.is_finished(),
-        "poll answered an undeliverable message"
-    );
     let id = api.send("a:p", "w:p", "wake up").await;
-    let got = tokio::time::timeout(GUARD, poller)
+    let got = tokio::time::timeout(WOKEN, poller)
         .await
-        .expect("poll returned")
+        .expect("the message woke the held poll")
         .expect("poller");
     assert_eq!(ids(&got), vec![id]);
     assert_eq!(api.read("/peer?session=w:p").await["deliveredUpTo"], id);
@@ -350,13 +366,14 @@ async fn poll_returns_when_a_message_commits() {
                 .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    wait_held(&api, 1).await;
     let b = api.send("a:p", "all", "everyone").await;
-    let got = tokio::time::timeout(GUARD, poller)
+    let got = tokio::time::timeout(WOKEN, poller)
         .await
-        .expect("poll returned")
+        .expect("the broadcast woke the held poll")
         .expect("poller");
     assert_eq!(ids(&got), vec![b]);
+    assert_eq!(metric(&api, "trantor_polls_timed_out_total").await, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
@@ -840,10 +857,10 @@ async fn bad_input_gets_clear_4xx_never_5xx() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn contract_dispositions_and_abandon_reaper() {
-    let (hub, _tmp) = hub_with(&[
-        ("RELAY_CONTRACT_ABANDON_MS", "1500"),
-        ("RELAY_REAP_INTERVAL_MS", "200"),
-    ]);
+    let hub = Hub::start_with(|a| {
+        a.contract_abandon_ms = 1500;
+        a.reap_interval_ms = 200;
+    });
     let api = Api::new(&hub);
     let o = "orch:p";
     for s in ["a:p", "b:p", "c:p", "d:p"] {
@@ -1506,13 +1523,13 @@ async fn stream_sends_messages_and_events() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn reaper_sweeps_presence_and_stale_cards() {
-    let (hub, _tmp) = hub_with(&[
-        ("RELAY_ONLINE_MS", "600"),
-        ("RELAY_REAP_INTERVAL_MS", "150"),
-        ("RELAY_TODO_STALE_MS", "1"),
-        ("RELAY_REAP_GRACE_MS", "1"),
-        ("RELAY_PRESENCE_FLUSH_MS", "100"),
-    ]);
+    let hub = Hub::start_with(|a| {
+        a.online_ms = 600;
+        a.reap_interval_ms = 150;
+        a.todo_stale_ms = 1;
+        a.reap_grace_ms = 1;
+        a.presence_flush_ms = 100;
+    });
     let api = Api::new(&hub);
     api.ok("/register", json!({"session":"gone:p"})).await;
     let todo = api
@@ -1612,10 +1629,10 @@ async fn reaper_sweeps_presence_and_stale_cards() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn retention_prunes_read_history_and_reports_it() {
-    let (hub, _tmp) = hub_with(&[
-        ("RELAY_REAP_INTERVAL_MS", "150"),
-        ("RELAY_RETENTION_MS", "1"),
-    ]);
+    let hub = Hub::start_with(|a| {
+        a.reap_interval_ms = 150;
+        a.retention_ms = Some(1);
+    });
     let api = Api::new(&hub);
     // Read history is pruned by age and reported; an unread direct message stays.
     let read_id = api.send("a:p", "r:p", "read me").await;

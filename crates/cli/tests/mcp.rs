@@ -249,7 +249,11 @@ async fn every_tool_against_a_real_hub() {
                 .collect::<String>()
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // relay_wait's poll is held at the hub before the message is sent.
+    let port = hub.port;
+    tokio::task::spawn_blocking(move || common::wait_polls_held(port, 1))
+        .await
+        .expect("wait for the held poll");
     let ctx = ok(
         &orch,
         "relay_send",

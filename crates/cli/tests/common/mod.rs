@@ -20,19 +20,85 @@ pub fn free_port() -> u16 {
         .unwrap_or(0)
 }
 
-/// A hub process on a free port with its own data directory; killed when dropped.
+/// The one hub wrapper of the integration tests. [`Hub::start`] and [`Hub::start_with`] serve the
+/// hub inside the test process (its own thread and runtime, `trantor_hub::serve` on a port-0
+/// listener): no process to spawn or wait for. [`Hub::spawn`] and [`Hub::start_in`] run the
+/// `trantor hub` binary instead, for what needs a process: `kill -9`, a restart on the same
+/// port, or the binary's own command line. Either kind stops when dropped.
 pub struct Hub {
     /// Listening port.
     pub port: u16,
     /// The hub's data directory (RELAY_DATA_DIR).
     pub data_dir: PathBuf,
     child: Option<Child>,
+    in_process: Option<InProcess>,
     _tmp: Option<tempfile::TempDir>,
 }
 
+/// The thread serving an in-process hub, the switch that stops it and its "stopped" signal.
+struct InProcess {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    done: std::sync::mpsc::Receiver<()>,
+}
+
 impl Hub {
-    /// Start a hub on a fresh temporary data directory.
+    /// An in-process hub with the default configuration on a fresh temporary data directory.
     pub fn start() -> Hub {
+        Hub::start_with(|_| {})
+    }
+
+    /// An in-process hub on a fresh temporary data directory, its configuration (the same
+    /// `HubArgs` as `trantor hub`'s flags) adjusted by `tune`, e.g. a short reaper period.
+    pub fn start_with(tune: impl FnOnce(&mut trantor_hub::HubArgs)) -> Hub {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let data_dir = tmp.path().to_path_buf();
+        let mut args = trantor_hub::HubArgs {
+            data_dir: Some(data_dir.clone()),
+            ..Default::default()
+        };
+        tune(&mut args);
+        let cfg = trantor_hub::Config::from_args(&args).expect("hub config");
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
+        let port = listener.local_addr().expect("local addr").port();
+        listener.set_nonblocking(true).expect("nonblocking");
+        let store = trantor_store::SqliteStore::open(&cfg.db_path()).expect("open the store");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (done_tx, done) = std::sync::mpsc::channel::<()>();
+        std::thread::Builder::new()
+            .name(format!("hub-{port}"))
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .expect("hub runtime");
+                rt.block_on(async move {
+                    let listener =
+                        tokio::net::TcpListener::from_std(listener).expect("tokio listener");
+                    let shutdown = async move {
+                        let _ = stopped.await;
+                    };
+                    if let Err(e) = trantor_hub::serve(listener, store, cfg, shutdown).await {
+                        eprintln!("in-process hub failed: {e:#}");
+                    }
+                });
+                let _ = done_tx.send(());
+            })
+            .expect("hub thread");
+        Hub {
+            port,
+            data_dir,
+            child: None,
+            in_process: Some(InProcess {
+                stop: Some(stop),
+                done,
+            }),
+            _tmp: Some(tmp),
+        }
+    }
+
+    /// A `trantor hub` process on a free port and a fresh temporary data directory.
+    pub fn spawn() -> Hub {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().to_path_buf();
         let mut hub = Hub::start_in(&dir, free_port(), &[]);
@@ -40,7 +106,7 @@ impl Hub {
         hub
     }
 
-    /// Start a hub on `data_dir` and `port` with extra environment variables.
+    /// A `trantor hub` process on `data_dir` and `port` with extra environment variables.
     pub fn start_in(data_dir: &Path, port: u16, env: &[(&str, &str)]) -> Hub {
         std::fs::create_dir_all(data_dir).expect("data dir");
         let log = std::fs::File::create(data_dir.join(format!("hub-{port}.log"))).expect("log");
@@ -61,6 +127,7 @@ impl Hub {
             port,
             data_dir: data_dir.to_path_buf(),
             child: Some(child),
+            in_process: None,
             _tmp: None,
         };
         hub.wait_ready(Duration::from_secs(15));
@@ -87,15 +154,20 @@ impl Hub {
         );
     }
 
-    /// `kill -9` the hub (for durability drills); the data directory stays.
+    /// `kill -9` the hub process (for durability drills); the data directory stays. An
+    /// in-process hub has no process to kill: use [`Hub::spawn`] for such a test.
     pub fn kill9(&mut self) {
+        assert!(
+            self.in_process.is_none(),
+            "kill9 on an in-process hub: start it with Hub::spawn or Hub::start_in"
+        );
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
         }
     }
 
-    /// The hub's process id.
+    /// The hub's process id (`None` for an in-process hub).
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(|c| c.id())
     }
@@ -103,7 +175,19 @@ impl Hub {
 
 impl Drop for Hub {
     fn drop(&mut self) {
-        self.kill9();
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if let Some(mut p) = self.in_process.take() {
+            if let Some(stop) = p.stop.take() {
+                let _ = stop.send(());
+            }
+            // A graceful stop answers held polls and closes streams at once, and the store is
+            // closed before the data directory goes; a client that still holds a connection
+            // must not hang the suite, so the wait is bounded.
+            let _ = p.done.recv_timeout(Duration::from_secs(10));
+        }
     }
 }
 
@@ -200,6 +284,15 @@ pub fn wait_until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) 
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Waits until the hub on `port` holds `n` polls (`/health`'s `pollsHeld`): a waiting client's
+/// request has reached the hub, so what is sent next arrives after its call started.
+pub fn wait_polls_held(port: u16, n: u64) {
+    wait_until(&format!("{n} held poll(s)"), Duration::from_secs(60), || {
+        hub_request(port, "GET", "/health", None)
+            .is_ok_and(|(_, v)| v["pollsHeld"].as_u64() == Some(n))
+    });
 }
 
 /// A process started in its own process group; the whole group is killed when dropped.

@@ -1700,3 +1700,93 @@ fn taken_port_is_reported() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("already in use"));
 }
+
+/// One sample of every key format the secret scanner knows, with the kind it must be named as.
+fn secret_samples() -> Vec<(&'static str, String)> {
+    vec![
+        ("anthropic-key", format!("sk-ant-api03-{}", "A1b2".repeat(10))),
+        ("openai-key", format!("sk-proj-{}", "a1B2".repeat(10))),
+        ("github-token", format!("ghp_{}", "A1b2".repeat(10))),
+        ("aws-access-key", "AKIAABCDEFGHIJKLMNOP".to_string()),
+        ("slack-token", "xoxb-1234567890-abcdefghij".to_string()),
+        ("google-api-key", format!("AIzaSy{}", "A".repeat(33))),
+        ("stripe-key", format!("sk_live_{}", "a1B2".repeat(6))),
+        (
+            "jwt",
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9P"
+                .to_string(),
+        ),
+        (
+            "private-key",
+            "-----BEGIN RSA PRIVATE KEY----- MIIBOgIBAAJBAK -----END RSA PRIVATE KEY-----"
+                .to_string(),
+        ),
+        ("hex-secret", format!("secret: {}", "ab".repeat(32))),
+    ]
+}
+
+/// Every stored field the hub scans for secrets: (label, path, body carrying `text` there).
+fn secret_fields(card: i64) -> Vec<(&'static str, &'static str, Box<dyn Fn(&str) -> Value>)> {
+    vec![
+        ("send text", "/send", Box::new(|t| json!({"from":"a:p","to":"b:p","text":t}))),
+        ("lesson text", "/lesson", Box::new(|t| json!({"text":t,"by":"a:p"}))),
+        ("task title", "/task", Box::new(|t| json!({"title":t,"project":"p","by":"a:p"}))),
+        ("task drill", "/task", Box::new(|t| json!({"title":"x","project":"p","drill":t}))),
+        ("task summary", "/task", Box::new(|t| json!({"title":"x","project":"p","summary":t}))),
+        ("task note", "/task", Box::new(|t| json!({"title":"x","project":"p","note":t}))),
+        ("task checklist", "/task", Box::new(|t| json!({"title":"x","project":"p","checklist":["ok",t]}))),
+        ("update title", "/task/update", Box::new(move |t| json!({"id":card,"title":t}))),
+        ("update note", "/task/update", Box::new(move |t| json!({"id":card,"note":t}))),
+        ("update drill", "/task/update", Box::new(move |t| json!({"id":card,"drill":t}))),
+        ("update summary", "/task/update", Box::new(move |t| json!({"id":card,"summary":t}))),
+        ("update checklist", "/task/update", Box::new(move |t| json!({"id":card,"checklist":[t]}))),
+        ("project brief", "/project", Box::new(|t| json!({"project":"p","brief":t}))),
+        ("phase goal", "/phase", Box::new(|t| json!({"project":"p","phase":"P1","goal":t}))),
+    ]
+}
+
+/// Every key format × every stored field: refused with the format named, nothing stored; the
+/// same field with clean text is accepted (so a refusal is the scanner's, not a bad body's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_secret_format_is_refused_in_every_stored_field() {
+    let hub = Hub::start();
+    let api = Api::new(&hub);
+    let card = api
+        .ok("/task", json!({"title":"target","project":"p","by":"a:p"}))
+        .await["task"]["id"]
+        .as_i64()
+        .expect("card id");
+    let samples = secret_samples();
+    for (kind, sample) in &samples {
+        assert_eq!(
+            trantor_proto::secrets::detect(&format!("use {sample} now")),
+            vec![*kind],
+            "the sample for {kind}"
+        );
+    }
+    let counts = |h: &Value| (h["messages"].clone(), h["cards"].clone(), h["events"].clone());
+    for (field, path, body) in secret_fields(card) {
+        let (st, v) = api.post(path, body("an ordinary line")).await;
+        assert_eq!(st, 200, "{field}: clean text refused: {v}");
+        for (kind, sample) in &samples {
+            let before = counts(&api.read("/health").await);
+            let (st, v) = api.post(path, body(&format!("use {sample} now"))).await;
+            assert_eq!(st, 400, "{field} accepted a {kind}: {v}");
+            assert_eq!(v["error"], "secret detected", "{field}/{kind}: {v}");
+            assert_eq!(v["kinds"], json!([kind]), "{field}/{kind}: {v}");
+            assert_eq!(
+                counts(&api.read("/health").await),
+                before,
+                "{field}/{kind}: a refused write stored something"
+            );
+        }
+    }
+    // Nothing refused reached the stored documents either.
+    let card = api.read(&format!("/card?id={card}")).await;
+    let project = api.read("/project?project=p").await;
+    for (kind, sample) in &samples {
+        for doc in [&card, &project] {
+            assert!(!doc.to_string().contains(sample.as_str()), "{kind} stored");
+        }
+    }
+}

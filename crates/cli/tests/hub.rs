@@ -857,9 +857,10 @@ async fn bad_input_gets_clear_4xx_never_5xx() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn contract_dispositions_and_abandon_reaper() {
+    // A short abandon window and reaper period (the defaults are an hour and a minute).
     let hub = Hub::start_with(|a| {
-        a.contract_abandon_ms = 1500;
-        a.reap_interval_ms = 200;
+        a.contract_abandon_ms = 400;
+        a.reap_interval_ms = 100;
     });
     let api = Api::new(&hub);
     let o = "orch:p";
@@ -868,7 +869,8 @@ async fn contract_dispositions_and_abandon_reaper() {
             .await;
     }
     let old_to_a = api.send(o, "a:p", "old contract").await;
-    tokio::time::sleep(Duration::from_millis(1700)).await;
+    // The abandon window passes: every assignee is then older than it, until it registers.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     for s in ["a:p", "b:p", "c:p", "d:p"] {
         api.ok("/register", json!({"session": s})).await;
     }
@@ -964,7 +966,9 @@ async fn contract_dispositions_and_abandon_reaper() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(found >= 1, "no contract.abandoned event");
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Four more reaper periods, in which it must not be recorded again (an absence takes
+    // time to show; the hub exposes no pass counter to wait on).
+    tokio::time::sleep(Duration::from_millis(400)).await;
     let ev = api.read("/events?type=contract.abandoned").await;
     let ghost_events: Vec<&Value> = ev["events"]
         .as_array()
@@ -1524,8 +1528,8 @@ async fn stream_sends_messages_and_events() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn reaper_sweeps_presence_and_stale_cards() {
     let hub = Hub::start_with(|a| {
-        a.online_ms = 600;
-        a.reap_interval_ms = 150;
+        a.online_ms = 300;
+        a.reap_interval_ms = 75;
         a.todo_stale_ms = 1;
         a.reap_grace_ms = 1;
         a.presence_flush_ms = 100;
@@ -1567,7 +1571,7 @@ async fn reaper_sweeps_presence_and_stale_cards() {
     }
     assert!(offline_seen, "no presence.offline for gone:p");
     // Several online windows and reaper passes later, the held poll is still present.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    tokio::time::sleep(Duration::from_millis(900)).await;
     assert!(!held.is_finished());
     let peers = api.read("/peers").await;
     let online = |s: &str| {

@@ -5,10 +5,7 @@
 
 mod common;
 
-use common::{
-    GroupChild, Hub, hub_messages, hub_request, hub_send, init_git_repo, original_package,
-    wait_until,
-};
+use common::{GroupChild, TestHub, hub_messages, hub_request, hub_send, init_git_repo, wait_until};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -20,94 +17,6 @@ const LONG: Duration = Duration::from_secs(90);
 
 fn fake_agent() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-compat/fake-agent.sh")
-}
-
-/// The hub a drill runs against: ours, or the original JavaScript hub (npm `trantor@0.18.72`),
-/// on a fixed port and data directory so a drill can kill and restart it. Without node or the
-/// package, an original-hub drill says SKIP (a developer machine) or fails (CI).
-struct TestHub {
-    port: u16,
-    data: PathBuf,
-    original: Option<PathBuf>,
-    ours: Option<Hub>,
-    theirs: Option<GroupChild>,
-    _tmp: Option<tempfile::TempDir>,
-}
-
-impl TestHub {
-    /// A hub on a fresh data directory; `None` (the drill skips) when the original is wanted
-    /// but cannot be had.
-    fn start(original: bool) -> Option<TestHub> {
-        let tmp = tempfile::tempdir().expect("hub data");
-        let mut hub = TestHub::start_in(tmp.path(), common::free_port(), original)?;
-        hub._tmp = Some(tmp);
-        Some(hub)
-    }
-
-    fn start_in(data: &std::path::Path, port: u16, original: bool) -> Option<TestHub> {
-        let pkg = if original {
-            Some(original_package()?)
-        } else {
-            None
-        };
-        let mut hub = TestHub {
-            port,
-            data: data.to_path_buf(),
-            original: pkg,
-            ours: None,
-            theirs: None,
-            _tmp: None,
-        };
-        hub.restart();
-        Some(hub)
-    }
-
-    fn is_original(&self) -> bool {
-        self.original.is_some()
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// (Re)start the hub on the same port and data directory.
-    fn restart(&mut self) {
-        match &self.original {
-            None => self.ours = Some(Hub::start_in(&self.data, self.port, &[])),
-            Some(pkg) => {
-                std::fs::create_dir_all(&self.data).expect("data");
-                let log = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(self.data.join("hub.log"))
-                    .expect("log");
-                let mut cmd = Command::new("node");
-                cmd.arg(pkg.join("hub.mjs"))
-                    .env("RELAY_PORT", self.port.to_string())
-                    .env("RELAY_HOST", "127.0.0.1")
-                    .env("RELAY_DATA_DIR", &self.data)
-                    .env("HOME", &self.data)
-                    .stdin(Stdio::null())
-                    .stdout(log.try_clone().expect("log"))
-                    .stderr(log);
-                self.theirs = Some(GroupChild::spawn(cmd));
-                let port = self.port;
-                wait_until("the original hub", LONG, || {
-                    hub_request(port, "GET", "/health", None).is_ok_and(|(s, _)| s == 200)
-                });
-            }
-        }
-    }
-
-    /// `kill -9` the hub; its data directory stays.
-    fn kill9(&mut self) {
-        if let Some(mut h) = self.ours.take() {
-            h.kill9();
-        }
-        if let Some(mut c) = self.theirs.take() {
-            c.kill_group();
-        }
-    }
 }
 
 /// One seat under test: its directories, its fake CLI and its runner process.

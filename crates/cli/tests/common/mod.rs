@@ -191,6 +191,100 @@ impl Drop for Hub {
     }
 }
 
+/// The hub a runner drill runs against, the one wrapper for both kinds: ours, or the original JavaScript hub (npm `trantor@0.18.72`),
+/// on a fixed port and data directory so a drill can kill and restart it. Without node or the
+/// package, an original-hub drill says SKIP (a developer machine) or fails (CI).
+pub struct TestHub {
+    /// Listening port (kept across restarts).
+    pub port: u16,
+    /// The data directory (kept across restarts).
+    pub data: PathBuf,
+    original: Option<PathBuf>,
+    ours: Option<Hub>,
+    theirs: Option<GroupChild>,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl TestHub {
+    /// A hub on a fresh data directory; `None` (the drill skips) when the original is wanted
+    /// but cannot be had.
+    pub fn start(original: bool) -> Option<TestHub> {
+        let tmp = tempfile::tempdir().expect("hub data");
+        let mut hub = TestHub::start_in(tmp.path(), free_port(), original)?;
+        hub._tmp = Some(tmp);
+        Some(hub)
+    }
+
+    /// A hub on `data` and `port`; `None` after a SKIP when the original cannot be had.
+    pub fn start_in(data: &Path, port: u16, original: bool) -> Option<TestHub> {
+        let pkg = if original {
+            Some(original_package()?)
+        } else {
+            None
+        };
+        let mut hub = TestHub {
+            port,
+            data: data.to_path_buf(),
+            original: pkg,
+            ours: None,
+            theirs: None,
+            _tmp: None,
+        };
+        hub.restart();
+        Some(hub)
+    }
+
+    /// Whether this is the original JavaScript hub.
+    pub fn is_original(&self) -> bool {
+        self.original.is_some()
+    }
+
+    /// Base URL.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// (Re)start the hub on the same port and data directory.
+    pub fn restart(&mut self) {
+        match &self.original {
+            None => self.ours = Some(Hub::start_in(&self.data, self.port, &[])),
+            Some(pkg) => {
+                std::fs::create_dir_all(&self.data).expect("data");
+                let log = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(self.data.join("hub.log"))
+                    .expect("log");
+                let mut cmd = Command::new("node");
+                cmd.arg(pkg.join("hub.mjs"))
+                    .env("RELAY_PORT", self.port.to_string())
+                    .env("RELAY_HOST", "127.0.0.1")
+                    .env("RELAY_DATA_DIR", &self.data)
+                    .env("HOME", &self.data)
+                    .stdin(Stdio::null())
+                    .stdout(log.try_clone().expect("log"))
+                    .stderr(log);
+                self.theirs = Some(GroupChild::spawn(cmd));
+                let port = self.port;
+                wait_until("the original hub", Duration::from_secs(90), || {
+                    hub_request(port, "GET", "/health", None).is_ok_and(|(s, _)| s == 200)
+                });
+            }
+        }
+    }
+
+    /// `kill -9` the hub; its data directory stays.
+    pub fn kill9(&mut self) {
+        if let Some(mut h) = self.ours.take() {
+            h.kill9();
+        }
+        if let Some(mut c) = self.theirs.take() {
+            c.kill_group();
+        }
+    }
+}
+
+
 // ---- Runner drills: plain HTTP to the hub, waiting on conditions, runner processes. ----
 
 /// One HTTP/1.1 request to the hub on 127.0.0.1:`port` (no client library, so a drill depends on

@@ -32,6 +32,7 @@ pub struct Hub {
     pub data_dir: PathBuf,
     child: Option<Child>,
     in_process: Option<InProcess>,
+    store: Option<trantor_store::SqliteStore>,
     _tmp: Option<tempfile::TempDir>,
 }
 
@@ -62,6 +63,7 @@ impl Hub {
         let port = listener.local_addr().expect("local addr").port();
         listener.set_nonblocking(true).expect("nonblocking");
         let store = trantor_store::SqliteStore::open(&cfg.db_path()).expect("open the store");
+        let handle = store.clone();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (done_tx, done) = std::sync::mpsc::channel::<()>();
         std::thread::Builder::new()
@@ -93,6 +95,7 @@ impl Hub {
                 stop: Some(stop),
                 done,
             }),
+            store: Some(handle),
             _tmp: Some(tmp),
         }
     }
@@ -128,6 +131,7 @@ impl Hub {
             data_dir: data_dir.to_path_buf(),
             child: Some(child),
             in_process: None,
+            store: None,
             _tmp: None,
         };
         hub.wait_ready(Duration::from_secs(15));
@@ -137,6 +141,14 @@ impl Hub {
     /// Base URL, e.g. `http://127.0.0.1:4477`.
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The in-process hub's store, to seed rows in bulk (one transaction) where a test is about
+    /// reading them back rather than sending them. Panics for a hub process.
+    pub fn store(&self) -> &trantor_store::SqliteStore {
+        self.store
+            .as_ref()
+            .expect("store(): only an in-process hub (Hub::start) shares its store")
     }
 
     fn wait_ready(&self, within: Duration) {

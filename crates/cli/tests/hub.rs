@@ -866,9 +866,10 @@ async fn bad_input_gets_clear_4xx_never_5xx() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn contract_dispositions_and_abandon_reaper() {
-    // A short abandon window and reaper period (the defaults are an hour and a minute).
+    // A short abandon window and reaper period (the defaults are an hour and a minute); the
+    // window must outlast the sends below on a loaded machine (400 ms did not).
     let hub = Hub::start_with(|a| {
-        a.contract_abandon_ms = 400;
+        a.contract_abandon_ms = 1500;
         a.reap_interval_ms = 100;
     });
     let api = Api::new(&hub);
@@ -879,7 +880,7 @@ async fn contract_dispositions_and_abandon_reaper() {
     }
     let old_to_a = api.send(o, "a:p", "old contract").await;
     // The abandon window passes: every assignee is then older than it, until it registers.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(Duration::from_millis(1600)).await;
     for s in ["a:p", "b:p", "c:p", "d:p"] {
         api.ok("/register", json!({"session": s})).await;
     }

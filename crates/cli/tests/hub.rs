@@ -1724,7 +1724,10 @@ fn taken_port_is_reported() {
 /// One sample of every key format the secret scanner knows, with the kind it must be named as.
 fn secret_samples() -> Vec<(&'static str, String)> {
     vec![
-        ("anthropic-key", format!("sk-ant-api03-{}", "A1b2".repeat(10))),
+        (
+            "anthropic-key",
+            format!("sk-ant-api03-{}", "A1b2".repeat(10)),
+        ),
         ("openai-key", format!("sk-proj-{}", "a1B2".repeat(10))),
         ("github-token", format!("ghp_{}", "A1b2".repeat(10))),
         ("aws-access-key", "AKIAABCDEFGHIJKLMNOP".to_string()),
@@ -1748,20 +1751,76 @@ fn secret_samples() -> Vec<(&'static str, String)> {
 /// Every stored field the hub scans for secrets: (label, path, body carrying `text` there).
 fn secret_fields(card: i64) -> Vec<(&'static str, &'static str, Box<dyn Fn(&str) -> Value>)> {
     vec![
-        ("send text", "/send", Box::new(|t| json!({"from":"a:p","to":"b:p","text":t}))),
-        ("lesson text", "/lesson", Box::new(|t| json!({"text":t,"by":"a:p"}))),
-        ("task title", "/task", Box::new(|t| json!({"title":t,"project":"p","by":"a:p"}))),
-        ("task drill", "/task", Box::new(|t| json!({"title":"x","project":"p","drill":t}))),
-        ("task summary", "/task", Box::new(|t| json!({"title":"x","project":"p","summary":t}))),
-        ("task note", "/task", Box::new(|t| json!({"title":"x","project":"p","note":t}))),
-        ("task checklist", "/task", Box::new(|t| json!({"title":"x","project":"p","checklist":["ok",t]}))),
-        ("update title", "/task/update", Box::new(move |t| json!({"id":card,"title":t}))),
-        ("update note", "/task/update", Box::new(move |t| json!({"id":card,"note":t}))),
-        ("update drill", "/task/update", Box::new(move |t| json!({"id":card,"drill":t}))),
-        ("update summary", "/task/update", Box::new(move |t| json!({"id":card,"summary":t}))),
-        ("update checklist", "/task/update", Box::new(move |t| json!({"id":card,"checklist":[t]}))),
-        ("project brief", "/project", Box::new(|t| json!({"project":"p","brief":t}))),
-        ("phase goal", "/phase", Box::new(|t| json!({"project":"p","phase":"P1","goal":t}))),
+        (
+            "send text",
+            "/send",
+            Box::new(|t| json!({"from":"a:p","to":"b:p","text":t})),
+        ),
+        (
+            "lesson text",
+            "/lesson",
+            Box::new(|t| json!({"text":t,"by":"a:p"})),
+        ),
+        (
+            "task title",
+            "/task",
+            Box::new(|t| json!({"title":t,"project":"p","by":"a:p"})),
+        ),
+        (
+            "task drill",
+            "/task",
+            Box::new(|t| json!({"title":"x","project":"p","drill":t})),
+        ),
+        (
+            "task summary",
+            "/task",
+            Box::new(|t| json!({"title":"x","project":"p","summary":t})),
+        ),
+        (
+            "task note",
+            "/task",
+            Box::new(|t| json!({"title":"x","project":"p","note":t})),
+        ),
+        (
+            "task checklist",
+            "/task",
+            Box::new(|t| json!({"title":"x","project":"p","checklist":["ok",t]})),
+        ),
+        (
+            "update title",
+            "/task/update",
+            Box::new(move |t| json!({"id":card,"title":t})),
+        ),
+        (
+            "update note",
+            "/task/update",
+            Box::new(move |t| json!({"id":card,"note":t})),
+        ),
+        (
+            "update drill",
+            "/task/update",
+            Box::new(move |t| json!({"id":card,"drill":t})),
+        ),
+        (
+            "update summary",
+            "/task/update",
+            Box::new(move |t| json!({"id":card,"summary":t})),
+        ),
+        (
+            "update checklist",
+            "/task/update",
+            Box::new(move |t| json!({"id":card,"checklist":[t]})),
+        ),
+        (
+            "project brief",
+            "/project",
+            Box::new(|t| json!({"project":"p","brief":t})),
+        ),
+        (
+            "phase goal",
+            "/phase",
+            Box::new(|t| json!({"project":"p","phase":"P1","goal":t})),
+        ),
     ]
 }
 
@@ -1784,7 +1843,13 @@ async fn every_secret_format_is_refused_in_every_stored_field() {
             "the sample for {kind}"
         );
     }
-    let counts = |h: &Value| (h["messages"].clone(), h["cards"].clone(), h["events"].clone());
+    let counts = |h: &Value| {
+        (
+            h["messages"].clone(),
+            h["cards"].clone(),
+            h["events"].clone(),
+        )
+    };
     for (field, path, body) in secret_fields(card) {
         let (st, v) = api.post(path, body("an ordinary line")).await;
         assert_eq!(st, 200, "{field}: clean text refused: {v}");

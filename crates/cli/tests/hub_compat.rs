@@ -119,7 +119,12 @@ fn original_mcp_server_works_against_our_hub() {
             "the MCP server's first relay_send",
             Duration::from_secs(60),
             || {
-                let (_, v) = c.call(port, "GET", "/inbox?session=claude:demo&since=0&peek=1", None);
+                let (_, v) = c.call(
+                    port,
+                    "GET",
+                    "/inbox?session=claude:demo&since=0&peek=1",
+                    None,
+                );
                 v["messages"].as_array().is_some_and(|m| !m.is_empty())
             },
         );

@@ -578,13 +578,11 @@ fn docker_janitor(d: Drill) {
     let stopped = d.state.join("docker-stopped");
     wait_until("the janitor's stop", LONG, || stopped.exists());
     wait_until("the janitor's notice", LONG, || {
-        hub_messages(d.hub.port, "observer:drill")
-            .iter()
-            .any(|m| {
-                m["text"]
-                    .as_str()
-                    .is_some_and(|t| t.contains("stopped 1 container(s)") && t.contains("drilldb"))
-            })
+        hub_messages(d.hub.port, "observer:drill").iter().any(|m| {
+            m["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("stopped 1 container(s)") && t.contains("drilldb"))
+        })
     });
     let running = std::fs::read_to_string(d.state.join("docker-running")).expect("running");
     assert_eq!(

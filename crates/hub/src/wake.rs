@@ -182,7 +182,10 @@ mod tests {
         reg.ring(BROADCAST);
         assert!(resolved_now(wb), "a broadcast missed b:p");
         let after = std::pin::pin!(b.armed().wait());
-        assert!(!resolved_now(after), "armed after every ring, nothing is due");
+        assert!(
+            !resolved_now(after),
+            "armed after every ring, nothing is due"
+        );
         assert_eq!(reg.rings(), 3);
     }
 

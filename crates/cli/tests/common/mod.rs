@@ -296,7 +296,6 @@ impl TestHub {
     }
 }
 
-
 // ---- Runner drills: plain HTTP to the hub, waiting on conditions, runner processes. ----
 
 /// One HTTP/1.1 request to the hub on 127.0.0.1:`port` (no client library, so a drill depends on
@@ -395,10 +394,14 @@ pub fn wait_until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) 
 /// Waits until the hub on `port` holds `n` polls (`/health`'s `pollsHeld`): a waiting client's
 /// request has reached the hub, so what is sent next arrives after its call started.
 pub fn wait_polls_held(port: u16, n: u64) {
-    wait_until(&format!("{n} held poll(s)"), Duration::from_secs(60), || {
-        hub_request(port, "GET", "/health", None)
-            .is_ok_and(|(_, v)| v["pollsHeld"].as_u64() == Some(n))
-    });
+    wait_until(
+        &format!("{n} held poll(s)"),
+        Duration::from_secs(60),
+        || {
+            hub_request(port, "GET", "/health", None)
+                .is_ok_and(|(_, v)| v["pollsHeld"].as_u64() == Some(n))
+        },
+    );
 }
 
 /// A process started in its own process group; the whole group is killed when dropped.
@@ -481,8 +484,7 @@ pub fn init_git_repo(dir: &Path) {
 /// Whether this run is CI: `CI` is set to anything but empty, `0` or `false` (CI runners set
 /// `CI=true`; `.ci/run` installs every prerequisite, so there a missing one is a failure).
 pub fn under_ci() -> bool {
-    std::env::var("CI")
-        .is_ok_and(|v| !v.is_empty() && v != "0" && !v.eq_ignore_ascii_case("false"))
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && !v.eq_ignore_ascii_case("false"))
 }
 
 /// The running test cannot run because `reason`. Under CI this panics (the test fails). On a

@@ -1748,8 +1748,11 @@ fn secret_samples() -> Vec<(&'static str, String)> {
     ]
 }
 
+/// A request body with a given text in one field.
+type Body = Box<dyn Fn(&str) -> Value>;
+
 /// Every stored field the hub scans for secrets: (label, path, body carrying `text` there).
-fn secret_fields(card: i64) -> Vec<(&'static str, &'static str, Box<dyn Fn(&str) -> Value>)> {
+fn secret_fields(card: i64) -> Vec<(&'static str, &'static str, Body)> {
     vec![
         (
             "send text",

@@ -1745,6 +1745,13 @@ fn secret_samples() -> Vec<(&'static str, String)> {
                 .to_string(),
         ),
         ("hex-secret", format!("secret: {}", "ab".repeat(32))),
+        ("gitlab-token", format!("glpat-{}", "xY9_".repeat(6))),
+        ("huggingface-token", format!("hf_{}", "aB3".repeat(12))),
+        ("npm-token", format!("npm_{}", "Ab1".repeat(13))),
+        (
+            "aws-secret-key",
+            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY".to_string(),
+        ),
     ]
 }
 
@@ -1877,4 +1884,59 @@ async fn every_secret_format_is_refused_in_every_stored_field() {
             assert!(!doc.to_string().contains(sample.as_str()), "{kind} stored");
         }
     }
+}
+
+/// 1,100 idle connections to a hub started under a 1,024 soft file limit: the hub raises its
+/// own limit and caps connections below it, so `/health` still answers (it used to stop
+/// accepting with "too many open files").
+#[test]
+fn health_answers_beside_1100_idle_connections() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    const IDLE: usize = 1_100;
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("getrlimit");
+    if hard < 4_096 {
+        let msg = format!("hard file limit {hard} is too low for 1,100 connections plus the hub");
+        common::skip_or_fail(&msg);
+        return;
+    }
+    // The test holds the idle sockets itself.
+    if soft < 4_096 {
+        setrlimit(Resource::RLIMIT_NOFILE, 4_096.min(hard), hard).expect("raise own limit");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let log = std::fs::File::create(dir.path().join("hub.log")).expect("log");
+    let mut cmd = Command::new(bin());
+    cmd.arg("hub")
+        .env("RELAY_PORT", port.to_string())
+        .env("RELAY_HOST", "127.0.0.1")
+        .env("RELAY_DATA_DIR", dir.path())
+        .env("HOME", dir.path())
+        // Idle connections must outlive the test, so only the fd limit is under test here.
+        .env("TRANTOR_HEADER_TIMEOUT_MS", "600000")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            setrlimit(Resource::RLIMIT_NOFILE, 1_024, hard).map_err(std::io::Error::from)
+        });
+    }
+    let mut child = common::GroupChild::spawn(cmd);
+    common::wait_until("hub listening", Duration::from_secs(15), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let mut idle = Vec::with_capacity(IDLE);
+    for _ in 0..IDLE {
+        idle.push(std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect"));
+    }
+    let (code, health) =
+        common::hub_request(port, "GET", "/health", None).expect("/health answers");
+    assert_eq!(code, 200, "{health}");
+    assert_eq!(health["ok"], true);
+    drop(idle);
+    child.kill_group();
 }

@@ -118,7 +118,7 @@ fn bus_and_board_verbs() {
                 .expect("wait")
         })
     };
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    common::wait_polls_held(hub.port, 1);
     cli.ok(orch, &["send", seat, "wake up"]);
     let out = waiter.join().expect("join");
     let j: Value = serde_json::from_slice(&out.stdout).expect("wait json");

@@ -1,5 +1,6 @@
-//! Integration tests of `trantor hub`: the real binary on a temporary data directory and a free
-//! port, driven over HTTP. Timings are never asserted here (they belong to the benchmark); a
+//! Integration tests of `trantor hub`, driven over HTTP: the hub served in-process on a port-0
+//! listener over a temporary data directory (`common::Hub::start`), or the real binary where a
+//! process is the point (kill -9, the command line). Timings are never asserted here (they belong to the benchmark); a
 //! generous deadline only keeps a broken hub from hanging the suite.
 
 mod common;
@@ -94,13 +95,6 @@ fn ids(v: &Value) -> Vec<i64> {
         .as_array()
         .map(|a| a.iter().filter_map(|m| m["id"].as_i64()).collect())
         .unwrap_or_default()
-}
-
-/// A hub with extra environment on its own temp dir (kept alive by the returned guard).
-fn hub_with(env: &[(&str, &str)]) -> (Hub, tempfile::TempDir) {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let hub = Hub::start_in(tmp.path(), free_port(), env);
-    (hub, tmp)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -271,24 +265,33 @@ async fn rewind_and_paging() {
     let hub = Hub::start();
     let api = Api::new(&hub);
     let n = 2500;
-    // Bulk load concurrently so the test stays quick.
-    let mut tasks = Vec::new();
-    for w in 0..10 {
-        let api = api.clone();
-        tasks.push(tokio::spawn(async move {
-            for i in 0..(n / 10) {
-                api.send(&format!("s{w}:p"), "r:p", &format!("m{i}")).await;
+    // Seeded in one transaction straight into the store (sending is tested elsewhere; this is
+    // about reading a long mailbox back).
+    use trantor_store::Store as _;
+    hub.store()
+        .write(move |tx| {
+            for i in 0..n {
+                tx.insert_message(
+                    trantor_store::NewMessage {
+                        ts: trantor_proto::now_ms(),
+                        from: format!("s{}:p", i % 10),
+                        to: "r:p".into(),
+                        project: "p".into(),
+                        text: format!("m{i}"),
+                        ..Default::default()
+                    },
+                    &[],
+                )?;
             }
-        }));
-    }
-    for t in tasks {
-        t.await.expect("sender");
-    }
+            Ok(())
+        })
+        .await
+        .expect("seed the mailbox");
     // Cursor above the tip → clamped, rewound.
     let r = api.read("/inbox?session=r:p&since=999999&peek=1").await;
     assert_eq!(r["rewound"], true);
     assert_eq!(r["cursor"], n);
-    let p = api.read("/poll?session=x:p&since=999999&wait=5").await;
+    let p = api.read("/poll?session=x:p&since=999999&wait=0").await;
     assert_eq!(p["rewound"], true);
     assert_eq!(p["cursor"], n);
     assert_eq!(api.read("/peer?session=x:p").await["deliveredUpTo"], n);
@@ -310,6 +313,33 @@ async fn rewind_and_paging() {
     assert_eq!(seen, (1..=n).collect::<Vec<_>>());
 }
 
+/// How long a woken `/poll` may take to answer. The polls below hold for 120 s, so a wake that
+/// is missed (the poll answering only when its hold ends) fails this deadline by a wide margin.
+const WOKEN: Duration = Duration::from_secs(5);
+
+/// A counter or gauge from `/metrics` (0 when absent).
+async fn metric(api: &Api, name: &str) -> i64 {
+    let text = api.read("/metrics").await;
+    text.as_str()
+        .unwrap_or("")
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Waits until the hub holds `n` polls (the requests reached the hub; each then arms its wake
+/// before its first look at the store, so a message sent now is either found or rings it).
+async fn wait_held(api: &Api, n: i64) {
+    let deadline = std::time::Instant::now() + GUARD;
+    while metric(api, "trantor_polls_held").await != n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the hub never held {n} poll(s)"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn poll_returns_when_a_message_commits() {
     let hub = Hub::start();
@@ -318,26 +348,21 @@ async fn poll_returns_when_a_message_commits() {
         let api = api.clone();
         tokio::spawn(async move { api.read("/poll?session=w:p&since=0&wait=120").await })
     };
-    // Give the poll time to park, then check a held poll keeps its session online.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!poller.is_finished(), "poll returned before any message");
+    wait_held(&api, 1).await;
+    // A held poll keeps its session online.
     let peers = api.read("/peers").await;
     assert!(peers["peers"].as_array().is_some_and(|a| {
         a.iter()
             .any(|p| p["session"] == "w:p" && p["online"] == true)
     }));
-    // A message to someone else and one from w:p itself do not answer it.
+    // A message to someone else and one from w:p itself are not deliverable to it: the held
+    // poll answers with the later message alone (woken early, it would have held neither).
     api.send("a:p", "other:p", "not for w").await;
     api.send("w:p", "all", "own broadcast").await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(
-        !poller.is_finished(),
-        "poll answered an undeliverable message"
-    );
     let id = api.send("a:p", "w:p", "wake up").await;
-    let got = tokio::time::timeout(GUARD, poller)
+    let got = tokio::time::timeout(WOKEN, poller)
         .await
-        .expect("poll returned")
+        .expect("the message woke the held poll")
         .expect("poller");
     assert_eq!(ids(&got), vec![id]);
     assert_eq!(api.read("/peer?session=w:p").await["deliveredUpTo"], id);
@@ -350,13 +375,14 @@ async fn poll_returns_when_a_message_commits() {
                 .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    wait_held(&api, 1).await;
     let b = api.send("a:p", "all", "everyone").await;
-    let got = tokio::time::timeout(GUARD, poller)
+    let got = tokio::time::timeout(WOKEN, poller)
         .await
-        .expect("poll returned")
+        .expect("the broadcast woke the held poll")
         .expect("poller");
     assert_eq!(ids(&got), vec![b]);
+    assert_eq!(metric(&api, "trantor_polls_timed_out_total").await, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
@@ -364,7 +390,7 @@ async fn concurrent_pollers_and_senders_lose_and_repeat_nothing() {
     let hub = Hub::start();
     let api = Api::new(&hub);
     const SENDERS: usize = 8;
-    const PER_SENDER: usize = 200;
+    const PER_SENDER: usize = 80;
     // Targets: the shared session x:p, one session per "other" poller, and broadcasts.
     let others: Vec<String> = (0..8).map(|i| format!("y{i}:p")).collect();
     let mut readers: Vec<String> = vec!["x:p".to_string(); 8];
@@ -850,10 +876,12 @@ async fn bad_input_gets_clear_4xx_never_5xx() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn contract_dispositions_and_abandon_reaper() {
-    let (hub, _tmp) = hub_with(&[
-        ("RELAY_CONTRACT_ABANDON_MS", "1500"),
-        ("RELAY_REAP_INTERVAL_MS", "200"),
-    ]);
+    // A short abandon window and reaper period (the defaults are an hour and a minute); the
+    // window must outlast the sends below on a loaded machine (400 ms did not).
+    let hub = Hub::start_with(|a| {
+        a.contract_abandon_ms = 1500;
+        a.reap_interval_ms = 100;
+    });
     let api = Api::new(&hub);
     let o = "orch:p";
     for s in ["a:p", "b:p", "c:p", "d:p"] {
@@ -861,7 +889,8 @@ async fn contract_dispositions_and_abandon_reaper() {
             .await;
     }
     let old_to_a = api.send(o, "a:p", "old contract").await;
-    tokio::time::sleep(Duration::from_millis(1700)).await;
+    // The abandon window passes: every assignee is then older than it, until it registers.
+    tokio::time::sleep(Duration::from_millis(1600)).await;
     for s in ["a:p", "b:p", "c:p", "d:p"] {
         api.ok("/register", json!({"session": s})).await;
     }
@@ -957,7 +986,9 @@ async fn contract_dispositions_and_abandon_reaper() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(found >= 1, "no contract.abandoned event");
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Four more reaper periods, in which it must not be recorded again (an absence takes
+    // time to show; the hub exposes no pass counter to wait on).
+    tokio::time::sleep(Duration::from_millis(400)).await;
     let ev = api.read("/events?type=contract.abandoned").await;
     let ghost_events: Vec<&Value> = ev["events"]
         .as_array()
@@ -1516,13 +1547,13 @@ async fn stream_sends_messages_and_events() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn reaper_sweeps_presence_and_stale_cards() {
-    let (hub, _tmp) = hub_with(&[
-        ("RELAY_ONLINE_MS", "600"),
-        ("RELAY_REAP_INTERVAL_MS", "150"),
-        ("RELAY_TODO_STALE_MS", "1"),
-        ("RELAY_REAP_GRACE_MS", "1"),
-        ("RELAY_PRESENCE_FLUSH_MS", "100"),
-    ]);
+    let hub = Hub::start_with(|a| {
+        a.online_ms = 300;
+        a.reap_interval_ms = 75;
+        a.todo_stale_ms = 1;
+        a.reap_grace_ms = 1;
+        a.presence_flush_ms = 100;
+    });
     let api = Api::new(&hub);
     api.ok("/register", json!({"session":"gone:p"})).await;
     let todo = api
@@ -1560,7 +1591,7 @@ async fn reaper_sweeps_presence_and_stale_cards() {
     }
     assert!(offline_seen, "no presence.offline for gone:p");
     // Several online windows and reaper passes later, the held poll is still present.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    tokio::time::sleep(Duration::from_millis(900)).await;
     assert!(!held.is_finished());
     let peers = api.read("/peers").await;
     let online = |s: &str| {
@@ -1622,10 +1653,10 @@ async fn reaper_sweeps_presence_and_stale_cards() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn retention_prunes_read_history_and_reports_it() {
-    let (hub, _tmp) = hub_with(&[
-        ("RELAY_REAP_INTERVAL_MS", "150"),
-        ("RELAY_RETENTION_MS", "1"),
-    ]);
+    let hub = Hub::start_with(|a| {
+        a.reap_interval_ms = 150;
+        a.retention_ms = Some(1);
+    });
     let api = Api::new(&hub);
     // Read history is pruned by age and reported; an unread direct message stays.
     let read_id = api.send("a:p", "r:p", "read me").await;
@@ -1700,6 +1731,171 @@ fn taken_port_is_reported() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("already in use"));
 }
 
+/// One sample of every key format the secret scanner knows, with the kind it must be named as.
+fn secret_samples() -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "anthropic-key",
+            format!("sk-ant-api03-{}", "A1b2".repeat(10)),
+        ),
+        ("openai-key", format!("sk-proj-{}", "a1B2".repeat(10))),
+        ("github-token", format!("ghp_{}", "A1b2".repeat(10))),
+        ("aws-access-key", "AKIAABCDEFGHIJKLMNOP".to_string()),
+        ("slack-token", "xoxb-1234567890-abcdefghij".to_string()),
+        ("google-api-key", format!("AIzaSy{}", "A".repeat(33))),
+        ("stripe-key", format!("sk_live_{}", "a1B2".repeat(6))),
+        (
+            "jwt",
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9P"
+                .to_string(),
+        ),
+        (
+            "private-key",
+            "-----BEGIN RSA PRIVATE KEY----- MIIBOgIBAAJBAK -----END RSA PRIVATE KEY-----"
+                .to_string(),
+        ),
+        ("hex-secret", format!("secret: {}", "ab".repeat(32))),
+        ("gitlab-token", format!("glpat-{}", "xY9_".repeat(6))),
+        ("huggingface-token", format!("hf_{}", "aB3".repeat(12))),
+        ("npm-token", format!("npm_{}", "Ab1".repeat(13))),
+        (
+            "aws-secret-key",
+            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY".to_string(),
+        ),
+    ]
+}
+
+/// A request body with a given text in one field.
+type Body = Box<dyn Fn(&str) -> Value>;
+
+/// Every stored field the hub scans for secrets: (label, path, body carrying `text` there).
+fn secret_fields(card: i64) -> Vec<(&'static str, &'static str, Body)> {
+    vec![
+        (
+            "send text",
+            "/send",
+            Box::new(|t| json!({"from":"a:p","to":"b:p","text":t})),
+        ),
+        (
+            "lesson text",
+            "/lesson",
+            Box::new(|t| json!({"text":t,"by":"a:p"})),
+        ),
+        (
+            "task title",
+            "/task",
+            Box::new(|t| json!({"title":t,"project":"p","by":"a:p"})),
+        ),
+        (
+            "task drill",
+            "/task",
+            Box::new(|t| json!({"title":"x","project":"p","drill":t})),
+        ),
+        (
+            "task summary",
+            "/task",
+            Box::new(|t| json!({"title":"x","project":"p","summary":t})),
+        ),
+        (
+            "task note",
+            "/task",
+            Box::new(|t| json!({"title":"x","project":"p","note":t})),
+        ),
+        (
+            "task checklist",
+            "/task",
+            Box::new(|t| json!({"title":"x","project":"p","checklist":["ok",t]})),
+        ),
+        (
+            "update title",
+            "/task/update",
+            Box::new(move |t| json!({"id":card,"title":t})),
+        ),
+        (
+            "update note",
+            "/task/update",
+            Box::new(move |t| json!({"id":card,"note":t})),
+        ),
+        (
+            "update drill",
+            "/task/update",
+            Box::new(move |t| json!({"id":card,"drill":t})),
+        ),
+        (
+            "update summary",
+            "/task/update",
+            Box::new(move |t| json!({"id":card,"summary":t})),
+        ),
+        (
+            "update checklist",
+            "/task/update",
+            Box::new(move |t| json!({"id":card,"checklist":[t]})),
+        ),
+        (
+            "project brief",
+            "/project",
+            Box::new(|t| json!({"project":"p","brief":t})),
+        ),
+        (
+            "phase goal",
+            "/phase",
+            Box::new(|t| json!({"project":"p","phase":"P1","goal":t})),
+        ),
+    ]
+}
+
+/// Every key format × every stored field: refused with the format named, nothing stored; the
+/// same field with clean text is accepted (so a refusal is the scanner's, not a bad body's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_secret_format_is_refused_in_every_stored_field() {
+    let hub = Hub::start();
+    let api = Api::new(&hub);
+    let card = api
+        .ok("/task", json!({"title":"target","project":"p","by":"a:p"}))
+        .await["task"]["id"]
+        .as_i64()
+        .expect("card id");
+    let samples = secret_samples();
+    for (kind, sample) in &samples {
+        assert_eq!(
+            trantor_proto::secrets::detect(&format!("use {sample} now")),
+            vec![*kind],
+            "the sample for {kind}"
+        );
+    }
+    let counts = |h: &Value| {
+        (
+            h["messages"].clone(),
+            h["cards"].clone(),
+            h["events"].clone(),
+        )
+    };
+    for (field, path, body) in secret_fields(card) {
+        let (st, v) = api.post(path, body("an ordinary line")).await;
+        assert_eq!(st, 200, "{field}: clean text refused: {v}");
+        for (kind, sample) in &samples {
+            let before = counts(&api.read("/health").await);
+            let (st, v) = api.post(path, body(&format!("use {sample} now"))).await;
+            assert_eq!(st, 400, "{field} accepted a {kind}: {v}");
+            assert_eq!(v["error"], "secret detected", "{field}/{kind}: {v}");
+            assert_eq!(v["kinds"], json!([kind]), "{field}/{kind}: {v}");
+            assert_eq!(
+                counts(&api.read("/health").await),
+                before,
+                "{field}/{kind}: a refused write stored something"
+            );
+        }
+    }
+    // Nothing refused reached the stored documents either.
+    let card = api.read(&format!("/card?id={card}")).await;
+    let project = api.read("/project?project=p").await;
+    for (kind, sample) in &samples {
+        for doc in [&card, &project] {
+            assert!(!doc.to_string().contains(sample.as_str()), "{kind} stored");
+        }
+    }
+}
+
 /// 1,100 idle connections to a hub started under a 1,024 soft file limit: the hub raises its
 /// own limit and caps connections below it, so `/health` still answers (it used to stop
 /// accepting with "too many open files").
@@ -1712,10 +1908,7 @@ fn health_answers_beside_1100_idle_connections() {
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("getrlimit");
     if hard < 4_096 {
         let msg = format!("hard file limit {hard} is too low for 1,100 connections plus the hub");
-        if std::env::var_os("CI").is_some() {
-            panic!("{msg}");
-        }
-        eprintln!("skipping: {msg}");
+        common::skip_or_fail(&msg);
         return;
     }
     // The test holds the idle sockets itself.

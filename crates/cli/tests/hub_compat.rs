@@ -3,8 +3,9 @@
 //!
 //! The package is installed with `tests-compat/install-original.sh` into
 //! `$TMPDIR/trantor-orig-0.18.72` (never into the repository) and reused by later runs. When
-//! `node`, `npm` or `python3` is missing, or the npm registry cannot be reached, each test prints
-//! why it is skipped and passes.
+//! `node`, `npm` or `python3` is missing, or the npm registry cannot be reached, each test says
+//! SKIP with the reason on a developer machine and fails under CI (`CI=true`), where `.ci/run`
+//! installs them; `ci_fails_when_node_is_missing` proves the second half.
 
 mod common;
 
@@ -12,10 +13,7 @@ use common::Hub;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-const VERSION: &str = "0.18.72";
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -26,15 +24,6 @@ fn repo_root() -> PathBuf {
 
 fn compat(file: &str) -> PathBuf {
     repo_root().join("tests-compat").join(file)
-}
-
-fn has(cmd: &str) -> bool {
-    Command::new(cmd)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 /// Wait for a child with a deadline; kills it when the deadline passes.
@@ -53,61 +42,11 @@ fn wait_with_deadline(mut child: Child, within: Duration) -> Option<std::process
     }
 }
 
-/// The installed original package, or `None` (with the reason printed) when it cannot be had.
-/// Tried once per test binary: both tests share the outcome, so an offline machine pays for
-/// one failed install, not two.
+/// The installed original package and python3 (the MCP driver), or `None` after a visible
+/// SKIP on a developer machine; under CI a missing prerequisite fails the test.
 fn original() -> Option<PathBuf> {
-    static ORIGINAL: Mutex<Option<Option<PathBuf>>> = Mutex::new(None);
-    let mut slot = ORIGINAL.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(Some(pkg)) = slot.as_ref() {
-        return Some(pkg.clone());
-    }
-    if slot.is_some() {
-        println!("SKIP compatibility test: the original package is unavailable (see above)");
-        return None;
-    }
-    let got = install_original();
-    *slot = Some(got.clone());
-    got
-}
-
-fn install_original() -> Option<PathBuf> {
-    for tool in ["node", "npm", "python3"] {
-        if !has(tool) {
-            println!("SKIP compatibility test: `{tool}` is not installed");
-            return None;
-        }
-    }
-    let dir = std::env::temp_dir().join(format!("trantor-orig-{VERSION}"));
-    let child = Command::new("bash")
-        .arg(compat("install-original.sh"))
-        .arg(&dir)
-        .arg(VERSION)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run install-original.sh");
-    let Some(out) = wait_with_deadline(child, Duration::from_secs(300)) else {
-        println!("SKIP compatibility test: installing trantor@{VERSION} from npm timed out");
-        return None;
-    };
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let tail: Vec<&str> = err.lines().rev().take(5).collect();
-        println!(
-            "SKIP compatibility test: cannot install trantor@{VERSION} from the npm registry \
-             (offline?): {}",
-            tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
-        );
-        return None;
-    }
-    let pkg = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    assert!(
-        pkg.join("mcp.mjs").is_file(),
-        "no mcp.mjs in {}",
-        pkg.display()
-    );
-    Some(pkg)
+    let pkg = common::original_package()?;
+    common::require_tool("python3").then_some(pkg)
 }
 
 fn http() -> Client {
@@ -172,16 +111,23 @@ fn original_mcp_server_works_against_our_hub() {
     let home = tmp.path().join("mcphome");
     std::fs::create_dir_all(&home).expect("home");
 
-    // A message to the MCP's session, sent once it has registered (after its boot, so the
-    // MCP's inbox cursor does not skip it as old).
+    // A message to the MCP's session, sent once its first tool call reached the hub (after its
+    // boot, so the MCP's inbox cursor does not skip it as old; and after relay_send's #1).
     let sender = std::thread::spawn(move || {
         let c = http();
         wait_for(
-            "the MCP server to register",
-            Duration::from_secs(30),
-            || c.call(port, "GET", "/peer?session=orch:demo", None).0 == 200,
+            "the MCP server's first relay_send",
+            Duration::from_secs(60),
+            || {
+                let (_, v) = c.call(
+                    port,
+                    "GET",
+                    "/inbox?session=claude:demo&since=0&peek=1",
+                    None,
+                );
+                v["messages"].as_array().is_some_and(|m| !m.is_empty())
+            },
         );
-        std::thread::sleep(Duration::from_millis(200));
         let body =
             json!({"from":"claude:demo","to":"orch:demo","text":"hello orch, ZEBRA-7 is ready"});
         let (st, v) = c.call(port, "POST", "/send", Some(&body));
@@ -423,4 +369,39 @@ fn original_runner_gets_a_direct_message_and_answers_with_a_receipt() {
         );
         std::panic::resume_unwind(e);
     }
+}
+
+/// This binary's own test `name` run again in a child process with PATH holding nothing (so no
+/// node, npm or python3) and `CI` set to `ci`.
+fn rerun_without_tools(name: &str, ci: &str) -> std::process::Output {
+    let empty = tempfile::tempdir().expect("empty PATH dir");
+    Command::new(std::env::current_exe().expect("test binary"))
+        .args([name, "--exact", "--test-threads=1", "--nocapture"])
+        .env("PATH", empty.path())
+        .env("CI", ci)
+        .stdin(Stdio::null())
+        .output()
+        .expect("rerun the test binary")
+}
+
+/// The guard against a green CI that ran no compatibility check: with node missing, the
+/// compatibility test fails when `CI=true` and skips with a visible reason when it is not.
+#[test]
+fn ci_fails_when_node_is_missing() {
+    let test = "original_mcp_server_works_against_our_hub";
+    let ci = rerun_without_tools(test, "true");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&ci.stdout),
+        String::from_utf8_lossy(&ci.stderr)
+    );
+    assert!(!ci.status.success(), "CI=true passed without node: {said}");
+    assert!(
+        said.contains("CI is set") && said.contains("needs node") && said.contains(test),
+        "{said}"
+    );
+    let dev = rerun_without_tools(test, "");
+    let said = String::from_utf8_lossy(&dev.stderr);
+    assert!(dev.status.success(), "a developer run should skip: {said}");
+    assert!(said.contains(&format!("SKIP {test}: needs node")), "{said}");
 }

@@ -126,17 +126,10 @@ fn out(o: &Output) -> String {
     )
 }
 
-fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg(if tool == "tmux" { "-V" } else { "--version" })
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 #[test]
 fn up_seat_why_down_as_background_processes() {
-    if !have("python3") {
-        eprintln!("python3 (for the fake agent) not found: skipping");
+    // python3 runs the fake agent.
+    if !common::require_tool("python3") {
         return;
     }
     let m = Machine::new();
@@ -214,8 +207,7 @@ fn up_seat_why_down_as_background_processes() {
 
 #[test]
 fn up_in_tmux_one_window_per_seat() {
-    if !have("python3") || !have("tmux") {
-        eprintln!("python3 or tmux not found: skipping");
+    if !common::require_tools(&["python3", "tmux"]) {
         return;
     }
     let m = Machine::new();

@@ -260,7 +260,11 @@ async fn every_tool_against_a_real_hub() {
                 .collect::<String>()
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // relay_wait's poll is held at the hub before the message is sent.
+    let port = hub.port;
+    tokio::task::spawn_blocking(move || common::wait_polls_held(port, 1))
+        .await
+        .expect("wait for the held poll");
     let ctx = ok(
         &orch,
         "relay_send",
@@ -516,12 +520,7 @@ async fn hub_down_is_a_clear_tool_error() {
 /// The stdlib-only Python driver from tests-compat, as a second, independent client.
 #[test]
 fn python_driver_cross_check() {
-    if std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("python3 not found: skipping the cross-implementation check");
+    if !common::require_tool("python3") {
         return;
     }
     let hub = Hub::start();
@@ -576,18 +575,11 @@ fn python_driver_cross_check() {
     assert_eq!(results[4]["text"], "card #1 -> doing");
 }
 
-/// The official TypeScript SDK's client against `trantor mcp` (skipped without node and npm,
-/// or when the SDK cannot be installed, e.g. offline).
+/// The official TypeScript SDK's client against `trantor mcp` (a visible skip without node and
+/// npm or when the SDK cannot be installed, e.g. offline; a failure under CI).
 #[test]
 fn typescript_sdk_client_cross_check() {
-    let has = |tool: &str| {
-        std::process::Command::new(tool)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if !has("node") || !has("npm") {
-        eprintln!("node/npm not found: skipping the TypeScript SDK check");
+    if !common::require_tools(&["node", "npm"]) {
         return;
     }
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ts-sdk");
@@ -605,7 +597,7 @@ fn typescript_sdk_client_cross_check() {
             .output()
             .is_ok_and(|o| o.status.success());
         if !ok {
-            eprintln!("could not install @modelcontextprotocol/sdk (offline?): skipping");
+            common::skip_or_fail("could not install @modelcontextprotocol/sdk from npm (offline?)");
             return;
         }
     }

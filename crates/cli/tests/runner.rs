@@ -5,10 +5,7 @@
 
 mod common;
 
-use common::{
-    GroupChild, Hub, hub_messages, hub_request, hub_send, init_git_repo, original_package,
-    wait_until,
-};
+use common::{GroupChild, TestHub, hub_messages, hub_request, hub_send, init_git_repo, wait_until};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -22,100 +19,13 @@ fn fake_agent() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-compat/fake-agent.sh")
 }
 
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// The hub a drill runs against: ours, or the original JavaScript hub (npm `trantor@0.18.72`),
-/// on a fixed port and data directory so a drill can kill and restart it.
-struct TestHub {
-    port: u16,
-    data: PathBuf,
-    original: Option<PathBuf>,
-    ours: Option<Hub>,
-    theirs: Option<GroupChild>,
-    _tmp: Option<tempfile::TempDir>,
-}
-
-impl TestHub {
-    /// A hub on a fresh data directory; `None` (the drill skips) when the original is wanted
-    /// but cannot be had.
-    fn start(original: bool) -> Option<TestHub> {
-        let tmp = tempfile::tempdir().expect("hub data");
-        let mut hub = TestHub::start_in(tmp.path(), common::free_port(), original)?;
-        hub._tmp = Some(tmp);
-        Some(hub)
+/// The hub for a drill; `None` after a SKIP on a developer machine (a failure under CI) when
+/// python3 (which runs the fake agent) or, for the original hub, node and its package are missing.
+fn drill_hub(original: bool) -> Option<TestHub> {
+    if !common::require_tool("python3") {
+        return None;
     }
-
-    fn start_in(data: &std::path::Path, port: u16, original: bool) -> Option<TestHub> {
-        let pkg = if original {
-            Some(original_package()?)
-        } else {
-            None
-        };
-        let mut hub = TestHub {
-            port,
-            data: data.to_path_buf(),
-            original: pkg,
-            ours: None,
-            theirs: None,
-            _tmp: None,
-        };
-        hub.restart();
-        Some(hub)
-    }
-
-    fn is_original(&self) -> bool {
-        self.original.is_some()
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// (Re)start the hub on the same port and data directory.
-    fn restart(&mut self) {
-        match &self.original {
-            None => self.ours = Some(Hub::start_in(&self.data, self.port, &[])),
-            Some(pkg) => {
-                std::fs::create_dir_all(&self.data).expect("data");
-                let log = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(self.data.join("hub.log"))
-                    .expect("log");
-                let mut cmd = Command::new("node");
-                cmd.arg(pkg.join("hub.mjs"))
-                    .env("RELAY_PORT", self.port.to_string())
-                    .env("RELAY_HOST", "127.0.0.1")
-                    .env("RELAY_DATA_DIR", &self.data)
-                    .env("HOME", &self.data)
-                    .stdin(Stdio::null())
-                    .stdout(log.try_clone().expect("log"))
-                    .stderr(log);
-                self.theirs = Some(GroupChild::spawn(cmd));
-                let port = self.port;
-                wait_until("the original hub", LONG, || {
-                    hub_request(port, "GET", "/health", None).is_ok_and(|(s, _)| s == 200)
-                });
-            }
-        }
-    }
-
-    /// `kill -9` the hub; its data directory stays.
-    fn kill9(&mut self) {
-        if let Some(mut h) = self.ours.take() {
-            h.kill9();
-        }
-        if let Some(mut c) = self.theirs.take() {
-            c.kill_group();
-        }
-    }
+    TestHub::start(original)
 }
 
 /// One seat under test: its directories, its fake CLI and its runner process.
@@ -132,7 +42,7 @@ struct Seat {
 
 impl Seat {
     fn new(agent: &str, persona: &str) -> Seat {
-        assert!(have("python3"), "the fake agent needs python3");
+        assert!(common::on_path("python3"), "drill_hub checks python3 first");
         let tmp = tempfile::tempdir().expect("tmp");
         let repo = tmp.path().join("repo");
         init_git_repo(&repo);
@@ -349,7 +259,7 @@ fn drill1_direct_message_runs_one_turn_and_the_sender_gets_the_receipt_on_the_or
 }
 
 fn drill1_direct_message_runs_one_turn_and_the_sender_gets_the_receipt_on(original: bool) {
-    let Some(hub) = TestHub::start(original) else {
+    let Some(hub) = drill_hub(original) else {
         return;
     };
     let mut seat = Seat::new("claude", "claude");
@@ -419,7 +329,7 @@ fn drill2_kill9_mid_turn_redelivers_that_wake_once_then_never_again_on_the_origi
 }
 
 fn drill2_kill9_mid_turn_redelivers_that_wake_once_then_never_again_on(original: bool) {
-    let Some(hub) = TestHub::start(original) else {
+    let Some(hub) = drill_hub(original) else {
         return;
     };
     let mut seat = Seat::new("claude", "claude");
@@ -488,7 +398,7 @@ fn drill4_usage_limit_parks_exhausted_until_the_reset_and_holds_the_wake_on_the_
 }
 
 fn drill4_usage_limit_parks_exhausted_until_the_reset_and_holds_the_wake_on(original: bool) {
-    let Some(hub) = TestHub::start(original) else {
+    let Some(hub) = drill_hub(original) else {
         return;
     };
     let mut seat = Seat::new("claude", "claude");
@@ -554,7 +464,7 @@ fn drill5_card_moved_to_blocked_consumes_the_wake_and_sends_the_receipt_on_the_o
 }
 
 fn drill5_card_moved_to_blocked_consumes_the_wake_and_sends_the_receipt_on(original: bool) {
-    let Some(hub) = TestHub::start(original) else {
+    let Some(hub) = drill_hub(original) else {
         return;
     };
     let mut seat = Seat::new("claude", "claude");
@@ -614,7 +524,7 @@ fn drill6_persona_seat_has_its_own_name_files_branch_and_wakes_on_its_mention_on
 }
 
 fn drill6_persona_seat_has_its_own_name_files_branch_and_wakes_on_its_mention_on(original: bool) {
-    let Some(hub) = TestHub::start(original) else {
+    let Some(hub) = drill_hub(original) else {
         return;
     };
     let mut seat = Seat::new("claude", "reviewer");
@@ -733,23 +643,29 @@ impl Blackhole {
 }
 
 #[test]
-fn drill8_hub_down_for_a_minute_loses_nothing_duplicates_nothing_and_never_spins() {
+fn drill8_hub_down_loses_nothing_duplicates_nothing_and_never_spins() {
     drill8_on(false);
 }
 
 #[test]
-fn drill8_hub_down_for_a_minute_on_the_original_hub() {
+fn drill8_hub_down_on_the_original_hub() {
     drill8_on(true);
 }
 
+/// The hub is down (its port answering and closing every connection) for `DRILL_HUB_DOWN_SECS`
+/// (default 8 s: long enough for a turn to end and its receipt to fall due mid-outage, and for
+/// the runner's back-off to climb past its first steps; 60 runs the original's full minute).
 fn drill8_on(original: bool) {
     let down_secs: u64 = std::env::var("DRILL_HUB_DOWN_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(60);
+        .unwrap_or(8);
     let data = tempfile::tempdir().expect("hub data");
     let port = common::free_port();
-    let Some(mut hub) = TestHub::start_in(data.path(), port, original) else {
+    let Some(mut hub) = common::require_tool("python3")
+        .then(|| TestHub::start_in(data.path(), port, original))
+        .flatten()
+    else {
         return;
     };
     let mut seat = Seat::new("claude", "claude");
@@ -802,11 +718,18 @@ fn drill8_on(original: bool) {
     assert_eq!(r.len(), 2);
     assert_eq!(seat.prompts_with("OUTAGE-A"), 1, "A ran once");
     assert_eq!(seat.prompts_with("OUTAGE-B"), 1, "B ran once");
-    // Bounded back-off: a handful of attempts per minute, not a busy loop.
-    let per_minute = attempts as f64 * 60.0 / down_secs.max(1) as f64;
+    // Bounded back-off, not a busy loop: the poll loop doubles from 1 s and the bus writer
+    // from 0.5 s, so the first seconds hold a few attempts each, and a minute at most about 40
+    // (a loop without back-off makes thousands).
+    let bound = if down_secs >= 60 {
+        down_secs as usize * 40 / 60
+    } else {
+        24
+    };
+    eprintln!("drill8: {attempts} connection attempts in {down_secs}s (bound {bound})");
     assert!(attempts >= 1, "the runner never retried");
     assert!(
-        per_minute <= 40.0,
+        attempts <= bound,
         "{attempts} connection attempts in {down_secs}s"
     );
     assert!(seat.runner_log().contains("hub unreachable"));
@@ -829,7 +752,7 @@ fn wake_false_and_unmentioned_broadcasts_ride_along_as_context_on_the_original_h
 }
 
 fn wake_false_and_unmentioned_broadcasts_ride_along_as_context_on(original: bool) {
-    let Some(hub) = TestHub::start(original) else {
+    let Some(hub) = drill_hub(original) else {
         return;
     };
     let mut seat = Seat::new("claude", "claude");
@@ -882,7 +805,7 @@ fn cross_project_wakes_are_refused_once_unless_linked_on_the_original_hub() {
 }
 
 fn cross_project_wakes_are_refused_once_unless_linked_on(original: bool) {
-    let Some(hub) = TestHub::start(original) else {
+    let Some(hub) = drill_hub(original) else {
         return;
     };
     let mut seat = Seat::new("claude", "claude");
@@ -955,7 +878,7 @@ fn eighty_wakes_to_a_slow_seat_on_the_original_hub() {
 /// past a turn's batch they are folded into the prompt (with a line saying how many), the rest
 /// wait for the next turn, and a `kill -9` of the runner mid-turn loses none of them.
 fn eighty_wakes_on(original: bool) {
-    let Some(hub) = TestHub::start(original) else {
+    let Some(hub) = drill_hub(original) else {
         return;
     };
     let mut seat = Seat::new("claude", "claude");
@@ -1042,7 +965,9 @@ fn eighty_wakes_on(original: bool) {
 /// card's phase (`POST /phase`) in its prompt.
 #[test]
 fn the_bound_cards_phase_goal_rides_the_wake_prompt() {
-    let hub = TestHub::start(false).expect("our hub");
+    let Some(hub) = drill_hub(false) else {
+        return;
+    };
     let mut seat = Seat::new("claude", "claude");
     seat.start(&hub.url());
     seat.wait_idle_after(1);
@@ -1106,7 +1031,7 @@ fn a_failed_turn_is_retried_on_the_original_hub() {
 }
 
 fn failure_then_recovery_on(original: bool) {
-    let Some(hub) = TestHub::start(original) else {
+    let Some(hub) = drill_hub(original) else {
         return;
     };
     let mut seat = Seat::new("claude", "claude");
@@ -1156,7 +1081,7 @@ fn failure_then_recovery_on(original: bool) {
 
 #[test]
 fn two_failures_park_bounded_and_a_direct_message_ends_the_park() {
-    let Some(hub) = TestHub::start(false) else {
+    let Some(hub) = drill_hub(false) else {
         return;
     };
     let mut seat = Seat::new("claude", "claude");
@@ -1195,7 +1120,7 @@ fn two_failures_park_bounded_and_a_direct_message_ends_the_park() {
 
 #[test]
 fn an_ask_holds_the_wake_until_the_answer_resumes_the_card() {
-    let Some(hub) = TestHub::start(false) else {
+    let Some(hub) = drill_hub(false) else {
         return;
     };
     let mut seat = Seat::new("claude", "claude");
@@ -1247,7 +1172,7 @@ fn an_ask_holds_the_wake_until_the_answer_resumes_the_card() {
 
 #[test]
 fn a_pulse_seat_rereads_its_mission_on_a_quiet_bus() {
-    let Some(hub) = TestHub::start(false) else {
+    let Some(hub) = drill_hub(false) else {
         return;
     };
     let mut seat = Seat::new("claude", "claude");
@@ -1266,7 +1191,7 @@ fn a_pulse_seat_rereads_its_mission_on_a_quiet_bus() {
 
 #[test]
 fn a_staged_swap_waits_for_its_release_and_starts_from_its_cursor() {
-    let Some(hub) = TestHub::start(false) else {
+    let Some(hub) = drill_hub(false) else {
         return;
     };
     let mut seat = Seat::new("claude", "claude");
@@ -1319,7 +1244,7 @@ fn a_staged_swap_waits_for_its_release_and_starts_from_its_cursor() {
 
 #[test]
 fn duty_nudges_reserve_in_the_shared_ledger_and_skip_what_cannot_be_nudged() {
-    let Some(hub) = TestHub::start(false) else {
+    let Some(hub) = drill_hub(false) else {
         return;
     };
     let mut seat = Seat::new("claude", "claude");
@@ -1378,7 +1303,7 @@ fn duty_nudges_reserve_in_the_shared_ledger_and_skip_what_cannot_be_nudged() {
 
 #[test]
 fn stopping_the_runner_mid_turn_ends_its_cli_and_keeps_the_wake() {
-    let Some(hub) = TestHub::start(false) else {
+    let Some(hub) = drill_hub(false) else {
         return;
     };
     let mut seat = Seat::new("claude", "claude");

@@ -10,9 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{
-    GroupChild, Hub, git_in, hub_messages, hub_send, init_git_repo, original_package, wait_until,
-};
+use common::{GroupChild, TestHub, git_in, hub_messages, hub_send, init_git_repo, wait_until};
 
 const PROJECT: &str = "drill";
 const PERSONA: &str = "worker";
@@ -56,45 +54,6 @@ fi
 echo "turn $n done"
 "#;
 
-/// The hub a drill runs against: ours, or the original JavaScript hub (npm `trantor@0.18.72`).
-enum DrillHub {
-    Ours(Hub),
-    Original { port: u16, _proc: GroupChild },
-}
-
-impl DrillHub {
-    fn port(&self) -> u16 {
-        match self {
-            DrillHub::Ours(h) => h.port,
-            DrillHub::Original { port, .. } => *port,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port())
-    }
-}
-
-fn start_original_hub(pkg: &Path, data: &Path) -> DrillHub {
-    std::fs::create_dir_all(data).expect("data");
-    let port = common::free_port();
-    let log = std::fs::File::create(data.join("hub.log")).expect("log");
-    let mut cmd = Command::new("node");
-    cmd.arg(pkg.join("hub.mjs"))
-        .env("RELAY_PORT", port.to_string())
-        .env("RELAY_HOST", "127.0.0.1")
-        .env("RELAY_DATA_DIR", data)
-        .env("HOME", data)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().expect("log"))
-        .stderr(log);
-    let proc = GroupChild::spawn(cmd);
-    wait_until("the original hub", LONG, || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    });
-    DrillHub::Original { port, _proc: proc }
-}
-
 /// A fake `docker` client: `ps`, `run` and `stop` over a state file, every call logged, so the
 /// janitor can be drilled on a machine without an engine.
 const FAKE_DOCKER: &str = r#"#!/bin/sh
@@ -124,7 +83,7 @@ esac
 
 struct Drill {
     tmp: tempfile::TempDir,
-    hub: DrillHub,
+    hub: TestHub,
     repo: PathBuf,
     bus: PathBuf,
     state: PathBuf,
@@ -134,21 +93,18 @@ struct Drill {
 impl Drill {
     /// A drill against our hub.
     fn new() -> Drill {
-        Drill::with_hub(None).expect("our hub")
+        Drill::with_hub(false).expect("our hub")
     }
 
-    /// A drill against the original hub; `None` (skip) when it cannot be had.
+    /// A drill against the original hub; `None` after a SKIP (or a failure under CI) when it
+    /// cannot be had.
     fn on_original_hub() -> Option<Drill> {
-        let pkg = original_package()?;
-        Drill::with_hub(Some(&pkg))
+        Drill::with_hub(true)
     }
 
-    fn with_hub(original: Option<&Path>) -> Option<Drill> {
+    fn with_hub(original: bool) -> Option<Drill> {
+        let hub = TestHub::start(original)?;
         let tmp = tempfile::tempdir().expect("tmp");
-        let hub = match original {
-            None => DrillHub::Ours(Hub::start()),
-            Some(pkg) => start_original_hub(pkg, &tmp.path().join("hub")),
-        };
         let repo = tmp.path().join("repo");
         init_git_repo(&repo);
         let bus = tmp.path().join("bus");
@@ -215,7 +171,7 @@ impl Drill {
 
     /// Receipts the sender got from the seat.
     fn receipts(&self) -> usize {
-        hub_messages(self.hub.port(), SENDER)
+        hub_messages(self.hub.port, SENDER)
             .iter()
             .filter(|m| {
                 m["from"] == SESSION && m["text"].as_str().is_some_and(|t| t.contains("done on"))
@@ -236,7 +192,7 @@ impl Drill {
     }
 
     fn restart_notices(&self) -> usize {
-        hub_messages(self.hub.port(), "observer:drill")
+        hub_messages(self.hub.port, "observer:drill")
             .iter()
             .filter(|m| {
                 m["text"]
@@ -307,7 +263,7 @@ fn drill3(d: Drill) {
     });
 
     hub_send(
-        d.hub.port(),
+        d.hub.port,
         SENDER,
         SESSION,
         PROJECT,
@@ -347,7 +303,7 @@ fn drill3(d: Drill) {
     // Exactly one follow-up: a later wake runs after the chain, and by then no second
     // follow-up or second hung turn has run.
     hub_send(
-        d.hub.port(),
+        d.hub.port,
         SENDER,
         SESSION,
         PROJECT,
@@ -404,7 +360,7 @@ fn drill7(d: Drill) {
 
     // A later wake is handled by the new image.
     hub_send(
-        d.hub.port(),
+        d.hub.port,
         SENDER,
         SESSION,
         PROJECT,
@@ -416,7 +372,7 @@ fn drill7(d: Drill) {
     // by the same image with no new notice.
     install_wrapper(&installed, "0.1.5");
     hub_send(
-        d.hub.port(),
+        d.hub.port,
         SENDER,
         SESSION,
         PROJECT,
@@ -426,7 +382,7 @@ fn drill7(d: Drill) {
         d.receipts() >= 2
     });
     install_wrapper(&installed, "0.2.0");
-    hub_send(d.hub.port(), SENDER, SESSION, PROJECT, "DRILL7-AFTER-SAME");
+    hub_send(d.hub.port, SENDER, SESSION, PROJECT, "DRILL7-AFTER-SAME");
     wait_until("the receipt after the same version", LONG, || {
         d.receipts() >= 3
     });
@@ -505,7 +461,7 @@ fn drill7b(d: Drill) {
 
     // A bump while a turn runs cannot exec: the turn finishes on the old image first.
     hub_send(
-        d.hub.port(),
+        d.hub.port,
         SENDER,
         SESSION,
         PROJECT,
@@ -525,7 +481,7 @@ fn drill7b(d: Drill) {
     // exactly once, by the new image.
     install_wrapper(&installed, "0.3.0");
     hub_send(
-        d.hub.port(),
+        d.hub.port,
         SENDER,
         SESSION,
         PROJECT,
@@ -609,11 +565,11 @@ fn docker_janitor(d: Drill) {
         "assignee": SESSION, "by": SENDER,
     });
     let (status, reply) =
-        common::hub_request(d.hub.port(), "POST", "/task", Some(&task)).expect("task");
+        common::hub_request(d.hub.port, "POST", "/task", Some(&task)).expect("task");
     assert!(status < 300, "{status} {reply}");
     let card = reply["task"]["id"].as_i64().expect("card id");
     hub_send(
-        d.hub.port(),
+        d.hub.port,
         SENDER,
         SESSION,
         PROJECT,
@@ -622,13 +578,11 @@ fn docker_janitor(d: Drill) {
     let stopped = d.state.join("docker-stopped");
     wait_until("the janitor's stop", LONG, || stopped.exists());
     wait_until("the janitor's notice", LONG, || {
-        hub_messages(d.hub.port(), "observer:drill")
-            .iter()
-            .any(|m| {
-                m["text"]
-                    .as_str()
-                    .is_some_and(|t| t.contains("stopped 1 container(s)") && t.contains("drilldb"))
-            })
+        hub_messages(d.hub.port, "observer:drill").iter().any(|m| {
+            m["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("stopped 1 container(s)") && t.contains("drilldb"))
+        })
     });
     let running = std::fs::read_to_string(d.state.join("docker-running")).expect("running");
     assert_eq!(

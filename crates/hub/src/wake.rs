@@ -154,25 +154,39 @@ mod tests {
             .expect("woken");
     }
 
+    /// Polls `fut` exactly once: `true` when it has already resolved. No timer, so a slow
+    /// machine cannot turn "not woken" into "not woken yet".
+    fn resolved_now<F: std::future::Future>(fut: std::pin::Pin<&mut F>) -> bool {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        fut.poll(&mut cx).is_ready()
+    }
+
     #[tokio::test]
-    async fn broadcast_wakes_everyone_and_others_do_not() {
+    async fn a_ring_wakes_its_own_slot_only_and_a_broadcast_wakes_everyone() {
         let reg = WakeRegistry::new();
         let a = reg.subscribe("a:p");
         let b = reg.subscribe("b:p");
-        let (wa, wb) = (a.armed(), b.armed());
+        // Both armed BEFORE any ring, as /poll arms before its store query.
+        let wa = std::pin::pin!(a.armed().wait());
+        let mut wb = std::pin::pin!(b.armed().wait());
+        assert!(!resolved_now(wb.as_mut()), "armed, nothing rung yet");
+        // A ring for an unrelated session, and one for a session nobody waits on.
         reg.ring("c:p");
+        reg.ring("a:p");
         assert!(
-            tokio::time::timeout(Duration::from_millis(50), b.armed().wait())
-                .await
-                .is_err()
+            !resolved_now(wb.as_mut()),
+            "a ring for a:p woke b:p's armed slot"
         );
-        reg.ring("all");
-        tokio::time::timeout(Duration::from_secs(1), wa.wait())
-            .await
-            .expect("a");
-        tokio::time::timeout(Duration::from_secs(1), wb.wait())
-            .await
-            .expect("b");
+        assert!(resolved_now(wa), "a:p's own ring was missed");
+        // The broadcast wakes b:p; a reader armed after every ring has nothing due.
+        reg.ring(BROADCAST);
+        assert!(resolved_now(wb), "a broadcast missed b:p");
+        let after = std::pin::pin!(b.armed().wait());
+        assert!(
+            !resolved_now(after),
+            "armed after every ring, nothing is due"
+        );
+        assert_eq!(reg.rings(), 3);
     }
 
     #[test]

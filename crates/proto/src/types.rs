@@ -647,6 +647,10 @@ pub struct PolicyReply {
     /// Project links.
     #[serde(default)]
     pub links: Vec<PolicyLink>,
+    /// The integrate dials per project (`*` is the default): `{commit: bool, push: bool}`.
+    /// Absent means commit on, push off.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub dials: Map<String, Value>,
 }
 
 /// A set of projects to link or unlink in `POST /policy`.
@@ -672,6 +676,9 @@ pub struct PolicyRequest {
     /// Remove the link between exactly these projects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unlink: Option<PolicyLinkRequest>,
+    /// Integrate dials to change per project: `{project: {commit?: bool, push?: bool}}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dials: Option<Map<String, Value>>,
     /// Who declares it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,

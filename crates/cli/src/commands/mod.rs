@@ -20,14 +20,20 @@ macro_rules! say {
     };
 }
 
+mod autonomy;
 mod board;
 mod bus;
 mod connect;
+mod crew;
 mod demo;
 mod doctor;
+mod harvest;
+mod integrate;
 mod lessons;
 mod lifecycle;
+mod policy;
 mod seats;
+mod sync;
 mod table;
 
 use std::process::ExitCode;
@@ -76,6 +82,21 @@ pub enum Command {
     /// Register `trantor mcp` with the agent CLIs found here (Claude Code, Codex, OpenCode, Kimi).
     #[command(after_long_help = connect::CONNECT_HELP)]
     Connect(connect::ConnectArgs),
+    /// Bring the seats' work home: commit, merge every seat branch, verify, receipts, push.
+    #[command(after_long_help = integrate::INTEGRATE_HELP)]
+    Integrate(integrate::IntegrateArgs),
+    /// Record a hand-made harvest (cherry-pick or squash): seat commit → main commit.
+    #[command(after_long_help = harvest::HARVEST_HELP)]
+    Harvest(harvest::HarvestArgs),
+    /// Realign a seat branch onto the integration branch, dropping only harvested commits.
+    #[command(after_long_help = sync::SYNC_HELP)]
+    Sync(sync::SyncArgs),
+    /// Show or set the dials integrate obeys: `trantor autonomy set push on`.
+    #[command(after_long_help = autonomy::AUTONOMY_HELP)]
+    Autonomy(autonomy::AutonomyArgs),
+    /// Link projects so their seats may act on each other, unlink them, or show the links.
+    #[command(subcommand, after_long_help = policy::POLICY_HELP)]
+    Policy(policy::PolicyCommand),
 }
 
 /// Options every bus verb shares.
@@ -217,6 +238,11 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Up(a) => lifecycle::up(a).await,
         Command::Down(a) => lifecycle::down(a).await,
         Command::SeatWhy(a) => lifecycle::seat_why(a).await,
+        Command::Integrate(a) => integrate::integrate(a).await,
+        Command::Harvest(a) => harvest::harvest(a).await,
+        Command::Sync(a) => sync::sync(a).await,
+        Command::Autonomy(a) => autonomy::autonomy(a).await,
+        Command::Policy(c) => policy::policy(c).await,
     };
     match result {
         Ok(code) => Ok(code),

@@ -407,6 +407,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                 f("autonomy", Obj, false, "{project: 1..4}"),
                 f("link", Obj, false, "{projects: [2..4], reason}"),
                 f("unlink", Obj, false, "{projects}"),
+                f("dials", Obj, false, "{project: {commit?: bool, push?: bool}}"),
                 f("by", Str, false, "who declares it"),
             ],
             post(meta::policy_post::<S>),

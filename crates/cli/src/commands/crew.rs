@@ -112,6 +112,20 @@ pub(crate) fn integration_branch(main: &Path) -> anyhow::Result<String> {
     }
 }
 
+/// The sha a contract's `base:` line names: `rev` resolved in this repository, or the
+/// integration head (the main checkout's branch) when `rev` is empty.
+pub(crate) fn contract_base(rev: &str) -> anyhow::Result<String> {
+    let cwd = std::env::current_dir()?;
+    let main = main_checkout(&cwd)
+        .map_err(|e| anyhow::anyhow!("--base needs a git repository here: {e:#}"))?;
+    let rev = if rev.trim().is_empty() {
+        integration_branch(&main)?
+    } else {
+        rev.trim().to_string()
+    };
+    resolve(&main, &rev).ok_or_else(|| anyhow::anyhow!("--base: cannot resolve {rev} to a commit"))
+}
+
 /// One seat branch of the project and its worktree, if any.
 #[derive(Debug, Clone)]
 pub(crate) struct SeatRef {

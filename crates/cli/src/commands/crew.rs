@@ -68,8 +68,9 @@ pub(crate) fn dirty_files(dir: &Path, untracked: bool) -> anyhow::Result<Vec<Str
     } else {
         "--untracked-files=no"
     };
-    let out = g(dir, &["status", "--porcelain", flag])?;
-    Ok(out
+    let raw = trantor_runner::worktree::git_raw(dir, &["status", "--porcelain", flag], GIT_TIMEOUT)
+        .map_err(|e| anyhow::anyhow!("{e} (in {})", dir.display()))?;
+    Ok(String::from_utf8_lossy(&raw)
         .lines()
         .filter(|l| l.len() > 3)
         .map(|l| l[3..].to_string())

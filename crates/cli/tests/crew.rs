@@ -614,3 +614,25 @@ fn policy_link_is_recorded_shown_and_unlinked() {
     assert_eq!(code, 1);
     assert!(contains(&err, "were not linked"), "{err}");
 }
+
+/// A contract from another project is refused by the seat's runner (the sender is told to link
+/// the projects); after `trantor policy link` the next one goes through, with no restart.
+#[test]
+fn policy_link_lets_a_refused_cross_project_contract_through() {
+    let mut crew = Crew::new();
+    crew.start_seat("alpha");
+    crew.wait_mark("alpha", "MARK-kickoff");
+    common::hub_send(crew.hub.port, "orch:other", "alpha:p", "other", "MARK-x1 do our work");
+    wait_until("the cross-project refusal", LONG, || {
+        common::hub_messages(crew.hub.port, "orch:other").iter().any(|m| {
+            m["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("cross-project") && t.contains("policy link p other"))
+        })
+    });
+    let (code, _, err) = crew.trantor(&["policy", "link", "p", "other", "--reason", "shared client"]);
+    assert_eq!(code, 0, "{err}");
+    common::hub_send(crew.hub.port, "orch:other", "alpha:p", "other", "MARK-x2 linked now");
+    crew.wait_mark("alpha", "MARK-x2");
+    assert!(!crew.heads("alpha").iter().any(|(m, _)| m == "MARK-x1"));
+}

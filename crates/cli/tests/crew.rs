@@ -15,13 +15,18 @@ const PROJECT: &str = "p";
 const ORCH: &str = "orch:p";
 const LONG: Duration = Duration::from_secs(90);
 
-/// The fake agent: records the HEAD it started at, then does what the prompt's markers say —
+/// The fake agent: says its usage limit is hit while `$FAKE_AGENT_STATE/exhausted` exists
+/// (unless its model is `fresh`); otherwise records the HEAD it started at, then does what the prompt's markers say —
 /// `WORK=<file>` writes and commits the file, `WIP=<file>` leaves the file uncommitted.
 const AGENT: &str = r#"#!/bin/sh
 prompt=$(cat "$1")
+if [ -f "$FAKE_AGENT_STATE/exhausted" ] && [ "${CREW_MODEL:-}" != fresh ]; then
+  echo "Error: You have hit your usage limit. Try again in 2 hours."
+  exit 1
+fi
 head=$(git rev-parse HEAD)
 marker=$(printf '%s' "$prompt" | grep -o 'MARK-[A-Za-z0-9]*' | head -1)
-echo "$marker $head" >> "$DRILL_STATE/heads-$CREW_PERSONA.txt"
+echo "$marker $head" >> "$FAKE_AGENT_STATE/heads-$CREW_PERSONA.txt"
 for f in $(printf '%s' "$prompt" | grep -o 'WORK=[A-Za-z0-9._-]*' | sed 's/WORK=//'); do
   echo "work of $CREW_PERSONA" > "$f"
   git add "$f"
@@ -142,6 +147,22 @@ impl Crew {
         self.trantor_in(&self.repo, args, &[])
     }
 
+    /// The variables a seat's runner needs for the fake agent (also given to `trantor swap`,
+    /// which passes them on to the replacement).
+    fn seat_vars(&self) -> Vec<(String, String)> {
+        vec![
+            (
+                "CREW_COMMAND".into(),
+                format!("sh {} {{P}}", self.tmp.path().join("agent.sh").display()),
+            ),
+            ("CREW_KICKOFF".into(), "MARK-kickoff: say hello and end your turn.".into()),
+            ("FAKE_AGENT_STATE".into(), self.state.to_string_lossy().into()),
+            ("TRANTOR_POLL_HOLD_S".into(), "2".into()),
+            ("TRANTOR_NO_DESKTOP_NOTIFY".into(), "1".into()),
+            ("TRANTOR_LOG".into(), "info".into()),
+        ]
+    }
+
     /// Start a runner for `persona` with the fake agent through the `command` driver.
     fn start_seat(&mut self, persona: &str) {
         let log = std::fs::File::create(self.tmp.path().join(format!("runner-{persona}.log")))
@@ -153,15 +174,7 @@ impl Crew {
             .env_remove("CREW_AGENT")
             .env_remove("CREW_SWAP_AGENT")
             .env("CREW_PERSONA", persona)
-            .env(
-                "CREW_COMMAND",
-                format!("sh {} {{P}}", self.tmp.path().join("agent.sh").display()),
-            )
-            .env("CREW_KICKOFF", "MARK-kickoff: say hello and end your turn.")
-            .env("DRILL_STATE", &self.state)
-            .env("TRANTOR_POLL_HOLD_S", "2")
-            .env("TRANTOR_NO_DESKTOP_NOTIFY", "1")
-            .env("TRANTOR_LOG", "info")
+            .envs(self.seat_vars())
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log);
@@ -635,4 +648,67 @@ fn policy_link_lets_a_refused_cross_project_contract_through() {
     common::hub_send(crew.hub.port, "orch:other", "alpha:p", "other", "MARK-x2 linked now");
     crew.wait_mark("alpha", "MARK-x2");
     assert!(!crew.heads("alpha").iter().any(|(m, _)| m == "MARK-x1"));
+}
+
+/// An exhausted seat swapped for another model keeps its held wake (delivered by the
+/// replacement), its worktree, and its cards (noted); the bus says who replaced whom.
+#[test]
+fn swap_of_an_exhausted_seat_keeps_its_queue_and_cards() {
+    let mut crew = Crew::new();
+    crew.start_seat("alpha");
+    crew.wait_mark("alpha", "MARK-kickoff");
+    std::fs::write(crew.state.join("exhausted"), "").expect("w");
+    let card = crew.card("held work", "alpha:p");
+    let wake = common::hub_send(
+        crew.hub.port,
+        ORCH,
+        "alpha:p",
+        PROJECT,
+        &format!("your card #{card}: MARK-q WORK=q.txt"),
+    );
+    let park = crew.bus.join("park-alpha-p.json");
+    wait_until("the exhausted park", LONG, || park.exists());
+    let pending = || {
+        std::fs::read_to_string(crew.bus.join("pending-alpha-p.json")).unwrap_or_default()
+    };
+    assert!(pending().contains(&format!("\"id\":{wake}")), "{}", pending());
+    let old_pid = crew.runners[0].pid();
+
+    let vars = crew.seat_vars();
+    let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let (code, out, err) = crew.trantor_in(&crew.repo, &["swap", "alpha", "command:fresh"], &vars);
+    let _reaper = Reaper(crew.bus.join("seats").join(format!("alpha-{PROJECT}.json")));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("alpha:p now runs command:fresh, replacing alpha"), "{out}");
+    assert!(!crew.runners[0].alive(), "the old runner {old_pid} still runs");
+
+    crew.wait_mark("alpha", "MARK-q");
+    wait_until("q.txt on the seat branch", LONG, || {
+        git_in(&crew.repo, &["ls-tree", "--name-only", "seat/alpha"]).contains("q.txt")
+    });
+    let c = crew.card_json(card);
+    assert_eq!(c["task"]["assignee"], "alpha:p");
+    assert!(c.to_string().contains("swapped: alpha → command:fresh"), "{c}");
+    assert!(common::hub_messages(crew.hub.port, "anyone:p").iter().any(|m| {
+        m["text"].as_str().is_some_and(|t| t.contains("now runs command:fresh"))
+    }));
+}
+
+/// Kills the runner named in a seat record (the one `trantor swap` started) when dropped.
+struct Reaper(PathBuf);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        let pid = std::fs::read_to_string(&self.0)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .and_then(|v| v["pid"].as_i64())
+            .and_then(|p| i32::try_from(p).ok());
+        if let Some(pid) = pid {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
 }

@@ -33,6 +33,7 @@ mod lessons;
 mod lifecycle;
 mod policy;
 mod seats;
+mod swap;
 mod sync;
 mod table;
 
@@ -91,6 +92,9 @@ pub enum Command {
     /// Realign a seat branch onto the integration branch, dropping only harvested commits.
     #[command(after_long_help = sync::SYNC_HELP)]
     Sync(sync::SyncArgs),
+    /// Replace a seat's agent or model in place, keeping its queue, cards and contracts.
+    #[command(after_long_help = swap::SWAP_HELP)]
+    Swap(swap::SwapArgs),
     /// Show or set the dials integrate obeys: `trantor autonomy set push on`.
     #[command(after_long_help = autonomy::AUTONOMY_HELP)]
     Autonomy(autonomy::AutonomyArgs),
@@ -242,6 +246,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Harvest(a) => harvest::harvest(a).await,
         Command::Sync(a) => sync::sync(a).await,
         Command::Autonomy(a) => autonomy::autonomy(a).await,
+        Command::Swap(a) => swap::swap(a).await,
         Command::Policy(c) => policy::policy(c).await,
     };
     match result {

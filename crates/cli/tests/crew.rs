@@ -712,3 +712,45 @@ impl Drop for Reaper {
         }
     }
 }
+
+/// The gate routes on the wire: add, dedup, a done move refused with 409 naming the gate,
+/// resolve (404 from another project), `all=1` shows resolved gates.
+#[test]
+fn verify_gate_routes_block_done_until_resolved() {
+    let hub = Hub::start();
+    let post = |b: Value| hub_request(hub.port, "POST", "/verify-gate", Some(&b)).expect("gate");
+    let (s, v) = hub_request(
+        hub.port,
+        "POST",
+        "/task",
+        Some(&json!({"title": "t", "project": "p", "assignee": "a:p", "by": ORCH,
+                     "drill": "cargo test"})),
+    )
+    .expect("task");
+    assert!(s < 300, "{v}");
+    let card = v["task"]["id"].as_i64().expect("id");
+    let (s, v) = post(json!({"claim": "it is safe", "card": card, "by": ORCH}));
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["gate"]["project"], "p");
+    assert_eq!(v["gate"]["status"], "open");
+    let id = v["gate"]["id"].as_i64().expect("gate id");
+    let (_, v) = post(json!({"claim": "it is safe", "by": ORCH}));
+    assert_eq!(v["dedup"], true);
+    let (s, _) = post(json!({"by": ORCH}));
+    assert_eq!(s, 400);
+    let done = json!({"id": card, "status": "done", "by": ORCH, "note": "Drill: cargo test"});
+    let (s, v) = hub_request(hub.port, "POST", "/task/update", Some(&done)).expect("move");
+    assert_eq!(s, 409, "{v}");
+    assert!(v["error"].as_str().is_some_and(|e| e.contains(&format!("gate #{id}"))), "{v}");
+    let (s, _) = post(json!({"resolve": true, "id": id, "project": "other", "by": ORCH}));
+    assert_eq!(s, 404);
+    let (s, v) = post(json!({"resolve": true, "id": id, "status": "waived", "note": "ok", "by": ORCH}));
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["gate"]["status"], "waived");
+    let (_, v) = hub_request(hub.port, "GET", "/verify-gates?project=p", None).expect("list");
+    assert_eq!(v["gates"].as_array().map(Vec::len), Some(0));
+    let (_, v) = hub_request(hub.port, "GET", "/verify-gates?project=p&all=1", None).expect("list");
+    assert_eq!(v["gates"][0]["resolvedNote"], "ok");
+    let (s, v) = hub_request(hub.port, "POST", "/task/update", Some(&done)).expect("move");
+    assert!(s < 300, "{v}");
+}

@@ -733,4 +733,30 @@ async fn verify_gate_holds_a_card_until_resolved() {
     assert!(!moved.is_error, "{}", moved.text);
     let empty = ok(&orch, "relay_verify_gate", json!({"action": "list"})).await;
     assert_eq!(empty, "no open verification gates in demo");
+
+    // relay_send stamps a contract's base from the repository the server runs in (this one).
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .expect("git");
+    let head = String::from_utf8_lossy(&head.stdout).trim().to_string();
+    ok(
+        &orch,
+        "relay_send",
+        json!({"to": "claude:demo", "text": "your card #9", "base": "HEAD"}),
+    )
+    .await;
+    let (_, v) = common::hub_request(hub.port, "GET", "/inbox?session=claude:demo&since=0&peek=1", None)
+        .expect("inbox");
+    assert!(
+        v.to_string().contains(&format!("base: {head}")),
+        "no base line: {v}"
+    );
+    let bad = call(
+        &orch,
+        "relay_send",
+        json!({"to": "claude:demo", "text": "x", "base": "no-such-ref-here"}),
+    )
+    .await;
+    assert!(bad.is_error && bad.text.contains("cannot resolve base"), "{}", bad.text);
 }

@@ -185,6 +185,11 @@ pub struct SendArgs {
     #[serde(default, deserialize_with = "opt_bool")]
     #[schemars(with = "bool")]
     pub wake: Option<bool>,
+    /// Stamp `base: <sha>` on a contract so the seat starts its fresh branch there: `main` (the
+    /// integration head of the repository this server runs in), another ref, or a sha.
+    #[serde(default, deserialize_with = "opt_string")]
+    #[schemars(with = "String")]
+    pub base: Option<String>,
 }
 
 /// `relay_wait` arguments.

@@ -52,6 +52,29 @@ fn is_open(status: &str) -> bool {
     matches!(status, "todo" | "doing" | "testing" | "failed" | "blocked")
 }
 
+/// The full sha of `rev` in the repository the server runs in (for a contract's `base:`).
+async fn resolve_base(rev: &str) -> Result<String, String> {
+    let out = tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio::process::Command::new("git")
+            .args(["rev-parse", "--verify", "--quiet", &format!("{rev}^{{commit}}")])
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .stdin(std::process::Stdio::null())
+            .output(),
+    )
+    .await
+    .map_err(|_| format!("git rev-parse {rev} timed out"))?
+    .map_err(|e| format!("cannot run git to resolve base {rev}: {e}"))?;
+    let sha = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || sha.is_empty() {
+        return Err(format!(
+            "cannot resolve base {rev} to a commit in this repository"
+        ));
+    }
+    Ok(sha)
+}
+
 fn clean(s: Option<String>) -> Option<String> {
     s.map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
 }
@@ -393,10 +416,14 @@ impl Relay {
         if a.text.trim().is_empty() {
             return Err("`text` is empty: there is nothing to send".into());
         }
+        let text = match clean(a.base) {
+            Some(rev) => format!("{}\nbase: {}", a.text.trim_end(), resolve_base(&rev).await?),
+            None => a.text,
+        };
         let req = SendRequest {
             from: self.id.session.clone(),
             to: Some(to.clone()),
-            text: a.text,
+            text,
             project: None,
             re: a.re.filter(|r| *r > 0),
             kind: clean(a.kind),

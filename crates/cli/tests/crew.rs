@@ -82,7 +82,10 @@ impl Crew {
         }
         std::fs::write(&p, text).expect("write");
         git_in(&self.repo, &["add", path]);
-        git_in(&self.repo, &["commit", "-q", "-m", &format!("main: {path}")]);
+        git_in(
+            &self.repo,
+            &["commit", "-q", "-m", &format!("main: {path}")],
+        );
         self.head("main")
     }
 
@@ -128,7 +131,12 @@ impl Crew {
     }
 
     /// Run `trantor <args>` in `dir`; (exit code, stdout, stderr).
-    fn trantor_in(&self, dir: &Path, args: &[&str], extra: &[(&str, &str)]) -> (i32, String, String) {
+    fn trantor_in(
+        &self,
+        dir: &Path,
+        args: &[&str],
+        extra: &[(&str, &str)],
+    ) -> (i32, String, String) {
         let mut cmd = Command::new(common::bin());
         cmd.args(args).current_dir(dir).stdin(Stdio::null());
         self.env(&mut cmd);
@@ -155,8 +163,14 @@ impl Crew {
                 "CREW_COMMAND".into(),
                 format!("sh {} {{P}}", self.tmp.path().join("agent.sh").display()),
             ),
-            ("CREW_KICKOFF".into(), "MARK-kickoff: say hello and end your turn.".into()),
-            ("FAKE_AGENT_STATE".into(), self.state.to_string_lossy().into()),
+            (
+                "CREW_KICKOFF".into(),
+                "MARK-kickoff: say hello and end your turn.".into(),
+            ),
+            (
+                "FAKE_AGENT_STATE".into(),
+                self.state.to_string_lossy().into(),
+            ),
             ("TRANTOR_POLL_HOLD_S".into(), "2".into()),
             ("TRANTOR_NO_DESKTOP_NOTIFY".into(), "1".into()),
             ("TRANTOR_LOG".into(), "info".into()),
@@ -214,9 +228,11 @@ impl Crew {
         wait_until(&format!("{persona}: a turn with {mark}"), LONG, || {
             self.heads(persona).iter().any(|(m, _)| m == mark)
         });
-        wait_until(&format!("{persona}: the turn with {mark} judged"), LONG, || {
-            self.turn_rows(persona) >= self.heads(persona).len()
-        });
+        wait_until(
+            &format!("{persona}: the turn with {mark} judged"),
+            LONG,
+            || self.turn_rows(persona) >= self.heads(persona).len(),
+        );
         wait_until(&format!("{persona} idle"), LONG, || {
             std::fs::read_to_string(self.bus.join(format!("turnstate-{persona}-{PROJECT}.json")))
                 .ok()
@@ -300,7 +316,10 @@ fn two_seats_integrate_verify_receipts_sync_and_a_based_contract() {
     }
     // The uncommitted work was committed authored to its seat.
     assert_eq!(
-        git_in(&crew.repo, &["log", "-1", "--format=%an", "--", "beta-wip.txt"]),
+        git_in(
+            &crew.repo,
+            &["log", "-1", "--format=%an", "--", "beta-wip.txt"]
+        ),
         "beta:p"
     );
     let receipts = crew.receipts();
@@ -382,7 +401,10 @@ fn a_conflicting_pair_stops_the_second_seat_and_main_is_never_half_merged() {
     assert_eq!(code, 1, "{out}");
     assert!(contains(&out, "two (seat/two): conflict"), "{out}");
     assert!(contains(&out, "conflicts in shared.txt"), "{out}");
-    assert_eq!(std::fs::read_to_string(crew.repo.join("shared.txt")).expect("f"), "one\n");
+    assert_eq!(
+        std::fs::read_to_string(crew.repo.join("shared.txt")).expect("f"),
+        "one\n"
+    );
     assert_eq!(crew.head("seat/two"), two_sha);
     assert!(git_in(&crew.repo, &["status", "--porcelain"]).is_empty());
     assert!(!crew.receipts().iter().any(|r| r["seat"] == "two"));
@@ -461,7 +483,10 @@ fn sync_refuses_unharvested_commits_and_honours_receipts() {
     // Unharvested: refused by name, branch untouched.
     let (code, _, err) = crew.trantor(&["sync", "one"]);
     assert_eq!(code, 1);
-    assert!(contains(&err, &seat_sha[..7]) && contains(&err, "one: a.txt"), "{err}");
+    assert!(
+        contains(&err, &seat_sha[..7]) && contains(&err, "one: a.txt"),
+        "{err}"
+    );
     assert_eq!(crew.head("seat/one"), seat_sha);
 
     // A squash by hand plus its receipt: sync drops the seat commit.
@@ -493,7 +518,10 @@ fn sync_refuses_unharvested_commits_and_honours_receipts() {
     std::fs::write(wt.join("b.txt"), "b\n").expect("w");
     git_in(&wt, &["add", "b.txt"]);
     git_in(&wt, &["commit", "-q", "-m", "one: b.txt"]);
-    git_in(&wt, &["commit", "-q", "--amend", "-m", "one: b.txt (amended)"]);
+    git_in(
+        &wt,
+        &["commit", "-q", "--amend", "-m", "one: b.txt (amended)"],
+    );
     let (code, _, err) = crew.trantor(&["sync", "one"]);
     assert_eq!(code, 1);
     assert!(contains(&err, "one: b.txt (amended)"), "{err}");
@@ -529,7 +557,9 @@ fn concurrent_and_killed_integrates_are_all_or_nothing() {
         .stderr(Stdio::null());
     crew.env(&mut cmd);
     let mut first = GroupChild::spawn(cmd);
-    wait_until("the first integrate to be verifying", LONG, || hold.exists());
+    wait_until("the first integrate to be verifying", LONG, || {
+        hold.exists()
+    });
 
     let (code, _, err) = crew.trantor(&["integrate"]);
     assert_eq!(code, 1);
@@ -551,7 +581,11 @@ fn concurrent_and_killed_integrates_are_all_or_nothing() {
     let journal = json!({"branch": "main", "before": main0, "after": main1, "receipts": [{
         "project": "p", "seat": "one", "seatSha": "f".repeat(40), "mainSha": main1,
         "branch": "seat/one", "into": "main", "cards": [], "by": ORCH, "ts": 1}]});
-    std::fs::write(crew.bus.join("integrate-p.journal.json"), journal.to_string()).expect("w");
+    std::fs::write(
+        crew.bus.join("integrate-p.journal.json"),
+        journal.to_string(),
+    )
+    .expect("w");
     let (code, out, err) = crew.trantor(&["integrate"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(contains(&out, "wrote its 1 missing receipt(s)"), "{out}");
@@ -600,8 +634,14 @@ fn autonomy_dials_gate_commit_and_push() {
 
     // A bare remote; push on.
     let remote = crew.tmp.path().join("remote.git");
-    git_in(crew.tmp.path(), &["init", "-q", "--bare", &remote.to_string_lossy()]);
-    git_in(&crew.repo, &["remote", "add", "origin", &remote.to_string_lossy()]);
+    git_in(
+        crew.tmp.path(),
+        &["init", "-q", "--bare", &remote.to_string_lossy()],
+    );
+    git_in(
+        &crew.repo,
+        &["remote", "add", "origin", &remote.to_string_lossy()],
+    );
     git_in(&crew.repo, &["push", "-q", "-u", "origin", "main"]);
     crew.trantor(&["autonomy", "set", "push", "on"]);
     crew.hand_seat("two", "b.txt", "b\n");
@@ -635,17 +675,32 @@ fn policy_link_lets_a_refused_cross_project_contract_through() {
     let mut crew = Crew::new();
     crew.start_seat("alpha");
     crew.wait_mark("alpha", "MARK-kickoff");
-    common::hub_send(crew.hub.port, "orch:other", "alpha:p", "other", "MARK-x1 do our work");
+    common::hub_send(
+        crew.hub.port,
+        "orch:other",
+        "alpha:p",
+        "other",
+        "MARK-x1 do our work",
+    );
     wait_until("the cross-project refusal", LONG, || {
-        common::hub_messages(crew.hub.port, "orch:other").iter().any(|m| {
-            m["text"]
-                .as_str()
-                .is_some_and(|t| t.contains("cross-project") && t.contains("policy link p other"))
-        })
+        common::hub_messages(crew.hub.port, "orch:other")
+            .iter()
+            .any(|m| {
+                m["text"].as_str().is_some_and(|t| {
+                    t.contains("cross-project") && t.contains("policy link p other")
+                })
+            })
     });
-    let (code, _, err) = crew.trantor(&["policy", "link", "p", "other", "--reason", "shared client"]);
+    let (code, _, err) =
+        crew.trantor(&["policy", "link", "p", "other", "--reason", "shared client"]);
     assert_eq!(code, 0, "{err}");
-    common::hub_send(crew.hub.port, "orch:other", "alpha:p", "other", "MARK-x2 linked now");
+    common::hub_send(
+        crew.hub.port,
+        "orch:other",
+        "alpha:p",
+        "other",
+        "MARK-x2 linked now",
+    );
     crew.wait_mark("alpha", "MARK-x2");
     assert!(!crew.heads("alpha").iter().any(|(m, _)| m == "MARK-x1"));
 }
@@ -668,10 +723,13 @@ fn swap_of_an_exhausted_seat_keeps_its_queue_and_cards() {
     );
     let park = crew.bus.join("park-alpha-p.json");
     wait_until("the exhausted park", LONG, || park.exists());
-    let pending = || {
-        std::fs::read_to_string(crew.bus.join("pending-alpha-p.json")).unwrap_or_default()
-    };
-    assert!(pending().contains(&format!("\"id\":{wake}")), "{}", pending());
+    let pending =
+        || std::fs::read_to_string(crew.bus.join("pending-alpha-p.json")).unwrap_or_default();
+    assert!(
+        pending().contains(&format!("\"id\":{wake}")),
+        "{}",
+        pending()
+    );
     let old_pid = crew.runners[0].pid();
 
     let vars = crew.seat_vars();
@@ -679,8 +737,14 @@ fn swap_of_an_exhausted_seat_keeps_its_queue_and_cards() {
     let (code, out, err) = crew.trantor_in(&crew.repo, &["swap", "alpha", "command:fresh"], &vars);
     let _reaper = Reaper(crew.bus.join("seats").join(format!("alpha-{PROJECT}.json")));
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("alpha:p now runs command:fresh, replacing alpha"), "{out}");
-    assert!(!crew.runners[0].alive(), "the old runner {old_pid} still runs");
+    assert!(
+        out.contains("alpha:p now runs command:fresh, replacing alpha"),
+        "{out}"
+    );
+    assert!(
+        !crew.runners[0].alive(),
+        "the old runner {old_pid} still runs"
+    );
 
     crew.wait_mark("alpha", "MARK-q");
     wait_until("q.txt on the seat branch", LONG, || {
@@ -688,10 +752,19 @@ fn swap_of_an_exhausted_seat_keeps_its_queue_and_cards() {
     });
     let c = crew.card_json(card);
     assert_eq!(c["task"]["assignee"], "alpha:p");
-    assert!(c.to_string().contains("swapped: alpha → command:fresh"), "{c}");
-    assert!(common::hub_messages(crew.hub.port, "anyone:p").iter().any(|m| {
-        m["text"].as_str().is_some_and(|t| t.contains("now runs command:fresh"))
-    }));
+    assert!(
+        c.to_string().contains("swapped: alpha → command:fresh"),
+        "{c}"
+    );
+    assert!(
+        common::hub_messages(crew.hub.port, "anyone:p")
+            .iter()
+            .any(|m| {
+                m["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("now runs command:fresh"))
+            })
+    );
 }
 
 /// Kills the runner named in a seat record (the one `trantor swap` started) when dropped.
@@ -723,8 +796,10 @@ fn verify_gate_routes_block_done_until_resolved() {
         hub.port,
         "POST",
         "/task",
-        Some(&json!({"title": "t", "project": "p", "assignee": "a:p", "by": ORCH,
-                     "drill": "cargo test"})),
+        Some(
+            &json!({"title": "t", "project": "p", "assignee": "a:p", "by": ORCH,
+                     "drill": "cargo test"}),
+        ),
     )
     .expect("task");
     assert!(s < 300, "{v}");
@@ -741,10 +816,16 @@ fn verify_gate_routes_block_done_until_resolved() {
     let done = json!({"id": card, "status": "done", "by": ORCH, "note": "Drill: cargo test"});
     let (s, v) = hub_request(hub.port, "POST", "/task/update", Some(&done)).expect("move");
     assert_eq!(s, 409, "{v}");
-    assert!(v["error"].as_str().is_some_and(|e| e.contains(&format!("gate #{id}"))), "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .is_some_and(|e| e.contains(&format!("gate #{id}"))),
+        "{v}"
+    );
     let (s, _) = post(json!({"resolve": true, "id": id, "project": "other", "by": ORCH}));
     assert_eq!(s, 404);
-    let (s, v) = post(json!({"resolve": true, "id": id, "status": "waived", "note": "ok", "by": ORCH}));
+    let (s, v) =
+        post(json!({"resolve": true, "id": id, "status": "waived", "note": "ok", "by": ORCH}));
     assert_eq!(s, 200, "{v}");
     assert_eq!(v["gate"]["status"], "waived");
     let (_, v) = hub_request(hub.port, "GET", "/verify-gates?project=p", None).expect("list");

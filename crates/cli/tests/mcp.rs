@@ -694,7 +694,10 @@ async fn verify_gate_holds_a_card_until_resolved() {
                "howToVerify": "cross-check table 2"}),
     )
     .await;
-    assert!(g.starts_with("gate #1 added") && g.contains(&format!("card #{card}")), "{g}");
+    assert!(
+        g.starts_with("gate #1 added") && g.contains(&format!("card #{card}")),
+        "{g}"
+    );
     let again = ok(
         &orch,
         "relay_verify_gate",
@@ -703,7 +706,10 @@ async fn verify_gate_holds_a_card_until_resolved() {
     .await;
     assert!(again.contains("already open"), "{again}");
     let list = ok(&orch, "relay_verify_gate", json!({"action": "list"})).await;
-    assert!(list.contains("#1 coefficients match the paper") && list.contains("table 2"), "{list}");
+    assert!(
+        list.contains("#1 coefficients match the paper") && list.contains("table 2"),
+        "{list}"
+    );
     let refused = call(
         &orch,
         "relay_task_move",
@@ -716,7 +722,11 @@ async fn verify_gate_holds_a_card_until_resolved() {
         refused.text
     );
     let missing = call(&orch, "relay_verify_gate", json!({"action": "resolve"})).await;
-    assert!(missing.is_error && missing.text.contains("`id`"), "{}", missing.text);
+    assert!(
+        missing.is_error && missing.text.contains("`id`"),
+        "{}",
+        missing.text
+    );
     let r = ok(
         &orch,
         "relay_verify_gate",
@@ -746,8 +756,13 @@ async fn verify_gate_holds_a_card_until_resolved() {
         json!({"to": "claude:demo", "text": "your card #9", "base": "HEAD"}),
     )
     .await;
-    let (_, v) = common::hub_request(hub.port, "GET", "/inbox?session=claude:demo&since=0&peek=1", None)
-        .expect("inbox");
+    let (_, v) = common::hub_request(
+        hub.port,
+        "GET",
+        "/inbox?session=claude:demo&since=0&peek=1",
+        None,
+    )
+    .expect("inbox");
     assert!(
         v.to_string().contains(&format!("base: {head}")),
         "no base line: {v}"
@@ -758,5 +773,9 @@ async fn verify_gate_holds_a_card_until_resolved() {
         json!({"to": "claude:demo", "text": "x", "base": "no-such-ref-here"}),
     )
     .await;
-    assert!(bad.is_error && bad.text.contains("cannot resolve base"), "{}", bad.text);
+    assert!(
+        bad.is_error && bad.text.contains("cannot resolve base"),
+        "{}",
+        bad.text
+    );
 }

@@ -57,7 +57,12 @@ async fn resolve_base(rev: &str) -> Result<String, String> {
     let out = tokio::time::timeout(
         Duration::from_secs(10),
         tokio::process::Command::new("git")
-            .args(["rev-parse", "--verify", "--quiet", &format!("{rev}^{{commit}}")])
+            .args([
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("{rev}^{{commit}}"),
+            ])
             .env_remove("GIT_DIR")
             .env_remove("GIT_WORK_TREE")
             .stdin(std::process::Stdio::null())
@@ -803,7 +808,10 @@ impl Relay {
                     ..Default::default()
                 };
                 let r: trantor_proto::VerifyGateReply = self.write("/verify-gate", &req).await?;
-                Ok(format!("gate #{} {}: {}", r.gate.id, r.gate.status, r.gate.claim))
+                Ok(format!(
+                    "gate #{} {}: {}",
+                    r.gate.id, r.gate.status, r.gate.claim
+                ))
             }
             "list" => {
                 let r: trantor_proto::VerifyGatesReply = self
@@ -814,8 +822,7 @@ impl Relay {
                 if r.gates.is_empty() {
                     return Ok(format!("no open verification gates in {project}"));
                 }
-                Ok(r
-                    .gates
+                Ok(r.gates
                     .iter()
                     .map(|g| {
                         let card = g.card.map(|c| format!(" [card #{c}]")).unwrap_or_default();
@@ -829,7 +836,9 @@ impl Relay {
                     .collect::<Vec<_>>()
                     .join("\n"))
             }
-            other => Err(format!("unknown action '{other}': use add, resolve or list")),
+            other => Err(format!(
+                "unknown action '{other}': use add, resolve or list"
+            )),
         }
     }
 

@@ -789,8 +789,7 @@ pub enum BaseStart {
 /// Start a fresh card's work at the contract's `base: <sha>` (the integration head): a clean
 /// seat worktree whose branch the base contains is fast-forwarded to it. A worktree with
 /// uncommitted work, or a branch with commits the base lacks, is never moved — those commits
-/// are the seat's work until `trantor sync` finds their harvest receipts (docs/runner.md
-/// (seat worktree)).
+/// are the seat's work until `trantor sync` finds their harvest receipts (docs/runner.md §19.3).
 pub fn start_at_base(wt: &Path, base: &str) -> BaseStart {
     match git(wt, &["status", "--porcelain"], GIT_TIMEOUT) {
         Ok(s) if !s.is_empty() => {
@@ -800,9 +799,8 @@ pub fn start_at_base(wt: &Path, base: &str) -> BaseStart {
         Err(e) => return BaseStart::Left(format!("git status failed: {e}")),
     }
     let head = git(wt, &["rev-parse", "HEAD"], GIT_TIMEOUT).unwrap_or_default();
-    let ancestor = |a: &str, b: &str| {
-        git(wt, &["merge-base", "--is-ancestor", a, b], GIT_TIMEOUT).is_ok()
-    };
+    let ancestor =
+        |a: &str, b: &str| git(wt, &["merge-base", "--is-ancestor", a, b], GIT_TIMEOUT).is_ok();
     if ancestor(base, &head) {
         return BaseStart::AlreadyThere;
     }

@@ -48,7 +48,12 @@ pub(crate) fn g_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<S
 pub(crate) fn resolve(dir: &Path, rev: &str) -> Option<String> {
     git(
         dir,
-        &["rev-parse", "--verify", "--quiet", &format!("{rev}^{{commit}}")],
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{rev}^{{commit}}"),
+        ],
         GIT_TIMEOUT,
     )
     .ok()
@@ -100,7 +105,11 @@ pub(crate) fn main_checkout(dir: &Path) -> anyhow::Result<PathBuf> {
 
 /// The branch checked out in the main checkout: the integration head's name.
 pub(crate) fn integration_branch(main: &Path) -> anyhow::Result<String> {
-    match git(main, &["symbolic-ref", "--quiet", "--short", "HEAD"], GIT_TIMEOUT) {
+    match git(
+        main,
+        &["symbolic-ref", "--quiet", "--short", "HEAD"],
+        GIT_TIMEOUT,
+    ) {
         Ok(b) if !b.is_empty() => Ok(b),
         _ => {
             let sha = g(main, &["rev-parse", "--short", "HEAD"]).unwrap_or_default();
@@ -281,7 +290,10 @@ pub(crate) fn append_receipts(path: &Path, new: &[Receipt]) -> anyhow::Result<()
     let existing = std::fs::read(path).unwrap_or_default();
     let mut buf = String::new();
     if !existing.is_empty() && !existing.ends_with(b"\n") {
-        let cut = existing.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        let cut = existing
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |i| i + 1);
         if serde_json::from_slice::<Receipt>(&existing[cut..]).is_ok() {
             buf.push('\n');
         } else {

@@ -124,7 +124,11 @@ pub(crate) async fn doctor(a: DoctorArgs) -> anyhow::Result<ExitCode> {
         let mine: Vec<String> = p
             .links
             .iter()
-            .filter(|l| l.projects.iter().any(|x| x.eq_ignore_ascii_case(&id.project)))
+            .filter(|l| {
+                l.projects
+                    .iter()
+                    .any(|x| x.eq_ignore_ascii_case(&id.project))
+            })
             .map(|l| format!("{} ({})", l.projects.join("↔"), l.reason))
             .collect();
         checks.push(Check {

@@ -435,7 +435,10 @@ pub(crate) async fn integrate(a: IntegrateArgs) -> anyhow::Result<ExitCode> {
                 }
                 match verify_command(&scratch) {
                     Some((cmd, source)) => {
-                        say!("verifying with `{cmd}` ({source}), cap {}s…", a.verify_timeout);
+                        say!(
+                            "verifying with `{cmd}` ({source}), cap {}s…",
+                            a.verify_timeout
+                        );
                         Some(run_verify(
                             &scratch,
                             &cmd,
@@ -579,7 +582,10 @@ fn merge_all(
     dry: bool,
 ) -> anyhow::Result<String> {
     for (i, s) in ahead {
-        let n = g(scratch, &["rev-list", "--count", &format!("HEAD..{}", s.sha)])?;
+        let n = g(
+            scratch,
+            &["rev-list", "--count", &format!("HEAD..{}", s.sha)],
+        )?;
         let msg = format!(
             "integrate {} into {branch} ({n} commit(s) from {}:{project})",
             s.branch, s.persona
@@ -607,8 +613,8 @@ fn merge_all(
                 o.main_sha = Some(head);
             }
             Err(e) => {
-                let files = g(scratch, &["diff", "--name-only", "--diff-filter=U"])
-                    .unwrap_or_default();
+                let files =
+                    g(scratch, &["diff", "--name-only", "--diff-filter=U"]).unwrap_or_default();
                 let _ = g(scratch, &["merge", "--abort"]);
                 let _ = g(scratch, &["reset", "--hard", "-q", "HEAD"]);
                 o.state = "conflict".into();
@@ -658,7 +664,12 @@ fn receipts_for(
 
 fn print_report(r: &Report) {
     let what = if r.dry_run { "dry run: " } else { "" };
-    say!("{what}integrating {} seat branch(es) into {} at {}", r.seats.len(), r.branch, short(&r.before));
+    say!(
+        "{what}integrating {} seat branch(es) into {} at {}",
+        r.seats.len(),
+        r.branch,
+        short(&r.before)
+    );
     for o in &r.seats {
         let mut line = format!("  {} ({}): {}", o.seat, o.branch, o.state);
         if let Some(m) = &o.main_sha {
@@ -697,7 +708,12 @@ fn print_report(r: &Report) {
         None => {}
     }
     if r.after != r.before {
-        say!("{} moved {} → {}", r.branch, short(&r.before), short(&r.after));
+        say!(
+            "{} moved {} → {}",
+            r.branch,
+            short(&r.before),
+            short(&r.after)
+        );
     } else if !r.dry_run {
         say!("{} unchanged at {}", r.branch, short(&r.before));
     }

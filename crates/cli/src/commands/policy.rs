@@ -117,8 +117,16 @@ pub(crate) async fn policy(c: PolicyCommand) -> anyhow::Result<ExitCode> {
             say!(
                 "link {} — {} (by {}, {})",
                 l.projects.join(" ↔ "),
-                if l.reason.is_empty() { "no reason" } else { &l.reason },
-                if l.declared_by.is_empty() { "?" } else { &l.declared_by },
+                if l.reason.is_empty() {
+                    "no reason"
+                } else {
+                    &l.reason
+                },
+                if l.declared_by.is_empty() {
+                    "?"
+                } else {
+                    &l.declared_by
+                },
                 ago(trantor_proto::now_ms() - l.ts)
             );
         }

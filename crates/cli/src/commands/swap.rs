@@ -130,7 +130,10 @@ pub(crate) async fn swap(a: SwapArgs) -> anyhow::Result<ExitCode> {
             if let SnapshotOutcome::Committed { sha, files } =
                 snapshot_wip(&wt, &persona, SnapshotWhy::Cut)
             {
-                return Ok(Some(format!("WIP snapshot {} ({files} files)", crew::short(&sha))));
+                return Ok(Some(format!(
+                    "WIP snapshot {} ({files} files)",
+                    crew::short(&sha)
+                )));
             }
         }
         Ok(None)
@@ -200,9 +203,8 @@ pub(crate) async fn swap(a: SwapArgs) -> anyhow::Result<ExitCode> {
     let _ = std::fs::remove_file(&ready);
 
     let cards = crew::open_cards(&hub, &project, &session).await;
-    let note = format!(
-        "seat {session} swapped: {old_agent} → {new_label}; the card stays with {session}"
-    );
+    let note =
+        format!("seat {session} swapped: {old_agent} → {new_label}; the card stays with {session}");
     let problems = crew::note_cards(&hub, &cards, &note, &id.session).await;
     let text = format!(
         "🔁 {session} now runs {new_label}, replacing {old_agent} — same worktree, queue, {} open \
@@ -231,7 +233,10 @@ pub(crate) async fn swap(a: SwapArgs) -> anyhow::Result<ExitCode> {
     } else {
         say!("{text}");
         if !booted {
-            say!("  the replacement has not written its boot row yet (log {})", rec.log.display());
+            say!(
+                "  the replacement has not written its boot row yet (log {})",
+                rec.log.display()
+            );
         }
         for p in problems {
             say!("  could not note {p}");

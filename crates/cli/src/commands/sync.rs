@@ -98,11 +98,8 @@ pub(crate) async fn sync(a: SyncArgs) -> anyhow::Result<ExitCode> {
     let mut stale = Vec::new();
     let mut dropped = 0usize;
     for (sha, subject) in &lacking {
-        let mine: Vec<&crew::Receipt> = receipts
-            .all
-            .iter()
-            .filter(|r| &r.seat_sha == sha)
-            .collect();
+        let mine: Vec<&crew::Receipt> =
+            receipts.all.iter().filter(|r| &r.seat_sha == sha).collect();
         if mine
             .iter()
             .any(|r| crew::is_ancestor(&main, &r.main_sha, &target))

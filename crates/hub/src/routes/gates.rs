@@ -2,7 +2,8 @@
 //!
 //! A gate is a claim that must be verified before the related work ships. Gates live in one
 //! kv document (`verify-gates`: the id high-water mark and the newest gates); an open gate tied
-//! to a card makes `/task/update` refuse that card's move to done (409 naming the gate).
+//! to a card makes `/task/update` refuse that card's move to done (409 naming the gate);
+//! docs/protocol.md §9.5.
 
 use crate::error::{ApiError, ApiResult, check_len, check_opt};
 use crate::extract::{JsonBody, Params};
@@ -86,8 +87,8 @@ pub async fn post<S: Store>(
     check_opt("by", &req.by, limits::SESSION)?;
     check_opt("note", &req.note, TEXT)?;
     let by = req.by.clone().unwrap_or_default();
-    let project = project_of(&req.project, &by)
-        .ok_or_else(|| ApiError::bad_request("project required"))?;
+    let project =
+        project_of(&req.project, &by).ok_or_else(|| ApiError::bad_request("project required"))?;
     check_len("project", &project, limits::PROJECT)?;
     let now = now_ms();
     if req.resolve {
@@ -118,7 +119,10 @@ pub async fn post<S: Store>(
                 g.resolved_note = Some(note);
                 g.resolved_ts = Some(now);
                 let out = g.clone();
-                tx.set_kv(GATES_KEY, &serde_json::to_value(&doc).unwrap_or(Value::Null))?;
+                tx.set_kv(
+                    GATES_KEY,
+                    &serde_json::to_value(&doc).unwrap_or(Value::Null),
+                )?;
                 Ok(Some(out))
             })
             .await?;
@@ -131,7 +135,12 @@ pub async fn post<S: Store>(
             None => Err(ApiError::not_found("no such gate in that project")),
         };
     }
-    let claim = req.claim.as_deref().map(str::trim).unwrap_or("").to_string();
+    let claim = req
+        .claim
+        .as_deref()
+        .map(str::trim)
+        .unwrap_or("")
+        .to_string();
     if claim.is_empty() {
         return Err(ApiError::bad_request("claim required"));
     }
@@ -168,7 +177,10 @@ pub async fn post<S: Store>(
             if doc.gates.len() > CAP {
                 doc.gates.drain(..100);
             }
-            tx.set_kv(GATES_KEY, &serde_json::to_value(&doc).unwrap_or(Value::Null))?;
+            tx.set_kv(
+                GATES_KEY,
+                &serde_json::to_value(&doc).unwrap_or(Value::Null),
+            )?;
             Ok((g, false))
         })
         .await?;

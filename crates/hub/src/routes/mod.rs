@@ -408,7 +408,12 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                 f("autonomy", Obj, false, "{project: 1..4}"),
                 f("link", Obj, false, "{projects: [2..4], reason}"),
                 f("unlink", Obj, false, "{projects}"),
-                f("dials", Obj, false, "{project: {commit?: bool, push?: bool}}"),
+                f(
+                    "dials",
+                    Obj,
+                    false,
+                    "{project: {commit?: bool, push?: bool}}"
+                ),
                 f("by", Str, false, "who declares it"),
             ],
             post(meta::policy_post::<S>),
@@ -419,13 +424,28 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "Add a verification gate, or resolve one (resolve: true)",
             &[],
             fields![
-                f("claim", Str, false, "what must be verified (≤300; required to add)"),
+                f(
+                    "claim",
+                    Str,
+                    false,
+                    "what must be verified (≤300; required to add)"
+                ),
                 f("why", Str, false, "why it matters (≤300)"),
-                f("howToVerify", Str, false, "the check that would verify it (≤300)"),
+                f(
+                    "howToVerify",
+                    Str,
+                    false,
+                    "the check that would verify it (≤300)"
+                ),
                 f("card", Int, false, "the card the gate holds back from done"),
                 f("project", Str, false, "project (default: the by session's)"),
                 f("by", Str, false, "who"),
-                f("resolve", Bool, false, "resolve gate `id` instead of adding"),
+                f(
+                    "resolve",
+                    Bool,
+                    false,
+                    "resolve gate `id` instead of adding"
+                ),
                 f("id", Int, false, "the gate to resolve"),
                 f("status", Str, false, "verified (default), failed or waived"),
                 f("note", Str, false, "resolution note (≤300)"),

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use trantor_runner::worktree::{GitError, git};
+use trantor_runner::crew::{GitError, git};
 
 /// How long one git call of these verbs may take.
 pub(crate) const GIT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -28,12 +28,12 @@ pub(crate) fn g_ok(dir: &Path, args: &[&str]) -> bool {
 
 /// Run git in `dir` with extra environment variables (an author identity).
 pub(crate) fn g_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String, GitError> {
-    let mut cmd = trantor_runner::worktree::git_command(dir);
+    let mut cmd = trantor_runner::crew::git_command(dir);
     cmd.args(args);
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = trantor_runner::worktree::run_bounded(cmd, GIT_TIMEOUT)?;
+    let out = trantor_runner::crew::run_bounded(cmd, GIT_TIMEOUT)?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     } else {
@@ -73,7 +73,7 @@ pub(crate) fn dirty_files(dir: &Path, untracked: bool) -> anyhow::Result<Vec<Str
     } else {
         "--untracked-files=no"
     };
-    let raw = trantor_runner::worktree::git_raw(dir, &["status", "--porcelain", flag], GIT_TIMEOUT)
+    let raw = trantor_runner::crew::git_raw(dir, &["status", "--porcelain", flag], GIT_TIMEOUT)
         .map_err(|e| anyhow::anyhow!("{e} (in {})", dir.display()))?;
     Ok(String::from_utf8_lossy(&raw)
         .lines()

@@ -148,7 +148,7 @@ pub(crate) fn verify_command(root: &Path) -> Option<(String, String)> {
 fn run_verify(dir: &Path, cmd: &str, source: &str, cap: Duration) -> VerifyOutcome {
     let mut c = std::process::Command::new("bash");
     c.arg("-c").arg(format!("{cmd} 2>&1")).current_dir(dir);
-    let (passed, text) = match trantor_runner::worktree::run_bounded(c, cap) {
+    let (passed, text) = match trantor_runner::crew::run_bounded(c, cap) {
         Ok(out) => (
             out.status.success(),
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -430,8 +430,8 @@ pub(crate) async fn integrate(a: IntegrateArgs) -> anyhow::Result<ExitCode> {
         );
         let verify = match &result {
             Ok(after) if !dry && *after != before => {
-                if let Some(decl) = trantor_runner::worktree::read_declaration(&main) {
-                    trantor_runner::worktree::apply_declaration(&decl, &main, &scratch);
+                if let Some(decl) = trantor_runner::crew::read_declaration(&main) {
+                    trantor_runner::crew::apply_declaration(&decl, &main, &scratch);
                 }
                 match verify_command(&scratch) {
                     Some((cmd, source)) => {
@@ -482,7 +482,7 @@ pub(crate) async fn integrate(a: IntegrateArgs) -> anyhow::Result<ExitCode> {
                             receipts: planned.clone(),
                         };
                         let jp = journal_path(&bus, &project);
-                        trantor_runner::fsx::write_atomic(&jp, &serde_json::to_vec(&j)?)?;
+                        trantor_runner::crew::write_atomic(&jp, &serde_json::to_vec(&j)?)?;
                         match g(&main, &["merge", "--ff-only", "-q", &after]) {
                             Ok(_) => {
                                 crew::append_receipts(&receipts_file, &planned)?;

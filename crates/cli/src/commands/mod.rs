@@ -27,15 +27,17 @@ mod connect;
 mod crew;
 mod demo;
 mod doctor;
+mod down;
 mod harvest;
 mod integrate;
 mod lessons;
-mod lifecycle;
 mod policy;
+mod seat_why;
 mod seats;
 mod swap;
 mod sync;
 mod table;
+mod up;
 
 use std::process::ExitCode;
 use trantor_mcp::{Identity, Overrides};
@@ -66,14 +68,14 @@ pub enum Command {
     #[command(after_long_help = doctor::DOCTOR_HELP)]
     Doctor(doctor::DoctorArgs),
     /// Start seats for this project: `trantor up claude codex:gpt-5`.
-    #[command(after_long_help = lifecycle::UP_HELP)]
-    Up(lifecycle::UpArgs),
+    #[command(after_long_help = up::UP_HELP)]
+    Up(up::UpArgs),
     /// Stop this project's seats (or the named ones, or every project's with --all).
-    #[command(after_long_help = lifecycle::DOWN_HELP)]
-    Down(lifecycle::DownArgs),
+    #[command(after_long_help = down::DOWN_HELP)]
+    Down(down::DownArgs),
     /// Explain from evidence why a seat is (not) answering.
-    #[command(after_long_help = lifecycle::SEAT_WHY_HELP)]
-    SeatWhy(lifecycle::SeatWhyArgs),
+    #[command(after_long_help = seat_why::SEAT_WHY_HELP)]
+    SeatWhy(seat_why::SeatWhyArgs),
     /// See a whole crew work in under a minute: a hub, two scripted seats, a card moving to done.
     #[command(after_long_help = demo::DEMO_HELP)]
     Demo(demo::DemoArgs),
@@ -239,9 +241,9 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Doctor(a) => doctor::doctor(a).await,
         Command::Demo(a) => demo::demo(a).await,
         Command::DemoAgent(a) => demo::demo_agent(a).await,
-        Command::Up(a) => lifecycle::up(a).await,
-        Command::Down(a) => lifecycle::down(a).await,
-        Command::SeatWhy(a) => lifecycle::seat_why(a).await,
+        Command::Up(a) => up::up(a).await,
+        Command::Down(a) => down::down(a).await,
+        Command::SeatWhy(a) => seat_why::seat_why(a).await,
         Command::Integrate(a) => integrate::integrate(a).await,
         Command::Harvest(a) => harvest::harvest(a).await,
         Command::Sync(a) => sync::sync(a).await,

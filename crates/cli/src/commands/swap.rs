@@ -11,7 +11,7 @@
 //! the pending file the replacement restores.
 
 use super::crew;
-use super::lifecycle::{Spec, launch, parse_specs};
+use super::up::{Spec, launch, parse_specs};
 use super::{Common, print_json, usage};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -124,9 +124,9 @@ pub(crate) async fn swap(a: SwapArgs) -> anyhow::Result<ExitCode> {
             anyhow::bail!("the old runner (pid {old_pid}) did not stop");
         }
         // The cut left the CLI's edits uncommitted: keep them as a WIP commit on the seat branch.
-        let wt = trantor_runner::worktree::seat_worktree_path(&bus, &project, &persona);
+        let wt = trantor_runner::crew::seat_worktree_path(&bus, &project, &persona);
         if now && wt.is_dir() {
-            use trantor_runner::snapshot::{SnapshotOutcome, SnapshotWhy, snapshot_wip};
+            use trantor_runner::crew::{SnapshotOutcome, SnapshotWhy, snapshot_wip};
             if let SnapshotOutcome::Committed { sha, files } =
                 snapshot_wip(&wt, &persona, SnapshotWhy::Cut)
             {
@@ -189,7 +189,7 @@ pub(crate) async fn swap(a: SwapArgs) -> anyhow::Result<ExitCode> {
         .and_then(|v| v.get("cursor").and_then(|c| c.as_i64()))
         .unwrap_or(0);
     let body = json!({"agent": spec.agent, "cursor": tip, "from": old_agent, "by": id.session});
-    trantor_runner::fsx::write_atomic(&release, body.to_string().as_bytes())?;
+    trantor_runner::crew::write_atomic(&release, body.to_string().as_bytes())?;
     let mut saved = rec.clone();
     saved.session = session.clone();
     let _ = super::seats::save_record(&saved);

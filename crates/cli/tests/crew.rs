@@ -490,7 +490,7 @@ fn sync_refuses_unharvested_commits_and_honours_receipts() {
     assert_eq!(crew.head("seat/one"), seat_sha);
 
     // A squash by hand plus its receipt: sync drops the seat commit.
-    git_in(&crew.repo, &["cherry-pick", &seat_sha]);
+    git_in(&crew.repo, &["cherry-pick", "-x", &seat_sha]);
     let picked = crew.head("main");
     let (code, out, err) = crew.trantor(&["harvest", &seat_sha, "HEAD"]);
     assert_eq!(code, 0, "{out}{err}");
@@ -528,7 +528,7 @@ fn sync_refuses_unharvested_commits_and_honours_receipts() {
 
     // Main rewritten under a receipt: the receipt no longer counts.
     let c2 = git_in(&wt, &["rev-parse", "HEAD"]);
-    git_in(&crew.repo, &["cherry-pick", &c2]);
+    git_in(&crew.repo, &["cherry-pick", "-x", &c2]);
     let (code, _, _) = crew.trantor(&["harvest", &c2, "HEAD", "--seat", "one"]);
     assert_eq!(code, 0);
     git_in(&crew.repo, &["reset", "-q", "--hard", "HEAD~1"]);

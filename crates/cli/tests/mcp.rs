@@ -807,3 +807,111 @@ async fn board_shows_checklist_progress_and_contracts_count_only_what_they_list(
     assert!(moved.contains("warning: no note"), "{moved}");
     orch.cancel().await.ok();
 }
+
+/// `relay_verify_gate`: add (tied to a card), list, the card's done move refused naming the
+/// gate, resolve, then done goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_gate_holds_a_card_until_resolved() {
+    let hub = Hub::start();
+    let url = hub.url();
+    let home = tempfile::tempdir().expect("tmp");
+    let orch = mcp(&url, "orch:demo", home.path()).await;
+    let added = ok(
+        &orch,
+        "relay_task_add",
+        json!({"title": "coefficients", "assignee": "orch:demo", "drill": "cargo test coeff"}),
+    )
+    .await;
+    let card = card_id(&added);
+    let g = ok(
+        &orch,
+        "relay_verify_gate",
+        json!({"action": "add", "claim": "coefficients match the paper", "card": card,
+               "howToVerify": "cross-check table 2"}),
+    )
+    .await;
+    assert!(
+        g.starts_with("gate #1 added") && g.contains(&format!("card #{card}")),
+        "{g}"
+    );
+    let again = ok(
+        &orch,
+        "relay_verify_gate",
+        json!({"action": "add", "claim": "coefficients match the paper"}),
+    )
+    .await;
+    assert!(again.contains("already open"), "{again}");
+    let list = ok(&orch, "relay_verify_gate", json!({"action": "list"})).await;
+    assert!(
+        list.contains("#1 coefficients match the paper") && list.contains("table 2"),
+        "{list}"
+    );
+    let refused = call(
+        &orch,
+        "relay_task_move",
+        json!({"id": card, "status": "done", "note": "Drill: cargo test coeff passed"}),
+    )
+    .await;
+    assert!(
+        refused.is_error && refused.text.contains("open verification gate #1"),
+        "{}",
+        refused.text
+    );
+    let missing = call(&orch, "relay_verify_gate", json!({"action": "resolve"})).await;
+    assert!(
+        missing.is_error && missing.text.contains("`id`"),
+        "{}",
+        missing.text
+    );
+    let r = ok(
+        &orch,
+        "relay_verify_gate",
+        json!({"action": "resolve", "id": 1, "note": "checked table 2"}),
+    )
+    .await;
+    assert_eq!(r, "gate #1 verified: coefficients match the paper");
+    let moved = call(
+        &orch,
+        "relay_task_move",
+        json!({"id": card, "status": "done", "note": "Drill: cargo test coeff passed"}),
+    )
+    .await;
+    assert!(!moved.is_error, "{}", moved.text);
+    let empty = ok(&orch, "relay_verify_gate", json!({"action": "list"})).await;
+    assert_eq!(empty, "no open verification gates in demo");
+
+    // relay_send stamps a contract's base from the repository the server runs in (this one).
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .expect("git");
+    let head = String::from_utf8_lossy(&head.stdout).trim().to_string();
+    ok(
+        &orch,
+        "relay_send",
+        json!({"to": "claude:demo", "text": "your card #9", "base": "HEAD"}),
+    )
+    .await;
+    let (_, v) = common::hub_request(
+        hub.port,
+        "GET",
+        "/inbox?session=claude:demo&since=0&peek=1",
+        None,
+    )
+    .expect("inbox");
+    assert!(
+        v.to_string().contains(&format!("base: {head}")),
+        "no base line: {v}"
+    );
+    let bad = call(
+        &orch,
+        "relay_send",
+        json!({"to": "claude:demo", "text": "x", "base": "no-such-ref-here"}),
+    )
+    .await;
+    assert!(
+        bad.is_error && bad.text.contains("cannot resolve base"),
+        "{}",
+        bad.text
+    );
+}

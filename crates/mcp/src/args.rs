@@ -185,6 +185,11 @@ pub struct SendArgs {
     #[serde(default, deserialize_with = "opt_bool")]
     #[schemars(with = "bool")]
     pub wake: Option<bool>,
+    /// Stamp `base: <sha>` on a contract so the seat starts its fresh branch there: `main` (the
+    /// integration head of the repository this server runs in), another ref, or a sha.
+    #[serde(default, deserialize_with = "opt_string")]
+    #[schemars(with = "String")]
+    pub base: Option<String>,
 }
 
 /// `relay_wait` arguments.
@@ -365,6 +370,46 @@ pub struct PhaseGoalArgs {
     /// One or two sentences: what this phase delivers and when it is done.
     pub goal: String,
     /// Board (default: this session's project).
+    #[serde(default, deserialize_with = "opt_string")]
+    #[schemars(with = "String")]
+    pub project: Option<String>,
+}
+
+/// `relay_verify_gate` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifyGateArgs {
+    /// `add` a gate · `resolve` one · `list` open gates.
+    pub action: String,
+    /// What must be verified (required for add): a specific, checkable claim.
+    #[serde(default, deserialize_with = "opt_string")]
+    #[schemars(with = "String")]
+    pub claim: Option<String>,
+    /// Why it matters: the risk if it ships unverified.
+    #[serde(default, deserialize_with = "opt_string")]
+    #[schemars(with = "String")]
+    pub why: Option<String>,
+    /// The concrete check that would verify it (source to cross-check, command to run).
+    #[serde(default, deserialize_with = "opt_string")]
+    #[schemars(with = "String")]
+    pub how_to_verify: Option<String>,
+    /// Gate id to resolve.
+    #[serde(default, deserialize_with = "opt_int")]
+    #[schemars(with = "i64")]
+    pub id: Option<i64>,
+    /// Resolve status: `verified` (default), `failed` or `waived`.
+    #[serde(default, deserialize_with = "opt_string")]
+    #[schemars(with = "String")]
+    pub status: Option<String>,
+    /// Resolution note (what you checked, or why it was waived).
+    #[serde(default, deserialize_with = "opt_string")]
+    #[schemars(with = "String")]
+    pub note: Option<String>,
+    /// The card this gate holds back from done until it is resolved (add).
+    #[serde(default, deserialize_with = "opt_int")]
+    #[schemars(with = "i64")]
+    pub card: Option<i64>,
+    /// Target project (default: this session's project).
     #[serde(default, deserialize_with = "opt_string")]
     #[schemars(with = "String")]
     pub project: Option<String>,

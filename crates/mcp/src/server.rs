@@ -54,6 +54,34 @@ fn is_open(status: &str) -> bool {
     matches!(status, "todo" | "doing" | "testing" | "failed" | "blocked")
 }
 
+/// The full sha of `rev` in the repository the server runs in (for a contract's `base:`).
+async fn resolve_base(rev: &str) -> Result<String, String> {
+    let out = tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio::process::Command::new("git")
+            .args([
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("{rev}^{{commit}}"),
+            ])
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .stdin(std::process::Stdio::null())
+            .output(),
+    )
+    .await
+    .map_err(|_| format!("git rev-parse {rev} timed out"))?
+    .map_err(|e| format!("cannot run git to resolve base {rev}: {e}"))?;
+    let sha = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || sha.is_empty() {
+        return Err(format!(
+            "cannot resolve base {rev} to a commit in this repository"
+        ));
+    }
+    Ok(sha)
+}
+
 fn clean(s: Option<String>) -> Option<String> {
     s.map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
 }
@@ -411,10 +439,14 @@ impl Relay {
         if a.text.trim().is_empty() {
             return Err("`text` is empty: there is nothing to send".into());
         }
+        let text = match clean(a.base) {
+            Some(rev) => format!("{}\nbase: {}", a.text.trim_end(), resolve_base(&rev).await?),
+            None => a.text,
+        };
         let req = SendRequest {
             from: self.id.session.clone(),
             to: Some(to.clone()),
-            text: a.text,
+            text,
             project: None,
             re: a.re.filter(|r| *r > 0),
             kind: clean(a.kind),
@@ -752,6 +784,81 @@ impl Relay {
         match reply.get("count").and_then(Value::as_i64) {
             Some(n) => Ok(format!("lesson recorded for {scope} ({n} total)")),
             None => Ok(format!("lesson recorded for {scope}")),
+        }
+    }
+
+    #[tool(
+        description = "Record a VERIFICATION GATE: a claim that MUST be independently verified before the related work ships (a formula, a coefficient, a security property, a data shape). action 'add' when you produce something whose correctness you have NOT proven (give `card` to keep that card from moving to done until the gate is resolved); 'resolve' once verified (or failed/waived with the user); 'list' to see open gates. Defaults to THIS project."
+    )]
+    async fn relay_verify_gate(&self, Parameters(a): Parameters<VerifyGateArgs>) -> ToolResult {
+        let project = clean(a.project).unwrap_or_else(|| self.id.project.clone());
+        match a.action.trim() {
+            "add" => {
+                let claim = clean(a.claim).ok_or("`claim` is required to add a gate")?;
+                let req = trantor_proto::VerifyGateRequest {
+                    claim: Some(claim),
+                    why: clean(a.why),
+                    how_to_verify: clean(a.how_to_verify),
+                    card: a.card.filter(|c| *c > 0),
+                    project: Some(project.clone()),
+                    by: Some(self.id.session.clone()),
+                    ..Default::default()
+                };
+                let r: trantor_proto::VerifyGateReply = self.write("/verify-gate", &req).await?;
+                let held = r
+                    .gate
+                    .card
+                    .map(|c| format!("; card #{c} cannot move to done until it is resolved"))
+                    .unwrap_or_default();
+                Ok(if r.dedup {
+                    format!("gate #{} already open: {}{held}", r.gate.id, r.gate.claim)
+                } else {
+                    format!("gate #{} added: {}{held}", r.gate.id, r.gate.claim)
+                })
+            }
+            "resolve" => {
+                let id = a.id.ok_or("`id` is required to resolve a gate")?;
+                let req = trantor_proto::VerifyGateRequest {
+                    resolve: true,
+                    id: Some(id),
+                    status: clean(a.status),
+                    note: clean(a.note),
+                    project: Some(project.clone()),
+                    by: Some(self.id.session.clone()),
+                    ..Default::default()
+                };
+                let r: trantor_proto::VerifyGateReply = self.write("/verify-gate", &req).await?;
+                Ok(format!(
+                    "gate #{} {}: {}",
+                    r.gate.id, r.gate.status, r.gate.claim
+                ))
+            }
+            "list" => {
+                let r: trantor_proto::VerifyGatesReply = self
+                    .hub
+                    .get("/verify-gates", &[("project", project.clone())])
+                    .await
+                    .map_err(|e| self.hub_error(e))?;
+                if r.gates.is_empty() {
+                    return Ok(format!("no open verification gates in {project}"));
+                }
+                Ok(r.gates
+                    .iter()
+                    .map(|g| {
+                        let card = g.card.map(|c| format!(" [card #{c}]")).unwrap_or_default();
+                        let how = if g.how_to_verify.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" — verify: {}", g.how_to_verify)
+                        };
+                        format!("#{} {}{card}{how}", g.id, g.claim)
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n"))
+            }
+            other => Err(format!(
+                "unknown action '{other}': use add, resolve or list"
+            )),
         }
     }
 

@@ -651,6 +651,10 @@ pub struct PolicyReply {
     /// Project links.
     #[serde(default)]
     pub links: Vec<PolicyLink>,
+    /// The integrate dials per project (`*` is the default): `{commit: bool, push: bool}`.
+    /// Absent means commit on, push off.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub dials: Map<String, Value>,
 }
 
 /// A set of projects to link or unlink in `POST /policy`.
@@ -676,6 +680,9 @@ pub struct PolicyRequest {
     /// Remove the link between exactly these projects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unlink: Option<PolicyLinkRequest>,
+    /// Integrate dials to change per project: `{project: {commit?: bool, push?: bool}}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dials: Option<Map<String, Value>>,
     /// Who declares it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
@@ -850,4 +857,97 @@ mod tests {
             serde_json::from_str(r#"{"id":3,"costUsd":1.5,"title":"t"}"#).unwrap_or_default();
         assert_eq!(c.extra.get("costUsd"), Some(&serde_json::json!(1.5)));
     }
+}
+
+/// A verification gate: a claim that must be verified before the related work ships; an open
+/// gate tied to a card keeps that card from moving to done.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifyGate {
+    /// Gate id (hub-global).
+    pub id: i64,
+    /// Project.
+    pub project: String,
+    /// What must be verified.
+    pub claim: String,
+    /// Why it matters.
+    #[serde(default)]
+    pub why: String,
+    /// The concrete check that would verify it.
+    #[serde(default)]
+    pub how_to_verify: String,
+    /// `open`, `verified`, `failed` or `waived`.
+    pub status: String,
+    /// Who added it.
+    #[serde(default)]
+    pub by: String,
+    /// When, ms.
+    pub ts: i64,
+    /// The card it gates, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub card: Option<i64>,
+    /// Who resolved it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_by: Option<String>,
+    /// The resolution note.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_note: Option<String>,
+    /// When it was resolved, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_ts: Option<i64>,
+}
+
+/// `POST /verify-gate` body: add a gate (`claim`, …) or resolve one (`resolve: true`, `id`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifyGateRequest {
+    /// What must be verified (add).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
+    /// Why it matters (add).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    /// The check that would verify it (add).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub how_to_verify: Option<String>,
+    /// The card the gate holds (add).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub card: Option<i64>,
+    /// Project [default: the `by` session's project].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// Who.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// Resolve instead of add.
+    #[serde(default)]
+    pub resolve: bool,
+    /// The gate to resolve.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<i64>,
+    /// `verified` (default), `failed` or `waived`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// Resolution note.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// `POST /verify-gate` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct VerifyGateReply {
+    /// Always true on success.
+    pub ok: bool,
+    /// The gate as stored.
+    pub gate: VerifyGate,
+    /// An open gate with the same claim already existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dedup: bool,
+}
+
+/// `GET /verify-gates` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct VerifyGatesReply {
+    /// The gates (open only unless `all=1`).
+    pub gates: Vec<VerifyGate>,
 }

@@ -45,6 +45,18 @@ pub use sys::paths;
 /// The agent CLI drivers and the table of CLI versions they were verified against.
 pub use turn::drivers;
 
+/// What the CLI's crew verbs (`trantor integrate`, `sync`, `swap`) share with the seat: bounded
+/// git, the seat worktree's place and declaration, atomic files and the WIP snapshot — so a
+/// verb and the runner agree on every path and every safety rule.
+pub mod crew {
+    pub use crate::periphery::worktree::{
+        BoundedError, GitError, apply_declaration, git, git_command, git_raw, read_declaration,
+        run_bounded, seat_worktree_path,
+    };
+    pub use crate::sys::fsx::write_atomic;
+    pub use crate::turn::snapshot::{SnapshotOutcome, SnapshotWhy, snapshot_wip};
+}
+
 use std::path::PathBuf;
 
 /// Options of `trantor runner <agent> [dir]`.

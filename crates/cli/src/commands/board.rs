@@ -137,6 +137,12 @@ pub struct CardAddArgs {
     /// Model hint shown on the card.
     #[arg(long)]
     pub model: Option<String>,
+    /// Also send the assignee the contract for the card (a direct message that wakes its seat).
+    #[arg(long)]
+    pub contract: bool,
+    /// With --contract: stamp `base: <sha>` on it (default: the integration head here).
+    #[arg(long, value_name = "REV", num_args = 0..=1, default_missing_value = "", requires = "contract")]
+    pub base: Option<String>,
     #[command(flatten)]
     pub common: Common,
 }
@@ -398,6 +404,10 @@ async fn card_add(a: CardAddArgs) -> anyhow::Result<ExitCode> {
             DIFFICULTIES.join(", ")
         )));
     }
+    let base = match &a.base {
+        Some(rev) => Some(super::crew::contract_base(rev)?),
+        None => None,
+    };
     let req = TaskCreateRequest {
         project: Some(id.project.clone()),
         title,
@@ -425,6 +435,28 @@ async fn card_add(a: CardAddArgs) -> anyhow::Result<ExitCode> {
     );
     if !render::has_drill(c) {
         line.push_str(" (no drill yet: the hub refuses done without one)");
+    }
+    if a.contract {
+        let mut text = format!("your card #{}: {}", c.id, c.title);
+        if let Some(b) = &base {
+            text.push_str(&format!("\nbase: {b}"));
+        }
+        let send = trantor_proto::SendRequest {
+            from: id.session.clone(),
+            to: Some(c.assignee.clone()),
+            text,
+            project: Some(c.project.clone()),
+            kind: Some("contract".into()),
+            ..Default::default()
+        };
+        let sent: trantor_proto::SendReply = hub
+            .post_with_op("/send", &send, &new_op_id())
+            .await
+            .hub(&hub)?;
+        line.push_str(&format!("; contract #{} sent to {}", sent.id, c.assignee));
+        if let Some(b) = &base {
+            line.push_str(&format!(" with base: {}", super::crew::short(b)));
+        }
     }
     print_card_result(a.common.json, &reply, line)
 }

@@ -70,6 +70,10 @@ pub struct SendArgs {
     /// Context only: do not wake the recipient for a turn.
     #[arg(long)]
     pub no_wake: bool,
+    /// Stamp `base: <sha>` on the message, so a fresh seat branch starts there. Without a
+    /// value: the integration head (the main checkout's branch) of this repository.
+    #[arg(long, value_name = "REV", num_args = 0..=1, default_missing_value = "")]
+    pub base: Option<String>,
     #[command(flatten)]
     pub common: Common,
 }
@@ -121,6 +125,14 @@ pub(crate) async fn send(a: SendArgs) -> anyhow::Result<ExitCode> {
             "the recipient is empty (a session like claude:web, or all)",
         ));
     }
+    let text = match &a.base {
+        Some(rev) => format!(
+            "{}\nbase: {}",
+            text.trim_end(),
+            super::crew::contract_base(rev)?
+        ),
+        None => text,
+    };
     let req = SendRequest {
         from: id.session.clone(),
         to: Some(a.to.trim().to_string()),

@@ -193,6 +193,37 @@ pub(crate) async fn doctor(a: DoctorArgs) -> anyhow::Result<ExitCode> {
         }
     }
 
+    if !hub_down && let Ok(p) = hub.policy().await {
+        let d = super::autonomy::dials_for(&p, &id.project);
+        let on = |b: bool| if b { "on" } else { "off" };
+        let mine: Vec<String> = p
+            .links
+            .iter()
+            .filter(|l| {
+                l.projects
+                    .iter()
+                    .any(|x| x.eq_ignore_ascii_case(&id.project))
+            })
+            .map(|l| format!("{} ({})", l.projects.join("↔"), l.reason))
+            .collect();
+        checks.push(Check {
+            name: "policy".into(),
+            ok: true,
+            detail: format!(
+                "{}: integrate dials commit {} · push {}; links: {}",
+                id.project,
+                on(d.commit),
+                on(d.push),
+                if mine.is_empty() {
+                    "none (its seats stay in the project)".to_string()
+                } else {
+                    mine.join(", ")
+                }
+            ),
+            fix: None,
+        });
+    }
+
     checks.push(Check {
         name: "identity".into(),
         ok: true,

@@ -20,15 +20,22 @@ macro_rules! say {
     };
 }
 
+mod autonomy;
 mod board;
 mod bus;
 mod connect;
+mod crew;
 mod demo;
 mod doctor;
 mod down;
+mod harvest;
+mod integrate;
 mod lessons;
+mod policy;
 mod seat_why;
 mod seats;
+mod swap;
+mod sync;
 mod table;
 mod ui;
 mod up;
@@ -79,6 +86,24 @@ pub enum Command {
     /// Register `trantor mcp` with the agent CLIs found here (Claude Code, Codex, OpenCode, Kimi).
     #[command(after_long_help = connect::CONNECT_HELP)]
     Connect(connect::ConnectArgs),
+    /// Bring the seats' work home: commit, merge every seat branch, verify, receipts, push.
+    #[command(after_long_help = integrate::INTEGRATE_HELP)]
+    Integrate(integrate::IntegrateArgs),
+    /// Record a hand-made harvest (cherry-pick or squash): seat commit → main commit.
+    #[command(after_long_help = harvest::HARVEST_HELP)]
+    Harvest(harvest::HarvestArgs),
+    /// Realign a seat branch onto the integration branch, dropping only harvested commits.
+    #[command(after_long_help = sync::SYNC_HELP)]
+    Sync(sync::SyncArgs),
+    /// Replace a seat's agent or model in place, keeping its queue, cards and contracts.
+    #[command(after_long_help = swap::SWAP_HELP)]
+    Swap(swap::SwapArgs),
+    /// Show or set the dials integrate obeys: `trantor autonomy set push on`.
+    #[command(after_long_help = autonomy::AUTONOMY_HELP)]
+    Autonomy(autonomy::AutonomyArgs),
+    /// Link projects so their seats may act on each other, unlink them, or show the links.
+    #[command(subcommand, after_long_help = policy::POLICY_HELP)]
+    Policy(policy::PolicyCommand),
     /// Open the hub's dashboard (board, seats, flow, timeline) in the browser.
     #[command(after_long_help = ui::UI_HELP)]
     Ui(ui::UiArgs),
@@ -230,6 +255,12 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Up(a) => up::up(a).await,
         Command::Down(a) => down::down(a).await,
         Command::SeatWhy(a) => seat_why::seat_why(a).await,
+        Command::Integrate(a) => integrate::integrate(a).await,
+        Command::Harvest(a) => harvest::harvest(a).await,
+        Command::Sync(a) => sync::sync(a).await,
+        Command::Autonomy(a) => autonomy::autonomy(a).await,
+        Command::Swap(a) => swap::swap(a).await,
+        Command::Policy(c) => policy::policy(c).await,
         Command::Ui(a) => ui::ui(a).await,
     };
     match result {

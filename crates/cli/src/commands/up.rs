@@ -53,13 +53,15 @@ pub struct UpArgs {
 }
 
 /// One requested seat.
-struct Spec {
-    persona: String,
-    agent: String,
-    model: Option<String>,
+pub(crate) struct Spec {
+    pub persona: String,
+    pub agent: String,
+    pub model: Option<String>,
+    /// Extra variables for this seat's runner (a swap's staging variables).
+    pub env: Vec<(String, String)>,
 }
 
-fn parse_specs(args: &[String]) -> anyhow::Result<Vec<Spec>> {
+pub(crate) fn parse_specs(args: &[String]) -> anyhow::Result<Vec<Spec>> {
     let mut out: Vec<Spec> = Vec::new();
     for a in args {
         let (agent, model) = match a.split_once(':') {
@@ -88,6 +90,7 @@ fn parse_specs(args: &[String]) -> anyhow::Result<Vec<Spec>> {
             persona,
             agent: agent.to_string(),
             model,
+            env: Vec::new(),
         });
     }
     Ok(out)
@@ -130,10 +133,12 @@ fn seat_env(spec: &Spec, url: &str, project: &str) -> Vec<(String, String)> {
     if let Some(m) = &spec.model {
         env.push(("CREW_MODEL".into(), m.clone()));
     }
+    env.retain(|(k, _)| !spec.env.iter().any(|(x, _)| x == k));
+    env.extend(spec.env.iter().cloned());
     env
 }
 
-fn launch(
+pub(crate) fn launch(
     spec: &Spec,
     url: &str,
     project: &str,

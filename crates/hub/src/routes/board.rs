@@ -299,6 +299,9 @@ pub async fn update<S: Store>(
                     json!({ "id": card.id, "status": card.status }),
                 )));
             }
+            if to_done && let Some(g) = super::gates::open_gate_for_card(&*tx, card.id)? {
+                return Ok(Err(super::gates::done_refusal(card.id, &g)));
+            }
             persist_edge(tx, &mut out, &u.by, touch, now)?;
             if u.delete {
                 tx.delete_card(card.id)?;

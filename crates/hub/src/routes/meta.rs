@@ -141,7 +141,40 @@ fn project_set(field: &str, projects: &[String]) -> ApiResult<Vec<String>> {
     Ok(set)
 }
 
-/// `POST /policy {autonomy?, link?, unlink?, by?}`.
+/// Check `dials: {project: {commit?: bool, push?: bool}}`; any other dial name is refused.
+fn parse_dials(d: &Map<String, Value>) -> ApiResult<Vec<(String, Map<String, Value>)>> {
+    let mut out = Vec::new();
+    for (project, v) in d {
+        check_len("dials project", project, limits::PROJECT)?;
+        let Some(obj) = v.as_object() else {
+            return Err(ApiError::bad_request(format!(
+                "dials for {project} must be an object like {{\"push\": true}}"
+            )));
+        };
+        let mut change = Map::new();
+        for (k, b) in obj {
+            match (k.as_str(), b.as_bool()) {
+                ("commit" | "push", Some(on)) => {
+                    change.insert(k.clone(), json!(on));
+                }
+                ("commit" | "push", None) => {
+                    return Err(ApiError::bad_request(format!(
+                        "dial {k} for {project} must be true or false"
+                    )));
+                }
+                _ => {
+                    return Err(ApiError::bad_request(format!(
+                        "unknown dial {k} for {project}: the dials are commit and push"
+                    )));
+                }
+            }
+        }
+        out.push((project.clone(), change));
+    }
+    Ok(out)
+}
+
+/// `POST /policy {autonomy?, link?, unlink?, dials?, by?}`.
 pub async fn policy_post<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<PolicyRequest>,
@@ -169,6 +202,11 @@ pub async fn policy_post<S: Store>(
         }
         None => None,
     };
+    let dials = req
+        .dials
+        .map(|d| parse_dials(&d))
+        .transpose()?
+        .unwrap_or_default();
     let unlink = req
         .unlink
         .map(|u| project_set("unlink.projects", &u.projects))
@@ -179,6 +217,15 @@ pub async fn policy_post<S: Store>(
         .write(move |tx| {
             let mut p = policy_from(tx.kv(POLICY_KEY)?);
             p.autonomy.extend(autonomy);
+            for (project, change) in dials {
+                let mut cur = p
+                    .dials
+                    .get(&project)
+                    .and_then(|v| v.as_object().cloned())
+                    .unwrap_or_default();
+                cur.extend(change);
+                p.dials.insert(project, Value::Object(cur));
+            }
             let same = |a: &PolicyLink, set: &[String]| {
                 let mut s = a.projects.clone();
                 s.sort();
@@ -202,7 +249,7 @@ pub async fn policy_post<S: Store>(
         })
         .await?;
     Ok(Json(
-        json!({ "ok": true, "autonomy": policy.autonomy, "links": policy.links }),
+        json!({ "ok": true, "autonomy": policy.autonomy, "links": policy.links, "dials": policy.dials }),
     ))
 }
 

@@ -4,6 +4,7 @@
 pub mod board;
 pub mod bus;
 pub mod events;
+pub mod gates;
 pub mod meta;
 pub mod presence;
 
@@ -447,9 +448,64 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                 f("autonomy", Obj, false, "{project: 1..4}"),
                 f("link", Obj, false, "{projects: [2..4], reason}"),
                 f("unlink", Obj, false, "{projects}"),
+                f(
+                    "dials",
+                    Obj,
+                    false,
+                    "{project: {commit?: bool, push?: bool}}"
+                ),
                 f("by", Str, false, "who declares it").max(limits::SESSION),
             ],
             post(meta::policy_post::<S>),
+        ),
+        r(
+            Verb::Post,
+            "/verify-gate",
+            "Add a verification gate, or resolve one (resolve: true)",
+            &[],
+            fields![
+                f(
+                    "claim",
+                    Str,
+                    false,
+                    "what must be verified (≤300; required to add)"
+                )
+                .max(300),
+                f("why", Str, false, "why it matters (≤300)").max(300),
+                f(
+                    "howToVerify",
+                    Str,
+                    false,
+                    "the check that would verify it (≤300)"
+                )
+                .max(300),
+                f("card", Int, false, "the card the gate holds back from done"),
+                f("project", Str, false, "project (default: the by session's)")
+                    .max(limits::PROJECT),
+                f("by", Str, false, "who").max(limits::SESSION),
+                f(
+                    "resolve",
+                    Bool,
+                    false,
+                    "resolve gate `id` instead of adding"
+                ),
+                f("id", Int, false, "the gate to resolve"),
+                f("status", Str, false, "verified (default), failed or waived"),
+                f("note", Str, false, "resolution note (≤300)").max(300),
+            ],
+            post(gates::post::<S>),
+        ),
+        r(
+            Verb::Get,
+            "/verify-gates",
+            "Verification gates (open only unless all=1)",
+            fields![
+                f("project", Str, false, "project"),
+                f("all", Bool, false, "resolved gates too"),
+                f("card", Int, false, "only the gates holding this card"),
+            ],
+            &[],
+            get(gates::list::<S>),
         ),
         r(
             Verb::Get,

@@ -774,6 +774,51 @@ fn refresh_existing(wt: &Path, head: &str) {
     }
 }
 
+/// What [`start_at_base`] did with the seat branch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BaseStart {
+    /// HEAD already was the base, or already contains it.
+    AlreadyThere,
+    /// The seat branch was fast-forwarded to the base.
+    Moved {
+        /// Where the branch was before.
+        from: String,
+    },
+    /// The branch was left as it is, for the reason given.
+    Left(String),
+}
+
+/// Start a fresh card's work at the contract's `base: <sha>` (the integration head): a clean
+/// seat worktree whose branch the base contains is fast-forwarded to it. A worktree with
+/// uncommitted work, or a branch with commits the base lacks, is never moved — those commits
+/// are the seat's work until `trantor sync` finds their harvest receipts (docs/runner.md §19.3).
+pub fn start_at_base(wt: &Path, base: &str) -> BaseStart {
+    match git(wt, &["status", "--porcelain"], GIT_TIMEOUT) {
+        Ok(s) if !s.is_empty() => {
+            return BaseStart::Left("uncommitted work in the seat worktree".into());
+        }
+        Ok(_) => {}
+        Err(e) => return BaseStart::Left(format!("git status failed: {e}")),
+    }
+    let head = git(wt, &["rev-parse", "HEAD"], GIT_TIMEOUT).unwrap_or_default();
+    let ancestor =
+        |a: &str, b: &str| git(wt, &["merge-base", "--is-ancestor", a, b], GIT_TIMEOUT).is_ok();
+    if ancestor(base, &head) {
+        return BaseStart::AlreadyThere;
+    }
+    if !ancestor(&head, base) {
+        return BaseStart::Left(
+            "the seat branch has commits the base lacks (run `trantor sync` after they are \
+             harvested)"
+                .into(),
+        );
+    }
+    match git(wt, &["merge", "--ff-only", "--quiet", base], GIT_TIMEOUT) {
+        Ok(_) => BaseStart::Moved { from: head },
+        Err(e) => BaseStart::Left(format!("fast-forward failed: {e}")),
+    }
+}
+
 /// Path equality after resolving symlinks (falls back to the literal paths).
 pub(crate) fn same_path(a: &Path, b: &Path) -> bool {
     match (a.canonicalize(), b.canonicalize()) {

@@ -134,6 +134,12 @@ impl Seat {
             tracing::debug!("wake path: card bound {:?} after the wake", t.elapsed());
         }
         let fresh = session::is_fresh(released, card, self.session_card);
+        if let Some(b) = &base
+            && fresh
+            && self.in_worktree
+        {
+            self.start_at_base(b).await;
+        }
         self.session_card = card;
         let mut again = Vec::new();
         if self.delivery_fails > 0 {
@@ -212,6 +218,30 @@ impl Seat {
                 &self.turn_dir.to_string_lossy(),
             )
         })
+    }
+
+    /// A fresh card with a `base:` line starts the seat branch there (worktree seats only).
+    async fn start_at_base(&mut self, base: &str) {
+        let wt = self.turn_dir.clone();
+        let b = base.to_string();
+        let got =
+            tokio::task::spawn_blocking(move || crate::worktree::start_at_base(&wt, &b)).await;
+        match got {
+            Ok(crate::worktree::BaseStart::Moved { from }) => {
+                self.tree_cache = None;
+                tracing::info!(
+                    "seat branch moved to base {base} (was {})",
+                    &from[..from.len().min(12)]
+                )
+            }
+            Ok(crate::worktree::BaseStart::AlreadyThere) => {
+                tracing::debug!("seat branch already at base {base}")
+            }
+            Ok(crate::worktree::BaseStart::Left(why)) => {
+                tracing::warn!("seat branch not moved to base {base}: {why}")
+            }
+            Err(e) => tracing::warn!("base check failed: {e}"),
+        }
     }
 
     async fn block_on_base(&mut self, card: i64, base: &str, assigners: &[Assigner]) {

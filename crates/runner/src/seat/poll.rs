@@ -183,14 +183,28 @@ impl Seat {
             (self.hub_backoff * 2).min(Duration::from_millis(self.cfg.hub_backoff_max_ms));
     }
 
+    /// Re-read `/policy` links when the batch holds a foreign sender and the cache is older
+    /// than its TTL — or when that sender's project is not linked in the cache, so a
+    /// `trantor policy link` takes effect at the next foreign wake rather than a minute later
+    /// (a refusal is rare; one read per such batch).
     async fn refresh_links_if_needed(&mut self, batch: &InboxReply) {
-        let foreign = batch.messages.iter().any(|m| {
-            !m.from.starts_with("hub:")
-                && wake::sender_project(&m.from)
-                    .is_some_and(|p| !p.eq_ignore_ascii_case(&self.cfg.project))
-        });
-        let fresh = self.links.1.is_some_and(|t| t.elapsed() < LINKS_TTL);
-        if foreign && !fresh {
+        let own = self.cfg.project.clone();
+        let linked = |p: &str| {
+            self.links.0.iter().any(|l| {
+                l.projects.iter().any(|x| x.eq_ignore_ascii_case(p))
+                    && l.projects.iter().any(|x| x.eq_ignore_ascii_case(&own))
+            })
+        };
+        let foreign: Vec<&str> = batch
+            .messages
+            .iter()
+            .filter(|m| !m.from.starts_with("hub:"))
+            .filter_map(|m| wake::sender_project(&m.from))
+            .filter(|p| !p.eq_ignore_ascii_case(&own))
+            .collect();
+        let unlinked = foreign.iter().any(|p| !linked(p));
+        let fresh = self.links.1.is_some_and(|t| t.elapsed() < LINKS_TTL) && !unlinked;
+        if !foreign.is_empty() && !fresh {
             match self.reads.links().await {
                 Some(l) => self.links = (l, Some(Instant::now())),
                 // A failed fetch keeps the last value (empty on a cold start: fail closed).

@@ -101,8 +101,16 @@ impl Seat {
         let dir = self.turn_dir.clone();
         // The seat's own worktree is as the last turn left it; DIR itself (no worktree) is
         // shared with the operator and is read fresh.
+        // `trantor integrate` and `trantor sync` may move the seat branch between turns; the
+        // branch ref (read natively, no process) tells whether the cache still holds.
         let cached = if self.in_worktree {
-            self.tree_cache.clone()
+            self.tree_cache.clone().filter(|(head, _)| {
+                let branch = crate::worktree::seat_branch(&self.cfg.persona);
+                match &self.git_common {
+                    Some(c) => gitx::read_branch(c, &branch).as_ref() == head.as_ref(),
+                    None => false,
+                }
+            })
         } else {
             None
         };

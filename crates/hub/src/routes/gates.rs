@@ -1,0 +1,215 @@
+//! Verification gates: `POST /verify-gate` (add or resolve) and `GET /verify-gates`.
+//!
+//! A gate is a claim that must be verified before the related work ships. Gates live in one
+//! kv document (`verify-gates`: the id high-water mark and the newest gates); an open gate tied
+//! to a card makes `/task/update` refuse that card's move to done (409 naming the gate);
+//! docs/protocol.md §9.5.
+
+use crate::error::{ApiError, ApiResult, check_len, check_opt};
+use crate::extract::{JsonBody, Params};
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use trantor_proto::{
+    VerifyGate, VerifyGateReply, VerifyGateRequest, VerifyGatesReply, limits, now_ms,
+};
+use trantor_store::{Store, StoreError};
+
+/// The kv key of the gates document.
+pub const GATES_KEY: &str = "verify-gates";
+/// Gates kept; past it the oldest 100 are dropped.
+const CAP: usize = 500;
+/// Length limit of a claim, a why, a how-to-verify and a note.
+const TEXT: usize = 300;
+
+/// The stored document.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct GatesDoc {
+    /// The last id given.
+    #[serde(default)]
+    pub seq: i64,
+    /// The gates, oldest first.
+    #[serde(default)]
+    pub gates: Vec<VerifyGate>,
+}
+
+/// Read the gates document (empty when absent or unreadable).
+pub fn load(v: Option<Value>) -> GatesDoc {
+    v.and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_default()
+}
+
+/// The open gate holding `card`, if any (for the done refusal).
+pub fn open_gate_for_card(
+    tx: &(impl trantor_store::ReadTx + ?Sized),
+    card: i64,
+) -> Result<Option<VerifyGate>, StoreError> {
+    Ok(load(tx.kv(GATES_KEY)?)
+        .gates
+        .into_iter()
+        .find(|g| g.status == "open" && g.card == Some(card)))
+}
+
+/// The 409 a done move gets while a gate is open.
+pub fn done_refusal(card: i64, g: &VerifyGate) -> ApiError {
+    ApiError::with(
+        StatusCode::CONFLICT,
+        format!(
+            "card #{card} has an open verification gate #{}: \"{}\" — verify it (relay_verify_gate \
+             action resolve, id {}) before moving the card to done",
+            g.id, g.claim, g.id
+        ),
+        json!({ "id": card, "gate": g }),
+    )
+}
+
+fn project_of(req_project: &Option<String>, by: &str) -> Option<String> {
+    req_project
+        .as_deref()
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .or_else(|| {
+            by.rsplit_once(':')
+                .map(|(_, p)| p.to_string())
+                .filter(|p| !p.is_empty())
+        })
+}
+
+/// `POST /verify-gate`.
+pub async fn post<S: Store>(
+    State(hub): State<AppState<S>>,
+    JsonBody(req): JsonBody<VerifyGateRequest>,
+) -> ApiResult<Json<VerifyGateReply>> {
+    check_opt("by", &req.by, limits::SESSION)?;
+    check_opt("note", &req.note, TEXT)?;
+    let by = req.by.clone().unwrap_or_default();
+    let project =
+        project_of(&req.project, &by).ok_or_else(|| ApiError::bad_request("project required"))?;
+    check_len("project", &project, limits::PROJECT)?;
+    let now = now_ms();
+    if req.resolve {
+        let id = req
+            .id
+            .ok_or_else(|| ApiError::bad_request("id required to resolve a gate"))?;
+        let status = req.status.clone().unwrap_or_else(|| "verified".into());
+        if !matches!(status.as_str(), "verified" | "failed" | "waived") {
+            return Err(ApiError::bad_request(
+                "status must be verified, failed or waived",
+            ));
+        }
+        let note = req.note.clone().unwrap_or_default();
+        crate::error::check_secrets([note.as_str()])?;
+        let got = hub
+            .store
+            .write(move |tx| {
+                let mut doc = load(tx.kv(GATES_KEY)?);
+                let Some(g) = doc
+                    .gates
+                    .iter_mut()
+                    .find(|g| g.id == id && g.project.eq_ignore_ascii_case(&project))
+                else {
+                    return Ok(None);
+                };
+                g.status = status;
+                g.resolved_by = Some(by);
+                g.resolved_note = Some(note);
+                g.resolved_ts = Some(now);
+                let out = g.clone();
+                tx.set_kv(
+                    GATES_KEY,
+                    &serde_json::to_value(&doc).unwrap_or(Value::Null),
+                )?;
+                Ok(Some(out))
+            })
+            .await?;
+        return match got {
+            Some(gate) => Ok(Json(VerifyGateReply {
+                ok: true,
+                gate,
+                dedup: false,
+            })),
+            None => Err(ApiError::not_found("no such gate in that project")),
+        };
+    }
+    let claim = req
+        .claim
+        .as_deref()
+        .map(str::trim)
+        .unwrap_or("")
+        .to_string();
+    if claim.is_empty() {
+        return Err(ApiError::bad_request("claim required"));
+    }
+    check_len("claim", &claim, TEXT)?;
+    let why = req.why.clone().unwrap_or_default();
+    let how = req.how_to_verify.clone().unwrap_or_default();
+    check_len("why", &why, TEXT)?;
+    check_len("howToVerify", &how, TEXT)?;
+    crate::error::check_secrets([claim.as_str(), why.as_str(), how.as_str()])?;
+    let card = req.card.filter(|c| *c > 0);
+    let (gate, dedup) = hub
+        .store
+        .write(move |tx| {
+            let mut doc = load(tx.kv(GATES_KEY)?);
+            if let Some(g) = doc.gates.iter().find(|g| {
+                g.status == "open" && g.project.eq_ignore_ascii_case(&project) && g.claim == claim
+            }) {
+                return Ok((g.clone(), true));
+            }
+            doc.seq += 1;
+            let g = VerifyGate {
+                id: doc.seq,
+                project,
+                claim,
+                why,
+                how_to_verify: how,
+                status: "open".into(),
+                by,
+                ts: now,
+                card,
+                ..Default::default()
+            };
+            doc.gates.push(g.clone());
+            if doc.gates.len() > CAP {
+                doc.gates.drain(..100);
+            }
+            tx.set_kv(
+                GATES_KEY,
+                &serde_json::to_value(&doc).unwrap_or(Value::Null),
+            )?;
+            Ok((g, false))
+        })
+        .await?;
+    Ok(Json(VerifyGateReply {
+        ok: true,
+        gate,
+        dedup,
+    }))
+}
+
+/// `GET /verify-gates?project=&all=1&card=`.
+pub async fn list<S: Store>(
+    State(hub): State<AppState<S>>,
+    p: Params,
+) -> ApiResult<Json<VerifyGatesReply>> {
+    let project = p.text("project").map(str::to_string);
+    let all = p.flag("all");
+    let card = p.int("card")?;
+    let doc = load(hub.store.read(|tx| tx.kv(GATES_KEY)).await?);
+    let gates = doc
+        .gates
+        .into_iter()
+        .filter(|g| all || g.status == "open")
+        .filter(|g| {
+            project
+                .as_deref()
+                .is_none_or(|p| g.project.eq_ignore_ascii_case(p))
+        })
+        .filter(|g| card.is_none_or(|c| g.card == Some(c)))
+        .collect();
+    Ok(Json(VerifyGatesReply { gates }))
+}

@@ -8,6 +8,7 @@
 pub mod cards;
 pub mod config;
 pub mod contracts;
+pub mod duty;
 pub mod error;
 pub mod extract;
 pub mod metrics;
@@ -101,6 +102,7 @@ pub async fn serve<S: Store>(
     let (stop_tx, stop_rx) = watch::channel(false);
     let hub = state(store, cfg, stop_rx).await?;
     reaper::spawn(hub.clone());
+    duty::spawn(hub.clone());
     let app = routes::router(hub.clone());
     let addr = listener.local_addr().context("listener has no address")?;
     tracing::info!(

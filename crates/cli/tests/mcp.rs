@@ -14,8 +14,8 @@ use tokio::process::Command;
 
 type Client = RunningService<RoleClient, ()>;
 
-/// The 14 tools the issue names; every one must be listed.
-const TOOLS: [&str; 14] = [
+/// The tools the issues name; every one must be listed.
+const TOOLS: [&str; 15] = [
     "relay_send",
     "relay_inbox",
     "relay_wait",
@@ -30,6 +30,7 @@ const TOOLS: [&str; 14] = [
     "relay_contracts",
     "relay_lesson",
     "relay_project_brief",
+    "relay_catchup",
 ];
 
 async fn mcp(url: &str, session: &str, home: &Path) -> Client {

@@ -82,7 +82,10 @@ impl DutyState {
 }
 
 /// The duty session in force: the configured one, else the appointed one.
-pub fn duty_session(cfg_session: Option<&str>, tx: &dyn ReadTx) -> Result<Option<String>, StoreError> {
+pub fn duty_session(
+    cfg_session: Option<&str>,
+    tx: &dyn ReadTx,
+) -> Result<Option<String>, StoreError> {
     if let Some(s) = cfg_session {
         return Ok(Some(s.to_string()));
     }
@@ -468,7 +471,11 @@ mod tests {
             ts: 0,
             from: from.into(),
             to: to.into(),
-            ..Message::default()
+            project: "p".into(),
+            text: String::new(),
+            re: None,
+            kind: None,
+            wake: None,
         }
     }
 

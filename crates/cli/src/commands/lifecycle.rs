@@ -87,6 +87,9 @@ pub struct UpArgs {
     pub no_tmux: bool,
     #[command(flatten)]
     pub common: Common,
+    /// Set by `trantor duty up`: the persona of the (single) seat and extra runner variables.
+    #[arg(skip)]
+    pub seat_override: Option<(String, Vec<(String, String)>)>,
 }
 
 /// `trantor down` options.
@@ -457,6 +460,8 @@ struct Spec {
     persona: String,
     agent: String,
     model: Option<String>,
+    /// Extra runner variables (the duty seat's `RUNNER_DUTY_NUDGES=1`).
+    env: Vec<(String, String)>,
 }
 
 fn parse_specs(args: &[String]) -> anyhow::Result<Vec<Spec>> {
@@ -488,6 +493,7 @@ fn parse_specs(args: &[String]) -> anyhow::Result<Vec<Spec>> {
             persona,
             agent: agent.to_string(),
             model,
+            env: Vec::new(),
         });
     }
     Ok(out)
@@ -530,6 +536,7 @@ fn seat_env(spec: &Spec, url: &str, project: &str) -> Vec<(String, String)> {
     if let Some(m) = &spec.model {
         env.push(("CREW_MODEL".into(), m.clone()));
     }
+    env.extend(spec.env.iter().cloned());
     env
 }
 
@@ -717,7 +724,13 @@ async fn ensure_hub(hub: &HubClient, json: bool) -> anyhow::Result<()> {
 pub(crate) async fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
     let (id, hub) = a.common.connect();
     let json_out = a.common.json;
-    let specs = parse_specs(&a.seats)?;
+    let mut specs = parse_specs(&a.seats)?;
+    if let Some((persona, env)) = &a.seat_override {
+        for s in &mut specs {
+            s.persona = persona.clone();
+            s.env = env.clone();
+        }
+    }
     let dir = match a.dir {
         Some(d) => d,
         None => std::env::current_dir()?,

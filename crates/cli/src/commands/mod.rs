@@ -25,6 +25,9 @@ mod bus;
 mod connect;
 mod demo;
 mod doctor;
+mod duty;
+mod hook;
+mod hook_install;
 mod lessons;
 mod lifecycle;
 mod seats;
@@ -76,6 +79,12 @@ pub enum Command {
     /// Register `trantor mcp` with the agent CLIs found here (Claude Code, Codex, OpenCode, Kimi).
     #[command(after_long_help = connect::CONNECT_HELP)]
     Connect(connect::ConnectArgs),
+    /// Claude Code hook: hand the crew's messages to this interactive session (fail-open).
+    #[command(after_long_help = hook::HOOK_HELP)]
+    Hook(hook::HookArgs),
+    /// The duty seat that nudges recipients of unread mail: up, status, down, appoint.
+    #[command(subcommand, after_long_help = duty::DUTY_HELP)]
+    Duty(duty::DutyCommand),
 }
 
 /// Options every bus verb shares.
@@ -211,6 +220,8 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Card(c) => board::card(c).await,
         Command::Lessons(a) => lessons::lessons(a).await,
         Command::Connect(a) => connect::connect(a).await,
+        Command::Hook(a) => hook::hook(a).await,
+        Command::Duty(c) => duty::duty(c).await,
         Command::Doctor(a) => doctor::doctor(a).await,
         Command::Demo(a) => demo::demo(a).await,
         Command::DemoAgent(a) => demo::demo_agent(a).await,

@@ -157,7 +157,10 @@ fn cursor_key(session: &str) -> String {
 /// messages to it (receipts apart), card moves in its project, the crew's state, its open
 /// contracts, cards waiting on it, and its unread direct messages. Each call moves S's catch-up
 /// cursor unless `peek=1`.
-pub async fn catchup<S: Store>(State(hub): State<AppState<S>>, p: Params) -> ApiResult<Json<Value>> {
+pub async fn catchup<S: Store>(
+    State(hub): State<AppState<S>>,
+    p: Params,
+) -> ApiResult<Json<Value>> {
     let session = p.required("session")?.trim().to_string();
     check_len("session", &session, limits::SESSION)?;
     let since_msg = p.int("since")?;
@@ -251,7 +254,8 @@ pub async fn catchup<S: Store>(State(hub): State<AppState<S>>, p: Params) -> Api
         .take(20)
         .map(|c| json!({"id": c.id, "title": c.title, "status": c.status, "assignee": c.assignee}))
         .collect();
-    let ledger = compute_ledger(&hub, &session, None, now, hub.cfg.contract_window_ms, None).await?;
+    let ledger =
+        compute_ledger(&hub, &session, None, now, hub.cfg.contract_window_ms, None).await?;
     let open_contracts: Vec<Value> = ledger
         .contracts
         .iter()
@@ -263,11 +267,7 @@ pub async fn catchup<S: Store>(State(hub): State<AppState<S>>, p: Params) -> Api
             })
         })
         .collect();
-    let last_msg = messages
-        .iter()
-        .chain(receipts.iter())
-        .map(|m| m.id)
-        .max();
+    let last_msg = messages.iter().chain(receipts.iter()).map(|m| m.id).max();
     if !peek {
         let key = cursor_key(&session);
         let mark = json!({

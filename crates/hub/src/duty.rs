@@ -9,7 +9,7 @@
 //!
 //! The escalation ledger lives in the store and is written in the same transaction as the
 //! escalation messages, so a hub killed mid-pass neither loses nor repeats an escalation.
-//! See `docs/protocol.md` (duty).
+//! See `docs/protocol.md` §11.1.
 
 use crate::state::{AppState, Outbox, event};
 use serde::{Deserialize, Serialize};

@@ -3,7 +3,7 @@
 //! The hub's duty service escalates direct messages nobody has read to the duty session; the
 //! duty seat is a runner (persona `duty`) with duty nudges on, which turns each escalation into
 //! a nudge of the recipient. While the duty seat is dark the hub hands escalations back to the
-//! senders instead. See `docs/runner.md` (duty nudges).
+//! senders instead. See `docs/runner.md` §17 and `docs/protocol.md` §11.1.
 
 use super::lifecycle::{self, DownArgs, UpArgs};
 use super::{Common, HubResult, print_json};

@@ -13,7 +13,8 @@
 //!   reason) or a contract this session dispatched is stalled; `stop_hook_active` always allows.
 //!
 //! The cursor lives in the bus directory per session *instance* (Claude's `session_id`), so two
-//! sessions on one project do not steal each other's mail. See `docs/architecture.md` (hooks).
+//! sessions on one project do not steal each other's mail. The brief comes from `/catchup`
+//! (`docs/protocol.md` §5.7).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

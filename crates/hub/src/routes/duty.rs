@@ -1,5 +1,6 @@
 //! The duty service's routes (`POST /duty/failure`, `POST /overseer/duty`) and `/catchup`, the
-//! "what happened since I last looked" digest the session-start hook and `relay_catchup` read.
+//! "what happened since I last looked" digest the session-start hook and `relay_catchup` read
+//! (`docs/protocol.md` §5.7, §11.2, §11.3).
 
 use crate::duty::{self, APPOINTED_KEY};
 use crate::error::{ApiError, ApiResult, check_len, check_opt};

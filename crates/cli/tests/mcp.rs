@@ -414,6 +414,21 @@ async fn every_tool_against_a_real_hub() {
         contracts.contains("contract(s) from orch:demo") && contracts.contains("-> claude:demo"),
         "{contracts}"
     );
+    // Catch-up: the first look reports, the second starts where it ended.
+    let first = ok(&orch, "relay_catchup", json!({})).await;
+    assert!(
+        first.contains("Catch-up for orch:demo on demo") && first.contains("Open contracts:"),
+        "{first}"
+    );
+    assert!(
+        first.contains("Card changes:") && first.contains("Crew:"),
+        "{first}"
+    );
+    let second = ok(&orch, "relay_catchup", json!({})).await;
+    assert!(
+        second.contains("Messages since your last look: 0") && second.contains("Card changes: 0"),
+        "{second}"
+    );
     let lesson = ok(
         &orch,
         "relay_lesson",

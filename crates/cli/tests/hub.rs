@@ -1654,16 +1654,22 @@ async fn retention_prunes_read_history_and_reports_it() {
 #[test]
 fn non_loopback_bind_is_refused() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    for (auth, needle) in [("", "loopback"), ("enforce", "not implemented")] {
+    for (host, auth, needle) in [
+        ("0.0.0.0", "", "loopback"),
+        ("0.0.0.0", "enforce", "not implemented"),
+        // On loopback too: a mode the hub does not implement is refused, never ignored.
+        ("127.0.0.1", "enforce", "not implemented"),
+        ("127.0.0.1", "warn", "not implemented"),
+    ] {
         let out = std::process::Command::new(bin())
             .arg("hub")
-            .env("RELAY_HOST", "0.0.0.0")
+            .env("RELAY_HOST", host)
             .env("RELAY_PORT", free_port().to_string())
             .env("RELAY_DATA_DIR", tmp.path())
             .env("RELAY_AUTH", auth)
             .output()
             .expect("run hub");
-        assert_eq!(out.status.code(), Some(1), "auth={auth}");
+        assert_eq!(out.status.code(), Some(1), "host={host} auth={auth}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(needle), "auth={auth}: {err}");
     }

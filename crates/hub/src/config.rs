@@ -17,8 +17,8 @@ pub struct HubArgs {
     /// Directory holding the store (`hub.db`); default `~/.agent-bus`.
     #[arg(long, env = "RELAY_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// Authentication mode. Only the default (no enforcement) exists in this hub; `enforce` is
-    /// refused at start-up rather than silently ignored.
+    /// Authentication mode. Only `off` exists in this hub so far: `warn` and `enforce` (request
+    /// signing) are refused at start-up rather than accepted and silently ignored.
     #[arg(long, env = "RELAY_AUTH", default_value = "off")]
     pub auth: String,
     /// A peer is online while seen within this window (ms).
@@ -120,6 +120,16 @@ pub enum ConfigError {
     /// No data directory could be worked out.
     #[error("no data directory: set RELAY_DATA_DIR or HOME")]
     NoDataDir,
+    /// An authentication mode this hub does not implement was asked for.
+    #[error(
+        "RELAY_AUTH={mode}: request signing is not implemented in this hub yet, so it would run \
+         unauthenticated; refusing to start. Use RELAY_AUTH=off (loopback only), or the original \
+         hub where signed identity is required"
+    )]
+    AuthUnsupported {
+        /// The refused mode, as given.
+        mode: String,
+    },
 }
 
 /// The validated configuration the hub runs with (all durations resolved).
@@ -190,6 +200,12 @@ impl Config {
             return Err(ConfigError::NonLoopback {
                 host: args.host.clone(),
                 extra,
+            });
+        }
+        let mode = args.auth.trim();
+        if !mode.is_empty() && !mode.eq_ignore_ascii_case("off") {
+            return Err(ConfigError::AuthUnsupported {
+                mode: mode.to_string(),
             });
         }
         let data_dir = match &args.data_dir {
@@ -272,6 +288,30 @@ mod tests {
         };
         let err = Config::from_args(&args).err().map(|e| e.to_string());
         assert!(err.unwrap_or_default().contains("not implemented"));
+    }
+
+    #[test]
+    fn unimplemented_auth_modes_are_refused() {
+        for mode in ["enforce", "warn", "ENFORCE", "bogus"] {
+            let args = HubArgs {
+                data_dir: Some("/tmp/x".into()),
+                auth: mode.into(),
+                ..HubArgs::default()
+            };
+            let err = Config::from_args(&args).err().map(|e| e.to_string());
+            assert!(
+                err.as_deref()
+                    .unwrap_or_default()
+                    .contains("not implemented"),
+                "{mode}: {err:?}"
+            );
+        }
+        let args = HubArgs {
+            data_dir: Some("/tmp/x".into()),
+            auth: "off".into(),
+            ..HubArgs::default()
+        };
+        assert!(Config::from_args(&args).is_ok());
     }
 
     #[test]

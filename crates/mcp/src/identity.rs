@@ -2,7 +2,7 @@
 //!
 //! One resolver for the MCP server and every CLI verb, so an agent's tools and the person's
 //! terminal agree on the session and project without configuration. The order follows the
-//! original clients (`reference/hub-protocol.md` §8.2):
+//! original clients (`docs/protocol.md` §2):
 //!
 //! * project: `RELAY_PROJECT`, else the basename of the git root above the working directory,
 //!   else the working directory's basename;

@@ -1,5 +1,5 @@
 //! Who the seat is and how it runs: identity (AGENT, PERSONA, DIR, PROJ, SESSION), the one
-//! bus-directory resolver, the hub URL and every environment knob of runner-behavior.md §21.
+//! bus-directory resolver, the hub URL and every environment knob of docs/runner.md §2.
 //!
 //! Everything is read once at boot through an [`Env`] lookup so tests can pin any combination
 //! without touching the process environment.
@@ -58,7 +58,7 @@ pub enum ConfigError {
     NoCommand,
 }
 
-/// The default redelivery ladder (runner-behavior.md §5.8).
+/// The default redelivery ladder (docs/runner.md §5.3).
 pub const DEFAULT_RETRY_LADDER_MS: [u64; 5] = [30_000, 60_000, 120_000, 300_000, 900_000];
 
 /// The resolved configuration of one seat.
@@ -110,8 +110,6 @@ pub struct Config {
     pub mission_file: PathBuf,
     /// `RUNNER_DUTY_NUDGES=1`.
     pub duty_nudges: bool,
-    /// `TRANTOR_NO_WORKTREE=1`.
-    pub no_worktree: bool,
     /// `TRANTOR_NO_DESKTOP_NOTIFY=1`.
     pub no_desktop_notify: bool,
     /// Longest `/poll` hold in seconds (280 like the original; `TRANTOR_POLL_HOLD_S` shortens it).
@@ -127,7 +125,7 @@ pub struct Config {
 /// The bus directory: `AGENT_BUS_DIR`, then `RELAY_DATA_DIR`, then `~/.agent-bus`.
 ///
 /// The original honoured `AGENT_BUS_DIR` only in some helpers and hard-coded `~/.agent-bus`
-/// elsewhere (runner-behavior.md §21.3); here every runner file uses this one answer.
+/// elsewhere (docs/runner.md §1.2); here every runner file uses this one answer.
 pub fn bus_dir(env: &dyn Env) -> PathBuf {
     if let Some(d) = env.get("AGENT_BUS_DIR") {
         return PathBuf::from(d);
@@ -297,7 +295,7 @@ impl Config {
             return Err(ConfigError::NoCommand);
         }
         let turn_max_ms = parse_ms(env, "TRANTOR_TURN_MAX_MS", 1_200_000);
-        // Never below 10 minutes and never derived from the box (§11.3).
+        // Never below 10 minutes and never derived from the box (docs/runner.md §8.2).
         let watchdog_ms = parse_ms(env, "TRANTOR_TURN_WATCHDOG_MS", 600_000).max(600_000);
         Ok(Config {
             effort: effort_for(env.get("CREW_EFFORT"), &agent, &driver),
@@ -317,7 +315,6 @@ impl Config {
                     .unwrap_or_else(|| "MISSION.md".into()),
             ),
             duty_nudges: env.get("RUNNER_DUTY_NUDGES").as_deref() == Some("1"),
-            no_worktree: env.get("TRANTOR_NO_WORKTREE").as_deref() == Some("1"),
             no_desktop_notify: env.get("TRANTOR_NO_DESKTOP_NOTIFY").as_deref() == Some("1"),
             poll_hold_s: parse_ms(env, "TRANTOR_POLL_HOLD_S", 280).clamp(1, 280),
             hub_backoff_max_ms: parse_ms(env, "TRANTOR_HUB_BACKOFF_MAX_MS", 30_000).max(100),
@@ -333,16 +330,6 @@ impl Config {
             hub_url,
             orchestrator,
         })
-    }
-
-    /// How many liveness extensions of `ceil(max/2)` fit under the ceiling.
-    pub fn box_plan(&self) -> (u64, u32) {
-        if self.turn_max_ms == 0 || self.turn_ceiling_ms <= self.turn_max_ms {
-            return (0, 0);
-        }
-        let step = self.turn_max_ms.div_ceil(2);
-        let n = (self.turn_ceiling_ms - self.turn_max_ms) / step;
-        (step, n as u32)
     }
 }
 
@@ -444,7 +431,6 @@ mod tests {
         let e = env(&[("RELAY_PROJECT", "p")]);
         let c = Config::resolve(&args("claude"), &e).expect("c");
         assert_eq!(c.turn_max_ms, 1_200_000);
-        assert_eq!(c.box_plan(), (600_000, 4));
         assert_eq!(c.watchdog_ms, 600_000);
         let e = env(&[("RELAY_PROJECT", "p"), ("TRANTOR_TURN_WATCHDOG_MS", "0")]);
         assert_eq!(

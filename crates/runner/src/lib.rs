@@ -2,42 +2,46 @@
 //!
 //! It waits on the hub's message bus (one held `/poll` at a time, so an idle seat costs nothing)
 //! and resumes the agent's CLI only when a message for the seat arrives. Behaviour follows
-//! `reference/runner-behavior.md`; the module split is by concern: identity and knobs
-//! ([`config`], [`paths`]), what wakes a seat ([`wake`]), the durable queue ([`pending`]), the
-//! turn executor ([`turn`]) and its judge ([`classify`]), parking ([`park`]), telemetry
-//! ([`ledger`]), the CLI drivers ([`drivers`]) and the periphery (worktree, snapshot, watchdog,
-//! release restart, docker janitor, nudge ledger).
+//! `docs/runner.md`.
+//!
+//! # Layout
+//!
+//! The folders are layers; a module uses its own layer and the ones above it in this list.
+//!
+//! - `config.rs`: who the seat is and how it runs (identity and knobs).
+//! - `sys/`: small helpers every layer uses (atomic files, bounded git reads, per-seat paths,
+//!   redaction).
+//! - `triage/`: pure decisions, no I/O: what a poll batch means, the prompt, the verdict of a
+//!   turn, the receipts.
+//! - `hub/`: the seat's traffic with the hub (tolerant reads, the ordered outbound sender).
+//! - `periphery/`: the seat's surroundings: its git worktree, the docker janitor, self-restart
+//!   onto a newer release, the shared nudge ledger.
+//! - `turn/`: one agent CLI run: the executor with its time box and cut, the CLI drivers, the
+//!   liveness watchdog, the WIP snapshot.
+//! - `seat/`: the orchestration: the seat's state, boot, poll loop, delivery, one turn as the
+//!   seat runs it, and the seat's own files (pending queue, park file, telemetry ledger).
+//!
+//! Every module is also named from the crate root (`crate::fsx`, `crate::wake`), so a module's
+//! imports read the same from every layer.
 
-pub mod boot;
-pub mod bus;
-pub mod classify;
-pub mod config;
-pub mod deliver;
-pub mod drivers;
-pub mod fsx;
-pub mod gitx;
-pub mod hubio;
-pub mod idle;
-pub mod ledger;
-pub mod park;
-pub mod paths;
-pub mod pending;
-pub mod poll;
-pub mod prompt;
-pub mod receipt;
-pub mod redact;
-pub mod seat;
-pub mod session;
-pub mod turn;
-pub mod turnflow;
-pub mod wake;
+mod config;
+mod hub;
+mod periphery;
+mod seat;
+mod sys;
+mod triage;
+mod turn;
 
-pub mod docker;
-pub mod nudge;
-pub mod release;
-pub mod snapshot;
-pub mod watchdog;
-pub mod worktree;
+use hub::{bus, hubio};
+use periphery::{docker, nudge, release, worktree};
+use seat::{boot, idle, ledger, pending, turnflow};
+use sys::{fsx, gitx, redact};
+use triage::{classify, prompt, receipt, session, wake};
+use turn::{drivers, snapshot, watchdog};
+
+pub use config::{ProcessEnv, bus_dir};
+pub use seat::park;
+pub use sys::paths;
 
 use std::path::PathBuf;
 

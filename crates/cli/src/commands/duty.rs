@@ -5,7 +5,8 @@
 //! a nudge of the recipient. While the duty seat is dark the hub hands escalations back to the
 //! senders instead. See `docs/runner.md` §17 and `docs/protocol.md` §11.1.
 
-use super::lifecycle::{self, DownArgs, UpArgs};
+use super::down::{self, DownArgs};
+use super::up::{self, UpArgs};
 use super::{Common, HubResult, print_json};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -88,7 +89,7 @@ pub(crate) async fn duty(cmd: DutyCommand) -> anyhow::Result<ExitCode> {
         DutyCommand::Up(a) => up(a).await,
         DutyCommand::Status(a) => status(a).await,
         DutyCommand::Down(a) => {
-            lifecycle::down(DownArgs {
+            down::down(DownArgs {
                 seats: vec![DUTY_PERSONA.into()],
                 all: false,
                 hub: false,
@@ -109,7 +110,7 @@ async fn appoint_on(hub: &trantor_proto::HubClient, session: &str) -> anyhow::Re
 async fn up(a: DutyUpArgs) -> anyhow::Result<ExitCode> {
     let json_out = a.common.json;
     let common = a.common.clone();
-    let code = lifecycle::up(UpArgs {
+    let code = up::up(UpArgs {
         seats: vec![a.agent],
         dir: a.dir.clone(),
         wait: a.wait,

@@ -25,13 +25,15 @@ mod bus;
 mod connect;
 mod demo;
 mod doctor;
+mod down;
 mod duty;
 mod hook;
 mod hook_install;
 mod lessons;
-mod lifecycle;
+mod seat_why;
 mod seats;
 mod table;
+mod up;
 
 use std::process::ExitCode;
 use trantor_mcp::{Identity, Overrides};
@@ -62,14 +64,14 @@ pub enum Command {
     #[command(after_long_help = doctor::DOCTOR_HELP)]
     Doctor(doctor::DoctorArgs),
     /// Start seats for this project: `trantor up claude codex:gpt-5`.
-    #[command(after_long_help = lifecycle::UP_HELP)]
-    Up(lifecycle::UpArgs),
+    #[command(after_long_help = up::UP_HELP)]
+    Up(up::UpArgs),
     /// Stop this project's seats (or the named ones, or every project's with --all).
-    #[command(after_long_help = lifecycle::DOWN_HELP)]
-    Down(lifecycle::DownArgs),
+    #[command(after_long_help = down::DOWN_HELP)]
+    Down(down::DownArgs),
     /// Explain from evidence why a seat is (not) answering.
-    #[command(after_long_help = lifecycle::SEAT_WHY_HELP)]
-    SeatWhy(lifecycle::SeatWhyArgs),
+    #[command(after_long_help = seat_why::SEAT_WHY_HELP)]
+    SeatWhy(seat_why::SeatWhyArgs),
     /// See a whole crew work in under a minute: a hub, two scripted seats, a card moving to done.
     #[command(after_long_help = demo::DEMO_HELP)]
     Demo(demo::DemoArgs),
@@ -225,9 +227,9 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Doctor(a) => doctor::doctor(a).await,
         Command::Demo(a) => demo::demo(a).await,
         Command::DemoAgent(a) => demo::demo_agent(a).await,
-        Command::Up(a) => lifecycle::up(a).await,
-        Command::Down(a) => lifecycle::down(a).await,
-        Command::SeatWhy(a) => lifecycle::seat_why(a).await,
+        Command::Up(a) => up::up(a).await,
+        Command::Down(a) => down::down(a).await,
+        Command::SeatWhy(a) => seat_why::seat_why(a).await,
     };
     match result {
         Ok(code) => Ok(code),

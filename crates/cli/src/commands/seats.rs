@@ -13,7 +13,7 @@ use trantor_proto::HubClient;
 
 /// The bus directory, resolved exactly as the runner resolves it.
 pub(crate) fn bus_dir() -> PathBuf {
-    trantor_runner::config::bus_dir(&trantor_runner::config::ProcessEnv)
+    trantor_runner::bus_dir(&trantor_runner::ProcessEnv)
 }
 
 /// The runner's files for one seat.

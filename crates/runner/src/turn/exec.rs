@@ -1,4 +1,4 @@
-//! The turn executor (runner-behavior.md §6): one agent CLI run in its own process group, stdin
+//! The turn executor (docs/runner.md §7): one agent CLI run in its own process group, stdin
 //! on /dev/null, cwd the seat worktree, output captured line by line and redacted before anything
 //! is written; the time box with liveness extensions; the cut (WIP snapshot while the CLI is
 //! still alive, then SIGTERM to the group, then SIGKILL); and the backstop.
@@ -134,8 +134,6 @@ pub struct TurnRun {
     pub stdout: String,
     /// WIP snapshots taken around the cut.
     pub snapshots: Vec<SnapshotOutcome>,
-    /// The CLI's pid.
-    pub pid: Option<u32>,
 }
 
 #[derive(Default)]
@@ -345,7 +343,6 @@ pub async fn run_turn(spec: TurnSpec, events: UnboundedSender<TurnEvent>) -> Tur
         }
     };
     let mut run = TurnRun {
-        pid: Some(pid),
         ..Default::default()
     };
     let status = match stop {
@@ -413,7 +410,7 @@ pub async fn run_turn(spec: TurnSpec, events: UnboundedSender<TurnEvent>) -> Tur
         }
     };
     if run.cut {
-        // The second pass of §6.13: whatever the CLI wrote between the snapshot and its death.
+        // The second pass of docs/runner.md §9.1: whatever the CLI wrote between the snapshot and its death.
         run.snapshots.extend(
             snapshot(
                 &spec,
@@ -514,14 +511,20 @@ mod tests {
             "(sleep 30; touch '{}') & trap '' TERM; echo started; sleep 30",
             marker.display()
         );
-        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let r = run_turn(spec(d.path(), &script, 1000), tx).await;
         assert!(r.cut && !r.stalled);
         assert_eq!(r.exit, 137, "SIGTERM was ignored, so SIGKILL ended it");
         assert_eq!(r.box_ms, 1000);
         assert!(r.output.contains("started"));
         // The grandchild was in the group and died with it (allow a moment for reaping).
-        let group = r.pid.unwrap_or(0).to_string();
+        let mut group = String::new();
+        while let Ok(ev) = rx.try_recv() {
+            if let TurnEvent::Spawned { pid, .. } = ev {
+                group = pid.to_string();
+            }
+        }
+        assert!(!group.is_empty(), "the turn reported its CLI's pid");
         let mut alive = String::new();
         for _ in 0..50 {
             let out = std::process::Command::new("pgrep")

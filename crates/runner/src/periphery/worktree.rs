@@ -1,4 +1,4 @@
-//! The seat worktree (reference §16): every turn of a seat runs in its own git worktree under the
+//! The seat worktree (docs/runner.md §20): every turn of a seat runs in its own git worktree under the
 //! bus directory, on the branch `seat/<persona>`, so two seats never edit the same checkout and a
 //! cut can snapshot the seat's work without touching the operator's tree.
 //!
@@ -332,7 +332,7 @@ pub fn ensure_seat_worktree(
 }
 
 /// Apply the project's `.trantor/worktree.json` to the seat worktree and log the outcome: every
-/// line for a fresh worktree, only operator steps and problems for an existing one (§16.3).
+/// line for a fresh worktree, only operator steps and problems for an existing one (docs/runner.md §20).
 fn provision(root: &Path, wt: &Path, fresh: bool) {
     let Some(decl) = read_declaration(root) else {
         return;
@@ -683,6 +683,7 @@ pub fn provisioning_lines(applied: &Applied, all: bool) -> Vec<String> {
 }
 
 /// The result of a preflight run.
+#[cfg(test)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Preflight {
     /// Exit 0 within the cap.
@@ -695,6 +696,7 @@ pub struct Preflight {
 
 /// Run the declared preflight once in the seat worktree under `cap` (the original's cap is
 /// 5 minutes). The tail of the output is the whole report.
+#[cfg(test)]
 pub fn run_preflight(command: &str, seat: &Path, cap: Duration) -> Preflight {
     let mut cmd = Command::new("/bin/sh");
     cmd.arg("-c").arg(command).current_dir(seat);

@@ -1,4 +1,4 @@
-//! The shared nudge ledger (reference §15) and duty-nudge planning (reference §14).
+//! The shared nudge ledger (docs/runner.md §16) and duty-nudge planning (docs/runner.md §17).
 //!
 //! Several senders may nudge a seat about the same unread message: this runner's duty turns and
 //! the wake-nudge daemon (which may be the original JavaScript one). The ledger makes exactly one
@@ -22,9 +22,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// How long a stamp keeps other senders off an id (reference §15.3).
+/// How long a stamp keeps other senders off an id (docs/runner.md §16).
 pub const NUDGE_TTL: Duration = Duration::from_secs(10 * 60);
-/// Lock acquisition attempts and their spacing (reference §15.2).
+/// Lock acquisition attempts and their spacing (docs/runner.md §16).
 const LOCK_ATTEMPTS: u32 = 100;
 const LOCK_RETRY: Duration = Duration::from_millis(10);
 /// A `.lock` file older than this belongs to a writer that died holding it.
@@ -59,7 +59,7 @@ pub struct Stamp {
     pub sent: bool,
 }
 
-/// The file content: `{version:1, nudged:{"<id>":{at, by}}}` (reference §15.1).
+/// The file content: `{version:1, nudged:{"<id>":{at, by}}}` (docs/runner.md §16).
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
 struct LedgerFile {
     #[serde(default = "one")]
@@ -104,7 +104,7 @@ impl NudgeLedger {
         }
     }
 
-    /// The per-recipient ledger `<bus>/nudged-<recipient>.json` of reference §15.1 (characters
+    /// The per-recipient ledger `<bus>/nudged-<recipient>.json` of docs/runner.md §16 (characters
     /// outside `[A-Za-z0-9_.-]` become `_`), shared with the wake-nudge daemon.
     pub fn for_recipient(self, recipient: &str) -> NudgeLedger {
         let safe: String = recipient
@@ -128,12 +128,8 @@ impl NudgeLedger {
         }
     }
 
-    /// Use another TTL (tests, or a daemon with its own policy).
-    pub fn with_ttl(self, ttl: Duration) -> NudgeLedger {
-        NudgeLedger { ttl, ..self }
-    }
-
     /// How many 10 ms attempts to make for the lock (default 100).
+    #[cfg(test)]
     pub fn with_lock_attempts(self, attempts: u32) -> NudgeLedger {
         NudgeLedger {
             attempts: attempts.max(1),
@@ -142,6 +138,7 @@ impl NudgeLedger {
     }
 
     /// The ledger file.
+    #[cfg(test)]
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -256,6 +253,7 @@ impl NudgeLedger {
     }
 
     /// The current stamps (a missing or malformed file reads as empty). For diagnostics.
+    #[cfg(test)]
     pub fn stamps(&self) -> BTreeMap<i64, Stamp> {
         read_file(&self.path)
             .nudged
@@ -423,7 +421,7 @@ impl Drop for LedgerLock {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Duty nudges (reference §14), only when RUNNER_DUTY_NUDGES=1.
+// Duty nudges (docs/runner.md §17), only when RUNNER_DUTY_NUDGES=1.
 // ---------------------------------------------------------------------------------------------
 
 /// How a duty nudge message starts; [`observed_duty_nudge_ids`] only counts messages that do.
@@ -432,6 +430,7 @@ pub const NUDGE_PREFIX: &str = "Trantor delivery nudge from the duty seat:";
 /// The ids (`#N`) of the duty nudges a claude turn sent: `SendMessage` tool calls in the
 /// transcripts under `transcript_dir` written since `since_ms` whose text starts with
 /// [`NUDGE_PREFIX`]. Unreadable files and lines are skipped.
+#[cfg(test)]
 pub fn observed_duty_nudge_ids(transcript_dir: &Path, since_ms: i64) -> BTreeSet<i64> {
     let mut ids = BTreeSet::new();
     let Ok(entries) = std::fs::read_dir(transcript_dir) else {
@@ -475,6 +474,7 @@ pub fn observed_duty_nudge_ids(transcript_dir: &Path, since_ms: i64) -> BTreeSet
     ids
 }
 
+#[cfg(test)]
 fn collect_send_message_uses<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a serde_json::Value>) {
     match v {
         serde_json::Value::Object(map) => {
@@ -498,6 +498,7 @@ fn collect_send_message_uses<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a ser
 }
 
 /// Every `#N` in `text`.
+#[cfg(test)]
 fn hash_ids(text: &str) -> Vec<i64> {
     text.match_indices('#')
         .filter_map(|(i, _)| {
@@ -508,11 +509,6 @@ fn hash_ids(text: &str) -> Vec<i64> {
             digits.parse().ok()
         })
         .collect()
-}
-
-/// Whether duty nudging is on (`RUNNER_DUTY_NUDGES=1`).
-pub fn duty_nudges_enabled() -> bool {
-    std::env::var("RUNNER_DUTY_NUDGES").is_ok_and(|v| v == "1")
 }
 
 /// The duty claim state file: `RUNNER_DUTY_NUDGE_STATE`, else `<bus>/duty-nudged.json`.
@@ -539,7 +535,7 @@ pub struct Escalation {
 }
 
 /// Parse the escalations in a `hub:duty` message: `UNDELIVERED … #<id> <sender> -> <recipient>`
-/// (`→` works too; reference §14.1). Every such triple after `UNDELIVERED` counts (the original
+/// (`→` works too; docs/runner.md §17). Every such triple after `UNDELIVERED` counts (the original
 /// read only the first). Messages from anyone else, or without `UNDELIVERED`, give nothing.
 pub fn duty_escalations(msg: &trantor_proto::Message) -> Vec<Escalation> {
     if msg.from != "hub:duty" {
@@ -626,7 +622,7 @@ pub struct DutyPlan {
     /// Ids the ledger said someone else already nudged.
     pub skipped: Vec<i64>,
     /// Escalation message ids whose ids are all handled elsewhere (their wakes drop from the
-    /// turn, reference §14.7).
+    /// turn, docs/runner.md §17).
     pub dropped_escalations: Vec<i64>,
 }
 
@@ -672,7 +668,7 @@ struct NudgedRecord {
 }
 
 /// `{version:1, nudged:{"<id>":{recipient, project, nudgedAt}}, planned:{…}}`; `nudged` is the
-/// original's shape, `planned` holds the claims of reference §14.2.
+/// original's shape, `planned` holds the claims of docs/runner.md §17.
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
 struct DutyStateFile {
     #[serde(default = "one")]
@@ -687,7 +683,7 @@ struct DutyStateFile {
     extra: serde_json::Map<String, serde_json::Value>,
 }
 
-/// Planned claims older than this are dropped (reference §14.2).
+/// Planned claims older than this are dropped (docs/runner.md §17).
 const CLAIM_MAX_AGE_MS: i64 = 30 * 60 * 1000;
 /// A `wake:` claimant may steal a duty claim younger than this.
 const WAKE_STEAL_MS: i64 = 20_000;
@@ -704,7 +700,7 @@ fn pid_alive(pid: u32) -> bool {
     }
 }
 
-/// Plan the duty nudges of a wake (reference §14.2 and §15.5).
+/// Plan the duty nudges of a wake (docs/runner.md §17 and §16).
 ///
 /// `escalations` come from [`duty_escalations`] over the wake's `hub:duty` messages;
 /// `delivered_up_to(recipient)` is the recipient's `/peer` `deliveredUpTo` (None when unknown);
@@ -767,7 +763,7 @@ pub fn plan_duty_nudges(
             Vec::new()
         }
     };
-    // The shared pre-send ledger: exactly one nudger per unread id (reference §15.5).
+    // The shared pre-send ledger: exactly one nudger per unread id (docs/runner.md §16).
     let mut skipped = Vec::new();
     for t in &mut claimed {
         let ledger = NudgeLedger::open(bus_dir).for_recipient(&t.recipient);
@@ -794,7 +790,7 @@ pub fn plan_duty_nudges(
     plan
 }
 
-/// The prompt block a duty turn carries (reference §14.3). Empty when there is nothing to say.
+/// The prompt block a duty turn carries (docs/runner.md §17). Empty when there is nothing to say.
 pub fn duty_directive(plan: &DutyPlan) -> String {
     let mut s = String::new();
     if !plan.targets.is_empty() {
@@ -825,8 +821,8 @@ pub fn duty_directive(plan: &DutyPlan) -> String {
 }
 
 /// After a clean duty turn: the targets whose ids were neither observed sent (`observed`) nor
-/// recorded as nudged in the duty state (reference §14.5). Releases this owner's planned claims
-/// and ledger stamps for the missing ids (§15.6) and records the observed ones as nudged.
+/// recorded as nudged in the duty state (docs/runner.md §17). Releases this owner's planned claims
+/// and ledger stamps for the missing ids (docs/runner.md §16) and records the observed ones as nudged.
 pub fn audit_duty_nudges(
     bus_dir: &Path,
     state_path: &Path,
@@ -1158,7 +1154,7 @@ mod tests {
             let child = std::process::Command::new(&exe)
                 .args([
                     "--exact",
-                    "nudge::tests::ledger_child_process",
+                    "periphery::nudge::tests::ledger_child_process",
                     "--nocapture",
                     "--test-threads=1",
                 ])

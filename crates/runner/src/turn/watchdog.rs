@@ -1,4 +1,4 @@
-//! The turn watchdog (reference §11): a thread of the runner that watches a turn's liveness —
+//! The turn watchdog (docs/runner.md §8): a thread of the runner that watches a turn's liveness —
 //! output growth, worktree changes, the agent CLI's own session files — so the runner can extend
 //! the time box while the agent is visibly working, and end a turn that has been silent for the
 //! whole stall window.
@@ -16,28 +16,12 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// The stall window when `TRANTOR_TURN_WATCHDOG_MS` is unset, invalid or below it (the issue's
-/// "10 min floor").
-pub const STALL_FLOOR: Duration = Duration::from_secs(600);
-/// Output below this much growth since arming is the CLI's banner, not work (reference §11.5).
+/// Output below this much growth since arming is the CLI's banner, not work (docs/runner.md §8.1).
 const OUTPUT_GRACE_BYTES: u64 = 200;
-/// At most this many entries are looked at per scan of a tree (reference §11.5).
+/// At most this many entries are looked at per scan of a tree (docs/runner.md §8.1).
 const SCAN_CAP: usize = 20_000;
-/// A channel still counts as fresh this long past the window (reference §11.5).
+/// A channel still counts as fresh this long past the window (docs/runner.md §8.1).
 const FRESH_SLACK_MS: i64 = 2_000;
-
-/// The stall window: `TRANTOR_TURN_WATCHDOG_MS`, never below [`STALL_FLOOR`]; unset, zero or
-/// invalid values give the floor. The window is never derived from the time box.
-pub fn stall_window_from_env() -> Duration {
-    stall_window(std::env::var("TRANTOR_TURN_WATCHDOG_MS").ok().as_deref())
-}
-
-fn stall_window(raw: Option<&str>) -> Duration {
-    raw.and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_millis)
-        .filter(|d| *d >= STALL_FLOOR)
-        .unwrap_or(STALL_FLOOR)
-}
 
 /// What the watchdog watches for one turn.
 #[derive(Debug, Clone)]
@@ -48,7 +32,7 @@ pub struct WatchdogConfig {
     pub output_file: PathBuf,
     /// The agent CLI's session/transcript directories; their newest file mtime is a channel.
     pub session_dirs: Vec<PathBuf>,
-    /// Quiet for this long on every channel = stalled (see [`stall_window_from_env`]).
+    /// Quiet for this long on every channel = stalled (`Config::watchdog_ms`).
     pub stall_after: Duration,
     /// The runner process that owns the turn; the watchdog never acts for another.
     pub owner_pid: u32,
@@ -151,7 +135,7 @@ impl Liveness {
     }
 }
 
-/// The poll interval for a window: max(250 ms, min(window / 4, 10 s)) (reference §11.7).
+/// The poll interval for a window: max(250 ms, min(window / 4, 10 s)) (docs/runner.md §8.1).
 pub fn poll_interval(window: Duration) -> Duration {
     (window / 4)
         .min(Duration::from_secs(10))
@@ -172,7 +156,6 @@ struct Shared {
 pub struct Watchdog {
     shared: Arc<Shared>,
     handle: Option<std::thread::JoinHandle<()>>,
-    window: Duration,
 }
 
 fn now_ms() -> i64 {
@@ -213,14 +196,11 @@ impl Watchdog {
             })
             .map_err(|e| tracing::warn!("watchdog thread could not start: {e}"))
             .ok();
-        Watchdog {
-            shared,
-            handle,
-            window,
-        }
+        Watchdog { shared, handle }
     }
 
     /// The newest activity seen on any channel (ms since the epoch; the arming time if none).
+    #[cfg(test)]
     pub fn last_activity_ms(&self) -> i64 {
         self.shared.last_activity.load(Ordering::SeqCst)
     }
@@ -243,11 +223,6 @@ impl Watchdog {
             .lock()
             .map(|f| f.clone())
             .unwrap_or_default()
-    }
-
-    /// The stall window in force.
-    pub fn window(&self) -> Duration {
-        self.window
     }
 
     /// The one stall report ("turn STALLED — N min with no activity …"), handed out once so the
@@ -358,7 +333,7 @@ fn read_turn_state(path: &Path) -> Option<serde_json::Map<String, serde_json::Va
     }
 }
 
-/// Merge the liveness stamps into the turn-state file (reference §11.9): never writes `phase`,
+/// Merge the liveness stamps into the turn-state file (docs/runner.md §8.3): never writes `phase`,
 /// and refuses when the file's turn or phase has moved on.
 fn refresh_turn_state(cfg: &WatchdogConfig, bytes_at: i64, transcript_at: i64) {
     let Some(mut state) = read_turn_state(&cfg.turn_state_file) else {
@@ -454,7 +429,7 @@ fn system_ms(t: SystemTime) -> i64 {
         .unwrap_or(0)
 }
 
-/// The time box of a turn with its liveness extensions (reference §6.7, §11.7).
+/// The time box of a turn with its liveness extensions (docs/runner.md §7.2, §8.1).
 ///
 /// `TRANTOR_TURN_MAX_MS` (default 20 min, 0 = off), ceiling `TRANTOR_TURN_CEILING_MS` (default
 /// 60 min), step `ceil(max/2)`, at most `floor((ceiling − max)/step)` extensions. The runner ticks
@@ -492,22 +467,6 @@ pub enum BoxTick {
 }
 
 impl TurnBox {
-    /// The box from the environment, started at `start_ms`; `None` when the box is off.
-    pub fn from_env(start_ms: i64) -> Option<TurnBox> {
-        let ms = |name: &str, default: i64| {
-            std::env::var(name)
-                .ok()
-                .and_then(|v| v.trim().parse::<i64>().ok())
-                .filter(|v| *v >= 0)
-                .unwrap_or(default)
-        };
-        TurnBox::new(
-            ms("TRANTOR_TURN_MAX_MS", 1_200_000),
-            ms("TRANTOR_TURN_CEILING_MS", 3_600_000),
-            start_ms,
-        )
-    }
-
     /// A box of `max_ms` with ceiling `ceiling_ms` started at `start_ms`; `None` when `max_ms`
     /// is 0 (the box is off).
     pub fn new(max_ms: i64, ceiling_ms: i64, start_ms: i64) -> Option<TurnBox> {
@@ -561,15 +520,6 @@ mod tests {
     use std::time::Instant;
 
     const MIN: i64 = 60_000;
-
-    #[test]
-    fn window_has_a_ten_minute_floor() {
-        assert_eq!(stall_window(None), STALL_FLOOR);
-        assert_eq!(stall_window(Some("0")), STALL_FLOOR);
-        assert_eq!(stall_window(Some("junk")), STALL_FLOOR);
-        assert_eq!(stall_window(Some("5000")), STALL_FLOOR);
-        assert_eq!(stall_window(Some("900000")), Duration::from_secs(900));
-    }
 
     #[test]
     fn poll_interval_bounds() {

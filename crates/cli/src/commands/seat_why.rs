@@ -1,0 +1,378 @@
+//! `trantor seat-why`: read the evidence for one seat and say what state it is in.
+
+use super::seats;
+use super::{Common, print_json, usage};
+use serde_json::{Value, json};
+use std::process::ExitCode;
+use trantor_proto::{HubClient, Peer, now_ms};
+use trantor_runner::park;
+
+pub(crate) const SEAT_WHY_HELP: &str = concat!(
+    "\
+Reads the evidence for one seat and says what state it is in, with the advice that fits:
+  live            the runner is up and the hub sees it
+  parked          the runner stopped redelivering (reason, until, evidence in the park file)
+  dead (quota)    parked on an exhausted quota until it resets
+  dead (auth)     parked because the CLI's credentials were refused
+  crashed         `trantor up` started it and its runner is gone (log tail shown)
+  no runner       it ran here before and was stopped
+  never started   no trace of it on this machine
+Evidence: the hub's /peers row, park-<persona>-<project>.json, err-<persona>-<project>.txt,
+logs/<persona>-<project>.jsonl (the runner's ledger), the turn-state file and the runner's pid.
+Exits 0 when the seat is live, 1 otherwise.
+
+Examples:
+  trantor seat-why claude
+  trantor seat-why codex:web --json
+
+",
+    exit_codes!()
+);
+
+/// `trantor seat-why` options.
+#[derive(Debug, clap::Args)]
+pub struct SeatWhyArgs {
+    /// The seat: a persona (claude), or persona:project.
+    pub seat: String,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// A seat's state, from evidence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Live,
+    Parked,
+    DeadQuota,
+    DeadAuth,
+    Crashed,
+    NoRunner,
+    NeverStarted,
+}
+
+impl Verdict {
+    pub(crate) fn word(self) -> &'static str {
+        match self {
+            Verdict::Live => "live",
+            Verdict::Parked => "parked",
+            Verdict::DeadQuota => "dead (quota)",
+            Verdict::DeadAuth => "dead (auth)",
+            Verdict::Crashed => "crashed",
+            Verdict::NoRunner => "no runner",
+            Verdict::NeverStarted => "never started",
+        }
+    }
+}
+
+/// What `seat-why` found.
+#[derive(Debug, Clone)]
+pub(crate) struct Diagnosis {
+    pub session: String,
+    pub verdict: Verdict,
+    pub summary: String,
+    pub evidence: Vec<String>,
+    pub advice: Vec<String>,
+}
+
+impl Diagnosis {
+    pub(crate) fn json(&self) -> Value {
+        json!({
+            "session": self.session,
+            "state": self.verdict.word(),
+            "summary": self.summary,
+            "evidence": self.evidence,
+            "advice": self.advice,
+        })
+    }
+
+    fn print(&self) {
+        say!(
+            "{} — {}: {}",
+            self.session,
+            self.verdict.word(),
+            self.summary
+        );
+        for e in &self.evidence {
+            say!("  evidence: {e}");
+        }
+        for a in &self.advice {
+            say!("  advice:   {a}");
+        }
+    }
+}
+
+fn last_turn(ledger: &std::path::Path) -> Option<Value> {
+    let text = std::fs::read_to_string(ledger).ok()?;
+    text.lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|r| r.get("turn").is_some())
+}
+
+fn boot_agent(ledger: &std::path::Path) -> Option<String> {
+    let text = std::fs::read_to_string(ledger).ok()?;
+    text.lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|r| r.get("boot").and_then(Value::as_bool) == Some(true))
+        .and_then(|r| r.get("agent").and_then(Value::as_str).map(str::to_string))
+}
+
+/// Explain a seat from the files on this machine and the hub's presence row.
+pub(crate) async fn diagnose(persona: &str, project: &str, hub: &HubClient) -> Diagnosis {
+    let session = format!("{persona}:{project}");
+    let paths = seats::runner_paths(persona, project);
+    let record = seats::load_record(persona, project);
+    let now = now_ms();
+    let mut evidence = Vec::new();
+
+    let peer: Option<Peer> = match hub.peers().await {
+        Ok(r) => r.peers.into_iter().find(|p| p.session == session),
+        Err(e) => {
+            evidence.push(format!("hub: cannot read /peers at {} ({e})", hub.base()));
+            None
+        }
+    };
+    if let Some(p) = &peer {
+        let mut s = format!(
+            "hub: {} (last seen {} ago)",
+            if p.online { "online" } else { "offline" },
+            trantor_mcp::render::age(p.last_seen, now)
+        );
+        if !p.status.is_empty() {
+            s.push_str(&format!(", status \"{}\"", p.status));
+        }
+        if let Some(ph) = p.phase.as_deref().filter(|ph| !ph.is_empty()) {
+            s.push_str(&format!(", phase {ph}"));
+        }
+        evidence.push(s);
+    } else if evidence.is_empty() {
+        evidence.push(format!(
+            "hub: {} has no presence row for {session}",
+            hub.base()
+        ));
+    }
+
+    let pid = seats::runner_pid(persona, project);
+    let stopped = record.as_ref().and_then(|r| r.stopped);
+    match pid {
+        Some(p) => evidence.push(format!("runner: pid {p} is running")),
+        None if stopped.is_some() => evidence.push(format!(
+            "runner: stopped by `trantor down` {} ago",
+            trantor_mcp::render::age(stopped.unwrap_or(now), now)
+        )),
+        None => {
+            if let Some(r) = &record {
+                evidence.push(format!(
+                    "runner: `trantor up` started it {} ago{} and no runner process is alive",
+                    trantor_mcp::render::age(r.started, now),
+                    r.pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+                ));
+            }
+        }
+    }
+
+    let park = park::read(&paths.park).filter(|p| p.until > now);
+    if let Some(pk) = &park {
+        let until = if pk.until == park::NEVER {
+            "until an operator acts".to_string()
+        } else {
+            format!("until {}", park::fmt_time(pk.until))
+        };
+        evidence.push(format!(
+            "park file {}: reason {}, since {} ago, {until}{}, {} message(s) held{}",
+            paths.park.display(),
+            pk.reason,
+            trantor_mcp::render::age(pk.ts, now),
+            if pk.bounded {
+                " (a direct message ends it)"
+            } else {
+                ""
+            },
+            pk.held,
+            if pk.evidence.is_empty() {
+                String::new()
+            } else {
+                format!(" — {}", pk.evidence)
+            }
+        ));
+    }
+    let turn = last_turn(&paths.ledger);
+    let last_failed = turn
+        .as_ref()
+        .and_then(|t| t.get("outcome").and_then(Value::as_str))
+        .is_some_and(|o| o != "completed");
+    // The err file holds the last turn's output, whatever it was; it is evidence only when
+    // something went wrong.
+    let err_tail = seats::tail(&paths.err, 4);
+    if !err_tail.is_empty() && (park.is_some() || last_failed) {
+        evidence.push(format!(
+            "err file {}: {}",
+            paths.err.display(),
+            err_tail.join(" ⏎ ")
+        ));
+    }
+    if let Some(t) = &turn {
+        evidence.push(format!(
+            "ledger {}: last turn {} ({}) ended {} ago: {} — {}",
+            paths.ledger.display(),
+            t.get("turn").map(|v| v.to_string()).unwrap_or_default(),
+            t.get("trigger").and_then(Value::as_str).unwrap_or("?"),
+            trantor_mcp::render::age(t.get("ts").and_then(Value::as_i64).unwrap_or(now), now),
+            t.get("outcome").and_then(Value::as_str).unwrap_or("?"),
+            t.get("verdict").and_then(Value::as_str).unwrap_or("")
+        ));
+    } else if paths.ledger.exists() {
+        evidence.push(format!(
+            "ledger {}: booted, no turn finished yet",
+            paths.ledger.display()
+        ));
+    }
+    let turn_phase = std::fs::read(&paths.turnstate)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .and_then(|v| v.get("phase").and_then(Value::as_str).map(str::to_string));
+
+    let agent = record
+        .as_ref()
+        .map(|r| match &r.model {
+            Some(m) => format!("{}:{m}", r.agent),
+            None => r.agent.clone(),
+        })
+        .or_else(|| park.as_ref().map(|p| p.agent.clone()))
+        .or_else(|| boot_agent(&paths.ledger))
+        .unwrap_or_else(|| persona.to_string());
+    let seat_arg = if persona.contains(':') {
+        session.clone()
+    } else {
+        persona.to_string()
+    };
+    let restart = format!("trantor down {seat_arg} && trantor up {agent}");
+
+    let (verdict, summary, advice): (Verdict, String, Vec<String>) = if let Some(pk) = &park {
+        let when = if pk.until == park::NEVER {
+            "no reset time known".to_string()
+        } else {
+            format!("resets {}", park::fmt_time(pk.until))
+        };
+        match pk.reason.as_str() {
+            "exhausted" => (
+                Verdict::DeadQuota,
+                format!("the {} quota is exhausted ({when})", pk.agent),
+                vec![
+                    format!(
+                        "wait for the reset, or move the work to another agent: trantor up <other-agent> && trantor down {seat_arg}"
+                    ),
+                    "its held messages are delivered when it resumes".into(),
+                ],
+            ),
+            "auth" | "provider-rejected" => (
+                Verdict::DeadAuth,
+                format!("{} refused the seat's credentials", pk.agent),
+                vec![format!(
+                    "sign the CLI in again (run `{}` by hand and log in), then: {restart}",
+                    pk.agent
+                )],
+            ),
+            other => (
+                Verdict::Parked,
+                format!("redelivery stopped after failures ({other})"),
+                if pk.bounded {
+                    vec![format!(
+                        "a direct message ends the park now: trantor send {session} \"resume\""
+                    )]
+                } else {
+                    vec![format!("restart it: {restart}")]
+                },
+            ),
+        }
+    } else if pid.is_some() {
+        let online = peer.as_ref().is_some_and(|p| p.online);
+        let phase = peer
+            .as_ref()
+            .and_then(|p| p.phase.clone())
+            .filter(|p| !p.is_empty())
+            .or(turn_phase.clone())
+            .unwrap_or_else(|| "running".into());
+        if online {
+            let mut advice = vec![format!("send it work: trantor send {session} \"…\"")];
+            if last_failed {
+                advice.push(format!(
+                    "its last turn failed (see the ledger and err file above); if it keeps failing: {restart}"
+                ));
+            }
+            (Verdict::Live, format!("{phase} on the bus"), advice)
+        } else {
+            (
+                Verdict::Live,
+                format!("the runner is running ({phase}) but the hub does not see it online"),
+                vec![format!(
+                    "check that the seat's hub is {} (trantor doctor), or look at its log",
+                    hub.base()
+                )],
+            )
+        }
+    } else if stopped.is_none() && (record.is_some() || turn_phase.as_deref() == Some("working")) {
+        let log = record.as_ref().map(|r| r.log.clone());
+        if let Some(l) = &log {
+            let t = seats::tail(l, 6);
+            if !t.is_empty() {
+                evidence.push(format!("log {}: {}", l.display(), t.join(" ⏎ ")));
+            }
+        }
+        (
+            Verdict::Crashed,
+            "its runner is gone without `trantor down`".into(),
+            vec![
+                match &log {
+                    Some(l) => format!("read the log: {}", l.display()),
+                    None => "read the runner's output".into(),
+                },
+                format!("start it again: trantor up {agent}"),
+            ],
+        )
+    } else if stopped.is_some() || paths.ledger.exists() || peer.is_some() {
+        (
+            Verdict::NoRunner,
+            "no runner for it is running on this machine".into(),
+            vec![format!("start it: trantor up {agent}")],
+        )
+    } else {
+        (
+            Verdict::NeverStarted,
+            format!("no trace of {session} here or on the hub"),
+            vec![
+                format!("start it: trantor up {agent}"),
+                "check the set-up first: trantor doctor".into(),
+            ],
+        )
+    };
+    Diagnosis {
+        session,
+        verdict,
+        summary,
+        evidence,
+        advice,
+    }
+}
+
+pub(crate) async fn seat_why(a: SeatWhyArgs) -> anyhow::Result<ExitCode> {
+    let (id, hub) = a.common.connect();
+    let (persona, project) = seats::parse_seat(&a.seat, &id.project);
+    if persona.is_empty() {
+        return Err(usage(
+            "name a seat: a persona like claude, or persona:project",
+        ));
+    }
+    let d = diagnose(&persona, &project, &hub).await;
+    if a.common.json {
+        print_json(&d.json())?;
+    } else {
+        d.print();
+    }
+    Ok(ExitCode::from(if d.verdict == Verdict::Live {
+        0
+    } else {
+        1
+    }))
+}

@@ -1,0 +1,495 @@
+//! `trantor up`: start seats for a project (and a local hub when none answers).
+
+use super::seat_why::diagnose;
+use super::seats::{self, SeatRecord};
+use super::{Common, print_json, usage};
+use serde_json::{Value, json};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::{ExitCode, Stdio};
+use std::time::{Duration, Instant};
+use trantor_proto::{HubClient, now_ms};
+
+pub(crate) const UP_HELP: &str = concat!(
+    "\
+Each argument is an agent CLI, optionally with a model: claude, codex:gpt-5, kimi, opencode,
+gemini, dsh, or `command` (any CLI, given as a template in CREW_COMMAND). A second seat of the
+same agent gets the persona <agent>-2.
+
+Seats run `trantor runner <agent> <dir>` for this project: in tmux when it is installed (session
+trantor-<project>, one window per seat; output also in the log), otherwise as background
+processes with logs under <bus dir>/logs/runner-<persona>-<project>.log. If no hub answers at
+the hub URL and it is local, one is started first (log: <bus dir>/logs/hub.log). Each seat must
+show up live on the hub's /peers within --wait seconds; a seat that does not is named with the
+reason `trantor seat-why` finds. Exits 1 when any seat did not come up.
+
+Examples:
+  trantor up claude                     one Claude Code seat for the current project
+  trantor up claude codex:gpt-5 kimi    three seats, codex on gpt-5
+  CREW_COMMAND='my-agent --prompt-file {P}' trantor up command
+  trantor up claude --no-tmux --wait 90
+
+",
+    exit_codes!()
+);
+
+/// `trantor up` options.
+#[derive(Debug, clap::Args)]
+pub struct UpArgs {
+    /// Seats to start: <agent[:model]>…
+    #[arg(required = true, value_name = "AGENT[:MODEL]")]
+    pub seats: Vec<String>,
+    /// Directory the seats work in [default: the current directory].
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Seconds to wait for each seat to show up live.
+    #[arg(long, default_value_t = 60)]
+    pub wait: u64,
+    /// Run seats as background processes even when tmux is installed (also TRANTOR_NO_TMUX=1).
+    #[arg(long)]
+    pub no_tmux: bool,
+    #[command(flatten)]
+    pub common: Common,
+    /// Set by `trantor duty up`: the persona of the (single) seat and extra runner variables.
+    #[arg(skip)]
+    pub seat_override: Option<(String, Vec<(String, String)>)>,
+}
+
+/// One requested seat.
+struct Spec {
+    persona: String,
+    agent: String,
+    model: Option<String>,
+    /// Extra runner variables (the duty seat's `RUNNER_DUTY_NUDGES=1`).
+    env: Vec<(String, String)>,
+}
+
+fn parse_specs(args: &[String]) -> anyhow::Result<Vec<Spec>> {
+    let mut out: Vec<Spec> = Vec::new();
+    for a in args {
+        let (agent, model) = match a.split_once(':') {
+            Some((ag, m)) => (
+                ag.trim(),
+                Some(m.trim().to_string()).filter(|m| !m.is_empty()),
+            ),
+            None => (a.trim(), None),
+        };
+        if agent.is_empty()
+            || !agent
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(usage(format!(
+                "'{a}' is not an agent: use a CLI name like claude, codex or kimi, optionally with :model"
+            )));
+        }
+        let mut persona = agent.to_string();
+        let mut n = 1;
+        while out.iter().any(|s| s.persona == persona) {
+            n += 1;
+            persona = format!("{agent}-{n}");
+        }
+        out.push(Spec {
+            persona,
+            agent: agent.to_string(),
+            model,
+            env: Vec::new(),
+        });
+    }
+    Ok(out)
+}
+
+/// The variables a seat needs from this shell. Passed explicitly because a tmux window gets the
+/// tmux server's environment, not ours.
+fn forwarded_env() -> Vec<(String, String)> {
+    std::env::vars()
+        .filter(|(k, _)| {
+            ["RELAY_", "CREW_", "TRANTOR_", "AGENT_BUS_", "FAKE_AGENT_"]
+                .iter()
+                .any(|p| k.starts_with(p))
+                || matches!(k.as_str(), "HOME" | "PATH" | "USER" | "LANG")
+        })
+        .collect()
+}
+
+fn seat_env(spec: &Spec, url: &str, project: &str) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = forwarded_env()
+        .into_iter()
+        .filter(|(k, _)| {
+            !matches!(
+                k.as_str(),
+                "CREW_PERSONA"
+                    | "CREW_MODEL"
+                    | "RELAY_SESSION"
+                    | "RUNNER_SESSION"
+                    | "CREW_AGENT"
+                    | "TMUX"
+            )
+        })
+        .collect();
+    env.retain(|(k, _)| k != "RELAY_URL" && k != "RELAY_PROJECT");
+    env.push(("RELAY_URL".into(), url.into()));
+    env.push(("RELAY_PROJECT".into(), project.into()));
+    if spec.persona != spec.agent {
+        env.push(("CREW_PERSONA".into(), spec.persona.clone()));
+    }
+    if let Some(m) = &spec.model {
+        env.push(("CREW_MODEL".into(), m.clone()));
+    }
+    env.extend(spec.env.iter().cloned());
+    env
+}
+
+fn launch(
+    spec: &Spec,
+    url: &str,
+    project: &str,
+    dir: &std::path::Path,
+    use_tmux: bool,
+) -> Result<SeatRecord, String> {
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+    let log = seats::log_path(&spec.persona, project);
+    if let Some(d) = log.parent() {
+        std::fs::create_dir_all(d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+    }
+    // One log per start (the previous one kept as .1), so a crash's tail is this start's.
+    if log.exists() {
+        let _ = std::fs::rename(&log, log.with_extension("log.1"));
+    }
+    let env = seat_env(spec, url, project);
+    let mut rec = SeatRecord {
+        persona: spec.persona.clone(),
+        agent: spec.agent.clone(),
+        model: spec.model.clone(),
+        project: project.to_string(),
+        session: format!("{}:{project}", spec.persona),
+        dir: dir.to_path_buf(),
+        log: log.clone(),
+        pid: None,
+        tmux: None,
+        started: now_ms(),
+        hub: url.to_string(),
+        stopped: None,
+    };
+    if use_tmux {
+        let session = seats::tmux_session(project);
+        let window = trantor_runner::paths::safe(&spec.persona);
+        let target = format!("{session}:{window}");
+        if seats::tmux_has(&target) {
+            // A window left from a crashed seat: replace it.
+            let _ = seats::tmux(&["kill-window", "-t", &format!("={target}")]);
+        }
+        let vars: Vec<String> = env
+            .iter()
+            .map(|(k, v)| format!("{k}={}", seats::shell_quote(v)))
+            .collect();
+        // The pipe keeps a copy of everything the pane shows in the log, so `seat-why` can
+        // quote a runner that died before anyone looked at the window.
+        let cmd = format!(
+            "env {} {} runner {} {} 2>&1 | tee -a {}",
+            vars.join(" "),
+            seats::shell_quote(&exe.to_string_lossy()),
+            seats::shell_quote(&spec.agent),
+            seats::shell_quote(&dir.to_string_lossy()),
+            seats::shell_quote(&log.to_string_lossy())
+        );
+        let dir_s = dir.to_string_lossy().to_string();
+        // Open the window on an idle shell, keep it after its process exits, then swap the
+        // runner in: a runner that dies at once leaves its last words on screen (and does not
+        // take the whole tmux session, and the next seat's window, down with it).
+        let opened = if seats::tmux_has(&session) {
+            seats::tmux(&[
+                "new-window",
+                "-d",
+                "-t",
+                &format!("={session}:"),
+                "-n",
+                &window,
+                "-c",
+                &dir_s,
+            ])
+        } else {
+            seats::tmux(&[
+                "new-session",
+                "-d",
+                "-s",
+                &session,
+                "-n",
+                &window,
+                "-c",
+                &dir_s,
+                "-x",
+                "200",
+                "-y",
+                "50",
+            ])
+        };
+        let exact = format!("={session}:{window}");
+        opened
+            .and_then(|_| seats::tmux(&["set-option", "-w", "-t", &exact, "remain-on-exit", "on"]))
+            .and_then(|_| seats::tmux(&["respawn-window", "-k", "-t", &exact, "-c", &dir_s, &cmd]))
+            .map_err(|e| format!("tmux refused to open {target}: {e}"))?;
+        rec.tmux = Some(target);
+    } else {
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
+        let err = out
+            .try_clone()
+            .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.arg("runner")
+            .arg(&spec.agent)
+            .arg(dir)
+            .current_dir(dir)
+            .env_remove("CREW_PERSONA")
+            .env_remove("CREW_MODEL")
+            .env_remove("RELAY_SESSION")
+            .env_remove("RUNNER_SESSION")
+            .env_remove("CREW_AGENT")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            // Its own process group: the seat outlives this command and a Ctrl-C here.
+            .process_group(0);
+        for (k, v) in &env {
+            cmd.env(k, v);
+        }
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start the runner: {e}"))?;
+        rec.pid = Some(child.id());
+        // The child is deliberately not waited on: it is a daemon now. Reaping happens when
+        // this short-lived command exits and init adopts it.
+        drop(child);
+    }
+    seats::save_record(&rec).map_err(|e| format!("cannot save the seat record: {e}"))?;
+    Ok(rec)
+}
+
+/// Make sure a hub answers at `hub`; start one when it is local and silent.
+async fn ensure_hub(hub: &HubClient, json: bool) -> anyhow::Result<()> {
+    if hub.health().await.is_ok() {
+        if !json {
+            say!("hub {} answers", hub.base());
+        }
+        return Ok(());
+    }
+    if seats::local_port(hub.base()).is_none() {
+        return Err(super::VerbError::Hub {
+            message: format!(
+                "no hub answers at {}, and it is not on this machine, so `trantor up` cannot start \
+                 it: start the hub there, or point RELAY_URL / --url at one that runs",
+                hub.base()
+            ),
+            unreachable: true,
+        }
+        .into());
+    }
+    let log = seats::bus_dir().join("logs").join("hub.log");
+    let pid = seats::spawn_hub(hub.base(), &log, &[]).map_err(|e| super::VerbError::Hub {
+        message: e,
+        unreachable: true,
+    })?;
+    if !json {
+        say!(
+            "no hub answered at {}: started one (pid {pid}, log {})",
+            hub.base(),
+            log.display()
+        );
+    }
+    if !seats::wait_for_hub(hub, Duration::from_secs(20)).await {
+        let t = seats::tail(&log, 5).join("\n  ");
+        return Err(super::VerbError::Hub {
+            message: format!(
+                "the hub started at {} did not answer; its log says:\n  {t}",
+                hub.base()
+            ),
+            unreachable: true,
+        }
+        .into());
+    }
+    let _ = seats::save_hub_record(&seats::HubRecord {
+        pid,
+        url: hub.base().to_string(),
+        log,
+        started: now_ms(),
+    });
+    Ok(())
+}
+
+pub(crate) async fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
+    let (id, hub) = a.common.connect();
+    let json_out = a.common.json;
+    let mut specs = parse_specs(&a.seats)?;
+    if let Some((persona, env)) = &a.seat_override {
+        for s in &mut specs {
+            s.persona = persona.clone();
+            s.env = env.clone();
+        }
+    }
+    let dir = match a.dir {
+        Some(d) => d,
+        None => std::env::current_dir()?,
+    };
+    let dir = std::fs::canonicalize(&dir).map_err(|e| usage(format!("{}: {e}", dir.display())))?;
+    // The seats' project follows the directory they work in, not the shell's.
+    let mut id = id;
+    if a.common.project.is_none() {
+        id.project = trantor_mcp::identity::project_for(&dir);
+    }
+    ensure_hub(&hub, json_out).await?;
+    let use_tmux = seats::use_tmux(a.no_tmux);
+    if !json_out {
+        if use_tmux {
+            say!(
+                "starting {} seat(s) for {} in tmux session {} (attach: tmux attach -t {})",
+                specs.len(),
+                id.project,
+                seats::tmux_session(&id.project),
+                seats::tmux_session(&id.project)
+            );
+        } else {
+            say!(
+                "starting {} seat(s) for {} as background processes (logs under {})",
+                specs.len(),
+                id.project,
+                seats::bus_dir().join("logs").display()
+            );
+        }
+    }
+
+    let mut results: Vec<Value> = Vec::new();
+    let mut pending: Vec<SeatRecord> = Vec::new();
+    for spec in &specs {
+        let session = format!("{}:{}", spec.persona, id.project);
+        if let Some(pid) = seats::runner_pid(&spec.persona, &id.project) {
+            if !json_out {
+                say!("  {session:<24} already running (pid {pid})");
+            }
+            results.push(json!({"session": session, "state": "already-running", "pid": pid}));
+            continue;
+        }
+        match launch(spec, hub.base(), &id.project, &dir, use_tmux) {
+            Ok(rec) => {
+                if !json_out {
+                    let place = rec
+                        .tmux
+                        .as_ref()
+                        .map(|t| format!("tmux window {t}"))
+                        .or_else(|| rec.pid.map(|p| format!("pid {p}")))
+                        .unwrap_or_default();
+                    say!(
+                        "  {session:<24} starting ({place}, log {})",
+                        rec.log.display()
+                    );
+                }
+                pending.push(rec);
+            }
+            Err(e) => {
+                if !json_out {
+                    say!("  {session:<24} ✗ could not start: {e}");
+                }
+                results.push(json!({"session": session, "state": "failed", "detail": e}));
+            }
+        }
+    }
+
+    // Wait for each seat to appear live on the hub; a runner that dies meanwhile is a no-show
+    // at once rather than at the deadline.
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(a.wait.max(1));
+    let tty = std::io::stdout().is_terminal() && !json_out;
+    let mut failed = results.iter().filter(|r| r["state"] == "failed").count();
+    while !pending.is_empty() {
+        let peers = hub.peers().await.map(|r| r.peers).unwrap_or_default();
+        let mut still = Vec::new();
+        for rec in pending.drain(..) {
+            let live = peers.iter().find(|p| {
+                // Seen since this launch, and not the "down" mark `trantor down` leaves.
+                p.session == rec.session
+                    && p.online
+                    && p.last_seen >= rec.started
+                    && !p.status.starts_with("down")
+            });
+            let alive = match rec.pid {
+                Some(pid) => seats::process_alive(pid, "runner"),
+                None => rec.tmux.as_deref().is_none_or(seats::tmux_pane_alive),
+            };
+            if let Some(p) = live {
+                let secs = started.elapsed().as_secs_f32();
+                if tty {
+                    print!("\r\x1b[K");
+                }
+                if !json_out {
+                    say!(
+                        "  {:<24} ✓ live after {secs:.1}s{}",
+                        rec.session,
+                        if p.status.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({})", p.status)
+                        }
+                    );
+                }
+                results.push(json!({"session": rec.session, "state": "live", "seconds": secs}));
+            } else if !alive || Instant::now() >= deadline {
+                let d = diagnose(&rec.persona, &rec.project, &hub).await;
+                if tty {
+                    print!("\r\x1b[K");
+                }
+                if !json_out {
+                    say!(
+                        "  {:<24} ✗ no-show{}: {} — {}",
+                        rec.session,
+                        if alive {
+                            format!(" after {}s", a.wait)
+                        } else {
+                            String::new()
+                        },
+                        d.verdict.word(),
+                        d.summary
+                    );
+                    for e in &d.evidence {
+                        say!("  {:<24}   evidence: {e}", "");
+                    }
+                    for adv in &d.advice {
+                        say!("  {:<24}   advice:   {adv}", "");
+                    }
+                }
+                failed += 1;
+                results.push(json!({"session": rec.session, "state": "no-show", "why": d.json()}));
+            } else {
+                still.push(rec);
+            }
+        }
+        pending = still;
+        if !pending.is_empty() {
+            if tty {
+                let names: Vec<&str> = pending.iter().map(|r| r.session.as_str()).collect();
+                print!(
+                    "\r\x1b[K  waiting for {} … {}s",
+                    names.join(", "),
+                    started.elapsed().as_secs()
+                );
+                let _ = std::io::stdout().flush();
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let live = results
+        .iter()
+        .filter(|r| r["state"] == "live" || r["state"] == "already-running")
+        .count();
+    if json_out {
+        print_json(
+            &json!({"project": id.project, "hub": hub.base(), "tmux": use_tmux, "seats": results}),
+        )?;
+    } else {
+        say!("{live} of {} seat(s) up for {}", results.len(), id.project);
+    }
+    Ok(ExitCode::from(if failed > 0 { 1 } else { 0 }))
+}

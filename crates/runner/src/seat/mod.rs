@@ -1,0 +1,15 @@
+//! The seat: its state, its boot, the poll loop, one delivery and one turn as the seat runs
+//! them, and the seat's own files (the pending queue, the park file, the telemetry ledger).
+//! Everything here is `impl Seat` or state the seat owns; it orchestrates the other layers.
+
+pub(crate) mod boot;
+pub(crate) mod deliver;
+pub(crate) mod idle;
+pub(crate) mod ledger;
+pub mod park;
+pub(crate) mod pending;
+pub(crate) mod poll;
+mod state;
+pub(crate) mod turnflow;
+
+pub(crate) use state::{LINKS_TTL, Seat};

@@ -596,6 +596,17 @@ fn duty_failure_is_for_the_duty_session_only_and_shows_in_health() {
     let (_, h) = hub_request(hub.port, "GET", "/health", None).expect("health");
     assert_eq!(h["duty"]["failures"][0]["recipient"], "codex:web", "{h}");
     assert_eq!(events_of(hub.port, "duty.failure").len(), 1);
+    // `trantor doctor` names it.
+    let d = doctor(_tmp.path(), &hub.url());
+    let duty = check(&d, "duty");
+    assert_eq!(duty["ok"], false, "{d}");
+    assert!(
+        duty["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("codex:web skipped-nudge"),
+        "{d}"
+    );
     let mut bad = ok.clone();
     bad["kind"] = json!("whatever");
     let (s, _) = hub_request(hub.port, "POST", "/duty/failure", Some(&bad)).expect("post");
@@ -695,6 +706,30 @@ fn catchup_reports_what_happened_since_the_last_look() {
     );
 }
 
+/// `trantor doctor --json` on `home` against `url`.
+fn doctor(home: &Path, url: &str) -> Value {
+    let out = Command::new(bin())
+        .args(["doctor", "--json", "--url", url])
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env_remove("RELAY_SESSION")
+        .output()
+        .expect("doctor");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "doctor printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+fn check<'a>(d: &'a Value, name: &str) -> &'a Value {
+    d["checks"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["check"] == name))
+        .unwrap_or_else(|| panic!("no {name} check: {d}"))
+}
+
 // ---- trantor connect -------------------------------------------------------------------------
 
 fn connect(home: &Path, extra: &[&str]) -> (i32, String) {
@@ -735,8 +770,26 @@ fn connect_installs_the_hooks_keeps_the_persons_own_and_removes_cleanly() {
     )
     .expect("write");
 
+    let down = format!("http://127.0.0.1:{}", free_port());
+    let before = doctor(home.path(), &down);
+    assert!(
+        check(&before, "hooks")["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not installed"),
+        "{before}"
+    );
     let (code, out) = connect(home.path(), &[]);
     assert_eq!(code, 0, "{out}");
+    let after = doctor(home.path(), &down);
+    assert_eq!(check(&after, "hooks")["ok"], true, "{after}");
+    assert!(
+        check(&after, "hooks")["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Codex, OpenCode and Kimi get no session hooks"),
+        "{after}"
+    );
     let text = std::fs::read_to_string(&settings).expect("read");
     let v: Value = serde_json::from_str(&text).expect("settings json");
     for (name, arg) in [

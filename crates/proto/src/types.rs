@@ -209,6 +209,10 @@ pub struct Peer {
     /// Always false here: the hub has no hook version of its own to compare with.
     #[serde(default)]
     pub stale_hooks: bool,
+    /// Set once the session called `/register` or `/status`; peers that only polled, read or
+    /// sent are anonymous and reaped sooner.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub registered: bool,
 }
 
 /// `GET /peers` reply.

@@ -201,14 +201,21 @@ pub(crate) fn find_on_path(name: &str) -> Option<std::path::PathBuf> {
 /// Write one line to stdout; a reader that went away (a closed pipe) is not an error worth
 /// reporting for output that nobody will read.
 pub(crate) fn emit(line: &str) {
+    // Text from the hub is written by any client: no control or bidi character reaches the
+    // terminal.
+    emit_raw(&trantor_proto::text::sanitize(line));
+}
+
+fn emit_raw(line: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{line}");
 }
 
-/// Print a value as pretty JSON on stdout.
+/// Print a value as pretty JSON on stdout (JSON escapes control characters itself; machine
+/// output keeps the data as stored).
 pub(crate) fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
-    emit(&serde_json::to_string_pretty(v)?);
+    emit_raw(&serde_json::to_string_pretty(v)?);
     Ok(())
 }
 
@@ -241,7 +248,10 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                 Some(VerbError::Usage(_)) => 2,
                 _ => 1,
             };
-            eprintln!("trantor: {e:#}");
+            eprintln!(
+                "trantor: {}",
+                trantor_proto::text::sanitize(&format!("{e:#}"))
+            );
             Ok(ExitCode::from(code))
         }
     }

@@ -656,6 +656,18 @@ impl WriteTx for SqlTx<'_> {
         v.ok_or_else(|| StoreError::Db("peers: raise_delivered returned no row".into()))
     }
 
+    fn delete_anonymous_peers_before(&mut self, last_seen: i64) -> Result<Vec<String>, StoreError> {
+        self.rows(
+            "peers",
+            "delete_anonymous_peers_before",
+            "DELETE FROM peers WHERE last_seen < ?1
+                 AND coalesce(json_extract(data, '$.registered'), 0) = 0
+             RETURNING session",
+            [last_seen],
+            |r| r.get(0),
+        )
+    }
+
     fn delete_peers_before(&mut self, last_seen: i64) -> Result<Vec<String>, StoreError> {
         self.rows(
             "peers",
@@ -791,7 +803,11 @@ impl WriteTx for SqlTx<'_> {
         self.exec(
             "ops",
             "put_op",
-            "INSERT OR IGNORE INTO ops(id, ts, code, body) VALUES (?1, ?2, ?3, ?4)",
+            // First final record wins; a pending marker (code 0) is replaced by the reply.
+            "INSERT INTO ops(id, ts, code, body) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT(id) DO UPDATE SET ts = excluded.ts, code = excluded.code,
+                 body = excluded.body
+             WHERE ops.code = 0",
             params![op.id, op.ts, op.code, body],
         )?;
         Ok(())

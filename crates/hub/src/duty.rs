@@ -3,7 +3,8 @@
 //! Every pass looks for direct messages their recipient has not read within the undelivered
 //! window and escalates each **once**, as a `hub:duty` message listing `#id sender -> recipient`
 //! (the shape the runner's duty-nudge planning parses), to the duty session. While duty is dark
-//! (no heartbeat within the dark window, or sitting on unread escalations past the stuck age)
+//! (no heartbeat within the dark window — counted from the hub's start for a duty session never
+//! seen — or sitting on unread escalations past the stuck age)
 //! escalations go back to each sender instead, escalations duty never read are handed back to
 //! their senders too, and one `duty.dark` event marks the episode (`duty.back` ends it).
 //!
@@ -229,7 +230,7 @@ pub async fn pass<S: Store>(hub: &AppState<S>, now: i64) -> Result<PassReport, S
     let live = peer.map(|p| hub.live_peer(p, now));
     let last_seen = live.as_ref().map(|p| p.last_seen).unwrap_or(0);
     let delivered = live.as_ref().map(|p| p.delivered_up_to).unwrap_or(0);
-    let beating = last_seen > 0 && now - last_seen <= hub.cfg.duty_dark_ms;
+    let beating = now - last_seen.max(hub.started_ms) <= hub.cfg.duty_dark_ms;
     let stuck_ms = hub.cfg.duty_stuck_ms;
     let stuck_max = hub.cfg.duty_stuck_max;
 
@@ -408,7 +409,7 @@ pub async fn status<S: Store>(hub: &AppState<S>, now: i64) -> Result<Value, Stor
     let live = peer.map(|p| hub.live_peer(p, now));
     let last_seen = live.as_ref().map(|p| p.last_seen).unwrap_or(0);
     let delivered = live.as_ref().map(|p| p.delivered_up_to).unwrap_or(0);
-    let beating = last_seen > 0 && now - last_seen <= hub.cfg.duty_dark_ms;
+    let beating = now - last_seen.max(hub.started_ms) <= hub.cfg.duty_dark_ms;
     let queued: HashSet<i64> = state
         .escalated
         .values()

@@ -89,6 +89,7 @@ pub async fn state<S: Store>(
         ops_in_flight: Mutex::new(HashMap::new()),
         shutdown,
         last_write_error: Mutex::new(None),
+        started_ms: now_ms(),
     }))
 }
 

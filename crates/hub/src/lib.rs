@@ -19,6 +19,7 @@ pub mod reaper;
 pub mod routes;
 pub mod sse;
 pub mod state;
+pub mod ui;
 pub mod wake;
 
 pub use config::{Config, ConfigError, HubArgs};

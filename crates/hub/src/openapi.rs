@@ -126,6 +126,11 @@ fn operation(doc: &RouteDoc, method: &str) -> Value {
             "description": "Prometheus text exposition",
             "content": { "text/plain": { "schema": { "type": "string" } } }
         })
+    } else if let Some(media) = crate::ui::media_type(doc.path) {
+        json!({
+            "description": "Dashboard asset",
+            "content": { media: { "schema": { "type": "string" } } }
+        })
     } else {
         json!({
             "description": "Success (JSON)",

@@ -33,6 +33,7 @@ mod lessons;
 mod seat_why;
 mod seats;
 mod table;
+mod ui;
 mod up;
 
 use std::process::ExitCode;
@@ -87,6 +88,9 @@ pub enum Command {
     /// The duty seat that nudges recipients of unread mail: up, status, down, appoint.
     #[command(subcommand, after_long_help = duty::DUTY_HELP)]
     Duty(duty::DutyCommand),
+    /// Open the hub's dashboard (board, seats, flow, timeline) in the browser.
+    #[command(after_long_help = ui::UI_HELP)]
+    Ui(ui::UiArgs),
 }
 
 /// Options every bus verb shares.
@@ -237,6 +241,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Up(a) => up::up(a).await,
         Command::Down(a) => down::down(a).await,
         Command::SeatWhy(a) => seat_why::seat_why(a).await,
+        Command::Ui(a) => ui::ui(a).await,
     };
     match result {
         Ok(code) => Ok(code),

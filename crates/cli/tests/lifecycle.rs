@@ -411,3 +411,46 @@ fn demo_runs_a_card_to_done_and_exits_zero() {
         assert!(text.contains(want), "demo output lacks {want:?}:\n{text}");
     }
 }
+
+#[test]
+fn duty_up_starts_an_appointed_duty_seat_and_down_stops_it() {
+    let m = Machine::new();
+    let o = m.run(&["duty", "up", "--no-tmux", "--wait", "60"]);
+    let text = out(&o);
+    assert!(o.status.success(), "{text}");
+    assert!(
+        text.contains("duty:shop") && text.contains("live"),
+        "{text}"
+    );
+    assert!(text.contains("duty:shop is the duty session"), "{text}");
+    // The seat is a runner with duty nudges on.
+    let rec: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(m.bus().join("seats").join("duty-shop.json")).expect("seat record"),
+    )
+    .expect("record json");
+    let pid = rec["pid"].as_u64().expect("pid");
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).expect("environ");
+    let environ = String::from_utf8_lossy(&environ);
+    assert!(
+        environ.split('\0').any(|v| v == "RUNNER_DUTY_NUDGES=1"),
+        "{environ}"
+    );
+    assert!(
+        environ.split('\0').any(|v| v == "CREW_PERSONA=duty"),
+        "{environ}"
+    );
+    let status = out(&m.run(&["duty", "status"]));
+    assert!(
+        status.contains("duty duty:shop (appointed): on duty"),
+        "{status}"
+    );
+    assert!(status.contains(&format!("pid {pid}")), "{status}");
+    let o = m.run(&["duty", "down"]);
+    assert!(
+        out(&o).contains("duty:shop") && out(&o).contains("stopped"),
+        "{}",
+        out(&o)
+    );
+    let status = out(&m.run(&["duty", "status"]));
+    assert!(status.contains("no duty seat runs here"), "{status}");
+}

@@ -14,8 +14,8 @@ use tokio::process::Command;
 
 type Client = RunningService<RoleClient, ()>;
 
-/// The 14 tools the issue names; every one must be listed.
-const TOOLS: [&str; 14] = [
+/// The tools the issues name; every one must be listed.
+const TOOLS: [&str; 15] = [
     "relay_send",
     "relay_inbox",
     "relay_wait",
@@ -30,6 +30,7 @@ const TOOLS: [&str; 14] = [
     "relay_contracts",
     "relay_lesson",
     "relay_project_brief",
+    "relay_catchup",
 ];
 
 async fn mcp(url: &str, session: &str, home: &Path) -> Client {
@@ -427,6 +428,21 @@ async fn every_tool_against_a_real_hub() {
     assert!(
         contracts.contains("contract(s) from orch:demo") && contracts.contains("-> claude:demo"),
         "{contracts}"
+    );
+    // Catch-up: the first look reports, the second starts where it ended.
+    let first = ok(&orch, "relay_catchup", json!({})).await;
+    assert!(
+        first.contains("Catch-up for orch:demo on demo") && first.contains("Open contracts:"),
+        "{first}"
+    );
+    assert!(
+        first.contains("Card changes:") && first.contains("Crew:"),
+        "{first}"
+    );
+    let second = ok(&orch, "relay_catchup", json!({})).await;
+    assert!(
+        second.contains("Messages since your last look: 0") && second.contains("Card changes: 0"),
+        "{second}"
     );
     let lesson = ok(
         &orch,

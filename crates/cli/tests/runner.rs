@@ -1302,6 +1302,47 @@ fn duty_nudges_reserve_in_the_shared_ledger_and_skip_what_cannot_be_nudged() {
 }
 
 #[test]
+fn the_hubs_duty_escalation_drives_a_duty_seats_nudge() {
+    // End to end: an unread message on our hub → its duty service escalates to the duty seat →
+    // the seat's runner plans the nudge from the escalation text and the turn sends it.
+    let tmp = tempfile::tempdir().expect("hub data");
+    let hub = Hub::start_in(
+        tmp.path(),
+        common::free_port(),
+        &[
+            ("RELAY_DUTY_SESSION", "claude:p"),
+            ("RELAY_DUTY_UNDELIVERED_MS", "300"),
+            ("RELAY_OVERSEER_TICK_MS", "100"),
+        ],
+    );
+    let mut seat = Seat::new("claude", "claude");
+    seat.start_with(&hub.url(), &[("RUNNER_DUTY_NUDGES", "1")]);
+    seat.wait_idle_after(1);
+    let (s, _) = hub_request(
+        hub.port,
+        "POST",
+        "/register",
+        Some(&json!({"session": "bob:p", "project": PROJECT, "status": "idle"})),
+    )
+    .expect("register");
+    assert!(s < 300);
+    seat.control(&once(
+        "curl -s -o /dev/null -XPOST \"$RELAY_URL/send\" -H 'content-type: application/json' \
+         -d '{\"from\":\"'\"$RELAY_SESSION\"'\",\"to\":\"bob:p\",\"text\":\"read your inbox\"}'",
+    ));
+    let id = hub_send(hub.port, ORCH, "bob:p", PROJECT, "DUTY-E2E: please review");
+    wait_until("the duty turn", LONG, || {
+        seat.prompts_with("MECHANICAL DUTY NUDGE REQUIREMENT") == 1
+    });
+    assert_eq!(seat.prompts_with(&format!("bob:p: unread #{id}")), 1);
+    wait_until("the nudge in bob's inbox", LONG, || {
+        hub_messages(hub.port, "bob:p")
+            .iter()
+            .any(|m| m["from"] == "claude:p" && m["text"] == "read your inbox")
+    });
+}
+
+#[test]
 fn stopping_the_runner_mid_turn_ends_its_cli_and_keeps_the_wake() {
     let Some(hub) = drill_hub(false) else {
         return;

@@ -55,6 +55,24 @@ pub struct HubArgs {
     /// How often in-memory presence (`lastSeen`) is written to the store (ms).
     #[arg(long, env = "RELAY_PRESENCE_FLUSH_MS", default_value_t = 5_000)]
     pub presence_flush_ms: u64,
+    /// The duty session unread mail is escalated to (overrides `trantor duty appoint`).
+    #[arg(long, env = "RELAY_DUTY_SESSION")]
+    pub duty_session: Option<String>,
+    /// A direct message unread this long is escalated by the duty service (ms).
+    #[arg(long, env = "RELAY_DUTY_UNDELIVERED_MS", default_value_t = 120_000)]
+    pub duty_undelivered_ms: u64,
+    /// The duty session counts as dark after this long without a heartbeat (ms).
+    #[arg(long, env = "RELAY_DUTY_DARK_MS", default_value_t = 600_000)]
+    pub duty_dark_ms: u64,
+    /// Duty also counts as dark while this many escalations sit unread past the stuck age.
+    #[arg(long, env = "RELAY_DUTY_STUCK_MAX", default_value_t = 10)]
+    pub duty_stuck_max: u64,
+    /// Age at which an unread escalation counts towards the stuck limit (ms).
+    #[arg(long, env = "RELAY_DUTY_STUCK_MS", default_value_t = 1_800_000)]
+    pub duty_stuck_ms: u64,
+    /// Period of the duty service's pass (ms).
+    #[arg(long, env = "RELAY_OVERSEER_TICK_MS", default_value_t = 30_000)]
+    pub duty_tick_ms: u64,
     /// Extra `Host` names the hub answers to (repeatable, or comma-separated in the variable),
     /// for a reverse proxy in front of it. The hub always answers to localhost, 127.0.0.1,
     /// [::1] and its bind address; any other `Host` is refused (DNS-rebinding defence).
@@ -112,6 +130,12 @@ impl Default for HubArgs {
             retention_ms: None,
             op_ttl_ms: 86_400_000,
             presence_flush_ms: 5_000,
+            duty_session: None,
+            duty_undelivered_ms: 120_000,
+            duty_dark_ms: 600_000,
+            duty_stuck_max: 10,
+            duty_stuck_ms: 1_800_000,
+            duty_tick_ms: 30_000,
             allowed_hosts: Vec::new(),
             header_timeout_ms: 15_000,
             max_connections: 0,
@@ -179,6 +203,18 @@ pub struct Config {
     pub op_ttl_ms: i64,
     /// Presence flush period.
     pub presence_flush: Duration,
+    /// Duty session from the command line or environment (wins over the appointed one).
+    pub duty_session: Option<String>,
+    /// Age before an unread direct message is escalated, ms.
+    pub duty_undelivered_ms: i64,
+    /// Heartbeat gap after which duty is dark, ms.
+    pub duty_dark_ms: i64,
+    /// Unread escalations (older than `duty_stuck_ms`) that make duty count as dark.
+    pub duty_stuck_max: usize,
+    /// Age of an unread escalation that counts towards the stuck limit, ms.
+    pub duty_stuck_ms: i64,
+    /// Duty pass period.
+    pub duty_tick: Duration,
     /// `Host` names (lowercase, without port) accepted besides the loopback names.
     pub allowed_hosts: Vec<String>,
     /// Header-read and keep-alive idle timeout.
@@ -279,6 +315,17 @@ impl Config {
                 .unwrap_or(args.retention_days.saturating_mul(86_400_000))),
             op_ttl_ms: ms(args.op_ttl_ms).max(60_000),
             presence_flush: Duration::from_millis(args.presence_flush_ms.clamp(50, 600_000)),
+            duty_session: args
+                .duty_session
+                .as_deref()
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string),
+            duty_undelivered_ms: ms(args.duty_undelivered_ms),
+            duty_dark_ms: ms(args.duty_dark_ms).max(1),
+            duty_stuck_max: usize::try_from(args.duty_stuck_max.max(1)).unwrap_or(usize::MAX),
+            duty_stuck_ms: ms(args.duty_stuck_ms),
+            duty_tick: Duration::from_millis(args.duty_tick_ms.clamp(10, 600_000)),
             allowed_hosts: args
                 .allowed_hosts
                 .iter()

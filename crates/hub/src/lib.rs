@@ -8,6 +8,7 @@
 pub mod cards;
 pub mod config;
 pub mod contracts;
+pub mod duty;
 pub mod error;
 pub mod extract;
 pub mod metrics;
@@ -93,6 +94,7 @@ pub async fn state<S: Store>(
         ops_in_flight: Mutex::new(HashMap::new()),
         shutdown,
         last_write_error: Mutex::new(None),
+        started_ms: now_ms(),
     }))
 }
 
@@ -114,6 +116,7 @@ pub async fn serve<S: Store>(
     let (stop_tx, stop_rx) = watch::channel(false);
     let hub = state(store, cfg, stop_rx.clone()).await?;
     reaper::spawn(hub.clone());
+    duty::spawn(hub.clone());
     let app = routes::router(hub.clone());
     let addr = listener.local_addr().context("listener has no address")?;
     tracing::info!(

@@ -61,6 +61,9 @@ pub struct Hub<S> {
     pub ops_in_flight: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Flips to true when the hub shuts down (held polls and streams end).
     pub shutdown: watch::Receiver<bool>,
+    /// When this hub process started, ms (a never-seen duty session gets its dark window
+    /// from here).
+    pub started_ms: i64,
     /// The outcome of the newest store write: `Some((ms, error))` while writes fail, so
     /// `/health` says "not ok" when the disk is full instead of 200.
     pub last_write_error: Mutex<Option<(i64, String)>>,

@@ -177,6 +177,16 @@ pub trait ReadTx {
         session: &str,
         since_ts: i64,
     ) -> Result<Vec<Message>, StoreError>;
+    /// Direct messages with `from_ts <= ts <= until_ts` that their recipient has not read yet
+    /// (its `deliveredUpTo` is below the id, or it has no peer row), oldest first, at most
+    /// `limit`. Broadcasts, messages to or from `hub:*`, `wake:false`, `status` and `receipt`
+    /// messages are left out (for the duty service).
+    fn undelivered_direct(
+        &self,
+        from_ts: i64,
+        until_ts: i64,
+        limit: usize,
+    ) -> Result<Vec<Message>, StoreError>;
     /// Sessions that sent a direct message with `ts >= since_ts` (for the contract reaper).
     fn dispatchers_since(&self, since_ts: i64) -> Result<Vec<String>, StoreError>;
     /// The newest `limit` messages citing card `#card`, oldest first.

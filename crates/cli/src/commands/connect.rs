@@ -31,6 +31,11 @@ Examples:
   trantor connect --dry-run           show what would change, change nothing
   trantor connect --only claude,codex
   trantor connect --all               also CLIs that are not installed yet
+  trantor connect --remove            take out the entries and hooks connect wrote
+
+Claude Code also gets hooks in ~/.claude/settings.json (SessionStart, PostToolUse,
+UserPromptSubmit, Stop → `trantor hook <event>`) that hand the crew's messages to an interactive
+session; your own hooks there are kept.
 
 ",
     exit_codes!()
@@ -57,6 +62,10 @@ pub struct ConnectArgs {
     /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Take out what connect wrote: the `trantor` MCP entries and the Claude Code hooks (the
+    /// person's own entries and hooks stay).
+    #[arg(long)]
+    pub remove: bool,
 }
 
 /// The config formats we know how to edit.
@@ -176,14 +185,14 @@ pub(crate) enum OJson {
 }
 
 impl OJson {
-    fn get(&self, key: &str) -> Option<&OJson> {
+    pub(crate) fn get(&self, key: &str) -> Option<&OJson> {
         match self {
             OJson::Obj(kv) => kv.iter().find(|(k, _)| k == key).map(|(_, v)| v),
             _ => None,
         }
     }
 
-    fn str(&self) -> Option<&str> {
+    pub(crate) fn str(&self) -> Option<&str> {
         match self {
             OJson::Str(s) => Some(s),
             _ => None,
@@ -201,7 +210,7 @@ impl OJson {
     }
 
     /// Set `key` in an object, keeping its position when it exists, appending otherwise.
-    fn set(&mut self, key: &str, value: OJson) {
+    pub(crate) fn set(&mut self, key: &str, value: OJson) {
         if let OJson::Obj(kv) = self {
             match kv.iter_mut().find(|(k, _)| k == key) {
                 Some((_, v)) => *v = value,
@@ -211,7 +220,7 @@ impl OJson {
     }
 
     /// The object at `key`, created (empty) when absent. `None` when `key` holds a non-object.
-    fn object_mut(&mut self, key: &str) -> Option<&mut OJson> {
+    pub(crate) fn object_mut(&mut self, key: &str) -> Option<&mut OJson> {
         if self.get(key).is_none() {
             self.set(key, OJson::Obj(Vec::new()));
         }
@@ -307,14 +316,14 @@ impl<'de> Deserialize<'de> for OJson {
     }
 }
 
-fn ostr(s: &str) -> OJson {
+pub(crate) fn ostr(s: &str) -> OJson {
     OJson::Str(s.to_string())
 }
 
 // ----- reading and editing each format ------------------------------------------------------
 
 /// The container key and the entry we write, per JSON format.
-fn json_entry(format: Format, command: &str) -> (&'static str, OJson) {
+pub(crate) fn json_entry(format: Format, command: &str) -> (&'static str, OJson) {
     match format {
         Format::ClaudeJson => (
             "mcpServers",
@@ -346,7 +355,7 @@ fn json_entry(format: Format, command: &str) -> (&'static str, OJson) {
 }
 
 /// The command of a JSON entry and whether it is `trantor mcp`.
-fn json_wiring(format: Format, entry: &OJson) -> Wiring {
+pub(crate) fn json_wiring(format: Format, entry: &OJson) -> Wiring {
     let (cmd, args) = match format {
         Format::OpenCodeJson => {
             let parts = entry.get("command").map(OJson::strings).unwrap_or_default();
@@ -375,7 +384,7 @@ fn json_wiring(format: Format, entry: &OJson) -> Wiring {
     }
 }
 
-fn read_json(path: &Path) -> Result<Option<OJson>, String> {
+pub(crate) fn read_json(path: &Path) -> Result<Option<OJson>, String> {
     match std::fs::read_to_string(path) {
         Ok(text) if text.trim().is_empty() => Ok(None),
         Ok(text) => serde_json::from_str::<OJson>(&text)
@@ -386,7 +395,7 @@ fn read_json(path: &Path) -> Result<Option<OJson>, String> {
     }
 }
 
-fn read_toml(path: &Path) -> Result<Option<toml_edit::DocumentMut>, String> {
+pub(crate) fn read_toml(path: &Path) -> Result<Option<toml_edit::DocumentMut>, String> {
     match std::fs::read_to_string(path) {
         Ok(text) => text
             .parse::<toml_edit::DocumentMut>()
@@ -432,7 +441,7 @@ fn codex_forwards_env(doc: &toml_edit::DocumentMut) -> bool {
     approves && CODEX_FORWARDED_ENV.iter().all(|v| listed.contains(v))
 }
 
-fn toml_wiring(doc: &toml_edit::DocumentMut) -> Wiring {
+pub(crate) fn toml_wiring(doc: &toml_edit::DocumentMut) -> Wiring {
     let Some(entry) = doc.get("mcp_servers").and_then(|s| s.get("trantor")) else {
         return Wiring::Missing;
     };
@@ -553,7 +562,7 @@ fn edited(target: &Target, command: &str) -> Result<Option<String>, String> {
 }
 
 /// Replace `path` with `text` atomically, keeping its permissions; back the old file up first.
-fn write_with_backup(path: &Path, text: &str) -> std::io::Result<Option<PathBuf>> {
+pub(crate) fn write_with_backup(path: &Path, text: &str) -> std::io::Result<Option<PathBuf>> {
     let dir = path
         .parent()
         .map(Path::to_path_buf)
@@ -618,6 +627,20 @@ pub(crate) async fn connect(a: ConnectArgs) -> anyhow::Result<ExitCode> {
         if !a.only.is_empty() && !a.only.iter().any(|o| o == t.name) {
             continue;
         }
+        if a.remove {
+            let (state, detail) = super::hook_install::remove_mcp(&t, a.dry_run);
+            failed |= state == "error";
+            report.push(serde_json::json!({
+                "cli": t.name, "label": t.label, "path": t.path.display().to_string(),
+                "state": state, "detail": detail,
+            }));
+            if t.name == "claude" {
+                let (state, detail) = super::hook_install::apply(&home, &command, true, a.dry_run);
+                failed |= state == "error";
+                report.push(hooks_row(&home, state, detail));
+            }
+            continue;
+        }
         let (state, detail) = if !a.all && a.only.is_empty() && !t.installed() {
             (
                 "not-installed",
@@ -665,6 +688,12 @@ pub(crate) async fn connect(a: ConnectArgs) -> anyhow::Result<ExitCode> {
             "state": state,
             "detail": detail,
         }));
+        // Claude Code also gets the hooks that put an interactive session in the crew.
+        if t.name == "claude" && state != "not-installed" {
+            let (state, detail) = super::hook_install::apply(&home, &command, false, a.dry_run);
+            failed |= state == "error";
+            report.push(hooks_row(&home, state, detail));
+        }
     }
     if a.json {
         print_json(&serde_json::json!({"command": command, "dryRun": a.dry_run, "clis": report}))?;
@@ -686,6 +715,17 @@ pub(crate) async fn connect(a: ConnectArgs) -> anyhow::Result<ExitCode> {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
+    })
+}
+
+/// The report row of the Claude Code hooks.
+fn hooks_row(home: &Path, state: &str, detail: String) -> serde_json::Value {
+    serde_json::json!({
+        "cli": "claude-hooks",
+        "label": "Claude hooks",
+        "path": super::hook_install::settings_path(home).display().to_string(),
+        "state": state,
+        "detail": detail,
     })
 }
 

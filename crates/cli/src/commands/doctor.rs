@@ -174,6 +174,7 @@ pub(crate) async fn doctor(a: DoctorArgs) -> anyhow::Result<ExitCode> {
                         .to_string()
                 }),
             });
+            checks.push(duty_check(h.get("duty").unwrap_or(&Value::Null)));
         }
         Err(e) => {
             hub_down = e.is_unreachable();
@@ -297,6 +298,7 @@ pub(crate) async fn doctor(a: DoctorArgs) -> anyhow::Result<ExitCode> {
             checks.push(version_check(t.label, p, spec).await);
         }
     }
+    checks.push(hooks_check(&home));
     for name in OTHER_AGENTS {
         if let Some(p) = find_on_path(name) {
             any_agent = true;
@@ -357,4 +359,80 @@ pub(crate) async fn doctor(a: DoctorArgs) -> anyhow::Result<ExitCode> {
     } else {
         0
     }))
+}
+
+/// The hub's duty service: configured, dark, recent failed nudges.
+fn duty_check(d: &Value) -> Check {
+    if d["configured"].as_bool() != Some(true) {
+        return Check {
+            name: "duty".into(),
+            ok: true,
+            detail: "no duty session: unread mail is not escalated".into(),
+            fix: None,
+        };
+    }
+    let session = d["session"].as_str().unwrap_or("?");
+    let dark = d["dark"].as_bool() == Some(true);
+    let failures = d["failures"].as_array().cloned().unwrap_or_default();
+    let mut detail = format!(
+        "{session} {}; {} escalation(s) queued",
+        if dark {
+            "is DARK (escalations go back to the senders)"
+        } else {
+            "is on duty"
+        },
+        d["queuedEscalations"]
+    );
+    if let Some(f) = failures.last() {
+        detail.push_str(&format!(
+            "; {} failed nudge(s), last: {} {} ({})",
+            failures.len(),
+            f["recipient"].as_str().unwrap_or("?"),
+            f["kind"].as_str().unwrap_or("?"),
+            f["text"].as_str().unwrap_or("")
+        ));
+    }
+    Check {
+        name: "duty".into(),
+        ok: !dark && failures.is_empty(),
+        detail,
+        fix: dark
+            .then(|| "start the duty seat: `trantor duty up` (or `trantor duty status`)".into()),
+    }
+}
+
+/// Whether the Claude Code hooks are installed; the other CLIs have none to wire.
+fn hooks_check(home: &std::path::Path) -> Check {
+    let path = super::hook_install::settings_path(home);
+    let (ok, detail, fix) = match super::hook_install::installed_hooks(home) {
+        Ok(4) => (
+            true,
+            format!(
+                "Claude Code hands crew messages to an interactive session ({}); Codex, OpenCode \
+                 and Kimi get no session hooks: their seats receive messages through the runner",
+                path.display()
+            ),
+            None,
+        ),
+        Ok(0) => (
+            true,
+            "not installed: your own Claude Code session does not see crew replies until you run \
+             `trantor inbox` (Codex, OpenCode and Kimi have no session hooks; their seats get \
+             messages through the runner)"
+                .to_string(),
+            Some("trantor connect --only claude".to_string()),
+        ),
+        Ok(n) => (
+            false,
+            format!("{n} of the 4 Claude Code hooks are in {}", path.display()),
+            Some("trantor connect --only claude".to_string()),
+        ),
+        Err(e) => (false, e, Some(format!("repair {}", path.display()))),
+    };
+    Check {
+        name: "hooks".into(),
+        ok,
+        detail,
+        fix,
+    }
 }

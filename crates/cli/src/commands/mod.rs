@@ -30,6 +30,9 @@ mod doctor;
 mod down;
 mod harvest;
 mod integrate;
+mod duty;
+mod hook;
+mod hook_install;
 mod lessons;
 mod policy;
 mod seat_why;
@@ -104,6 +107,12 @@ pub enum Command {
     /// Link projects so their seats may act on each other, unlink them, or show the links.
     #[command(subcommand, after_long_help = policy::POLICY_HELP)]
     Policy(policy::PolicyCommand),
+    /// Claude Code hook: hand the crew's messages to this interactive session (fail-open).
+    #[command(after_long_help = hook::HOOK_HELP)]
+    Hook(hook::HookArgs),
+    /// The duty seat that nudges recipients of unread mail: up, status, down, appoint.
+    #[command(subcommand, after_long_help = duty::DUTY_HELP)]
+    Duty(duty::DutyCommand),
     /// Open the hub's dashboard (board, seats, flow, timeline) in the browser.
     #[command(after_long_help = ui::UI_HELP)]
     Ui(ui::UiArgs),
@@ -249,6 +258,8 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Card(c) => board::card(c).await,
         Command::Lessons(a) => lessons::lessons(a).await,
         Command::Connect(a) => connect::connect(a).await,
+        Command::Hook(a) => hook::hook(a).await,
+        Command::Duty(c) => duty::duty(c).await,
         Command::Doctor(a) => doctor::doctor(a).await,
         Command::Demo(a) => demo::demo(a).await,
         Command::DemoAgent(a) => demo::demo_agent(a).await,

@@ -50,6 +50,9 @@ pub struct UpArgs {
     pub no_tmux: bool,
     #[command(flatten)]
     pub common: Common,
+    /// Set by `trantor duty up`: the persona of the (single) seat and extra runner variables.
+    #[arg(skip)]
+    pub seat_override: Option<(String, Vec<(String, String)>)>,
 }
 
 /// One requested seat.
@@ -322,7 +325,13 @@ async fn ensure_hub(hub: &HubClient, json: bool) -> anyhow::Result<()> {
 pub(crate) async fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
     let (id, hub) = a.common.connect();
     let json_out = a.common.json;
-    let specs = parse_specs(&a.seats)?;
+    let mut specs = parse_specs(&a.seats)?;
+    if let Some((persona, env)) = &a.seat_override {
+        for s in &mut specs {
+            s.persona = persona.clone();
+            s.env = env.clone();
+        }
+    }
     let dir = match a.dir {
         Some(d) => d,
         None => std::env::current_dir()?,

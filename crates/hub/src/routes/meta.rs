@@ -66,6 +66,10 @@ pub async fn health<S: Store>(State(hub): State<AppState<S>>) -> impl IntoRespon
         None => None,
     };
     let c = counts.unwrap_or_default();
+    let duty = match crate::duty::status(&hub, now_ms()).await {
+        Ok(d) => d,
+        Err(e) => json!({ "error": e.to_string() }),
+    };
     (
         status,
         Json(json!({
@@ -86,6 +90,7 @@ pub async fn health<S: Store>(State(hub): State<AppState<S>>) -> impl IntoRespon
                 "readHistoryDays": hub.cfg.retention_ms / 86_400_000,
                 "pruned": pruned,
             },
+            "duty": duty,
         })),
     )
 }

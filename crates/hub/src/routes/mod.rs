@@ -3,6 +3,7 @@
 
 pub mod board;
 pub mod bus;
+pub mod duty;
 pub mod events;
 pub mod gates;
 pub mod meta;
@@ -550,6 +551,40 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                 f("by", Str, false, "author").max(limits::SESSION),
             ],
             post(meta::phase_post::<S>),
+        ),
+        r(
+            Verb::Post,
+            "/duty/failure",
+            "A duty seat reports a nudge it could not make (duty session only)",
+            &[],
+            fields![
+                f("recipient", Str, true, "who could not be nudged"),
+                f("project", Str, false, "default: the recipient's suffix"),
+                f("kind", Str, true, "relay-403 or skipped-nudge"),
+                f("detail", Str, false, "what happened (≤500)"),
+                f("by", Str, true, "the reporting session (must be duty)"),
+            ],
+            post(duty::failure::<S>),
+        ),
+        r(
+            Verb::Post,
+            "/overseer/duty",
+            "Appoint the duty session (empty session clears it)",
+            &[],
+            fields![f("session", Str, false, "the duty session")],
+            post(duty::appoint::<S>),
+        ),
+        r(
+            Verb::Get,
+            "/catchup",
+            "What happened since the session last looked (moves its catch-up cursor)",
+            fields![
+                SESSION_Q,
+                f("since", Int, false, "message id to start after"),
+                f("peek", Str, false, "1: do not move the cursor"),
+            ],
+            &[],
+            get(duty::catchup::<S>),
         ),
         r(
             Verb::Get,

@@ -310,6 +310,33 @@ impl ReadTx for SqlTx<'_> {
         )
     }
 
+    fn undelivered_direct(
+        &self,
+        from_ts: i64,
+        until_ts: i64,
+        limit: usize,
+    ) -> Result<Vec<Message>, StoreError> {
+        // The ts range is small (the duty window); the ledger lookup is one primary-key probe
+        // per row.
+        let sql = format!(
+            "SELECT {MSG_COLS} FROM messages INDEXED BY messages_ts
+               WHERE ts >= ?1 AND ts <= ?2
+                 AND to_s != '{BROADCAST}' AND to_s NOT LIKE 'hub:%' AND from_s NOT LIKE 'hub:%'
+                 AND (wake IS NULL OR wake != 0)
+                 AND (kind IS NULL OR kind NOT IN ('status', 'receipt'))
+                 AND id > COALESCE(
+                       (SELECT delivered_up_to FROM peers WHERE session = messages.to_s), 0)
+             ORDER BY id LIMIT ?3"
+        );
+        self.rows(
+            "messages",
+            "undelivered_direct",
+            &sql,
+            params![from_ts, until_ts, sql_limit(limit)],
+            message_row,
+        )
+    }
+
     fn dispatchers_since(&self, since_ts: i64) -> Result<Vec<String>, StoreError> {
         // Without ANALYZE statistics the planner prefers walking the (from_s, ts) index for the
         // DISTINCT, i.e. every message; the ts range is the small side.

@@ -1,0 +1,511 @@
+//! The duty service: no direct message sits unread unnoticed.
+//!
+//! Every pass looks for direct messages their recipient has not read within the undelivered
+//! window and escalates each **once**, as a `hub:duty` message listing `#id sender -> recipient`
+//! (the shape the runner's duty-nudge planning parses), to the duty session. While duty is dark
+//! (no heartbeat within the dark window — counted from the hub's start for a duty session never
+//! seen — or sitting on unread escalations past the stuck age)
+//! escalations go back to each sender instead, escalations duty never read are handed back to
+//! their senders too, and one `duty.dark` event marks the episode (`duty.back` ends it).
+//!
+//! The escalation ledger lives in the store and is written in the same transaction as the
+//! escalation messages, so a hub killed mid-pass neither loses nor repeats an escalation.
+//! See `docs/protocol.md` §11.1.
+
+use crate::state::{AppState, Outbox, event};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashSet};
+use trantor_proto::{Message, now_ms};
+use trantor_store::{NewMessage, ReadTx, Store, StoreError, WriteTx};
+
+/// The pseudo-sender of escalations.
+pub const DUTY_SENDER: &str = "hub:duty";
+/// kv key of the session appointed with `POST /overseer/duty`.
+pub const APPOINTED_KEY: &str = "dutySession";
+/// kv key of the escalation ledger and the dark clock.
+pub const STATE_KEY: &str = "duty.state";
+/// How far back unread mail is considered.
+const LOOKBACK_MS: i64 = 86_400_000;
+/// Ledger entries are kept a little longer than the look-back so nothing is escalated twice.
+const LEDGER_KEEP_MS: i64 = LOOKBACK_MS + 3_600_000;
+/// Cap of one `hub:duty` message.
+const TEXT_CAP: usize = 2000;
+/// Most candidates handled in one pass (the rest wait for the next).
+const PASS_LIMIT: usize = 500;
+/// Recent failures kept for `/health` and `trantor doctor`.
+const FAILURES_KEPT: usize = 20;
+
+/// One escalated message.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Escalated {
+    /// When it was escalated, ms.
+    pub at: i64,
+    /// Who the escalation went to (the duty session, or the sender while duty was dark).
+    pub to: String,
+    /// Id of the `hub:duty` message carrying it.
+    pub esc: i64,
+    /// The unread message's sender.
+    pub sender: String,
+    /// Its recipient.
+    pub recipient: String,
+}
+
+/// The persisted duty state.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DutyState {
+    /// Escalated message id → where it went.
+    #[serde(default)]
+    pub escalated: BTreeMap<i64, Escalated>,
+    /// Start of the current dark episode, ms.
+    #[serde(default)]
+    pub dark_since: Option<i64>,
+    /// Recent `/duty/failure` reports, newest last.
+    #[serde(default)]
+    pub failures: Vec<Value>,
+}
+
+impl DutyState {
+    /// Read the state; a missing or unreadable document is an empty state.
+    pub fn load(tx: &dyn ReadTx) -> Result<DutyState, StoreError> {
+        Ok(tx
+            .kv(STATE_KEY)?
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or_default())
+    }
+
+    fn save(&self, tx: &mut dyn WriteTx) -> Result<(), StoreError> {
+        let v = serde_json::to_value(self).map_err(|e| StoreError::Db(e.to_string()))?;
+        tx.set_kv(STATE_KEY, &v)
+    }
+}
+
+/// The duty session in force: the configured one, else the appointed one.
+pub fn duty_session(
+    cfg_session: Option<&str>,
+    tx: &dyn ReadTx,
+) -> Result<Option<String>, StoreError> {
+    if let Some(s) = cfg_session {
+        return Ok(Some(s.to_string()));
+    }
+    Ok(tx
+        .kv(APPOINTED_KEY)?
+        .and_then(|v| v.as_str().map(str::to_string))
+        .filter(|s| !s.trim().is_empty()))
+}
+
+/// Start the duty pass; it stops when the hub shuts down.
+pub fn spawn<S: Store>(hub: AppState<S>) {
+    tokio::spawn(async move {
+        let mut shutdown = hub.shutdown.clone();
+        let mut tick = tokio::time::interval(hub.cfg.duty_tick);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    if let Err(e) = pass(&hub, now_ms()).await {
+                        tracing::warn!(error = %e, "duty pass failed; retrying next tick");
+                    }
+                }
+                _ = shutdown.changed() => break,
+            }
+        }
+    });
+}
+
+/// What one pass did (for tests and logs).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct PassReport {
+    /// Messages escalated to duty.
+    pub to_duty: Vec<i64>,
+    /// Messages escalated (or handed back) to their senders.
+    pub to_senders: Vec<i64>,
+    /// Whether duty was dark in this pass.
+    pub dark: bool,
+}
+
+/// Whether `m` is to a session (has a colon, or is a known peer), not to duty itself and not
+/// from it.
+fn eligible(m: &Message, duty: &str, known: &HashSet<String>) -> bool {
+    m.to != duty && m.from != duty && (m.to.contains(':') || known.contains(&m.to))
+}
+
+fn mins(ms: i64) -> String {
+    let m = (ms / 60_000).max(1);
+    if m >= 120 {
+        format!("{}h", m / 60)
+    } else {
+        format!("{m}m")
+    }
+}
+
+/// The escalation texts for `items` (each ≤ [`TEXT_CAP`]): a header, then one
+/// `#id sender -> recipient (unread 3m)` line per message.
+fn texts(header: &str, items: &[&Message], now: i64) -> Vec<(String, Vec<i64>)> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut ids = Vec::new();
+    for m in items {
+        let line = format!(
+            "#{} {} -> {} (unread {})",
+            m.id,
+            m.from,
+            m.to,
+            mins(now - m.ts)
+        );
+        if !cur.is_empty() && cur.len() + line.len() + 3 > TEXT_CAP {
+            out.push((std::mem::take(&mut cur), std::mem::take(&mut ids)));
+        }
+        if cur.is_empty() {
+            cur.push_str(header);
+            cur.push(' ');
+        } else {
+            cur.push_str(", ");
+        }
+        cur.push_str(&line);
+        ids.push(m.id);
+    }
+    if !cur.is_empty() {
+        out.push((cur, ids));
+    }
+    out
+}
+
+fn insert_duty_message(
+    tx: &mut dyn WriteTx,
+    out: &mut Outbox,
+    to: &str,
+    text: String,
+    now: i64,
+) -> Result<Message, StoreError> {
+    let project = trantor_proto::session_project(to).to_string();
+    let msg = tx.insert_message(
+        NewMessage {
+            ts: now,
+            from: DUTY_SENDER.into(),
+            to: to.into(),
+            project: project.clone(),
+            text: text.clone(),
+            re: None,
+            kind: Some("alert".into()),
+            wake: None,
+        },
+        &[],
+    )?;
+    out.event(
+        tx,
+        event(
+            now,
+            "message",
+            &project,
+            DUTY_SENDER,
+            json!({ "msgId": msg.id, "toSession": to, "text": text }),
+        ),
+    )?;
+    out.messages.push(msg.clone());
+    Ok(msg)
+}
+
+/// One duty pass at `now`. Does nothing while no duty session is configured or appointed.
+pub async fn pass<S: Store>(hub: &AppState<S>, now: i64) -> Result<PassReport, StoreError> {
+    let cfg_duty = hub.cfg.duty_session.clone();
+    let window = hub.cfg.duty_undelivered_ms;
+    let (duty, peer) = hub
+        .store
+        .read(move |tx| {
+            let duty = duty_session(cfg_duty.as_deref(), tx)?;
+            let peer = match &duty {
+                Some(d) => tx.peer(d)?,
+                None => None,
+            };
+            Ok((duty, peer))
+        })
+        .await?;
+    let Some(duty) = duty else {
+        return Ok(PassReport::default());
+    };
+    let live = peer.map(|p| hub.live_peer(p, now));
+    let last_seen = live.as_ref().map(|p| p.last_seen).unwrap_or(0);
+    let delivered = live.as_ref().map(|p| p.delivered_up_to).unwrap_or(0);
+    let beating = now - last_seen.max(hub.started_ms) <= hub.cfg.duty_dark_ms;
+    let stuck_ms = hub.cfg.duty_stuck_ms;
+    let stuck_max = hub.cfg.duty_stuck_max;
+
+    let (report, out) = hub
+        .store
+        .write(move |tx| {
+            let mut out = Outbox::default();
+            let mut state = DutyState::load(tx)?;
+            let known: HashSet<String> = tx.peers()?.into_iter().map(|p| p.session).collect();
+            let unread = tx.undelivered_direct(now - LOOKBACK_MS, now - window, PASS_LIMIT)?;
+            let unread: Vec<Message> = unread
+                .into_iter()
+                .filter(|m| eligible(m, &duty, &known))
+                .collect();
+            let stuck = state
+                .escalated
+                .values()
+                .filter(|e| e.to == duty && e.esc > delivered && now - e.at >= stuck_ms)
+                .map(|e| e.esc)
+                .collect::<HashSet<_>>()
+                .len()
+                >= stuck_max;
+            let dark = !beating || stuck;
+            let mut report = PassReport {
+                dark,
+                ..PassReport::default()
+            };
+            // The dark clock: one event per episode.
+            match (dark, state.dark_since) {
+                (true, None) => {
+                    state.dark_since = Some(now);
+                    let why = if beating {
+                        "escalations unread"
+                    } else {
+                        "no heartbeat"
+                    };
+                    out.event(
+                        tx,
+                        event(
+                            now,
+                            "duty.dark",
+                            "",
+                            DUTY_SENDER,
+                            json!({ "session": duty, "reason": why, "lastSeen": last_seen }),
+                        ),
+                    )?;
+                }
+                (false, Some(since)) => {
+                    state.dark_since = None;
+                    out.event(
+                        tx,
+                        event(
+                            now,
+                            "duty.back",
+                            "",
+                            DUTY_SENDER,
+                            json!({ "session": duty, "darkMs": now - since }),
+                        ),
+                    )?;
+                }
+                _ => {}
+            }
+            let fresh: Vec<&Message> = unread
+                .iter()
+                .filter(|m| !state.escalated.contains_key(&m.id))
+                .collect();
+            // While dark, escalations duty never read are handed back to their senders.
+            let handed_back: Vec<&Message> = if dark {
+                unread
+                    .iter()
+                    .filter(|m| {
+                        state
+                            .escalated
+                            .get(&m.id)
+                            .is_some_and(|e| e.to == duty && e.esc > delivered)
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            if dark {
+                let mut by_sender: BTreeMap<&str, Vec<&Message>> = BTreeMap::new();
+                for m in fresh.iter().chain(handed_back.iter()) {
+                    by_sender.entry(m.from.as_str()).or_default().push(m);
+                }
+                for (sender, items) in by_sender {
+                    let header = format!(
+                        "⚠️ UNDELIVERED (duty {duty} is dark, so this comes back to you; the \
+                         recipient has not read it):"
+                    );
+                    for (text, ids) in texts(&header, &items, now) {
+                        let esc = insert_duty_message(tx, &mut out, sender, text, now)?;
+                        for m in &items {
+                            if ids.contains(&m.id) {
+                                state.escalated.insert(
+                                    m.id,
+                                    Escalated {
+                                        at: now,
+                                        to: sender.to_string(),
+                                        esc: esc.id,
+                                        sender: m.from.clone(),
+                                        recipient: m.to.clone(),
+                                    },
+                                );
+                                report.to_senders.push(m.id);
+                            }
+                        }
+                    }
+                }
+            } else if !fresh.is_empty() {
+                let header = format!(
+                    "⚠️ UNDELIVERED {} message(s) unread past {}:",
+                    fresh.len(),
+                    mins(window)
+                );
+                for (text, ids) in texts(&header, &fresh, now) {
+                    let esc = insert_duty_message(tx, &mut out, &duty, text, now)?;
+                    for m in &fresh {
+                        if ids.contains(&m.id) {
+                            state.escalated.insert(
+                                m.id,
+                                Escalated {
+                                    at: now,
+                                    to: duty.clone(),
+                                    esc: esc.id,
+                                    sender: m.from.clone(),
+                                    recipient: m.to.clone(),
+                                },
+                            );
+                            report.to_duty.push(m.id);
+                        }
+                    }
+                }
+            }
+            state.escalated.retain(|_, e| now - e.at < LEDGER_KEEP_MS);
+            state.save(tx)?;
+            Ok((report, out))
+        })
+        .await?;
+    if !report.to_duty.is_empty() || !report.to_senders.is_empty() {
+        tracing::info!(
+            to_duty = report.to_duty.len(),
+            to_senders = report.to_senders.len(),
+            dark = report.dark,
+            "duty: escalated unread messages"
+        );
+    }
+    hub.publish(out);
+    Ok(report)
+}
+
+/// The `/health` duty block.
+pub async fn status<S: Store>(hub: &AppState<S>, now: i64) -> Result<Value, StoreError> {
+    let cfg_duty = hub.cfg.duty_session.clone();
+    let from_cfg = cfg_duty.is_some();
+    let (duty, peer, state) = hub
+        .store
+        .read(move |tx| {
+            let duty = duty_session(cfg_duty.as_deref(), tx)?;
+            let peer = match &duty {
+                Some(d) => tx.peer(d)?,
+                None => None,
+            };
+            Ok((duty, peer, DutyState::load(tx)?))
+        })
+        .await?;
+    let Some(duty) = duty else {
+        return Ok(json!({
+            "configured": false,
+            "undeliveredMs": hub.cfg.duty_undelivered_ms,
+            "darkMs": hub.cfg.duty_dark_ms,
+            "escalated": state.escalated.len(),
+            "failures": state.failures,
+        }));
+    };
+    let live = peer.map(|p| hub.live_peer(p, now));
+    let last_seen = live.as_ref().map(|p| p.last_seen).unwrap_or(0);
+    let delivered = live.as_ref().map(|p| p.delivered_up_to).unwrap_or(0);
+    let beating = now - last_seen.max(hub.started_ms) <= hub.cfg.duty_dark_ms;
+    let queued: HashSet<i64> = state
+        .escalated
+        .values()
+        .filter(|e| e.to == duty && e.esc > delivered)
+        .map(|e| e.esc)
+        .collect();
+    let stale = state
+        .escalated
+        .values()
+        .filter(|e| e.to == duty && e.esc > delivered && now - e.at >= hub.cfg.duty_stuck_ms)
+        .map(|e| e.esc)
+        .collect::<HashSet<_>>()
+        .len();
+    let stuck = stale >= hub.cfg.duty_stuck_max;
+    Ok(json!({
+        "configured": true,
+        "session": duty,
+        "source": if from_cfg { "RELAY_DUTY_SESSION" } else { "appointed" },
+        "online": live.as_ref().is_some_and(|p| p.online),
+        "beating": beating,
+        "consuming": !stuck,
+        "stuck": stuck,
+        "dark": state.dark_since.is_some(),
+        "lastSeenMs": if last_seen > 0 { json!(now - last_seen) } else { Value::Null },
+        "darkSinceMs": state.dark_since.map(|t| now - t),
+        "queuedEscalations": queued.len(),
+        "escalated": state.escalated.len(),
+        "undeliveredMs": hub.cfg.duty_undelivered_ms,
+        "darkMs": hub.cfg.duty_dark_ms,
+        "failures": state.failures,
+    }))
+}
+
+/// Record a `/duty/failure` report: in the state (for `/health` and `trantor doctor`), in the
+/// project's `dutyFailure` document, and as a `duty.failure` event.
+pub fn record_failure(
+    tx: &mut dyn WriteTx,
+    out: &mut Outbox,
+    failure: Value,
+    project: &str,
+    by: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    let mut state = DutyState::load(tx)?;
+    state.failures.push(failure.clone());
+    let excess = state.failures.len().saturating_sub(FAILURES_KEPT);
+    state.failures.drain(..excess);
+    state.save(tx)?;
+    tx.set_kv(&format!("dutyFailure:{project}"), &failure)?;
+    out.event(tx, event(now, "duty.failure", project, by, failure))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(id: i64, from: &str, to: &str) -> Message {
+        Message {
+            id,
+            ts: 0,
+            from: from.into(),
+            to: to.into(),
+            project: "p".into(),
+            text: String::new(),
+            re: None,
+            kind: None,
+            wake: None,
+        }
+    }
+
+    #[test]
+    fn texts_are_capped_and_parse_as_escalations() {
+        let long = "x".repeat(300);
+        let msgs: Vec<Message> = (1..40)
+            .map(|i| m(i, &format!("{long}:p"), "codex:p"))
+            .collect();
+        let refs: Vec<&Message> = msgs.iter().collect();
+        let out = texts("⚠️ UNDELIVERED:", &refs, 180_000);
+        assert!(out.len() > 1);
+        let mut seen = 0;
+        for (t, ids) in &out {
+            assert!(!ids.is_empty());
+            assert!(t.len() <= TEXT_CAP, "{}", t.len());
+            assert!(t.starts_with("⚠️ UNDELIVERED:"));
+            seen += t.matches(" -> codex:p (unread 3m)").count();
+        }
+        assert_eq!(seen, 39);
+    }
+
+    #[test]
+    fn eligibility() {
+        let known: HashSet<String> = ["solo".to_string()].into();
+        assert!(eligible(&m(1, "a:p", "b:p"), "duty:p", &known));
+        assert!(eligible(&m(1, "a:p", "solo"), "duty:p", &known));
+        assert!(!eligible(&m(1, "a:p", "nobody"), "duty:p", &known));
+        assert!(!eligible(&m(1, "a:p", "duty:p"), "duty:p", &known));
+        assert!(!eligible(&m(1, "duty:p", "b:p"), "duty:p", &known));
+    }
+}

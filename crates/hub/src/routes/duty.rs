@@ -1,0 +1,295 @@
+//! The duty service's routes (`POST /duty/failure`, `POST /overseer/duty`) and `/catchup`, the
+//! "what happened since I last looked" digest the session-start hook and `relay_catchup` read
+//! (`docs/protocol.md` §5.7, §11.2, §11.3).
+
+use crate::duty::{self, APPOINTED_KEY};
+use crate::error::{ApiError, ApiResult, check_len, check_opt};
+use crate::extract::{JsonBody, Params};
+use crate::routes::bus::compute_ledger;
+use crate::state::{AppState, Outbox};
+use axum::Json;
+use axum::extract::State;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use trantor_proto::{BROADCAST, limits, now_ms, session_project};
+use trantor_store::{CardFilter, EventFilter, Store};
+
+/// Longest failure detail kept.
+const DETAIL_CAP: usize = 500;
+/// Most messages a catch-up returns.
+const CATCHUP_MESSAGES: usize = 50;
+/// Most card events a catch-up returns.
+const CATCHUP_EVENTS: usize = 50;
+
+/// `POST /duty/failure` body.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailureRequest {
+    /// The recipient that could not be nudged.
+    #[serde(default)]
+    pub recipient: String,
+    /// Its project (default: the recipient's suffix).
+    #[serde(default)]
+    pub project: Option<String>,
+    /// `relay-403` or `skipped-nudge`.
+    #[serde(default)]
+    pub kind: String,
+    /// What happened (≤500).
+    #[serde(default)]
+    pub detail: String,
+    /// The reporting session (must be the duty session).
+    #[serde(default)]
+    pub by: Option<String>,
+    /// Alias of `by`.
+    #[serde(default)]
+    pub session: Option<String>,
+}
+
+/// `POST /duty/failure`: a duty seat reports a nudge it could not make. Only the duty session
+/// may report (this hub has no request signatures, so the caller names itself in `by`).
+pub async fn failure<S: Store>(
+    State(hub): State<AppState<S>>,
+    JsonBody(req): JsonBody<FailureRequest>,
+) -> ApiResult<Json<Value>> {
+    let by = req
+        .by
+        .or(req.session)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    check_len("by", &by, limits::SESSION)?;
+    check_len("recipient", &req.recipient, limits::SESSION)?;
+    check_opt("project", &req.project, limits::PROJECT)?;
+    let recipient = req.recipient.trim().to_string();
+    if recipient.is_empty() {
+        return Err(ApiError::bad_request("recipient required"));
+    }
+    let kind = req.kind.trim().to_string();
+    if !matches!(kind.as_str(), "relay-403" | "skipped-nudge") {
+        return Err(ApiError::bad_request(
+            "kind must be relay-403 or skipped-nudge",
+        ));
+    }
+    let project = req
+        .project
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| session_project(&recipient).to_string());
+    let text: String = req.detail.chars().take(DETAIL_CAP).collect();
+    let cfg_duty = hub.cfg.duty_session.clone();
+    let now = now_ms();
+    let result = hub
+        .store
+        .write(move |tx| {
+            let duty = duty::duty_session(cfg_duty.as_deref(), tx)?;
+            if duty.as_deref() != Some(by.as_str()) {
+                return Ok(Err(duty));
+            }
+            let failure = json!({
+                "ts": now, "project": project, "recipient": recipient, "kind": kind,
+                "text": text, "by": by,
+            });
+            let mut out = Outbox::default();
+            duty::record_failure(tx, &mut out, failure.clone(), &project, &by, now)?;
+            Ok(Ok((failure, out)))
+        })
+        .await?;
+    match result {
+        Ok((failure, out)) => {
+            hub.publish(out);
+            Ok(Json(json!({ "ok": true, "failure": failure })))
+        }
+        Err(None) => Err(ApiError::forbidden(
+            "no duty session is configured (RELAY_DUTY_SESSION or trantor duty appoint)",
+        )),
+        Err(Some(d)) => Err(ApiError::forbidden(format!(
+            "only the duty session ({d}) may report duty failures"
+        ))),
+    }
+}
+
+/// `POST /overseer/duty` body.
+#[derive(Debug, Default, Deserialize)]
+pub struct AppointRequest {
+    /// The new duty session; empty or absent clears the appointment.
+    #[serde(default)]
+    pub session: Option<String>,
+}
+
+/// `POST /overseer/duty {session}`: appoint (or with an empty session, clear) the duty
+/// session. `RELAY_DUTY_SESSION`, when set, still wins; the reply says which is in force.
+pub async fn appoint<S: Store>(
+    State(hub): State<AppState<S>>,
+    JsonBody(req): JsonBody<AppointRequest>,
+) -> ApiResult<Json<Value>> {
+    let session = req
+        .session
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty());
+    if let Some(s) = &session {
+        check_len("session", s, limits::SESSION)?;
+        if s == BROADCAST || s.starts_with("hub:") {
+            return Err(ApiError::bad_request(
+                "the duty session must be a session, not all or hub:*",
+            ));
+        }
+    }
+    let stored = session.clone();
+    hub.store
+        .write(move |tx| match &stored {
+            Some(s) => tx.set_kv(APPOINTED_KEY, &Value::String(s.clone())),
+            None => tx.set_kv(APPOINTED_KEY, &Value::Null),
+        })
+        .await?;
+    let in_force = hub.cfg.duty_session.clone().or(session.clone());
+    Ok(Json(json!({
+        "ok": true,
+        "appointed": session,
+        "dutySession": in_force,
+        "overriddenBy": hub.cfg.duty_session.as_ref().map(|_| "RELAY_DUTY_SESSION"),
+    })))
+}
+
+fn cursor_key(session: &str) -> String {
+    format!("catchup:{session}")
+}
+
+/// `GET /catchup?session=S[&since=<message id>][&peek=1]`: what happened since S last looked —
+/// messages to it (receipts apart), card moves in its project, the crew's state, its open
+/// contracts, cards waiting on it, and its unread direct messages. Each call moves S's catch-up
+/// cursor unless `peek=1`.
+pub async fn catchup<S: Store>(
+    State(hub): State<AppState<S>>,
+    p: Params,
+) -> ApiResult<Json<Value>> {
+    let session = p.required("session")?.trim().to_string();
+    check_len("session", &session, limits::SESSION)?;
+    let since_msg = p.int("since")?;
+    let peek = p.flag("peek");
+    let now = now_ms();
+    let s = session.clone();
+    let (peer, cursor, msgs, events, peers, cards, unread, tip, latest_event) = hub
+        .store
+        .read(move |tx| {
+            let peer = tx.peer(&s)?;
+            let project = peer
+                .as_ref()
+                .map(|p| p.project.clone())
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| session_project(&s).to_string());
+            let cursor = tx.kv(&cursor_key(&s))?.unwrap_or(Value::Null);
+            let delivered = peer.as_ref().map(|p| p.delivered_up_to).unwrap_or(0);
+            let from_msg = since_msg
+                .or_else(|| cursor.get("msg").and_then(Value::as_i64))
+                .unwrap_or(delivered);
+            let from_event = cursor.get("event").and_then(Value::as_i64);
+            let msgs = tx.messages_for(&s, from_msg, CATCHUP_MESSAGES)?;
+            let events = tx.events(&EventFilter {
+                project: Some(project.clone()),
+                types: Some(
+                    ["created", "moved", "updated", "deleted"]
+                        .map(str::to_string)
+                        .to_vec(),
+                ),
+                since: from_event,
+                limit: CATCHUP_EVENTS,
+                ..EventFilter::default()
+            })?;
+            let peers: Vec<_> = tx
+                .peers()?
+                .into_iter()
+                .filter(|p| p.project == project && p.session != s)
+                .collect();
+            let cards = tx.cards(&CardFilter {
+                project: Some(project.clone()),
+                ..CardFilter::default()
+            })?;
+            let unread: Vec<_> = tx
+                .messages_for(&s, delivered, 200)?
+                .into_iter()
+                .filter(|m| m.to == s)
+                .collect();
+            let tip = tx.tip()?;
+            let latest_event = tx.latest_event_id()?;
+            Ok((
+                peer,
+                json!({"msg": from_msg, "event": from_event}),
+                msgs,
+                events,
+                peers,
+                cards,
+                unread,
+                tip,
+                latest_event,
+            ))
+        })
+        .await?;
+    let project = peer
+        .as_ref()
+        .map(|p| p.project.clone())
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| session_project(&session).to_string());
+    let (receipts, messages): (Vec<_>, Vec<_>) = msgs
+        .into_iter()
+        .partition(|m| m.kind.as_deref() == Some("receipt"));
+    let crew: Vec<Value> = peers
+        .into_iter()
+        .map(|p| hub.live_peer(p, now))
+        .map(|p| {
+            json!({
+                "session": p.session, "online": p.online, "status": p.status,
+                "phase": p.phase, "health": p.health, "lastSeen": p.last_seen,
+            })
+        })
+        .collect();
+    let mut counts: BTreeMap<String, i64> = BTreeMap::new();
+    for c in &cards {
+        *counts.entry(c.status.clone()).or_default() += 1;
+    }
+    let waiting_on_me: Vec<Value> = cards
+        .iter()
+        .filter(|c| {
+            (c.assignee == session && matches!(c.status.as_str(), "todo" | "doing" | "blocked"))
+                || (c.by == session && matches!(c.status.as_str(), "blocked" | "testing"))
+        })
+        .take(20)
+        .map(|c| json!({"id": c.id, "title": c.title, "status": c.status, "assignee": c.assignee}))
+        .collect();
+    let ledger =
+        compute_ledger(&hub, &session, None, now, hub.cfg.contract_window_ms, None).await?;
+    let open_contracts: Vec<Value> = ledger
+        .contracts
+        .iter()
+        .filter(|c| !c.answered)
+        .map(|c| {
+            json!({
+                "id": c.id, "to": c.to, "disposition": c.disposition, "ageMs": c.age_ms,
+                "text": c.text.chars().take(200).collect::<String>(),
+            })
+        })
+        .collect();
+    let last_msg = messages.iter().chain(receipts.iter()).map(|m| m.id).max();
+    if !peek {
+        let key = cursor_key(&session);
+        let mark = json!({
+            "msg": last_msg.unwrap_or_else(|| cursor["msg"].as_i64().unwrap_or(0)).max(0),
+            "event": latest_event,
+            "ts": now,
+        });
+        hub.store.write(move |tx| tx.set_kv(&key, &mark)).await?;
+    }
+    Ok(Json(json!({
+        "session": session,
+        "project": project,
+        "since": cursor,
+        "tip": tip,
+        "messages": messages,
+        "receipts": receipts,
+        "cardEvents": events,
+        "crew": crew,
+        "board": counts,
+        "waitingOnMe": waiting_on_me,
+        "contracts": {"open": ledger.open, "stalled": ledger.stalled, "items": open_contracts},
+        "unread": unread,
+    })))
+}

@@ -511,14 +511,6 @@ fn hash_ids(text: &str) -> Vec<i64> {
         .collect()
 }
 
-/// The duty claim state file: `RUNNER_DUTY_NUDGE_STATE`, else `<bus>/duty-nudged.json`.
-pub fn duty_state_path(bus_dir: &Path) -> PathBuf {
-    std::env::var_os("RUNNER_DUTY_NUDGE_STATE")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| bus_dir.join("duty-nudged.json"))
-}
-
 /// One undelivered message a `hub:duty` escalation names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Escalation {

@@ -199,10 +199,6 @@ pub fn ensure_seat_worktree(
     project: &str,
     persona: &str,
 ) -> anyhow::Result<PathBuf> {
-    if std::env::var("TRANTOR_NO_WORKTREE").is_ok_and(|v| v == "1") {
-        tracing::info!("TRANTOR_NO_WORKTREE=1 — turns run in {}", dir.display());
-        return Ok(dir.to_path_buf());
-    }
     let Ok(root) = git(dir, &["rev-parse", "--show-toplevel"], GIT_TIMEOUT) else {
         tracing::info!(
             "{} is not in a git repository — turns run there",

@@ -231,7 +231,7 @@ impl Driver {
     }
 
     /// The CLI session id a finished turn reveals (kimi prints it; opencode keeps it in its db).
-    pub fn sid_after_turn(&self, stdout: &str, dir: &Path, home: &Path) -> Option<String> {
+    pub fn sid_after_turn(&self, stdout: &str, dir: &Path, data_home: &Path) -> Option<String> {
         match self {
             Driver::Kimi => KIMI_SID
                 .as_ref()?
@@ -239,20 +239,21 @@ impl Driver {
                 .last()
                 .and_then(|c| c.get(1))
                 .map(|m| m.as_str().to_string()),
-            Driver::Opencode { .. } => opencode_sid(dir, home),
+            Driver::Opencode { .. } => opencode_sid(dir, data_home),
             _ => None,
         }
     }
 
-    /// The directories where this CLI writes its session transcripts (a watchdog channel).
-    pub fn session_dirs(&self, dir: &Path, home: &Path) -> Vec<PathBuf> {
+    /// The directories where this CLI writes its session transcripts (a watchdog channel);
+    /// `data_home` is `XDG_DATA_HOME` or `<home>/.local/share`, resolved by the config.
+    pub fn session_dirs(&self, dir: &Path, home: &Path, data_home: &Path) -> Vec<PathBuf> {
         match self {
             Driver::Claude => vec![claude_transcript_dir(dir, home)],
             Driver::Kimi => vec![home.join(".kimi").join("sessions")],
             Driver::Dsh => vec![home.join(".dsh").join("sessions")],
             Driver::Gemini => vec![home.join(".gemini").join("tmp")],
             Driver::Codex => vec![home.join(".codex").join("sessions")],
-            Driver::Opencode { .. } => vec![opencode_data(home).join("storage")],
+            Driver::Opencode { .. } => vec![data_home.join("opencode").join("storage")],
             Driver::Command { .. } => vec![],
         }
     }
@@ -288,18 +289,10 @@ pub fn claude_transcript_dir(dir: &Path, home: &Path) -> PathBuf {
     home.join(".claude").join("projects").join(key)
 }
 
-fn opencode_data(home: &Path) -> PathBuf {
-    std::env::var_os("XDG_DATA_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| home.join(".local").join("share"))
-        .join("opencode")
-}
-
 /// The newest opencode session of `dir` (or its realpath), read-only through `sqlite3`; None
 /// when the db, the tool or a well-formed id is missing (fail-open, §6.16).
-fn opencode_sid(dir: &Path, home: &Path) -> Option<String> {
-    let db = opencode_data(home).join("opencode.db");
+fn opencode_sid(dir: &Path, data_home: &Path) -> Option<String> {
+    let db = data_home.join("opencode").join("opencode.db");
     if !db.exists() {
         return None;
     }

@@ -35,7 +35,7 @@ mod turn;
 use hub::{bus, hubio};
 use periphery::{docker, nudge, release, worktree};
 use seat::{boot, idle, ledger, pending, turnflow};
-use sys::{fsx, gitx, redact};
+use sys::{cmd, fsx, gitx, redact};
 use triage::{classify, prompt, receipt, session, wake};
 use turn::{drivers, snapshot, watchdog};
 

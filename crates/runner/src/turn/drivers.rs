@@ -303,13 +303,9 @@ fn opencode_sid(dir: &Path, data_home: &Path) -> Option<String> {
     let sql = format!(
         "SELECT id FROM session WHERE directory IN ('{d}','{real}') ORDER BY time_updated DESC LIMIT 1;"
     );
-    let out = std::process::Command::new("sqlite3")
-        .arg("-readonly")
-        .arg(&db)
-        .arg(sql)
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
+    let mut cmd = std::process::Command::new("sqlite3");
+    cmd.arg("-readonly").arg(&db).arg(sql);
+    let out = crate::cmd::run_bounded(cmd, std::time::Duration::from_secs(10)).ok()?;
     let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
     OC_SID.as_ref()?.is_match(&id).then_some(id)
 }

@@ -281,17 +281,6 @@ pub fn tokens(own_out: &str) -> i64 {
     0
 }
 
-/// Days since 1970-01-01 of a civil date (proleptic Gregorian).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 /// The reset time a CLI's output names, in ms: "try again in 2 hours", "try again in 45m",
 /// "try again at 2026-01-02T03:04:05Z" (§10.5). None when nothing parses.
 pub fn parse_reset(text: &str, now: i64) -> Option<i64> {
@@ -316,7 +305,8 @@ pub fn parse_reset(text: &str, now: i64) -> Option<i64> {
         let num = |i: usize| c.get(i).and_then(|m| m.as_str().parse::<i64>().ok());
         let (y, mo, d, h, mi) = (num(1)?, num(2)?, num(3)?, num(4)?, num(5)?);
         let s = num(6).unwrap_or(0);
-        let mut secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s;
+        let mut secs =
+            trantor_proto::date::days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s;
         if let Some(z) = c.get(7).map(|m| m.as_str())
             && (z.starts_with('+') || z.starts_with('-'))
         {

@@ -166,15 +166,9 @@ pub fn parse_version_output(text: &str) -> Option<semver::Version> {
 }
 
 /// Whether `candidate` is a newer version than `previous`: semver precedence (build metadata
-/// ignored, equal is not newer), and either side failing to parse gives `false`.
-pub fn is_newer(candidate: &str, previous: &str) -> bool {
-    match (
-        semver::Version::parse(candidate),
-        semver::Version::parse(previous),
-    ) {
-        (Ok(a), Ok(b)) => a.cmp_precedence(&b).is_gt(),
-        _ => false,
-    }
+/// ignored; equal is not newer).
+fn is_newer(candidate: &semver::Version, previous: &semver::Version) -> bool {
+    candidate.cmp_precedence(previous).is_gt()
 }
 
 /// The identity of the installed file as far as an upgrade is concerned.
@@ -296,7 +290,7 @@ impl ReleaseWatcher {
             }
         }
         let v = self.installed_version.as_ref()?;
-        if !v.cmp_precedence(&self.running).is_gt() {
+        if !is_newer(v, &self.running) {
             return None;
         }
         let tried = self
@@ -390,6 +384,14 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
+    /// [`is_newer`] on two strings; a side that is not a version is never newer.
+    fn newer(a: &str, b: &str) -> bool {
+        match (semver::Version::parse(a), semver::Version::parse(b)) {
+            (Ok(a), Ok(b)) => is_newer(&a, &b),
+            _ => false,
+        }
+    }
+
     #[test]
     fn semver_ordering_of_the_reference() {
         let newer = [
@@ -405,8 +407,8 @@ mod tests {
             ("1.2.0", "1.1.0"),
         ];
         for (a, b) in newer {
-            assert!(is_newer(a, b), "{a} should be newer than {b}");
-            assert!(!is_newer(b, a), "{b} should not be newer than {a}");
+            assert!(newer(a, b), "{a} should be newer than {b}");
+            assert!(!newer(b, a), "{b} should not be newer than {a}");
         }
         let not_newer = [
             ("1.0.0", "1.0.0"),
@@ -422,7 +424,7 @@ mod tests {
             ("100000000000000000000.0.0", "99999999999999999999.0.0"),
         ];
         for (a, b) in not_newer {
-            assert!(!is_newer(a, b), "{a} should not be newer than {b}");
+            assert!(!newer(a, b), "{a} should not be newer than {b}");
         }
     }
 

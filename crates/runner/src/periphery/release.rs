@@ -385,7 +385,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     /// [`is_newer`] on two strings; a side that is not a version is never newer.
-    fn newer(a: &str, b: &str) -> bool {
+    fn newer_str(a: &str, b: &str) -> bool {
         match (semver::Version::parse(a), semver::Version::parse(b)) {
             (Ok(a), Ok(b)) => is_newer(&a, &b),
             _ => false,
@@ -407,8 +407,8 @@ mod tests {
             ("1.2.0", "1.1.0"),
         ];
         for (a, b) in newer {
-            assert!(newer(a, b), "{a} should be newer than {b}");
-            assert!(!newer(b, a), "{b} should not be newer than {a}");
+            assert!(newer_str(a, b), "{a} should be newer than {b}");
+            assert!(!newer_str(b, a), "{b} should not be newer than {a}");
         }
         let not_newer = [
             ("1.0.0", "1.0.0"),
@@ -424,7 +424,7 @@ mod tests {
             ("100000000000000000000.0.0", "99999999999999999999.0.0"),
         ];
         for (a, b) in not_newer {
-            assert!(!newer(a, b), "{a} should not be newer than {b}");
+            assert!(!newer_str(a, b), "{a} should not be newer than {b}");
         }
     }
 

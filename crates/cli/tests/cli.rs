@@ -600,3 +600,51 @@ fn doctor_reports_hub_and_wiring_with_fixes() {
             .contains("start a hub")
     );
 }
+
+/// Titles, statuses, names and messages carrying terminal escapes, NUL and bidi overrides are
+/// printed without them by every human renderer (`board`, `board --card`, `peers`, `inbox`).
+#[test]
+fn human_output_strips_terminal_escapes() {
+    let hub = Hub::start();
+    let home = tempfile::tempdir().expect("tmp");
+    let cli = Cli {
+        url: hub.url(),
+        home: home.path(),
+    };
+    let orch = "op:esc";
+    let evil = "\u{1b}[2J\u{1b}]0;pwned\u{7}\u{202E}evil\u{9b}31m";
+    let port = hub.port;
+    let (c, t) = common::hub_request(
+        port,
+        "POST",
+        "/task",
+        Some(&serde_json::json!({"title": format!("card {evil}"), "by": orch, "note": evil})),
+    )
+    .expect("task");
+    assert_eq!(c, 200, "{t}");
+    let id = t["task"]["id"].as_i64().expect("id").to_string();
+    let (c, _) = common::hub_request(
+        port,
+        "POST",
+        "/register",
+        Some(&serde_json::json!({"session": format!("bad{evil}:esc"), "status": evil})),
+    )
+    .expect("register");
+    assert_eq!(c, 200);
+    common::hub_send(port, &format!("x{evil}:esc"), orch, "esc", evil);
+    for args in [
+        &["board"][..],
+        &["board", "--card", &id],
+        &["peers"],
+        &["inbox"],
+    ] {
+        let out = cli.ok(orch, args);
+        assert!(
+            !out.contains(['\u{1b}', '\u{7}', '\u{202E}', '\u{9b}', '\0']),
+            "trantor {args:?} printed a control character: {out:?}"
+        );
+    }
+    // The data itself is kept: --json shows what was stored.
+    let j = cli.json(orch, &["board"]);
+    assert!(j.to_string().contains("pwned"), "{j}");
+}

@@ -1654,16 +1654,22 @@ async fn retention_prunes_read_history_and_reports_it() {
 #[test]
 fn non_loopback_bind_is_refused() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    for (auth, needle) in [("", "loopback"), ("enforce", "not implemented")] {
+    for (host, auth, needle) in [
+        ("0.0.0.0", "", "loopback"),
+        ("0.0.0.0", "enforce", "not implemented"),
+        // On loopback too: a mode the hub does not implement is refused, never ignored.
+        ("127.0.0.1", "enforce", "not implemented"),
+        ("127.0.0.1", "warn", "not implemented"),
+    ] {
         let out = std::process::Command::new(bin())
             .arg("hub")
-            .env("RELAY_HOST", "0.0.0.0")
+            .env("RELAY_HOST", host)
             .env("RELAY_PORT", free_port().to_string())
             .env("RELAY_DATA_DIR", tmp.path())
             .env("RELAY_AUTH", auth)
             .output()
             .expect("run hub");
-        assert_eq!(out.status.code(), Some(1), "auth={auth}");
+        assert_eq!(out.status.code(), Some(1), "host={host} auth={auth}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(needle), "auth={auth}: {err}");
     }
@@ -1682,4 +1688,62 @@ fn taken_port_is_reported() {
         .expect("run hub");
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("already in use"));
+}
+
+/// 1,100 idle connections to a hub started under a 1,024 soft file limit: the hub raises its
+/// own limit and caps connections below it, so `/health` still answers (it used to stop
+/// accepting with "too many open files").
+#[test]
+fn health_answers_beside_1100_idle_connections() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    const IDLE: usize = 1_100;
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("getrlimit");
+    if hard < 4_096 {
+        let msg = format!("hard file limit {hard} is too low for 1,100 connections plus the hub");
+        if std::env::var_os("CI").is_some() {
+            panic!("{msg}");
+        }
+        eprintln!("skipping: {msg}");
+        return;
+    }
+    // The test holds the idle sockets itself.
+    if soft < 4_096 {
+        setrlimit(Resource::RLIMIT_NOFILE, 4_096.min(hard), hard).expect("raise own limit");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let log = std::fs::File::create(dir.path().join("hub.log")).expect("log");
+    let mut cmd = Command::new(bin());
+    cmd.arg("hub")
+        .env("RELAY_PORT", port.to_string())
+        .env("RELAY_HOST", "127.0.0.1")
+        .env("RELAY_DATA_DIR", dir.path())
+        .env("HOME", dir.path())
+        // Idle connections must outlive the test, so only the fd limit is under test here.
+        .env("TRANTOR_HEADER_TIMEOUT_MS", "600000")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            setrlimit(Resource::RLIMIT_NOFILE, 1_024, hard).map_err(std::io::Error::from)
+        });
+    }
+    let mut child = common::GroupChild::spawn(cmd);
+    common::wait_until("hub listening", Duration::from_secs(15), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let mut idle = Vec::with_capacity(IDLE);
+    for _ in 0..IDLE {
+        idle.push(std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect"));
+    }
+    let (code, health) =
+        common::hub_request(port, "GET", "/health", None).expect("/health answers");
+    assert_eq!(code, 200, "{health}");
+    assert_eq!(health["ok"], true);
+    drop(idle);
+    child.kill_group();
 }

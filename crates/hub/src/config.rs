@@ -17,8 +17,8 @@ pub struct HubArgs {
     /// Directory holding the store (`hub.db`); default `~/.agent-bus`.
     #[arg(long, env = "RELAY_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// Authentication mode. Only the default (no enforcement) exists in this hub; `enforce` is
-    /// refused at start-up rather than silently ignored.
+    /// Authentication mode. Only `off` exists in this hub so far: `warn` and `enforce` (request
+    /// signing) are refused at start-up rather than accepted and silently ignored.
     #[arg(long, env = "RELAY_AUTH", default_value = "off")]
     pub auth: String,
     /// A peer is online while seen within this window (ms).
@@ -55,6 +55,27 @@ pub struct HubArgs {
     /// How often in-memory presence (`lastSeen`) is written to the store (ms).
     #[arg(long, env = "RELAY_PRESENCE_FLUSH_MS", default_value_t = 5_000)]
     pub presence_flush_ms: u64,
+    /// Extra `Host` names the hub answers to (repeatable, or comma-separated in the variable),
+    /// for a reverse proxy in front of it. The hub always answers to localhost, 127.0.0.1,
+    /// [::1] and its bind address; any other `Host` is refused (DNS-rebinding defence).
+    #[arg(
+        long = "allowed-host",
+        env = "TRANTOR_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    pub allowed_hosts: Vec<String>,
+    /// A client must send its complete request headers within this time (ms); also closes
+    /// keep-alive connections idle for this long.
+    #[arg(long, env = "TRANTOR_HEADER_TIMEOUT_MS", default_value_t = 15_000)]
+    pub header_timeout_ms: u64,
+    /// Most connections served at once; 0 = derived from the file-descriptor limit (which the
+    /// hub raises to its hard maximum at start).
+    #[arg(long, env = "TRANTOR_MAX_CONNECTIONS", default_value_t = 0)]
+    pub max_connections: usize,
+    /// A peer that never registered (only polled, read or sent) is removed after this long
+    /// without being seen (ms; never below the online window).
+    #[arg(long, env = "TRANTOR_ANON_PEER_TTL_MS", default_value_t = 3_600_000)]
+    pub anon_peer_ttl_ms: u64,
 }
 
 impl Default for HubArgs {
@@ -75,6 +96,10 @@ impl Default for HubArgs {
             retention_ms: None,
             op_ttl_ms: 86_400_000,
             presence_flush_ms: 5_000,
+            allowed_hosts: Vec::new(),
+            header_timeout_ms: 15_000,
+            max_connections: 0,
+            anon_peer_ttl_ms: 3_600_000,
         }
     }
 }
@@ -96,6 +121,16 @@ pub enum ConfigError {
     /// No data directory could be worked out.
     #[error("no data directory: set RELAY_DATA_DIR or HOME")]
     NoDataDir,
+    /// An authentication mode this hub does not implement was asked for.
+    #[error(
+        "RELAY_AUTH={mode}: request signing is not implemented in this hub yet, so it would run \
+         unauthenticated; refusing to start. Use RELAY_AUTH=off (loopback only), or the original \
+         hub where signed identity is required"
+    )]
+    AuthUnsupported {
+        /// The refused mode, as given.
+        mode: String,
+    },
 }
 
 /// The validated configuration the hub runs with (all durations resolved).
@@ -127,12 +162,46 @@ pub struct Config {
     pub op_ttl_ms: i64,
     /// Presence flush period.
     pub presence_flush: Duration,
+    /// `Host` names (lowercase, without port) accepted besides the loopback names.
+    pub allowed_hosts: Vec<String>,
+    /// Header-read and keep-alive idle timeout.
+    pub header_timeout: Duration,
+    /// Connection cap (0 = from the file-descriptor limit).
+    pub max_connections: usize,
+    /// TTL of peers that never registered, ms.
+    pub anon_peer_ttl_ms: i64,
 }
 
 /// Whether `host` names a loopback address (`127.*`, `localhost`, `::1`, `[::1]`).
 pub fn is_loopback(host: &str) -> bool {
     let h = host.trim();
     h.starts_with("127.") || h.eq_ignore_ascii_case("localhost") || h == "::1" || h == "[::1]"
+}
+
+/// The host part of a `Host` header value: `[::1]:80` → `::1`, `localhost:4477` → `localhost`.
+pub fn strip_port(host: &str) -> &str {
+    if let Some(v6) = host.strip_prefix('[') {
+        return v6.split_once(']').map(|(h, _)| h).unwrap_or(v6);
+    }
+    match host.rsplit_once(':') {
+        // A bare IPv6 address has several colons and no port.
+        Some((h, port)) if !h.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => host,
+    }
+}
+
+impl Config {
+    /// Whether a request's `Host` header names this hub (DNS-rebinding defence): the loopback
+    /// names, the bind address, or a configured extra name; with or without a port.
+    pub fn host_allowed(&self, host_header: &str) -> bool {
+        let h = strip_port(host_header.trim()).to_ascii_lowercase();
+        h == "localhost"
+            || h == "::1"
+            || h.parse::<std::net::Ipv4Addr>()
+                .is_ok_and(|a| a.is_loopback())
+            || h == self.host.to_ascii_lowercase()
+            || self.allowed_hosts.contains(&h)
+    }
 }
 
 fn ms(v: u64) -> i64 {
@@ -154,6 +223,12 @@ impl Config {
             return Err(ConfigError::NonLoopback {
                 host: args.host.clone(),
                 extra,
+            });
+        }
+        let mode = args.auth.trim();
+        if !mode.is_empty() && !mode.eq_ignore_ascii_case("off") {
+            return Err(ConfigError::AuthUnsupported {
+                mode: mode.to_string(),
             });
         }
         let data_dir = match &args.data_dir {
@@ -185,6 +260,15 @@ impl Config {
                 .unwrap_or(args.retention_days.saturating_mul(86_400_000))),
             op_ttl_ms: ms(args.op_ttl_ms).max(60_000),
             presence_flush: Duration::from_millis(args.presence_flush_ms.clamp(50, 600_000)),
+            allowed_hosts: args
+                .allowed_hosts
+                .iter()
+                .map(|h| strip_port(h.trim()).to_ascii_lowercase())
+                .filter(|h| !h.is_empty())
+                .collect(),
+            header_timeout: Duration::from_millis(args.header_timeout_ms.max(100)),
+            max_connections: args.max_connections,
+            anon_peer_ttl_ms: ms(args.anon_peer_ttl_ms).max(online_ms),
         })
     }
 
@@ -225,6 +309,62 @@ mod tests {
         };
         let err = Config::from_args(&args).err().map(|e| e.to_string());
         assert!(err.unwrap_or_default().contains("not implemented"));
+    }
+
+    #[test]
+    fn host_header_check() {
+        let args = HubArgs {
+            data_dir: Some("/tmp/x".into()),
+            allowed_hosts: vec!["Hub.Example:443".into()],
+            ..HubArgs::default()
+        };
+        let c = Config::from_args(&args).expect("config");
+        for h in [
+            "localhost",
+            "localhost:4477",
+            "127.0.0.1",
+            "127.0.0.1:1",
+            "[::1]",
+            "[::1]:4477",
+            "hub.example",
+            "HUB.EXAMPLE:80",
+        ] {
+            assert!(c.host_allowed(h), "{h}");
+        }
+        for h in [
+            "evil.com",
+            "evil.com:4477",
+            "localhost.evil.com",
+            "127.0.0.1.nip.io",
+            "",
+            "[::2]:80",
+        ] {
+            assert!(!c.host_allowed(h), "{h}");
+        }
+    }
+
+    #[test]
+    fn unimplemented_auth_modes_are_refused() {
+        for mode in ["enforce", "warn", "ENFORCE", "bogus"] {
+            let args = HubArgs {
+                data_dir: Some("/tmp/x".into()),
+                auth: mode.into(),
+                ..HubArgs::default()
+            };
+            let err = Config::from_args(&args).err().map(|e| e.to_string());
+            assert!(
+                err.as_deref()
+                    .unwrap_or_default()
+                    .contains("not implemented"),
+                "{mode}: {err:?}"
+            );
+        }
+        let args = HubArgs {
+            data_dir: Some("/tmp/x".into()),
+            auth: "off".into(),
+            ..HubArgs::default()
+        };
+        assert!(Config::from_args(&args).is_ok());
     }
 
     #[test]

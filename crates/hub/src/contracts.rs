@@ -1,4 +1,4 @@
-//! The dispatch ledger behind `GET /contracts` (hub-protocol.md §4.8), as a pure function of the
+//! The dispatch ledger behind `GET /contracts` (docs/protocol.md §5.6), as a pure function of the
 //! direct messages involving the dispatcher, the assignees' presence and the reaper's records.
 //!
 //! A *contract* is a direct message from S (within the window) to a real session; a reply

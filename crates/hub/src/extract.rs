@@ -4,7 +4,7 @@
 
 use crate::error::{ApiError, ApiResult};
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Query, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
@@ -85,12 +85,48 @@ pub struct Params(pub HashMap<String, String>);
 impl<S: Send + Sync> FromRequestParts<S> for Params {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let Query(map) = Query::<HashMap<String, String>>::from_request_parts(parts, state)
-            .await
-            .map_err(|e| ApiError::bad_request(format!("invalid query string: {e}")))?;
-        Ok(Params(map))
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parse_query(parts.uri.query().unwrap_or("")).map(Params)
     }
+}
+
+/// Decode a query string strictly: a parameter whose percent-decoded bytes are not UTF-8 is a
+/// 400 (lossy decoding would map different byte strings onto one session name).
+pub fn parse_query(raw: &str) -> ApiResult<HashMap<String, String>> {
+    let mut map = HashMap::new();
+    for pair in raw.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let k = percent_decode(k)?;
+        let v = percent_decode(v).map_err(|_| {
+            ApiError::bad_request(format!(
+                "query parameter `{k}` is not valid percent-encoded UTF-8"
+            ))
+        })?;
+        // First occurrence wins, as the original's URLSearchParams.get does.
+        map.entry(k).or_insert(v);
+    }
+    Ok(map)
+}
+
+fn percent_decode(s: &str) -> ApiResult<String> {
+    let bad = || ApiError::bad_request("query string is not valid percent-encoded UTF-8");
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = b.get(i + 1..i + 3).ok_or_else(bad)?;
+                let hex = std::str::from_utf8(hex).map_err(|_| bad())?;
+                out.push(u8::from_str_radix(hex, 16).map_err(|_| bad())?);
+                i += 2;
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).map_err(|_| bad())
 }
 
 impl Params {
@@ -180,6 +216,25 @@ mod tests {
             decode_json(br#"{"from":"a","text":"b","_op":"x","zzz":[1]}"#).expect("unknown");
         assert_eq!(r.from, "a");
         assert!(decode_json::<SendRequest>(b"{} trailing").is_err());
+    }
+
+    #[test]
+    fn query_decoding_is_strict() {
+        let m = parse_query("session=a%3Ab&x=1+2&session=dup&flag").expect("query");
+        assert_eq!(m["session"], "a:b");
+        assert_eq!(m["x"], "1 2");
+        assert_eq!(m["flag"], "");
+        assert_eq!(parse_query("session=%C3%A9").expect("utf8")["session"], "é");
+        for bad in [
+            "session=%FF",
+            "session=%C3",
+            "session=%zz",
+            "session=%4",
+            "%FF=1",
+        ] {
+            let e = parse_query(bad).err().map(|e| e.status.as_u16());
+            assert_eq!(e, Some(400), "{bad}");
+        }
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod reaper;
 pub mod routes;
 pub mod sse;
 pub mod state;
+pub mod ui;
 pub mod wake;
 
 pub use config::{Config, ConfigError, HubArgs};
@@ -87,38 +88,130 @@ pub async fn state<S: Store>(
         metrics: Metrics::default(),
         ops_in_flight: Mutex::new(HashMap::new()),
         shutdown,
+        last_write_error: Mutex::new(None),
     }))
 }
 
 /// Serve on `listener` until `shutdown` resolves; then end held polls and streams, finish
 /// in-flight requests and flush presence.
+///
+/// Connections are served by our own accept loop rather than `axum::serve`, for the limits a
+/// hostile client needs: request headers must arrive within `header_timeout` (which also closes
+/// idle keep-alive connections), and at most `max_connections` are served at once — below the
+/// file-descriptor limit, so `accept` never fails with "too many open files".
 pub async fn serve<S: Store>(
     listener: TcpListener,
     store: S,
     cfg: Config,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let cap = connection_cap(cfg.max_connections);
+    let header_timeout = cfg.header_timeout;
     let (stop_tx, stop_rx) = watch::channel(false);
-    let hub = state(store, cfg, stop_rx).await?;
+    let hub = state(store, cfg, stop_rx.clone()).await?;
     reaper::spawn(hub.clone());
     let app = routes::router(hub.clone());
     let addr = listener.local_addr().context("listener has no address")?;
     tracing::info!(
         url = %format!("http://{addr}"),
         store = %hub.store.describe(),
+        max_connections = cap,
         "trantor hub listening on http://{addr}"
     );
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            tracing::info!("shutting down: answering held polls, closing streams");
-            let _ = stop_tx.send(true);
-        })
-        .await
-        .context("server error")?;
+    let slots = Arc::new(tokio::sync::Semaphore::new(cap));
+    // Every connection task holds a clone; `recv` returns `None` once all have ended.
+    let (alive_tx, mut alive_rx) = tokio::sync::mpsc::channel::<()>(1);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = &mut shutdown => break,
+        };
+        let stream = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning; the cap makes it rare.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(header_timeout)
+            .serve_connection(
+                hyper_util::rt::TokioIo::new(stream),
+                hyper_util::service::TowerToHyperService::new(app.clone()),
+            );
+        let mut stop = stop_rx.clone();
+        let alive = alive_tx.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let _alive = alive;
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                }
+                _ = async { stop.wait_for(|s| *s).await.map(|_| ()) } => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
+        });
+    }
+    tracing::info!("shutting down: answering held polls, closing streams");
+    drop(listener);
+    let _ = stop_tx.send(true);
+    drop(alive_tx);
+    let _ = alive_rx.recv().await;
     reaper::flush_presence(&hub).await;
     tracing::info!("hub stopped");
     Ok(())
+}
+
+/// File descriptors kept free for the store, logs and the listener itself.
+const FD_RESERVE: u64 = 128;
+
+/// The connection cap: `configured` when set, else the soft file-descriptor limit (first
+/// raised to the hard limit) minus a reserve.
+pub fn connection_cap(configured: usize) -> usize {
+    if configured > 0 {
+        return configured;
+    }
+    let soft = raise_fd_limit();
+    usize::try_from(soft.saturating_sub(FD_RESERVE).clamp(16, 1 << 20)).unwrap_or(1 << 20)
+}
+
+/// Raise the soft `RLIMIT_NOFILE` to the hard limit and return the resulting soft limit.
+fn raise_fd_limit() -> u64 {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return 1024;
+    };
+    // Some kernels refuse "unlimited" for files; 1M is plenty.
+    let want = hard.min(1 << 20);
+    if want > soft {
+        match setrlimit(Resource::RLIMIT_NOFILE, want, hard) {
+            Ok(()) => {
+                tracing::info!(from = soft, to = want, "raised the open-file limit");
+                return want;
+            }
+            Err(e) => tracing::warn!(error = %e, soft, "cannot raise the open-file limit"),
+        }
+    } else {
+        tracing::info!(limit = soft, "open-file limit");
+    }
+    soft
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM.

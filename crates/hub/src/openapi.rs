@@ -55,6 +55,8 @@ pub struct Field {
     pub required: bool,
     /// What it means.
     pub desc: &'static str,
+    /// Longest accepted value (characters for strings, items for arrays), as the hub enforces.
+    pub max: Option<usize>,
 }
 
 /// Shorthand for a [`Field`].
@@ -64,6 +66,29 @@ pub const fn f(name: &'static str, ty: Ty, required: bool, desc: &'static str) -
         ty,
         required,
         desc,
+        max: None,
+    }
+}
+
+impl Field {
+    /// The same field with the limit the hub enforces on it.
+    pub const fn max(mut self, n: usize) -> Field {
+        self.max = Some(n);
+        self
+    }
+
+    fn schema(&self) -> Value {
+        let mut s = json!({ "type": self.ty.name() });
+        match (self.ty, self.max) {
+            (Ty::Str, Some(n)) => s["maxLength"] = json!(n),
+            (Ty::Arr, Some(n)) => s["maxItems"] = json!(n),
+            _ => {}
+        }
+        // A required text must be non-empty: the hub refuses "" with a 400.
+        if self.required && self.ty == Ty::Str {
+            s["minLength"] = json!(1);
+        }
+        s
     }
 }
 
@@ -92,18 +117,31 @@ fn operation(doc: &RouteDoc, method: &str) -> Value {
                 "in": "query",
                 "required": q.required,
                 "description": q.desc,
-                "schema": { "type": q.ty.name() },
+                "schema": q.schema(),
             })
         })
         .collect();
+    let ok = if doc.path == "/metrics" {
+        json!({
+            "description": "Prometheus text exposition",
+            "content": { "text/plain": { "schema": { "type": "string" } } }
+        })
+    } else if let Some(media) = crate::ui::media_type(doc.path) {
+        json!({
+            "description": "Dashboard asset",
+            "content": { media: { "schema": { "type": "string" } } }
+        })
+    } else {
+        json!({
+            "description": "Success (JSON)",
+            "content": { "application/json": { "schema": { "type": "object" } } }
+        })
+    };
     let mut op = json!({
         "summary": doc.summary,
         "operationId": format!("{method}{}", doc.path.replace(['/', '-', '.'], "_")),
         "responses": {
-            "200": {
-                "description": "Success (JSON)",
-                "content": { "application/json": { "schema": { "type": "object" } } }
-            },
+            "200": ok,
             "4XX": {
                 "description": "Client error: {\"error\": \"...\"} plus fields such as limit, kinds, id",
                 "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Error" } } }
@@ -117,20 +155,24 @@ fn operation(doc: &RouteDoc, method: &str) -> Value {
         let mut props = Map::new();
         let mut required = Vec::new();
         for b in doc.body {
-            props.insert(
-                b.name.to_string(),
-                json!({ "type": b.ty.name(), "description": b.desc }),
-            );
+            let mut schema = b.schema();
+            schema["description"] = json!(b.desc);
+            props.insert(b.name.to_string(), schema);
             if b.required {
                 required.push(b.name);
             }
         }
         props.insert(
             "_op".into(),
-            json!({ "type": "string", "description": "idempotency key (≤80 chars): a replay returns the first reply" }),
+            json!({
+                "type": ["string", "number"],
+                "maxLength": trantor_proto::limits::OP_ID,
+                "description": "idempotency key (≤80 chars; longer is a 400): a replay on the same route returns the first reply"
+            }),
         );
+        // An empty body is read as `{}`, so the body itself is optional.
         op["requestBody"] = json!({
-            "required": true,
+            "required": false,
             "content": { "application/json": { "schema": {
                 "type": "object", "properties": props, "required": required
             } } }
@@ -212,5 +254,38 @@ mod tests {
         let body = &doc["paths"]["/send"]["post"]["requestBody"]["content"]["application/json"];
         assert_eq!(body["schema"]["required"][0], "text");
         assert!(doc["paths"]["/health"]["post"].is_object());
+    }
+
+    #[test]
+    fn limits_and_content_types_are_documented() {
+        const B: &[Field] = &[
+            f("text", Ty::Str, true, "body").max(10),
+            f("deps", Ty::Arr, false, "ids").max(3),
+        ];
+        let doc = document(&[
+            RouteDoc {
+                verb: Verb::Post,
+                path: "/send",
+                summary: "send",
+                query: &[],
+                body: B,
+            },
+            RouteDoc {
+                verb: Verb::Get,
+                path: "/metrics",
+                summary: "m",
+                query: &[],
+                body: &[],
+            },
+        ]);
+        let post = &doc["paths"]["/send"]["post"];
+        assert_eq!(post["requestBody"]["required"], false);
+        let props = &post["requestBody"]["content"]["application/json"]["schema"]["properties"];
+        assert_eq!(props["text"]["maxLength"], 10);
+        assert_eq!(props["text"]["minLength"], 1);
+        assert_eq!(props["deps"]["maxItems"], 3);
+        assert_eq!(props["_op"]["maxLength"], 80);
+        let ok = &doc["paths"]["/metrics"]["get"]["responses"]["200"]["content"];
+        assert!(ok["text/plain"].is_object(), "{ok}");
     }
 }

@@ -1,14 +1,17 @@
 //! The request front: body buffering with the size limit, the browser-origin refusal, request
 //! metrics, and `_op` idempotency.
 //!
-//! `_op`: any POST body may carry `_op` (≤ 80 chars). The first run's `{code, body}` is stored in
-//! the store once it finishes below 500; a later POST with the same `_op` gets the stored reply
-//! without running again. Concurrent duplicates are serialised on a per-op lock, so the second
-//! waits for the first and then replays it — the same op never runs twice.
+//! `_op`: any POST body may carry `_op` (a string or number of at most 80 characters; longer is
+//! a 400). Ops are keyed by route and by type, so `/task` and `/send` never share a key and `42`
+//! is not `"42"`. The first run's `{code, body}` is stored once it finishes below 500; a later
+//! POST with the same `_op` on the same route gets the stored reply without running again.
+//! Concurrent duplicates are serialised on a per-op lock, so the second waits for the first and
+//! then replays it — the same op never runs twice.
 //!
-//! The outcome is recorded in its own write right after the route's write commits. A crash
-//! between the two leaves the op "unknown", and the client's retry runs it again; that window is
-//! one commit wide.
+//! Crash safety: every route write made through [`crate::state::Hub::write`] while an op is
+//! running also records the op as committed (code 0, reply pending) in the SAME transaction.
+//! The full reply replaces that marker right after. A crash between the two leaves the marker,
+//! so a retry is answered "committed" instead of being run a second time.
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -29,9 +32,25 @@ use trantor_store::{OpRecord, Store};
 /// Route paths known to the router, so metrics can label requests with `'static` strings.
 static ROUTES: OnceLock<HashSet<&'static str>> = OnceLock::new();
 
+/// Paths that accept POST (where `_op` keys live).
+static POST_ROUTES: OnceLock<Vec<&'static str>> = OnceLock::new();
+
 /// Register the router's paths for metric labels (first call wins).
 pub fn intern_routes(paths: impl IntoIterator<Item = &'static str>) {
     let _ = ROUTES.set(paths.into_iter().collect());
+}
+
+/// Register the paths that accept POST (first call wins).
+pub fn intern_post_routes(paths: impl IntoIterator<Item = &'static str>) {
+    let _ = POST_ROUTES.set(paths.into_iter().collect());
+}
+
+/// The paths that accept POST.
+pub fn post_routes() -> Vec<String> {
+    POST_ROUTES
+        .get()
+        .map(|v| v.iter().map(|s| s.to_string()).collect())
+        .unwrap_or_default()
 }
 
 fn route_label(req: &Request) -> &'static str {
@@ -77,17 +96,71 @@ pub fn is_loopback_origin(origin: &str) -> bool {
             .is_ok_and(|a| a.is_loopback())
 }
 
-/// Outermost layer: refuse requests from foreign browser origins and count every reply.
+/// Longest request target (path and query) served; longer gets a JSON 414.
+pub const MAX_URI_BYTES: usize = 8 * 1024;
+/// Most request-header bytes served; more gets a JSON 431.
+pub const MAX_HEADER_BYTES: usize = 32 * 1024;
+
+/// Why a request is refused before any route sees it, if it is.
+fn refusal(cfg: &crate::config::Config, req: &Request) -> Option<ApiError> {
+    let headers = req.headers();
+    // DNS rebinding: a page whose name now resolves to 127.0.0.1 still sends its own name.
+    if let Some(host) = headers.get(header::HOST)
+        && !host.to_str().is_ok_and(|h| cfg.host_allowed(h))
+    {
+        return Some(ApiError::forbidden(format!(
+            "Host {:?} is not this hub's name: only localhost, 127.0.0.1, [::1], the bind \
+             address and names given with --allowed-host are served",
+            String::from_utf8_lossy(host.as_bytes())
+        )));
+    }
+    if let Some(o) = headers.get(header::ORIGIN)
+        && !o.to_str().is_ok_and(is_loopback_origin)
+    {
+        return Some(ApiError::forbidden(
+            "requests from web pages are refused: this hub only serves local programs \
+             (the Origin header names a non-loopback page)",
+        ));
+    }
+    // An `<img>` or link on any web page: browsers mark it, programs never send this header.
+    if headers
+        .get("sec-fetch-site")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"cross-site"))
+    {
+        return Some(ApiError::forbidden(
+            "cross-site requests from web pages are refused (Sec-Fetch-Site: cross-site)",
+        ));
+    }
+    let uri_len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if uri_len > MAX_URI_BYTES {
+        return Some(ApiError::with(
+            StatusCode::URI_TOO_LONG,
+            format!("request target too long (limit {MAX_URI_BYTES} bytes)"),
+            serde_json::json!({ "limit": MAX_URI_BYTES }),
+        ));
+    }
+    let header_bytes: usize = headers
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 4)
+        .sum();
+    if header_bytes > MAX_HEADER_BYTES {
+        return Some(ApiError::with(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            format!("request headers too large (limit {MAX_HEADER_BYTES} bytes)"),
+            serde_json::json!({ "limit": MAX_HEADER_BYTES }),
+        ));
+    }
+    None
+}
+
+/// Outermost layer: refuse foreign hosts, browser origins, cross-site fetches and oversized
+/// request heads, and count every reply.
 pub async fn front<S: Store>(State(hub): State<AppState<S>>, req: Request, next: Next) -> Response {
     let method = method_label(req.method());
     let route = route_label(&req);
-    let resp = match req.headers().get(header::ORIGIN) {
-        Some(o) if !o.to_str().is_ok_and(is_loopback_origin) => ApiError::forbidden(
-            "requests from web pages are refused: this hub only serves local programs \
-             (the Origin header names a non-loopback page)",
-        )
-        .into_response(),
-        _ => next.run(req).await,
+    let resp = match refusal(&hub.cfg, &req) {
+        Some(e) => e.into_response(),
+        None => next.run(req).await,
     };
     hub.metrics.request(method, route, resp.status().as_u16());
     resp
@@ -128,25 +201,141 @@ struct OpOnly {
     op: Option<Value>,
 }
 
-/// The `_op` of a body, if it has one (a string or number, truncated to 80 chars).
-fn op_of(bytes: &[u8]) -> Option<String> {
-    // Cheap pre-check: most bodies (the runner's) carry no `_op` and need no second parse.
-    if !bytes.windows(5).any(|w| w == b"\"_op\"") {
-        return None;
-    }
-    let op = serde_json::from_slice::<OpOnly>(bytes).ok()?.op?;
-    let s = match op {
-        Value::String(s) => s,
-        Value::Number(n) => n.to_string(),
-        _ => return None,
-    };
-    let s = crate::cards::truncate(s.trim(), limits::OP_ID);
-    (!s.is_empty()).then_some(s)
+/// An `_op` as the client sent it, typed: a string and a number never share a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpId {
+    /// `"_op": "abc"`.
+    Str(String),
+    /// `"_op": 42`.
+    Num(String),
 }
 
+impl OpId {
+    /// The store key of this op on `route` (e.g. `POST /send s:abc`).
+    pub fn key(&self, route: &str) -> String {
+        match self {
+            OpId::Str(s) => format!("POST {route} s:{s}"),
+            OpId::Num(n) => format!("POST {route} n:{n}"),
+        }
+    }
+}
+
+/// The `_op` of a body: `None` when it has none, a 400 when it is over-long or not a string or
+/// number (silently cutting it would let two keys with a common prefix collide).
+fn op_of(bytes: &[u8]) -> Result<Option<OpId>, ApiError> {
+    // Cheap pre-check: most bodies (the runner's) carry no `_op` and need no second parse.
+    if !bytes.windows(5).any(|w| w == b"\"_op\"") {
+        return Ok(None);
+    }
+    // A body that is not a JSON object is the route's 400 to give.
+    let Ok(OpOnly { op }) = serde_json::from_slice::<OpOnly>(bytes) else {
+        return Ok(None);
+    };
+    let id = match op {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(s)) => {
+            let s = s.trim();
+            if s.is_empty() {
+                return Ok(None);
+            }
+            crate::error::check_len("_op", s, limits::OP_ID)?;
+            OpId::Str(s.to_string())
+        }
+        Some(Value::Number(n)) => OpId::Num(n.to_string()),
+        Some(_) => return Err(ApiError::bad_request("_op must be a string or a number")),
+    };
+    Ok(Some(id))
+}
+
+/// The stored reply of a finished op. A marker (code 0) means the route's write committed but
+/// its reply was lost to a crash: say so rather than run the write again.
 fn replay(rec: &OpRecord) -> Response {
+    if rec.code == 0 {
+        return (StatusCode::OK, axum::Json(pending_body())).into_response();
+    }
     let status = StatusCode::from_u16(rec.code).unwrap_or(StatusCode::OK);
     (status, axum::Json(rec.body.clone())).into_response()
+}
+
+/// The body replayed for an op whose write committed before a crash lost its reply.
+pub fn pending_body() -> Value {
+    serde_json::json!({
+        "ok": true,
+        "replayed": true,
+        "note": "this _op committed before the hub restarted; its original reply was not kept",
+    })
+}
+
+tokio::task_local! {
+    /// The store key of the `_op` the current request runs under, if any.
+    static CURRENT_OP: String;
+}
+
+/// The store key of the `_op` the current request runs under (read by [`crate::state::Hub::write`]).
+pub fn current_op() -> Option<String> {
+    CURRENT_OP.try_with(Clone::clone).ok()
+}
+
+/// The marker a route write records beside its changes: committed, reply pending.
+pub fn marker(key: String) -> OpRecord {
+    OpRecord {
+        id: key,
+        ts: now_ms(),
+        code: 0,
+        body: Value::Null,
+    }
+}
+
+/// Deepest JSON nesting accepted in a request body (arrays and objects).
+pub const MAX_JSON_DEPTH: usize = limits::JSON_DEPTH;
+
+/// Whether a JSON text nests deeper than `max` (strings are skipped, escapes honoured). A
+/// byte scan, so a hostile body is refused before any parser recurses into it.
+pub fn too_deep(bytes: &[u8], max: usize) -> bool {
+    let (mut depth, mut in_str, mut esc) = (0usize, false, false);
+    for &b in bytes {
+        if in_str {
+            if esc {
+                esc = false;
+            } else if b == b'\\' {
+                esc = true;
+            } else if b == b'"' {
+                in_str = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_str = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Checks every POST body gets at the door: bounded nesting, and no secret in any string.
+fn check_body(bytes: &[u8]) -> Result<(), ApiError> {
+    if too_deep(bytes, MAX_JSON_DEPTH) {
+        return Err(ApiError::with(
+            StatusCode::BAD_REQUEST,
+            format!("JSON nested too deep (limit {MAX_JSON_DEPTH} levels)"),
+            serde_json::json!({ "limit": MAX_JSON_DEPTH }),
+        ));
+    }
+    // Bodies that are not JSON get their 400 from the route's extractor.
+    if let Ok(v) = serde_json::from_slice::<Value>(bytes) {
+        let kinds = trantor_proto::secrets::detect_json(&v);
+        if !kinds.is_empty() {
+            return Err(ApiError::secret(kinds));
+        }
+    }
+    Ok(())
 }
 
 /// POST layer: buffer the body (413 over the limit), then run the route once per `_op`.
@@ -172,10 +361,17 @@ pub async fn idempotent<S: Store>(
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
-    let Some(op) = op_of(&bytes) else {
-        return next
-            .run(Request::from_parts(parts, Body::from(bytes)))
-            .await;
+    if let Err(e) = check_body(&bytes) {
+        return e.into_response();
+    }
+    let op = match op_of(&bytes) {
+        Ok(Some(op)) => op.key(parts.uri.path()),
+        Ok(None) => {
+            return next
+                .run(Request::from_parts(parts, Body::from(bytes)))
+                .await;
+        }
+        Err(e) => return e.into_response(),
     };
 
     let lock = {
@@ -214,7 +410,7 @@ async fn run_once<S: Store>(hub: &AppState<S>, op: &str, req: Request, next: Nex
         Ok(None) => {}
         Err(e) => return ApiError::from(e).into_response(),
     }
-    let resp = next.run(req).await;
+    let resp = CURRENT_OP.scope(op.to_string(), next.run(req)).await;
     let status = resp.status();
     if status.is_server_error() {
         return resp;
@@ -239,8 +435,9 @@ async fn run_once<S: Store>(hub: &AppState<S>, op: &str, req: Request, next: Nex
         body,
     };
     if let Err(e) = hub.store.write(move |tx| tx.put_op(&rec)).await {
-        // The route's change is committed; only replay protection is missing for this op.
-        tracing::warn!(op, error = %e, "could not record _op outcome");
+        // The route's change and its marker are committed: a retry is answered "committed",
+        // only the original reply body is missing.
+        tracing::warn!(op, error = %e, "could not record _op reply");
     }
     Response::from_parts(parts, Body::from(bytes))
 }
@@ -273,11 +470,32 @@ mod tests {
 
     #[test]
     fn op_extraction() {
-        assert_eq!(op_of(br#"{"a":1}"#), None);
-        assert_eq!(op_of(br#"{"_op":"x-1","a":1}"#).as_deref(), Some("x-1"));
-        assert_eq!(op_of(br#"{"_op":42}"#).as_deref(), Some("42"));
-        let long = format!(r#"{{"_op":"{}"}}"#, "a".repeat(200));
-        assert_eq!(op_of(long.as_bytes()).map(|s| s.len()), Some(80));
-        assert_eq!(op_of(br#"{"_op": "#), None);
+        let key = |b: &[u8]| op_of(b).ok().flatten().map(|o| o.key("/send"));
+        assert_eq!(key(br#"{"a":1}"#), None);
+        assert_eq!(
+            key(br#"{"_op":"x-1","a":1}"#).as_deref(),
+            Some("POST /send s:x-1")
+        );
+        assert_eq!(key(br#"{"_op":42}"#).as_deref(), Some("POST /send n:42"));
+        assert_ne!(key(br#"{"_op":42}"#), key(br#"{"_op":"42"}"#));
+        let at = |b: &[u8]| op_of(b).ok().flatten().map(|o| o.key("/task"));
+        assert_ne!(key(br#"{"_op":"k"}"#), at(br#"{"_op":"k"}"#));
+        let long = format!(r#"{{"_op":"{}"}}"#, "a".repeat(81));
+        let e = op_of(long.as_bytes()).err().map(|e| e.body);
+        assert_eq!(e.as_ref().map(|b| b["limit"].clone()), Some(80.into()));
+        assert!(op_of(format!(r#"{{"_op":"{}"}}"#, "é".repeat(80)).as_bytes()).is_ok());
+        assert!(op_of(br#"{"_op":[1]}"#).is_err());
+        assert_eq!(key(br#"{"_op": "#), None);
+    }
+
+    #[test]
+    fn depth_scan() {
+        let deep = format!("{}{}", "[".repeat(17), "]".repeat(17));
+        assert!(too_deep(deep.as_bytes(), 16));
+        let ok = format!("{}{}", "[".repeat(16), "]".repeat(16));
+        assert!(!too_deep(ok.as_bytes(), 16));
+        // Brackets inside strings (and escaped quotes) do not count.
+        let s = format!(r#"{{"a":"{}\"{}"}}"#, "[".repeat(40), "{".repeat(40));
+        assert!(!too_deep(s.as_bytes(), 16));
     }
 }

@@ -54,7 +54,6 @@ pub async fn flush_presence<S: Store>(hub: &AppState<S>) {
     }
     let batch = dirty.clone();
     let res = hub
-        .store
         .write(move |tx| {
             for (session, seen) in &batch {
                 if let Some(mut p) = tx.peer(session)?
@@ -89,8 +88,8 @@ pub async fn reap<S: Store>(hub: &AppState<S>) -> Result<(), StoreError> {
 async fn sweep_presence<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), StoreError> {
     let gone = hub.presence.sweep_offline(now);
     let cutoff = now - hub.cfg.peer_ttl_ms;
-    let (deleted, out) = hub
-        .store
+    let anon_cutoff = now - hub.cfg.anon_peer_ttl_ms;
+    let (deleted, anon, out) = hub
         .write(move |tx| {
             let mut out = Outbox::default();
             for (session, last_seen) in &gone {
@@ -107,10 +106,18 @@ async fn sweep_presence<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), Sto
                 )?;
             }
             let deleted = tx.delete_peers_before(cutoff)?;
-            Ok((deleted, out))
+            let anon = tx.delete_anonymous_peers_before(anon_cutoff)?;
+            Ok((deleted, anon, out))
         })
         .await?;
     hub.presence.forget(&deleted, cutoff);
+    hub.presence.forget(&anon, anon_cutoff);
+    if !anon.is_empty() {
+        tracing::info!(
+            count = anon.len(),
+            "quiet peers that never registered removed"
+        );
+    }
     if !deleted.is_empty() {
         tracing::info!(count = deleted.len(), "peers past their TTL removed");
     }
@@ -168,7 +175,6 @@ async fn reap_cards<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), StoreEr
         return Ok(());
     }
     let out = hub
-        .store
         .write(move |tx| {
             let mut out = Outbox::default();
             for (id, note) in &moves {
@@ -258,7 +264,6 @@ async fn reap_contracts<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), Sto
     }
     let doc = Value::Object(records);
     let out = hub
-        .store
         .write(move |tx| {
             let mut out = Outbox::default();
             tx.set_kv(REAP_KEY, &doc)?;
@@ -283,10 +288,7 @@ async fn retention<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), StoreErr
         i64::MIN
     };
     let ops_before = now - hub.cfg.op_ttl_ms;
-    let report = hub
-        .store
-        .write(move |tx| tx.prune(before, ops_before))
-        .await?;
+    let report = hub.write(move |tx| tx.prune(before, ops_before)).await?;
     if report.messages > 0 || report.events > 0 || report.ops > 0 {
         tracing::info!(
             messages = report.messages,

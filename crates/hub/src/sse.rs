@@ -58,13 +58,13 @@ pub async fn stream<S: Store>(
     let status = p.get("status").map(str::to_string);
     if let Some(st) = &status {
         check_len("status", st, limits::STATUS)?;
+        crate::error::check_secrets([st.as_str()])?;
     }
     let now = now_ms();
     let touch = hub.presence.touch(&session, now);
     if touch == Touch::CameOnline || (status.is_some() && session != BROADCAST) {
         let s = session.clone();
         let out = hub
-            .store
             .write(move |tx| {
                 let mut out = Outbox::default();
                 persist_edge(tx, &mut out, &s, touch, now)?;

@@ -61,9 +61,56 @@ pub struct Hub<S> {
     pub ops_in_flight: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Flips to true when the hub shuts down (held polls and streams end).
     pub shutdown: watch::Receiver<bool>,
+    /// The outcome of the newest store write: `Some((ms, error))` while writes fail, so
+    /// `/health` says "not ok" when the disk is full instead of 200.
+    pub last_write_error: Mutex<Option<(i64, String)>>,
 }
 
 impl<S: Store> Hub<S> {
+    /// Run a route's write. Under an `_op`, the op's "committed" marker is recorded in the same
+    /// transaction, so a crash can never keep the change and lose the op (see [`crate::ops`]).
+    pub fn write<R, F>(&self, f: F) -> impl std::future::Future<Output = Result<R, StoreError>>
+    where
+        F: FnOnce(&mut dyn WriteTx) -> Result<R, StoreError> + Send + 'static,
+        R: Send + 'static,
+    {
+        let op = crate::ops::current_op();
+        let fut = self.store.write(move |tx| {
+            let r = f(tx)?;
+            if let Some(key) = op {
+                tx.put_op(&crate::ops::marker(key))?;
+            }
+            Ok(r)
+        });
+        async move {
+            let out = fut.await;
+            self.note_write(out.as_ref().err());
+            out
+        }
+    }
+
+    /// Record a write's outcome for `/health` (every store failure is a failed write; the
+    /// hub's closures never make up errors of their own).
+    pub fn note_write(&self, err: Option<&StoreError>) {
+        let mut last = self
+            .last_write_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match err {
+            None => *last = None,
+            Some(StoreError::Closed) => {}
+            Some(e) => *last = Some((trantor_proto::now_ms(), e.to_string())),
+        }
+    }
+
+    /// The newest write failure, while writes fail.
+    pub fn write_failure(&self) -> Option<(i64, String)> {
+        self.last_write_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// Publish what a committed write produced: ring the wake registry, feed SSE streams.
     pub fn publish(&self, out: Outbox) {
         for m in out.messages {

@@ -1,6 +1,6 @@
 //! Who a process is on the bus and which hub it talks to: the one resolver the runner, the MCP
 //! server and every CLI verb use, so a seat's alerts reach the session the person's terminal
-//! reads (see `docs/architecture.md`, identity).
+//! reads (docs/protocol.md §2, docs/runner.md §1).
 //!
 //! * home: `HOME`, else `/tmp` (a process without a home still needs somewhere for its files);
 //! * bus directory: `AGENT_BUS_DIR`, else `RELAY_DATA_DIR`, else `<home>/.agent-bus`;

@@ -1,4 +1,5 @@
-//! Wire types of the trantor hub protocol, shared limits, secret detection and the typed client.
+//! Wire types of the trantor hub protocol, shared limits, secret detection, terminal-safe text
+//! and the typed client.
 //!
 //! Every JSON shape that crosses the wire between the hub, the runner, the MCP server and the CLI
 //! is defined once, here. Field names follow the original JavaScript hub (camelCase) so its own
@@ -9,6 +10,7 @@ pub mod date;
 pub mod identity;
 pub mod limits;
 pub mod secrets;
+pub mod text;
 pub mod types;
 
 pub use client::{ClientError, HubClient};

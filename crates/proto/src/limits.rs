@@ -57,8 +57,12 @@ pub const LESSON_SCOPE: usize = 40;
 pub const BRIEF: usize = 600;
 /// Phase goal.
 pub const GOAL: usize = 400;
-/// `_op` idempotency keys are truncated to this many characters.
+/// `_op` idempotency keys: longer ones are refused with a 400.
 pub const OP_ID: usize = 80;
+/// A free-form JSON field (`blast`), serialised, in bytes.
+pub const FREE_JSON_BYTES: usize = 8 * 1024;
+/// Deepest nesting of arrays and objects accepted in any request body.
+pub const JSON_DEPTH: usize = 16;
 /// Longest `/poll` hold, in seconds.
 pub const POLL_WAIT_MAX_S: u64 = 290;
 /// Default `/poll` hold, in seconds.

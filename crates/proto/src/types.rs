@@ -1,6 +1,6 @@
 //! The JSON shapes of the hub protocol: stored entities, request bodies and replies.
 //!
-//! Names and optionality follow `reference/hub-protocol.md` §3–§4: absent fields are omitted
+//! Names and optionality follow `docs/protocol.md` §3: absent fields are omitted
 //! rather than sent as `null` where the original omits them (`re`, `kind`, `wake` on messages).
 
 use serde::{Deserialize, Serialize};
@@ -28,7 +28,7 @@ where
     Option::<T>::deserialize(d).map(Some)
 }
 
-/// A message on the bus (§3.1).
+/// A message on the bus (docs/protocol.md §3.1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     /// Hub-global, monotonic id; cursors are "greater than".
@@ -156,7 +156,7 @@ pub struct RegisterRequest {
     pub agent: Option<String>,
 }
 
-/// A presence row as `/peers` lists it (§3.2, §4.4).
+/// A presence row as `/peers` lists it (docs/protocol.md §3.2, §4.4).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Peer {
@@ -209,6 +209,10 @@ pub struct Peer {
     /// Always false here: the hub has no hook version of its own to compare with.
     #[serde(default)]
     pub stale_hooks: bool,
+    /// Set once the session called `/register` or `/status`; peers that only polled, read or
+    /// sent are anonymous and reaped sooner.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub registered: bool,
 }
 
 /// `GET /peers` reply.
@@ -313,7 +317,7 @@ impl From<ChecklistInput> for ChecklistItem {
     }
 }
 
-/// A card on the board (§3.3).
+/// A card on the board (docs/protocol.md §3.3).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Card {
@@ -535,7 +539,7 @@ pub struct TasksReply {
     pub fields: Option<String>,
 }
 
-/// An entry of the unified event log (§3.4): common fields plus type-specific ones flattened.
+/// An entry of the unified event log (docs/protocol.md §3.4): common fields plus type-specific ones flattened.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     /// Hub-global event id.

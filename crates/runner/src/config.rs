@@ -1,6 +1,6 @@
 //! Who the seat is and how it runs: the runner's arguments ([`RunnerArgs`], every knob with its
 //! environment variable, so `trantor runner --help` lists them all with their defaults) and the
-//! resolved [`Config`] the seat reads at boot (see `docs/runner.md`, configuration).
+//! resolved [`Config`] the seat reads at boot (docs/runner.md §2).
 //!
 //! Identity (home, bus directory, host id, the hub from the bus config, the project from the git
 //! root) comes from the one resolver in `trantor_proto::identity`, read through an [`Env`] so
@@ -251,7 +251,7 @@ pub enum ConfigError {
     NoCommand,
 }
 
-/// The default redelivery ladder (runner-behavior.md §5.8).
+/// The default redelivery ladder (docs/runner.md §5.3).
 pub const DEFAULT_RETRY_LADDER_MS: [u64; 5] = [30_000, 60_000, 120_000, 300_000, 900_000];
 
 /// The resolved configuration of one seat.
@@ -441,7 +441,7 @@ impl Config {
             kickoff: given(&args.kickoff),
             turn_max_ms: args.turn_max_ms,
             turn_ceiling_ms: args.turn_ceiling_ms,
-            // Never below 10 minutes and never derived from the box (docs/runner.md, watchdog).
+            // Never below 10 minutes and never derived from the box (docs/runner.md §8.2).
             watchdog_ms: args.turn_watchdog_ms.max(600_000),
             retry_ladder: retry_ladder(Some(&args.retry_ms)),
             park_window_ms: args.park_window_ms,

@@ -169,11 +169,11 @@ pub struct EventFilter {
 /// The recorded outcome of a write carrying `_op`, for replay and `GET /_op`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OpRecord {
-    /// The client's op id (≤ 80 chars).
+    /// The op's key (the hub keys ops by route and type: `POST /send s:<op>`).
     pub id: String,
     /// When it was recorded, ms.
     pub ts: i64,
-    /// HTTP status of the first run.
+    /// HTTP status of the first run; 0 marks a committed write whose reply is not recorded yet.
     pub code: u16,
     /// Reply body of the first run.
     pub body: Value,
@@ -263,6 +263,9 @@ pub trait WriteTx: ReadTx {
     fn raise_delivered(&mut self, session: &str, up_to: i64) -> Result<i64, StoreError>;
     /// Delete peers last seen before `last_seen`; returns their sessions.
     fn delete_peers_before(&mut self, last_seen: i64) -> Result<Vec<String>, StoreError>;
+    /// Delete peers that never registered (`registered` unset) last seen before `last_seen`;
+    /// returns their sessions.
+    fn delete_anonymous_peers_before(&mut self, last_seen: i64) -> Result<Vec<String>, StoreError>;
     /// Store a new card, assigning the next id (the given id is ignored).
     fn insert_card(&mut self, card: Card) -> Result<Card, StoreError>;
     /// Replace an existing card.
@@ -275,7 +278,8 @@ pub trait WriteTx: ReadTx {
     fn insert_lesson(&mut self, lesson: Lesson) -> Result<Lesson, StoreError>;
     /// Set a named JSON document.
     fn set_kv(&mut self, key: &str, value: &Value) -> Result<(), StoreError>;
-    /// Record an `_op` outcome (first record wins).
+    /// Record an `_op` outcome. The first final record (code ≠ 0) wins; a code-0 record is a
+    /// marker ("committed, reply pending") that a later record replaces.
     fn put_op(&mut self, op: &OpRecord) -> Result<(), StoreError>;
     /// Retention: remove messages older than `before_ts` that every recipient has read
     /// (broadcasts, or direct messages at or below the recipient's `deliveredUpTo`), non-card

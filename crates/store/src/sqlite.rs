@@ -56,6 +56,9 @@ pub struct SqliteOptions {
     /// Larger means fewer, better-deduplicated checkpoints, a bigger `-wal` and a longer pause
     /// of the writer when one runs.
     pub checkpoint_pages: u32,
+    /// Cap on the database size in pages (`PRAGMA max_page_count`); writes that would grow it
+    /// further fail as on a full disk. `None`: SQLite's own limit.
+    pub max_pages: Option<u32>,
 }
 
 impl Default for SqliteOptions {
@@ -69,6 +72,7 @@ impl Default for SqliteOptions {
             max_batch: 2048,
             checkpoint_pages: 32_000,
             page_size: 1024,
+            max_pages: None,
         }
     }
 }
@@ -264,6 +268,11 @@ impl SqliteStore {
             ))
             .map_err(|e| open_error(path, "cannot configure the writer", e))?;
         schema::migrate(&writer, &path.display().to_string())?;
+        if let Some(n) = opts.max_pages {
+            let _: i64 = writer
+                .query_row(&format!("PRAGMA max_page_count = {n}"), [], |r| r.get(0))
+                .map_err(|e| open_error(path, "cannot cap the database size", e))?;
+        }
 
         // The checkpoint (copying the log into the database file, then one fsync) runs in the
         // writer between commits, every `checkpoint_pages` frames: SQLite's own auto-checkpoint.

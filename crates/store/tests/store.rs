@@ -1001,7 +1001,7 @@ async fn kill9_child_writer() {
     }
 }
 
-/// A `kill -9` of the writing process loses no acknowledged write (SPEC §6).
+/// A `kill -9` of the writing process loses no acknowledged write (docs/architecture.md §6).
 #[test]
 fn sqlite_survives_kill_9() {
     use std::io::BufRead as _;

@@ -1,4 +1,4 @@
-//! `trantor bench hub`: the hub's bars (SPEC §6) measured on a real hub process.
+//! `trantor bench hub`: the hub's bars (docs/architecture.md §6) measured on a real hub process.
 //!
 //! The hub under test is this very binary (`current_exe() hub`) on a free port, with its data
 //! and `HOME` in a fresh temporary directory, so nothing of the user's is touched and the

@@ -30,6 +30,7 @@ mod lessons;
 mod seat_why;
 mod seats;
 mod table;
+mod ui;
 mod up;
 
 use std::process::ExitCode;
@@ -78,6 +79,9 @@ pub enum Command {
     /// Register `trantor mcp` with the agent CLIs found here (Claude Code, Codex, OpenCode, Kimi).
     #[command(after_long_help = connect::CONNECT_HELP)]
     Connect(connect::ConnectArgs),
+    /// Open the hub's dashboard (board, seats, flow, timeline) in the browser.
+    #[command(after_long_help = ui::UI_HELP)]
+    Ui(ui::UiArgs),
 }
 
 /// Options every bus verb shares.
@@ -192,14 +196,21 @@ pub(crate) fn find_on_path(name: &str) -> Option<std::path::PathBuf> {
 /// Write one line to stdout; a reader that went away (a closed pipe) is not an error worth
 /// reporting for output that nobody will read.
 pub(crate) fn emit(line: &str) {
+    // Text from the hub is written by any client: no control or bidi character reaches the
+    // terminal.
+    emit_raw(&trantor_proto::text::sanitize(line));
+}
+
+fn emit_raw(line: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{line}");
 }
 
-/// Print a value as pretty JSON on stdout.
+/// Print a value as pretty JSON on stdout (JSON escapes control characters itself; machine
+/// output keeps the data as stored).
 pub(crate) fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
-    emit(&serde_json::to_string_pretty(v)?);
+    emit_raw(&serde_json::to_string_pretty(v)?);
     Ok(())
 }
 
@@ -219,6 +230,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Up(a) => up::up(a).await,
         Command::Down(a) => down::down(a).await,
         Command::SeatWhy(a) => seat_why::seat_why(a).await,
+        Command::Ui(a) => ui::ui(a).await,
     };
     match result {
         Ok(code) => Ok(code),
@@ -230,7 +242,10 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
                 Some(VerbError::Usage(_)) => 2,
                 _ => 1,
             };
-            eprintln!("trantor: {e:#}");
+            eprintln!(
+                "trantor: {}",
+                trantor_proto::text::sanitize(&format!("{e:#}"))
+            );
             Ok(ExitCode::from(code))
         }
     }

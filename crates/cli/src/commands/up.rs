@@ -460,7 +460,7 @@ pub(crate) async fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
                 let names: Vec<&str> = pending.iter().map(|r| r.session.as_str()).collect();
                 print!(
                     "\r\x1b[K  waiting for {} … {}s",
-                    names.join(", "),
+                    trantor_proto::text::sanitize(&names.join(", ")),
                     started.elapsed().as_secs()
                 );
                 let _ = std::io::stdout().flush();

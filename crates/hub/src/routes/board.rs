@@ -164,7 +164,6 @@ pub async fn create<S: Store>(
     }
     let touch = touch_actor(&hub, &by, now);
     let (card, out) = hub
-        .store
         .write(move |tx| {
             let mut out = Outbox::default();
             persist_edge(tx, &mut out, &by, touch, now)?;
@@ -218,6 +217,12 @@ fn validate_update(req: TaskUpdateRequest) -> ApiResult<Update> {
     let deps = req.deps.map(|d| deps_list(d, Some(req.id))).transpose()?;
     let note = trimmed(req.note).filter(|n| !n.is_empty());
     let summary = trimmed(req.summary);
+    if let Some(b) = &req.blast {
+        let size = serde_json::to_vec(b).map(|v| v.len()).unwrap_or(usize::MAX);
+        if size > limits::FREE_JSON_BYTES {
+            return Err(ApiError::too_long("blast", limits::FREE_JSON_BYTES));
+        }
+    }
     check_secrets(
         title
             .as_deref()
@@ -255,7 +260,6 @@ pub async fn update<S: Store>(
     let now = now_ms();
     let touch = touch_actor(&hub, &u.by, now);
     let outcome = hub
-        .store
         .write(move |tx| {
             let mut out = Outbox::default();
             let Some(mut card) = tx.card(u.id)? else {
@@ -380,7 +384,6 @@ pub async fn checklist_toggle<S: Store>(
     }
     let now = now_ms();
     let outcome = hub
-        .store
         .write(move |tx| {
             let Some(mut card) = tx.card(req.id)? else {
                 return Ok(Err(ApiError::not_found("no such task")));

@@ -97,7 +97,6 @@ pub async fn lesson<S: Store>(
         .filter(|p| !p.is_empty());
     let now = now_ms();
     let (reply, out) = hub
-        .store
         .write(move |tx| {
             let mut out = Outbox::default();
             let existing = tx.lessons(std::slice::from_ref(&scope))?;

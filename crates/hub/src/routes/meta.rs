@@ -44,7 +44,7 @@ pub async fn health<S: Store>(State(hub): State<AppState<S>>) -> impl IntoRespon
     let counts = hub.store.read(|tx| tx.counts()).await;
     let pruned = hub.metrics.pruned_totals();
     let streams = hub.metrics.streams_open.load(Ordering::Relaxed);
-    let (status, store_ok, err, counts) = match counts {
+    let (mut status, mut store_ok, mut err, counts) = match counts {
         Ok(c) => (axum::http::StatusCode::OK, true, String::new(), Some(c)),
         Err(e) => (
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
@@ -52,6 +52,18 @@ pub async fn health<S: Store>(State(hub): State<AppState<S>>) -> impl IntoRespon
             e.to_string(),
             None,
         ),
+    };
+    // Reads can work while every write fails (a full disk): the newest write decides.
+    let failed_at = match hub.write_failure() {
+        Some((at, e)) => {
+            status = axum::http::StatusCode::SERVICE_UNAVAILABLE;
+            store_ok = false;
+            if err.is_empty() {
+                err = e;
+            }
+            Some(at)
+        }
+        None => None,
     };
     let c = counts.unwrap_or_default();
     (
@@ -67,7 +79,7 @@ pub async fn health<S: Store>(State(hub): State<AppState<S>>) -> impl IntoRespon
             "events": c.events,
             "streams": streams,
             "pollsHeld": hub.presence.held_polls(),
-            "persist": { "ok": store_ok, "lastError": err },
+            "persist": { "ok": store_ok, "lastError": err, "lastErrorAt": failed_at },
             "retention": {
                 "readHistoryMs": hub.cfg.retention_ms,
                 "readHistoryDays": hub.cfg.retention_ms / 86_400_000,
@@ -163,7 +175,6 @@ pub async fn policy_post<S: Store>(
     let by = req.by.unwrap_or_default();
     let now = now_ms();
     let policy = hub
-        .store
         .write(move |tx| {
             let mut p = policy_from(tx.kv(POLICY_KEY)?);
             p.autonomy.extend(autonomy);
@@ -210,7 +221,7 @@ pub async fn project_post<S: Store>(
     crate::error::check_secrets([brief.as_str()])?;
     let doc = json!({ "brief": brief, "by": req.by.unwrap_or_default(), "ts": now_ms() });
     let key = project_key(&project);
-    hub.store.write(move |tx| tx.set_kv(&key, &doc)).await?;
+    hub.write(move |tx| tx.set_kv(&key, &doc)).await?;
     Ok(Json(
         json!({ "ok": true, "project": project, "brief": brief }),
     ))
@@ -251,20 +262,54 @@ pub async fn phase_post<S: Store>(
     crate::error::check_secrets([goal.as_str()])?;
     let doc = json!({ "goal": goal, "by": req.by.unwrap_or_default(), "ts": now_ms() });
     let key = phase_key(&project, &phase);
-    hub.store.write(move |tx| tx.set_kv(&key, &doc)).await?;
+    hub.write(move |tx| tx.set_kv(&key, &doc)).await?;
     Ok(Json(
         json!({ "ok": true, "project": project, "phase": phase, "goal": goal }),
     ))
 }
 
-/// `GET /_op?id=`: the recorded outcome of an idempotent write.
+/// `GET /_op?id=[&route=]`: the recorded outcome of an idempotent write. Ops are keyed by route;
+/// without `route` the newest op with this id on any route answers. A string and a numeric op
+/// with the same digits are told apart only by their route; the string one is preferred.
 pub async fn op_get<S: Store>(
     State(hub): State<AppState<S>>,
     p: Params,
 ) -> ApiResult<Json<OpReply>> {
-    let id = crate::cards::truncate(p.required("id")?, limits::OP_ID);
-    let rec = hub.store.read(move |tx| tx.op(&id)).await?;
+    let id = p.required("id")?.to_string();
+    check_len("id", &id, limits::OP_ID)?;
+    let routes: Vec<String> = match p.text("route") {
+        Some(r) => vec![r.to_string()],
+        None => crate::ops::post_routes(),
+    };
+    let keys: Vec<String> = routes
+        .iter()
+        .flat_map(|r| {
+            [
+                crate::ops::OpId::Str(id.clone()).key(r),
+                crate::ops::OpId::Num(id.clone()).key(r),
+            ]
+        })
+        .collect();
+    let rec = hub
+        .store
+        .read(move |tx| {
+            let mut best: Option<trantor_store::OpRecord> = None;
+            for k in &keys {
+                if let Some(r) = tx.op(k)?
+                    && best.as_ref().is_none_or(|b| r.ts > b.ts)
+                {
+                    best = Some(r);
+                }
+            }
+            Ok(best)
+        })
+        .await?;
     Ok(Json(match rec {
+        Some(r) if r.code == 0 => OpReply {
+            status: "committed".into(),
+            code: Some(200),
+            body: Some(crate::ops::pending_body()),
+        },
         Some(r) => OpReply {
             status: if r.code < 400 {
                 "committed"

@@ -17,6 +17,7 @@ use axum::routing::{MethodRouter, any, get, post};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use trantor_proto::limits;
 use trantor_store::Store;
 
 /// A `'static` list of documented fields.
@@ -32,7 +33,8 @@ const SESSION_Q: Field = f(
     Ty::Str,
     true,
     "bus address, e.g. claude:myproject",
-);
+)
+.max(limits::SESSION);
 
 /// Every route: its documentation and its handler.
 pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
@@ -53,10 +55,42 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
         r(
             Verb::Get,
             "/",
-            "Banner: name, version, store, links",
+            "Banner: name, version, store, links (a browser asking for text/html gets the dashboard)",
             &[],
             &[],
-            get(meta::banner::<S>),
+            get(crate::ui::root::<S>),
+        ),
+        r(
+            Verb::Get,
+            "/ui",
+            "The dashboard (HTML; assets under /ui/)",
+            &[],
+            &[],
+            get(crate::ui::page),
+        ),
+        r(
+            Verb::Get,
+            "/ui/app.js",
+            "Dashboard script",
+            &[],
+            &[],
+            get(crate::ui::script),
+        ),
+        r(
+            Verb::Get,
+            "/ui/app.css",
+            "Dashboard style sheet",
+            &[],
+            &[],
+            get(crate::ui::style),
+        ),
+        r(
+            Verb::Get,
+            "/ui/icon.svg",
+            "Dashboard icon",
+            &[],
+            &[],
+            get(crate::ui::icon),
         ),
         r(
             Verb::Any,
@@ -91,22 +125,23 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "Presence upsert; absent fields keep their stored values",
             &[],
             fields![
-                f("session", Str, true, "bus address"),
-                f("project", Str, false, "project"),
-                f("status", Str, false, "free-text status (≤280)"),
-                f("hookVersion", Str, false, "client version"),
-                f("llm", Str, false, "LLM family"),
-                f("model", Str, false, "model"),
-                f("kind", Str, false, "peer kind (agent, orch, tool, …)"),
+                f("session", Str, true, "bus address").max(limits::SESSION),
+                f("project", Str, false, "project").max(limits::PROJECT),
+                f("status", Str, false, "free-text status (≤280)").max(limits::STATUS),
+                f("hookVersion", Str, false, "client version").max(limits::HOOK_VERSION),
+                f("llm", Str, false, "LLM family").max(limits::LLM),
+                f("model", Str, false, "model").max(limits::MODEL),
+                f("kind", Str, false, "peer kind (agent, orch, tool, …)").max(limits::KIND),
                 f(
                     "phase",
                     Str,
                     false,
                     "runner phase (working idle cut stalled parked)"
-                ),
+                )
+                .max(limits::PHASE),
                 f("phaseSince", Int, false, "phase start, ms"),
-                f("persona", Str, false, "runner persona"),
-                f("agent", Str, false, "runner agent (CLI driver)"),
+                f("persona", Str, false, "runner persona").max(limits::LLM),
+                f("agent", Str, false, "runner agent (CLI driver)").max(limits::LLM),
             ],
             post(presence::register::<S>),
         ),
@@ -116,9 +151,9 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "Set a session's status (missing status = empty)",
             &[],
             fields![
-                f("session", Str, true, "bus address"),
-                f("status", Str, false, "status text"),
-                f("project", Str, false, "project"),
+                f("session", Str, true, "bus address").max(limits::SESSION),
+                f("status", Str, false, "status text").max(limits::STATUS),
+                f("project", Str, false, "project").max(limits::PROJECT),
             ],
             post(presence::status::<S>),
         ),
@@ -144,27 +179,30 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "Post a message; returns its id",
             &[],
             fields![
-                f("from", Str, true, "sender session"),
+                f("from", Str, true, "sender session").max(limits::SESSION),
                 f(
                     "text",
                     Str,
                     true,
                     "message text (NUL removed, secrets refused)"
-                ),
-                f("to", Str, false, "recipient session or all (default all)"),
+                )
+                .max(limits::MESSAGE_TEXT),
+                f("to", Str, false, "recipient session or all (default all)").max(limits::SESSION),
                 f(
                     "project",
                     Str,
                     false,
                     "default: sender's project, else suffix of from"
-                ),
+                )
+                .max(limits::PROJECT),
                 f("re", Int, false, "id of the message this answers"),
                 f(
                     "kind",
                     Str,
                     false,
                     "status, alert, receipt, ask, contract, …"
-                ),
+                )
+                .max(limits::KIND),
                 f("wake", Bool, false, "false: context only, does not wake"),
             ],
             post(bus::send::<S>),
@@ -199,7 +237,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "Raise a session's delivery ledger",
             &[],
             fields![
-                f("session", Str, true, "session"),
+                f("session", Str, true, "session").max(limits::SESSION),
                 f("upTo", Int, true, "new floor of deliveredUpTo"),
             ],
             post(bus::delivered::<S>),
@@ -218,7 +256,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "Dispatch ledger: contracts of a session and their dispositions",
             fields![
                 SESSION_Q,
-                f("project", Str, false, "only this project"),
+                f("project", Str, false, "only this project").max(limits::PROJECT),
                 f("windowMs", Int, false, "look-back window (default 24 h)"),
                 f(
                     "overdueMs",
@@ -235,7 +273,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/stream",
             "Server-sent events: messages for a session, and events with events=1",
             fields![
-                f("session", Str, false, "default all (broadcasts only)"),
+                f("session", Str, false, "default all (broadcasts only)").max(limits::SESSION),
                 f("events", Str, false, "1: also every event as `event: ev`"),
                 f("status", Str, false, "set the session's status"),
             ],
@@ -248,24 +286,25 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "Create a card",
             &[],
             fields![
-                f("title", Str, true, "title (≤200)"),
-                f("project", Str, false, "project (default: suffix of by)"),
+                f("title", Str, true, "title (≤200)").max(limits::TITLE),
+                f("project", Str, false, "project (default: suffix of by)").max(limits::PROJECT),
                 f(
                     "status",
                     Str,
                     false,
                     "todo doing testing failed done blocked (stale/unknown → todo)"
                 ),
-                f("assignee", Str, false, "assignee"),
-                f("by", Str, false, "creator"),
-                f("difficulty", Str, false, "easy, medium, hard"),
-                f("model", Str, false, "model hint"),
-                f("deps", Arr, false, "card ids (≤20)"),
+                f("assignee", Str, false, "assignee").max(limits::SESSION),
+                f("by", Str, false, "creator").max(limits::SESSION),
+                f("difficulty", Str, false, "easy, medium, hard").max(limits::EFFORT),
+                f("model", Str, false, "model hint").max(limits::CARD_MODEL),
+                f("deps", Arr, false, "card ids (≤20)").max(limits::DEPS),
                 f("phase", Str, false, "phase label"),
-                f("source", Str, false, "origin (git, todo, bridge, …)"),
-                f("checklist", Arr, false, "strings or {text, done} (≤20)"),
-                f("drill", Str, false, "how to verify done (≤300)"),
-                f("note", Str, false, "first log note"),
+                f("source", Str, false, "origin (git, todo, bridge, …)").max(limits::SOURCE),
+                f("checklist", Arr, false, "strings or {text, done} (≤20)")
+                    .max(limits::CHECKLIST_ITEMS),
+                f("drill", Str, false, "how to verify done (≤300)").max(limits::DRILL),
+                f("note", Str, false, "first log note").max(limits::LOG_TEXT),
                 f("ts", Int, false, "historical creation time, ms"),
             ],
             post(board::create::<S>),
@@ -278,22 +317,23 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             fields![
                 f("id", Int, true, "card id"),
                 f("status", Str, false, "new status"),
-                f("note", Str, false, "appended to the log"),
-                f("drill", Str, false, "drill line"),
-                f("by", Str, false, "mover"),
-                f("assignee", Str, false, "new assignee"),
+                f("note", Str, false, "appended to the log").max(limits::LOG_TEXT),
+                f("drill", Str, false, "drill line").max(limits::DRILL),
+                f("by", Str, false, "mover").max(limits::SESSION),
+                f("assignee", Str, false, "new assignee").max(limits::SESSION),
                 f("reassign", Bool, false, "explicit reassignment"),
-                f("title", Str, false, "title"),
-                f("summary", Str, false, "summary"),
-                f("difficulty", Str, false, "difficulty"),
-                f("model", Str, false, "model"),
-                f("deps", Arr, false, "dependencies"),
+                f("title", Str, false, "title").max(limits::TITLE),
+                f("summary", Str, false, "summary").max(limits::SUMMARY),
+                f("difficulty", Str, false, "difficulty").max(limits::EFFORT),
+                f("model", Str, false, "model").max(limits::CARD_MODEL),
+                f("deps", Arr, false, "dependencies").max(limits::DEPS),
                 f(
                     "checklist",
                     Arr,
                     false,
                     "replaces the checklist; null clears it"
-                ),
+                )
+                .max(limits::CHECKLIST_ITEMS),
                 f("delete", Bool, false, "delete the card"),
                 f("blast", Obj, false, "blast radius, recorded on the event"),
             ],
@@ -316,7 +356,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/tasks",
             "The board: every card, or one project's",
             fields![
-                f("project", Str, false, "only this project"),
+                f("project", Str, false, "only this project").max(limits::PROJECT),
                 f(
                     "fields",
                     Str,
@@ -339,7 +379,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "A card with its events and the messages citing it",
             fields![
                 f("id", Int, true, "card id"),
-                f("project", Str, false, "ignored: card ids are hub-global"),
+                f("project", Str, false, "ignored: card ids are hub-global").max(limits::PROJECT),
             ],
             &[],
             get(board::card::<S>),
@@ -349,14 +389,14 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/events",
             "The unified event log, filtered",
             fields![
-                f("project", Str, false, "project"),
+                f("project", Str, false, "project").max(limits::PROJECT),
                 f(
                     "type",
                     Str,
                     false,
                     "comma list; an item ending in . is a prefix"
                 ),
-                f("by", Str, false, "actor"),
+                f("by", Str, false, "actor").max(limits::SESSION),
                 f(
                     "taskId",
                     Int,
@@ -373,7 +413,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             Verb::Get,
             "/lessons",
             "Global lessons plus the agent's own",
-            fields![f("agent", Str, false, "agent name")],
+            fields![f("agent", Str, false, "agent name").max(limits::LLM)],
             &[],
             get(events::lessons::<S>),
         ),
@@ -383,10 +423,10 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "Record a lesson (exact duplicates are a no-op)",
             &[],
             fields![
-                f("text", Str, true, "lesson (≤400)"),
-                f("scope", Str, false, "global or an agent name"),
-                f("by", Str, false, "author"),
-                f("project", Str, false, "project"),
+                f("text", Str, true, "lesson (≤400)").max(limits::LESSON_TEXT),
+                f("scope", Str, false, "global or an agent name").max(limits::LESSON_SCOPE),
+                f("by", Str, false, "author").max(limits::SESSION),
+                f("project", Str, false, "project").max(limits::PROJECT),
             ],
             post(events::lesson::<S>),
         ),
@@ -407,7 +447,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                 f("autonomy", Obj, false, "{project: 1..4}"),
                 f("link", Obj, false, "{projects: [2..4], reason}"),
                 f("unlink", Obj, false, "{projects}"),
-                f("by", Str, false, "who declares it"),
+                f("by", Str, false, "who declares it").max(limits::SESSION),
             ],
             post(meta::policy_post::<S>),
         ),
@@ -415,7 +455,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             Verb::Get,
             "/project",
             "A project's brief",
-            fields![f("project", Str, true, "project")],
+            fields![f("project", Str, true, "project").max(limits::PROJECT)],
             &[],
             get(meta::project_get::<S>),
         ),
@@ -425,9 +465,9 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "Set a project's brief",
             &[],
             fields![
-                f("project", Str, true, "project"),
-                f("brief", Str, false, "brief (≤600)"),
-                f("by", Str, false, "author"),
+                f("project", Str, true, "project").max(limits::PROJECT),
+                f("brief", Str, false, "brief (≤600)").max(limits::BRIEF),
+                f("by", Str, false, "author").max(limits::SESSION),
             ],
             post(meta::project_post::<S>),
         ),
@@ -437,10 +477,10 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "Set a phase goal",
             &[],
             fields![
-                f("project", Str, true, "project"),
+                f("project", Str, true, "project").max(limits::PROJECT),
                 f("phase", Str, true, "phase (≤40)"),
-                f("goal", Str, false, "goal (≤400)"),
-                f("by", Str, false, "author"),
+                f("goal", Str, false, "goal (≤400)").max(limits::GOAL),
+                f("by", Str, false, "author").max(limits::SESSION),
             ],
             post(meta::phase_post::<S>),
         ),
@@ -448,7 +488,15 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             Verb::Get,
             "/_op",
             "Outcome of an idempotent write: committed, rejected or unknown",
-            fields![f("id", Str, true, "the _op")],
+            fields![
+                f("id", Str, true, "the _op"),
+                f(
+                    "route",
+                    Str,
+                    false,
+                    "the POST path it was sent to (default: any)"
+                ),
+            ],
             &[],
             get(meta::op_get::<S>),
         ),
@@ -480,6 +528,11 @@ pub fn router<S: Store>(hub: AppState<S>) -> Router {
         body: &[],
     });
     ops::intern_routes(docs.iter().map(|d| d.path));
+    ops::intern_post_routes(
+        docs.iter()
+            .filter(|d| matches!(d.verb, Verb::Post))
+            .map(|d| d.path),
+    );
     let spec = Arc::new(openapi::document(&docs));
 
     // Group by path so a GET and a POST of one path share a method router.

@@ -39,7 +39,11 @@ async fn upsert<S: Store>(
     status_route: bool,
 ) -> ApiResult<Option<String>> {
     let session = req.session.trim().to_string();
-    if session.is_empty() || session == BROADCAST {
+    if session.is_empty() {
+        return Err(ApiError::bad_request("session required"));
+    }
+    if session == BROADCAST {
+        // The original's clients may touch `all`; it is no peer, so nothing is stored.
         return Ok(None);
     }
     validate(&req)?;
@@ -47,7 +51,6 @@ async fn upsert<S: Store>(
     let touch = hub.presence.touch(&session, now);
     let s = session.clone();
     let out = hub
-        .store
         .write(move |tx| {
             let mut out = Outbox::default();
             let mut peer = tx.peer(&s)?.unwrap_or_else(|| new_peer(&s, now));
@@ -87,6 +90,7 @@ async fn upsert<S: Store>(
             }
             peer.health = health(&peer.status).to_string();
             peer.online = true;
+            peer.registered = true;
             tx.put_peer(&peer)?;
             if touch == Touch::CameOnline {
                 out.event(

@@ -1,4 +1,4 @@
-//! The docker janitor (reference §13): containers a turn started are recorded per card and
+//! The docker janitor (docs/runner.md §18): containers a turn started are recorded per card and
 //! stopped — never removed, never their volumes — when the card reaches testing or done, or when
 //! the seat parks. A seat that leaves a dev database running for every card would otherwise fill
 //! the machine.
@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cmd::run_bounded;
 
-/// `docker ps` limit (reference §13.1).
+/// `docker ps` limit (docs/runner.md §18).
 const PS_TIMEOUT: Duration = Duration::from_secs(8);
 /// `docker stop` limit: its own 10 s grace per container runs in parallel inside the daemon.
 const STOP_TIMEOUT: Duration = Duration::from_secs(40);

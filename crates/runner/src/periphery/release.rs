@@ -1,4 +1,4 @@
-//! Self-restart onto a newer installed version (reference §17, §2.1).
+//! Self-restart onto a newer installed version (docs/runner.md §21, §3).
 //!
 //! The *installed path* is the path the runner was started from (argv\[0\] resolved against the
 //! cwd and `PATH`, symlinks kept). `/proc/self/exe` is deliberately not used: after a package
@@ -7,9 +7,9 @@
 //! when the file's (dev, inode, size, mtime) changed, so the check at the top of every loop pass
 //! costs one `stat`.
 //!
-//! A newer version (§17.3 ordering, prereleases included) that this runner lineage has not tried
+//! A newer version (semver ordering, prereleases included; docs/runner.md §21) that this runner lineage has not tried
 //! yet is `execve`d in place: same PID, argv and environment kept, plus `CREW_RELEASE_STATE`
-//! carrying the state of §17.7. The new image calls [`take_release_state`] once at startup, which
+//! carrying the state of docs/runner.md §21. The new image calls [`take_release_state`] once at startup, which
 //! also removes the variable so no child and no later exec inherits it.
 
 use std::collections::BTreeSet;
@@ -32,7 +32,7 @@ const VERSION_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// string is limited to 128 KiB by the kernel, and the pending file carries the queues anyway.
 const MAX_STATE_ENV_BYTES: usize = 96 * 1024;
 
-/// One entry of the seen ledger (reference §5.9).
+/// One entry of the seen ledger (docs/runner.md §5.4).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct SeenId {
     /// Message id.
@@ -42,12 +42,12 @@ pub struct SeenId {
     pub ts: i64,
 }
 
-/// Everything a runner carries across a self-restart exec (reference §17.7, §17.8).
+/// Everything a runner carries across a self-restart exec (docs/runner.md §21).
 ///
 /// Field names on the wire follow the original runner (camelCase), so the JSON in
-/// `CREW_RELEASE_STATE` stays readable by both. Every field defaults when missing (§2.10). The
+/// `CREW_RELEASE_STATE` stays readable by both. Every field defaults when missing (docs/runner.md §21). The
 /// queues also live in the pending file, which the core must write unconditionally right before
-/// [`ReleaseWatcher::exec`] (§5.4); the copies here are a convenience and are dropped when the
+/// [`ReleaseWatcher::exec`] (docs/runner.md §5.2); the copies here are a convenience and are dropped when the
 /// state would not fit in one environment string.
 #[derive(Serialize, Deserialize, Default, Clone, Debug, PartialEq)]
 #[serde(default, rename_all = "camelCase")]
@@ -226,7 +226,7 @@ pub struct ReleaseWatcher {
     last_stamp: Option<FileStamp>,
     installed_version: Option<semver::Version>,
     /// Interior mutability because `exec` takes `&self` and must record the attempt before it
-    /// tries (§17.5), so a failed exec is never retried for that version.
+    /// tries (docs/runner.md §21), so a failed exec is never retried for that version.
     attempted: Mutex<BTreeSet<String>>,
 }
 

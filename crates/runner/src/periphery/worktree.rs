@@ -1,4 +1,4 @@
-//! The seat worktree (reference §16): every turn of a seat runs in its own git worktree under the
+//! The seat worktree (docs/runner.md §20): every turn of a seat runs in its own git worktree under the
 //! bus directory, on the branch `seat/<persona>`, so two seats never edit the same checkout and a
 //! cut can snapshot the seat's work without touching the operator's tree.
 
@@ -223,7 +223,7 @@ pub fn ensure_seat_worktree(
 }
 
 /// Apply the project's `.trantor/worktree.json` to the seat worktree and log the outcome: every
-/// line for a fresh worktree, only operator steps and problems for an existing one (§16.3).
+/// line for a fresh worktree, only operator steps and problems for an existing one (docs/runner.md §20).
 fn provision(root: &Path, wt: &Path, fresh: bool) {
     let Some(decl) = read_declaration(root) else {
         return;

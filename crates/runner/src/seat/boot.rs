@@ -1,4 +1,4 @@
-//! Boot (runner-behavior.md §2): the seat worktree, the boot row, lessons, the cursor from the
+//! Boot (docs/runner.md §3): the seat worktree, the boot row, lessons, the cursor from the
 //! hub's tip (history is never replayed), the booting `/register` and the ready announce, the
 //! restored queue, then a kickoff — or, on a release boot, the restart notice instead.
 
@@ -77,7 +77,7 @@ async fn tip(reads: &HubReads, backoff_max: Duration) -> i64 {
     }
 }
 
-/// A swap's staged replacement (§2.3, normal boots only): announce the staging identity, say
+/// A swap's staged replacement (docs/runner.md §22, normal boots only): announce the staging identity, say
 /// ready through `<stage>.ready`, and wait (up to 120 s) for `<stage>.release`, whose cursor
 /// this seat starts from. `None` when no swap is staged.
 async fn await_swap_release(hub: &HubClient, cfg: &Config) -> anyhow::Result<Option<i64>> {

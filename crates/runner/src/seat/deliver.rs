@@ -1,4 +1,4 @@
-//! One delivery attempt of the held wakes (runner-behavior.md §4, §9, §10): card binding, the
+//! One delivery attempt of the held wakes (docs/runner.md §6, §14, §12): card binding, the
 //! prompt, the turn, and the outcome branches — success (and blocked) consume the wake and send
 //! the receipts; failure, no-delivery and empty back off or park; an ask holds the wake.
 
@@ -19,7 +19,7 @@ use std::time::Instant;
 use trantor_proto::{Message, TaskUpdateRequest};
 
 impl Seat {
-    /// The card a wake batch binds to (§18.1), with the read that decided it.
+    /// The card a wake batch binds to (docs/runner.md §19.1), with the read that decided it.
     async fn resolve_wake_card(&self, wakes: &[Message]) -> (i64, Option<CardRead>) {
         let candidate = session::served_contract_card(wakes, &self.cfg.session);
         if candidate == 0 {
@@ -49,7 +49,7 @@ impl Seat {
         self.no_delivery_retry = false;
     }
 
-    /// Deliver the held wakes: one attempt (§4).
+    /// Deliver the held wakes: one attempt (docs/runner.md §6).
     pub async fn deliver(&mut self, wake_at: Option<Instant>) {
         if let Some(t) = wake_at {
             tracing::debug!(
@@ -264,7 +264,7 @@ impl Seat {
         duty: Option<nudge::DutyPlan>,
     ) {
         let now = trantor_proto::now_ms();
-        // (a) A clean duty turn that skipped some nudges keeps those wakes owed (§14.5–§14.6).
+        // (a) A clean duty turn that skipped some nudges keeps those wakes owed (docs/runner.md §17).
         if r.ec == 0
             && let Some(plan) = duty.filter(|p| !p.targets.is_empty())
         {
@@ -477,7 +477,7 @@ impl Seat {
         }
     }
 
-    /// Failure bookkeeping and the announce-once-per-change rule (§10.3–§10.4).
+    /// Failure bookkeeping and the announce-once-per-change rule (docs/runner.md §12.2).
     pub fn report_failure(&mut self, ec: i32, trigger: &str, held: usize, reason: &str) {
         self.consec_fails += 1;
         let down = self.consec_fails >= 2;
@@ -524,7 +524,7 @@ impl Seat {
         }
     }
 
-    /// Recovery after failures (§10.4): reset, register, say so once.
+    /// Recovery after failures (docs/runner.md §12.2): reset, register, say so once.
     pub fn report_healthy(&mut self) {
         if self.consec_fails == 0 {
             return;
@@ -536,7 +536,7 @@ impl Seat {
         self.broadcast(format!("✅ {} recovered", self.cfg.session));
     }
 
-    /// Park the seat (§10.5–§10.7).
+    /// Park the seat (docs/runner.md §12.3).
     pub async fn park_seat(
         &mut self,
         reason: &str,
@@ -657,7 +657,7 @@ impl Seat {
         let _ = crate::fsx::append_line(&self.paths.alerts, &row.to_string());
     }
 
-    /// End a park (§10.11).
+    /// End a park (docs/runner.md §12.4).
     pub fn unpark(&mut self, why: &str) {
         if self.park.take().is_some() || self.paths.park.exists() {
             tracing::info!("park over: {why}");
@@ -666,7 +666,7 @@ impl Seat {
         crate::fsx::remove(&self.paths.park);
     }
 
-    /// Mark ids the seat read through its own inbox as seen (§5.9).
+    /// Mark ids the seat read through its own inbox as seen (docs/runner.md §5.4).
     pub async fn reconcile_seen(&mut self) {
         if let Some(upto) = self.reads.delivered_up_to(&self.cfg.session).await {
             self.q

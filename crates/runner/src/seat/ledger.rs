@@ -1,5 +1,5 @@
-//! The telemetry ledger `logs/<persona>-<project>.jsonl` (runner-behavior.md §20) and the
-//! turn-state file with the runner's phase (§12).
+//! The telemetry ledger `logs/<persona>-<project>.jsonl` (docs/runner.md §15.1) and the
+//! turn-state file with the runner's phase (docs/runner.md §15.2).
 //!
 //! The ledger is append-only and its write errors are logged at debug and swallowed: telemetry
 //! must never stop a seat. The turn-state file is merged over its previous content and replaced
@@ -73,7 +73,7 @@ impl Ledger {
     }
 }
 
-/// The boot row (§2.5): `{ts, persona, agent, project, boot:true, hub, pid, version}`.
+/// The boot row (docs/runner.md §3): `{ts, persona, agent, project, boot:true, hub, pid, version}`.
 pub fn boot_row(persona: &str, agent: &str, project: &str, hub: &str, version: &str) -> Value {
     json!({
         "ts": trantor_proto::now_ms(),
@@ -87,7 +87,7 @@ pub fn boot_row(persona: &str, agent: &str, project: &str, hub: &str, version: &
     })
 }
 
-/// The restart row (§2.12): `{ts, text:"runner restarted onto V", version}`.
+/// The restart row (docs/runner.md §3): `{ts, text:"runner restarted onto V", version}`.
 pub fn restart_row(version: &str) -> Value {
     json!({
         "ts": trantor_proto::now_ms(),
@@ -96,7 +96,7 @@ pub fn restart_row(version: &str) -> Value {
     })
 }
 
-/// Merge `patch` over the turn-state file and replace it atomically (§12.1).
+/// Merge `patch` over the turn-state file and replace it atomically (docs/runner.md §15.2).
 pub fn write_turn_state(path: &Path, patch: Value) {
     let mut base: Map<String, Value> = std::fs::read(path)
         .ok()

@@ -1,4 +1,4 @@
-//! Parking (runner-behavior.md §10.5–§10.7, §10.11): when redelivery stops, until when, and the
+//! Parking (docs/runner.md §12.3, §12.4): when redelivery stops, until when, and the
 //! park file that says so to every reader off the bus.
 //!
 //! Quota and credential failures park *unbounded* (until the reset time the CLI printed, else
@@ -12,7 +12,7 @@ use std::path::Path;
 /// "Never": an unbounded park with no known reset.
 pub const NEVER: i64 = i64::MAX;
 
-/// Reasons that park unbounded (§10.5).
+/// Reasons that park unbounded (docs/runner.md §12.3).
 pub fn is_parking_reason(reason: &str) -> bool {
     matches!(reason, "exhausted" | "auth" | "provider-rejected")
 }
@@ -72,7 +72,7 @@ pub struct Facts<'a> {
     pub now: i64,
 }
 
-/// Decide whether to park (§10.5).
+/// Decide whether to park (docs/runner.md §12.3).
 pub fn decide(f: &Facts<'_>) -> Option<Decision> {
     if !is_parking_reason(f.reason) && f.delivery_fails < 2 {
         return None;

@@ -1,4 +1,4 @@
-//! The durable pending queue `pending-<persona>-<project>.json` (runner-behavior.md §5).
+//! The durable pending queue `pending-<persona>-<project>.json` (docs/runner.md §5).
 //!
 //! The hub hands a message to a poller once; if the turn it woke dies, the wake would die with
 //! it. So the runner owns delivery: a wake is written here *before* any turn runs and leaves only
@@ -94,7 +94,7 @@ fn number(v: Option<&Value>) -> Option<i64> {
 
 impl Pending {
     /// Load the queue; a missing or corrupt file gives empty queues, and seen entries without a
-    /// finite id are dropped (§5.5).
+    /// finite id are dropped (docs/runner.md §5.2).
     pub fn load(path: &Path) -> Pending {
         let Ok(text) = std::fs::read_to_string(path) else {
             return Pending::default();
@@ -140,7 +140,7 @@ impl Pending {
     }
 
     /// Persist: delete the file when everything is empty (unless `force`, the pre-exec write of
-    /// §5.4), else replace it atomically.
+    /// docs/runner.md §5.2), else replace it atomically.
     pub fn save(&self, path: &Path, owner: &Owner, force: bool) -> std::io::Result<()> {
         if self.is_empty() && !force {
             match std::fs::remove_file(path) {
@@ -193,7 +193,7 @@ impl Pending {
     }
 
     /// Mark the ids `cursor+1 ..= delivered_up_to` as seen (bounded by [`RECONCILE_SPAN`]) and
-    /// prune the ledger to ids above `cursor`, at most [`SEEN_CAP`] (§5.9).
+    /// prune the ledger to ids above `cursor`, at most [`SEEN_CAP`] (docs/runner.md §5.4).
     pub fn reconcile_seen(&mut self, cursor: i64, delivered_up_to: i64, now: i64) {
         if delivered_up_to > cursor && delivered_up_to - cursor <= RECONCILE_SPAN {
             for id in cursor + 1..=delivered_up_to {

@@ -1,4 +1,4 @@
-//! The poll loop (runner-behavior.md §3): one held `/poll` at a time, so an idle seat costs one
+//! The poll loop (docs/runner.md §4): one held `/poll` at a time, so an idle seat costs one
 //! socket and no CPU; a poll batch sorted into wakes, context and refusals; the release check at
 //! the top of every pass; pulses; redelivery on the backoff ladder; and a bounded back-off when
 //! the hub is unreachable (nothing is lost: the cursor only moves on a reply).
@@ -23,7 +23,7 @@ const IDLE_TRIMS: [Duration; 3] = [
 const HUB_BACKOFF_START: Duration = Duration::from_secs(1);
 
 impl Seat {
-    /// The self-restart check (§17): exec a newer, untried install in place. Returns only when
+    /// The self-restart check (docs/runner.md §21): exec a newer, untried install in place. Returns only when
     /// there is nothing to do or the exec failed.
     pub async fn release_check(&mut self) {
         let Some(w) = self.release.as_mut() else {
@@ -33,7 +33,7 @@ impl Seat {
             return;
         };
         tracing::info!("a newer runner is installed ({target}) — restarting onto it");
-        // The queue goes to disk unconditionally before the exec (§5.4), and queued bus
+        // The queue goes to disk unconditionally before the exec (docs/runner.md §5.2), and queued bus
         // messages (a receipt of the last turn) go out first: the new image does not have them.
         self.save_pending(true);
         self.bus.flush(Duration::from_secs(5)).await;
@@ -52,7 +52,7 @@ impl Seat {
         !self.q.wake.is_empty() && self.q.ask == 0 && now >= self.retry_at
     }
 
-    /// The poll hold: the configured hold, shortened to the next pulse or retry (§3.2).
+    /// The poll hold: the configured hold, shortened to the next pulse or retry (docs/runner.md §4.1).
     fn hold(&self, now: i64) -> Duration {
         let max = self.cfg.poll_hold_s.max(1);
         let mut due: Option<i64> = None;
@@ -199,7 +199,7 @@ impl Seat {
         }
     }
 
-    /// Handle one poll reply (§3.4–§3.16).
+    /// Handle one poll reply (docs/runner.md §4.2–§4.3).
     pub async fn on_batch(&mut self, reply: InboxReply, arrived: Instant) {
         if reply.cursor < self.cursor {
             tracing::warn!("cursor rewound by hub {} -> {}", self.cursor, reply.cursor);
@@ -281,7 +281,7 @@ impl Seat {
             }
             return;
         }
-        // Ask release (§3.13).
+        // Ask release (docs/runner.md §4.3).
         if self.q.ask != 0 {
             let released = t.wakes.iter().any(|m| {
                 m.to == self.cfg.session && (m.re == Some(self.q.ask) || m.from == self.q.ask_to)
@@ -296,14 +296,14 @@ impl Seat {
                 self.ask_released = true;
             }
         }
-        // A new wake after a no-delivery backoff is delivered now (§3.14).
+        // A new wake after a no-delivery backoff is delivered now (docs/runner.md §4.3).
         if self.no_delivery_retry {
             self.unpark("a new wake after a no-delivery");
             self.retry_at = 0;
             self.delivery_fails = 0;
             self.no_delivery_retry = false;
         }
-        // A direct wake ends a bounded park; an unbounded one holds (§3.15).
+        // A direct wake ends a bounded park; an unbounded one holds (docs/runner.md §4.3).
         let direct = t.wakes.iter().any(|m| m.to == self.cfg.session);
         if let Some(p) = self.park.clone()
             && direct
@@ -386,7 +386,7 @@ impl Seat {
         self.last_turn_at = trantor_proto::now_ms();
     }
 
-    /// The kickoff turn of a normal boot (§2.11): never parks.
+    /// The kickoff turn of a normal boot (docs/runner.md §3): never parks.
     pub async fn kickoff(&mut self) {
         let base = self
             .cfg
@@ -424,7 +424,7 @@ impl Seat {
         self.last_turn_at = trantor_proto::now_ms();
     }
 
-    /// The release boot's notice instead of a kickoff (§2.12).
+    /// The release boot's notice instead of a kickoff (docs/runner.md §3).
     pub fn announce_restart(&self) {
         let text = format!("runner restarted onto {}", self.version);
         tracing::info!("{text}");

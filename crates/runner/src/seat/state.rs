@@ -1,4 +1,4 @@
-//! The seat: the runner's state and its boot (runner-behavior.md §2). The loop lives in
+//! The seat: the runner's state and its boot (docs/runner.md §3). The loop lives in
 //! [`crate::poll`], a delivery in [`crate::deliver`], one turn in [`crate::turnflow`].
 
 use crate::bus::Bus;
@@ -114,7 +114,7 @@ impl Seat {
         }
     }
 
-    /// A `/register` body with the seat's identity (§1.11).
+    /// A `/register` body with the seat's identity (docs/runner.md §1.3).
     pub fn register_body(&self, status: &str) -> RegisterRequest {
         RegisterRequest {
             session: self.cfg.session.clone(),
@@ -135,7 +135,7 @@ impl Seat {
         self.bus.register(r);
     }
 
-    /// Register a phase change (no `kind`, §1.11) and write it to the turn-state file.
+    /// Register a phase change (no `kind`, docs/runner.md §1.3) and write it to the turn-state file.
     pub fn phase(&self, status: &str, phase: ledger::Phase) {
         let now = trantor_proto::now_ms();
         ledger::write_phase(&self.paths.turnstate, phase, serde_json::json!({}));
@@ -183,7 +183,7 @@ impl Seat {
         }
     }
 
-    /// The §17.7 state carried across a self-restart exec.
+    /// The state carried across a self-restart exec (docs/runner.md §21).
     pub fn release_state(&self) -> ReleaseState {
         let to_values = |v: &[trantor_proto::Message]| {
             v.iter()
@@ -213,7 +213,7 @@ impl Seat {
         }
     }
 
-    /// Re-filter a restored queue with the current rules (§5.6); returns how many were shed.
+    /// Re-filter a restored queue with the current rules (docs/runner.md §3); returns how many were shed.
     pub fn refilter_restored(&mut self) -> usize {
         let now = trantor_proto::now_ms();
         let outcomes = self.bus.sent_outcomes();

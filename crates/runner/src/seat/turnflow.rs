@@ -1,4 +1,4 @@
-//! One turn as the seat runs it (runner-behavior.md §6, §8): phase and prompt files, the
+//! One turn as the seat runs it (docs/runner.md §7, §11): phase and prompt files, the
 //! pre-turn snapshots the judge compares against, the executor, the post-turn reads, the
 //! verdict, the ledger row, and exactly one follow-up after a cut.
 
@@ -437,7 +437,7 @@ impl Seat {
             && !own_out.trim().is_empty()
         {
             // A `command` seat is an arbitrary program: its terse answer is its answer. The
-            // 120-character prose rule (§8.2) is tuned for LLM CLIs and would call every short
+            // 120-character prose rule (docs/runner.md §11.2) is tuned for LLM CLIs and would call every short
             // reply hollow; a silent command is still empty-output.
             j.empty_turn = false;
             if j.outcome == "empty" {

@@ -38,7 +38,7 @@ pub async fn rev(dir: &Path, rev: &str) -> Option<String> {
     git(dir, &["rev-parse", "--verify", "--quiet", rev]).await
 }
 
-/// Whether `sha` names a commit in the repository at `dir` (§16.4).
+/// Whether `sha` names a commit in the repository at `dir` (docs/runner.md §19.3).
 pub async fn has_commit(dir: &Path, sha: &str) -> bool {
     git(dir, &["cat-file", "-e", &format!("{sha}^{{commit}}")])
         .await

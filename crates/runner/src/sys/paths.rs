@@ -1,10 +1,10 @@
 //! Every per-seat file, keyed by PERSONA and project under the one bus directory
-//! (runner-behavior.md §1.8). Two seats running the same CLI on one project never share a file.
+//! (docs/runner.md §1.2). Two seats running the same CLI on one project never share a file.
 
 use std::path::{Path, PathBuf};
 
 /// A file-name-safe form of a name: each run of dots becomes `_`, and every character outside
-/// `[A-Za-z0-9_.-]` becomes `_` (§16.1).
+/// `[A-Za-z0-9_.-]` becomes `_` (docs/runner.md §1.2).
 pub fn safe(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     let mut in_dots = false;

@@ -1,4 +1,4 @@
-//! Output redaction (runner-behavior.md §7): the hub's secret table plus the runner's own rules
+//! Output redaction (docs/runner.md §10): the hub's secret table plus the runner's own rules
 //! for `NAME_KEY=…`/`NAME_TOKEN=…` assignments and bearer headers. Applied to every captured line
 //! before it is written anywhere, and to every bus text built from a turn's output.
 

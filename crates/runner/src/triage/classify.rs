@@ -1,6 +1,6 @@
 //! Judging a finished turn: exit escalations, the empty/blocked/no-delivery rules, the verdict
 //! and outcome with the original's precedence, failure classes, and reset-time parsing
-//! (runner-behavior.md §7.4, §8, §10.1, §10.5).
+//! (docs/runner.md §10, §11, §12.1, §12.3).
 
 use regex::Regex;
 use std::sync::LazyLock;
@@ -70,7 +70,7 @@ static TOKENS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
     .collect()
 });
 
-/// Why a turn failed (§10.1), in the classifier's order.
+/// Why a turn failed (docs/runner.md §12.1), in the classifier's order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailureClass {
     /// Exit 0 with nothing said.
@@ -112,7 +112,7 @@ impl FailureClass {
         }
     }
 
-    /// Parking reasons park unbounded until a reset or an operator (§10.5).
+    /// Parking reasons park unbounded until a reset or an operator (docs/runner.md §12.3).
     #[cfg(test)]
     pub fn parks(self) -> bool {
         matches!(
@@ -122,7 +122,7 @@ impl FailureClass {
     }
 }
 
-/// Classify a failed turn (§10.1): the class and the evidence that matched.
+/// Classify a failed turn (docs/runner.md §12.1): the class and the evidence that matched.
 pub fn classify_failure(
     exit: i32,
     text: &str,
@@ -191,7 +191,7 @@ fn norm(line: &str) -> String {
         .join(" ")
 }
 
-/// The CLI's own output: the capture with prompt echo removed (§7.4).
+/// The CLI's own output: the capture with prompt echo removed (docs/runner.md §10).
 pub fn strip_prompt_echo(out: &str, prompt: &str) -> String {
     let prompt_lines: Vec<String> = prompt.lines().map(norm).filter(|l| !l.is_empty()).collect();
     let prompt_flat = prompt_lines.join("\n");
@@ -259,7 +259,7 @@ fn is_noise_line(l: &str) -> bool {
 }
 
 /// Output is substantive when at least 120 characters remain after removing ANSI, box art,
-/// separators and CLI labels (§8.2).
+/// separators and CLI labels (docs/runner.md §11.2).
 pub fn is_substantive(own_out: &str) -> bool {
     let kept: usize = strip_ansi(own_out)
         .lines()
@@ -282,7 +282,7 @@ pub fn tokens(own_out: &str) -> i64 {
 }
 
 /// The reset time a CLI's output names, in ms: "try again in 2 hours", "try again in 45m",
-/// "try again at 2026-01-02T03:04:05Z" (§10.5). None when nothing parses.
+/// "try again at 2026-01-02T03:04:05Z" (docs/runner.md §12.3). None when nothing parses.
 pub fn parse_reset(text: &str, now: i64) -> Option<i64> {
     if let Some(c) = TRY_IN.as_ref().and_then(|r| r.captures_iter(text).last()) {
         let n: f64 = c.get(1)?.as_str().parse().ok()?;
@@ -386,7 +386,7 @@ pub struct Judgement {
     pub escalation: Option<String>,
 }
 
-/// Judge a finished turn (§8.1–§8.9).
+/// Judge a finished turn (docs/runner.md §11.2).
 pub fn judge(f: &TurnFacts) -> Judgement {
     let mut j = Judgement {
         eff_exit: f.real_exit,

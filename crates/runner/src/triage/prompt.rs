@@ -1,4 +1,4 @@
-//! Prompt assembly (runner-behavior.md §4.4, §2.11, §6.15): the sections in stable-first order
+//! Prompt assembly (docs/runner.md §6, §3, §9.3): the sections in stable-first order
 //! for prompt caching — rules, lessons, context, tail, again, base, wake — with per-item caps
 //! and a hard cap that drops context, then lessons, then rules, and truncates the wake last,
 //! each trim named in a visible notice.
@@ -19,7 +19,7 @@ pub const LESSONS_BUDGET: usize = 16_000;
 /// The tail line every wake prompt ends its stable part with.
 pub const TAIL: &str = "Act on what's addressed to you, then end your turn.";
 
-/// The follow-up after a cut (§6.15).
+/// The follow-up after a cut (docs/runner.md §9.3).
 pub const FOLLOW_UP: &str = "Your previous turn was cut at the time box; commit what is done, move the card with a note, report in one line.";
 
 /// The default rules for a seat (`RUNNER_RULES` replaces them).
@@ -149,7 +149,7 @@ pub struct Sections {
     pub wake: String,
 }
 
-/// Join the sections under the hard cap (§4.4).
+/// Join the sections under the hard cap (docs/runner.md §6).
 pub fn compose(mut s: Sections) -> String {
     let join = |s: &Sections, notes: &[String]| -> String {
         let mut parts: Vec<&str> = Vec::new();

@@ -1,4 +1,4 @@
-//! What each assigner hears about its contract (runner-behavior.md §4.8f, §10.7–§10.12): the
+//! What each assigner hears about its contract (docs/runner.md §13): the
 //! `✅ done on …` receipt and the failure, stall, no-delivery, empty and park notices. Every
 //! notice is kind `receipt` with `re` = that assigner's newest wake, redacted and capped at 280
 //! characters.
@@ -21,7 +21,7 @@ pub struct Assigner {
 }
 
 /// The assigners of a batch: one per sender, skipping an empty sender, `all`, the seat itself
-/// and `hub:*` (§10.12).
+/// and `hub:*` (docs/runner.md §13).
 pub fn assigners(wakes: &[Message], session: &str) -> Vec<Assigner> {
     let mut out: Vec<Assigner> = Vec::new();
     for m in wakes {

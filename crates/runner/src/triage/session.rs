@@ -1,4 +1,4 @@
-//! Session per card (runner-behavior.md §18): which card a wake is about, and whether the turn
+//! Session per card (docs/runner.md §19): which card a wake is about, and whether the turn
 //! resumes the CLI's session or starts a fresh one because the card changed.
 
 use crate::wake::card_refs;
@@ -45,7 +45,7 @@ fn batch_card(wakes: &[Message]) -> i64 {
         .unwrap_or(0)
 }
 
-/// The card a wake batch is about (§18.2): the newest direct message's own assignment wins;
+/// The card a wake batch is about (docs/runner.md §19.1): the newest direct message's own assignment wins;
 /// a served note that assigns nothing defers to the batch's newest assignment, then its first
 /// citation; an empty batch gives 0.
 pub fn served_contract_card(wakes: &[Message], session: &str) -> i64 {
@@ -56,7 +56,7 @@ pub fn served_contract_card(wakes: &[Message], session: &str) -> i64 {
     batch_card(wakes)
 }
 
-/// The newest `base: <7–40 hex>` line in the batch (§18.3).
+/// The newest `base: <7–40 hex>` line in the batch (docs/runner.md §19.3).
 pub fn contract_base(wakes: &[Message]) -> Option<String> {
     let re = BASE_LINE.as_ref()?;
     wakes.iter().rev().find_map(|m| {
@@ -74,7 +74,7 @@ pub fn is_message_card_title(title: &str) -> bool {
     t.starts_with("new bus message") || t.starts_with("you just joined")
 }
 
-/// Whether a turn on `card` starts a fresh CLI session (§18.4).
+/// Whether a turn on `card` starts a fresh CLI session (docs/runner.md §19.2).
 pub fn is_fresh(resumed_after_ask: bool, card: i64, session_card: i64) -> bool {
     !resumed_after_ask && card > 0 && card != session_card
 }

@@ -1,5 +1,5 @@
 //! Which messages wake the seat, which ride the next turn as context, and which are refused
-//! (runner-behavior.md §3.5–§3.11). Pure functions over a poll batch; the loop applies them.
+//! (docs/runner.md §4.2). Pure functions over a poll batch; the loop applies them.
 
 use regex::Regex;
 use std::collections::HashSet;
@@ -41,7 +41,7 @@ pub fn is_contract(m: &Message) -> bool {
 }
 
 /// A receipt: `kind:"receipt"`, the `✅ done on` marker, or an answer to one of this runner's
-/// own outcome notices that carries no new work (§3.10).
+/// own outcome notices that carries no new work (docs/runner.md §4.2).
 pub fn is_receipt(m: &Message, sent_outcomes: &HashSet<i64>) -> bool {
     if m.kind.as_deref() == Some("receipt") || m.text.trim_start().starts_with("✅ done on") {
         return true;
@@ -94,7 +94,7 @@ pub struct Seat<'a> {
     pub alert_ttl_ms: i64,
 }
 
-/// Whether `m` wakes the seat (§3.6): a direct message unless `wake:false`, `kind:"status"` or
+/// Whether `m` wakes the seat (docs/runner.md §4.2): a direct message unless `wake:false`, `kind:"status"` or
 /// a receipt; a broadcast only as a contract that mentions the seat.
 pub fn should_wake(m: &Message, seat: &Seat<'_>, sent_outcomes: &HashSet<i64>, now: i64) -> bool {
     if is_expired_alert(m, now, seat.alert_ttl_ms)
@@ -145,7 +145,7 @@ pub struct Triage {
     pub shed: usize,
 }
 
-/// Sort a poll batch (§3.5–§3.11). `seen` answers whether an id is in the seen ledger.
+/// Sort a poll batch (docs/runner.md §4.2). `seen` answers whether an id is in the seen ledger.
 pub fn triage(
     batch: Vec<Message>,
     seat: &Seat<'_>,

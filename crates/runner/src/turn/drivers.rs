@@ -1,5 +1,5 @@
-//! How each agent CLI is invoked for a first (fresh) turn and a resumed one (runner-behavior.md
-//! §19), plus `command`: any CLI given as a shell template in `CREW_COMMAND`, which is what makes
+//! How each agent CLI is invoked for a first (fresh) turn and a resumed one (docs/runner.md
+//! §23), plus `command`: any CLI given as a shell template in `CREW_COMMAND`, which is what makes
 //! every runner behaviour testable with a fake script.
 //!
 //! Table drivers are spawned directly (no shell), with the prompt as one argv element: there is
@@ -126,7 +126,7 @@ impl Driver {
         matches!(self, Driver::Kimi | Driver::Opencode { .. })
     }
 
-    /// The command line for a turn (§19.2, §19.3).
+    /// The command line for a turn (docs/runner.md §23).
     pub fn invocation(&self, t: &TurnArgs<'_>) -> Invocation {
         // A resume never runs without an id, and a fresh turn never resumes a stale one.
         let resume = !t.fresh && (!self.needs_sid() || !t.sid.is_empty());
@@ -290,7 +290,7 @@ pub fn claude_transcript_dir(dir: &Path, home: &Path) -> PathBuf {
 }
 
 /// The newest opencode session of `dir` (or its realpath), read-only through `sqlite3`; None
-/// when the db, the tool or a well-formed id is missing (fail-open, §6.16).
+/// when the db, the tool or a well-formed id is missing (fail-open, docs/runner.md §23).
 fn opencode_sid(dir: &Path, data_home: &Path) -> Option<String> {
     let db = data_home.join("opencode").join("opencode.db");
     if !db.exists() {
@@ -343,7 +343,7 @@ pub fn parse_env_file(text: &str) -> Vec<(String, String)> {
 }
 
 /// The env-file assignments for a turn: `~/.token-scrooge/.env` (opencode family and dsh),
-/// then `<bus>/.env`, so the crew file wins (§19.6).
+/// then `<bus>/.env`, so the crew file wins (docs/runner.md §23).
 pub fn env_file_vars(driver: &Driver, bus: &Path, home: &Path) -> Vec<(String, String)> {
     let mut files = Vec::new();
     if driver.uses_scrooge_env() {

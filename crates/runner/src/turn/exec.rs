@@ -1,4 +1,4 @@
-//! The turn executor (runner-behavior.md §6): one agent CLI run in its own process group, stdin
+//! The turn executor (docs/runner.md §7): one agent CLI run in its own process group, stdin
 //! on /dev/null, cwd the seat worktree, output captured line by line and redacted before anything
 //! is written; the time box with liveness extensions; the cut (WIP snapshot while the CLI is
 //! still alive, then SIGTERM to the group, then SIGKILL); and the backstop.
@@ -410,7 +410,7 @@ pub async fn run_turn(spec: TurnSpec, events: UnboundedSender<TurnEvent>) -> Tur
         }
     };
     if run.cut {
-        // The second pass of §6.13: whatever the CLI wrote between the snapshot and its death.
+        // The second pass of docs/runner.md §9.1: whatever the CLI wrote between the snapshot and its death.
         run.snapshots.extend(
             snapshot(
                 &spec,

@@ -1,4 +1,4 @@
-//! The cut snapshot (reference §22): before a time-box cut kills the agent CLI, and again from the
+//! The cut snapshot (docs/runner.md §9.2): before a time-box cut kills the agent CLI, and again from the
 //! backstop when the turn shell itself wedged, the seat worktree's uncommitted changes are
 //! committed as a WIP commit on the seat branch, so a cut never throws work away.
 //!
@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::worktree::{git, git_raw, same_path, seat_branch};
 
-/// Per-call limit of every git command of a snapshot (reference §22.2).
+/// Per-call limit of every git command of a snapshot (docs/runner.md §9.2).
 const GIT_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// How often `git add` is retried while another git process holds the index lock (100 ms apart).

@@ -1,4 +1,4 @@
-//! The turn watchdog (reference §11): a thread of the runner that watches a turn's liveness —
+//! The turn watchdog (docs/runner.md §8): a thread of the runner that watches a turn's liveness —
 //! output growth, worktree changes, the agent CLI's own session files — so the runner can extend
 //! the time box while the agent is visibly working, and end a turn that has been silent for the
 //! whole stall window.
@@ -16,11 +16,11 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// Output below this much growth since arming is the CLI's banner, not work (reference §11.5).
+/// Output below this much growth since arming is the CLI's banner, not work (docs/runner.md §8.1).
 const OUTPUT_GRACE_BYTES: u64 = 200;
-/// At most this many entries are looked at per scan of a tree (reference §11.5).
+/// At most this many entries are looked at per scan of a tree (docs/runner.md §8.1).
 const SCAN_CAP: usize = 20_000;
-/// A channel still counts as fresh this long past the window (reference §11.5).
+/// A channel still counts as fresh this long past the window (docs/runner.md §8.1).
 const FRESH_SLACK_MS: i64 = 2_000;
 
 /// What the watchdog watches for one turn.
@@ -135,7 +135,7 @@ impl Liveness {
     }
 }
 
-/// The poll interval for a window: max(250 ms, min(window / 4, 10 s)) (reference §11.7).
+/// The poll interval for a window: max(250 ms, min(window / 4, 10 s)) (docs/runner.md §8.1).
 pub fn poll_interval(window: Duration) -> Duration {
     (window / 4)
         .min(Duration::from_secs(10))
@@ -333,7 +333,7 @@ fn read_turn_state(path: &Path) -> Option<serde_json::Map<String, serde_json::Va
     }
 }
 
-/// Merge the liveness stamps into the turn-state file (reference §11.9): never writes `phase`,
+/// Merge the liveness stamps into the turn-state file (docs/runner.md §8.3): never writes `phase`,
 /// and refuses when the file's turn or phase has moved on.
 fn refresh_turn_state(cfg: &WatchdogConfig, bytes_at: i64, transcript_at: i64) {
     let Some(mut state) = read_turn_state(&cfg.turn_state_file) else {
@@ -429,7 +429,7 @@ fn system_ms(t: SystemTime) -> i64 {
         .unwrap_or(0)
 }
 
-/// The time box of a turn with its liveness extensions (reference §6.7, §11.7).
+/// The time box of a turn with its liveness extensions (docs/runner.md §7.2, §8.1).
 ///
 /// `TRANTOR_TURN_MAX_MS` (default 20 min, 0 = off), ceiling `TRANTOR_TURN_CEILING_MS` (default
 /// 60 min), step `ceil(max/2)`, at most `floor((ceiling − max)/step)` extensions. The runner ticks

@@ -120,12 +120,11 @@ fn decode_peer((session, last_seen, delivered, data): PeerRow) -> Result<Peer, S
     }
     // A bare row (raise_delivered for an unknown session stores `{}`) or an older shape.
     let mut map: Map<String, Value> =
-        serde_json::from_str(&data).map_err(|e| corrupt("peers", format!("{session}"), e))?;
+        serde_json::from_str(&data).map_err(|e| corrupt("peers", session.as_str(), e))?;
     map.insert("session".into(), Value::String(session.clone()));
     map.insert("lastSeen".into(), Value::from(last_seen));
     map.insert("deliveredUpTo".into(), Value::from(delivered));
-    serde_json::from_value(Value::Object(map))
-        .map_err(|e| corrupt("peers", format!("{session}"), e))
+    serde_json::from_value(Value::Object(map)).map_err(|e| corrupt("peers", session.as_str(), e))
 }
 
 fn decode_card((id, data): (i64, String)) -> Result<Card, StoreError> {
@@ -517,7 +516,7 @@ impl ReadTx for SqlTx<'_> {
             [key],
             |r| r.get(0),
         )?;
-        raw.map(|s| serde_json::from_str(&s).map_err(|e| corrupt("kv", format!("{key}"), e)))
+        raw.map(|s| serde_json::from_str(&s).map_err(|e| corrupt("kv", key, e)))
             .transpose()
     }
 
@@ -532,8 +531,7 @@ impl ReadTx for SqlTx<'_> {
         row.map(|(id, ts, code, body)| {
             let code =
                 u16::try_from(code).map_err(|e| corrupt("ops", format!("{id}: code {code}"), e))?;
-            let body =
-                serde_json::from_str(&body).map_err(|e| corrupt("ops", format!("{id}"), e))?;
+            let body = serde_json::from_str(&body).map_err(|e| corrupt("ops", id.as_str(), e))?;
             Ok(OpRecord { id, ts, code, body })
         })
         .transpose()
@@ -634,6 +632,18 @@ impl WriteTx for SqlTx<'_> {
             |r| r.get(0),
         )?;
         v.ok_or_else(|| StoreError::db("peers: raise_delivered returned no row"))
+    }
+
+    fn delete_anonymous_peers_before(&mut self, last_seen: i64) -> Result<Vec<String>, StoreError> {
+        self.rows(
+            "peers",
+            "delete_anonymous_peers_before",
+            "DELETE FROM peers WHERE last_seen < ?1
+                 AND coalesce(json_extract(data, '$.registered'), 0) = 0
+             RETURNING session",
+            [last_seen],
+            |r| r.get(0),
+        )
     }
 
     fn delete_peers_before(&mut self, last_seen: i64) -> Result<Vec<String>, StoreError> {
@@ -771,7 +781,11 @@ impl WriteTx for SqlTx<'_> {
         self.exec(
             "ops",
             "put_op",
-            "INSERT OR IGNORE INTO ops(id, ts, code, body) VALUES (?1, ?2, ?3, ?4)",
+            // First final record wins; a pending marker (code 0) is replaced by the reply.
+            "INSERT INTO ops(id, ts, code, body) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT(id) DO UPDATE SET ts = excluded.ts, code = excluded.code,
+                 body = excluded.body
+             WHERE ops.code = 0",
             params![op.id, op.ts, op.code, body],
         )?;
         Ok(())

@@ -113,7 +113,7 @@ pub struct Escalation {
 }
 
 /// Parse the escalations in a `hub:duty` message: `UNDELIVERED … #<id> <sender> -> <recipient>`
-/// (`→` works too; reference §14.1). Every such triple after `UNDELIVERED` counts (the original
+/// (`→` works too; docs/runner.md §17). Every such triple after `UNDELIVERED` counts (the original
 /// read only the first). Messages from anyone else, or without `UNDELIVERED`, give nothing.
 pub fn duty_escalations(msg: &trantor_proto::Message) -> Vec<Escalation> {
     if msg.from != "hub:duty" {
@@ -200,7 +200,7 @@ pub struct DutyPlan {
     /// Ids the ledger said someone else already nudged.
     pub skipped: Vec<i64>,
     /// Escalation message ids whose ids are all handled elsewhere (their wakes drop from the
-    /// turn, reference §14.7).
+    /// turn, docs/runner.md §17).
     pub dropped_escalations: Vec<i64>,
 }
 
@@ -246,7 +246,7 @@ struct NudgedRecord {
 }
 
 /// `{version:1, nudged:{"<id>":{recipient, project, nudgedAt}}, planned:{…}}`; `nudged` is the
-/// original's shape, `planned` holds the claims of reference §14.2.
+/// original's shape, `planned` holds the claims of docs/runner.md §17.
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
 struct DutyStateFile {
     #[serde(default = "one")]
@@ -261,7 +261,7 @@ struct DutyStateFile {
     extra: serde_json::Map<String, serde_json::Value>,
 }
 
-/// Planned claims older than this are dropped (reference §14.2).
+/// Planned claims older than this are dropped (docs/runner.md §17).
 const CLAIM_MAX_AGE_MS: i64 = 30 * 60 * 1000;
 /// A `wake:` claimant may steal a duty claim younger than this.
 const WAKE_STEAL_MS: i64 = 20_000;
@@ -278,7 +278,7 @@ fn pid_alive(pid: u32) -> bool {
     }
 }
 
-/// Plan the duty nudges of a wake (reference §14.2 and §15.5).
+/// Plan the duty nudges of a wake (docs/runner.md §17 and §16).
 ///
 /// `escalations` come from [`duty_escalations`] over the wake's `hub:duty` messages;
 /// `delivered_up_to(recipient)` is the recipient's `/peer` `deliveredUpTo` (None when unknown);
@@ -341,7 +341,7 @@ pub fn plan_duty_nudges(
             Vec::new()
         }
     };
-    // The shared pre-send ledger: exactly one nudger per unread id (reference §15.5).
+    // The shared pre-send ledger: exactly one nudger per unread id (docs/runner.md §16).
     let mut skipped = Vec::new();
     for t in &mut claimed {
         let ledger = NudgeLedger::open(bus_dir).for_recipient(&t.recipient);
@@ -368,7 +368,7 @@ pub fn plan_duty_nudges(
     plan
 }
 
-/// The prompt block a duty turn carries (reference §14.3). Empty when there is nothing to say.
+/// The prompt block a duty turn carries (docs/runner.md §17). Empty when there is nothing to say.
 pub fn duty_directive(plan: &DutyPlan) -> String {
     let mut s = String::new();
     if !plan.targets.is_empty() {
@@ -399,8 +399,8 @@ pub fn duty_directive(plan: &DutyPlan) -> String {
 }
 
 /// After a clean duty turn: the targets whose ids were neither observed sent (`observed`) nor
-/// recorded as nudged in the duty state (reference §14.5). Releases this owner's planned claims
-/// and ledger stamps for the missing ids (§15.6) and records the observed ones as nudged.
+/// recorded as nudged in the duty state (docs/runner.md §17). Releases this owner's planned claims
+/// and ledger stamps for the missing ids (docs/runner.md §16) and records the observed ones as nudged.
 pub fn audit_duty_nudges(
     bus_dir: &Path,
     state_path: &Path,

@@ -22,9 +22,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// How long a stamp keeps other senders off an id (reference §15.3).
+/// How long a stamp keeps other senders off an id (docs/runner.md §16).
 pub const NUDGE_TTL: Duration = Duration::from_secs(10 * 60);
-/// Lock acquisition attempts and their spacing (reference §15.2).
+/// Lock acquisition attempts and their spacing (docs/runner.md §16).
 pub(super) const LOCK_ATTEMPTS: u32 = 100;
 const LOCK_RETRY: Duration = Duration::from_millis(10);
 /// A `.lock` file older than this belongs to a writer that died holding it.
@@ -59,7 +59,7 @@ pub struct Stamp {
     pub sent: bool,
 }
 
-/// The file content: `{version:1, nudged:{"<id>":{at, by}}}` (reference §15.1).
+/// The file content: `{version:1, nudged:{"<id>":{at, by}}}` (docs/runner.md §16).
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
 struct LedgerFile {
     #[serde(default = "one")]
@@ -104,7 +104,7 @@ impl NudgeLedger {
         }
     }
 
-    /// The per-recipient ledger `<bus>/nudged-<recipient>.json` of reference §15.1 (characters
+    /// The per-recipient ledger `<bus>/nudged-<recipient>.json` of docs/runner.md §16 (characters
     /// outside `[A-Za-z0-9_.-]` become `_`), shared with the wake-nudge daemon.
     pub fn for_recipient(self, recipient: &str) -> NudgeLedger {
         let safe: String = recipient

@@ -1,0 +1,561 @@
+//! Hostile-input cases against the hub, in process: `trantor_hub::serve` on port 0 over a
+//! temporary store, driven with raw HTTP/1.1 so every header (Host, Sec-Fetch-Site, oversized
+//! heads) is under the test's control. Each case is a defect a hostile-input run once found.
+
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use trantor_hub::{Config, HubArgs};
+use trantor_store::sqlite::SqliteOptions;
+use trantor_store::{ReadTx, SqliteStore, Store, StoreError, WriteTx};
+
+/// A deadline that only keeps a broken hub from hanging the suite (never a timing bound).
+const GUARD: Duration = Duration::from_secs(30);
+
+/// A store that stops writing once its write budget is spent, as if the process had been
+/// killed right after the budgeted commits (reads keep working, as on a restart).
+#[derive(Clone)]
+struct Crashy {
+    inner: SqliteStore,
+    budget: Arc<AtomicI64>,
+}
+
+impl Store for Crashy {
+    fn read<R, F>(&self, f: F) -> impl Future<Output = Result<R, StoreError>> + Send
+    where
+        F: FnOnce(&dyn ReadTx) -> Result<R, StoreError> + Send + 'static,
+        R: Send + 'static,
+    {
+        self.inner.read(f)
+    }
+
+    fn write<R, F>(&self, f: F) -> impl Future<Output = Result<R, StoreError>> + Send
+    where
+        F: FnOnce(&mut dyn WriteTx) -> Result<R, StoreError> + Send + 'static,
+        R: Send + 'static,
+    {
+        let allowed = self.budget.fetch_sub(1, Ordering::SeqCst) > 0;
+        let inner = self.inner.clone();
+        async move {
+            if allowed {
+                inner.write(f).await
+            } else {
+                Err(StoreError::db("simulated crash: write lost"))
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+}
+
+struct TestHub {
+    port: u16,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestHub {
+    async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.task.take() {
+            let _ = tokio::time::timeout(GUARD, t).await;
+        }
+    }
+}
+
+fn args(dir: &std::path::Path) -> HubArgs {
+    HubArgs {
+        data_dir: Some(dir.to_path_buf()),
+        port: 0,
+        // Keep background writes out of the tests' way unless a test wants them.
+        presence_flush_ms: 600_000,
+        reap_interval_ms: 3_600_000,
+        ..HubArgs::default()
+    }
+}
+
+async fn start_with<S: Store>(
+    dir: tempfile::TempDir,
+    store: S,
+    tweak: impl FnOnce(&mut HubArgs),
+) -> TestHub {
+    let mut a = args(dir.path());
+    tweak(&mut a);
+    let cfg = Config::from_args(&a).expect("config");
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let stop = async move {
+            let _ = rx.await;
+        };
+        if let Err(e) = trantor_hub::serve(listener, store, cfg, stop).await {
+            panic!("hub failed: {e:#}");
+        }
+    });
+    TestHub {
+        port,
+        stop: Some(tx),
+        task: Some(task),
+        _dir: dir,
+    }
+}
+
+async fn start(tweak: impl FnOnce(&mut HubArgs)) -> TestHub {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = SqliteStore::open(&dir.path().join("hub.db")).expect("store");
+    start_with(dir, store, tweak).await
+}
+
+/// Send a raw request (the caller writes the request line and headers, without the final blank
+/// line) and return the status and the JSON body (a string when not JSON).
+async fn raw(port: u16, head: &str, body: &str) -> (u16, Value) {
+    let fut = async {
+        let mut s = TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect");
+        let req = format!(
+            "{head}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(req.as_bytes()).await.expect("write");
+        let mut buf = Vec::new();
+        let _ = s.read_to_end(&mut buf).await;
+        buf
+    };
+    let buf = tokio::time::timeout(GUARD, fut)
+        .await
+        .expect("reply in time");
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    let v = serde_json::from_str(body).unwrap_or_else(|_| Value::String(body.to_string()));
+    (status, v)
+}
+
+async fn get(port: u16, path: &str) -> (u16, Value) {
+    raw(
+        port,
+        &format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}"),
+        "",
+    )
+    .await
+}
+
+async fn post(port: u16, path: &str, body: Value) -> (u16, Value) {
+    raw(
+        port,
+        &format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json"
+        ),
+        &body.to_string(),
+    )
+    .await
+}
+
+async fn wait_until<F: Future<Output = bool>>(what: &str, mut cond: impl FnMut() -> F) {
+    let deadline = tokio::time::Instant::now() + GUARD;
+    while !cond().await {
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn assert_json_error(v: &Value, what: &str) {
+    assert!(
+        v["error"].is_string(),
+        "{what}: not the JSON error shape: {v}"
+    );
+}
+
+// 1. `_op`: the op record commits with the write; keys are per route, typed, never truncated.
+
+#[tokio::test]
+async fn op_survives_a_crash_after_the_write() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let inner = SqliteStore::open(&dir.path().join("hub.db")).expect("store");
+    let budget = Arc::new(AtomicI64::new(i64::MAX));
+    let store = Crashy {
+        inner: inner.clone(),
+        budget: budget.clone(),
+    };
+    let hub = start_with(dir, store, |_| {}).await;
+    let body = json!({"from": "a:p", "to": "b:p", "text": "once", "_op": "crash-1"});
+    // Exactly one commit gets through: the route's own. The process "dies" before the reply is
+    // recorded.
+    budget.store(1, Ordering::SeqCst);
+    let (code, _) = post(hub.port, "/send", body.clone()).await;
+    assert_eq!(code, 200);
+    budget.store(i64::MAX, Ordering::SeqCst);
+    // The client's retry after a timeout: the op must be known, not run again.
+    let (_, op) = get(hub.port, "/_op?id=crash-1").await;
+    assert_eq!(op["status"], "committed", "{op}");
+    let (code, again) = post(hub.port, "/send", body).await;
+    assert_eq!(code, 200, "{again}");
+    let msgs = inner
+        .read(|tx| tx.messages_for("b:p", 0, 100))
+        .await
+        .expect("read");
+    assert_eq!(msgs.len(), 1, "the retry stored a duplicate: {msgs:?}");
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn op_keys_are_per_route_typed_and_bounded() {
+    let hub = start(|_| {}).await;
+    let p = hub.port;
+    let (c, sent) = post(p, "/send", json!({"from": "a:p", "text": "x", "_op": "k"})).await;
+    assert_eq!(c, 200);
+    // The same key on another route runs that route.
+    let (c, task) = post(
+        p,
+        "/task",
+        json!({"title": "card", "by": "a:p", "_op": "k"}),
+    )
+    .await;
+    assert_eq!(c, 200, "{task}");
+    assert!(task["task"]["id"].as_i64().is_some(), "no card: {task}");
+    // A number and a string with the same digits are two keys.
+    let (_, n) = post(p, "/send", json!({"from": "a:p", "text": "n", "_op": 7})).await;
+    let (_, s) = post(p, "/send", json!({"from": "a:p", "text": "s", "_op": "7"})).await;
+    assert_ne!(n["id"], s["id"], "{n} {s}");
+    // The replay on the same route is the first reply.
+    let (_, replay) = post(p, "/send", json!({"from": "a:p", "text": "x", "_op": "k"})).await;
+    assert_eq!(replay, sent);
+    // Over-long keys are refused, naming the limit, instead of being cut (two keys with a
+    // common 80-character prefix used to collide).
+    let long = "z".repeat(81);
+    let (c, e) = post(p, "/send", json!({"from": "a:p", "text": "l", "_op": long})).await;
+    assert_eq!(c, 400, "{e}");
+    assert_eq!(e["limit"], 80);
+    hub.stop().await;
+}
+
+// 2. DNS rebinding: only the hub's own names are served.
+
+#[tokio::test]
+async fn foreign_host_header_is_refused() {
+    let hub = start(|a| a.allowed_hosts = vec!["proxy.example".into()]).await;
+    let p = hub.port;
+    for host in [
+        "evil.example",
+        &format!("evil.example:{p}"),
+        "127.0.0.1.nip.io",
+    ] {
+        let (c, v) = raw(p, &format!("GET /peers HTTP/1.1\r\nHost: {host}"), "").await;
+        assert_eq!(c, 403, "{host}: {v}");
+        assert_json_error(&v, host);
+    }
+    for host in [
+        format!("localhost:{p}"),
+        "localhost".to_string(),
+        format!("[::1]:{p}"),
+        format!("127.0.0.1:{p}"),
+        "proxy.example".to_string(),
+        "PROXY.example:443".to_string(),
+    ] {
+        let (c, v) = raw(p, &format!("GET /peers HTTP/1.1\r\nHost: {host}"), "").await;
+        assert_eq!(c, 200, "{host}: {v}");
+    }
+    hub.stop().await;
+}
+
+// 3. State changes through GET from a web page.
+
+#[tokio::test]
+async fn cross_site_fetches_are_refused() {
+    let hub = start(|_| {}).await;
+    let p = hub.port;
+    post(
+        p,
+        "/send",
+        json!({"from": "a:p", "to": "b:p", "text": "hi"}),
+    )
+    .await;
+    let (c, v) = raw(
+        p,
+        &format!(
+            "GET /inbox?session=b:p HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\nSec-Fetch-Site: cross-site"
+        ),
+        "",
+    )
+    .await;
+    assert_eq!(c, 403, "{v}");
+    assert_json_error(&v, "inbox");
+    let (c, v) = raw(
+        p,
+        &format!(
+            "GET /stream?session=b:p&status=pwned HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\nSec-Fetch-Site: cross-site"
+        ),
+        "",
+    )
+    .await;
+    assert_eq!(c, 403, "{v}");
+    // Nothing moved: the ledger is where it was and no status was set.
+    let (_, peer) = get(p, "/peer?session=b:p").await;
+    assert_ne!(peer["deliveredUpTo"], 1, "{peer}");
+    let (_, peers) = get(p, "/peers").await;
+    assert!(!peers.to_string().contains("pwned"), "{peers}");
+    // A program (no Sec-Fetch-Site) still reads.
+    let (c, inbox) = get(p, "/inbox?session=b:p").await;
+    assert_eq!(c, 200);
+    assert_eq!(inbox["messages"].as_array().map(Vec::len), Some(1));
+    hub.stop().await;
+}
+
+// 4. Slow and idle connections are closed.
+
+#[tokio::test]
+async fn silent_connections_are_closed_after_the_header_timeout() {
+    let hub = start(|a| a.header_timeout_ms = 300).await;
+    let mut idle = TcpStream::connect(("127.0.0.1", hub.port))
+        .await
+        .expect("connect");
+    let mut slow = TcpStream::connect(("127.0.0.1", hub.port))
+        .await
+        .expect("connect");
+    slow.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .expect("write");
+    for (name, s) in [("idle", &mut idle), ("slow", &mut slow)] {
+        let mut buf = Vec::new();
+        let r = tokio::time::timeout(GUARD, s.read_to_end(&mut buf)).await;
+        assert!(r.is_ok(), "{name} connection was never closed");
+    }
+    let (c, _) = get(hub.port, "/health").await;
+    assert_eq!(c, 200);
+    hub.stop().await;
+}
+
+// 5. Nesting and size of free-form JSON are bounded at the door.
+
+#[tokio::test]
+async fn deep_or_huge_free_form_json_is_refused() {
+    let hub = start(|_| {}).await;
+    let p = hub.port;
+    let (_, t) = post(p, "/task", json!({"title": "c", "by": "a:p"})).await;
+    let id = t["task"]["id"].as_i64().expect("id");
+    let deep = format!(
+        r#"{{"id":{id},"by":"a:p","blast":{}1{}}}"#,
+        "[".repeat(126),
+        "]".repeat(126)
+    );
+    let (c, v) = raw(
+        p,
+        &format!("POST /task/update HTTP/1.1\r\nHost: 127.0.0.1:{p}"),
+        &deep,
+    )
+    .await;
+    assert_eq!(c, 400, "{v}");
+    assert!(v["error"].as_str().unwrap_or("").contains("nested"), "{v}");
+    let big = json!({"id": id, "by": "a:p", "blast": {"files": vec!["f".repeat(100); 100]}});
+    let (c, v) = post(p, "/task/update", big).await;
+    assert_eq!(c, 400, "{v}");
+    assert_eq!(v["field"], "blast");
+    // A modest blast is fine, and the card still reads.
+    let (c, _) = post(
+        p,
+        "/task/update",
+        json!({"id": id, "by": "a:p", "blast": {"files": ["a.rs"], "risk": {"level": 1}}}),
+    )
+    .await;
+    assert_eq!(c, 200);
+    let (c, card) = get(p, &format!("/card?id={id}")).await;
+    assert_eq!(c, 200, "{card}");
+    hub.stop().await;
+}
+
+// 6. Secrets in any stored field.
+
+#[tokio::test]
+async fn secrets_in_any_field_are_refused() {
+    let hub = start(|_| {}).await;
+    let p = hub.port;
+    let hf = format!("hf_{}", "aB3".repeat(12));
+    let glpat = format!("glpat-{}", "xY9_".repeat(5));
+    let npm = format!("npm_{}", "Ab1".repeat(12));
+    let glued = format!("xsk-ant-api03-{}", "a".repeat(40));
+    let split = format!("gh\u{200B}p_{}", "A1b2".repeat(10));
+    let aws = "aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+    let cases = [
+        ("/register", json!({"session": "a:p", "status": hf})),
+        ("/status", json!({"session": "a:p", "status": split})),
+        ("/register", json!({"session": "a:p", "kind": glpat})),
+        ("/send", json!({"from": glued, "text": "hello"})),
+        (
+            "/send",
+            json!({"from": "a:p", "text": "hello", "kind": npm}),
+        ),
+        ("/task", json!({"title": "t", "model": hf})),
+        ("/task", json!({"title": "t", "costNote": aws})),
+        (
+            "/policy",
+            json!({"link": {"projects": ["p", "q"], "reason": glpat}}),
+        ),
+        (
+            "/send",
+            json!({"from": "a:p", "text": format!("sk-ant-\0api03-{}", "b".repeat(40))}),
+        ),
+    ];
+    for (route, body) in cases {
+        let (c, v) = post(p, route, body.clone()).await;
+        assert_eq!(c, 400, "{route} {body}: {v}");
+        assert_eq!(v["error"], "secret detected", "{route} {body}: {v}");
+    }
+    let (c, v) = get(p, &format!("/stream?session=a:p&status={hf}")).await;
+    assert_eq!(c, 400, "{v}");
+    let (_, peers) = get(p, "/peers").await;
+    assert!(!peers.to_string().contains("hf_"), "{peers}");
+    hub.stop().await;
+}
+
+// 8. Health reflects failing writes.
+
+#[tokio::test]
+async fn health_says_not_ok_while_writes_fail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = SqliteOptions {
+        max_pages: Some(200),
+        ..SqliteOptions::default()
+    };
+    let store = SqliteStore::open_with(&dir.path().join("hub.db"), opts).expect("store");
+    let hub = start_with(dir, store, |_| {}).await;
+    let p = hub.port;
+    let (c, h) = get(p, "/health").await;
+    assert_eq!((c, h["ok"].clone()), (200, json!(true)));
+    let text = "x".repeat(4000);
+    let mut failed = false;
+    for _ in 0..500 {
+        let (c, _) = post(p, "/send", json!({"from": "a:p", "text": text})).await;
+        if c >= 500 {
+            failed = true;
+            break;
+        }
+    }
+    assert!(failed, "the capped database never filled up");
+    let (c, h) = get(p, "/health").await;
+    assert_eq!(c, 503, "{h}");
+    assert_eq!(h["ok"], false, "{h}");
+    assert_eq!(h["persist"]["ok"], false, "{h}");
+    assert!(
+        h["persist"]["lastError"]
+            .as_str()
+            .is_some_and(|e| !e.is_empty()),
+        "{h}"
+    );
+    hub.stop().await;
+}
+
+// 9. Empty or lossy sessions.
+
+#[tokio::test]
+async fn missing_or_undecodable_sessions_are_refused() {
+    let hub = start(|_| {}).await;
+    let p = hub.port;
+    for route in ["/register", "/status"] {
+        for body in [json!({}), json!({"session": "  "}), json!({"status": "x"})] {
+            let (c, v) = post(p, route, body.clone()).await;
+            assert_eq!(c, 400, "{route} {body}: {v}");
+            assert_json_error(&v, route);
+        }
+    }
+    for path in [
+        "/inbox?session=a%FFb",
+        "/poll?session=a%C3&wait=0",
+        "/peer?session=%E2%82",
+        "/stream?session=%FE",
+    ] {
+        let (c, v) = get(p, path).await;
+        assert_eq!(c, 400, "{path}: {v}");
+    }
+    // Valid percent-encoded UTF-8 still works.
+    let (c, _) = get(p, "/inbox?session=caf%C3%A9:p").await;
+    assert_eq!(c, 200);
+    hub.stop().await;
+}
+
+// 11. HTTP-layer rejections in the JSON error shape.
+
+#[tokio::test]
+async fn oversized_heads_get_json_errors() {
+    let hub = start(|_| {}).await;
+    let p = hub.port;
+    let long = format!("/peers?x={}", "a".repeat(9000));
+    let (c, v) = get(p, &long).await;
+    assert_eq!(c, 414, "{v}");
+    assert_json_error(&v, "414");
+    let big = format!(
+        "GET /peers HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\nX-Big: {}",
+        "b".repeat(40_000)
+    );
+    let (c, v) = raw(p, &big, "").await;
+    assert_eq!(c, 431, "{v}");
+    assert_json_error(&v, "431");
+    hub.stop().await;
+}
+
+// 12. Anonymous growth.
+
+#[tokio::test]
+async fn delivered_is_clamped_to_the_newest_message() {
+    let hub = start(|_| {}).await;
+    let p = hub.port;
+    let (_, m) = post(p, "/send", json!({"from": "a:p", "to": "b:p", "text": "1"})).await;
+    let tip = m["id"].as_i64().expect("id");
+    let (c, v) = post(
+        p,
+        "/delivered",
+        json!({"session": "b:p", "upTo": 1_000_000}),
+    )
+    .await;
+    assert_eq!(c, 200);
+    assert_eq!(v["deliveredUpTo"], tip, "{v}");
+    // Mail sent afterwards is still delivered.
+    post(p, "/send", json!({"from": "a:p", "to": "b:p", "text": "2"})).await;
+    let (_, inbox) = get(p, &format!("/inbox?session=b:p&since={tip}")).await;
+    assert_eq!(
+        inbox["messages"].as_array().map(Vec::len),
+        Some(1),
+        "{inbox}"
+    );
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn quiet_peers_that_never_registered_are_reaped() {
+    let hub = start(|a| {
+        a.online_ms = 2_000;
+        a.anon_peer_ttl_ms = 2_000;
+        a.reap_interval_ms = 50;
+        a.presence_flush_ms = 50;
+    })
+    .await;
+    let p = hub.port;
+    let (c, _) = post(p, "/register", json!({"session": "known:p"})).await;
+    assert_eq!(c, 200);
+    for i in 0..20 {
+        get(p, &format!("/inbox?session=anon{i}:p")).await;
+    }
+    let (c, v) = get(p, "/peer?session=anon0:p").await;
+    assert_eq!(c, 200, "the anonymous peer was never stored: {v}");
+    wait_until("anonymous peers reaped", || async {
+        get(p, "/health").await.1["peers"] == 1
+    })
+    .await;
+    let (c, known) = get(p, "/peer?session=known:p").await;
+    assert_eq!(c, 200, "the registered peer went too: {known}");
+    hub.stop().await;
+}

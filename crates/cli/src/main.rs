@@ -24,7 +24,7 @@ enum Command {
     Hub(trantor_hub::HubArgs),
     /// Run the crew runner for one seat: waits on the bus and resumes the agent CLI when work
     /// arrives.
-    Runner(trantor_runner::RunnerArgs),
+    Runner(Box<trantor_runner::RunnerArgs>),
     /// Serve the relay_* tools over MCP on stdin/stdout, for an agent CLI to load.
     Mcp(trantor_mcp::McpArgs),
     /// Measure the hub or the runner and print a table.
@@ -68,7 +68,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Hub(args) => trantor_hub::run(args).await.map(|_| ExitCode::SUCCESS),
-            Command::Runner(args) => trantor_runner::run(args).await.map(|_| ExitCode::SUCCESS),
+            Command::Runner(args) => trantor_runner::run(*args).await.map(|_| ExitCode::SUCCESS),
             Command::Mcp(args) => trantor_mcp::run(args).await.map(|_| ExitCode::SUCCESS),
             Command::Bench(args) => bench::run(args).await.map(|_| ExitCode::SUCCESS),
             Command::Verb(cmd) => commands::run(cmd).await,

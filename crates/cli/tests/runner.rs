@@ -1374,3 +1374,28 @@ fn stopping_the_runner_mid_turn_ends_its_cli_and_keeps_the_wake() {
         "the wake stays owed on disk"
     );
 }
+
+/// `trantor runner --help` names every environment variable the runner reads (the list is kept
+/// once, in the runner's config).
+#[test]
+fn runner_help_names_every_variable_the_runner_reads() {
+    let out = std::process::Command::new(common::bin())
+        .args(["runner", "--help"])
+        .output()
+        .expect("run trantor runner --help");
+    assert!(out.status.success(), "runner --help failed: {out:?}");
+    let help = String::from_utf8_lossy(&out.stdout);
+    let missing: Vec<&str> = trantor_runner::RUNNER_ENV_VARS
+        .iter()
+        .copied()
+        .filter(|v| !help.contains(v))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "--help does not name {missing:?}:\n{help}"
+    );
+    assert!(
+        help.contains("[default: 1200000]"),
+        "defaults are shown:\n{help}"
+    );
+}

@@ -85,8 +85,9 @@ impl From<StoreError> for ApiError {
             StoreError::Closed => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        tracing::error!(error = %e, "store failure");
-        ApiError::with(status, format!("store failure: {e}"), Value::Null)
+        let report = e.report();
+        tracing::error!(error = %report, "store failure");
+        ApiError::with(status, format!("store failure: {report}"), Value::Null)
     }
 }
 
@@ -154,7 +155,7 @@ mod tests {
             StatusCode::SERVICE_UNAVAILABLE
         );
         assert_eq!(
-            ApiError::from(StoreError::Db("boom".into())).status,
+            ApiError::from(StoreError::db("boom")).status,
             StatusCode::INTERNAL_SERVER_ERROR
         );
     }

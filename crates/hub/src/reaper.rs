@@ -37,7 +37,7 @@ pub fn spawn<S: Store>(hub: AppState<S>) {
             tokio::select! {
                 _ = tick.tick() => {
                     if let Err(e) = reap(&hub).await {
-                        tracing::warn!(error = %e, "reaper pass failed; retrying next tick");
+                        tracing::warn!(error = %e.report(), "reaper pass failed; retrying next tick");
                     }
                 }
                 _ = shutdown.changed() => break,

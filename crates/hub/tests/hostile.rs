@@ -44,7 +44,7 @@ impl Store for Crashy {
             if allowed {
                 inner.write(f).await
             } else {
-                Err(StoreError::Db("simulated crash: write lost".into()))
+                Err(StoreError::db("simulated crash: write lost"))
             }
         }
     }

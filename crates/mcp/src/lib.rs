@@ -3,22 +3,21 @@
 //! The agent's CLI starts this process and speaks MCP on its stdin/stdout; every tool is a call
 //! to the hub as this session. Logs go to stderr only, because stdout is the protocol channel.
 //!
-//! The crate also holds what the CLI verbs share with the tools: the identity resolver
-//! ([`identity`]) and the plain-text renderers ([`render`]).
+//! The crate also holds what the CLI verbs share with the tools: the plain-text renderers
+//! ([`render`]). Identity comes from the one resolver in `trantor_proto::identity`.
 
 pub mod args;
-pub mod identity;
 pub mod render;
 pub mod server;
 
-pub use identity::{Identity, Overrides};
 pub use server::Relay;
+pub use trantor_proto::identity::{Identity, Overrides};
 
 use rmcp::ServiceExt;
 use std::time::Duration;
 
 /// Options of `trantor mcp`. Without flags, the environment the original read decides
-/// (`RELAY_SESSION`, `RELAY_AGENT`, `RELAY_PROJECT`, `RELAY_URL`; see [`identity`]), which is
+/// (`RELAY_SESSION`, `RELAY_AGENT`, `RELAY_PROJECT`, `RELAY_URL`; see `trantor_proto::identity`), which is
 /// what agent CLIs and the runner set. The resolver reads those itself rather than through
 /// clap, so `relay_whoami` can say which one chose the hub.
 #[derive(Debug, Clone, Default, clap::Args)]

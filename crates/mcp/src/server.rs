@@ -6,7 +6,6 @@
 //! hub failures come back as the tool's error text naming the hub URL.
 
 use crate::args::*;
-use crate::identity::{Identity, new_op_id};
 use crate::render;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -16,6 +15,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Mutex;
+use trantor_proto::identity::{Identity, new_op_id};
 use trantor_proto::{
     Card, CardReply, ChecklistInput, ChecklistToggleRequest, ClientError, HubClient, InboxReply,
     LessonRequest, Message, RegisterRequest, SendReply, SendRequest, TaskCreateRequest, TaskReply,

@@ -84,7 +84,7 @@ async fn committed_outcome_is_the_reply() {
     let (url, task) =
         scripted_hub(r#"{"status":"committed","code":200,"body":{"ok":true,"id":7}}"#).await;
     let hub = HubClient::new(url).with_timeout(Duration::from_millis(400));
-    let op = trantor_mcp::identity::new_op_id();
+    let op = trantor_proto::identity::new_op_id();
     let r: SendReply = hub
         .post_with_op("/send", &req(), &op)
         .await
@@ -101,7 +101,7 @@ async fn rejected_outcome_is_the_refusal() {
     .await;
     let hub = HubClient::new(url).with_timeout(Duration::from_millis(400));
     let r: Result<SendReply, _> = hub
-        .post_with_op("/send", &req(), &trantor_mcp::identity::new_op_id())
+        .post_with_op("/send", &req(), &trantor_proto::identity::new_op_id())
         .await;
     match r {
         Err(ClientError::Http { status, body, .. }) => {
@@ -118,7 +118,7 @@ async fn unknown_outcome_stays_a_timeout() {
     let (url, task) = scripted_hub(r#"{"status":"unknown"}"#).await;
     let hub = HubClient::new(url).with_timeout(Duration::from_millis(400));
     let r: Result<SendReply, _> = hub
-        .post_with_op("/send", &req(), &trantor_mcp::identity::new_op_id())
+        .post_with_op("/send", &req(), &trantor_proto::identity::new_op_id())
         .await;
     assert!(
         matches!(r, Err(ClientError::Timeout { .. })),

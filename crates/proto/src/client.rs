@@ -75,14 +75,6 @@ pub struct HubClient {
     timeout: Duration,
 }
 
-/// The hub URL clients use: `RELAY_URL`, else `http://127.0.0.1:4477`.
-pub fn default_hub_url() -> String {
-    std::env::var("RELAY_URL")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| "http://127.0.0.1:4477".to_string())
-}
-
 impl HubClient {
     /// A client for the hub at `base` (e.g. `http://127.0.0.1:4477`) with a 10 s call timeout.
     pub fn new(base: impl Into<String>) -> Self {

@@ -6,6 +6,8 @@
 //! runner and MCP server work against ours unchanged.
 
 pub mod client;
+pub mod date;
+pub mod identity;
 pub mod limits;
 pub mod secrets;
 pub mod text;

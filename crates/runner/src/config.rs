@@ -1,36 +1,229 @@
-//! Who the seat is and how it runs: identity (AGENT, PERSONA, DIR, PROJ, SESSION), the one
-//! bus-directory resolver, the hub URL and every environment knob of docs/runner.md §2.
+//! Who the seat is and how it runs: the runner's arguments ([`RunnerArgs`], every knob with its
+//! environment variable, so `trantor runner --help` lists them all with their defaults) and the
+//! resolved [`Config`] the seat reads at boot (docs/runner.md §2).
 //!
-//! Everything is read once at boot through an [`Env`] lookup so tests can pin any combination
-//! without touching the process environment.
+//! Identity (home, bus directory, host id, the hub from the bus config, the project from the git
+//! root) comes from the one resolver in `trantor_proto::identity`, read through an [`Env`] so
+//! tests can pin any combination without touching the process environment. No other runner
+//! module reads the environment, except the release state handoff (`periphery/release.rs`).
 
-use crate::RunnerArgs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use trantor_proto::identity;
+pub use trantor_proto::identity::{Env, ProcessEnv};
 
-/// A read-only view of environment variables: blank values count as unset.
-pub trait Env {
-    /// The trimmed value of `key`, or `None` when it is unset or blank.
-    fn get(&self, key: &str) -> Option<String>;
-}
+/// Every environment variable the runner reads: the knobs of [`RunnerArgs`] plus the identity
+/// variables of `trantor_proto::identity` the runner uses. `trantor runner --help` names each one
+/// (a test keeps this list, the arguments and the help in step).
+pub const RUNNER_ENV_VARS: &[&str] = &[
+    "CREW_AGENT",
+    "CREW_SWAP_AGENT",
+    "CREW_SWAP_DRIVER",
+    "CREW_SWAP_STAGE",
+    "CREW_SWAP_LABEL",
+    "CREW_PERSONA",
+    "RELAY_PROJECT",
+    "RELAY_URL",
+    "RUNNER_SESSION",
+    "CREW_MODEL",
+    "CREW_EFFORT",
+    "CREW_COMMAND",
+    "CREW_COMMAND_NEXT",
+    "RUNNER_RULES",
+    "CREW_KICKOFF",
+    "RUNNER_TITLE",
+    "RUNNER_ABOUT",
+    "TRANTOR_TURN_MAX_MS",
+    "TRANTOR_TURN_CEILING_MS",
+    "TRANTOR_TURN_WATCHDOG_MS",
+    "TRANTOR_RETRY_MS",
+    "TRANTOR_PARK_WINDOW_MS",
+    "RUNNER_PARK_MAX_MS",
+    "TRANTOR_HUB_ALERT_TTL_MS",
+    "RUNNER_PULSE_MS",
+    "RUNNER_MISSION_FILE",
+    "RUNNER_DUTY_NUDGES",
+    "RUNNER_DUTY_NUDGE_STATE",
+    "TRANTOR_NO_DESKTOP_NOTIFY",
+    "TRANTOR_NO_WORKTREE",
+    "TRANTOR_POLL_HOLD_S",
+    "TRANTOR_HUB_BACKOFF_MAX_MS",
+    "XDG_DATA_HOME",
+    // Identity, through trantor_proto::identity.
+    "HOME",
+    "AGENT_BUS_DIR",
+    "RELAY_DATA_DIR",
+    "RELAY_HOST_ID",
+];
 
-/// The real process environment.
-pub struct ProcessEnv;
+/// The help text's closing paragraph: the identity variables that are not arguments.
+const AFTER_HELP: &str = "Identity (trantor_proto::identity): HOME; the bus directory from \
+AGENT_BUS_DIR, else RELAY_DATA_DIR, else $HOME/.agent-bus; the orchestrator's host id from \
+RELAY_HOST_ID, else <bus>/machine-id, else the host name (kept whole). The release state \
+handoff variable is internal.";
 
-impl Env for ProcessEnv {
-    fn get(&self, key: &str) -> Option<String> {
-        std::env::var(key)
-            .ok()
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-    }
-}
-
-impl<F: Fn(&str) -> Option<String>> Env for F {
-    fn get(&self, key: &str) -> Option<String> {
-        self(key)
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-    }
+/// Options of `trantor runner <agent> [dir]`: every knob the runner reads, each with its
+/// environment variable.
+#[derive(Debug, Clone, clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct RunnerArgs {
+    /// The agent CLI that runs the seat: claude, codex, kimi, gemini, dsh, opencode, command
+    /// (CREW_COMMAND), or an opencode provider name. --swap-agent / --crew-agent win over it.
+    pub agent: Option<String>,
+    /// The directory (a git repository gets a seat worktree). Defaults to the current directory.
+    pub dir: Option<PathBuf>,
+    /// The agent, winning over the positional one (set by `trantor up`).
+    #[arg(long, env = "CREW_AGENT", value_name = "AGENT")]
+    pub crew_agent: Option<String>,
+    /// The agent of a swap's replacement seat, winning over every other.
+    #[arg(long, env = "CREW_SWAP_AGENT", value_name = "AGENT")]
+    pub swap_agent: Option<String>,
+    /// The driver of a swap's replacement seat [default: the agent].
+    #[arg(long, env = "CREW_SWAP_DRIVER", value_name = "DRIVER")]
+    pub swap_driver: Option<String>,
+    /// A swap's stage path: register the staging identity, write `<stage>.ready`, wait for
+    /// `<stage>.release` and start from its cursor.
+    #[arg(long, env = "CREW_SWAP_STAGE", value_name = "PATH")]
+    pub swap_stage: Option<String>,
+    /// The staging identity's name before `:<project>` [default: `<agent>-swap`].
+    #[arg(long, env = "CREW_SWAP_LABEL", value_name = "NAME")]
+    pub swap_label: Option<String>,
+    /// Who the seat is on the bus (bus name, files, branch) [default: the agent].
+    #[arg(long, env = "CREW_PERSONA")]
+    pub persona: Option<String>,
+    /// The project key [default: the git root's name].
+    #[arg(long, env = "RELAY_PROJECT")]
+    pub project: Option<String>,
+    /// The hub URL [default: <bus>/config.json `hubs[project]`, then its `url`, then
+    /// http://127.0.0.1:4477].
+    #[arg(long, env = "RELAY_URL")]
+    pub hub: Option<String>,
+    /// The bus name [default: `<persona>:<project>`].
+    #[arg(long, env = "RUNNER_SESSION")]
+    pub session: Option<String>,
+    /// The model passed to the CLI [default: the CLI's own].
+    #[arg(long, env = "CREW_MODEL")]
+    pub model: Option<String>,
+    /// The effort level: a word, a JSON string, or a JSON object keyed by agent or driver.
+    #[arg(long, env = "CREW_EFFORT")]
+    pub effort: Option<String>,
+    /// The `command` driver's shell template for every turn (the prompt is in
+    /// $TRANTOR_PROMPT_FILE).
+    #[arg(long, env = "CREW_COMMAND", value_name = "TEMPLATE")]
+    pub command: Option<String>,
+    /// The `command` driver's template for resumed turns [default: --command].
+    #[arg(long, env = "CREW_COMMAND_NEXT", value_name = "TEMPLATE")]
+    pub command_next: Option<String>,
+    /// Replaces the seat's standing rules in every prompt.
+    #[arg(long, env = "RUNNER_RULES")]
+    pub rules: Option<String>,
+    /// Replaces the kickoff turn's prompt.
+    #[arg(long, env = "CREW_KICKOFF")]
+    pub kickoff: Option<String>,
+    /// The banner logged at boot [default: `trantor crew · <project>`].
+    #[arg(long, env = "RUNNER_TITLE")]
+    pub title: Option<String>,
+    /// A line logged after the banner.
+    #[arg(long, env = "RUNNER_ABOUT")]
+    pub about: Option<String>,
+    /// A turn's time box in ms (0 = off).
+    #[arg(
+        long,
+        env = "TRANTOR_TURN_MAX_MS",
+        default_value_t = 1_200_000,
+        value_name = "MS"
+    )]
+    pub turn_max_ms: u64,
+    /// The ceiling liveness extensions may stretch a box to, in ms.
+    #[arg(
+        long,
+        env = "TRANTOR_TURN_CEILING_MS",
+        default_value_t = 3_600_000,
+        value_name = "MS"
+    )]
+    pub turn_ceiling_ms: u64,
+    /// The stall window in ms (never below 10 minutes, never derived from the box).
+    #[arg(
+        long,
+        env = "TRANTOR_TURN_WATCHDOG_MS",
+        default_value_t = 600_000,
+        value_name = "MS"
+    )]
+    pub turn_watchdog_ms: u64,
+    /// The redelivery ladder: comma-separated ms; values that are not positive numbers are
+    /// dropped, and nothing usable left means the default.
+    #[arg(
+        long,
+        env = "TRANTOR_RETRY_MS",
+        default_value = "30000,60000,120000,300000,900000",
+        value_name = "MS,..."
+    )]
+    pub retry_ms: String,
+    /// The length of a bounded park in ms (0 = parks are unbounded).
+    #[arg(
+        long,
+        env = "TRANTOR_PARK_WINDOW_MS",
+        default_value_t = 900_000,
+        value_name = "MS"
+    )]
+    pub park_window_ms: u64,
+    /// Exit (for the supervisor) after parking this long, in ms (0 = never).
+    #[arg(
+        long,
+        env = "RUNNER_PARK_MAX_MS",
+        default_value_t = 0,
+        value_name = "MS"
+    )]
+    pub park_max_ms: u64,
+    /// How long a `hub:duty` alert stays current, in ms.
+    #[arg(
+        long,
+        env = "TRANTOR_HUB_ALERT_TTL_MS",
+        default_value_t = 1_800_000,
+        value_name = "MS"
+    )]
+    pub hub_alert_ttl_ms: u64,
+    /// The pulse cadence in ms (0 = off).
+    #[arg(long, env = "RUNNER_PULSE_MS", default_value_t = 0, value_name = "MS")]
+    pub pulse_ms: u64,
+    /// The mission note a pulse re-reads, relative to the seat's directory.
+    #[arg(
+        long,
+        env = "RUNNER_MISSION_FILE",
+        default_value = "MISSION.md",
+        value_name = "PATH"
+    )]
+    pub mission_file: PathBuf,
+    /// Nudge the owners of undelivered messages a `hub:duty` escalation names.
+    #[arg(long, env = "RUNNER_DUTY_NUDGES")]
+    pub duty_nudges: bool,
+    /// The shared duty-nudge claim file [default: <bus>/duty-nudged.json].
+    #[arg(long, env = "RUNNER_DUTY_NUDGE_STATE", value_name = "PATH")]
+    pub duty_nudge_state: Option<PathBuf>,
+    /// No desktop notification for alerts.
+    #[arg(long, env = "TRANTOR_NO_DESKTOP_NOTIFY")]
+    pub no_desktop_notify: bool,
+    /// Run turns in the directory itself instead of a seat worktree.
+    #[arg(long, env = "TRANTOR_NO_WORKTREE")]
+    pub no_worktree: bool,
+    /// The longest `/poll` hold in seconds (1 to 280).
+    #[arg(
+        long,
+        env = "TRANTOR_POLL_HOLD_S",
+        default_value_t = 280,
+        value_name = "S"
+    )]
+    pub poll_hold_s: u64,
+    /// The longest back-off between attempts while the hub is unreachable, in ms (at least 100).
+    #[arg(
+        long,
+        env = "TRANTOR_HUB_BACKOFF_MAX_MS",
+        default_value_t = 30_000,
+        value_name = "MS"
+    )]
+    pub hub_backoff_max_ms: u64,
+    /// Where CLIs keep their data (opencode's sessions) [default: $HOME/.local/share].
+    #[arg(long, env = "XDG_DATA_HOME", value_name = "PATH")]
+    pub data_home: Option<PathBuf>,
 }
 
 /// Why the seat's identity could not be worked out.
@@ -120,27 +313,24 @@ pub struct Config {
     pub command: Option<String>,
     /// The `command` driver's template for resumed turns (`CREW_COMMAND_NEXT`, else `command`).
     pub command_next: Option<String>,
-}
-
-/// The bus directory: `AGENT_BUS_DIR`, then `RELAY_DATA_DIR`, then `~/.agent-bus`.
-///
-/// The original honoured `AGENT_BUS_DIR` only in some helpers and hard-coded `~/.agent-bus`
-/// elsewhere (docs/runner.md §1.2); here every runner file uses this one answer.
-pub fn bus_dir(env: &dyn Env) -> PathBuf {
-    if let Some(d) = env.get("AGENT_BUS_DIR") {
-        return PathBuf::from(d);
-    }
-    if let Some(d) = env.get("RELAY_DATA_DIR") {
-        return PathBuf::from(d);
-    }
-    home(env).join(".agent-bus")
-}
-
-/// `$HOME`, else `/tmp` (a runner without a home still needs somewhere to keep its files).
-pub fn home(env: &dyn Env) -> PathBuf {
-    env.get("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp"))
+    /// The home directory (CLI transcripts, credentials).
+    pub home: PathBuf,
+    /// Where CLIs keep their data (`XDG_DATA_HOME`, else `<home>/.local/share`).
+    pub data_home: PathBuf,
+    /// The shared duty-nudge claim file.
+    pub duty_nudge_state: PathBuf,
+    /// Turns run in `dir` itself, without a seat worktree.
+    pub no_worktree: bool,
+    /// A swap's stage path (`CREW_SWAP_STAGE`).
+    pub swap_stage: Option<String>,
+    /// The agent a swap's release must name (`CREW_SWAP_AGENT`).
+    pub swap_agent: Option<String>,
+    /// The staging identity's name before `:<project>` (file-name safe).
+    pub swap_label: String,
+    /// The banner logged at boot.
+    pub title: String,
+    /// The line logged after the banner.
+    pub about: Option<String>,
 }
 
 /// Check a persona: a safe bus and file name.
@@ -155,14 +345,6 @@ pub fn validate_persona(p: &str) -> Result<String, ConfigError> {
     } else {
         Err(ConfigError::BadPersona(p.to_string()))
     }
-}
-
-fn parse_ms(env: &dyn Env, key: &str, default: u64) -> u64 {
-    env.get(key)
-        .and_then(|v| v.parse::<f64>().ok())
-        .filter(|v| v.is_finite() && *v >= 0.0)
-        .map(|v| v as u64)
-        .unwrap_or(default)
 }
 
 /// The redelivery ladder from `TRANTOR_RETRY_MS` (comma-separated ms; only finite values > 0
@@ -203,123 +385,93 @@ fn effort_for(raw: Option<String>, agent: &str, driver: &str) -> Option<String> 
     })
 }
 
-/// The project of `dir`: the basename of its git root.
-fn git_root_name(dir: &Path) -> Option<String> {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["rev-parse", "--show-toplevel"])
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let top = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    Path::new(&top)
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .filter(|n| !n.is_empty())
-}
-
-/// The hub of `project` from `<bus>/config.json` (`hubs[project]`, then `url`).
-fn hub_from_config(bus: &Path, project: &str) -> Option<String> {
-    let text = std::fs::read_to_string(bus.join("config.json")).ok()?;
-    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    v.get("hubs")
-        .and_then(|h| h.get(project))
-        .and_then(|u| u.as_str())
-        .or_else(|| v.get("url").and_then(|u| u.as_str()))
-        .map(|s| s.trim_end_matches('/').to_string())
-        .filter(|s| !s.is_empty())
-}
-
-/// The host id for the orchestrator address: `RELAY_HOST_ID`, else `<bus>/machine-id`, else the
-/// hostname.
-fn host_id(env: &dyn Env, bus: &Path) -> String {
-    if let Some(h) = env.get("RELAY_HOST_ID") {
-        return h;
-    }
-    if let Ok(s) = std::fs::read_to_string(bus.join("machine-id")) {
-        let s = s.trim();
-        if !s.is_empty() {
-            return s.to_string();
-        }
-    }
-    std::fs::read_to_string("/etc/hostname")
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "host".to_string())
-}
-
 impl Config {
-    /// Resolve the seat's configuration from its arguments and environment.
+    /// Resolve from the arguments, identity from the process environment.
+    pub fn from_process(args: &RunnerArgs) -> Result<Config, ConfigError> {
+        Config::resolve(args, &ProcessEnv)
+    }
+
+    /// Resolve the seat's configuration from its arguments, identity coming from `env`.
     pub fn resolve(args: &RunnerArgs, env: &dyn Env) -> Result<Config, ConfigError> {
-        let agent = env
-            .get("CREW_SWAP_AGENT")
-            .or_else(|| env.get("CREW_AGENT"))
-            .or_else(|| args.agent.clone().filter(|a| !a.trim().is_empty()))
+        let given = |v: &Option<String>| {
+            v.as_deref()
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        };
+        let agent = given(&args.swap_agent)
+            .or_else(|| given(&args.crew_agent))
+            .or_else(|| given(&args.agent))
             .ok_or(ConfigError::NoAgent)?;
-        let persona = match args.persona.clone().or_else(|| env.get("CREW_PERSONA")) {
-            Some(p) => validate_persona(p.trim())?,
+        let persona = match given(&args.persona) {
+            Some(p) => validate_persona(&p)?,
             None => validate_persona(&agent)?,
         };
-        let driver = env.get("CREW_SWAP_DRIVER").unwrap_or_else(|| agent.clone());
+        let driver = given(&args.swap_driver).unwrap_or_else(|| agent.clone());
         let dir = match &args.dir {
             Some(d) => d.clone(),
             None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
         };
         let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
-        let project = match args.project.clone().or_else(|| env.get("RELAY_PROJECT")) {
+        let project = match given(&args.project) {
             Some(p) => p,
-            None => git_root_name(&dir).ok_or_else(|| ConfigError::NoProject(dir.clone()))?,
+            None => {
+                identity::git_root_name(&dir).ok_or_else(|| ConfigError::NoProject(dir.clone()))?
+            }
         };
-        let session = args
-            .session
-            .clone()
-            .or_else(|| env.get("RUNNER_SESSION"))
-            .unwrap_or_else(|| format!("{persona}:{project}"));
-        let bus = bus_dir(env);
-        let hub_url = args
-            .hub
-            .clone()
-            .or_else(|| env.get("RELAY_URL"))
-            .or_else(|| hub_from_config(&bus, &project))
-            .unwrap_or_else(|| "http://127.0.0.1:4477".to_string())
-            .trim_end_matches('/')
-            .to_string();
-        let orchestrator = format!("{}:{}", host_id(env, &bus), project);
-        let command = env.get("CREW_COMMAND");
+        let session = given(&args.session).unwrap_or_else(|| format!("{persona}:{project}"));
+        let bus = identity::bus_dir(env);
+        let hub_url = match given(&args.hub) {
+            Some(u) => u.trim_end_matches('/').to_string(),
+            None => identity::hub_url_for(&no_relay_url(env), &project).0,
+        };
+        let orchestrator = format!("{}:{}", identity::host_id(env), project);
+        let command = given(&args.command);
         if driver == "command" && command.is_none() {
             return Err(ConfigError::NoCommand);
         }
-        let turn_max_ms = parse_ms(env, "TRANTOR_TURN_MAX_MS", 1_200_000);
-        // Never below 10 minutes and never derived from the box (docs/runner.md §8.2).
-        let watchdog_ms = parse_ms(env, "TRANTOR_TURN_WATCHDOG_MS", 600_000).max(600_000);
+        let home = identity::home(env);
+        let swap_label = given(&args.swap_label)
+            .map(|l| crate::paths::safe(&l))
+            .unwrap_or_else(|| crate::paths::safe(&format!("{agent}-swap")));
         Ok(Config {
-            effort: effort_for(env.get("CREW_EFFORT"), &agent, &driver),
-            model: env.get("CREW_MODEL").unwrap_or_default(),
-            rules: env.get("RUNNER_RULES"),
-            kickoff: env.get("CREW_KICKOFF"),
-            turn_max_ms,
-            turn_ceiling_ms: parse_ms(env, "TRANTOR_TURN_CEILING_MS", 3_600_000),
-            watchdog_ms,
-            retry_ladder: retry_ladder(env.get("TRANTOR_RETRY_MS").as_deref()),
-            park_window_ms: parse_ms(env, "TRANTOR_PARK_WINDOW_MS", 900_000),
-            park_max_ms: parse_ms(env, "RUNNER_PARK_MAX_MS", 0),
-            hub_alert_ttl_ms: parse_ms(env, "TRANTOR_HUB_ALERT_TTL_MS", 1_800_000) as i64,
-            pulse_ms: parse_ms(env, "RUNNER_PULSE_MS", 0),
-            mission_file: dir.join(
-                env.get("RUNNER_MISSION_FILE")
-                    .unwrap_or_else(|| "MISSION.md".into()),
-            ),
-            duty_nudges: env.get("RUNNER_DUTY_NUDGES").as_deref() == Some("1"),
-            no_desktop_notify: env.get("TRANTOR_NO_DESKTOP_NOTIFY").as_deref() == Some("1"),
-            poll_hold_s: parse_ms(env, "TRANTOR_POLL_HOLD_S", 280).clamp(1, 280),
-            hub_backoff_max_ms: parse_ms(env, "TRANTOR_HUB_BACKOFF_MAX_MS", 30_000).max(100),
-            command_next: env.get("CREW_COMMAND_NEXT").or_else(|| command.clone()),
+            effort: effort_for(given(&args.effort), &agent, &driver),
+            model: given(&args.model).unwrap_or_default(),
+            rules: given(&args.rules),
+            kickoff: given(&args.kickoff),
+            turn_max_ms: args.turn_max_ms,
+            turn_ceiling_ms: args.turn_ceiling_ms,
+            // Never below 10 minutes and never derived from the box (docs/runner.md §8.2).
+            watchdog_ms: args.turn_watchdog_ms.max(600_000),
+            retry_ladder: retry_ladder(Some(&args.retry_ms)),
+            park_window_ms: args.park_window_ms,
+            park_max_ms: args.park_max_ms,
+            hub_alert_ttl_ms: i64::try_from(args.hub_alert_ttl_ms).unwrap_or(i64::MAX),
+            pulse_ms: args.pulse_ms,
+            mission_file: dir.join(&args.mission_file),
+            duty_nudges: args.duty_nudges,
+            duty_nudge_state: args
+                .duty_nudge_state
+                .clone()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or_else(|| bus.join("duty-nudged.json")),
+            no_desktop_notify: args.no_desktop_notify,
+            no_worktree: args.no_worktree,
+            poll_hold_s: args.poll_hold_s.clamp(1, 280),
+            hub_backoff_max_ms: args.hub_backoff_max_ms.max(100),
+            command_next: given(&args.command_next).or_else(|| command.clone()),
             command,
+            data_home: args
+                .data_home
+                .clone()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or_else(|| home.join(".local").join("share")),
+            home,
+            swap_stage: given(&args.swap_stage),
+            swap_agent: given(&args.swap_agent),
+            swap_label,
+            title: given(&args.title).unwrap_or_else(|| format!("trantor crew · {project}")),
+            about: given(&args.about),
             agent,
             persona,
             driver,
@@ -333,12 +485,25 @@ impl Config {
     }
 }
 
+/// `env` without `RELAY_URL`: the runner takes that variable as its `--hub` argument, so an
+/// unset argument means the bus config decides.
+fn no_relay_url(env: &dyn Env) -> impl Fn(&str) -> Option<String> + '_ {
+    move |k: &str| if k == "RELAY_URL" { None } else { env.get(k) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::{Args, FromArgMatches};
     use std::collections::HashMap;
+    use std::path::Path;
 
-    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    /// The identity variables the runner reads through `trantor_proto::identity` (not
+    /// arguments).
+    const RUNNER_IDENTITY_ENV_VARS: &[&str] =
+        &["HOME", "AGENT_BUS_DIR", "RELAY_DATA_DIR", "RELAY_HOST_ID"];
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
         let map: HashMap<String, String> = pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -346,37 +511,38 @@ mod tests {
         move |k: &str| map.get(k).cloned()
     }
 
-    fn args(agent: &str) -> RunnerArgs {
-        RunnerArgs {
-            agent: Some(agent.into()),
-            dir: Some(std::env::temp_dir()),
-            ..Default::default()
-        }
+    /// The runner's clap command, as `trantor runner` builds it.
+    fn command() -> clap::Command {
+        RunnerArgs::augment_args(clap::Command::new("runner"))
     }
 
-    #[test]
-    fn bus_dir_resolver_order_is_pinned() {
-        let e = env(&[
-            ("AGENT_BUS_DIR", "/a"),
-            ("RELAY_DATA_DIR", "/b"),
-            ("HOME", "/h"),
-        ]);
-        assert_eq!(bus_dir(&e), PathBuf::from("/a"));
-        let e = env(&[("RELAY_DATA_DIR", "/b"), ("HOME", "/h")]);
-        assert_eq!(bus_dir(&e), PathBuf::from("/b"));
-        let e = env(&[("AGENT_BUS_DIR", "  "), ("HOME", "/h")]);
-        assert_eq!(bus_dir(&e), PathBuf::from("/h/.agent-bus"));
+    /// Parse `argv` with the environment fallbacks switched off, so the test's own environment
+    /// cannot leak in.
+    fn parse(argv: &[&str]) -> RunnerArgs {
+        let cmd = command().mut_args(|a| a.env(None::<&str>));
+        let m = cmd
+            .try_get_matches_from(std::iter::once("runner").chain(argv.iter().copied()))
+            .expect("parse");
+        RunnerArgs::from_arg_matches(&m).expect("args")
+    }
+
+    fn args(extra: &[&str]) -> RunnerArgs {
+        let tmp = std::env::temp_dir();
+        let dir = tmp.to_str().expect("utf-8 temp dir");
+        let mut argv = vec!["claude", dir, "--project", "p"];
+        argv.extend_from_slice(extra);
+        parse(&argv)
     }
 
     #[test]
     fn persona_defaults_to_agent_and_keys_the_session() {
-        let e = env(&[("RELAY_PROJECT", "p"), ("HOME", "/h")]);
-        let c = Config::resolve(&args("claude"), &e).expect("config");
+        let e = env(&[("HOME", "/h")]);
+        let c = Config::resolve(&args(&[]), &e).expect("config");
         assert_eq!((c.agent.as_str(), c.persona.as_str()), ("claude", "claude"));
         assert_eq!(c.session, "claude:p");
+        assert_eq!(c.bus_dir, PathBuf::from("/h/.agent-bus"));
 
-        let e = env(&[("RELAY_PROJECT", "p"), ("CREW_PERSONA", "reviewer")]);
-        let c = Config::resolve(&args("claude"), &e).expect("config");
+        let c = Config::resolve(&args(&["--persona", "reviewer"]), &e).expect("config");
         assert_eq!(
             (c.agent.as_str(), c.persona.as_str()),
             ("claude", "reviewer")
@@ -384,40 +550,34 @@ mod tests {
         assert_eq!(c.session, "reviewer:p");
         assert_eq!(c.driver, "claude");
 
-        let e = env(&[("RELAY_PROJECT", "p"), ("RUNNER_SESSION", "claude-orch:p")]);
-        let c = Config::resolve(&args("claude"), &e).expect("config");
+        let c = Config::resolve(&args(&["--session", "claude-orch:p"]), &e).expect("config");
         assert_eq!(c.session, "claude-orch:p");
     }
 
     #[test]
     fn agent_precedence_and_validation() {
-        let e = env(&[("RELAY_PROJECT", "p"), ("CREW_AGENT", "codex")]);
-        assert_eq!(
-            Config::resolve(&args("claude"), &e).expect("c").agent,
-            "codex"
-        );
-        let e = env(&[
-            ("RELAY_PROJECT", "p"),
-            ("CREW_AGENT", "codex"),
-            ("CREW_SWAP_AGENT", "kimi"),
-        ]);
-        assert_eq!(
-            Config::resolve(&args("claude"), &e).expect("c").agent,
-            "kimi"
-        );
-        let e = env(&[("RELAY_PROJECT", "p")]);
-        let none = RunnerArgs::default();
+        let e = env(&[]);
+        let c = Config::resolve(&args(&["--crew-agent", "codex"]), &e).expect("c");
+        assert_eq!(c.agent, "codex");
+        let both = args(&["--crew-agent", "codex", "--swap-agent", "kimi"]);
+        let c = Config::resolve(&both, &e).expect("c");
+        assert_eq!(c.agent, "kimi");
+        assert_eq!(c.swap_label, "kimi-swap");
+        let none = parse(&["--project", "p"]);
         assert!(matches!(
             Config::resolve(&none, &e),
             Err(ConfigError::NoAgent)
         ));
-        let e = env(&[("RELAY_PROJECT", "p"), ("CREW_PERSONA", "a:b")]);
         assert!(matches!(
-            Config::resolve(&args("claude"), &e),
+            Config::resolve(&args(&["--persona", "a:b"]), &e),
             Err(ConfigError::BadPersona(_))
         ));
         assert!(validate_persona("-x").is_err());
         assert!(validate_persona("re.viewer_2").is_ok());
+        assert!(matches!(
+            Config::resolve(&parse(&["command", "--project", "p"]), &e),
+            Err(ConfigError::NoCommand)
+        ));
     }
 
     #[test]
@@ -428,15 +588,49 @@ mod tests {
             DEFAULT_RETRY_LADDER_MS.to_vec()
         );
         assert_eq!(retry_ladder(Some("3000, 5000")), vec![3000, 5000]);
-        let e = env(&[("RELAY_PROJECT", "p")]);
-        let c = Config::resolve(&args("claude"), &e).expect("c");
+        let e = env(&[]);
+        let c = Config::resolve(&args(&[]), &e).expect("c");
         assert_eq!(c.turn_max_ms, 1_200_000);
         assert_eq!(c.watchdog_ms, 600_000);
-        let e = env(&[("RELAY_PROJECT", "p"), ("TRANTOR_TURN_WATCHDOG_MS", "0")]);
-        assert_eq!(
-            Config::resolve(&args("claude"), &e).expect("c").watchdog_ms,
-            600_000
+        assert_eq!(c.retry_ladder, DEFAULT_RETRY_LADDER_MS.to_vec());
+        assert_eq!(c.poll_hold_s, 280);
+        let c = Config::resolve(
+            &args(&["--turn-watchdog-ms", "0", "--poll-hold-s", "900"]),
+            &e,
+        )
+        .expect("c");
+        assert_eq!((c.watchdog_ms, c.poll_hold_s), (600_000, 280));
+        // A knob that is not a number is refused, never silently replaced by its default.
+        let cmd = command().mut_args(|a| a.env(None::<&str>));
+        assert!(
+            cmd.try_get_matches_from(["runner", "claude", "--turn-max-ms", "soon"])
+                .is_err()
         );
+    }
+
+    #[test]
+    fn hub_from_argument_then_bus_config() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        std::fs::write(
+            tmp.path().join("config.json"),
+            r#"{"hubs":{"p":"http://cfg:9/"}}"#,
+        )
+        .expect("write");
+        let bus = tmp.path().to_string_lossy().to_string();
+        // RELAY_URL is the --hub argument's variable: the resolver must not read it again.
+        let e = env(&[("AGENT_BUS_DIR", &bus), ("RELAY_URL", "http://ignored:1")]);
+        let c = Config::resolve(&args(&[]), &e).expect("c");
+        assert_eq!(c.hub_url, "http://cfg:9");
+        let c = Config::resolve(&args(&["--hub", "http://arg:2/"]), &e).expect("c");
+        assert_eq!(c.hub_url, "http://arg:2");
+        assert_eq!(c.duty_nudge_state, tmp.path().join("duty-nudged.json"));
+    }
+
+    #[test]
+    fn orchestrator_keeps_a_dotted_host_id_whole() {
+        let e = env(&[("RELAY_HOST_ID", "box.example.com")]);
+        let c = Config::resolve(&args(&[]), &e).expect("c");
+        assert_eq!(c.orchestrator, "box.example.com:p");
     }
 
     #[test]
@@ -454,5 +648,71 @@ mod tests {
             None
         );
         assert_eq!(effort_for(Some("x; rm -rf".into()), "a", "a"), None);
+    }
+
+    /// The list of variables, the arguments' variables and the help agree: every argument's
+    /// variable is listed, every listed variable is an argument's or an identity variable, and
+    /// the help names each one.
+    #[test]
+    fn help_names_every_variable_the_runner_reads() {
+        let mut cmd = command();
+        let from_args: Vec<String> = cmd
+            .get_arguments()
+            .filter_map(|a| a.get_env())
+            .map(|e| e.to_string_lossy().to_string())
+            .collect();
+        for v in &from_args {
+            assert!(
+                RUNNER_ENV_VARS.contains(&v.as_str()),
+                "{v} is not in RUNNER_ENV_VARS"
+            );
+        }
+        for v in RUNNER_ENV_VARS {
+            assert!(
+                from_args.iter().any(|a| a == v) || RUNNER_IDENTITY_ENV_VARS.contains(v),
+                "{v} is listed but neither an argument nor an identity variable"
+            );
+        }
+        let help = cmd.render_long_help().to_string();
+        for v in RUNNER_ENV_VARS {
+            assert!(help.contains(v), "--help does not name {v}");
+        }
+    }
+
+    /// No runner module outside this one reads the environment (the release state handoff is
+    /// the documented exception); test modules may.
+    #[test]
+    fn only_config_reads_the_environment() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut stack = vec![src.clone()];
+        let mut offenders = Vec::new();
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(&d).expect("read_dir") {
+                let p = entry.expect("entry").path();
+                if p.is_dir() {
+                    stack.push(p);
+                    continue;
+                }
+                let rel = p
+                    .strip_prefix(&src)
+                    .expect("prefix")
+                    .to_string_lossy()
+                    .to_string();
+                if rel == "config.rs" || rel == "periphery/release.rs" {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&p).expect("read");
+                let live = text.split("#[cfg(test)]").next().unwrap_or("");
+                for needle in ["env::var", "ProcessEnv", "vars_os()", "env::vars()"] {
+                    if live.contains(needle) {
+                        offenders.push(format!("{rel}: {needle}"));
+                    }
+                }
+            }
+        }
+        assert!(
+            offenders.is_empty(),
+            "modules reading the environment: {offenders:?}"
+        );
     }
 }

@@ -35,11 +35,11 @@ mod turn;
 use hub::{bus, hubio};
 use periphery::{docker, nudge, release, worktree};
 use seat::{boot, idle, ledger, pending, turnflow};
-use sys::{fsx, gitx, redact};
+use sys::{cmd, fsx, gitx, redact};
 use triage::{classify, prompt, receipt, session, wake};
 use turn::{snapshot, watchdog};
 
-pub use config::{ProcessEnv, bus_dir};
+pub use config::{RUNNER_ENV_VARS, RunnerArgs};
 pub use seat::park;
 pub use sys::paths;
 /// The agent CLI drivers and the table of CLI versions they were verified against.
@@ -57,36 +57,11 @@ pub mod crew {
     pub use crate::turn::snapshot::{SnapshotOutcome, SnapshotWhy, snapshot_wip};
 }
 
-use std::path::PathBuf;
-
-/// Options of `trantor runner <agent> [dir]`.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct RunnerArgs {
-    /// The agent CLI that runs the seat: claude, codex, kimi, gemini, dsh, opencode, command
-    /// (CREW_COMMAND), or an opencode provider name. CREW_SWAP_AGENT / CREW_AGENT win over it.
-    pub agent: Option<String>,
-    /// The directory (a git repository gets a seat worktree). Defaults to the current directory.
-    pub dir: Option<PathBuf>,
-    /// Who the seat is on the bus (bus name, files, branch); defaults to CREW_PERSONA, then the
-    /// agent.
-    #[arg(long)]
-    pub persona: Option<String>,
-    /// The project key; defaults to RELAY_PROJECT, then the git root's name.
-    #[arg(long)]
-    pub project: Option<String>,
-    /// The hub URL; defaults to RELAY_URL, then the bus config, then http://127.0.0.1:4477.
-    #[arg(long)]
-    pub hub: Option<String>,
-    /// The bus name; defaults to RUNNER_SESSION, then `<persona>:<project>`.
-    #[arg(long)]
-    pub session: Option<String>,
-}
-
 /// Run the seat daemon until interrupted.
 pub async fn run(args: RunnerArgs) -> anyhow::Result<()> {
     // First, before anything reads the environment: a release boot's state leaves the env here.
     let release_state = release::take_release_state();
-    let cfg = config::Config::resolve(&args, &config::ProcessEnv)?;
+    let cfg = config::Config::from_process(&args)?;
     // Handlers go in before the boot, so a stop during the kickoff turn still ends its CLI.
     let mut stop = boot::Shutdown::install();
     let bus: std::sync::Arc<std::sync::OnceLock<bus::Bus>> = Default::default();

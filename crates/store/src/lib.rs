@@ -19,31 +19,81 @@ use trantor_proto::{Card, Event, Lesson, Message, Peer};
 
 pub use sqlite::SqliteStore;
 
-/// What a store operation can fail with.
-#[derive(Debug, thiserror::Error)]
+/// The underlying error of a [`StoreError`], shared so a batch that failed as a whole can give
+/// the same error to each of its jobs.
+pub type ErrorSource = std::sync::Arc<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What a store operation can fail with. The underlying error (SQLite's, serde's, the OS's)
+/// stays reachable through [`std::error::Error::source`]; [`StoreError::report`] prints the chain.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// The database reported an error.
-    #[error("database error: {0}")]
-    Db(String),
+    #[error("database error: {context}")]
+    Db {
+        /// What was being done.
+        context: String,
+        /// The underlying error, if any.
+        #[source]
+        source: Option<ErrorSource>,
+    },
     /// A stored row could not be decoded.
-    #[error("corrupt row in {table}: {message}")]
+    #[error("corrupt row in {table}: {context}")]
     Corrupt {
         /// The table.
         table: &'static str,
-        /// What failed.
-        message: String,
+        /// Which row, or what failed.
+        context: String,
+        /// The underlying error, if any.
+        #[source]
+        source: Option<ErrorSource>,
     },
     /// The store could not be opened.
-    #[error("cannot open store at {path}: {message}")]
+    #[error("cannot open store at {path}: {context}")]
     Open {
         /// Path or URL of the store.
         path: String,
-        /// Why.
-        message: String,
+        /// What failed.
+        context: String,
+        /// The underlying error, if any.
+        #[source]
+        source: Option<ErrorSource>,
     },
     /// The store's worker threads are gone (the hub is shutting down).
     #[error("store is closed")]
     Closed,
+}
+
+impl StoreError {
+    /// A database error with no underlying error.
+    pub fn db(context: impl Into<String>) -> StoreError {
+        StoreError::Db {
+            context: context.into(),
+            source: None,
+        }
+    }
+
+    /// A database error caused by `source`.
+    pub fn db_from(
+        context: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> StoreError {
+        StoreError::Db {
+            context: context.into(),
+            source: Some(std::sync::Arc::new(source)),
+        }
+    }
+
+    /// The message followed by every underlying error, `a: b: c`, for logs and replies.
+    pub fn report(&self) -> String {
+        let mut out = self.to_string();
+        let mut cur = std::error::Error::source(self);
+        while let Some(e) = cur {
+            out.push_str(": ");
+            out.push_str(&e.to_string());
+            cur = e.source();
+        }
+        out
+    }
 }
 
 /// A message about to be stored: everything but the id, which the store assigns.

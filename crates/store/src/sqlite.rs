@@ -158,7 +158,7 @@ where
             return false;
         };
         let out = catch_unwind(AssertUnwindSafe(|| f(tx))).unwrap_or_else(|p| {
-            Err(StoreError::Db(format!(
+            Err(StoreError::db(format!(
                 "write closure panicked: {}",
                 panic_message(&p)
             )))
@@ -173,9 +173,9 @@ where
         let result = match (out, batch_err) {
             // A closure that failed was rolled back either way; its own error says more.
             (Some(Err(e)), _) => Err(e),
-            (_, Some(e)) => Err(copy_error(e)),
+            (_, Some(e)) => Err(e.clone()),
             (Some(Ok(v)), None) => Ok(v),
-            (None, None) => Err(StoreError::Db("write was never run".into())),
+            (None, None) => Err(StoreError::db("write was never run")),
         };
         // The caller may have stopped waiting (request cancelled); the write stands anyway.
         let _ = reply.send(result);
@@ -192,26 +192,15 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// The same error again, for every job of a batch that failed as a whole.
-fn copy_error(e: &StoreError) -> StoreError {
-    match e {
-        StoreError::Db(m) => StoreError::Db(m.clone()),
-        StoreError::Corrupt { table, message } => StoreError::Corrupt {
-            table,
-            message: message.clone(),
-        },
-        StoreError::Open { path, message } => StoreError::Open {
-            path: path.clone(),
-            message: message.clone(),
-        },
-        StoreError::Closed => StoreError::Closed,
-    }
-}
-
-fn open_error(path: &Path, what: &str, e: impl fmt::Display) -> StoreError {
+fn open_error(
+    path: &Path,
+    what: &str,
+    e: impl std::error::Error + Send + Sync + 'static,
+) -> StoreError {
     StoreError::Open {
         path: path.display().to_string(),
-        message: format!("{what}: {e}"),
+        context: what.to_string(),
+        source: Some(Arc::new(e)),
     }
 }
 
@@ -268,11 +257,11 @@ impl SqliteStore {
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(|e| open_error(path, "not a usable SQLite database", e))?;
         if !mode.eq_ignore_ascii_case("wal") {
-            return Err(open_error(
-                path,
-                "cannot enable WAL",
-                format!("mode is {mode}"),
-            ));
+            return Err(StoreError::Open {
+                path: path.display().to_string(),
+                context: format!("cannot enable WAL: mode is {mode}"),
+                source: None,
+            });
         }
         let sync = if opts.sync_full { "FULL" } else { "NORMAL" };
         writer
@@ -390,10 +379,10 @@ fn run_read<R>(
     f: impl FnOnce(&dyn ReadTx) -> Result<R, StoreError>,
 ) -> Result<R, StoreError> {
     conn.execute_batch("BEGIN DEFERRED")
-        .map_err(|e| StoreError::Db(format!("begin read: {e}")))?;
+        .map_err(|e| StoreError::db_from("begin read", e))?;
     let tx = SqlTx::new(conn);
     let out = catch_unwind(AssertUnwindSafe(|| f(&tx))).unwrap_or_else(|p| {
-        Err(StoreError::Db(format!(
+        Err(StoreError::db(format!(
             "read closure panicked: {}",
             panic_message(&p)
         )))
@@ -445,7 +434,7 @@ fn run_batch(conn: &Connection, batch: &mut [Box<dyn WriteJob>]) -> Result<(), S
     let step = |sql: &str| {
         conn.prepare_cached(sql)
             .and_then(|mut st| st.execute([]))
-            .map_err(|e| StoreError::Db(format!("{sql}: {e}")))
+            .map_err(|e| StoreError::db_from(sql, e))
     };
     step("BEGIN IMMEDIATE")?;
     let mut body = || -> Result<(), StoreError> {

@@ -318,7 +318,7 @@ mod conformance {
             .write(|tx| {
                 tx.insert_message(new_msg("w", "r", 0, "alone and doomed"), &[])?;
                 tx.set_kv("alone", &json!(1))?;
-                Err(StoreError::Db("deliberate failure alone".into()))
+                Err(StoreError::db("deliberate failure alone"))
             })
             .await;
         assert!(r.is_err());
@@ -334,7 +334,7 @@ mod conformance {
                         let m = tx.insert_message(new_msg("w", "r", i, &format!("m{i}")), &[])?;
                         tx.set_kv(&format!("k{i}"), &json!(i))?;
                         if fail {
-                            return Err(StoreError::Db(format!("deliberate failure {i}")));
+                            return Err(StoreError::db(format!("deliberate failure {i}")));
                         }
                         Ok(m.id)
                     })
@@ -756,6 +756,21 @@ fn sqlite_refuses_a_corrupt_file_and_leaves_it() {
     std::fs::write(&path, &junk).expect("write junk");
     let err = SqliteStore::open(&path).expect_err("a corrupt file is an error");
     assert!(matches!(err, StoreError::Open { .. }), "{err}");
+    // SQLite's own error stays reachable as the source, not just flattened into the message.
+    let source = std::error::Error::source(&err).expect("the SQLite error is the source");
+    assert!(
+        source.to_string().contains("not a database"),
+        "source is SQLite's error: {source:?}"
+    );
+    assert!(
+        !err.to_string().contains("not a database"),
+        "not flattened: {err}"
+    );
+    assert!(
+        err.report().contains(&source.to_string()),
+        "{}",
+        err.report()
+    );
     assert_eq!(std::fs::read(&path).expect("read"), junk, "file untouched");
 }
 

@@ -3,8 +3,8 @@
 use super::{Common, HubResult, print_json, table, usage};
 use std::process::ExitCode;
 use trantor_mcp::args::{DIFFICULTIES, MOVABLE_STATUSES};
-use trantor_mcp::identity::new_op_id;
 use trantor_mcp::render;
+use trantor_proto::identity::new_op_id;
 use trantor_proto::{
     Card, ChecklistInput, ChecklistToggleRequest, ClientError, HubClient, TaskCreateRequest,
     TaskReply, TaskUpdateRequest, TasksReply, now_ms,

@@ -4,8 +4,8 @@ use super::{Common, HubResult, print_json, table, usage};
 use std::io::Read;
 use std::process::ExitCode;
 use std::time::Duration;
-use trantor_mcp::identity::new_op_id;
 use trantor_mcp::render;
+use trantor_proto::identity::new_op_id;
 use trantor_proto::{InboxReply, Message, SendReply, SendRequest, now_ms};
 
 pub(crate) const SEND_HELP: &str = concat!(

@@ -611,7 +611,7 @@ pub(crate) fn our_command(explicit: Option<&Path>) -> String {
 }
 
 pub(crate) async fn connect(a: ConnectArgs) -> anyhow::Result<ExitCode> {
-    let home = trantor_mcp::identity::home_dir();
+    let home = trantor_proto::identity::home(&trantor_proto::identity::ProcessEnv);
     let command = our_command(a.command.as_deref());
     let all = targets(&home);
     for o in &a.only {

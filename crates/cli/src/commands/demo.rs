@@ -12,7 +12,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
-use trantor_mcp::identity::new_op_id;
+use trantor_proto::identity::new_op_id;
 use trantor_proto::{
     Card, ChecklistInput, ChecklistToggleRequest, EventsReply, HubClient, SendReply, SendRequest,
     TaskCreateRequest, TaskReply, TaskUpdateRequest, TasksReply, now_ms,

@@ -246,7 +246,7 @@ pub(crate) async fn doctor(a: DoctorArgs) -> anyhow::Result<ExitCode> {
         fix: None,
     });
 
-    let home = trantor_mcp::identity::home_dir();
+    let home = trantor_proto::identity::home(&trantor_proto::identity::ProcessEnv);
     let mut any_agent = false;
     for t in targets(&home) {
         let on_path = find_on_path(t.binary);

@@ -2,8 +2,8 @@
 
 use super::{Common, HubResult, print_json, table, usage};
 use std::process::ExitCode;
-use trantor_mcp::identity::new_op_id;
 use trantor_mcp::render;
+use trantor_proto::identity::new_op_id;
 use trantor_proto::{LessonRequest, LessonsReply, now_ms};
 
 pub(crate) const LESSONS_HELP: &str = concat!(

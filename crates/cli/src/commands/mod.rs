@@ -3,7 +3,7 @@
 //! Every verb is human-friendly by default and prints JSON with `--json`. Exit status:
 //! 0 ok, 1 the hub refused (its message on stderr) or another error, 2 usage error, 3 the hub is
 //! unreachable. Session, project and hub resolve exactly as for `trantor mcp`
-//! ([`trantor_mcp::identity`]), so a terminal and an agent's tools agree on who is who.
+//! (`trantor_proto::identity`), so a terminal and an agent's tools agree on who is who.
 
 /// The exit-status paragraph every verb's long help ends with (a macro so `concat!` can use it).
 macro_rules! exit_codes {

@@ -13,7 +13,7 @@ use trantor_proto::HubClient;
 
 /// The bus directory, resolved exactly as the runner resolves it.
 pub(crate) fn bus_dir() -> PathBuf {
-    trantor_runner::bus_dir(&trantor_runner::ProcessEnv)
+    trantor_proto::identity::bus_dir(&trantor_proto::identity::ProcessEnv)
 }
 
 /// The runner's files for one seat.

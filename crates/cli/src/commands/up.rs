@@ -340,7 +340,8 @@ pub(crate) async fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
     // The seats' project follows the directory they work in, not the shell's.
     let mut id = id;
     if a.common.project.is_none() {
-        id.project = trantor_mcp::identity::project_for(&dir);
+        id.project =
+            trantor_proto::identity::project_for(&trantor_proto::identity::ProcessEnv, &dir);
     }
     ensure_hub(&hub, json_out).await?;
     let use_tmux = seats::use_tmux(a.no_tmux);

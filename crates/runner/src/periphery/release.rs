@@ -162,94 +162,13 @@ fn resolve_argv0(argv0: &std::ffi::OsStr, path_var: Option<&std::ffi::OsStr>) ->
 pub fn parse_version_output(text: &str) -> Option<semver::Version> {
     text.split_whitespace()
         .map(|w| w.trim_start_matches('v'))
-        .filter(|w| parse_parts(w).is_some())
         .find_map(|w| semver::Version::parse(w).ok())
 }
 
-/// The parts of `MAJOR.MINOR.PATCH[-PRE][+BUILD]` (the semver grammar: PRE and BUILD are
-/// `[A-Za-z0-9_.-]+`). Build metadata is parsed and dropped.
-fn parse_parts(v: &str) -> Option<([&str; 3], Option<&str>)> {
-    let (rest, build) = match v.split_once('+') {
-        Some((r, b)) => (r, Some(b)),
-        None => (v, None),
-    };
-    let ident_ok = |s: &str| {
-        !s.is_empty()
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
-    };
-    if build.is_some_and(|b| !ident_ok(b)) {
-        return None;
-    }
-    let (core, pre) = match rest.split_once('-') {
-        Some((c, p)) => (c, Some(p)),
-        None => (rest, None),
-    };
-    if pre.is_some_and(|p| !ident_ok(p)) {
-        return None;
-    }
-    let mut nums = core.split('.');
-    let parts = [nums.next()?, nums.next()?, nums.next()?];
-    if nums.next().is_some()
-        || parts
-            .iter()
-            .any(|n| n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()))
-    {
-        return None;
-    }
-    Some((parts, pre))
-}
-
-/// Compare two digit strings as numbers of any size.
-fn cmp_digits(a: &str, b: &str) -> std::cmp::Ordering {
-    let a = a.trim_start_matches('0');
-    let b = b.trim_start_matches('0');
-    a.len().cmp(&b.len()).then_with(|| a.cmp(b))
-}
-
-/// Whether `candidate` is a newer version than `previous` (docs/runner.md §21).
-///
-/// Either side failing to parse gives `false`. Cores compare numerically; with equal cores a
-/// release outranks its prerelease, and two prereleases compare identifier by identifier
-/// (numeric as numbers, numeric below alphanumeric, alphanumeric by code unit, the longer list
-/// wins when one is a prefix of the other). Build metadata is ignored; equal is not newer.
-pub fn is_newer(candidate: &str, previous: &str) -> bool {
-    use std::cmp::Ordering::*;
-    let (Some((a, a_pre)), Some((b, b_pre))) = (parse_parts(candidate), parse_parts(previous))
-    else {
-        return false;
-    };
-    for i in 0..3 {
-        match cmp_digits(a[i], b[i]) {
-            Equal => continue,
-            o => return o == Greater,
-        }
-    }
-    let (a_pre, b_pre) = match (a_pre, b_pre) {
-        (Some(a), Some(b)) => (a, b),
-        // A release outranks its prerelease; equal releases are not newer.
-        (a_pre, b_pre) => return a_pre.is_none() && b_pre.is_some(),
-    };
-    let (mut ai, mut bi) = (a_pre.split('.'), b_pre.split('.'));
-    loop {
-        match (ai.next(), bi.next()) {
-            (None, None) => return false,
-            (Some(_), None) => return true,
-            (None, Some(_)) => return false,
-            (Some(x), Some(y)) if x == y => continue,
-            (Some(x), Some(y)) => {
-                let xn = !x.is_empty() && x.bytes().all(|b| b.is_ascii_digit());
-                let yn = !y.is_empty() && y.bytes().all(|b| b.is_ascii_digit());
-                return match (xn, yn) {
-                    (true, true) => cmp_digits(x, y) == Greater,
-                    (false, true) => true,
-                    (true, false) => false,
-                    // Code-unit order: both are ASCII by the grammar, so bytes are code units.
-                    (false, false) => x > y,
-                };
-            }
-        }
-    }
+/// Whether `candidate` is a newer version than `previous`: semver precedence (build metadata
+/// ignored; equal is not newer).
+fn is_newer(candidate: &semver::Version, previous: &semver::Version) -> bool {
+    candidate.cmp_precedence(previous).is_gt()
 }
 
 /// The identity of the installed file as far as an upgrade is concerned.
@@ -277,7 +196,7 @@ fn stamp(path: &Path) -> Option<FileStamp> {
 pub fn probe_version(path: &Path) -> Option<semver::Version> {
     let mut cmd = std::process::Command::new(path);
     cmd.arg("--version").env_remove(RELEASE_STATE_ENV);
-    match crate::worktree::run_bounded(cmd, VERSION_PROBE_TIMEOUT) {
+    match crate::cmd::run_bounded(cmd, VERSION_PROBE_TIMEOUT) {
         Ok(out) if out.status.success() => {
             let v = parse_version_output(&String::from_utf8_lossy(&out.stdout));
             if v.is_none() {
@@ -371,7 +290,7 @@ impl ReleaseWatcher {
             }
         }
         let v = self.installed_version.as_ref()?;
-        if !is_newer(&v.to_string(), &self.running.to_string()) {
+        if !is_newer(v, &self.running) {
             return None;
         }
         let tried = self
@@ -465,6 +384,14 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
+    /// [`is_newer`] on two strings; a side that is not a version is never newer.
+    fn newer_str(a: &str, b: &str) -> bool {
+        match (semver::Version::parse(a), semver::Version::parse(b)) {
+            (Ok(a), Ok(b)) => is_newer(&a, &b),
+            _ => false,
+        }
+    }
+
     #[test]
     fn semver_ordering_of_the_reference() {
         let newer = [
@@ -478,11 +405,10 @@ mod tests {
             ("2.0.0", "1.99.99"),
             ("0.10.0", "0.9.0"),
             ("1.2.0", "1.1.0"),
-            ("100000000000000000000.0.0", "99999999999999999999.0.0"),
         ];
         for (a, b) in newer {
-            assert!(is_newer(a, b), "{a} should be newer than {b}");
-            assert!(!is_newer(b, a), "{b} should not be newer than {a}");
+            assert!(newer_str(a, b), "{a} should be newer than {b}");
+            assert!(!newer_str(b, a), "{b} should not be newer than {a}");
         }
         let not_newer = [
             ("1.0.0", "1.0.0"),
@@ -494,9 +420,11 @@ mod tests {
             ("1.1.0", "1.2.0"),
             ("v2.0.0", "1.0.0"),
             ("1.0.0-", "0.1.0"),
+            // Past u64 is not a version semver reads.
+            ("100000000000000000000.0.0", "99999999999999999999.0.0"),
         ];
         for (a, b) in not_newer {
-            assert!(!is_newer(a, b), "{a} should not be newer than {b}");
+            assert!(!newer_str(a, b), "{a} should not be newer than {b}");
         }
     }
 

@@ -1,120 +1,15 @@
 //! The seat worktree (docs/runner.md §20): every turn of a seat runs in its own git worktree under the
 //! bus directory, on the branch `seat/<persona>`, so two seats never edit the same checkout and a
 //! cut can snapshot the seat's work without touching the operator's tree.
-//!
-//! This module also holds the bounded process runner the other periphery modules share: every
-//! `git` and `docker` call the runner makes is time-bounded, so a wedged tool can slow a seat down
-//! but never hang it.
 
-use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::cmd::{BoundedError, run_bounded};
 
 /// How long one git call of the worktree set-up may take.
 const GIT_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// Why a bounded command did not produce an output.
-#[derive(Debug, thiserror::Error)]
-pub enum BoundedError {
-    /// The program could not be started (missing binary, permissions, …).
-    #[error("could not start {program}: {source}")]
-    Spawn {
-        /// The program name.
-        program: String,
-        /// The underlying error.
-        source: std::io::Error,
-    },
-    /// The program ran past its time limit and was killed.
-    #[error("{program} timed out after {after:?}")]
-    TimedOut {
-        /// The program name.
-        program: String,
-        /// The limit that was exceeded.
-        after: Duration,
-    },
-    /// Waiting for the program failed.
-    #[error("waiting for {program} failed: {source}")]
-    Wait {
-        /// The program name.
-        program: String,
-        /// The underlying error.
-        source: std::io::Error,
-    },
-}
-
-/// Run `cmd` to completion with stdin on /dev/null and stdout/stderr captured, killing its whole
-/// process group when it runs longer than `timeout`.
-///
-/// The child leads its own process group so a timeout also reaches anything it spawned (git's
-/// helpers, docker's plugins); otherwise a grandchild could keep the output pipes open forever.
-pub fn run_bounded(mut cmd: Command, timeout: Duration) -> Result<Output, BoundedError> {
-    let program = cmd.get_program().to_string_lossy().into_owned();
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let mut child = cmd.spawn().map_err(|source| BoundedError::Spawn {
-        program: program.clone(),
-        source,
-    })?;
-    // Readers on their own threads: a chatty child must never block on a full pipe while we wait.
-    let out_reader = child.stdout.take().map(spawn_reader);
-    let err_reader = child.stderr.take().map(spawn_reader);
-    let started = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if started.elapsed() >= timeout => {
-                kill_group(child.id());
-                let _ = child.kill();
-                let _ = child.wait();
-                // The readers end once the killed group's pipe ends close; do not wait on them
-                // if a stray process escaped the group and still holds a pipe.
-                return Err(BoundedError::TimedOut {
-                    program,
-                    after: timeout,
-                });
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(source) => {
-                kill_group(child.id());
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(BoundedError::Wait { program, source });
-            }
-        }
-    };
-    let stdout = join_reader(out_reader);
-    let stderr = join_reader(err_reader);
-    Ok(Output {
-        status,
-        stdout,
-        stderr,
-    })
-}
-
-fn spawn_reader<R: Read + Send + 'static>(mut pipe: R) -> std::thread::JoinHandle<Vec<u8>> {
-    std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = pipe.read_to_end(&mut buf);
-        buf
-    })
-}
-
-fn join_reader(handle: Option<std::thread::JoinHandle<Vec<u8>>>) -> Vec<u8> {
-    handle.and_then(|h| h.join().ok()).unwrap_or_default()
-}
-
-fn kill_group(pid: u32) {
-    if let Ok(pid) = i32::try_from(pid) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
-}
 
 /// A `git` command rooted at `dir`, insulated from the environment the runner inherited.
 ///
@@ -199,10 +94,6 @@ pub fn ensure_seat_worktree(
     project: &str,
     persona: &str,
 ) -> anyhow::Result<PathBuf> {
-    if std::env::var("TRANTOR_NO_WORKTREE").is_ok_and(|v| v == "1") {
-        tracing::info!("TRANTOR_NO_WORKTREE=1 — turns run in {}", dir.display());
-        return Ok(dir.to_path_buf());
-    }
     let Ok(root) = git(dir, &["rev-parse", "--show-toplevel"], GIT_TIMEOUT) else {
         tracing::info!(
             "{} is not in a git repository — turns run there",
@@ -1010,13 +901,5 @@ pub(crate) mod tests {
             git(&repo, &["config", "branch.seat/claude.base"], t).expect("base"),
             "main"
         );
-    }
-
-    #[test]
-    fn bounded_run_kills_a_hung_child() {
-        let mut cmd = Command::new("sh");
-        cmd.args(["-c", "sleep 30"]);
-        let err = run_bounded(cmd, Duration::from_millis(200)).expect_err("must time out");
-        assert!(matches!(err, BoundedError::TimedOut { .. }));
     }
 }

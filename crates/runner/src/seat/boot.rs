@@ -3,7 +3,7 @@
 //! restored queue, then a kickoff — or, on a release boot, the restart notice instead.
 
 use crate::bus::Bus;
-use crate::config::{self, Config, ProcessEnv};
+use crate::config::Config;
 use crate::docker::DockerJanitor;
 use crate::drivers::Driver;
 use crate::hubio::HubReads;
@@ -80,17 +80,13 @@ async fn tip(reads: &HubReads, backoff_max: Duration) -> i64 {
 /// A swap's staged replacement (docs/runner.md §22, normal boots only): announce the staging identity, say
 /// ready through `<stage>.ready`, and wait (up to 120 s) for `<stage>.release`, whose cursor
 /// this seat starts from. `None` when no swap is staged.
-async fn await_swap_release(hub: &HubClient, agent: &str) -> anyhow::Result<Option<i64>> {
-    let env = ProcessEnv;
-    use crate::config::Env;
-    let Some(stage) = env.get("CREW_SWAP_STAGE") else {
+async fn await_swap_release(hub: &HubClient, cfg: &Config) -> anyhow::Result<Option<i64>> {
+    let Some(stage) = cfg.swap_stage.as_deref() else {
         return Ok(None);
     };
-    let label = env
-        .get("CREW_SWAP_LABEL")
-        .unwrap_or_else(|| format!("{agent}-swap"));
-    let project = env.get("RELAY_PROJECT").unwrap_or_default();
-    let staging = format!("{label}:{project}");
+    // The resolved project (not the raw variable, which may be unset) and a file-safe label.
+    let project = cfg.project.clone();
+    let staging = format!("{}:{project}", cfg.swap_label);
     let reg = trantor_proto::RegisterRequest {
         session: staging.clone(),
         project: Some(project),
@@ -126,7 +122,8 @@ async fn await_swap_release(hub: &HubClient, agent: &str) -> anyhow::Result<Opti
     let v: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| anyhow::anyhow!("swap release {} is not JSON: {e}", release.display()))?;
     let named = v.get("agent").and_then(|a| a.as_str()).unwrap_or("");
-    if let Some(want) = env.get("CREW_SWAP_AGENT")
+    if cfg.swap_stage.is_some()
+        && let Some(want) = cfg.swap_agent.as_deref()
         && named != want
     {
         anyhow::bail!("swap release names a different seat ({named}, not {want})");
@@ -142,22 +139,16 @@ pub async fn boot(
 ) -> anyhow::Result<Seat> {
     std::fs::create_dir_all(cfg.bus_dir.join("logs"))?;
     let swap_cursor = if rs.is_none() {
-        await_swap_release(&HubClient::new(&cfg.hub_url), &cfg.agent).await?
+        await_swap_release(&HubClient::new(&cfg.hub_url), &cfg).await?
     } else {
         None
     };
-    {
-        use crate::config::Env;
-        let title = ProcessEnv
-            .get("RUNNER_TITLE")
-            .unwrap_or_else(|| format!("trantor crew · {}", cfg.project));
-        match ProcessEnv.get("RUNNER_ABOUT") {
-            Some(about) => tracing::info!("{title} — {about}"),
-            None => tracing::info!("{title}"),
-        }
+    match &cfg.about {
+        Some(about) => tracing::info!("{} — {about}", cfg.title),
+        None => tracing::info!("{}", cfg.title),
     }
     let paths = Paths::new(&cfg.bus_dir, &cfg.persona, &cfg.project);
-    let home = config::home(&ProcessEnv);
+    let home = cfg.home.clone();
     let release = match release::installed_path().and_then(ReleaseWatcher::new) {
         Ok(w) => Some(w),
         Err(e) => {
@@ -176,7 +167,12 @@ pub async fn boot(
         cfg.project.clone(),
         cfg.persona.clone(),
     );
+    let no_worktree = cfg.no_worktree;
     let turn_dir = match tokio::task::spawn_blocking(move || {
+        if no_worktree {
+            tracing::info!("TRANTOR_NO_WORKTREE — turns run in {}", dir.display());
+            return Ok(dir);
+        }
         worktree::ensure_seat_worktree(&dir, &bus_dir, &project, &persona)
     })
     .await

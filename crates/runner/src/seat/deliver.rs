@@ -284,7 +284,7 @@ impl Seat {
         }
         let peers = self.reads.hub.peers().await.ok();
         let bus_dir = self.cfg.bus_dir.clone();
-        let state = nudge::duty_state_path(&bus_dir);
+        let state = self.cfg.duty_nudge_state.clone();
         let owner = format!("{}:{}", self.runner_id, self.turn + 1);
         let esc = escalations.to_vec();
         tokio::task::spawn_blocking(move || {
@@ -442,7 +442,7 @@ impl Seat {
             }
         }
         let bus_dir = self.cfg.bus_dir.clone();
-        let state = nudge::duty_state_path(&bus_dir);
+        let state = self.cfg.duty_nudge_state.clone();
         let plan2 = plan.clone();
         let missing = tokio::task::spawn_blocking(move || {
             nudge::audit_duty_nudges(&bus_dir, &state, &plan2, &observed)

@@ -118,29 +118,9 @@ pub fn read(path: &Path) -> Option<Park> {
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
 
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
 /// `2026-11-30 09:05 UTC` for a time in ms.
 pub fn fmt_time(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
-    let rem = secs.rem_euclid(86_400);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
-        rem / 3600,
-        (rem % 3600) / 60
-    )
+    trantor_proto::date::fmt_utc_minutes(ms)
 }
 
 /// A short duration: `45s`, `12m`, `2h05m`.

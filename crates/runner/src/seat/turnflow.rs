@@ -318,7 +318,11 @@ impl Seat {
             watchdog: Some(WatchdogConfig {
                 worktree: self.turn_dir.clone(),
                 output_file: self.paths.err.clone(),
-                session_dirs: self.driver.session_dirs(&self.turn_dir, &self.home),
+                session_dirs: self.driver.session_dirs(
+                    &self.turn_dir,
+                    &self.home,
+                    &self.cfg.data_home,
+                ),
                 stall_after: Duration::from_millis(self.cfg.watchdog_ms),
                 owner_pid: std::process::id(),
                 turn_id: self.turn.to_string(),
@@ -450,9 +454,9 @@ impl Seat {
                 j.verdict = "classified success because exit 0 with CLI output".into();
             }
         }
-        if let Some(sid) = self
-            .driver
-            .sid_after_turn(&run.stdout, &self.turn_dir, &self.home)
+        if let Some(sid) =
+            self.driver
+                .sid_after_turn(&run.stdout, &self.turn_dir, &self.cfg.data_home)
         {
             self.sid = sid;
         }

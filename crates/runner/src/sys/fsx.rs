@@ -1,4 +1,5 @@
-//! Small file helpers shared by the runner's state files: atomic replace and append-only lines.
+//! Small file helpers shared by the runner's state files: the one atomic writer (every state file
+//! the runner replaces goes through [`replace`]) and append-only lines.
 
 use std::io::Write;
 use std::path::Path;
@@ -37,23 +38,39 @@ pub fn write_atomic_sync_later(path: &Path, bytes: &[u8]) -> std::io::Result<()>
     Ok(())
 }
 
+/// Write `value` as JSON to `path` atomically and durably ([`write_atomic`]).
+pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
+    let bytes = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+    write_atomic(path, &bytes)
+}
+
 /// Replace `path` with `bytes` by rename, without fsync: for state that is rewritten often and
 /// only has to be whole (never torn), not durable — the turn-state file.
 pub fn write_replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     replace(path, bytes, false)
 }
 
-/// Write a sibling temp file (fsync'd when `sync`) and rename it over `path`.
+/// Write a sibling temp file (mode 0600, fsync'd when `sync`) and rename it over `path`. The temp
+/// name carries the pid and a per-process counter, so two writers never share one.
 fn replace(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEQ: AtomicU64 = AtomicU64::new(0);
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().to_string())
         .unwrap_or_else(|| "state".into());
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}.{seq}.tmp", std::process::id()));
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
         f.write_all(bytes)?;
         if sync {
             f.sync_all()?;

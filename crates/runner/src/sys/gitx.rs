@@ -8,17 +8,14 @@ use std::time::Duration;
 const GIT_TIMEOUT: Duration = Duration::from_secs(20);
 
 async fn git(dir: &Path, args: &[&str]) -> Option<String> {
-    let fut = tokio::process::Command::new("git")
-        .arg("-C")
+    let mut cmd = std::process::Command::new("git");
+    cmd.arg("-C")
         .arg(dir)
         .args(args)
         .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    match tokio::time::timeout(GIT_TIMEOUT, fut).await {
+        .env_remove("GIT_WORK_TREE");
+    let run = tokio::task::spawn_blocking(move || crate::cmd::run_bounded(cmd, GIT_TIMEOUT));
+    match run.await {
         Ok(Ok(out)) if out.status.success() => {
             Some(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
         }

@@ -1,6 +1,8 @@
-//! Small helpers every layer uses: atomic and append-only files, bounded git reads, the
+//! Small helpers every layer uses: the bounded-command runner, atomic and append-only files,
+//! bounded git reads, the
 //! per-seat file layout, and output redaction.
 
+pub(crate) mod cmd;
 pub(crate) mod fsx;
 pub(crate) mod gitx;
 pub mod paths;

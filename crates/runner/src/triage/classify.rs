@@ -290,17 +290,6 @@ pub fn tokens(own_out: &str) -> i64 {
     0
 }
 
-/// Days since 1970-01-01 of a civil date (proleptic Gregorian).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 /// This machine's offset from UTC at `now_ms`, in seconds (local wall clock = UTC + offset).
 fn local_offset_s(now_ms: i64) -> i64 {
     let t: libc::time_t = (now_ms / 1000) as libc::time_t;
@@ -336,7 +325,7 @@ fn parse_clock_reset(text: &str, now: i64, offset_s: i64) -> Option<i64> {
             .iter()
             .position(|x| x.eq_ignore_ascii_case(mon.as_str()))? as i64
             + 1;
-        days_from_civil(y, m, d) * 86_400 + h * 3600 + mi * 60
+        trantor_proto::date::days_from_civil(y, m, d) * 86_400 + h * 3600 + mi * 60
     } else {
         day(local_now) + h * 3600 + mi * 60
     };
@@ -374,7 +363,8 @@ pub fn parse_reset(text: &str, now: i64) -> Option<i64> {
         let num = |i: usize| c.get(i).and_then(|m| m.as_str().parse::<i64>().ok());
         let (y, mo, d, h, mi) = (num(1)?, num(2)?, num(3)?, num(4)?, num(5)?);
         let s = num(6).unwrap_or(0);
-        let mut secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s;
+        let mut secs =
+            trantor_proto::date::days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s;
         if let Some(z) = c.get(7).map(|m| m.as_str())
             && (z.starts_with('+') || z.starts_with('-'))
         {
@@ -716,11 +706,11 @@ mod tests {
         // A time already past today is tomorrow's.
         assert_eq!(
             parse_clock_reset("try again at 9:00 AM", now, 0),
-            Some(days_from_civil(2026, 12, 1) * 86_400_000 + 9 * 3_600_000)
+            Some(trantor_proto::date::days_from_civil(2026, 12, 1) * 86_400_000 + 9 * 3_600_000)
         );
         assert_eq!(
             parse_clock_reset("or try again at Dec 2nd, 2026 12:05 AM.", now, 0),
-            Some(days_from_civil(2026, 12, 2) * 86_400_000 + 5 * 60_000)
+            Some(trantor_proto::date::days_from_civil(2026, 12, 2) * 86_400_000 + 5 * 60_000)
         );
         assert_eq!(parse_clock_reset("try again at 13:00 PM", now, 0), None);
         assert!(parse_reset(codex, now).is_some());

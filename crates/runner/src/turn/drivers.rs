@@ -355,7 +355,7 @@ impl Driver {
     }
 
     /// The CLI session id a finished turn reveals (kimi prints it; opencode keeps it in its db).
-    pub fn sid_after_turn(&self, stdout: &str, dir: &Path, home: &Path) -> Option<String> {
+    pub fn sid_after_turn(&self, stdout: &str, dir: &Path, data_home: &Path) -> Option<String> {
         match self {
             Driver::Kimi => KIMI_SID
                 .as_ref()?
@@ -363,13 +363,14 @@ impl Driver {
                 .last()
                 .and_then(|c| c.get(1))
                 .map(|m| m.as_str().to_string()),
-            Driver::Opencode { .. } => opencode_sid(dir, home),
+            Driver::Opencode { .. } => opencode_sid(dir, data_home),
             _ => None,
         }
     }
 
-    /// The directories where this CLI writes its session transcripts (a watchdog channel).
-    pub fn session_dirs(&self, dir: &Path, home: &Path) -> Vec<PathBuf> {
+    /// The directories where this CLI writes its session transcripts (a watchdog channel);
+    /// `data_home` is `XDG_DATA_HOME` or `<home>/.local/share`, resolved by the config.
+    pub fn session_dirs(&self, dir: &Path, home: &Path, data_home: &Path) -> Vec<PathBuf> {
         match self {
             Driver::Claude => vec![claude_transcript_dir(dir, home)],
             Driver::Kimi => vec![home.join(".kimi").join("sessions")],
@@ -378,7 +379,7 @@ impl Driver {
             Driver::Codex => vec![home.join(".codex").join("sessions")],
             // OpenCode 1.18 keeps sessions in opencode.db (+ its WAL) beside log/ and snapshot/;
             // older releases wrote JSON files under storage/. The data directory covers both.
-            Driver::Opencode { .. } => vec![opencode_data(home)],
+            Driver::Opencode { .. } => vec![data_home.join("opencode")],
             Driver::Command { .. } => vec![],
         }
     }
@@ -424,18 +425,10 @@ pub fn claude_transcript_dir(dir: &Path, home: &Path) -> PathBuf {
     home.join(".claude").join("projects").join(key)
 }
 
-fn opencode_data(home: &Path) -> PathBuf {
-    std::env::var_os("XDG_DATA_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| home.join(".local").join("share"))
-        .join("opencode")
-}
-
 /// The newest opencode session of `dir` (or its realpath), read-only through `sqlite3`; None
 /// when the db, the tool or a well-formed id is missing (fail-open, docs/runner.md §23).
-fn opencode_sid(dir: &Path, home: &Path) -> Option<String> {
-    let db = opencode_data(home).join("opencode.db");
+fn opencode_sid(dir: &Path, data_home: &Path) -> Option<String> {
+    let db = data_home.join("opencode").join("opencode.db");
     if !db.exists() {
         return None;
     }
@@ -446,13 +439,9 @@ fn opencode_sid(dir: &Path, home: &Path) -> Option<String> {
     let sql = format!(
         "SELECT id FROM session WHERE directory IN ('{d}','{real}') ORDER BY time_updated DESC LIMIT 1;"
     );
-    let out = std::process::Command::new("sqlite3")
-        .arg("-readonly")
-        .arg(&db)
-        .arg(sql)
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
+    let mut cmd = std::process::Command::new("sqlite3");
+    cmd.arg("-readonly").arg(&db).arg(sql);
+    let out = crate::cmd::run_bounded(cmd, std::time::Duration::from_secs(10)).ok()?;
     let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
     OC_SID.as_ref()?.is_match(&id).then_some(id)
 }

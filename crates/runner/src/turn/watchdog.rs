@@ -352,7 +352,7 @@ fn refresh_turn_state(cfg: &WatchdogConfig, bytes_at: i64, transcript_at: i64) {
     if transcript_at > 0 {
         state.insert("lastTranscriptAt".into(), transcript_at.into());
     }
-    if let Err(e) = crate::nudge::write_json_atomic(&cfg.turn_state_file, &state) {
+    if let Err(e) = crate::fsx::write_json_atomic(&cfg.turn_state_file, &state) {
         tracing::debug!("watchdog turn-state refresh: {e}");
     }
 }

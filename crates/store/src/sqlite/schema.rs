@@ -136,7 +136,8 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1];
 pub(crate) fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
     let open_err = |what: &str, e: rusqlite::Error| StoreError::Open {
         path: path.to_string(),
-        message: format!("{what}: {e}"),
+        context: what.to_string(),
+        source: Some(std::sync::Arc::new(e)),
     };
     // IMMEDIATE takes the write lock first, so a concurrent opener waits (busy_timeout) and then
     // sees the version this one wrote instead of racing to create the same tables.
@@ -159,7 +160,8 @@ pub(crate) fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
 fn migrate_locked(conn: &Connection, path: &str) -> Result<(), StoreError> {
     let open_err = |what: &str, e: rusqlite::Error| StoreError::Open {
         path: path.to_string(),
-        message: format!("{what}: {e}"),
+        context: what.to_string(),
+        source: Some(std::sync::Arc::new(e)),
     };
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
@@ -177,22 +179,25 @@ fn migrate_locked(conn: &Connection, path: &str) -> Result<(), StoreError> {
         None => 0,
         Some(s) => s.trim().parse::<i64>().map_err(|_| StoreError::Open {
             path: path.to_string(),
-            message: format!("the stored schema version {s:?} is not a number"),
+            context: format!("the stored schema version {s:?} is not a number"),
+            source: None,
         })?,
     };
     if current > SCHEMA_VERSION {
         return Err(StoreError::Open {
             path: path.to_string(),
-            message: format!(
+            context: format!(
                 "the database has schema version {current}, newer than this build's \
                  {SCHEMA_VERSION}; run a newer trantor (the file was left untouched)"
             ),
+            source: None,
         });
     }
     if current < 0 {
         return Err(StoreError::Open {
             path: path.to_string(),
-            message: format!("the stored schema version {current} is invalid"),
+            context: format!("the stored schema version {current} is invalid"),
+            source: None,
         });
     }
     for (from, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {

@@ -38,21 +38,28 @@ pub(crate) fn map_err(
         | rusqlite::Error::IntegralValueOutOfRange(..)
         | rusqlite::Error::Utf8Error(..) => StoreError::Corrupt {
             table,
-            message: format!("{op}: {e}"),
+            context: op.to_string(),
+            source: Some(std::sync::Arc::new(e)),
         },
-        other => StoreError::Db(format!("{table}: {op}: {other}")),
+        other => StoreError::db_from(format!("{table}: {op}"), other),
     }
 }
 
-fn corrupt(table: &'static str, e: impl std::fmt::Display) -> StoreError {
+/// A row of `table` (named by `context`) that does not decode, with the decoder's error.
+fn corrupt(
+    table: &'static str,
+    context: impl Into<String>,
+    e: impl std::error::Error + Send + Sync + 'static,
+) -> StoreError {
     StoreError::Corrupt {
         table,
-        message: e.to_string(),
+        context: context.into(),
+        source: Some(std::sync::Arc::new(e)),
     }
 }
 
 fn encode(table: &'static str, v: &impl serde::Serialize) -> Result<String, StoreError> {
-    serde_json::to_string(v).map_err(|e| StoreError::Db(format!("{table}: cannot encode: {e}")))
+    serde_json::to_string(v).map_err(|e| StoreError::db_from(format!("{table}: cannot encode"), e))
 }
 
 /// SQLite's LIMIT: `0` means "no limit" here (LIMIT -1), so a caller that leaves the filter's
@@ -113,17 +120,16 @@ fn decode_peer((session, last_seen, delivered, data): PeerRow) -> Result<Peer, S
     }
     // A bare row (raise_delivered for an unknown session stores `{}`) or an older shape.
     let mut map: Map<String, Value> =
-        serde_json::from_str(&data).map_err(|e| corrupt("peers", format!("{session}: {e}")))?;
+        serde_json::from_str(&data).map_err(|e| corrupt("peers", session.as_str(), e))?;
     map.insert("session".into(), Value::String(session.clone()));
     map.insert("lastSeen".into(), Value::from(last_seen));
     map.insert("deliveredUpTo".into(), Value::from(delivered));
-    serde_json::from_value(Value::Object(map))
-        .map_err(|e| corrupt("peers", format!("{session}: {e}")))
+    serde_json::from_value(Value::Object(map)).map_err(|e| corrupt("peers", session.as_str(), e))
 }
 
 fn decode_card((id, data): (i64, String)) -> Result<Card, StoreError> {
     let mut card: Card =
-        serde_json::from_str(&data).map_err(|e| corrupt("cards", format!("#{id}: {e}")))?;
+        serde_json::from_str(&data).map_err(|e| corrupt("cards", format!("#{id}"), e))?;
     card.id = id;
     Ok(card)
 }
@@ -133,7 +139,7 @@ type EventRow = (i64, i64, String, String, String, String);
 
 fn decode_event((id, ts, kind, project, by, data): EventRow) -> Result<Event, StoreError> {
     let data: Map<String, Value> =
-        serde_json::from_str(&data).map_err(|e| corrupt("events", format!("#{id}: {e}")))?;
+        serde_json::from_str(&data).map_err(|e| corrupt("events", format!("#{id}"), e))?;
     Ok(Event {
         id,
         ts,
@@ -204,7 +210,7 @@ impl SqlTx<'_> {
     ) -> Result<i64, StoreError> {
         match self.exec(table, op, sql, params)? {
             1 => Ok(self.conn.last_insert_rowid()),
-            n => Err(StoreError::Db(format!("{table}: {op}: inserted {n} rows"))),
+            n => Err(StoreError::db(format!("{table}: {op}: inserted {n} rows"))),
         }
     }
 
@@ -556,7 +562,7 @@ impl ReadTx for SqlTx<'_> {
             [key],
             |r| r.get(0),
         )?;
-        raw.map(|s| serde_json::from_str(&s).map_err(|e| corrupt("kv", format!("{key}: {e}"))))
+        raw.map(|s| serde_json::from_str(&s).map_err(|e| corrupt("kv", key, e)))
             .transpose()
     }
 
@@ -570,9 +576,8 @@ impl ReadTx for SqlTx<'_> {
         )?;
         row.map(|(id, ts, code, body)| {
             let code =
-                u16::try_from(code).map_err(|_| corrupt("ops", format!("{id}: code {code}")))?;
-            let body =
-                serde_json::from_str(&body).map_err(|e| corrupt("ops", format!("{id}: {e}")))?;
+                u16::try_from(code).map_err(|e| corrupt("ops", format!("{id}: code {code}"), e))?;
+            let body = serde_json::from_str(&body).map_err(|e| corrupt("ops", id.as_str(), e))?;
             Ok(OpRecord { id, ts, code, body })
         })
         .transpose()
@@ -672,7 +677,7 @@ impl WriteTx for SqlTx<'_> {
             params![session, up_to],
             |r| r.get(0),
         )?;
-        v.ok_or_else(|| StoreError::Db("peers: raise_delivered returned no row".into()))
+        v.ok_or_else(|| StoreError::db("peers: raise_delivered returned no row"))
     }
 
     fn delete_anonymous_peers_before(&mut self, last_seen: i64) -> Result<Vec<String>, StoreError> {

@@ -21,6 +21,10 @@ pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
     } else {
         bytes
     };
+    // Every body is a JSON object (serde would read a struct from an array too).
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::bad_request("request body must be a JSON object"));
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value: T = match serde_path_to_error::deserialize(&mut de) {
         Ok(v) => v,

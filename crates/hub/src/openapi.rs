@@ -132,10 +132,11 @@ impl Field {
             _ => {}
         }
         if self.ty == Ty::Int {
-            // Query integers are decoded as i64.
+            // Query integers are decoded as i64; an empty value reads as absent.
             s["format"] = json!("int64");
             s["minimum"] = json!(self.min.unwrap_or(i64::MIN));
             s["maximum"] = json!(i64::MAX);
+            return json!({ "anyOf": [s, { "type": "string", "maxLength": 0 }] });
         }
         // A required text must be non-blank: the hub refuses "" and "  " with a 400.
         if self.required && self.ty == Ty::Str {
@@ -223,7 +224,7 @@ fn operation(doc: &RouteDoc, method: &str, g: &mut SchemaGenerator) -> Value {
         let op_key = json!({
             "type": "object",
             "properties": { "_op": {
-                "type": ["string", "integer", "null"],
+                "type": ["string", "number", "null"],
                 "maxLength": trantor_proto::limits::OP_ID,
                 "description": "idempotency key (≤80 chars; longer is a 400): a replay on the same route returns the first reply"
             } }
@@ -393,7 +394,7 @@ mod tests {
         let doc = doc();
         let params = &doc["paths"]["/inbox"]["get"]["parameters"];
         assert_eq!(params[0]["schema"]["minLength"], 1);
-        assert_eq!(params[1]["schema"]["minimum"], 0);
+        assert_eq!(params[1]["schema"]["anyOf"][0]["minimum"], 0);
         let ok = &doc["paths"]["/metrics"]["get"]["responses"]["200"]["content"];
         assert!(ok["text/plain"].is_object(), "{ok}");
     }

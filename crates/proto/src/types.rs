@@ -270,9 +270,8 @@ pub struct DeliveredRequest {
     #[serde(default)]
     #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::SESSION), regex(pattern = r"\S"))]
     pub session: String,
-    /// New floor (never lowers the ledger).
+    /// New floor (never lowers the ledger; absent is 0, a no-op).
     #[serde(default)]
-    #[schemars(extend("x-required" = true))]
     pub up_to: i64,
 }
 
@@ -485,7 +484,7 @@ pub struct TaskCreateRequest {
 pub struct TaskUpdateRequest {
     /// Card id (required).
     #[serde(default)]
-    #[schemars(extend("x-required" = true))]
+    #[schemars(extend("x-required" = true), range(min = 1))]
     pub id: i64,
     /// New status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -549,11 +548,11 @@ pub struct TaskUpdateRequest {
 pub struct ChecklistToggleRequest {
     /// Card id.
     #[serde(default)]
-    #[schemars(extend("x-required" = true))]
+    #[schemars(extend("x-required" = true), range(min = 1))]
     pub id: i64,
     /// 0-based item index.
     #[serde(default)]
-    #[schemars(extend("x-required" = true))]
+    #[schemars(extend("x-required" = true), range(min = 0))]
     pub index: i64,
     /// New state.
     #[serde(default)]
@@ -706,6 +705,7 @@ pub struct PolicyReply {
 pub struct PolicyLinkRequest {
     /// Two to four projects.
     #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 2, max = 4), inner(length(min = 1, max = crate::limits::PROJECT), regex(pattern = r"\S")))]
     pub projects: Vec<String>,
     /// Why (links only).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -27,7 +27,9 @@ pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
     };
     // Every body is a JSON object (serde would read a struct from an array too).
     if !tree.is_object() {
-        return Err(ApiError::bad_request("invalid body: a JSON object is required"));
+        return Err(ApiError::bad_request(
+            "invalid body: a JSON object is required",
+        ));
     }
     integral_floats(&mut tree);
     let value: T = match serde_path_to_error::deserialize(tree) {

@@ -136,7 +136,9 @@ impl Field {
             s["format"] = json!("int64");
             s["minimum"] = json!(self.min.unwrap_or(i64::MIN));
             s["maximum"] = json!(i64::MAX);
-            return json!({ "anyOf": [s, { "type": "string", "maxLength": 0 }] });
+            if !self.required {
+                return json!({ "anyOf": [s, { "type": "string", "maxLength": 0 }] });
+            }
         }
         // A required text must be non-blank: the hub refuses "" and "  " with a 400.
         if self.required && self.ty == Ty::Str {

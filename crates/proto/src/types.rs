@@ -427,6 +427,9 @@ pub struct TaskCreateRequest {
     pub by: Option<String>,
     /// Difficulty.
     #[serde(default)]
+    #[schemars(regex(
+        pattern = r"^\s*([Ee][Aa][Ss][Yy]|[Mm][Ee][Dd][Ii][Uu][Mm]|[Hh][Aa][Rr][Dd])?\s*$"
+    ))]
     pub difficulty: Option<String>,
     /// Model hint.
     #[serde(default)]
@@ -518,6 +521,9 @@ pub struct TaskUpdateRequest {
     pub summary: Option<String>,
     /// New difficulty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(
+        pattern = r"^\s*([Ee][Aa][Ss][Yy]|[Mm][Ee][Dd][Ii][Uu][Mm]|[Hh][Aa][Rr][Dd])?\s*$"
+    ))]
     pub difficulty: Option<String>,
     /// New model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -705,7 +711,7 @@ pub struct PolicyReply {
 pub struct PolicyLinkRequest {
     /// Two to four projects.
     #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 2, max = 4), inner(length(min = 1, max = crate::limits::PROJECT), regex(pattern = r"\S")))]
+    #[schemars(extend("x-required" = true, "uniqueItems" = true), length(min = 2, max = 4), inner(length(min = 1, max = crate::limits::PROJECT), regex(pattern = r"\S")))]
     pub projects: Vec<String>,
     /// Why (links only).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -124,9 +124,8 @@ pub async fn register<S: Store>(
 ) -> ApiResult<Json<RegisterReply>> {
     // Unlike the original, the reply does not list every known session (that leaked the
     // whole roster to any caller); `/peers` is the roster.
-    match upsert(&hub, req, false).await? {
-        session => Ok(Json(RegisterReply { ok: true, session })),
-    }
+    let session = upsert(&hub, req, false).await?;
+    Ok(Json(RegisterReply { ok: true, session }))
 }
 
 /// `POST /status`: like `/register`, but a missing status is stored as empty.

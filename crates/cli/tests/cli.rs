@@ -531,7 +531,18 @@ fn doctor_reports_hub_and_wiring_with_fixes() {
     let bindir = h.join("bin");
     std::fs::create_dir_all(&bindir).expect("bin");
     let fake = bindir.join("claude");
-    std::fs::write(&fake, "#!/bin/sh\nexit 0\n").expect("w");
+    // Its `--version` banner is what `claude --version` prints; the version comes from a file so
+    // the drill can age it.
+    let version_file = h.join("claude-version");
+    std::fs::write(&version_file, "2.1.332").expect("w");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\nread v < '{}'\necho \"$v (Claude Code)\"\n",
+            version_file.display()
+        ),
+    )
+    .expect("w");
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let doctor = |url: &str| {
         Command::new(bin())
@@ -588,6 +599,27 @@ fn doctor_reports_hub_and_wiring_with_fixes() {
     );
     let j: Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(check(&j, "Claude Code")["ok"], true);
+    let v = check(&j, "Claude Code version");
+    assert_eq!(v["ok"], true, "{v}");
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("2.1.332: inside the verified range"),
+        "{v}"
+    );
+    // A CLI older than the driver table's verified range is a problem with a fix.
+    std::fs::write(&version_file, "1.0.44").expect("w");
+    let o = doctor(&hub.url());
+    assert_eq!(o.status.code(), Some(1));
+    let j: Value = serde_json::from_slice(&o.stdout).expect("json");
+    let v = check(&j, "Claude Code version");
+    assert_eq!(v["ok"], false, "{v}");
+    assert!(
+        v["detail"].as_str().unwrap_or("").contains("older than")
+            && v["fix"].as_str().unwrap_or("").contains("claude 2.1.332"),
+        "{v}"
+    );
 
     let o = doctor(&format!("http://127.0.0.1:{}", free_port()));
     assert_eq!(o.status.code(), Some(3));

@@ -435,11 +435,21 @@ async fn concurrent_pollers_and_senders_lose_and_repeat_nothing() {
     }
 }
 
+/// Both durability levels (`--sync full`, the default, and `normal`) keep every acknowledged
+/// write across a `kill -9` of the hub.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn acknowledged_messages_survive_kill_9() {
+    for sync in ["full", "normal"] {
+        acknowledged_messages_survive_kill_9_at(sync).await;
+    }
+}
+
+async fn acknowledged_messages_survive_kill_9_at(sync: &str) {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let mut hub = Hub::start_in(tmp.path(), free_port(), &[]);
+    let env = [("TRANTOR_SYNC", sync)];
+    let mut hub = Hub::start_in(tmp.path(), free_port(), &env);
     let api = Api::new(&hub);
+    assert_eq!(api.read("/health").await["sync"], sync);
     let n = 300;
     let mut last = 0;
     for i in 0..n {
@@ -452,7 +462,7 @@ async fn acknowledged_messages_survive_kill_9() {
     .await;
     // Kill right after the last acknowledgement.
     hub.kill9();
-    let hub2 = Hub::start_in(tmp.path(), free_port(), &[]);
+    let hub2 = Hub::start_in(tmp.path(), free_port(), &env);
     let api = Api::new(&hub2);
     let mut since = 0;
     let mut got = Vec::new();
@@ -466,7 +476,7 @@ async fn acknowledged_messages_survive_kill_9() {
             break;
         }
     }
-    assert_eq!(got.len(), n);
+    assert_eq!(got.len(), n, "sync {sync}");
     assert_eq!(got.last().copied(), Some(last));
     // Ids continue after the restart.
     let next = api.send("a:p", "b:p", "after restart").await;

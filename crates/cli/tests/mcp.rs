@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{Hub, bin, free_port};
+use common::{Hub, bin, free_port, hub_send};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
@@ -33,6 +33,13 @@ const TOOLS: [&str; 14] = [
 ];
 
 async fn mcp(url: &str, session: &str, home: &Path) -> Client {
+    mcp_as(url, session, home, None).await
+}
+
+/// `trantor mcp` for `session`; `seat` = the project a runner seat sets in `TRANTOR_SEAT`
+/// (`None`: a person's session).
+async fn mcp_as(url: &str, session: &str, home: &Path, seat: Option<&str>) -> Client {
+    let seat = seat.map(str::to_string);
     let url = url.to_string();
     let session = session.to_string();
     let home = home.to_path_buf();
@@ -44,6 +51,10 @@ async fn mcp(url: &str, session: &str, home: &Path) -> Client {
             .env_remove("RELAY_AGENT")
             .env("HOME", &home)
             .env("TRANTOR_LOG", "warn");
+        match &seat {
+            Some(p) => c.env("TRANTOR_SEAT", p),
+            None => c.env_remove("TRANTOR_SEAT"),
+        };
     });
     let transport = TokioChildProcess::new(cmd).expect("spawn trantor mcp");
     ().serve(transport).await.expect("MCP handshake")
@@ -670,4 +681,137 @@ await c.close();
             .unwrap_or("")
             .starts_with("sent #")
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persons_fresh_session_shows_what_it_has_not_read_and_a_seats_does_not() {
+    let hub = Hub::start();
+    let url = hub.url();
+    let home = tempfile::tempdir().expect("tmp");
+    hub_send(hub.port, "orch:demo", "ada:demo", "demo", "EARLY-FOR-ADA");
+    hub_send(
+        hub.port,
+        "orch:demo",
+        "claude:demo",
+        "demo",
+        "EARLY-FOR-SEAT",
+    );
+
+    // A person who opens a CLI by hand sees what arrived before the server started, once.
+    let ada = mcp_as(&url, "ada:demo", home.path(), None).await;
+    let inbox = ok(&ada, "relay_inbox", json!({})).await;
+    assert!(inbox.contains("EARLY-FOR-ADA"), "{inbox}");
+    assert_eq!(
+        ok(&ada, "relay_inbox", json!({})).await,
+        "(no new messages)"
+    );
+    ada.cancel().await.ok();
+    // Reading moved the hub's delivery ledger: the next fresh session starts past it.
+    let ada2 = mcp_as(&url, "ada:demo", home.path(), None).await;
+    assert_eq!(
+        ok(&ada2, "relay_inbox", json!({})).await,
+        "(no new messages)"
+    );
+    hub_send(hub.port, "orch:demo", "ada:demo", "demo", "LATER-FOR-ADA");
+    assert!(
+        ok(&ada2, "relay_inbox", json!({}))
+            .await
+            .contains("LATER-FOR-ADA")
+    );
+
+    // A runner seat's prompt already carries what arrived before boot: not shown again.
+    let seat = mcp_as(&url, "claude:demo", home.path(), Some("demo")).await;
+    assert_eq!(
+        ok(&seat, "relay_inbox", json!({})).await,
+        "(no new messages)"
+    );
+
+    // relay_inbox and relay_wait advance the ledger, so they are not annotated read-only.
+    let tools = seat.list_all_tools().await.expect("tools/list");
+    for name in ["relay_inbox", "relay_wait"] {
+        let t = tools.iter().find(|t| t.name == name).expect(name);
+        let ro = t.annotations.as_ref().and_then(|a| a.read_only_hint);
+        assert_ne!(ro, Some(true), "{name} is annotated read-only");
+    }
+    let board_tool = tools
+        .iter()
+        .find(|t| t.name == "relay_board")
+        .expect("board");
+    assert_eq!(
+        board_tool
+            .annotations
+            .as_ref()
+            .and_then(|a| a.read_only_hint),
+        Some(true)
+    );
+    ada2.cancel().await.ok();
+    seat.cancel().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn board_shows_checklist_progress_and_contracts_count_only_what_they_list() {
+    let hub = Hub::start();
+    let url = hub.url();
+    let home = tempfile::tempdir().expect("tmp");
+    let orch = mcp(&url, "orch:demo", home.path()).await;
+    let added = ok(
+        &orch,
+        "relay_task_add",
+        json!({"title": "Progress card", "assignee": "claude:demo",
+               "checklist": ["one", "two", "three"]}),
+    )
+    .await;
+    let id = card_id(&added);
+    ok(&orch, "relay_task_check", json!({"id": id, "index": 1})).await;
+    let board = ok(&orch, "relay_board", json!({})).await;
+    assert!(
+        board.contains(&format!("#{id} Progress card (@claude:demo)")) && board.contains("☑1/3"),
+        "the slim board shows checklist progress:\n{board}"
+    );
+
+    // One contract owed, one status-only message (wake=false): the total counts the listed one.
+    ok(
+        &orch,
+        "relay_send",
+        json!({"to": "claude:demo", "text": "build the widget"}),
+    )
+    .await;
+    ok(
+        &orch,
+        "relay_send",
+        json!({"to": "claude:demo", "text": "fyi: the CI is green", "wake": false}),
+    )
+    .await;
+    let contracts = ok(&orch, "relay_contracts", json!({})).await;
+    let first = contracts.lines().next().unwrap_or_default();
+    assert!(
+        first.contains("of 1 contract(s) from orch:demo")
+            && first.contains("1 status-only message(s) owe no answer"),
+        "{contracts}"
+    );
+    assert_eq!(
+        contracts.matches("-> claude:demo").count(),
+        1,
+        "{contracts}"
+    );
+
+    // The move text promises only what the hub enforces.
+    let tools = orch.list_all_tools().await.expect("tools/list");
+    let mv = tools
+        .iter()
+        .find(|t| t.name == "relay_task_move")
+        .and_then(|t| t.description.as_deref().map(str::to_string))
+        .unwrap_or_default();
+    assert!(
+        !mv.contains("someone else") && mv.contains("still made, with a warning"),
+        "{mv}"
+    );
+    let moved = ok(
+        &orch,
+        "relay_task_move",
+        json!({"id": id, "status": "testing"}),
+    )
+    .await;
+    assert!(moved.contains("warning: no note"), "{moved}");
+    orch.cancel().await.ok();
 }

@@ -76,6 +76,22 @@ pub struct HubArgs {
     /// without being seen (ms; never below the online window).
     #[arg(long, env = "TRANTOR_ANON_PEER_TTL_MS", default_value_t = 3_600_000)]
     pub anon_peer_ttl_ms: u64,
+    /// Durability of each acknowledged write: `full` fsyncs every commit (survives power loss
+    /// and an OS crash); `normal` survives the hub process being killed, but the last commits
+    /// before a power loss or OS crash may be lost.
+    #[arg(long, env = "TRANTOR_SYNC", value_enum, default_value_t = SyncLevel::Full)]
+    pub sync: SyncLevel,
+}
+
+/// The store's durability level (`--sync`, `TRANTOR_SYNC`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum SyncLevel {
+    /// fsync on every commit: an acknowledged write survives power loss.
+    #[default]
+    Full,
+    /// fsync at checkpoints only: an acknowledged write survives a killed process, not power
+    /// loss.
+    Normal,
 }
 
 impl Default for HubArgs {
@@ -100,6 +116,7 @@ impl Default for HubArgs {
             header_timeout_ms: 15_000,
             max_connections: 0,
             anon_peer_ttl_ms: 3_600_000,
+            sync: SyncLevel::Full,
         }
     }
 }
@@ -170,6 +187,8 @@ pub struct Config {
     pub max_connections: usize,
     /// TTL of peers that never registered, ms.
     pub anon_peer_ttl_ms: i64,
+    /// Store durability level.
+    pub sync: SyncLevel,
 }
 
 /// Whether `host` names a loopback address (`127.*`, `localhost`, `::1`, `[::1]`).
@@ -269,6 +288,7 @@ impl Config {
             header_timeout: Duration::from_millis(args.header_timeout_ms.max(100)),
             max_connections: args.max_connections,
             anon_peer_ttl_ms: ms(args.anon_peer_ttl_ms).max(online_ms),
+            sync: args.sync,
         })
     }
 

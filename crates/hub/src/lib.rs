@@ -18,9 +18,10 @@ pub mod reaper;
 pub mod routes;
 pub mod sse;
 pub mod state;
+pub mod ui;
 pub mod wake;
 
-pub use config::{Config, ConfigError, HubArgs};
+pub use config::{Config, ConfigError, HubArgs, SyncLevel};
 
 use anyhow::Context as _;
 use metrics::Metrics;
@@ -45,7 +46,11 @@ pub async fn run(args: HubArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create data directory {}", cfg.data_dir.display()))?;
     let db = cfg.db_path();
     // Opening runs migrations and reads the schema; keep it off the async workers.
-    let store = tokio::task::spawn_blocking(move || SqliteStore::open(&db))
+    let opts = trantor_store::sqlite::SqliteOptions {
+        sync_full: cfg.sync == SyncLevel::Full,
+        ..Default::default()
+    };
+    let store = tokio::task::spawn_blocking(move || SqliteStore::open_with(&db, opts))
         .await
         .context("store open task failed")??;
     let listener = bind(&cfg).await?;
@@ -114,6 +119,7 @@ pub async fn serve<S: Store>(
     tracing::info!(
         url = %format!("http://{addr}"),
         store = %hub.store.describe(),
+        sync = hub.store.synchronous(),
         max_connections = cap,
         "trantor hub listening on http://{addr}"
     );

@@ -188,6 +188,11 @@ fn operation(doc: &RouteDoc, method: &str, g: &mut SchemaGenerator) -> Value {
             "description": "Prometheus text exposition",
             "content": { "text/plain": { "schema": { "type": "string" } } }
         })
+    } else if let Some(media) = crate::ui::media_type(doc.path) {
+        json!({
+            "description": "Dashboard asset",
+            "content": { media: { "schema": { "type": "string" } } }
+        })
     } else {
         let schema = match doc.reply {
             Some(reply) => reply(g).to_value(),

@@ -52,6 +52,10 @@ impl Store for Crashy {
     fn describe(&self) -> String {
         self.inner.describe()
     }
+
+    fn synchronous(&self) -> &'static str {
+        self.inner.synchronous()
+    }
 }
 
 struct TestHub {

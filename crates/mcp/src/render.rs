@@ -120,6 +120,18 @@ pub fn log_count(c: &Card) -> usize {
     c.extra.get("logCount").and_then(Value::as_u64).unwrap_or(0) as usize
 }
 
+/// Ticked and total checklist items: from the checklist, or the slim view's
+/// `checklistDone`/`checklistCount`; `None` when the card has no checklist.
+pub fn checklist_progress(c: &Card) -> Option<(usize, usize)> {
+    if !c.checklist.is_empty() {
+        let done = c.checklist.iter().filter(|i| i.done).count();
+        return Some((done, c.checklist.len()));
+    }
+    let n = |k: &str| c.extra.get(k).and_then(Value::as_u64).unwrap_or(0) as usize;
+    let total = n("checklistCount");
+    (total > 0).then(|| (n("checklistDone").min(total), total))
+}
+
 /// Whether the card carries a drill line (field, checklist item or `Drill:` note).
 pub fn has_drill(c: &Card) -> bool {
     let is_drill = |t: &str| t.trim_start().to_ascii_lowercase().starts_with("drill:");
@@ -138,9 +150,8 @@ pub fn card_line(c: &Card) -> String {
     if n > 0 {
         let _ = write!(s, " ·{n}");
     }
-    if !c.checklist.is_empty() {
-        let done = c.checklist.iter().filter(|i| i.done).count();
-        let _ = write!(s, " ☑{done}/{}", c.checklist.len());
+    if let Some((done, total)) = checklist_progress(c) {
+        let _ = write!(s, " ☑{done}/{total}");
     }
     if has_drill(c) {
         s.push_str(" ·drill");
@@ -301,10 +312,9 @@ fn contract_line(c: &Contract) -> String {
 
 /// The dispatch ledger: what this session sent and is still owed.
 pub fn contracts(r: &ContractsReply) -> String {
-    let total = r.contracts.len()
-        + r.abandoned_contracts.len()
-        + r.superseded_contracts.len()
-        + r.ack_contracts.len();
+    // Status-only messages (acks) owe no answer and are not listed, so they are not counted
+    // among the contracts either; the line says how many there were.
+    let total = r.contracts.len() + r.abandoned_contracts.len() + r.superseded_contracts.len();
     let open = r
         .contracts
         .iter()
@@ -320,6 +330,13 @@ pub fn contracts(r: &ContractsReply) -> String {
         r.superseded_contracts.len(),
         r.contracts.iter().filter(|c| c.answered).count()
     );
+    if !r.ack_contracts.is_empty() {
+        let _ = write!(
+            s,
+            "; {} status-only message(s) owe no answer",
+            r.ack_contracts.len()
+        );
+    }
     for (title, rows) in [
         ("contracts", &r.contracts),
         ("abandoned — reassign the work", &r.abandoned_contracts),

@@ -44,6 +44,8 @@ pub struct Relay {
     /// Reads and writes (short timeouts: a hub that is slow to answer a read is unhealthy).
     hub: HubClient,
     boot_ms: i64,
+    /// Run by `trantor runner` for a seat (`TRANTOR_SEAT` set), not opened by a person.
+    seat: bool,
     state: Arc<Mutex<State>>,
     tool_router: ToolRouter<Relay>,
 }
@@ -72,6 +74,7 @@ impl Relay {
             id: Arc::new(id),
             hub,
             boot_ms: now_ms(),
+            seat: std::env::var_os("TRANTOR_SEAT").is_some_and(|v| !v.is_empty()),
             state: Arc::new(Mutex::new(State::default())),
             tool_router: Self::tool_router(),
         }
@@ -180,13 +183,32 @@ impl Relay {
             .map_err(|e| self.hub_error(e))
     }
 
-    /// The inbox cursor, seeded on first use like the original: the highest message id
-    /// delivered to this session at or before boot, so what arrived earlier (already in the
-    /// seat's prompt) is not shown again.
+    /// The inbox cursor, seeded on first use. A runner seat starts past every message that
+    /// arrived at or before boot (its prompt already carries them). A person's session starts
+    /// at the hub's delivery ledger, so what it has not read yet is shown even if it arrived
+    /// before this server started.
     async fn cursor(&self) -> Result<i64, String> {
         if let Some(c) = self.state.lock().await.cursor {
             return Ok(c);
         }
+        let seed = if self.seat {
+            self.seat_seed().await?
+        } else {
+            match self.hub.peer(&self.id.session).await {
+                Ok(p) => p.delivered_up_to,
+                Err(ClientError::Http { status: 404, .. }) => 0,
+                Err(e) => return Err(self.hub_error(e)),
+            }
+        };
+        let mut st = self.state.lock().await;
+        // Another call may have seeded and advanced it meanwhile; never move it back.
+        let c = st.cursor.map_or(seed, |c| c.max(seed));
+        st.cursor = Some(c);
+        Ok(c)
+    }
+
+    /// A seat's first cursor: the highest message id delivered to it at or before boot.
+    async fn seat_seed(&self) -> Result<i64, String> {
         let mut since = 0;
         let mut seed = 0;
         loop {
@@ -208,11 +230,7 @@ impl Relay {
             }
             since = r.cursor;
         }
-        let mut st = self.state.lock().await;
-        // Another call may have seeded and advanced it meanwhile; never move it back.
-        let c = st.cursor.map_or(seed, |c| c.max(seed));
-        st.cursor = Some(c);
-        Ok(c)
+        Ok(seed)
     }
 
     async fn advance(&self, r: &InboxReply) {
@@ -411,8 +429,9 @@ impl Relay {
     }
 
     #[tool(
-        description = "Read NEW messages addressed to this session (direct and broadcast) since your last read. Non-blocking; to wait for one, use relay_wait.",
-        annotations(read_only_hint = true)
+        description = "Read NEW messages addressed to this session (direct and broadcast) since your last read, and mark them read. Non-blocking; to wait for one, use relay_wait.",
+        // Not read-only: reading advances the hub's delivery ledger for this session.
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false)
     )]
     async fn relay_inbox(&self) -> ToolResult {
         let since = self.cursor().await?;
@@ -426,8 +445,9 @@ impl Relay {
     }
 
     #[tool(
-        description = "Block up to `timeout` seconds (default 25, at most 110) waiting for the next message to this session; returns the moment one arrives. To park while idle, call it repeatedly with timeout 50.",
-        annotations(read_only_hint = true)
+        description = "Block up to `timeout` seconds (default 25, at most 110) waiting for the next message to this session (it is marked read); returns the moment one arrives. To park while idle, call it repeatedly with timeout 50.",
+        // Not read-only: a delivered message advances the hub's delivery ledger.
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false)
     )]
     async fn relay_wait(&self, Parameters(a): Parameters<WaitArgs>) -> ToolResult {
         let secs = a
@@ -560,7 +580,7 @@ impl Relay {
     }
 
     #[tool(
-        description = "Move a card as you progress: todo -> doing -> testing -> done. Never jump straight to done: move to testing when you finish, run the project's tests, then done only if green — or failed (with a relay_send saying what broke). blocked = waiting on something outside. A move to testing or done MUST carry a `note` with what changed and the evidence (command and pass counts). The hub's refusal (e.g. no drill line, or the card is someone else's) comes back as this tool's error."
+        description = "Move a card as you progress: todo -> doing -> testing -> done. Never jump straight to done: move to testing when you finish, run the project's tests, then done only if green — or failed (with a relay_send saying what broke). blocked = waiting on something outside. A move to testing or done should carry a `note` with what changed and the evidence (command and pass counts); without one the move is still made, with a warning. The hub refuses one move: to done when the card has no drill line (pass `drill`, or a note naming the test command) — that refusal comes back as this tool's error."
     )]
     async fn relay_task_move(&self, Parameters(a): Parameters<TaskMoveArgs>) -> ToolResult {
         let status = a.status.trim().to_lowercase();

@@ -37,11 +37,13 @@ use periphery::{docker, nudge, release, worktree};
 use seat::{boot, idle, ledger, pending, turnflow};
 use sys::{fsx, gitx, redact};
 use triage::{classify, prompt, receipt, session, wake};
-use turn::{drivers, snapshot, watchdog};
+use turn::{snapshot, watchdog};
 
 pub use config::{ProcessEnv, bus_dir};
 pub use seat::park;
 pub use sys::paths;
+/// The agent CLI drivers and the table of CLI versions they were verified against.
+pub use turn::drivers;
 
 use std::path::PathBuf;
 

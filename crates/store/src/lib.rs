@@ -197,6 +197,9 @@ pub trait ReadTx {
     fn lessons(&self, scopes: &[String]) -> Result<Vec<Lesson>, StoreError>;
     /// A small named JSON document (policy, project briefs, phase goals, …).
     fn kv(&self, key: &str) -> Result<Option<Value>, StoreError>;
+    /// Every small document whose key starts with `prefix`, ordered by key (a project's phase
+    /// goals).
+    fn kv_prefix(&self, prefix: &str) -> Result<Vec<(String, Value)>, StoreError>;
     /// The recorded outcome of an `_op`.
     fn op(&self, id: &str) -> Result<Option<OpRecord>, StoreError>;
     /// Row counts.
@@ -248,7 +251,8 @@ pub trait Store: Clone + Send + Sync + 'static {
         R: Send + 'static;
 
     /// Run `f` in a write transaction. When the future resolves `Ok`, the changes are committed
-    /// and durable against a kill of the process. A closure returning `Err` has its changes
+    /// and durable against a kill of the process (and against power loss at the default
+    /// `full` sync level; see [`Store::synchronous`]). A closure returning `Err` has its changes
     /// rolled back (other writers grouped into the same commit are unaffected).
     fn write<R, F>(&self, f: F) -> impl Future<Output = Result<R, StoreError>> + Send
     where
@@ -257,4 +261,8 @@ pub trait Store: Clone + Send + Sync + 'static {
 
     /// A short description for `/health` and logs (e.g. `sqlite:/home/u/.agent-bus/hub.db`).
     fn describe(&self) -> String;
+
+    /// The durability level in force, as read back from the store (`full` or `normal`), so
+    /// `/health` reports what the store applied rather than what was asked.
+    fn synchronous(&self) -> &'static str;
 }

@@ -10,9 +10,10 @@
 //!   writer writes. Each [`Store::read`] runs in its own deferred transaction, i.e. on one
 //!   consistent snapshot taken after every write whose `write()` already returned.
 //!
-//! Durability: `synchronous=NORMAL` in WAL mode makes a commit durable against the process being
-//! killed (the bar of the hub); [`SqliteOptions::sync_full`] adds an fsync per commit for
-//! durability against power loss.
+//! Durability is chosen by [`SqliteOptions::sync_full`] (`trantor hub --sync`): `FULL` (the
+//! default) fsyncs the WAL on every commit, so an acknowledged write survives power loss and an
+//! OS crash; `NORMAL` in WAL mode fsyncs only at checkpoints, so an acknowledged write survives
+//! the hub process being killed but the last commits before a power loss may be rolled back.
 
 mod schema;
 mod tx;
@@ -35,8 +36,8 @@ use tx::SqlTx;
 /// How to open a [`SqliteStore`].
 #[derive(Debug, Clone)]
 pub struct SqliteOptions {
-    /// `synchronous=FULL` (fsync on every commit: durable against power loss) instead of
-    /// `NORMAL` (durable against a process kill, much cheaper).
+    /// `synchronous=FULL` (fsync on every commit: durable against power loss; the default)
+    /// instead of `NORMAL` (durable against a process kill only, cheaper).
     pub sync_full: bool,
     /// Read-only connections (and reader threads). At least 1.
     pub readers: usize,
@@ -64,7 +65,7 @@ pub struct SqliteOptions {
 impl Default for SqliteOptions {
     fn default() -> Self {
         SqliteOptions {
-            sync_full: false,
+            sync_full: true,
             readers: 3,
             cache_kib: 2048,
             reader_cache_kib: 1024,
@@ -87,6 +88,8 @@ pub struct SqliteStore {
 
 struct Inner {
     path: PathBuf,
+    /// `PRAGMA synchronous` of the writer connection, read back after setting it.
+    synchronous: &'static str,
     stats: Arc<WriteStats>,
     writer: Option<mpsc::Sender<Box<dyn WriteJob>>>,
     reader: Option<mpsc::Sender<ReadJob>>,
@@ -233,7 +236,7 @@ fn configure(
 
 impl SqliteStore {
     /// Open (creating the file and its directories if needed) the store at `path` with the
-    /// default options: WAL, `synchronous=NORMAL`, 3 readers.
+    /// default options: WAL, `synchronous=FULL`, 3 readers.
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
         Self::open_with(path, SqliteOptions::default())
     }
@@ -278,6 +281,15 @@ impl SqliteStore {
                  PRAGMA journal_size_limit = 67108864;"
             ))
             .map_err(|e| open_error(path, "cannot configure the writer", e))?;
+        let level: i64 = writer
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .map_err(|e| open_error(path, "cannot read the sync level back", e))?;
+        let synchronous = match level {
+            0 => "off",
+            1 => "normal",
+            2 => "full",
+            _ => "extra",
+        };
         schema::migrate(&writer, &path.display().to_string())?;
         if let Some(n) = opts.max_pages {
             let _: i64 = writer
@@ -332,6 +344,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 path: path.to_path_buf(),
+                synchronous,
                 stats,
                 writer: Some(wtx),
                 reader: Some(rtx),
@@ -514,5 +527,9 @@ impl Store for SqliteStore {
 
     fn describe(&self) -> String {
         format!("sqlite:{}", self.inner.path.display())
+    }
+
+    fn synchronous(&self) -> &'static str {
+        self.inner.synchronous
     }
 }

@@ -968,7 +968,20 @@ async fn kill9_child_writer() {
         return;
     };
     use std::io::Write as _;
-    let s = SqliteStore::open(std::path::Path::new(&path)).expect("open");
+    let sync_full = std::env::var("TRANTOR_STORE_KILL9_SYNC").as_deref() != Ok("normal");
+    let s = SqliteStore::open_with(
+        std::path::Path::new(&path),
+        trantor_store::sqlite::SqliteOptions {
+            sync_full,
+            ..Default::default()
+        },
+    )
+    .expect("open");
+    assert_eq!(
+        s.synchronous(),
+        if sync_full { "full" } else { "normal" },
+        "the level asked for is the level in force"
+    );
     let mut out = std::io::stdout();
     for i in 0.. {
         // A few concurrent writes per round so kills also land inside grouped commits.
@@ -986,15 +999,22 @@ async fn kill9_child_writer() {
     }
 }
 
-/// A `kill -9` of the writing process loses no acknowledged write (docs/architecture.md §6).
+/// A `kill -9` of the writing process loses no acknowledged write (docs/architecture.md §6), at
+/// both sync levels (`trantor hub --sync full|normal`).
 #[test]
 fn sqlite_survives_kill_9() {
+    kill_9_at("full");
+    kill_9_at("normal");
+}
+
+fn kill_9_at(sync: &str) {
     use std::io::BufRead as _;
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("hub.db");
     let mut child = std::process::Command::new(std::env::current_exe().expect("test binary"))
         .args(["--exact", "kill9_child_writer", "--ignored", "--nocapture"])
         .env("TRANTOR_STORE_KILL9_DB", &path)
+        .env("TRANTOR_STORE_KILL9_SYNC", sync)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -1012,7 +1032,7 @@ fn sqlite_survives_kill_9() {
     }
     child.kill().expect("kill -9");
     child.wait().expect("reap");
-    assert!(acked.len() >= 2_000, "the child stopped early");
+    assert!(acked.len() >= 2_000, "the child stopped early ({sync})");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let s = SqliteStore::open(&path).expect("reopen after kill");
     let stored: HashSet<i64> = rt
@@ -1026,5 +1046,8 @@ fn sqlite_survives_kill_9() {
         .copied()
         .filter(|id| !stored.contains(id))
         .collect();
-    assert!(lost.is_empty(), "acknowledged but lost: {lost:?}");
+    assert!(
+        lost.is_empty(),
+        "sync {sync}: acknowledged but lost: {lost:?}"
+    );
 }

@@ -237,12 +237,48 @@ pub(crate) async fn board(a: BoardArgs) -> anyhow::Result<ExitCode> {
         .into_iter()
         .filter_map(|v| serde_json::from_value(v).ok())
         .collect();
+    // A hub without `GET /phase` (the original) has no goals to show.
+    let phases: serde_json::Value =
+        match hub.get("/phase", &[("project", id.project.clone())]).await {
+            Ok(v) => v,
+            Err(ClientError::Http { status: 404, .. }) => serde_json::json!({ "phases": [] }),
+            Err(e) => return Err(super::hub_failure(hub.base(), e)),
+        };
+    let goals: Vec<(String, String)> = phases["phases"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| Some((p["phase"].as_str()?.into(), p["goal"].as_str()?.into())))
+                .collect()
+        })
+        .unwrap_or_default();
     if a.common.json {
-        print_json(&serde_json::json!({"project": id.project, "tasks": cards}))?;
+        print_json(&serde_json::json!({
+            "project": id.project,
+            "tasks": cards,
+            "phases": phases["phases"],
+        }))?;
         return Ok(ExitCode::SUCCESS);
     }
     say!("{}", board_table(&id.project, &cards, a.all, now));
+    if !goals.is_empty() {
+        say!("{}", phase_goals(&goals, &cards));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The project's phase goals, each with how many of its cards are done.
+fn phase_goals(goals: &[(String, String)], cards: &[Card]) -> String {
+    let mut out = String::from("phase goals:");
+    for (phase, goal) in goals {
+        let of: Vec<&Card> = cards.iter().filter(|c| c.phase == *phase).collect();
+        let done = of.iter().filter(|c| c.status == "done").count();
+        out.push_str(&format!(
+            "\n  {phase}: {goal} ({done}/{} cards done)",
+            of.len()
+        ));
+    }
+    out
 }
 
 /// The board as a table, in reading order (live work, queue, finished).

@@ -26,10 +26,14 @@ pub(crate) const INBOX_HELP: &str = concat!(
     "\
 Examples:
   trantor inbox                 the last 20 messages to this session (marks nothing read)
-  trantor inbox --unread        messages past this session's delivery ledger, then marks them read
-  trantor inbox --since 40      everything after message #40
-  trantor inbox --wait 60       wait up to 60 s for the next new message
+  trantor inbox --unread        the oldest 20 past this session's delivery ledger; marks those read
+  trantor inbox --since 40      the oldest 20 after message #40 (page on with --since <last id>)
+  trantor inbox --wait 60       wait up to 60 s for new messages (the oldest 20 of them)
+  trantor inbox --limit 5       the last 5 (with --since/--unread/--wait: the first 5)
   trantor inbox --session claude:web --json
+
+When --limit leaves messages out, a line on stderr says how many and where to page on
+(`--json`: \"more\": N and \"next\": the --since value that reads on).
 
 ",
     exit_codes!()
@@ -82,9 +86,10 @@ pub struct InboxArgs {
     /// Wait up to this many seconds for the next new message (long-poll).
     #[arg(long, value_name = "SECS")]
     pub wait: Option<u64>,
-    /// How many of the most recent messages to show.
-    #[arg(long, default_value_t = 20)]
-    pub limit: usize,
+    /// At most this many messages: the newest ones on a plain look; the oldest ones after the
+    /// cursor with --since, --unread or --wait (so paging with --since loses nothing).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: u64,
     #[command(flatten)]
     pub common: Common,
 }
@@ -137,33 +142,51 @@ pub(crate) async fn send(a: SendArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// All deliverable messages after `since` (peeking), following the hub's pages.
+/// All deliverable messages after `since` (peeking), following the hub's pages; with the
+/// cursor the last page reached.
 async fn read_all(
     hub: &trantor_proto::HubClient,
     session: &str,
     mut since: i64,
-) -> anyhow::Result<Vec<Message>> {
+) -> anyhow::Result<(Vec<Message>, i64)> {
     let mut out = Vec::new();
     loop {
         let r = hub.inbox(session, since, true).await.hub(hub)?;
         let advanced = r.cursor > since;
         out.extend(r.messages);
+        since = since.max(r.cursor);
         if !r.more || !advanced {
-            return Ok(out);
+            return Ok((out, since));
         }
-        since = r.cursor;
     }
+}
+
+/// Keep at most `limit` messages (ordered by id): the newest when `newest`, else the oldest.
+/// Returns the kept ones and how many were left out.
+fn page(mut msgs: Vec<Message>, limit: u64, newest: bool) -> (Vec<Message>, usize) {
+    msgs.sort_by_key(|m| m.id);
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let left_out = msgs.len().saturating_sub(limit);
+    if newest {
+        msgs.drain(..left_out);
+    } else {
+        msgs.truncate(limit);
+    }
+    (msgs, left_out)
 }
 
 pub(crate) async fn inbox(a: InboxArgs) -> anyhow::Result<ExitCode> {
     let (id, hub) = a.common.connect();
     let now = now_ms();
-    let messages: Vec<Message> = if let Some(secs) = a.wait {
+    // (messages shown, how many were left out by --limit, the --since that reads on)
+    let (messages, left_out, next): (Vec<Message>, usize, Option<i64>) = if let Some(secs) = a.wait
+    {
         // Wait for what arrives after the newest message now in the inbox.
         let since = match a.since {
             Some(s) => s,
             None => read_all(&hub, &id.session, 0)
                 .await?
+                .0
                 .iter()
                 .map(|m| m.id)
                 .max()
@@ -173,27 +196,66 @@ pub(crate) async fn inbox(a: InboxArgs) -> anyhow::Result<ExitCode> {
             .poll(&id.session, since, Duration::from_secs(secs.clamp(1, 290)))
             .await
             .hub(&hub)?;
-        r.messages
+        let (shown, left_out) = page(r.messages, a.limit, false);
+        let next = shown.last().map(|m| m.id);
+        (shown, left_out, next)
     } else if a.unread {
         let floor = match hub.peer(&id.session).await {
             Ok(p) => p.delivered_up_to,
             Err(trantor_proto::ClientError::Http { status: 404, .. }) => 0,
             Err(e) => return Err(super::hub_failure(hub.base(), e)),
         };
-        let r = hub.inbox(&id.session, floor, false).await.hub(&hub)?;
-        r.messages
-    } else {
-        let all = read_all(&hub, &id.session, a.since.unwrap_or(0)).await?;
-        let skip = if a.since.is_some() {
-            0
+        let (all, cursor) = read_all(&hub, &id.session, floor).await?;
+        let (shown, left_out) = page(all, a.limit, false);
+        // Mark read exactly what is shown: up to the read cursor when nothing was left out,
+        // else up to the last message shown (the rest stays unread for the next call).
+        let up_to = if left_out == 0 {
+            cursor
         } else {
-            all.len().saturating_sub(a.limit)
+            shown.last().map_or(floor, |m| m.id)
         };
-        all.into_iter().skip(skip).collect()
+        if up_to > floor {
+            let _: serde_json::Value = hub
+                .post(
+                    "/delivered",
+                    &serde_json::json!({ "session": id.session, "upTo": up_to }),
+                )
+                .await
+                .hub(&hub)?;
+        }
+        let next = shown.last().map(|m| m.id);
+        (shown, left_out, next)
+    } else if let Some(since) = a.since {
+        let (all, _) = read_all(&hub, &id.session, since).await?;
+        let (shown, left_out) = page(all, a.limit, false);
+        let next = shown.last().map(|m| m.id);
+        (shown, left_out, next)
+    } else {
+        let (all, _) = read_all(&hub, &id.session, 0).await?;
+        let (shown, left_out) = page(all, a.limit, true);
+        (shown, left_out, None)
     };
     if a.common.json {
-        print_json(&serde_json::json!({"session": id.session, "messages": messages}))?;
+        let mut v = serde_json::json!({"session": id.session, "messages": messages});
+        if left_out > 0 {
+            v["more"] = serde_json::json!(left_out);
+            if let Some(n) = next {
+                v["next"] = serde_json::json!(n);
+            }
+        }
+        print_json(&v)?;
         return Ok(ExitCode::SUCCESS);
+    }
+    if left_out > 0 {
+        match next {
+            Some(n) if !a.unread => {
+                eprintln!("{left_out} more after #{n}: trantor inbox --since {n}")
+            }
+            Some(_) => eprintln!("{left_out} more unread: trantor inbox --unread"),
+            None => eprintln!(
+                "{left_out} older message(s) not shown: raise --limit or page with --since"
+            ),
+        }
     }
     if messages.is_empty() {
         say!("no messages for {}", id.session);

@@ -406,18 +406,30 @@ const CODEX_FORWARDED_ENV: &[&str] = &[
     "RELAY_AGENT",
     "RELAY_PROJECT",
     "AGENT_BUS_DIR",
+    "TRANTOR_SEAT",
 ];
 
-/// Whether our Codex entry already forwards every variable in [`CODEX_FORWARDED_ENV`].
+/// The Codex entry key that lets `codex exec` call our tools without asking: Codex refuses
+/// every tool not annotated read-only when no one can approve it ("requires approval, but
+/// approval policy is never"), and a seat's turn has no one to ask.
+const CODEX_APPROVAL_KEY: &str = "default_tools_approval_mode";
+/// Its value: approve every trantor tool call.
+const CODEX_APPROVAL: &str = "approve";
+
+/// Whether our Codex entry already forwards every variable in [`CODEX_FORWARDED_ENV`] and
+/// approves its tools.
 fn codex_forwards_env(doc: &toml_edit::DocumentMut) -> bool {
-    let listed: Vec<&str> = doc
-        .get("mcp_servers")
-        .and_then(|s| s.get("trantor"))
+    let entry = doc.get("mcp_servers").and_then(|s| s.get("trantor"));
+    let approves = entry
+        .and_then(|e| e.get(CODEX_APPROVAL_KEY))
+        .and_then(|v| v.as_str())
+        == Some(CODEX_APPROVAL);
+    let listed: Vec<&str> = entry
         .and_then(|e| e.get("env_vars"))
         .and_then(|a| a.as_array())
         .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
         .unwrap_or_default();
-    CODEX_FORWARDED_ENV.iter().all(|v| listed.contains(v))
+    approves && CODEX_FORWARDED_ENV.iter().all(|v| listed.contains(v))
 }
 
 fn toml_wiring(doc: &toml_edit::DocumentMut) -> Wiring {
@@ -500,6 +512,7 @@ fn edited(target: &Target, command: &str) -> Result<Option<String>, String> {
                 vars.push(*v);
             }
             entry.insert("env_vars", toml_edit::value(vars));
+            entry.insert(CODEX_APPROVAL_KEY, toml_edit::value(CODEX_APPROVAL));
             servers.insert("trantor", toml_edit::Item::Table(entry));
             Ok(Some(doc.to_string()))
         }
@@ -742,6 +755,10 @@ mod tests {
             text.contains("env_vars") && text.contains("\"RELAY_SESSION\""),
             "{text}"
         );
+        assert!(
+            text.contains("default_tools_approval_mode = \"approve\""),
+            "{text}"
+        );
         std::fs::write(&t.path, &text).expect("write");
         assert_eq!(edited(&t, "/bin/trantor").expect("edit"), None);
     }
@@ -757,6 +774,10 @@ mod tests {
         .expect("write");
         let text = edited(&t, "/bin/trantor").expect("edit").expect("changed");
         assert!(text.contains("startup_timeout_sec = 20"), "{text}");
+        assert!(
+            text.contains("default_tools_approval_mode = \"approve\""),
+            "{text}"
+        );
         for v in CODEX_FORWARDED_ENV {
             assert!(text.contains(&format!("\"{v}\"")), "{v} missing: {text}");
         }

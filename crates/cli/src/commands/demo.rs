@@ -325,6 +325,9 @@ pub(crate) async fn demo(a: DemoArgs) -> anyhow::Result<ExitCode> {
     if a.keep {
         let kept = tmp.keep();
         say!("\nstill running (--keep):");
+        say!(
+            "  RELAY_URL={url} trantor ui --project {PROJECT}     (the dashboard: {url}/ui?project={PROJECT})"
+        );
         say!("  RELAY_URL={url} trantor board --project {PROJECT}");
         say!("  RELAY_URL={url} trantor board --project {PROJECT} --card {id}");
         say!("  RELAY_URL={url} trantor peers");

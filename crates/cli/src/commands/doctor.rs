@@ -45,6 +45,81 @@ impl Check {
     }
 }
 
+/// `<cli> --version` compared with the driver table's verified range. Older than verified is a
+/// problem (the runner's command line may not be understood); newer is reported, not failed.
+async fn version_check(
+    label: &str,
+    path: &std::path::Path,
+    spec: &trantor_runner::drivers::DriverSpec,
+) -> Check {
+    use trantor_runner::drivers::{VersionCheck, check_version};
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        tokio::process::Command::new(path)
+            .arg("--version")
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await;
+    let text = match out {
+        Ok(Ok(o)) => format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Ok(Err(e)) => format!("cannot run: {e}"),
+        Err(_) => "no answer within 20 s".to_string(),
+    };
+    let range = spec.verified.unwrap_or("none");
+    let install = spec
+        .verified_with
+        .map(|v| format!("install the verified version ({} {v})", spec.program));
+    let (ok, detail, fix) = match check_version(spec, &text) {
+        VersionCheck::Verified(v) => (
+            true,
+            format!("{v}: inside the verified range {range}"),
+            None,
+        ),
+        VersionCheck::Newer(v) => (
+            true,
+            format!("{v}: newer than the verified range {range} (expected to work, not verified)"),
+            None,
+        ),
+        VersionCheck::Older(v) => (
+            false,
+            format!(
+                "{v}: older than the verified range {range}; the runner's command line may not be understood"
+            ),
+            install,
+        ),
+        VersionCheck::Unverified(v) => (
+            true,
+            format!(
+                "{}: this driver has not been verified against a real install",
+                v.map(|v| v.to_string())
+                    .unwrap_or_else(|| "version unknown".into())
+            ),
+            None,
+        ),
+        VersionCheck::Unknown => (
+            false,
+            format!(
+                "`{} --version` printed no version: {}",
+                path.display(),
+                text.trim().chars().take(120).collect::<String>()
+            ),
+            install,
+        ),
+    };
+    Check {
+        name: format!("{label} version"),
+        ok,
+        detail,
+        fix,
+    }
+}
+
 pub(crate) async fn doctor(a: DoctorArgs) -> anyhow::Result<ExitCode> {
     let id = a.common.identity();
     let hub = HubClient::new(id.hub_url.clone()).with_timeout(std::time::Duration::from_secs(3));
@@ -187,10 +262,16 @@ pub(crate) async fn doctor(a: DoctorArgs) -> anyhow::Result<ExitCode> {
             detail,
             fix,
         });
+        if let (Some(p), Some(spec)) = (&on_path, trantor_runner::drivers::spec(t.name)) {
+            checks.push(version_check(t.label, p, spec).await);
+        }
     }
     for name in OTHER_AGENTS {
         if let Some(p) = find_on_path(name) {
             any_agent = true;
+            if let Some(spec) = trantor_runner::drivers::spec(name) {
+                checks.push(version_check(name, &p, spec).await);
+            }
             checks.push(Check {
                 name: name.into(),
                 ok: true,

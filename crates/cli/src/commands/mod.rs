@@ -30,6 +30,7 @@ mod lessons;
 mod seat_why;
 mod seats;
 mod table;
+mod ui;
 mod up;
 
 use std::process::ExitCode;
@@ -78,6 +79,9 @@ pub enum Command {
     /// Register `trantor mcp` with the agent CLIs found here (Claude Code, Codex, OpenCode, Kimi).
     #[command(after_long_help = connect::CONNECT_HELP)]
     Connect(connect::ConnectArgs),
+    /// Open the hub's dashboard (board, seats, flow, timeline) in the browser.
+    #[command(after_long_help = ui::UI_HELP)]
+    Ui(ui::UiArgs),
 }
 
 /// Options every bus verb shares.
@@ -226,6 +230,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Up(a) => up::up(a).await,
         Command::Down(a) => down::down(a).await,
         Command::SeatWhy(a) => seat_why::seat_why(a).await,
+        Command::Ui(a) => ui::ui(a).await,
     };
     match result {
         Ok(code) => Ok(code),

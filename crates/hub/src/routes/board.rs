@@ -162,6 +162,15 @@ pub async fn create<S: Store>(
     if let Some(n) = &note {
         push_log(&mut card, now, &by, n);
     }
+    // The drill gate holds for a card created as done too, whatever its `source` says.
+    if card.status == "done" && !has_drill_line(&card, None, note.as_deref()) {
+        return Err(ApiError::with(
+            StatusCode::CONFLICT,
+            "no drill line on a card created as done: pass drill:\"<the command or check>\", a \
+             checklist item \"drill: …\", or a note starting \"Drill:\"",
+            json!({ "status": "done" }),
+        ));
+    }
     let touch = touch_actor(&hub, &by, now);
     let (card, out) = hub
         .write(move |tx| {
@@ -285,10 +294,8 @@ pub async fn update<S: Store>(
                 )));
             }
             let to_done = u.status.as_deref() == Some("done") && card.status != "done";
-            if to_done
-                && card.source != "bridge"
-                && !has_drill_line(&card, u.drill.as_deref(), u.note.as_deref())
-            {
+            // No source exempts a card from the gate: `source` is any client's say-so.
+            if to_done && !has_drill_line(&card, u.drill.as_deref(), u.note.as_deref()) {
                 return Ok(Err(ApiError::with(
                     StatusCode::CONFLICT,
                     drill_refusal(card.id),
@@ -388,9 +395,13 @@ pub async fn checklist_toggle<S: Store>(
     if req.id <= 0 {
         return Err(ApiError::bad_request("id required"));
     }
+    check_opt("by", &req.by, limits::SESSION)?;
+    let by = trimmed(req.by).unwrap_or_default();
     let now = now_ms();
+    let touch = touch_actor(&hub, &by, now);
     let outcome = hub
         .write(move |tx| {
+            let mut out = Outbox::default();
             let Some(mut card) = tx.card(req.id)? else {
                 return Ok(Err(ApiError::not_found("no such task")));
             };
@@ -401,14 +412,33 @@ pub async fn checklist_toggle<S: Store>(
                 return Ok(Err(ApiError::bad_request("no such checklist item")));
             };
             item.done = req.done;
+            // Who toggled what is kept: a log line on the card and a card event.
+            let line = format!(
+                "checklist item {} {}: {}",
+                req.index + 1,
+                if req.done { "checked" } else { "unchecked" },
+                truncate(&item.text, 200)
+            );
+            persist_edge(tx, &mut out, &by, touch, now)?;
+            push_log(&mut card, now, &by, &line);
             card.updated = now;
             tx.put_card(&card)?;
-            Ok(Ok(card))
+            let status = card.status.clone();
+            let mut ev = card_event(&card, "updated", &by, now, Some(&status), &status);
+            ev.data.insert("changes".into(), json!(["checklist"]));
+            ev.data.insert(
+                "checklist".into(),
+                json!({ "index": req.index, "done": req.done }),
+            );
+            out.event(tx, ev)?;
+            Ok(Ok((card, out)))
         })
-        .await??;
+        .await?;
+    let (card, out) = outcome?;
+    hub.publish(out);
     Ok(Json(TaskReply {
         ok: true,
-        task: outcome,
+        task: card,
     }))
 }
 

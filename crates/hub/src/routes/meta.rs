@@ -74,6 +74,7 @@ pub async fn health<S: Store>(State(hub): State<AppState<S>>) -> impl IntoRespon
             "version": VERSION,
             "authMode": "off",
             "store": hub.store.describe(),
+            "sync": hub.store.synchronous(),
             "peers": c.peers,
             "messages": c.messages,
             "cards": c.cards,
@@ -274,6 +275,36 @@ pub async fn phase_post<S: Store>(
         phase,
         goal,
     }))
+}
+
+/// `GET /phase?project=[&phase=]`: the project's phase goals, ordered by phase name.
+pub async fn phase_get<S: Store>(
+    State(hub): State<AppState<S>>,
+    p: Params,
+) -> ApiResult<Json<Value>> {
+    let project = p.required("project")?.trim().to_string();
+    let only = p.text("phase").map(|s| s.trim().to_string());
+    let prefix = phase_key(&project, "");
+    let docs = hub.store.read(move |tx| tx.kv_prefix(&prefix)).await?;
+    let plen = phase_key(&project, "").len();
+    let phases: Vec<Value> = docs
+        .into_iter()
+        .filter_map(|(key, doc)| {
+            let phase = key.get(plen..)?.to_string();
+            let goal = doc.get("goal").and_then(Value::as_str).unwrap_or_default();
+            // A goal set to "" is a cleared goal.
+            if goal.is_empty() || only.as_deref().is_some_and(|o| o != phase) {
+                return None;
+            }
+            Some(json!({
+                "phase": phase,
+                "goal": goal,
+                "by": doc.get("by").cloned().unwrap_or(json!("")),
+                "ts": doc.get("ts").cloned().unwrap_or(Value::Null),
+            }))
+        })
+        .collect();
+    Ok(Json(json!({ "project": project, "phases": phases })))
 }
 
 /// `GET /_op?id=[&route=]`: the recorded outcome of an idempotent write. Ops are keyed by route;

@@ -61,6 +61,8 @@ pub enum CardRead {
     Found {
         /// Title.
         title: String,
+        /// The card's phase label ("" when none).
+        phase: String,
         /// Status and log.
         snap: CardSnap,
     },
@@ -82,6 +84,12 @@ impl HubReads {
                         .and_then(Value::as_str)
                         .unwrap_or("")
                         .to_string(),
+                    phase: t
+                        .get("phase")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .trim()
+                        .to_string(),
                     snap: card_snap(t),
                 },
                 _ => CardRead::Missing,
@@ -92,6 +100,29 @@ impl HubReads {
                 CardRead::Failed
             }
         }
+    }
+
+    /// The goal set for `phase` of this project (`GET /phase`), if any. A failed read is no
+    /// goal: the prompt goes without it rather than wait.
+    pub async fn phase_goal(&self, phase: &str) -> Option<String> {
+        let q = [
+            ("project", self.project.clone()),
+            ("phase", phase.to_string()),
+        ];
+        let v = match self.hub.get::<Value>("/phase", &q).await {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::debug!("phase goal read failed: {e}");
+                return None;
+            }
+        };
+        v.get("phases")?
+            .as_array()?
+            .iter()
+            .find(|p| p.get("phase").and_then(Value::as_str) == Some(phase))
+            .and_then(|p| p.get("goal").and_then(Value::as_str))
+            .filter(|g| !g.trim().is_empty())
+            .map(str::to_string)
     }
 
     /// The seat's own newest open card (assignee = the seat, doing/testing/todo, not a

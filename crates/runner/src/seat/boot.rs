@@ -267,6 +267,7 @@ pub async fn boot(
         ask_released: false,
         last_turn_at: trantor_proto::now_ms(),
         q: Pending::default(),
+        delivering: Vec::new(),
         park: None,
         park_announced: false,
         announced: String::new(),

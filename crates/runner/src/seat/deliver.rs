@@ -40,9 +40,11 @@ impl Seat {
         }
     }
 
-    /// Consume the held queue (a landed turn, a duty no-op, an unresolvable base).
+    /// Consume the batch being delivered (a landed turn, a duty no-op, an unresolvable base);
+    /// wakes queued behind it stay for the next turn.
     fn consume(&mut self) {
-        self.q.wake.clear();
+        let ids = std::mem::take(&mut self.delivering);
+        self.q.consume_wakes(&ids);
         self.q.bcast.clear();
         self.retry_at = 0;
         self.delivery_fails = 0;
@@ -60,7 +62,16 @@ impl Seat {
         self.release_check().await;
         self.no_delivery_retry = false;
         let released = std::mem::take(&mut self.ask_released);
-        let mut wakes = self.q.wake.clone();
+        let mut wakes = self.q.batch().to_vec();
+        let queued_behind = self.q.wake.len() - wakes.len();
+        self.delivering = wakes.iter().map(|m| m.id).collect();
+        if queued_behind > 0 {
+            tracing::info!(
+                "{} queued — this turn carries the oldest {}, the rest wait for the next",
+                self.q.wake.len(),
+                wakes.len()
+            );
+        }
         let mut directive = String::new();
         let mut duty_plan = None;
         if self.cfg.duty_nudges {
@@ -147,6 +158,16 @@ impl Seat {
         if !directive.is_empty() {
             again.push(directive);
         }
+        // The goal of the bound card's phase, set by the orchestrator with `POST /phase`.
+        if let Some(CardRead::Found { phase, .. }) = &card_read
+            && !phase.is_empty()
+            && let Some(goal) = self.reads.phase_goal(phase).await
+        {
+            again.push(format!(
+                "PHASE GOAL ({phase}): {}",
+                prompt::cap_item(&goal, 500)
+            ));
+        }
         let topic: String = wakes
             .iter()
             .map(|m| m.text.as_str())
@@ -163,7 +184,7 @@ impl Seat {
                 .or(main_head)
                 .map(|b| format!("base: {b}"))
                 .unwrap_or_default(),
-            wake: prompt::wake_section(&wakes),
+            wake: prompt::wake_section(&wakes, queued_behind),
         });
         let r = self
             .run_turn(

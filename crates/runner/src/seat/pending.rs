@@ -11,8 +11,10 @@ use serde_json::Value;
 use std::path::Path;
 use trantor_proto::Message;
 
-/// The most undelivered wakes kept; overflow drops the oldest, loudly.
-pub const WAKE_CAP: usize = 50;
+/// The most wakes one turn carries (the oldest first). The queue itself has no cap: past this
+/// count the rest wait for the next turn, so no wake is ever dropped to bound a count
+/// (docs/runner.md (pending queue)).
+pub const BATCH_MAX: usize = 60;
 /// The most context messages kept (only the last 10 ride a prompt).
 pub const CONTEXT_CAP: usize = 50;
 /// The most seen-ledger ids kept.
@@ -163,17 +165,24 @@ impl Pending {
         fsx::write_atomic_sync_later(path, &bytes)
     }
 
-    /// Queue wake messages (deduped by id) and enforce the cap; returns how many of the oldest
-    /// were dropped.
-    pub fn push_wakes(&mut self, msgs: Vec<Message>) -> usize {
+    /// Queue wake messages (deduped by id), oldest first. Nothing is dropped: a long queue is
+    /// carried by several turns ([`Pending::batch`]).
+    pub fn push_wakes(&mut self, msgs: Vec<Message>) {
         for m in msgs {
             if !self.wake.iter().any(|w| w.id == m.id) {
                 self.wake.push(m);
             }
         }
-        let over = self.wake.len().saturating_sub(WAKE_CAP);
-        self.wake.drain(..over);
-        over
+    }
+
+    /// The wakes the next turn carries: the oldest [`BATCH_MAX`].
+    pub fn batch(&self) -> &[Message] {
+        &self.wake[..self.wake.len().min(BATCH_MAX)]
+    }
+
+    /// Remove the wakes a turn consumed (by id); the rest stay queued for the next turn.
+    pub fn consume_wakes(&mut self, ids: &[i64]) {
+        self.wake.retain(|m| !ids.contains(&m.id));
     }
 
     /// Queue context messages (deduped by id), keeping the newest [`CONTEXT_CAP`].
@@ -293,12 +302,25 @@ mod tests {
     }
 
     #[test]
-    fn cap_drops_the_oldest() {
+    fn nothing_is_dropped_past_a_count_and_batches_take_the_oldest() {
         let mut q = Pending::default();
-        let dropped = q.push_wakes((1..=53).map(msg).collect());
-        assert_eq!(dropped, 3);
-        assert_eq!(q.wake.len(), WAKE_CAP);
-        assert_eq!(q.wake[0].id, 4);
+        q.push_wakes((1..=130).map(msg).collect());
+        assert_eq!(q.wake.len(), 130, "no cap drops a wake");
+        let first: Vec<i64> = q.batch().iter().map(|m| m.id).collect();
+        assert_eq!(first, (1..=BATCH_MAX as i64).collect::<Vec<_>>());
+        q.consume_wakes(&first);
+        // A wake that arrived while the turn ran stays behind the rest.
+        q.push_wakes(vec![msg(131)]);
+        let second: Vec<i64> = q.batch().iter().map(|m| m.id).collect();
+        assert_eq!(second[0], BATCH_MAX as i64 + 1);
+        q.consume_wakes(&second);
+        let third: Vec<i64> = q.batch().iter().map(|m| m.id).collect();
+        assert_eq!(
+            third,
+            vec![121, 122, 123, 124, 125, 126, 127, 128, 129, 130, 131]
+        );
+        q.consume_wakes(&third);
+        assert!(q.wake.is_empty());
     }
 
     #[test]

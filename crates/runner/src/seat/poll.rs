@@ -320,23 +320,12 @@ impl Seat {
                 );
             }
         }
-        let dropped = self.q.push_wakes(t.wakes);
+        self.q.push_wakes(t.wakes);
         self.save_pending(false);
         tracing::debug!(
             "wake path: queue on disk {:?} after the wake",
             arrived.elapsed()
         );
-        if dropped > 0 {
-            tracing::error!(
-                "queue hit its {} cap — dropped the {dropped} oldest undelivered message(s)",
-                crate::pending::WAKE_CAP
-            );
-            self.broadcast(format!(
-                "⚠️ {} dropped {dropped} undelivered message(s) — queue hit its {} cap; re-send what still matters",
-                self.cfg.session,
-                crate::pending::WAKE_CAP
-            ));
-        }
         if self.q.ask != 0 {
             tracing::info!(
                 "holding for the answer to ask #{} — {} message(s) queued behind it",

@@ -84,6 +84,8 @@ pub struct Seat {
     pub last_turn_at: i64,
     /// The durable queue.
     pub q: Pending,
+    /// Ids of the wake batch the current delivery carries (consumed when it lands).
+    pub delivering: Vec<i64>,
     /// The park in force.
     pub park: Option<Park>,
     /// The park was announced (latch).

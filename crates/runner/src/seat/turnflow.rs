@@ -93,6 +93,7 @@ impl Seat {
             s("TRANTOR_TURN_FRESH", if fresh { "1" } else { "0" }),
             s("TRANTOR_SESSION_ID", &self.sid),
         ]);
+        env.extend(self.driver.cli_env(nix::unistd::geteuid().is_root()));
         env
     }
 

@@ -17,7 +17,7 @@ fn hit(r: &LazyLock<Option<Regex>>, text: &str) -> Option<String> {
 
 static AUTH_MARK: LazyLock<Option<Regex>> = LazyLock::new(|| {
     re(
-        r"(?i)unauthor\w*|\b401\b|\b403\b|forbidden|invalid api key|authentication failed|token expired",
+        r"(?i)unauthor\w*|\b401\b|\b403\b|forbidden|invalid api key|incorrect api key|authentication failed|token expired",
     )
 });
 static BILLING: LazyLock<Option<Regex>> = LazyLock::new(|| {
@@ -44,7 +44,9 @@ static EXHAUSTED: LazyLock<Option<Regex>> = LazyLock::new(|| {
     )
 });
 static AUTH: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    re(r"(?i)unauthor\w*|\b401\b|invalid api key|forbidden|\b403\b|token expired|\bexpired\b")
+    re(
+        r"(?i)unauthor\w*|\b401\b|invalid api key|incorrect api key|forbidden|\b403\b|token expired|\bexpired\b",
+    )
 });
 static ANSI: LazyLock<Option<Regex>> =
     LazyLock::new(|| re(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07"));
@@ -56,6 +58,13 @@ static TRY_IN: LazyLock<Option<Regex>> = LazyLock::new(|| {
 static TRY_AT: LazyLock<Option<Regex>> = LazyLock::new(|| {
     re(
         r"(?i)try again (?:at|after)\s+(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2}))?(?:\.\d+)?\s*(Z|UTC|[+-]\d{2}:?\d{2})?",
+    )
+});
+/// "try again at 7:57 PM" (Codex: the provider's reset in local wall-clock time), optionally
+/// with a date ("try again at Dec 2nd, 2026 7:57 PM").
+static TRY_CLOCK: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    re(
+        r"(?i)try again at\s+(?:([a-z]{3})[a-z]*\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4}),?\s+)?(\d{1,2}):(\d{2})\s*([ap])\.?m\b",
     )
 });
 static TOKENS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
@@ -292,9 +301,58 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// This machine's offset from UTC at `now_ms`, in seconds (local wall clock = UTC + offset).
+fn local_offset_s(now_ms: i64) -> i64 {
+    let t: libc::time_t = (now_ms / 1000) as libc::time_t;
+    // SAFETY: localtime_r only writes the tm we hand it; a zeroed tm is a valid value.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    let ok = unsafe { !libc::localtime_r(&t, &mut tm).is_null() };
+    if ok { tm.tm_gmtoff } else { 0 }
+}
+
+/// "try again at 7:57 PM" in the wall clock of UTC+`offset_s`: the next such time after `now`
+/// (or that date's, when one is given).
+fn parse_clock_reset(text: &str, now: i64, offset_s: i64) -> Option<i64> {
+    let c = TRY_CLOCK.as_ref()?.captures_iter(text).last()?;
+    let num = |i: usize| c.get(i).and_then(|m| m.as_str().parse::<i64>().ok());
+    let (mut h, mi) = (num(4)?, num(5)?);
+    if !(1..=12).contains(&h) || mi > 59 {
+        return None;
+    }
+    let pm = c.get(6)?.as_str().eq_ignore_ascii_case("p");
+    h = match (h, pm) {
+        (12, false) => 0,
+        (12, true) => 12,
+        (h, true) => h + 12,
+        (h, false) => h,
+    };
+    let local_now = now / 1000 + offset_s;
+    let day = |secs: i64| secs.div_euclid(86_400) * 86_400;
+    let mut local = if let (Some(mon), Some(d), Some(y)) = (c.get(1), num(2), num(3)) {
+        const MONTHS: [&str; 12] = [
+            "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+        ];
+        let m = MONTHS
+            .iter()
+            .position(|x| x.eq_ignore_ascii_case(mon.as_str()))? as i64
+            + 1;
+        days_from_civil(y, m, d) * 86_400 + h * 3600 + mi * 60
+    } else {
+        day(local_now) + h * 3600 + mi * 60
+    };
+    if c.get(1).is_none() && local <= local_now {
+        local += 86_400;
+    }
+    Some((local - offset_s) * 1000)
+}
+
 /// The reset time a CLI's output names, in ms: "try again in 2 hours", "try again in 45m",
-/// "try again at 2026-01-02T03:04:05Z" (docs/runner.md §12.3). None when nothing parses.
+/// "try again at 2026-01-02T03:04:05Z" (docs/runner.md §12.3), "try again at 7:57 PM" (local
+/// time, as Codex prints the provider's reset). None when nothing parses.
 pub fn parse_reset(text: &str, now: i64) -> Option<i64> {
+    if let Some(at) = parse_clock_reset(text, now, local_offset_s(now)) {
+        return Some(at);
+    }
     if let Some(c) = TRY_IN.as_ref().and_then(|r| r.captures_iter(text).last()) {
         let n: f64 = c.get(1)?.as_str().parse().ok()?;
         let unit = c.get(2)?.as_str().to_lowercase();
@@ -592,6 +650,18 @@ mod tests {
             classify_failure(1, "Error: 401 Unauthorized", false, false, false).0,
             FailureClass::Auth
         );
+        // What OpenCode 1.18 prints for an OpenAI-compatible provider's 401.
+        assert_eq!(
+            classify_failure(
+                1,
+                "Error: Incorrect API key provided: drill-key.",
+                false,
+                false,
+                false
+            )
+            .0,
+            FailureClass::Auth
+        );
         assert_eq!(
             classify_failure(1, "boom", false, true, false).0,
             FailureClass::EmptyTurn
@@ -628,6 +698,32 @@ mod tests {
             Some(1_772_323_200_000)
         );
         assert_eq!(parse_reset("no hint here", now), None);
+    }
+
+    #[test]
+    fn codex_clock_resets_parse_in_local_time() {
+        // 2026-11-30 17:57:05 UTC.
+        let now = 1_796_061_425_000;
+        let codex = "ERROR: You’ve hit your usage limit. Visit https://chatgpt.com/settings/usage \
+                     to purchase more credits or try again at 7:57 PM.";
+        let at_utc = parse_clock_reset(codex, now, 0).expect("parsed");
+        assert_eq!(at_utc, 1_796_061_420_000 + 2 * 3_600_000);
+        // The same words on a machine at UTC+1 name an hour earlier in UTC.
+        assert_eq!(
+            parse_clock_reset(codex, now, 3600),
+            Some(at_utc - 3_600_000)
+        );
+        // A time already past today is tomorrow's.
+        assert_eq!(
+            parse_clock_reset("try again at 9:00 AM", now, 0),
+            Some(days_from_civil(2026, 12, 1) * 86_400_000 + 9 * 3_600_000)
+        );
+        assert_eq!(
+            parse_clock_reset("or try again at Dec 2nd, 2026 12:05 AM.", now, 0),
+            Some(days_from_civil(2026, 12, 2) * 86_400_000 + 5 * 60_000)
+        );
+        assert_eq!(parse_clock_reset("try again at 13:00 PM", now, 0), None);
+        assert!(parse_reset(codex, now).is_some());
     }
 
     #[test]

@@ -7,8 +7,11 @@ use trantor_proto::{Lesson, Message};
 
 /// The whole prompt's hard cap, in characters.
 pub const PROMPT_CAP: usize = 40_000;
-/// Wake messages shown, newest last.
+/// Wake messages shown in full (the newest of the batch); older ones in the batch are folded
+/// into one line each, so every wake of a turn is in its prompt.
 pub const WAKES_SHOWN: usize = 10;
+/// Characters of a folded wake's text kept on its line.
+pub const FOLDED_TEXT: usize = 100;
 /// Context messages shown.
 pub const CONTEXT_SHOWN: usize = 10;
 /// Lessons shown.
@@ -64,21 +67,49 @@ fn line(m: &Message) -> String {
     format!("[{}{to}] #{}: {}", m.from, m.id, m.text)
 }
 
-/// The wake section.
-pub fn wake_section(wakes: &[Message]) -> String {
-    let shown: Vec<&Message> = wakes.iter().rev().take(WAKES_SHOWN).rev().collect();
-    if shown.is_empty() {
+/// A folded wake: its sender, id and the start of its text on one line.
+fn folded_line(m: &Message) -> String {
+    let to = if m.to == "all" { " (broadcast)" } else { "" };
+    let flat: String = m.text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut text: String = flat.chars().take(FOLDED_TEXT).collect();
+    if flat.chars().count() > FOLDED_TEXT {
+        text.push('…');
+    }
+    format!("[{}{to}] #{}: {text}", m.from, m.id)
+}
+
+/// The wake section: every wake of the turn's batch, oldest first — the newest
+/// [`WAKES_SHOWN`] in full, the older ones folded into one line each under a line that says
+/// how many were folded in. `queued_behind` wakes wait for the next turn (said, not dropped).
+pub fn wake_section(wakes: &[Message], queued_behind: usize) -> String {
+    if wakes.is_empty() {
         return String::new();
     }
-    let head = if shown.len() == 1 {
+    let head = if wakes.len() == 1 {
         "NEW BUS MESSAGE for you:"
     } else {
         "NEW BUS MESSAGES for you:"
     };
     let mut s = String::from(head);
-    for m in shown {
+    let folded = wakes.len().saturating_sub(WAKES_SHOWN);
+    if folded > 0 {
+        s.push_str(&format!(
+            "\n{folded} earlier message(s) folded in, oldest first (relay_inbox has them in full):"
+        ));
+        for m in &wakes[..folded] {
+            s.push_str("\n- ");
+            s.push_str(&folded_line(m));
+        }
+        s.push_str(&format!("\nThe latest {} in full:", wakes.len() - folded));
+    }
+    for m in &wakes[folded..] {
         s.push('\n');
         s.push_str(&cap_item(&line(m), 2000));
+    }
+    if queued_behind > 0 {
+        s.push_str(&format!(
+            "\n({queued_behind} more message(s) are queued behind these; the next turn carries them.)"
+        ));
     }
     s
 }
@@ -216,12 +247,33 @@ mod tests {
     }
 
     #[test]
-    fn wake_section_shows_the_last_ten_capped() {
-        let wakes: Vec<Message> = (1..=12).map(|i| m(i, &format!("msg {i}"))).collect();
-        let s = wake_section(&wakes);
+    fn wake_section_folds_all_but_the_last_ten_and_loses_no_id() {
+        let wakes: Vec<Message> = (1..=12)
+            .map(|i| m(i, &format!("msg {i} {}", "y".repeat(300))))
+            .collect();
+        let s = wake_section(&wakes, 0);
         assert!(s.starts_with("NEW BUS MESSAGES for you:"));
-        assert!(!s.contains("msg 2\n") && s.contains("msg 3") && s.ends_with("msg 12"));
-        let long = wake_section(&[m(1, &"x".repeat(5000))]);
+        assert!(s.contains("\n2 earlier message(s) folded in, oldest first"));
+        // Every id is there, oldest first.
+        let at: Vec<usize> = (1..=12)
+            .map(|i| {
+                s.find(&format!("#{i}: msg {i} "))
+                    .expect("every id in the prompt")
+            })
+            .collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "oldest first");
+        // Folded lines are short; the last ten are whole.
+        let folded = s.lines().find(|l| l.contains("#1: ")).expect("folded line");
+        assert!(folded.chars().count() < 140, "{folded}");
+        assert!(s.ends_with(&"y".repeat(300)));
+        assert!(
+            wake_section(&wakes, 7).ends_with(
+                "(7 more message(s) are queued behind these; the next turn carries them.)"
+            )
+        );
+        let short = wake_section(&wakes[..3], 0);
+        assert!(!short.contains("folded"));
+        let long = wake_section(&[m(1, &"x".repeat(5000))], 0);
         assert!(long.starts_with("NEW BUS MESSAGE for you:"));
         assert!(long.contains("characters elided"));
         assert!(long.chars().count() < 2100);

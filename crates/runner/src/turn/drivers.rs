@@ -62,6 +62,130 @@ impl Invocation {
     }
 }
 
+/// One row of the driver table: a native agent CLI, the command lines the runner gives it, and
+/// the CLI versions those command lines were verified against with the real CLI
+/// (docs/runner.md §23). `trantor doctor` compares installed versions with `verified`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DriverSpec {
+    /// The driver name (the runner's AGENT argument).
+    pub name: &'static str,
+    /// The executable looked up on PATH.
+    pub program: &'static str,
+    /// A fresh turn, with `<prompt>`, `<dir>` and `<sid>` standing for the turn's values.
+    pub first: &'static str,
+    /// A resumed turn.
+    pub resume: &'static str,
+    /// The semver range the command lines were verified against; `None`: never run against a
+    /// real install by this project's tests.
+    pub verified: Option<&'static str>,
+    /// The exact version the real-CLI drills ran.
+    pub verified_with: Option<&'static str>,
+}
+
+/// Every native driver. The unit tests hold [`Driver::invocation`] to these lines, and the
+/// real-CLI drills (crates/cli/tests/real_clis.rs) install `verified_with` from npm.
+pub const DRIVERS: &[DriverSpec] = &[
+    DriverSpec {
+        name: "claude",
+        program: "claude",
+        first: "claude -p <prompt> --dangerously-skip-permissions",
+        resume: "claude -c -p <prompt> --dangerously-skip-permissions",
+        verified: Some(">=2.1.332, <2.2.0"),
+        verified_with: Some("2.1.332"),
+    },
+    DriverSpec {
+        name: "codex",
+        program: "codex",
+        first: "codex exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox <prompt>",
+        resume: "codex exec resume --last --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox <prompt>",
+        verified: Some(">=0.171.0, <0.172.0"),
+        verified_with: Some("0.171.0"),
+    },
+    DriverSpec {
+        name: "opencode",
+        program: "opencode",
+        first: "opencode run --dir <dir> <prompt>",
+        resume: "opencode run --dir <dir> -s <sid> <prompt>",
+        verified: Some(">=1.18.33, <1.19.0"),
+        verified_with: Some("1.18.33"),
+    },
+    DriverSpec {
+        name: "gemini",
+        program: "gemini",
+        first: "gemini --yolo -p <prompt>",
+        resume: "gemini --yolo -r latest -p <prompt>",
+        verified: None,
+        verified_with: None,
+    },
+    DriverSpec {
+        name: "kimi",
+        program: "kimi",
+        first: "kimi -p <prompt>",
+        resume: "kimi -r <sid> -p <prompt>",
+        verified: None,
+        verified_with: None,
+    },
+    DriverSpec {
+        name: "dsh",
+        program: "dsh",
+        first: "dsh --profile trantor <prompt>",
+        resume: "dsh --profile trantor <prompt>",
+        verified: None,
+        verified_with: None,
+    },
+];
+
+/// The table row for a driver name.
+pub fn spec(name: &str) -> Option<&'static DriverSpec> {
+    DRIVERS.iter().find(|d| d.name == name)
+}
+
+/// How an installed CLI's version compares with its row of the driver table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VersionCheck {
+    /// Inside the verified range.
+    Verified(semver::Version),
+    /// Older than the verified range: the command line may not be understood.
+    Older(semver::Version),
+    /// Newer than the verified range: expected to work, not verified.
+    Newer(semver::Version),
+    /// The driver was never verified against a real install.
+    Unverified(Option<semver::Version>),
+    /// `--version` printed nothing that looks like a version.
+    Unknown,
+}
+
+/// The first `x.y.z` in a CLI's `--version` output (`2.1.332 (Claude Code)`, `codex-cli 0.171.0`).
+pub fn parse_version(output: &str) -> Option<semver::Version> {
+    output
+        .split(|c: char| c.is_whitespace() || c == ',' || c == '(' || c == ')')
+        .map(|w| w.trim_start_matches('v'))
+        .find_map(|w| semver::Version::parse(w).ok())
+}
+
+/// Compare `--version` output with `spec`'s verified range.
+pub fn check_version(spec: &DriverSpec, output: &str) -> VersionCheck {
+    let Some(v) = parse_version(output) else {
+        return VersionCheck::Unknown;
+    };
+    let Some(req) = spec
+        .verified
+        .and_then(|r| semver::VersionReq::parse(r).ok())
+    else {
+        return VersionCheck::Unverified(Some(v));
+    };
+    if req.matches(&v) {
+        return VersionCheck::Verified(v);
+    }
+    let floor = spec
+        .verified_with
+        .and_then(|w| semver::Version::parse(w).ok());
+    match floor {
+        Some(f) if v < f => VersionCheck::Older(v),
+        _ => VersionCheck::Newer(v),
+    }
+}
+
 /// What a driver needs to build a command line.
 #[derive(Debug, Clone)]
 pub struct TurnArgs<'a> {
@@ -252,8 +376,20 @@ impl Driver {
             Driver::Dsh => vec![home.join(".dsh").join("sessions")],
             Driver::Gemini => vec![home.join(".gemini").join("tmp")],
             Driver::Codex => vec![home.join(".codex").join("sessions")],
-            Driver::Opencode { .. } => vec![opencode_data(home).join("storage")],
+            // OpenCode 1.18 keeps sessions in opencode.db (+ its WAL) beside log/ and snapshot/;
+            // older releases wrote JSON files under storage/. The data directory covers both.
+            Driver::Opencode { .. } => vec![opencode_data(home)],
             Driver::Command { .. } => vec![],
+        }
+    }
+
+    /// Environment this driver's CLI needs on top of the seat's. Claude Code refuses
+    /// `--dangerously-skip-permissions` as root ("cannot be used with root/sudo privileges")
+    /// unless it is told it runs in a sandbox; containers and CI run seats as root.
+    pub fn cli_env(&self, euid_is_root: bool) -> Vec<(String, String)> {
+        match self {
+            Driver::Claude if euid_is_root => vec![("IS_SANDBOX".into(), "1".into())],
+            _ => Vec::new(),
         }
     }
 
@@ -502,6 +638,86 @@ mod tests {
                 ("C".into(), "x".into()),
                 ("D".into(), "v".into())
             ]
+        );
+    }
+
+    /// Render an invocation in the table's notation.
+    fn synopsis(inv: &Invocation, t: &TurnArgs<'_>) -> String {
+        let mut parts = vec![inv.program.clone()];
+        for a in &inv.args {
+            parts.push(if a == t.prompt {
+                "<prompt>".into()
+            } else if a == t.sid {
+                "<sid>".into()
+            } else if Path::new(a) == t.dir {
+                "<dir>".into()
+            } else {
+                a.clone()
+            });
+        }
+        parts.join(" ")
+    }
+
+    #[test]
+    fn the_driver_table_is_what_the_runner_runs() {
+        for d in DRIVERS {
+            let driver = Driver::for_name(d.name, None, None);
+            let first = ta(true, "", "");
+            assert_eq!(synopsis(&driver.invocation(&first), &first), d.first);
+            let next = ta(false, "ses_abc", "");
+            assert_eq!(synopsis(&driver.invocation(&next), &next), d.resume);
+            assert_eq!(driver.invocation(&first).program, d.program);
+            if let Some(r) = d.verified {
+                let req = semver::VersionReq::parse(r).expect("range");
+                let with = semver::Version::parse(d.verified_with.expect("verified_with"))
+                    .expect("version");
+                assert!(req.matches(&with), "{} {r} excludes {with}", d.name);
+            }
+        }
+    }
+
+    #[test]
+    fn versions_are_read_from_each_clis_banner_and_compared() {
+        let claude = spec("claude").expect("claude");
+        assert_eq!(
+            check_version(claude, "2.1.332 (Claude Code)\n"),
+            VersionCheck::Verified(semver::Version::new(2, 1, 332))
+        );
+        assert_eq!(
+            check_version(claude, "2.0.9 (Claude Code)"),
+            VersionCheck::Older(semver::Version::new(2, 0, 9))
+        );
+        assert_eq!(
+            check_version(claude, "3.0.0 (Claude Code)"),
+            VersionCheck::Newer(semver::Version::new(3, 0, 0))
+        );
+        let codex = spec("codex").expect("codex");
+        assert_eq!(
+            check_version(codex, "codex-cli 0.171.0"),
+            VersionCheck::Verified(semver::Version::new(0, 171, 0))
+        );
+        assert_eq!(
+            check_version(codex, "command not found"),
+            VersionCheck::Unknown
+        );
+        assert!(matches!(
+            check_version(spec("kimi").expect("kimi"), "kimi, version 1.2.3"),
+            VersionCheck::Unverified(Some(_))
+        ));
+    }
+
+    #[test]
+    fn claude_as_root_is_told_it_runs_in_a_sandbox() {
+        let c = Driver::for_name("claude", None, None);
+        assert_eq!(
+            c.cli_env(true),
+            vec![("IS_SANDBOX".to_string(), "1".to_string())]
+        );
+        assert!(c.cli_env(false).is_empty());
+        assert!(
+            Driver::for_name("codex", None, None)
+                .cli_env(true)
+                .is_empty()
         );
     }
 

@@ -2,7 +2,7 @@
 //! and the cut), how each CLI is invoked (drivers), the liveness watchdog, and the WIP snapshot
 //! a cut takes before it kills the CLI.
 
-pub(crate) mod drivers;
+pub mod drivers;
 mod exec;
 pub(crate) mod snapshot;
 pub(crate) mod watchdog;

@@ -502,6 +502,25 @@ impl ReadTx for SqlTx<'_> {
         )
     }
 
+    fn kv_prefix(&self, prefix: &str) -> Result<Vec<(String, Value)>, StoreError> {
+        // Every key starting with `prefix` sorts in [prefix, prefix + U+10FFFF).
+        let upper = format!("{prefix}\u{10FFFF}");
+        let raw: Vec<(String, String)> = self.rows(
+            "kv",
+            "kv_prefix",
+            "SELECT key, value FROM kv WHERE key >= ?1 AND key < ?2 ORDER BY key",
+            [prefix, upper.as_str()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        raw.into_iter()
+            .map(|(k, v)| {
+                serde_json::from_str(&v)
+                    .map(|v| (k.clone(), v))
+                    .map_err(|e| corrupt("kv", format!("{k}: {e}")))
+            })
+            .collect()
+    }
+
     fn kv(&self, key: &str) -> Result<Option<Value>, StoreError> {
         let raw: Option<String> = self.row(
             "kv",

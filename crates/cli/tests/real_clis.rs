@@ -1,0 +1,760 @@
+//! Drills with the REAL agent CLIs (issue 14): Claude Code, Codex and OpenCode installed from
+//! npm (pinned to the driver table's verified versions by `tests-compat/install-real-clis.sh`,
+//! into a cache outside the repo), run by the real `trantor runner` against the real hub, each
+//! pointed at a scripted model API on loopback (`support/model_api.rs`) through its documented
+//! configuration. No account and no network beyond loopback.
+//!
+//! Without node/npm (or a reachable registry) every drill here skips with a SKIP line; under
+//! `CI` it fails instead.
+
+mod common;
+#[path = "support/model_api.rs"]
+mod model_api;
+
+use common::{GroupChild, Hub, hub_messages, hub_send, init_git_repo, wait_until};
+use model_api::{ModelApi, Script, Step};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const PROJECT: &str = "p";
+const ORCH: &str = "orch:p";
+/// A real CLI turn on a loaded 2-core machine takes up to a minute (OpenCode boots slowly).
+const LONG: Duration = Duration::from_secs(300);
+
+/// The directory holding `claude`, `codex` and `opencode`, installed once per machine; `None`
+/// (with a SKIP line) when it cannot be had on a developer machine. Panics under CI.
+fn clis() -> Option<PathBuf> {
+    static BIN: std::sync::Mutex<Option<Option<PathBuf>>> = std::sync::Mutex::new(None);
+    let mut slot = BIN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(got) = slot.as_ref() {
+        return got.clone();
+    }
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests-compat/install-real-clis.sh");
+    let dir = std::env::var_os("TRANTOR_REAL_CLIS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("trantor-real-clis"));
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .output();
+    let got = match &out {
+        Ok(o) if o.status.success() => {
+            Some(PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+        }
+        _ => None,
+    };
+    if got.is_none() {
+        let why = match &out {
+            Ok(o) => String::from_utf8_lossy(&o.stderr).to_string(),
+            Err(e) => e.to_string(),
+        };
+        if std::env::var_os("CI").is_some() {
+            panic!("CI: the real agent CLIs could not be installed: {why}");
+        }
+        println!("SKIP: the real agent CLIs are unavailable (node/npm/registry): {why}");
+    }
+    *slot = Some(got.clone());
+    got
+}
+
+/// One seat run by `trantor runner` with a real CLI, configured for the scripted model API.
+struct RealSeat {
+    tmp: tempfile::TempDir,
+    repo: PathBuf,
+    bus: PathBuf,
+    home: PathBuf,
+    path: String,
+    agent: String,
+    api_url: String,
+    /// Run the runner (and so the CLI) as this (uid, gid) instead of the test's user.
+    user: Option<(u32, u32)>,
+    /// Extra runner environment (knobs).
+    extra: Vec<(String, String)>,
+    runner: Option<GroupChild>,
+}
+
+impl RealSeat {
+    fn new(agent: &str, clis: &Path, api: &ModelApi) -> RealSeat {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let repo = tmp.path().join("repo");
+        init_git_repo(&repo);
+        let home = tmp.path().join("home");
+        std::fs::create_dir_all(&home).expect("home");
+        let path = format!(
+            "{}:{}",
+            clis.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let seat = RealSeat {
+            bus: tmp.path().join("bus"),
+            repo,
+            home,
+            path,
+            agent: agent.into(),
+            api_url: api.url(),
+            user: None,
+            extra: Vec::new(),
+            runner: None,
+            tmp,
+        };
+        seat.configure_cli();
+        seat
+    }
+
+    /// The CLI's own configuration pointing at the scripted API, then `trantor connect` for
+    /// the MCP entry (what a person does on a new machine).
+    fn configure_cli(&self) {
+        let url = &self.api_url;
+        match self.agent.as_str() {
+            "codex" => {
+                let dir = self.home.join(".codex");
+                std::fs::create_dir_all(&dir).expect("codex dir");
+                std::fs::write(
+                    dir.join("config.toml"),
+                    format!(
+                        "model = \"drill-model\"\nmodel_provider = \"drill\"\n\n\
+                         [model_providers.drill]\nname = \"drill\"\nbase_url = \"{url}/v1\"\n\
+                         env_key = \"DRILL_API_KEY\"\nwire_api = \"responses\"\n\
+                         request_max_retries = 0\nstream_max_retries = 0\n"
+                    ),
+                )
+                .expect("codex config");
+            }
+            "opencode" => {
+                let dir = self.home.join(".config").join("opencode");
+                std::fs::create_dir_all(&dir).expect("opencode dir");
+                let cfg = json!({
+                    "$schema": "https://opencode.ai/config.json",
+                    "model": "drill/drill-model",
+                    "autoupdate": false,
+                    "share": "disabled",
+                    "provider": {"drill": {
+                        "npm": "@ai-sdk/openai-compatible",
+                        "name": "Drill",
+                        "options": {"baseURL": format!("{url}/v1"), "apiKey": "drill-key"},
+                        "models": {"drill-model": {"name": "Drill model"}}
+                    }}
+                });
+                std::fs::write(dir.join("opencode.json"), cfg.to_string()).expect("oc config");
+            }
+            _ => {}
+        }
+        let o = Command::new(common::bin())
+            .args(["connect", "--only", &self.agent])
+            .env("HOME", &self.home)
+            .env("PATH", &self.path)
+            .env_remove("XDG_CONFIG_HOME")
+            .output()
+            .expect("connect");
+        assert!(
+            o.status.success(),
+            "connect: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+
+    fn session(&self) -> String {
+        format!("{}:{PROJECT}", self.agent)
+    }
+
+    /// Environment the CLI needs to reach the scripted API (and nothing else).
+    fn cli_env(&self, cmd: &mut Command) {
+        cmd.env("HOME", &self.home)
+            .env("PATH", &self.path)
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("XDG_DATA_HOME")
+            // The runner must supply IS_SANDBOX itself when it runs claude as root.
+            .env_remove("IS_SANDBOX")
+            .env("ANTHROPIC_BASE_URL", &self.api_url)
+            .env("ANTHROPIC_API_KEY", "sk-ant-drill")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .env("CLAUDE_CODE_MAX_RETRIES", "0")
+            .env("DRILL_API_KEY", "drill-key")
+            .env("OPENCODE_DISABLE_MODELS_FETCH", "1")
+            .env("OPENCODE_DISABLE_AUTOUPDATE", "1");
+    }
+
+    /// Hand the seat's files to `user` and run its runner as that user.
+    fn run_as(&mut self, user: (u32, u32)) {
+        let st = Command::new("chown")
+            .arg("-R")
+            .arg(format!("{}:{}", user.0, user.1))
+            .arg(self.tmp.path())
+            .status()
+            .expect("chown");
+        assert!(st.success(), "chown the seat's files");
+        self.user = Some(user);
+    }
+
+    fn start(&mut self, hub_url: &str) {
+        let log = std::fs::File::create(self.tmp.path().join("runner.log")).expect("log");
+        if let Some((uid, gid)) = self.user {
+            let path = self.tmp.path().join("runner.log");
+            let _ = nix::unistd::chown(
+                &path,
+                Some(nix::unistd::Uid::from_raw(uid)),
+                Some(nix::unistd::Gid::from_raw(gid)),
+            );
+        }
+        let mut cmd = Command::new(common::bin());
+        cmd.arg("runner").arg(&self.agent).arg(&self.repo);
+        self.cli_env(&mut cmd);
+        cmd.env("AGENT_BUS_DIR", &self.bus)
+            .env_remove("RELAY_DATA_DIR")
+            .env_remove("RELAY_SESSION")
+            .env_remove("CREW_AGENT")
+            .env_remove("CREW_PERSONA")
+            .env_remove("CREW_SWAP_AGENT")
+            .env_remove("RUNNER_SESSION")
+            .env_remove("TRANTOR_SEAT")
+            .env("RELAY_URL", hub_url)
+            .env("RELAY_PROJECT", PROJECT)
+            .env("RELAY_HOST_ID", "orch")
+            .env("TRANTOR_NO_WORKTREE", "1")
+            .env("TRANTOR_POLL_HOLD_S", "3")
+            .env("TRANTOR_NO_DESKTOP_NOTIFY", "1")
+            .env("TRANTOR_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log);
+        for (k, v) in &self.extra {
+            cmd.env(k, v);
+        }
+        if let Some((uid, gid)) = self.user {
+            use std::os::unix::process::CommandExt;
+            cmd.uid(uid).gid(gid).env("USER", "trantor-drill");
+        }
+        self.runner = Some(GroupChild::spawn(cmd));
+    }
+
+    fn runner_log(&self) -> String {
+        std::fs::read_to_string(self.tmp.path().join("runner.log")).unwrap_or_default()
+    }
+
+    fn ledger(&self) -> Vec<Value> {
+        let path = self
+            .bus
+            .join("logs")
+            .join(format!("{}-{PROJECT}.jsonl", self.agent));
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    fn turn_rows(&self) -> Vec<Value> {
+        self.ledger()
+            .into_iter()
+            .filter(|r| r.get("turn").is_some() && r.get("verdict").is_some())
+            .collect()
+    }
+
+    /// Wait until `turns` turns have been judged and the seat waits on the bus again.
+    fn wait_idle_after(&self, turns: usize) {
+        wait_until(
+            &format!("{turns} turn row(s) of {}", self.agent),
+            LONG,
+            || self.turn_rows().len() >= turns,
+        );
+        wait_until("the seat to wait on the bus again", LONG, || {
+            self.runner_log().matches("waiting on the bus as").count() >= 1
+        });
+    }
+
+    fn park(&self) -> Option<Value> {
+        let f = self.bus.join(format!("park-{}-{PROJECT}.json", self.agent));
+        std::fs::read_to_string(f)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+    }
+
+    /// What the runner and the ledger say, for a failure message.
+    fn evidence(&self) -> String {
+        let err =
+            std::fs::read_to_string(self.bus.join(format!("err-{}-{PROJECT}.txt", self.agent)))
+                .unwrap_or_default();
+        format!(
+            "runner log:\n{}\nturn rows:\n{:#?}\nlast failed turn's output:\n{err}",
+            self.runner_log(),
+            self.turn_rows()
+        )
+    }
+}
+
+impl Drop for RealSeat {
+    fn drop(&mut self) {
+        if let Some(mut r) = self.runner.take() {
+            r.kill_group();
+        }
+    }
+}
+
+fn from_seat(port: u16, seat: &RealSeat, marker: &str) -> Vec<Value> {
+    hub_messages(port, ORCH)
+        .into_iter()
+        .filter(|m| {
+            m["from"] == seat.session() && m["text"].as_str().is_some_and(|t| t.contains(marker))
+        })
+        .collect()
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// A first turn that calls the hub through MCP and writes a file with the CLI's own tool, and
+/// a second turn that resumes the same conversation.
+fn turns_resume_and_reach_the_hub_as_the_seat(agent: &str) {
+    turns_as(agent, None);
+}
+
+/// The same drill with the seat run as `user` (uid, gid), when given.
+fn turns_as(agent: &str, user: Option<(u32, u32)>) {
+    let Some(clis) = clis() else { return };
+    let hub = Hub::start();
+    let api = ModelApi::start();
+    let mut seat = RealSeat::new(agent, &clis, &api);
+    if let Some(u) = user {
+        seat.run_as(u);
+    }
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+
+    let one = format!("STEPONE{agent}");
+    let file = seat.repo.join(format!("from-{agent}.txt"));
+    api.script(
+        &one,
+        Script::Steps(vec![
+            Step::Tool(
+                "relay_send".into(),
+                json!({"to": ORCH, "text": format!("HELLO-FROM-INSIDE {agent}"), "wake": false}),
+            ),
+            Step::WriteFile {
+                path: file.display().to_string(),
+                content: format!("written by {agent}"),
+            },
+            Step::Say(format!("TURN-ONE-DONE {agent}")),
+        ]),
+    );
+    hub_send(
+        hub.port,
+        ORCH,
+        &seat.session(),
+        PROJECT,
+        &format!("{one}: say hello to orch, write the file, then finish"),
+    );
+    wait_until("the MCP call from inside the seat", LONG, || {
+        !from_seat(hub.port, &seat, "HELLO-FROM-INSIDE").is_empty()
+    });
+    let hello = from_seat(hub.port, &seat, "HELLO-FROM-INSIDE");
+    assert_eq!(hello[0]["from"], seat.session(), "{hello:?}");
+    wait_until("the file written by the CLI's own tool", LONG, || {
+        std::fs::read_to_string(&file).is_ok_and(|t| t.contains(&format!("written by {agent}")))
+    });
+    seat.wait_idle_after(2);
+    if let Some((uid, _)) = user {
+        use std::os::unix::fs::MetadataExt;
+        // The CLI itself ran as that user: the file its tool wrote is theirs.
+        let owner = std::fs::metadata(&file).map(|m| m.uid()).unwrap_or(0);
+        assert_eq!(owner, uid, "{} was written by uid {owner}", file.display());
+    }
+
+    let two = format!("STEPTWO{agent}");
+    api.script(
+        &two,
+        Script::Steps(vec![Step::Say(format!("TURN-TWO-DONE {agent}"))]),
+    );
+    hub_send(
+        hub.port,
+        ORCH,
+        &seat.session(),
+        PROJECT,
+        &format!("{two}: what did you do last turn?"),
+    );
+    seat.wait_idle_after(3);
+    let seen = api.requests_for(&two);
+    assert!(
+        !seen.is_empty(),
+        "turn two never reached the model\n{}",
+        seat.evidence()
+    );
+    assert!(
+        seen.iter()
+            .any(|r| r.raw.contains(&format!("TURN-ONE-DONE {agent}"))),
+        "turn two did not resume turn one's conversation\n{}",
+        seat.evidence()
+    );
+    let rows = seat.turn_rows();
+    assert!(
+        rows.iter().all(|r| r["verdict"] != "failed"),
+        "{}",
+        seat.evidence()
+    );
+}
+
+#[test]
+fn claude_turns_resume_and_reach_the_hub_as_the_seat() {
+    turns_resume_and_reach_the_hub_as_the_seat("claude");
+}
+
+#[test]
+fn codex_turns_resume_and_reach_the_hub_as_the_seat() {
+    turns_resume_and_reach_the_hub_as_the_seat("codex");
+}
+
+#[test]
+fn opencode_turns_resume_and_reach_the_hub_as_the_seat() {
+    turns_resume_and_reach_the_hub_as_the_seat("opencode");
+}
+
+/// An unprivileged user for the drills run as root (CI): `trantor-drill`, created when missing.
+/// `None` with a SKIP line when not root (the other drills already ran unprivileged) or when
+/// the user cannot be created or cannot reach the binaries under test.
+fn drill_user() -> Option<(u32, u32)> {
+    if !nix::unistd::geteuid().is_root() {
+        println!("SKIP: not root — every other drill here already ran as an unprivileged user");
+        return None;
+    }
+    let id = |flag: &str| -> Option<u32> {
+        let o = Command::new("id")
+            .args([flag, "trantor-drill"])
+            .output()
+            .ok()?;
+        String::from_utf8_lossy(&o.stdout).trim().parse().ok()
+    };
+    if id("-u").is_none() {
+        let made = Command::new("useradd")
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/bin/sh",
+                "trantor-drill",
+            ])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !made && id("-u").is_none() {
+            println!("SKIP: cannot create the unprivileged user trantor-drill (useradd)");
+            return None;
+        }
+    }
+    let user = (id("-u")?, id("-g")?);
+    // The binary under test and the CLIs must be reachable by that user.
+    let reach = Command::new(common::bin())
+        .arg("--version")
+        .uid_gid(user)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !reach {
+        println!(
+            "SKIP: {} is not executable by an unprivileged user",
+            common::bin().display()
+        );
+        return None;
+    }
+    Some(user)
+}
+
+trait UidGid {
+    fn uid_gid(&mut self, user: (u32, u32)) -> &mut Self;
+}
+
+impl UidGid for Command {
+    fn uid_gid(&mut self, user: (u32, u32)) -> &mut Self {
+        use std::os::unix::process::CommandExt;
+        self.uid(user.0).gid(user.1)
+    }
+}
+
+/// Claude Code refuses `--dangerously-skip-permissions` only as root; run as a normal user the
+/// same seat works without `IS_SANDBOX`.
+#[test]
+fn claude_turns_as_an_unprivileged_user() {
+    if clis().is_none() {
+        return;
+    }
+    let Some(user) = drill_user() else { return };
+    turns_as("claude", Some(user));
+}
+
+/// A provider answer that fails the turn parks the seat with `reason`.
+fn provider_answer_parks(agent: &str, script: Script, reason: &str) -> (RealSeat, Value, i64) {
+    let clis = clis().expect("checked by the caller");
+    let hub = Hub::start();
+    let api = ModelApi::start();
+    let mut seat = RealSeat::new(agent, &clis, &api);
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    let marker = format!("FAILWAKE{agent}{}", reason.replace('-', ""));
+    api.script(&marker, script);
+    let before = now_ms();
+    hub_send(
+        hub.port,
+        ORCH,
+        &seat.session(),
+        PROJECT,
+        &format!("{marker}: build it"),
+    );
+    wait_until(&format!("the {reason} park of {agent}"), LONG, || {
+        seat.park().is_some()
+    });
+    let park = seat.park().unwrap_or(Value::Null);
+    assert_eq!(park["reason"], reason, "{park}\n{}", seat.evidence());
+    assert!(
+        !api.requests_for(&marker).is_empty(),
+        "the CLI never asked the model"
+    );
+    (seat, park, before)
+}
+
+fn anthropic_usage_limit() -> Script {
+    let reset = now_ms() / 1000 + 7200;
+    Script::Status {
+        code: 429,
+        headers: vec![
+            ("retry-after".into(), "7200".into()),
+            (
+                "anthropic-ratelimit-unified-status".into(),
+                "rejected".into(),
+            ),
+            (
+                "anthropic-ratelimit-unified-reset".into(),
+                reset.to_string(),
+            ),
+        ],
+        body: json!({"type": "error", "error": {"type": "rate_limit_error",
+            "message": "This request would exceed your account's rate limit. Please try again later."}}),
+    }
+}
+
+fn openai_usage_limit() -> Script {
+    Script::Status {
+        code: 429,
+        headers: vec![],
+        body: json!({"error": {"type": "usage_limit_reached",
+            "message": "The usage limit has been reached", "plan_type": "pro",
+            "resets_at": now_ms() / 1000 + 7200, "resets_in_seconds": 7200}}),
+    }
+}
+
+fn unauthorized(agent: &str) -> Script {
+    let body = if agent == "claude" {
+        json!({"type": "error", "error": {"type": "authentication_error",
+            "message": "invalid x-api-key"}})
+    } else {
+        json!({"error": {"message": "Incorrect API key provided: drill-key.",
+            "type": "invalid_request_error", "code": "invalid_api_key"}})
+    };
+    Script::Status {
+        code: 401,
+        headers: vec![],
+        body,
+    }
+}
+
+fn usage_limit_and_auth_park(agent: &str) {
+    if clis().is_none() {
+        return;
+    }
+    let limit = if agent == "claude" {
+        anthropic_usage_limit()
+    } else {
+        openai_usage_limit()
+    };
+    std::thread::scope(|s| {
+        let exhausted = s.spawn(|| provider_answer_parks(agent, limit, "exhausted"));
+        let auth = s.spawn(|| provider_answer_parks(agent, unauthorized(agent), "auth"));
+        let (seat, park, before) = exhausted.join().expect("exhausted drill");
+        let until = park["until"].as_i64().unwrap_or(0);
+        println!(
+            "{agent} usage limit parked until +{} s",
+            (until - before) / 1000
+        );
+        if agent == "codex" {
+            // Codex prints the provider's reset as a local wall-clock time ("try again at 7:57 PM");
+            // the park keeps that reset.
+            let two_hours = 7_200_000;
+            assert!(
+                until >= before + two_hours - 120_000 && until <= now_ms() + two_hours + 120_000,
+                "until {until} is not the provider's reset (+2 h)\n{}",
+                seat.evidence()
+            );
+        } else {
+            assert!(until > before, "{park}");
+        }
+        auth.join().expect("auth drill");
+    });
+}
+
+#[test]
+fn claude_usage_limit_parks_exhausted_and_a_bad_key_parks_auth() {
+    usage_limit_and_auth_park("claude");
+}
+
+#[test]
+fn codex_usage_limit_parks_exhausted_until_the_reset_and_a_bad_key_parks_auth() {
+    usage_limit_and_auth_park("codex");
+}
+
+/// OpenCode 1.18 retries a 429 on its own, with backoff and without end, printing nothing in
+/// `opencode run`: the runner sees a silent turn (the stall watchdog's case), so only the
+/// auth failure is drilled for it.
+#[test]
+fn opencode_bad_key_parks_auth() {
+    if clis().is_none() {
+        return;
+    }
+    provider_answer_parks("opencode", unauthorized("opencode"), "auth");
+}
+
+/// A person's plain `codex exec` (no bypass flag) may call trantor's write tools because
+/// `trantor connect` approves them for the trantor entry.
+#[test]
+fn plain_codex_exec_calls_trantor_tools_approved_by_connect() {
+    let Some(clis) = clis() else { return };
+    let hub = Hub::start();
+    let api = ModelApi::start();
+    let seat = RealSeat::new("codex", &clis, &api);
+    api.script(
+        "PLAINEXEC",
+        Script::Steps(vec![
+            Step::Tool(
+                "relay_send".into(),
+                json!({"to": ORCH, "text": "PLAIN-EXEC-HELLO", "wake": false}),
+            ),
+            Step::Say("sent".into()),
+        ]),
+    );
+    let mut cmd = Command::new(clis.join("codex"));
+    seat.cli_env(&mut cmd);
+    cmd.args(["exec", "--skip-git-repo-check", "PLAINEXEC: say hello"])
+        .current_dir(&seat.repo)
+        .env("RELAY_URL", hub.url())
+        .env("RELAY_SESSION", "ada:p")
+        .env("RELAY_PROJECT", PROJECT)
+        .stdin(Stdio::null());
+    let out = cmd.output().expect("codex exec");
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(!text.contains("requires approval"), "{text}");
+    let got: Vec<Value> = hub_messages(hub.port, ORCH)
+        .into_iter()
+        .filter(|m| m["text"] == "PLAIN-EXEC-HELLO")
+        .collect();
+    assert_eq!(got.len(), 1, "{text}");
+    assert_eq!(got[0]["from"], "ada:p");
+}
+
+/// The time box with short knobs on a real Claude Code turn: a turn that keeps streaming past
+/// the box is extended on the CLI's own liveness and finishes uncut; a turn whose model goes
+/// silent after the CLI wrote a file is cut, and the cut saves that file as a WIP commit on the
+/// seat branch. (The stall window's 10-minute floor is not shortened here: while the CLI's
+/// transcript moved within the window the box extends, so the silent turn is cut at the
+/// ceiling.)
+#[test]
+fn claude_hung_turn_is_cut_with_a_wip_commit_and_a_working_turn_is_not() {
+    let Some(clis) = clis() else { return };
+    let hub = Hub::start();
+    let knobs = [
+        // The watchdog samples every 10 s (a quarter of the 10-minute window, capped), so the
+        // box must leave room for a sample before its deadline.
+        ("TRANTOR_TURN_MAX_MS", "60000"),
+        ("TRANTOR_TURN_CEILING_MS", "150000"),
+    ];
+    std::thread::scope(|s| {
+        let working = s.spawn(|| {
+            let api = ModelApi::start();
+            let mut seat = RealSeat::new("claude", &clis, &api);
+            seat.extra = knobs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            seat.start(&hub.url());
+            seat.wait_idle_after(1);
+            api.script(
+                "SLOWWORK",
+                Script::Slow {
+                    text: "Still working through the long answer, piece by piece. Done.".into(),
+                    chunks: 10,
+                    every: Duration::from_secs(9),
+                },
+            );
+            hub_send(
+                hub.port,
+                ORCH,
+                &seat.session(),
+                PROJECT,
+                "SLOWWORK: take your time",
+            );
+            seat.wait_idle_after(2);
+            let row = seat.turn_rows().pop().unwrap_or(Value::Null);
+            assert!(row.get("cut").is_none(), "{row}\n{}", seat.evidence());
+            assert!(
+                seat.runner_log().contains("turn extended"),
+                "the box never extended\n{}",
+                seat.evidence()
+            );
+        });
+        let hung = s.spawn(|| {
+            let api = ModelApi::start();
+            let mut seat = RealSeat::new("claude", &clis, &api);
+            seat.extra = knobs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            seat.extra.push(("TRANTOR_NO_WORKTREE".into(), "0".into()));
+            seat.start(&hub.url());
+            seat.wait_idle_after(1);
+            let tree = seat.bus.join("worktrees").join(PROJECT).join("claude");
+            assert!(
+                tree.is_dir(),
+                "no seat worktree at {}\n{}",
+                tree.display(),
+                seat.evidence()
+            );
+            api.script(
+                "HANGWORK",
+                Script::Steps(vec![
+                    Step::WriteFile {
+                        path: tree.join("half-done.txt").display().to_string(),
+                        content: "half done".into(),
+                    },
+                    Step::Hang,
+                ]),
+            );
+            hub_send(
+                hub.port,
+                ORCH,
+                &seat.session(),
+                PROJECT,
+                "HANGWORK: start the work",
+            );
+            wait_until("the cut turn's row", LONG, || {
+                seat.turn_rows().iter().any(|r| r.get("cut").is_some())
+            });
+            let log = common::git_in(&tree, &["log", "--format=%s", "-3"]);
+            assert!(
+                log.contains("wip: cut at box"),
+                "{log}\n{}",
+                seat.evidence()
+            );
+            let files = common::git_in(&tree, &["show", "--name-only", "--format=", "HEAD"]);
+            assert!(files.contains("half-done.txt"), "{files}");
+        });
+        working.join().expect("working drill");
+        hung.join().expect("hung drill");
+    });
+}

@@ -1415,7 +1415,7 @@ async fn meta_endpoints_describe_the_hub() {
     let api = Api::new(&hub);
     let banner = api.read("/").await;
     assert_eq!(banner["name"], "trantor hub");
-    // /health answers any method.
+    // /health answers GET and POST.
     let h = api.read("/health").await;
     assert_eq!(h["ok"], true);
     assert!(h["store"].as_str().unwrap_or("").contains("hub.db"));

@@ -21,8 +21,18 @@ pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
     } else {
         bytes
     };
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let value: T = match serde_path_to_error::deserialize(&mut de) {
+    let mut tree: serde_json::Value = match serde_json::from_slice(bytes) {
+        Ok(v) => v,
+        Err(e) => return Err(json_error(".", &e)),
+    };
+    // Every body is a JSON object (serde would read a struct from an array too).
+    if !tree.is_object() {
+        return Err(ApiError::bad_request(
+            "invalid body: a JSON object is required",
+        ));
+    }
+    integral_floats(&mut tree);
+    let value: T = match serde_path_to_error::deserialize(tree) {
         Ok(v) => v,
         Err(e) => {
             let path = e.path().to_string();
@@ -30,10 +40,26 @@ pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
             return Err(json_error(&path, &inner));
         }
     };
-    if let Err(e) = de.end() {
-        return Err(json_error(".", &e));
-    }
     Ok(value)
+}
+
+/// JSON has one number type: `3.0` is the integer 3 (as JSON Schema and JavaScript read it), so
+/// integral floats become integers before typed decoding into `i64` fields.
+fn integral_floats(v: &mut serde_json::Value) {
+    use serde_json::Value;
+    match v {
+        Value::Number(n) if !n.is_i64() && !n.is_u64() => {
+            if let Some(f) = n.as_f64()
+                && f.fract() == 0.0
+                && f.abs() < 9.0e15
+            {
+                *v = Value::from(f as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_floats),
+        Value::Object(map) => map.values_mut().for_each(integral_floats),
+        _ => {}
+    }
 }
 
 fn json_error(path: &str, e: &serde_json::Error) -> ApiError {
@@ -191,6 +217,17 @@ pub fn parse_int(v: &str) -> Option<i64> {
 mod tests {
     use super::*;
     use trantor_proto::SendRequest;
+
+    #[test]
+    fn bodies_are_objects_and_integral_floats_are_integers() {
+        let e = decode_json::<SendRequest>(b"[null, null]").err();
+        let msg = e.map(|e| e.body["error"].to_string()).unwrap_or_default();
+        assert!(msg.contains("JSON object"), "{msg}");
+        let r: Option<trantor_proto::RegisterRequest> =
+            decode_json(br#"{"session":"a:p","phaseSince":-4001.0}"#).ok();
+        assert_eq!(r.and_then(|r| r.phase_since), Some(-4001));
+        assert!(decode_json::<trantor_proto::RegisterRequest>(br#"{"phaseSince":1.5}"#).is_err());
+    }
 
     #[test]
     fn invalid_json_names_position() {

@@ -1,7 +1,18 @@
 //! `GET /openapi.json`: an OpenAPI 3.1 document generated from the router's own route table
-//! ([`crate::routes::table`]), so the description cannot drift from what is served.
+//! ([`crate::routes::table`]), so the description cannot drift from what is served. Request
+//! bodies and replies are the JSON schemas of the very `trantor_proto` types the handlers decode
+//! and return (schemars), limits included, so the document and the wire cannot drift either.
 
+use schemars::{JsonSchema, Schema, SchemaGenerator, generate::SchemaSettings};
 use serde_json::{Map, Value, json};
+
+/// Produces the schema of one wire type (a `$ref` into `components/schemas`).
+pub type Shape = fn(&mut SchemaGenerator) -> Schema;
+
+/// The [`Shape`] of `T`.
+pub fn shape<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
+    g.subschema_for::<T>()
+}
 
 /// How a route answers methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -10,7 +21,7 @@ pub enum Verb {
     Get,
     /// POST only.
     Post,
-    /// Any method (documented as GET and POST).
+    /// GET and POST.
     Any,
 }
 
@@ -57,6 +68,10 @@ pub struct Field {
     pub desc: &'static str,
     /// Longest accepted value (characters for strings, items for arrays), as the hub enforces.
     pub max: Option<usize>,
+    /// Smallest accepted value (integers), as the hub enforces.
+    pub min: Option<i64>,
+    /// A pattern every accepted value matches (ECMA regex), as the hub enforces.
+    pub pattern: Option<&'static str>,
 }
 
 /// Shorthand for a [`Field`].
@@ -67,6 +82,8 @@ pub const fn f(name: &'static str, ty: Ty, required: bool, desc: &'static str) -
         required,
         desc,
         max: None,
+        min: None,
+        pattern: None,
     }
 }
 
@@ -77,6 +94,36 @@ impl Field {
         self
     }
 
+    /// The same field with the smallest value the hub accepts.
+    pub const fn min(mut self, n: i64) -> Field {
+        self.min = Some(n);
+        self
+    }
+
+    /// The same field with a pattern its values match.
+    pub const fn pattern(mut self, p: &'static str) -> Field {
+        self.pattern = Some(p);
+        self
+    }
+
+    /// Refuse a decoded query value this field's documentation does not allow (the length and
+    /// minimum the document states), with the hub's 400.
+    pub fn check(&self, value: &str) -> crate::error::ApiResult<()> {
+        match self.ty {
+            Ty::Str => match self.max {
+                Some(max) => crate::error::check_len(self.name, value, max),
+                None => Ok(()),
+            },
+            Ty::Int => match (self.min, crate::extract::parse_int(value.trim())) {
+                (Some(min), Some(v)) if v < min => Err(crate::error::ApiError::bad_request(
+                    format!("{} must be at least {min}", self.name),
+                )),
+                _ => Ok(()),
+            },
+            _ => Ok(()),
+        }
+    }
+
     fn schema(&self) -> Value {
         let mut s = json!({ "type": self.ty.name() });
         match (self.ty, self.max) {
@@ -84,9 +131,22 @@ impl Field {
             (Ty::Arr, Some(n)) => s["maxItems"] = json!(n),
             _ => {}
         }
-        // A required text must be non-empty: the hub refuses "" with a 400.
+        if self.ty == Ty::Int {
+            // Query integers are decoded as i64; an empty value reads as absent.
+            s["format"] = json!("int64");
+            s["minimum"] = json!(self.min.unwrap_or(i64::MIN));
+            s["maximum"] = json!(i64::MAX);
+            if !self.required {
+                return json!({ "anyOf": [s, { "type": "string", "maxLength": 0 }] });
+            }
+        }
+        // A required text must be non-blank: the hub refuses "" and "  " with a 400.
         if self.required && self.ty == Ty::Str {
             s["minLength"] = json!(1);
+            s["pattern"] = json!(r"\S");
+        }
+        if let Some(p) = self.pattern {
+            s["pattern"] = json!(p);
         }
         s
     }
@@ -103,11 +163,13 @@ pub struct RouteDoc {
     pub summary: &'static str,
     /// Query parameters.
     pub query: &'static [Field],
-    /// JSON body fields (POST).
-    pub body: &'static [Field],
+    /// The JSON body's type (POST).
+    pub body: Option<Shape>,
+    /// The success reply's type (None: a free-form JSON object, or text for `/metrics`).
+    pub reply: Option<Shape>,
 }
 
-fn operation(doc: &RouteDoc, method: &str) -> Value {
+fn operation(doc: &RouteDoc, method: &str, g: &mut SchemaGenerator) -> Value {
     let params: Vec<Value> = doc
         .query
         .iter()
@@ -132,9 +194,13 @@ fn operation(doc: &RouteDoc, method: &str) -> Value {
             "content": { media: { "schema": { "type": "string" } } }
         })
     } else {
+        let schema = match doc.reply {
+            Some(reply) => reply(g).to_value(),
+            None => json!({ "type": "object" }),
+        };
         json!({
             "description": "Success (JSON)",
-            "content": { "application/json": { "schema": { "type": "object" } } }
+            "content": { "application/json": { "schema": schema } }
         })
     };
     let mut op = json!({
@@ -151,38 +217,77 @@ fn operation(doc: &RouteDoc, method: &str) -> Value {
     if !params.is_empty() {
         op["parameters"] = Value::Array(params);
     }
-    if method == "post" && !doc.body.is_empty() {
-        let mut props = Map::new();
-        let mut required = Vec::new();
-        for b in doc.body {
-            let mut schema = b.schema();
-            schema["description"] = json!(b.desc);
-            props.insert(b.name.to_string(), schema);
-            if b.required {
-                required.push(b.name);
-            }
-        }
-        props.insert(
-            "_op".into(),
-            json!({
-                "type": ["string", "number"],
+    if let (true, Some(body)) = (method == "post", doc.body) {
+        // The body type's own schema, plus `_op` (handled by the idempotency layer before the
+        // route, for every POST). An empty body is read as `{}`: it is optional exactly when
+        // the type has no required field.
+        let schema = body(g).to_value();
+        let mut resolved = resolve(&schema, g);
+        mark_required(&mut resolved);
+        let required = resolved
+            .get("required")
+            .and_then(Value::as_array)
+            .is_some_and(|r| !r.is_empty());
+        let op_key = json!({
+            "type": "object",
+            "properties": { "_op": {
+                "type": ["string", "number", "null"],
                 "maxLength": trantor_proto::limits::OP_ID,
                 "description": "idempotency key (≤80 chars; longer is a 400): a replay on the same route returns the first reply"
-            }),
-        );
-        // An empty body is read as `{}`, so the body itself is optional.
+            } }
+        });
         op["requestBody"] = json!({
-            "required": false,
-            "content": { "application/json": { "schema": {
-                "type": "object", "properties": props, "required": required
-            } } }
+            "required": required,
+            "content": { "application/json": { "schema": { "allOf": [schema, op_key] } } }
         });
     }
     op
 }
 
+/// Wire types keep `#[serde(default)]` on the fields the hub requires (so a missing one gets the
+/// hub's own 400 rather than serde's); they carry `x-required` instead, which becomes JSON
+/// Schema's `required` here (and drops the meaningless `default`).
+fn mark_required(schema: &mut Value) {
+    let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let mut names = Vec::new();
+    for (name, prop) in props.iter_mut() {
+        if let Some(p) = prop.as_object_mut()
+            && p.remove("x-required").is_some()
+        {
+            p.remove("default");
+            names.push(Value::String(name.clone()));
+        }
+    }
+    if names.is_empty() {
+        return;
+    }
+    if let Some(required) = schema.get_mut("required").and_then(Value::as_array_mut) {
+        required.extend(names);
+    } else {
+        schema["required"] = Value::Array(names);
+    }
+}
+
+/// The schema a `$ref` into `components/schemas` points at (or `schema` itself).
+fn resolve(schema: &Value, g: &SchemaGenerator) -> Value {
+    match schema.get("$ref").and_then(Value::as_str) {
+        Some(r) => r
+            .rsplit('/')
+            .next()
+            .and_then(|name| g.definitions().get(name))
+            .cloned()
+            .unwrap_or(Value::Null),
+        None => schema.clone(),
+    }
+}
+
 /// Build the OpenAPI 3.1 document for the given route table.
 pub fn document(routes: &[RouteDoc]) -> Value {
+    let mut g = SchemaSettings::draft2020_12()
+        .with(|s| s.definitions_path = "/components/schemas".into())
+        .into_generator();
     let mut paths = Map::new();
     for r in routes {
         let entry = paths
@@ -194,9 +299,21 @@ pub fn document(routes: &[RouteDoc]) -> Value {
             Verb::Any => &["get", "post"],
         };
         for m in methods {
-            entry[*m] = operation(r, m);
+            entry[*m] = operation(r, m, &mut g);
         }
     }
+    let mut schemas = g.take_definitions(true);
+    for schema in schemas.values_mut() {
+        mark_required(schema);
+    }
+    schemas.insert(
+        "Error".into(),
+        json!({
+            "type": "object",
+            "required": ["error"],
+            "properties": { "error": { "type": "string" } },
+        }),
+    );
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -207,84 +324,84 @@ pub fn document(routes: &[RouteDoc]) -> Value {
                             are Unix epoch milliseconds.",
         },
         "paths": paths,
-        "components": { "schemas": { "Error": {
-            "type": "object",
-            "required": ["error"],
-            "properties": { "error": { "type": "string" } },
-        } } },
+        "components": { "schemas": schemas },
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use trantor_proto::{SendReply, SendRequest};
 
-    #[test]
-    fn document_lists_routes_params_and_bodies() {
-        const Q: &[Field] = &[f("session", Ty::Str, true, "who")];
-        const B: &[Field] = &[f("text", Ty::Str, true, "body")];
-        let doc = document(&[
+    fn doc() -> Value {
+        const Q: &[Field] = &[
+            f("session", Ty::Str, true, "who"),
+            f("limit", Ty::Int, false, "n").min(0),
+        ];
+        document(&[
             RouteDoc {
                 verb: Verb::Get,
                 path: "/inbox",
                 summary: "read",
                 query: Q,
-                body: &[],
+                body: None,
+                reply: None,
             },
             RouteDoc {
                 verb: Verb::Post,
                 path: "/send",
                 summary: "send",
                 query: &[],
-                body: B,
-            },
-            RouteDoc {
-                verb: Verb::Any,
-                path: "/health",
-                summary: "h",
-                query: &[],
-                body: &[],
-            },
-        ]);
-        assert_eq!(doc["openapi"], "3.1.0");
-        assert_eq!(
-            doc["paths"]["/inbox"]["get"]["parameters"][0]["name"],
-            "session"
-        );
-        let body = &doc["paths"]["/send"]["post"]["requestBody"]["content"]["application/json"];
-        assert_eq!(body["schema"]["required"][0], "text");
-        assert!(doc["paths"]["/health"]["post"].is_object());
-    }
-
-    #[test]
-    fn limits_and_content_types_are_documented() {
-        const B: &[Field] = &[
-            f("text", Ty::Str, true, "body").max(10),
-            f("deps", Ty::Arr, false, "ids").max(3),
-        ];
-        let doc = document(&[
-            RouteDoc {
-                verb: Verb::Post,
-                path: "/send",
-                summary: "send",
-                query: &[],
-                body: B,
+                body: Some(shape::<SendRequest>),
+                reply: Some(shape::<SendReply>),
             },
             RouteDoc {
                 verb: Verb::Get,
                 path: "/metrics",
                 summary: "m",
                 query: &[],
-                body: &[],
+                body: None,
+                reply: None,
             },
-        ]);
-        let post = &doc["paths"]["/send"]["post"];
-        assert_eq!(post["requestBody"]["required"], false);
-        let props = &post["requestBody"]["content"]["application/json"]["schema"]["properties"];
-        assert_eq!(props["text"]["maxLength"], 10);
-        assert_eq!(props["text"]["minLength"], 1);
-        assert_eq!(props["deps"]["maxItems"], 3);
-        assert_eq!(props["_op"]["maxLength"], 80);
+        ])
+    }
+
+    #[test]
+    fn bodies_and_replies_come_from_the_wire_types_with_their_limits() {
+        let doc = doc();
+        let body = &doc["paths"]["/send"]["post"]["requestBody"];
+        assert_eq!(
+            body["required"], true,
+            "{body} {}",
+            doc["components"]["schemas"]
+        );
+        let send = &doc["components"]["schemas"]["SendRequest"];
+        assert_eq!(send["properties"]["from"]["maxLength"], 200, "{send}");
+        assert_eq!(send["properties"]["from"]["minLength"], 1, "{send}");
+        assert_eq!(send["properties"]["text"]["maxLength"], 65536, "{send}");
+        assert_eq!(send["properties"]["kind"]["maxLength"], 40, "{send}");
+        let required: Vec<&str> = send["required"]
+            .as_array()
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        assert!(
+            required.contains(&"from") && required.contains(&"text"),
+            "{send}"
+        );
+        let op = &body["content"]["application/json"]["schema"]["allOf"][1]["properties"]["_op"];
+        assert_eq!(op["maxLength"], 80);
+        let reply =
+            &doc["paths"]["/send"]["post"]["responses"]["200"]["content"]["application/json"];
+        assert_eq!(reply["schema"]["$ref"], "#/components/schemas/SendReply");
+        assert!(doc["components"]["schemas"]["SendReply"]["properties"]["id"].is_object());
+    }
+
+    #[test]
+    fn query_limits_and_content_types_are_documented() {
+        let doc = doc();
+        let params = &doc["paths"]["/inbox"]["get"]["parameters"];
+        assert_eq!(params[0]["schema"]["minLength"], 1);
+        assert_eq!(params[1]["schema"]["anyOf"][0]["minimum"], 0);
         let ok = &doc["paths"]["/metrics"]["get"]["responses"]["200"]["content"];
         assert!(ok["text/plain"].is_object(), "{ok}");
     }

@@ -3,6 +3,7 @@
 //! Names and optionality follow `docs/protocol.md` §3: absent fields are omitted
 //! rather than sent as `null` where the original omits them (`re`, `kind`, `wake` on messages).
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -29,7 +30,7 @@ where
 }
 
 /// A message on the bus (docs/protocol.md §3.1).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Message {
     /// Hub-global, monotonic id; cursors are "greater than".
     pub id: i64,
@@ -68,25 +69,30 @@ impl Message {
 }
 
 /// `POST /send` body.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct SendRequest {
     /// Sender session (required).
     #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::SESSION), regex(pattern = r"\S"))]
     pub from: String,
     /// Recipient; defaults to `all`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::SESSION))]
     pub to: Option<String>,
     /// Body text (required, non-blank).
     #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::MESSAGE_TEXT), regex(pattern = r"\S"))]
     pub text: String,
     /// Project; defaults to the sender's peer project, else the suffix of `from`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::PROJECT))]
     pub project: Option<String>,
     /// The message this one answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub re: Option<i64>,
     /// Message kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::KIND))]
     pub kind: Option<String>,
     /// `false` to send context that must not wake the recipient.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,7 +100,7 @@ pub struct SendRequest {
 }
 
 /// `POST /send` reply.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct SendReply {
     /// Always true on success.
     pub ok: bool,
@@ -103,7 +109,7 @@ pub struct SendReply {
 }
 
 /// `GET /inbox` and `GET /poll` reply.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct InboxReply {
     /// Deliverable messages with `id > since`, oldest first.
     pub messages: Vec<Message>,
@@ -118,46 +124,56 @@ pub struct InboxReply {
 }
 
 /// `POST /register` and `POST /status` body: a presence touch.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RegisterRequest {
     /// The session being touched (required).
     #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::SESSION), regex(pattern = r"\S"))]
     pub session: String,
     /// Project; kept when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::PROJECT))]
     pub project: Option<String>,
     /// Free-text status; kept when absent (on `/register`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::STATUS))]
     pub status: Option<String>,
     /// Client hook version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::HOOK_VERSION))]
     pub hook_version: Option<String>,
     /// Which LLM family runs the seat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::LLM))]
     pub llm: Option<String>,
     /// Model name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::MODEL))]
     pub model: Option<String>,
     /// Peer kind (`agent`, `orch`, `tool`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::KIND))]
     pub kind: Option<String>,
     /// Runner phase (`working idle cut stalled parked`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::PHASE))]
     pub phase: Option<String>,
     /// When the phase began, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase_since: Option<i64>,
     /// Who the seat is (the runner's PERSONA).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::LLM))]
     pub persona: Option<String>,
     /// How the seat runs (the runner's AGENT, the CLI driver).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::LLM))]
     pub agent: Option<String>,
 }
 
 /// A presence row as `/peers` lists it (docs/protocol.md §3.2, §4.4).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Peer {
     /// Bus address.
@@ -216,7 +232,7 @@ pub struct Peer {
 }
 
 /// `GET /peers` reply.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PeersReply {
     /// The hub's version.
@@ -230,7 +246,7 @@ pub struct PeersReply {
 }
 
 /// `GET /peer?session=` reply.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PeerReply {
     /// Bus address.
@@ -247,19 +263,20 @@ pub struct PeerReply {
 }
 
 /// `POST /delivered` body.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeliveredRequest {
     /// Session whose ledger is raised.
     #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::SESSION), regex(pattern = r"\S"))]
     pub session: String,
-    /// New floor (never lowers the ledger).
+    /// New floor (never lowers the ledger; absent is 0, a no-op).
     #[serde(default)]
     pub up_to: i64,
 }
 
 /// One card history entry.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct HistoryEntry {
     /// Previous status (absent on create).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -277,7 +294,7 @@ pub struct HistoryEntry {
 }
 
 /// One card log (note) entry.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LogEntry {
     /// When, ms.
     pub ts: i64,
@@ -289,7 +306,7 @@ pub struct LogEntry {
 }
 
 /// One checklist item.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ChecklistItem {
     /// Item text.
     pub text: String,
@@ -299,7 +316,7 @@ pub struct ChecklistItem {
 }
 
 /// A checklist item as clients send it: a bare string or `{text, done}`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum ChecklistInput {
     /// Plain text, not done.
@@ -318,7 +335,7 @@ impl From<ChecklistInput> for ChecklistItem {
 }
 
 /// A card on the board (docs/protocol.md §3.3).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Card {
     /// Hub-global card id.
@@ -386,53 +403,69 @@ pub struct Card {
 }
 
 /// `POST /task` body.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskCreateRequest {
     /// Project (defaults to the suffix of `by`).
     #[serde(default)]
+    #[schemars(length(max = crate::limits::PROJECT))]
     pub project: Option<String>,
     /// Title (required).
     #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::TITLE), regex(pattern = r"\S"))]
     pub title: String,
     /// Initial status; `stale` or unknown becomes `todo`.
     #[serde(default)]
     pub status: Option<String>,
     /// Assignee.
     #[serde(default)]
+    #[schemars(length(max = crate::limits::SESSION))]
     pub assignee: Option<String>,
     /// Creator.
     #[serde(default)]
+    #[schemars(length(max = crate::limits::SESSION))]
     pub by: Option<String>,
     /// Difficulty.
     #[serde(default)]
+    #[schemars(regex(
+        pattern = r"^\s*([Ee][Aa][Ss][Yy]|[Mm][Ee][Dd][Ii][Uu][Mm]|[Hh][Aa][Rr][Dd])?\s*$"
+    ))]
     pub difficulty: Option<String>,
     /// Model hint.
     #[serde(default)]
+    #[schemars(length(max = crate::limits::CARD_MODEL))]
     pub model: Option<String>,
     /// Dependencies.
     #[serde(default)]
+    #[schemars(length(max = crate::limits::DEPS))]
     pub deps: Option<Vec<i64>>,
     /// Phase label.
     #[serde(default)]
+    #[schemars(length(max = crate::limits::CARD_PHASE))]
     pub phase: Option<String>,
     /// Source.
     #[serde(default)]
+    #[schemars(length(max = crate::limits::SOURCE))]
     pub source: Option<String>,
     /// Effort.
     #[serde(default)]
+    #[schemars(length(max = crate::limits::EFFORT))]
     pub effort: Option<String>,
     /// Summary.
     #[serde(default)]
+    #[schemars(length(max = crate::limits::SUMMARY))]
     pub summary: Option<String>,
     /// Checklist, strings or items.
     #[serde(default)]
+    #[schemars(length(max = crate::limits::CHECKLIST_ITEMS))]
     pub checklist: Option<Vec<ChecklistInput>>,
     /// Drill line.
     #[serde(default)]
+    #[schemars(length(max = crate::limits::DRILL))]
     pub drill: Option<String>,
     /// First log note.
     #[serde(default)]
+    #[schemars(length(max = crate::limits::LOG_TEXT))]
     pub note: Option<String>,
     /// Historical creation time (at most a day in the future).
     #[serde(default)]
@@ -449,44 +482,56 @@ pub struct TaskCreateRequest {
 }
 
 /// `POST /task/update` body.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskUpdateRequest {
     /// Card id (required).
     #[serde(default)]
+    #[schemars(extend("x-required" = true), range(min = 1))]
     pub id: i64,
     /// New status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
     /// Note appended to the log.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::LOG_TEXT))]
     pub note: Option<String>,
     /// Drill line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::DRILL))]
     pub drill: Option<String>,
     /// Who is acting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::SESSION))]
     pub by: Option<String>,
     /// New assignee (frozen unless the mover is the assignee or `reassign` is set).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::SESSION))]
     pub assignee: Option<String>,
     /// Explicit reassignment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reassign: Option<bool>,
     /// New title.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::TITLE))]
     pub title: Option<String>,
     /// New summary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::SUMMARY))]
     pub summary: Option<String>,
     /// New difficulty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(
+        pattern = r"^\s*([Ee][Aa][Ss][Yy]|[Mm][Ee][Dd][Ii][Uu][Mm]|[Hh][Aa][Rr][Dd])?\s*$"
+    ))]
     pub difficulty: Option<String>,
     /// New model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::CARD_MODEL))]
     pub model: Option<String>,
     /// New dependency list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::DEPS))]
     pub deps: Option<Vec<i64>>,
     /// Replaces the checklist (`null` clears it: absent is `None`, `null` is `Some(None)`).
     #[serde(
@@ -494,6 +539,7 @@ pub struct TaskUpdateRequest {
         skip_serializing_if = "Option::is_none",
         deserialize_with = "present_or_null"
     )]
+    #[schemars(length(max = crate::limits::CHECKLIST_ITEMS))]
     pub checklist: Option<Option<Vec<ChecklistInput>>>,
     /// Delete the card.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -504,24 +550,27 @@ pub struct TaskUpdateRequest {
 }
 
 /// `POST /task/checklist-toggle` body.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct ChecklistToggleRequest {
     /// Card id.
     #[serde(default)]
+    #[schemars(extend("x-required" = true), range(min = 1))]
     pub id: i64,
     /// 0-based item index.
     #[serde(default)]
+    #[schemars(extend("x-required" = true), range(min = 0))]
     pub index: i64,
     /// New state.
     #[serde(default)]
     pub done: bool,
     /// Who toggled it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::SESSION))]
     pub by: Option<String>,
 }
 
 /// `{ok, task}` reply of the card writes.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct TaskReply {
     /// True on success.
     pub ok: bool,
@@ -530,7 +579,7 @@ pub struct TaskReply {
 }
 
 /// `GET /tasks` reply.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct TasksReply {
     /// Cards (slim ones carry `logCount` in `extra` and omit log/history/checklist).
     pub tasks: Vec<Value>,
@@ -540,7 +589,7 @@ pub struct TasksReply {
 }
 
 /// An entry of the unified event log (docs/protocol.md §3.4): common fields plus type-specific ones flattened.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Event {
     /// Hub-global event id.
     pub id: i64,
@@ -561,7 +610,7 @@ pub struct Event {
 }
 
 /// `GET /events` reply.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct EventsReply {
     /// Matching events, oldest first.
     pub events: Vec<Event>,
@@ -572,7 +621,7 @@ pub struct EventsReply {
 }
 
 /// `GET /card` reply.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct CardReply {
     /// The card (a deleted card is rebuilt from its last event with status `deleted`).
     pub task: Option<Value>,
@@ -583,7 +632,7 @@ pub struct CardReply {
 }
 
 /// A lesson.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Lesson {
     /// Id (never reused).
     pub id: i64,
@@ -602,31 +651,35 @@ pub struct Lesson {
 }
 
 /// `POST /lesson` body.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct LessonRequest {
     /// Text (required).
     #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::LESSON_TEXT), regex(pattern = r"\S"))]
     pub text: String,
     /// Scope, default `global`.
     #[serde(default)]
+    #[schemars(length(max = crate::limits::LESSON_SCOPE))]
     pub scope: Option<String>,
     /// Author.
     #[serde(default)]
+    #[schemars(length(max = crate::limits::SESSION))]
     pub by: Option<String>,
     /// Project.
     #[serde(default)]
+    #[schemars(length(max = crate::limits::PROJECT))]
     pub project: Option<String>,
 }
 
 /// `GET /lessons` reply.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct LessonsReply {
     /// Lessons in scope.
     pub lessons: Vec<Lesson>,
 }
 
 /// A policy link between projects whose seats may wake each other.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyLink {
     /// Two to four linked projects.
@@ -643,7 +696,7 @@ pub struct PolicyLink {
 }
 
 /// `GET /policy` reply.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct PolicyReply {
     /// Autonomy levels per project (`*` is the default).
     #[serde(default)]
@@ -658,10 +711,11 @@ pub struct PolicyReply {
 }
 
 /// A set of projects to link or unlink in `POST /policy`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct PolicyLinkRequest {
     /// Two to four projects.
     #[serde(default)]
+    #[schemars(extend("x-required" = true, "uniqueItems" = true), length(min = 2, max = 4), inner(length(min = 1, max = crate::limits::PROJECT), regex(pattern = r"\S")))]
     pub projects: Vec<String>,
     /// Why (links only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -669,7 +723,7 @@ pub struct PolicyLinkRequest {
 }
 
 /// `POST /policy` body: any combination of an autonomy change, a link and an unlink.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct PolicyRequest {
     /// Autonomy level (1–4) per project; `*` is the default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -685,11 +739,12 @@ pub struct PolicyRequest {
     pub dials: Option<Map<String, Value>>,
     /// Who declares it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::SESSION))]
     pub by: Option<String>,
 }
 
 /// One row of `/contracts`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Contract {
     /// Message id of the contract.
@@ -725,7 +780,7 @@ pub struct Contract {
 }
 
 /// `GET /contracts` reply.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContractsReply {
     /// The dispatcher.
@@ -755,7 +810,7 @@ pub struct ContractsReply {
 }
 
 /// `GET /_op` reply: the recorded outcome of an idempotent write.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct OpReply {
     /// `committed`, `rejected` or `unknown`.
     pub status: String,
@@ -768,38 +823,146 @@ pub struct OpReply {
 }
 
 /// `POST /project` body.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct ProjectRequest {
     /// Project (required).
     #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::PROJECT), regex(pattern = r"\S"))]
     pub project: String,
     /// Brief.
     #[serde(default)]
+    #[schemars(length(max = crate::limits::BRIEF))]
     pub brief: Option<String>,
     /// Author.
     #[serde(default)]
+    #[schemars(length(max = crate::limits::SESSION))]
     pub by: Option<String>,
 }
 
 /// `POST /phase` body.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct PhaseRequest {
     /// Project.
     #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::PROJECT), regex(pattern = r"\S"))]
     pub project: String,
     /// Phase name.
     #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::CARD_PHASE), regex(pattern = r"\S"))]
     pub phase: String,
     /// Goal.
     #[serde(default)]
+    #[schemars(length(max = crate::limits::GOAL))]
     pub goal: Option<String>,
     /// Author.
     #[serde(default)]
+    #[schemars(length(max = crate::limits::SESSION))]
     pub by: Option<String>,
 }
 
+/// `{ok: true}`: the reply of writes with nothing else to say (`/status`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct OkReply {
+    /// True on success.
+    pub ok: bool,
+}
+
+/// `POST /register` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct RegisterReply {
+    /// True on success.
+    pub ok: bool,
+    /// The registered session (absent when it was already known and nothing changed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+}
+
+/// `POST /delivered` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliveredReply {
+    /// True on success.
+    pub ok: bool,
+    /// The ledger after the raise.
+    pub delivered_up_to: i64,
+}
+
+/// `GET /recent` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct RecentReply {
+    /// Newest messages, oldest first.
+    pub messages: Vec<Message>,
+}
+
+/// `POST /lesson` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct LessonReply {
+    /// True on success.
+    pub ok: bool,
+    /// Set when the same lesson already existed (nothing stored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup: Option<bool>,
+    /// Lessons stored so far (new lessons only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<i64>,
+    /// The new lesson's id (new lessons only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<i64>,
+}
+
+/// `POST /policy` reply: the policy after the change.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct PolicyWriteReply {
+    /// True on success.
+    pub ok: bool,
+    /// Autonomy levels per project.
+    pub autonomy: Map<String, Value>,
+    /// Project links.
+    pub links: Vec<PolicyLink>,
+    /// The integrate dials per project: `{commit: bool, push: bool}`.
+    #[serde(default)]
+    pub dials: Map<String, Value>,
+}
+
+/// `POST /project` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ProjectWriteReply {
+    /// True on success.
+    pub ok: bool,
+    /// Project.
+    pub project: String,
+    /// The stored brief.
+    pub brief: String,
+}
+
+/// `GET /project` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ProjectReply {
+    /// Project.
+    pub project: String,
+    /// Brief (empty when none was set).
+    pub brief: Value,
+    /// Author of the brief (null when none).
+    pub by: Option<Value>,
+    /// When it was set, ms (null when none).
+    pub ts: Option<Value>,
+}
+
+/// `POST /phase` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct PhaseReply {
+    /// True on success.
+    pub ok: bool,
+    /// Project.
+    pub project: String,
+    /// Phase.
+    pub phase: String,
+    /// The stored goal.
+    pub goal: String,
+}
+
 /// The error body of every non-2xx reply: `{"error": "..."}` plus route-specific fields.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorBody {
     /// What went wrong, for a person.
     pub error: String,

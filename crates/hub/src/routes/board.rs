@@ -14,8 +14,8 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 use trantor_proto::limits;
 use trantor_proto::{
-    Card, ChecklistInput, ChecklistItem, ChecklistToggleRequest, TaskCreateRequest,
-    TaskUpdateRequest, now_ms, session_project,
+    Card, ChecklistInput, ChecklistItem, ChecklistToggleRequest, TaskCreateRequest, TaskReply,
+    TaskUpdateRequest, TasksReply, now_ms, session_project,
 };
 use trantor_store::{CardFilter, EventFilter, Store};
 
@@ -79,7 +79,7 @@ fn trimmed(v: Option<String>) -> Option<String> {
 pub async fn create<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<TaskCreateRequest>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<TaskReply>> {
     let title = req.title.trim().to_string();
     if title.is_empty() {
         return Err(ApiError::bad_request("title required"));
@@ -183,7 +183,10 @@ pub async fn create<S: Store>(
         })
         .await?;
     hub.publish(out);
-    Ok(Json(json!({ "ok": true, "task": card })))
+    Ok(Json(TaskReply {
+        ok: true,
+        task: card,
+    }))
 }
 
 /// A validated `/task/update` request.
@@ -264,7 +267,7 @@ fn validate_update(req: TaskUpdateRequest) -> ApiResult<Update> {
 pub async fn update<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<TaskUpdateRequest>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<TaskReply>> {
     let u = validate_update(req)?;
     let now = now_ms();
     let touch = touch_actor(&hub, &u.by, now);
@@ -381,14 +384,17 @@ pub async fn update<S: Store>(
         .await?;
     let (card, out) = outcome?;
     hub.publish(out);
-    Ok(Json(json!({ "ok": true, "task": card })))
+    Ok(Json(TaskReply {
+        ok: true,
+        task: card,
+    }))
 }
 
 /// `POST /task/checklist-toggle {id, index, done}`.
 pub async fn checklist_toggle<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<ChecklistToggleRequest>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<TaskReply>> {
     if req.id <= 0 {
         return Err(ApiError::bad_request("id required"));
     }
@@ -433,11 +439,17 @@ pub async fn checklist_toggle<S: Store>(
         .await?;
     let (card, out) = outcome?;
     hub.publish(out);
-    Ok(Json(json!({ "ok": true, "task": card })))
+    Ok(Json(TaskReply {
+        ok: true,
+        task: card,
+    }))
 }
 
 /// `GET /tasks?project&fields=slim&card=1,2`: the board.
-pub async fn tasks<S: Store>(State(hub): State<AppState<S>>, p: Params) -> ApiResult<Json<Value>> {
+pub async fn tasks<S: Store>(
+    State(hub): State<AppState<S>>,
+    p: Params,
+) -> ApiResult<Json<TasksReply>> {
     let project = p.text("project").map(str::to_string);
     let slim_view = p.text("fields") == Some("slim");
     let full_ids: Vec<i64> = match p.text("card") {
@@ -473,9 +485,15 @@ pub async fn tasks<S: Store>(State(hub): State<AppState<S>>, p: Params) -> ApiRe
         })
         .collect();
     if slim_view {
-        Ok(Json(json!({ "tasks": tasks, "fields": "slim" })))
+        Ok(Json(TasksReply {
+            tasks,
+            fields: Some("slim".into()),
+        }))
     } else {
-        Ok(Json(json!({ "tasks": tasks })))
+        Ok(Json(TasksReply {
+            tasks,
+            fields: None,
+        }))
     }
 }
 

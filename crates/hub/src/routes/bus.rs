@@ -14,7 +14,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 use trantor_proto::limits;
 use trantor_proto::{
-    BROADCAST, DeliveredRequest, InboxReply, Message, SendRequest, now_ms, session_project,
+    BROADCAST, DeliveredReply, DeliveredRequest, InboxReply, Message, RecentReply, SendReply,
+    SendRequest, now_ms, session_project,
 };
 use trantor_store::{NewMessage, ReadTx, Store, StoreError, WriteTx};
 
@@ -27,7 +28,7 @@ const RECENT_DEFAULT: usize = 50;
 pub async fn send<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<SendRequest>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<SendReply>> {
     let text = req.text.replace('\0', "");
     let from = req.from.trim().to_string();
     if from.is_empty() || text.trim().is_empty() {
@@ -114,7 +115,7 @@ pub async fn send<S: Store>(
         Ok((id, out)) => {
             hub.publish(out);
             hub.metrics.messages_sent.fetch_add(1, Ordering::Relaxed);
-            Ok(Json(json!({ "ok": true, "id": id })))
+            Ok(Json(SendReply { ok: true, id }))
         }
         Err(e) => {
             if touch == Touch::CameOnline {
@@ -369,7 +370,7 @@ pub async fn poll<S: Store>(
 pub async fn delivered<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<DeliveredRequest>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<DeliveredReply>> {
     let session = req.session.trim().to_string();
     if session.is_empty() {
         return Err(ApiError::bad_request("session required"));
@@ -388,18 +389,24 @@ pub async fn delivered<S: Store>(
         })
         .await?;
     hub.publish(out);
-    Ok(Json(json!({ "ok": true, "deliveredUpTo": value })))
+    Ok(Json(DeliveredReply {
+        ok: true,
+        delivered_up_to: value,
+    }))
 }
 
 /// `GET /recent?limit`: the newest messages of every kind.
-pub async fn recent<S: Store>(State(hub): State<AppState<S>>, p: Params) -> ApiResult<Json<Value>> {
+pub async fn recent<S: Store>(
+    State(hub): State<AppState<S>>,
+    p: Params,
+) -> ApiResult<Json<RecentReply>> {
     let limit = p
         .count("limit")?
         .map(|l| usize::try_from(l).unwrap_or(usize::MAX))
         .unwrap_or(RECENT_DEFAULT)
         .min(limits::RECENT_MAX);
     let messages = hub.store.read(move |tx| tx.recent_messages(limit)).await?;
-    Ok(Json(json!({ "messages": messages })))
+    Ok(Json(RecentReply { messages }))
 }
 
 /// `GET /contracts?session&project&windowMs&overdueMs`: the dispatch ledger of a session.

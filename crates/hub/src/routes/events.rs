@@ -5,9 +5,11 @@ use crate::extract::{JsonBody, Params};
 use crate::state::{AppState, Outbox, event};
 use axum::Json;
 use axum::extract::State;
-use serde_json::{Value, json};
+use serde_json::json;
 use trantor_proto::limits;
-use trantor_proto::{EventsReply, Lesson, LessonRequest, LessonsReply, now_ms, session_project};
+use trantor_proto::{
+    EventsReply, Lesson, LessonReply, LessonRequest, LessonsReply, now_ms, session_project,
+};
 use trantor_store::{EventFilter, Store};
 
 /// `GET /events?project&type&by&taskId&since&limit`: filters combine with AND; the newest
@@ -75,7 +77,7 @@ pub async fn lessons<S: Store>(
 pub async fn lesson<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<LessonRequest>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<LessonReply>> {
     let text = req.text.trim().to_string();
     if text.is_empty() {
         return Err(ApiError::bad_request("text required"));
@@ -101,7 +103,14 @@ pub async fn lesson<S: Store>(
             let mut out = Outbox::default();
             let existing = tx.lessons(std::slice::from_ref(&scope))?;
             if existing.iter().any(|l| l.text == text) {
-                return Ok((json!({ "ok": true, "dedup": true }), out));
+                return Ok((
+                    LessonReply {
+                        ok: true,
+                        dedup: Some(true),
+                        ..LessonReply::default()
+                    },
+                    out,
+                ));
             }
             let project = match explicit {
                 Some(p) => p,
@@ -132,7 +141,12 @@ pub async fn lesson<S: Store>(
             // Lessons are never deleted and ids never reused, so the newest id is the count
             // (counting rows would touch every table of the store).
             Ok((
-                json!({ "ok": true, "count": lesson.id, "id": lesson.id }),
+                LessonReply {
+                    ok: true,
+                    dedup: None,
+                    count: Some(lesson.id),
+                    id: Some(lesson.id),
+                },
                 out,
             ))
         })

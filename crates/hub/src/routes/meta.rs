@@ -12,7 +12,8 @@ use serde_json::{Map, Value, json};
 use std::sync::atomic::Ordering;
 use trantor_proto::limits;
 use trantor_proto::{
-    OpReply, PhaseRequest, PolicyLink, PolicyReply, PolicyRequest, ProjectRequest, VERSION, now_ms,
+    OpReply, PhaseReply, PhaseRequest, PolicyLink, PolicyReply, PolicyRequest, PolicyWriteReply,
+    ProjectReply, ProjectRequest, ProjectWriteReply, VERSION, now_ms,
 };
 use trantor_store::Store;
 
@@ -183,7 +184,7 @@ fn parse_dials(d: &Map<String, Value>) -> ApiResult<Vec<(String, Map<String, Val
 pub async fn policy_post<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<PolicyRequest>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<PolicyWriteReply>> {
     check_opt("by", &req.by, limits::SESSION)?;
     let mut autonomy = Map::new();
     for (k, v) in req.autonomy.unwrap_or_default() {
@@ -253,16 +254,19 @@ pub async fn policy_post<S: Store>(
             Ok(p)
         })
         .await?;
-    Ok(Json(
-        json!({ "ok": true, "autonomy": policy.autonomy, "links": policy.links, "dials": policy.dials }),
-    ))
+    Ok(Json(PolicyWriteReply {
+        ok: true,
+        autonomy: policy.autonomy,
+        links: policy.links,
+        dials: policy.dials,
+    }))
 }
 
 /// `POST /project {project, brief, by}`: set a project's brief.
 pub async fn project_post<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<ProjectRequest>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<ProjectWriteReply>> {
     let project = req.project.trim().to_string();
     if project.is_empty() {
         return Err(ApiError::bad_request("project required"));
@@ -275,33 +279,35 @@ pub async fn project_post<S: Store>(
     let doc = json!({ "brief": brief, "by": req.by.unwrap_or_default(), "ts": now_ms() });
     let key = project_key(&project);
     hub.write(move |tx| tx.set_kv(&key, &doc)).await?;
-    Ok(Json(
-        json!({ "ok": true, "project": project, "brief": brief }),
-    ))
+    Ok(Json(ProjectWriteReply {
+        ok: true,
+        project,
+        brief,
+    }))
 }
 
 /// `GET /project?project=`: a project's brief (empty when none was set).
 pub async fn project_get<S: Store>(
     State(hub): State<AppState<S>>,
     p: Params,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<ProjectReply>> {
     let project = p.required("project")?.to_string();
     let key = project_key(&project);
     let doc = hub.store.read(move |tx| tx.kv(&key)).await?;
     let field = |k: &str| doc.as_ref().and_then(|d| d.get(k)).cloned();
-    Ok(Json(json!({
-        "project": project,
-        "brief": field("brief").unwrap_or(json!("")),
-        "by": field("by"),
-        "ts": field("ts"),
-    })))
+    Ok(Json(ProjectReply {
+        project,
+        brief: field("brief").unwrap_or(json!("")),
+        by: field("by"),
+        ts: field("ts"),
+    }))
 }
 
 /// `POST /phase {project, phase, goal, by}`: set a phase goal.
 pub async fn phase_post<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<PhaseRequest>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<PhaseReply>> {
     let project = req.project.trim().to_string();
     let phase = req.phase.trim().to_string();
     if project.is_empty() || phase.is_empty() {
@@ -316,9 +322,12 @@ pub async fn phase_post<S: Store>(
     let doc = json!({ "goal": goal, "by": req.by.unwrap_or_default(), "ts": now_ms() });
     let key = phase_key(&project, &phase);
     hub.write(move |tx| tx.set_kv(&key, &doc)).await?;
-    Ok(Json(
-        json!({ "ok": true, "project": project, "phase": phase, "goal": goal }),
-    ))
+    Ok(Json(PhaseReply {
+        ok: true,
+        project,
+        phase,
+        goal,
+    }))
 }
 
 /// `GET /phase?project=[&phase=]`: the project's phase goals, ordered by phase name.

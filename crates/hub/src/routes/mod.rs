@@ -10,16 +10,24 @@ pub mod meta;
 pub mod presence;
 
 use crate::error::ApiError;
-use crate::openapi::{self, Field, RouteDoc, Ty, Verb, f};
+use crate::openapi::{self, Field, RouteDoc, Ty, Verb, f, shape};
 use crate::ops;
 use crate::state::AppState;
 use axum::Router;
 use axum::http::StatusCode;
-use axum::routing::{MethodRouter, any, get, post};
+use axum::response::IntoResponse;
+use axum::routing::{MethodRouter, get, post};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use trantor_proto::limits;
+use trantor_proto::{
+    ChecklistToggleRequest, ContractsReply, DeliveredReply, DeliveredRequest, EventsReply,
+    InboxReply, LessonReply, LessonRequest, LessonsReply, OkReply, OpReply, PeerReply, PeersReply,
+    PhaseReply, PhaseRequest, PolicyReply, PolicyRequest, PolicyWriteReply, ProjectReply,
+    ProjectRequest, ProjectWriteReply, RecentReply, RegisterReply, RegisterRequest, SendReply,
+    SendRequest, TaskCreateRequest, TaskReply, TaskUpdateRequest, TasksReply,
+};
 use trantor_store::Store;
 
 /// A `'static` list of documented fields.
@@ -41,7 +49,7 @@ const SESSION_Q: Field = f(
 /// Every route: its documentation and its handler.
 pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
     use Ty::*;
-    let r = |verb, path, summary, query, body, h: MethodRouter<AppState<S>>| {
+    let r = |verb, path, summary, query, body, reply, h: MethodRouter<AppState<S>>| {
         (
             RouteDoc {
                 verb,
@@ -49,6 +57,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                 summary,
                 query,
                 body,
+                reply,
             },
             h,
         )
@@ -59,7 +68,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/",
             "Banner: name, version, store, links (a browser asking for text/html gets the dashboard)",
             &[],
-            &[],
+            None,
+            None,
             get(crate::ui::root::<S>),
         ),
         r(
@@ -67,7 +77,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/ui",
             "The dashboard (HTML; assets under /ui/)",
             &[],
-            &[],
+            None,
+            None,
             get(crate::ui::page),
         ),
         r(
@@ -75,7 +86,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/ui/app.js",
             "Dashboard script",
             &[],
-            &[],
+            None,
+            None,
             get(crate::ui::script),
         ),
         r(
@@ -83,7 +95,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/ui/app.css",
             "Dashboard style sheet",
             &[],
-            &[],
+            None,
+            None,
             get(crate::ui::style),
         ),
         r(
@@ -91,23 +104,26 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/ui/icon.svg",
             "Dashboard icon",
             &[],
-            &[],
+            None,
+            None,
             get(crate::ui::icon),
         ),
         r(
             Verb::Any,
             "/health",
-            "Liveness, row counts, retention report (any method)",
+            "Liveness, row counts, retention report (GET or POST)",
             &[],
-            &[],
-            any(meta::health::<S>),
+            None,
+            None,
+            get(meta::health::<S>).post(meta::health::<S>),
         ),
         r(
             Verb::Get,
             "/metrics",
             "Prometheus metrics",
             &[],
-            &[],
+            None,
+            None,
             get(meta::metrics::<S>),
         ),
         r(
@@ -115,10 +131,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/enroll",
             "Enrollment (accepted without signature verification in this hub)",
             &[],
-            fields![
-                f("name", Str, false, "identity name"),
-                f("kind", Str, false, "human, agent or tool"),
-            ],
+            None,
+            None,
             post(presence::enroll::<S>),
         ),
         r(
@@ -126,25 +140,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/register",
             "Presence upsert; absent fields keep their stored values",
             &[],
-            fields![
-                f("session", Str, true, "bus address").max(limits::SESSION),
-                f("project", Str, false, "project").max(limits::PROJECT),
-                f("status", Str, false, "free-text status (≤280)").max(limits::STATUS),
-                f("hookVersion", Str, false, "client version").max(limits::HOOK_VERSION),
-                f("llm", Str, false, "LLM family").max(limits::LLM),
-                f("model", Str, false, "model").max(limits::MODEL),
-                f("kind", Str, false, "peer kind (agent, orch, tool, …)").max(limits::KIND),
-                f(
-                    "phase",
-                    Str,
-                    false,
-                    "runner phase (working idle cut stalled parked)"
-                )
-                .max(limits::PHASE),
-                f("phaseSince", Int, false, "phase start, ms"),
-                f("persona", Str, false, "runner persona").max(limits::LLM),
-                f("agent", Str, false, "runner agent (CLI driver)").max(limits::LLM),
-            ],
+            Some(shape::<RegisterRequest>),
+            Some(shape::<RegisterReply>),
             post(presence::register::<S>),
         ),
         r(
@@ -152,11 +149,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/status",
             "Set a session's status (missing status = empty)",
             &[],
-            fields![
-                f("session", Str, true, "bus address").max(limits::SESSION),
-                f("status", Str, false, "status text").max(limits::STATUS),
-                f("project", Str, false, "project").max(limits::PROJECT),
-            ],
+            Some(shape::<RegisterRequest>),
+            Some(shape::<OkReply>),
             post(presence::status::<S>),
         ),
         r(
@@ -164,7 +158,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/peer",
             "One peer's presence and delivery ledger (404 unknown peer)",
             fields![SESSION_Q],
-            &[],
+            None,
+            Some(shape::<PeerReply>),
             get(presence::peer::<S>),
         ),
         r(
@@ -172,7 +167,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/peers",
             "Every peer within the peer TTL",
             &[],
-            &[],
+            None,
+            Some(shape::<PeersReply>),
             get(presence::peers::<S>),
         ),
         r(
@@ -180,33 +176,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/send",
             "Post a message; returns its id",
             &[],
-            fields![
-                f("from", Str, true, "sender session").max(limits::SESSION),
-                f(
-                    "text",
-                    Str,
-                    true,
-                    "message text (NUL removed, secrets refused)"
-                )
-                .max(limits::MESSAGE_TEXT),
-                f("to", Str, false, "recipient session or all (default all)").max(limits::SESSION),
-                f(
-                    "project",
-                    Str,
-                    false,
-                    "default: sender's project, else suffix of from"
-                )
-                .max(limits::PROJECT),
-                f("re", Int, false, "id of the message this answers"),
-                f(
-                    "kind",
-                    Str,
-                    false,
-                    "status, alert, receipt, ask, contract, …"
-                )
-                .max(limits::KIND),
-                f("wake", Bool, false, "false: context only, does not wake"),
-            ],
+            Some(shape::<SendRequest>),
+            Some(shape::<SendReply>),
             post(bus::send::<S>),
         ),
         r(
@@ -218,7 +189,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                 f("since", Int, false, "cursor: messages with id > since"),
                 f("peek", Str, false, "1: do not advance deliveredUpTo"),
             ],
-            &[],
+            None,
+            Some(shape::<InboxReply>),
             get(bus::inbox::<S>),
         ),
         r(
@@ -230,7 +202,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                 f("since", Int, false, "cursor"),
                 f("wait", Num, false, "seconds to hold (default 25, max 290)"),
             ],
-            &[],
+            None,
+            Some(shape::<InboxReply>),
             get(bus::poll::<S>),
         ),
         r(
@@ -238,18 +211,17 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/delivered",
             "Raise a session's delivery ledger",
             &[],
-            fields![
-                f("session", Str, true, "session").max(limits::SESSION),
-                f("upTo", Int, true, "new floor of deliveredUpTo"),
-            ],
+            Some(shape::<DeliveredRequest>),
+            Some(shape::<DeliveredReply>),
             post(bus::delivered::<S>),
         ),
         r(
             Verb::Get,
             "/recent",
             "Newest messages of every kind",
-            fields![f("limit", Int, false, "≤200, default 50")],
-            &[],
+            fields![f("limit", Int, false, "≤200, default 50").min(0)],
+            None,
+            Some(shape::<RecentReply>),
             get(bus::recent::<S>),
         ),
         r(
@@ -259,15 +231,17 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             fields![
                 SESSION_Q,
                 f("project", Str, false, "only this project").max(limits::PROJECT),
-                f("windowMs", Int, false, "look-back window (default 24 h)"),
+                f("windowMs", Int, false, "look-back window (default 24 h)").min(0),
                 f(
                     "overdueMs",
                     Int,
                     false,
                     "waiting this long counts as stalled"
-                ),
+                )
+                .min(0),
             ],
-            &[],
+            None,
+            Some(shape::<ContractsReply>),
             get(bus::contracts::<S>),
         ),
         r(
@@ -279,7 +253,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                 f("events", Str, false, "1: also every event as `event: ev`"),
                 f("status", Str, false, "set the session's status"),
             ],
-            &[],
+            None,
+            None,
             get(crate::sse::stream::<S>),
         ),
         r(
@@ -287,28 +262,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/task",
             "Create a card",
             &[],
-            fields![
-                f("title", Str, true, "title (≤200)").max(limits::TITLE),
-                f("project", Str, false, "project (default: suffix of by)").max(limits::PROJECT),
-                f(
-                    "status",
-                    Str,
-                    false,
-                    "todo doing testing failed done blocked (stale/unknown → todo)"
-                ),
-                f("assignee", Str, false, "assignee").max(limits::SESSION),
-                f("by", Str, false, "creator").max(limits::SESSION),
-                f("difficulty", Str, false, "easy, medium, hard").max(limits::EFFORT),
-                f("model", Str, false, "model hint").max(limits::CARD_MODEL),
-                f("deps", Arr, false, "card ids (≤20)").max(limits::DEPS),
-                f("phase", Str, false, "phase label"),
-                f("source", Str, false, "origin (git, todo, bridge, …)").max(limits::SOURCE),
-                f("checklist", Arr, false, "strings or {text, done} (≤20)")
-                    .max(limits::CHECKLIST_ITEMS),
-                f("drill", Str, false, "how to verify done (≤300)").max(limits::DRILL),
-                f("note", Str, false, "first log note").max(limits::LOG_TEXT),
-                f("ts", Int, false, "historical creation time, ms"),
-            ],
+            Some(shape::<TaskCreateRequest>),
+            Some(shape::<TaskReply>),
             post(board::create::<S>),
         ),
         r(
@@ -316,29 +271,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/task/update",
             "Move or edit a card (409: drill gate, assignee freeze)",
             &[],
-            fields![
-                f("id", Int, true, "card id"),
-                f("status", Str, false, "new status"),
-                f("note", Str, false, "appended to the log").max(limits::LOG_TEXT),
-                f("drill", Str, false, "drill line").max(limits::DRILL),
-                f("by", Str, false, "mover").max(limits::SESSION),
-                f("assignee", Str, false, "new assignee").max(limits::SESSION),
-                f("reassign", Bool, false, "explicit reassignment"),
-                f("title", Str, false, "title").max(limits::TITLE),
-                f("summary", Str, false, "summary").max(limits::SUMMARY),
-                f("difficulty", Str, false, "difficulty").max(limits::EFFORT),
-                f("model", Str, false, "model").max(limits::CARD_MODEL),
-                f("deps", Arr, false, "dependencies").max(limits::DEPS),
-                f(
-                    "checklist",
-                    Arr,
-                    false,
-                    "replaces the checklist; null clears it"
-                )
-                .max(limits::CHECKLIST_ITEMS),
-                f("delete", Bool, false, "delete the card"),
-                f("blast", Obj, false, "blast radius, recorded on the event"),
-            ],
+            Some(shape::<TaskUpdateRequest>),
+            Some(shape::<TaskReply>),
             post(board::update::<S>),
         ),
         r(
@@ -346,11 +280,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/task/checklist-toggle",
             "Tick or untick a checklist item",
             &[],
-            fields![
-                f("id", Int, true, "card id"),
-                f("index", Int, true, "0-based item index"),
-                f("done", Bool, false, "new state"),
-            ],
+            Some(shape::<ChecklistToggleRequest>),
+            Some(shape::<TaskReply>),
             post(board::checklist_toggle::<S>),
         ),
         r(
@@ -370,9 +301,11 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                     Str,
                     false,
                     "comma-separated ids kept full in slim mode"
-                ),
+                )
+                .pattern(r"^\s*(#?-?[0-9]{1,15}\s*)?(,\s*(#?-?[0-9]{1,15}\s*)?)*$"),
             ],
-            &[],
+            None,
+            Some(shape::<TasksReply>),
             get(board::tasks::<S>),
         ),
         r(
@@ -383,7 +316,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                 f("id", Int, true, "card id"),
                 f("project", Str, false, "ignored: card ids are hub-global").max(limits::PROJECT),
             ],
-            &[],
+            None,
+            None,
             get(board::card::<S>),
         ),
         r(
@@ -406,9 +340,10 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                     "card events plus messages citing the card"
                 ),
                 f("since", Int, false, "ids greater than this"),
-                f("limit", Int, false, "newest N (default 300, max 2000)"),
+                f("limit", Int, false, "newest N (default 300, max 2000)").min(0),
             ],
-            &[],
+            None,
+            Some(shape::<EventsReply>),
             get(events::events::<S>),
         ),
         r(
@@ -416,7 +351,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/lessons",
             "Global lessons plus the agent's own",
             fields![f("agent", Str, false, "agent name").max(limits::LLM)],
-            &[],
+            None,
+            Some(shape::<LessonsReply>),
             get(events::lessons::<S>),
         ),
         r(
@@ -424,12 +360,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/lesson",
             "Record a lesson (exact duplicates are a no-op)",
             &[],
-            fields![
-                f("text", Str, true, "lesson (≤400)").max(limits::LESSON_TEXT),
-                f("scope", Str, false, "global or an agent name").max(limits::LESSON_SCOPE),
-                f("by", Str, false, "author").max(limits::SESSION),
-                f("project", Str, false, "project").max(limits::PROJECT),
-            ],
+            Some(shape::<LessonRequest>),
+            Some(shape::<LessonReply>),
             post(events::lesson::<S>),
         ),
         r(
@@ -437,7 +369,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/policy",
             "Project links and autonomy levels",
             &[],
-            &[],
+            None,
+            Some(shape::<PolicyReply>),
             get(meta::policy_get::<S>),
         ),
         r(
@@ -445,18 +378,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/policy",
             "Change autonomy, link or unlink projects",
             &[],
-            fields![
-                f("autonomy", Obj, false, "{project: 1..4}"),
-                f("link", Obj, false, "{projects: [2..4], reason}"),
-                f("unlink", Obj, false, "{projects}"),
-                f(
-                    "dials",
-                    Obj,
-                    false,
-                    "{project: {commit?: bool, push?: bool}}"
-                ),
-                f("by", Str, false, "who declares it").max(limits::SESSION),
-            ],
+            Some(shape::<PolicyRequest>),
+            Some(shape::<PolicyWriteReply>),
             post(meta::policy_post::<S>),
         ),
         r(
@@ -513,7 +436,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/project",
             "A project's brief",
             fields![f("project", Str, true, "project").max(limits::PROJECT)],
-            &[],
+            None,
+            Some(shape::<ProjectReply>),
             get(meta::project_get::<S>),
         ),
         r(
@@ -521,11 +445,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/project",
             "Set a project's brief",
             &[],
-            fields![
-                f("project", Str, true, "project").max(limits::PROJECT),
-                f("brief", Str, false, "brief (≤600)").max(limits::BRIEF),
-                f("by", Str, false, "author").max(limits::SESSION),
-            ],
+            Some(shape::<ProjectRequest>),
+            Some(shape::<ProjectWriteReply>),
             post(meta::project_post::<S>),
         ),
         r(
@@ -536,7 +457,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                 f("project", Str, true, "project"),
                 f("phase", Str, false, "only this phase"),
             ],
-            &[],
+            None,
+            None,
             get(meta::phase_get::<S>),
         ),
         r(
@@ -544,12 +466,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/phase",
             "Set a phase goal",
             &[],
-            fields![
-                f("project", Str, true, "project").max(limits::PROJECT),
-                f("phase", Str, true, "phase (≤40)"),
-                f("goal", Str, false, "goal (≤400)").max(limits::GOAL),
-                f("by", Str, false, "author").max(limits::SESSION),
-            ],
+            Some(shape::<PhaseRequest>),
+            Some(shape::<PhaseReply>),
             post(meta::phase_post::<S>),
         ),
         r(
@@ -599,10 +517,31 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                     "the POST path it was sent to (default: any)"
                 ),
             ],
-            &[],
+            None,
+            Some(shape::<OpReply>),
             get(meta::op_get::<S>),
         ),
     ]
+}
+
+/// Refuse a GET whose query breaks a documented limit of its route.
+fn check_query(
+    queries: &BTreeMap<&'static str, &'static [Field]>,
+    req: &axum::extract::Request,
+) -> Result<(), ApiError> {
+    let Some(fields) = queries.get(req.uri().path()) else {
+        return Ok(());
+    };
+    let Some(raw) = req.uri().query() else {
+        return Ok(());
+    };
+    let params = crate::extract::parse_query(raw)?;
+    for field in fields.iter() {
+        if let Some(v) = params.get(field.name) {
+            field.check(v)?;
+        }
+    }
+    Ok(())
 }
 
 async fn not_found() -> ApiError {
@@ -627,7 +566,8 @@ pub fn router<S: Store>(hub: AppState<S>) -> Router {
         path: "/openapi.json",
         summary: "This document",
         query: &[],
-        body: &[],
+        body: None,
+        reply: None,
     });
     ops::intern_routes(docs.iter().map(|d| d.path));
     ops::intern_post_routes(
@@ -636,6 +576,13 @@ pub fn router<S: Store>(hub: AppState<S>) -> Router {
             .map(|d| d.path),
     );
     let spec = Arc::new(openapi::document(&docs));
+    // The query limits the document states, enforced once for every GET route.
+    let queries: Arc<BTreeMap<&'static str, &'static [Field]>> = Arc::new(
+        docs.iter()
+            .filter(|d| !d.query.is_empty() && !matches!(d.verb, Verb::Post))
+            .map(|d| (d.path, d.query))
+            .collect(),
+    );
 
     // Group by path so a GET and a POST of one path share a method router.
     let mut by_path: BTreeMap<&'static str, MethodRouter<AppState<S>>> = BTreeMap::new();
@@ -658,6 +605,17 @@ pub fn router<S: Store>(hub: AppState<S>) -> Router {
                 async move { axum::Json((*spec).clone()) }
             }),
         )
+        .route_layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                let queries = queries.clone();
+                async move {
+                    match check_query(&queries, &req) {
+                        Ok(()) => next.run(req).await,
+                        Err(e) => e.into_response(),
+                    }
+                }
+            },
+        ))
         .fallback(not_found)
         .method_not_allowed_fallback(wrong_method)
         .layer(axum::middleware::from_fn_with_state(

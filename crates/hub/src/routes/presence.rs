@@ -10,7 +10,8 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 use trantor_proto::limits;
 use trantor_proto::{
-    BROADCAST, PeerReply, PeersReply, RegisterRequest, VERSION, now_ms, session_project,
+    BROADCAST, OkReply, PeerReply, PeersReply, RegisterReply, RegisterRequest, VERSION, now_ms,
+    session_project,
 };
 use trantor_store::Store;
 
@@ -120,22 +121,20 @@ async fn upsert<S: Store>(
 pub async fn register<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<RegisterRequest>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<RegisterReply>> {
     // Unlike the original, the reply does not list every known session (that leaked the
     // whole roster to any caller); `/peers` is the roster.
-    match upsert(&hub, req, false).await? {
-        Some(s) => Ok(Json(json!({ "ok": true, "session": s }))),
-        None => Ok(Json(json!({ "ok": true }))),
-    }
+    let session = upsert(&hub, req, false).await?;
+    Ok(Json(RegisterReply { ok: true, session }))
 }
 
 /// `POST /status`: like `/register`, but a missing status is stored as empty.
 pub async fn status<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<RegisterRequest>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<OkReply>> {
     upsert(&hub, req, true).await?;
-    Ok(Json(json!({ "ok": true })))
+    Ok(Json(OkReply { ok: true }))
 }
 
 /// `GET /peer?session=`: one peer's presence and delivery ledger (does not touch).

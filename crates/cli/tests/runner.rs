@@ -1306,7 +1306,7 @@ fn the_hubs_duty_escalation_drives_a_duty_seats_nudge() {
     // End to end: an unread message on our hub → its duty service escalates to the duty seat →
     // the seat's runner plans the nudge from the escalation text and the turn sends it.
     let tmp = tempfile::tempdir().expect("hub data");
-    let hub = Hub::start_in(
+    let hub = common::Hub::start_in(
         tmp.path(),
         common::free_port(),
         &[

@@ -77,7 +77,7 @@ impl DutyState {
     }
 
     fn save(&self, tx: &mut dyn WriteTx) -> Result<(), StoreError> {
-        let v = serde_json::to_value(self).map_err(|e| StoreError::Db(e.to_string()))?;
+        let v = serde_json::to_value(self).map_err(|e| StoreError::db_from("duty ledger", e))?;
         tx.set_kv(STATE_KEY, &v)
     }
 }

@@ -1024,7 +1024,7 @@ mod tests {
 
 /// A verification gate: a claim that must be verified before the related work ships; an open
 /// gate tied to a card keeps that card from moving to done.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VerifyGate {
     /// Gate id (hub-global).
@@ -1061,7 +1061,7 @@ pub struct VerifyGate {
 }
 
 /// `POST /verify-gate` body: add a gate (`claim`, …) or resolve one (`resolve: true`, `id`).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VerifyGateRequest {
     /// What must be verified (add).
@@ -1097,7 +1097,7 @@ pub struct VerifyGateRequest {
 }
 
 /// `POST /verify-gate` reply.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct VerifyGateReply {
     /// Always true on success.
     pub ok: bool,
@@ -1109,7 +1109,7 @@ pub struct VerifyGateReply {
 }
 
 /// `GET /verify-gates` reply.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct VerifyGatesReply {
     /// The gates (open only unless `all=1`).
     pub gates: Vec<VerifyGate>,

@@ -50,9 +50,10 @@ pub use turn::drivers;
 /// verb and the runner agree on every path and every safety rule.
 pub mod crew {
     pub use crate::periphery::worktree::{
-        BoundedError, GitError, apply_declaration, git, git_command, git_raw, read_declaration,
-        run_bounded, seat_worktree_path,
+        GitError, apply_declaration, git, git_command, git_raw, read_declaration,
+        seat_worktree_path,
     };
+    pub use crate::sys::cmd::{BoundedError, run_bounded};
     pub use crate::sys::fsx::write_atomic;
     pub use crate::turn::snapshot::{SnapshotOutcome, SnapshotWhy, snapshot_wip};
 }

@@ -128,7 +128,8 @@ async fn up(a: DutyUpArgs) -> anyhow::Result<ExitCode> {
             Some(d) => d.clone(),
             None => std::env::current_dir()?,
         };
-        id.project = trantor_mcp::identity::project_for(&dir);
+        id.project =
+            trantor_proto::identity::project_for(&trantor_proto::identity::ProcessEnv, &dir);
     }
     let session = format!("{DUTY_PERSONA}:{}", id.project);
     let reply = appoint_on(&hub, &session).await?;

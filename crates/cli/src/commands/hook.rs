@@ -179,7 +179,7 @@ fn safe(s: &str) -> String {
 
 /// The hooks' directory under the bus directory.
 pub(crate) fn hooks_dir() -> PathBuf {
-    trantor_mcp::identity::bus_dir().join("hooks")
+    trantor_proto::identity::bus_dir(&trantor_proto::identity::ProcessEnv).join("hooks")
 }
 
 /// The cursor file of one session instance.
@@ -364,7 +364,10 @@ fn identity(input: &Input) -> Identity {
         .any(|k| std::env::var(k).is_ok_and(|v| !v.trim().is_empty()));
     let project = match (&input.cwd, named) {
         (Some(cwd), false) if Path::new(cwd).is_dir() => {
-            Some(trantor_mcp::identity::project_for(Path::new(cwd)))
+            Some(trantor_proto::identity::project_for(
+                &trantor_proto::identity::ProcessEnv,
+                Path::new(cwd),
+            ))
         }
         _ => None,
     };

@@ -39,7 +39,8 @@ pub struct Hub {
 /// The thread serving an in-process hub, the switch that stops it and its "stopped" signal.
 struct InProcess {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    done: std::sync::mpsc::Receiver<()>,
+    // A Mutex so a `&Hub` can be shared with scoped threads (the Receiver is not Sync).
+    done: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
 }
 
 impl Hub {
@@ -93,7 +94,7 @@ impl Hub {
             child: None,
             in_process: Some(InProcess {
                 stop: Some(stop),
-                done,
+                done: std::sync::Mutex::new(done),
             }),
             store: Some(handle),
             _tmp: Some(tmp),
@@ -198,7 +199,9 @@ impl Drop for Hub {
             // A graceful stop answers held polls and closes streams at once, and the store is
             // closed before the data directory goes; a client that still holds a connection
             // must not hang the suite, so the wait is bounded.
-            let _ = p.done.recv_timeout(Duration::from_secs(10));
+            if let Ok(done) = p.done.lock() {
+                let _ = done.recv_timeout(Duration::from_secs(10));
+            }
         }
     }
 }

@@ -23,7 +23,7 @@ const CATCHUP_MESSAGES: usize = 50;
 const CATCHUP_EVENTS: usize = 50;
 
 /// `POST /duty/failure` body.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FailureRequest {
     /// The recipient that could not be nudged.
@@ -109,7 +109,7 @@ pub async fn failure<S: Store>(
 }
 
 /// `POST /overseer/duty` body.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 pub struct AppointRequest {
     /// The new duty session; empty or absent clears the appointment.
     #[serde(default)]

@@ -387,36 +387,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/verify-gate",
             "Add a verification gate, or resolve one (resolve: true)",
             &[],
-            fields![
-                f(
-                    "claim",
-                    Str,
-                    false,
-                    "what must be verified (≤300; required to add)"
-                )
-                .max(300),
-                f("why", Str, false, "why it matters (≤300)").max(300),
-                f(
-                    "howToVerify",
-                    Str,
-                    false,
-                    "the check that would verify it (≤300)"
-                )
-                .max(300),
-                f("card", Int, false, "the card the gate holds back from done"),
-                f("project", Str, false, "project (default: the by session's)")
-                    .max(limits::PROJECT),
-                f("by", Str, false, "who").max(limits::SESSION),
-                f(
-                    "resolve",
-                    Bool,
-                    false,
-                    "resolve gate `id` instead of adding"
-                ),
-                f("id", Int, false, "the gate to resolve"),
-                f("status", Str, false, "verified (default), failed or waived"),
-                f("note", Str, false, "resolution note (≤300)").max(300),
-            ],
+            Some(shape::<trantor_proto::VerifyGateRequest>),
+            Some(shape::<trantor_proto::VerifyGateReply>),
             post(gates::post::<S>),
         ),
         r(
@@ -428,7 +400,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                 f("all", Bool, false, "resolved gates too"),
                 f("card", Int, false, "only the gates holding this card"),
             ],
-            &[],
+            None,
+            Some(shape::<trantor_proto::VerifyGatesReply>),
             get(gates::list::<S>),
         ),
         r(
@@ -475,13 +448,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/duty/failure",
             "A duty seat reports a nudge it could not make (duty session only)",
             &[],
-            fields![
-                f("recipient", Str, true, "who could not be nudged"),
-                f("project", Str, false, "default: the recipient's suffix"),
-                f("kind", Str, true, "relay-403 or skipped-nudge"),
-                f("detail", Str, false, "what happened (≤500)"),
-                f("by", Str, true, "the reporting session (must be duty)"),
-            ],
+            Some(shape::<duty::FailureRequest>),
+            None,
             post(duty::failure::<S>),
         ),
         r(
@@ -489,7 +457,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/overseer/duty",
             "Appoint the duty session (empty session clears it)",
             &[],
-            fields![f("session", Str, false, "the duty session")],
+            Some(shape::<duty::AppointRequest>),
+            None,
             post(duty::appoint::<S>),
         ),
         r(
@@ -501,7 +470,8 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                 f("since", Int, false, "message id to start after"),
                 f("peek", Str, false, "1: do not move the cursor"),
             ],
-            &[],
+            None,
+            None,
             get(duty::catchup::<S>),
         ),
         r(

@@ -549,7 +549,7 @@ impl ReadTx for SqlTx<'_> {
             .map(|(k, v)| {
                 serde_json::from_str(&v)
                     .map(|v| (k.clone(), v))
-                    .map_err(|e| corrupt("kv", format!("{k}: {e}")))
+                    .map_err(|e| corrupt("kv", k.as_str(), e))
             })
             .collect()
     }

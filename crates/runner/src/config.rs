@@ -7,6 +7,7 @@
 //! tests can pin any combination without touching the process environment. No other runner
 //! module reads the environment, except the release state handoff (`periphery/release.rs`).
 
+use clap::builder::FalseyValueParser;
 use std::path::PathBuf;
 use trantor_proto::identity;
 pub use trantor_proto::identity::{Env, ProcessEnv};
@@ -194,16 +195,16 @@ pub struct RunnerArgs {
     )]
     pub mission_file: PathBuf,
     /// Nudge the owners of undelivered messages a `hub:duty` escalation names.
-    #[arg(long, env = "RUNNER_DUTY_NUDGES")]
+    #[arg(long, env = "RUNNER_DUTY_NUDGES", value_parser = FalseyValueParser::new())]
     pub duty_nudges: bool,
     /// The shared duty-nudge claim file [default: <bus>/duty-nudged.json].
     #[arg(long, env = "RUNNER_DUTY_NUDGE_STATE", value_name = "PATH")]
     pub duty_nudge_state: Option<PathBuf>,
     /// No desktop notification for alerts.
-    #[arg(long, env = "TRANTOR_NO_DESKTOP_NOTIFY")]
+    #[arg(long, env = "TRANTOR_NO_DESKTOP_NOTIFY", value_parser = FalseyValueParser::new())]
     pub no_desktop_notify: bool,
     /// Run turns in the directory itself instead of a seat worktree.
-    #[arg(long, env = "TRANTOR_NO_WORKTREE")]
+    #[arg(long, env = "TRANTOR_NO_WORKTREE", value_parser = FalseyValueParser::new())]
     pub no_worktree: bool,
     /// The longest `/poll` hold in seconds (1 to 280).
     #[arg(

@@ -425,7 +425,9 @@ fn drill4_usage_limit_parks_exhausted_until_the_reset_and_holds_the_wake_on(orig
     assert_eq!(seat.pending_wake_ids(), vec![id], "the wake is held");
     wait_until("the parked peer row", LONG, || {
         let p = peer(hub.port, "claude:p");
-        p["status"] == "parked (exhausted)" && p["phase"] == "parked"
+        // The status names the reason and until when (the reset the CLI printed).
+        let status = p["status"].as_str().unwrap_or_default();
+        status.starts_with("parked (exhausted) · until 20") && p["phase"] == "parked"
     });
     wait_until("the park announcement", LONG, || {
         !received(hub.port, "observer:p", "claude:p", "PARKED").is_empty()

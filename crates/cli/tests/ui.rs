@@ -430,10 +430,10 @@ async fn seats_show_the_runner_state_and_messages_go_out() {
         "document.querySelector('#seats li[data-session=\"dev:acme\"]')?.dataset.state === 'idle'",
     )
     .await;
-    // The runner parks the seat (docs/runner.md, parking): phase parked, status `parked (reason)`.
+    // The runner parks the seat (docs/runner.md §12): phase parked, status `parked (reason) · until …`.
     api.ok(
         "/register",
-        json!({"session": "dev:acme", "project": p, "status": "parked (exhausted)",
+        json!({"session": "dev:acme", "project": p, "status": "parked (exhausted) · until 2026-12-01 09:00 UTC",
                "phase": "parked", "phaseSince": now, "agent": "claude", "model": "sonnet",
                "persona": "dev"}),
     )
@@ -448,6 +448,7 @@ async fn seats_show_the_runner_state_and_messages_go_out() {
         .await;
     let seat = seat.as_str().unwrap_or("");
     assert!(seat.contains("parked (exhausted)"), "{seat}");
+    assert!(seat.contains("until 2026-12-01 09:00 UTC"), "{seat}");
     assert!(seat.contains("claude") && seat.contains("sonnet") && seat.contains("persona dev"));
     assert_eq!(
         b.eval("document.querySelector('#seats li[data-session=\"dev:acme\"]').classList.contains('failing')").await,

@@ -341,7 +341,7 @@
     if (phase === 'parked' || /^parked\b/.test(status)) {
       const reason = (status.match(/parked \(([^)]*)\)/) || [])[1] || 'unknown reason';
       const until = (status.match(/until ([^·;,]+)/) || [])[1];
-      // The runner registers `parked (<reason>)`; an end time shows only when its status names one.
+      // The runner registers `parked (<reason>) · until <when>` (docs/runner.md §12).
       return { text: `parked (${reason}) for ${ago(p.phaseSince)}${until ? ` · until ${until.trim()}` : ''}`, cls: 'failing', mark: ['parked', 'bad'] };
     }
     if (phase === 'stalled') return { text: `stalled for ${ago(p.phaseSince)} · ${status}`, cls: 'failing', mark: ['stalled', 'bad'] };

@@ -679,7 +679,12 @@ impl Seat {
             tracing::info!("still parked ({}) — already announced", decision.reason);
         }
         self.park = Some(p);
-        self.phase(&format!("parked ({})", decision.reason), Phase::Parked);
+        // The status says until when, so the dashboard and `trantor peers` can show it.
+        let status = match &when {
+            Some(t) => format!("parked ({}) · until {t}", decision.reason),
+            None => format!("parked ({}) · until an operator acts", decision.reason),
+        };
+        self.phase(&status, Phase::Parked);
         if let Some(mut j) = self.janitor.take() {
             self.janitor = tokio::task::spawn_blocking(move || {
                 j.on_park();

@@ -349,12 +349,23 @@ async fn poll_returns_when_a_message_commits() {
         tokio::spawn(async move { api.read("/poll?session=w:p&since=0&wait=120").await })
     };
     wait_held(&api, 1).await;
-    // A held poll keeps its session online.
-    let peers = api.read("/peers").await;
-    assert!(peers["peers"].as_array().is_some_and(|a| {
-        a.iter()
-            .any(|p| p["session"] == "w:p" && p["online"] == true)
-    }));
+    // A held poll keeps its session online. (The poll is counted as held before its first
+    // write records the session's peer row, so wait for the row rather than race it.)
+    let deadline = std::time::Instant::now() + GUARD;
+    loop {
+        let peers = api.read("/peers").await;
+        if peers["peers"].as_array().is_some_and(|a| {
+            a.iter()
+                .any(|p| p["session"] == "w:p" && p["online"] == true)
+        }) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a held poll's session never showed online: {peers}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     // A message to someone else and one from w:p itself are not deliverable to it: the held
     // poll answers with the later message alone (woken early, it would have held neither).
     api.send("a:p", "other:p", "not for w").await;

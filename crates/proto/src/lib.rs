@@ -8,6 +8,7 @@
 pub mod client;
 pub mod date;
 pub mod identity;
+pub mod keys;
 pub mod limits;
 pub mod secrets;
 pub mod text;

@@ -12,16 +12,12 @@
 //! key the durable key signs (the endorsement); the MCP server and hooks sign with it, and the hub
 //! attributes their requests to the durable identity.
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as B64;
-use ed25519_dalek::{Signer as _, SigningKey};
+use crate::auth::{self, InstanceKey, SignedHeaders};
+use ed25519_dalek::SigningKey;
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
-
-/// The endorsement scheme label, first field of the string a durable key signs for an instance.
-pub const INST_SCHEME: &str = "trantor-inst-v1";
 
 /// Why a key could not be loaded or created.
 #[derive(Debug, thiserror::Error)]
@@ -54,13 +50,7 @@ pub enum KeyError {
         /// What is wrong with it.
         message: String,
     },
-    /// The operating system's random source failed.
-    #[error("no randomness for a new key: {0}")]
-    Random(String),
 }
-
-/// The kinds of identity the hub knows.
-pub const KINDS: &[&str] = &["human", "agent", "tool"];
 
 /// The on-disk shape of a durable key (the original's format).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -117,41 +107,34 @@ impl std::fmt::Debug for Keypair {
 
 impl Keypair {
     /// A fresh key for `name` of `kind`, not yet stored.
-    pub fn generate(name: &str, kind: &str) -> Result<Keypair, KeyError> {
-        Ok(Keypair {
+    pub fn generate(name: &str, kind: &str) -> Keypair {
+        Keypair {
             name: name.to_string(),
             kind: kind.to_string(),
             created_at: crate::now_ms(),
-            key: SigningKey::from_bytes(&random_seed()?),
-        })
+            key: auth::generate_key(),
+        }
     }
 
     /// The public key as 64 lowercase hex characters: the identity on the wire.
     pub fn pubkey(&self) -> String {
-        hex(self.key.verifying_key().as_bytes())
+        auth::pubkey_hex(&self.key)
     }
 
-    /// An Ed25519 signature over `msg`, standard base64.
-    pub fn sign_b64(&self, msg: &[u8]) -> String {
-        B64.encode(self.key.sign(msg).to_bytes())
+    /// The signing key.
+    pub fn signing_key(&self) -> &SigningKey {
+        &self.key
     }
 
-    /// Make an instance key for `instance_id`, endorsed by this key, without storing it.
-    pub fn endorse_new_instance(&self, instance_id: &str) -> Result<InstanceKey, KeyError> {
-        let key = SigningKey::from_bytes(&random_seed()?);
-        let created_at = crate::now_ms();
-        let pubkey = hex(key.verifying_key().as_bytes());
-        let endorsement = self.sign_b64(
-            endorsement_string(&self.pubkey(), &pubkey, instance_id, created_at).as_bytes(),
-        );
-        Ok(InstanceKey {
-            name: self.name.clone(),
-            instance_id: instance_id.to_string(),
-            created_at,
-            endorsement,
-            durable_pubkey: self.pubkey(),
-            key,
-        })
+    /// Signs one request now (`trantor-v1`): `path_and_query` exactly as sent, `body` the exact
+    /// bytes (empty for GET).
+    pub fn sign_request(&self, method: &str, path_and_query: &str, body: &[u8]) -> SignedHeaders {
+        auth::sign_request(&self.key, method, path_and_query, body)
+    }
+
+    /// Mints an instance key for `instance_id`, endorsed by this key now, without storing it.
+    pub fn mint_instance(&self, instance_id: &str) -> InstanceKey {
+        InstanceKey::mint(&self.key, instance_id, crate::now_ms())
     }
 
     fn to_file(&self) -> DurableFile {
@@ -159,78 +142,22 @@ impl Keypair {
             name: self.name.clone(),
             kind: self.kind.clone(),
             pubkey: self.pubkey(),
-            privkey: hex(self.key.as_bytes()),
+            privkey: auth::seed_hex(&self.key),
             created_at: self.created_at,
         }
     }
 }
 
-/// A per-process key endorsed by a durable key (the MCP server's and the hooks' signing key).
-#[derive(Clone)]
-pub struct InstanceKey {
-    /// The durable identity's session name.
-    pub name: String,
-    /// The instance id (free text; the MCP server uses `mcp-<base36 time>-<random>`).
-    pub instance_id: String,
-    /// When the instance key was made, epoch ms (part of the endorsed string).
-    pub created_at: i64,
-    /// The durable key's signature over the endorsement string, standard base64.
-    pub endorsement: String,
-    /// The durable identity's public key, hex.
-    pub durable_pubkey: String,
-    key: SigningKey,
-}
-
-impl std::fmt::Debug for InstanceKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("InstanceKey")
-            .field("name", &self.name)
-            .field("instance_id", &self.instance_id)
-            .field("pubkey", &self.pubkey())
-            .field("durable_pubkey", &self.durable_pubkey)
-            .finish()
+fn instance_file(name: &str, inst: &InstanceKey) -> InstanceFile {
+    InstanceFile {
+        name: name.to_string(),
+        instance_id: inst.instance_id.clone(),
+        pubkey: auth::pubkey_hex(&inst.key),
+        privkey: auth::seed_hex(&inst.key),
+        created_at: inst.created_at,
+        endorsement: inst.endorsement.clone(),
+        durable_pubkey: inst.durable_pubkey.clone(),
     }
-}
-
-impl InstanceKey {
-    /// The instance public key, 64 lowercase hex characters.
-    pub fn pubkey(&self) -> String {
-        hex(self.key.verifying_key().as_bytes())
-    }
-
-    /// An Ed25519 signature over `msg` by the instance key, standard base64.
-    pub fn sign_b64(&self, msg: &[u8]) -> String {
-        B64.encode(self.key.sign(msg).to_bytes())
-    }
-
-    fn to_file(&self) -> InstanceFile {
-        InstanceFile {
-            name: self.name.clone(),
-            instance_id: self.instance_id.clone(),
-            pubkey: self.pubkey(),
-            privkey: hex(self.key.as_bytes()),
-            created_at: self.created_at,
-            endorsement: self.endorsement.clone(),
-            durable_pubkey: self.durable_pubkey.clone(),
-        }
-    }
-}
-
-/// The string a durable key signs to endorse an instance key: five newline-joined fields.
-pub fn endorsement_string(
-    durable_pubkey: &str,
-    instance_pubkey: &str,
-    instance_id: &str,
-    created_at: i64,
-) -> String {
-    [
-        INST_SCHEME,
-        durable_pubkey,
-        instance_pubkey,
-        instance_id,
-        &created_at.to_string(),
-    ]
-    .join("\n")
 }
 
 /// A session name made safe as a file name, exactly as the original does it: runs of two or
@@ -319,7 +246,7 @@ pub fn load_or_create(bus: &Path, name: &str, kind: &str) -> Result<Keypair, Key
     if let Some(k) = load(bus, name)? {
         return Ok(k);
     }
-    let pair = Keypair::generate(name, kind)?;
+    let pair = Keypair::generate(name, kind);
     let path = key_path(bus, name);
     let json = serde_json::to_string(&pair.to_file()).map_err(|e| corrupt(&path, e))?;
     if write_new_private(&path, json.as_bytes())? {
@@ -342,8 +269,9 @@ pub fn load_or_create_instance(
     {
         return Ok(k);
     }
-    let inst = durable.endorse_new_instance(instance_id)?;
-    let json = serde_json::to_string(&inst.to_file()).map_err(|e| corrupt(&path, e))?;
+    let inst = durable.mint_instance(instance_id);
+    let json = serde_json::to_string(&instance_file(&durable.name, &inst))
+        .map_err(|e| corrupt(&path, e))?;
     if !path.exists() && write_new_private(&path, json.as_bytes())? {
         return Ok(inst);
     }
@@ -361,14 +289,13 @@ fn load_instance_file(path: &Path) -> Result<Option<InstanceKey>, KeyError> {
     let f: InstanceFile = serde_json::from_str(&text).map_err(|e| corrupt(path, e))?;
     let key = signing_key(path, &f.privkey)?;
     let inst = InstanceKey {
-        name: f.name,
+        key,
+        durable_pubkey: f.durable_pubkey,
         instance_id: f.instance_id,
         created_at: f.created_at,
         endorsement: f.endorsement,
-        durable_pubkey: f.durable_pubkey,
-        key,
     };
-    if !inst.pubkey().eq_ignore_ascii_case(&f.pubkey) {
+    if !auth::pubkey_hex(&inst.key).eq_ignore_ascii_case(&f.pubkey) {
         return Err(corrupt(path, "pubkey does not match privkey"));
     }
     Ok(Some(inst))
@@ -409,7 +336,7 @@ fn write_new_private(path: &Path, bytes: &[u8]) -> Result<bool, KeyError> {
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default(),
         std::process::id(),
-        hex(&random_seed()?[..4])
+        &auth::new_nonce()[..8]
     ));
     let write = || -> std::io::Result<()> {
         let mut f = std::fs::OpenOptions::new()
@@ -435,31 +362,7 @@ fn write_new_private(path: &Path, bytes: &[u8]) -> Result<bool, KeyError> {
 }
 
 fn signing_key(path: &Path, privkey_hex: &str) -> Result<SigningKey, KeyError> {
-    let bytes = unhex(privkey_hex).ok_or_else(|| corrupt(path, "privkey is not hex"))?;
-    let seed: [u8; 32] = bytes
-        .try_into()
-        .map_err(|_| corrupt(path, "privkey is not 32 bytes"))?;
-    Ok(SigningKey::from_bytes(&seed))
-}
-
-fn random_seed() -> Result<[u8; 32], KeyError> {
-    let mut seed = [0u8; 32];
-    fill_random(&mut seed)?;
-    Ok(seed)
-}
-
-fn fill_random(buf: &mut [u8]) -> Result<(), KeyError> {
-    use rand::RngCore as _;
-    rand::rngs::OsRng
-        .try_fill_bytes(buf)
-        .map_err(|e| KeyError::Random(e.to_string()))
-}
-
-/// `n` random bytes as lowercase hex (nonces, instance ids).
-pub fn random_hex(n: usize) -> Result<String, KeyError> {
-    let mut buf = vec![0u8; n];
-    fill_random(&mut buf)?;
-    Ok(hex(&buf))
+    auth::signing_key_from_hex(privkey_hex).map_err(|e| corrupt(path, e))
 }
 
 fn io(path: &Path, source: std::io::Error) -> KeyError {
@@ -476,32 +379,13 @@ fn corrupt(path: &Path, message: impl std::fmt::Display) -> KeyError {
     }
 }
 
-/// Lowercase hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    hex::encode(bytes)
-}
-
-/// Bytes from hex (either case), `None` when it is not hex.
-pub fn unhex(s: &str) -> Option<Vec<u8>> {
-    hex::decode(s).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ed25519_dalek::{Signature, Verifier as _, VerifyingKey};
+    use crate::auth::{pubkey_hex, verify_endorsement};
 
     fn fixture() -> serde_json::Value {
         serde_json::from_str(include_str!("../testdata/original-keys.json")).expect("fixture")
-    }
-
-    fn verify(pubkey_hex: &str, msg: &str, sig_b64: &str) -> bool {
-        let pk: [u8; 32] = unhex(pubkey_hex).expect("hex").try_into().expect("32");
-        let sig: [u8; 64] = B64.decode(sig_b64).expect("b64").try_into().expect("64");
-        VerifyingKey::from_bytes(&pk)
-            .expect("pk")
-            .verify(msg.as_bytes(), &Signature::from_bytes(&sig))
-            .is_ok()
     }
 
     fn install(bus: &Path, rel: &str, v: &serde_json::Value) -> PathBuf {
@@ -535,19 +419,15 @@ mod tests {
         assert_eq!(k.pubkey(), fx["durable"]["pubkey"].as_str().expect("pk"));
         assert_eq!(k.kind, "agent");
         let r = &fx["request"];
-        let canonical = [
-            "trantor-v1",
+        let h = crate::auth::sign_request_at(
+            k.signing_key(),
             "POST",
             r["path"].as_str().expect("path"),
-            r["bodyHash"].as_str().expect("hash"),
-            &r["ts"].as_i64().expect("ts").to_string(),
+            r["body"].as_str().expect("body").as_bytes(),
+            r["ts"].as_i64().expect("ts"),
             r["nonce"].as_str().expect("nonce"),
-        ]
-        .join("\n");
-        assert_eq!(
-            k.sign_b64(canonical.as_bytes()),
-            r["sig"].as_str().expect("sig")
         );
+        assert_eq!(h.get("x-trantor-sig"), r["sig"].as_str());
         // load_or_create must not replace an existing key.
         let again = load_or_create(tmp.path(), "claude:web", "agent").expect("again");
         assert_eq!(again.pubkey(), k.pubkey());
@@ -567,13 +447,21 @@ mod tests {
             .expect("load")
             .expect("present");
         let i = load_or_create_instance(tmp.path(), &d, "mcp-fixture-1").expect("inst");
-        assert_eq!(i.pubkey(), fx["instance"]["pubkey"].as_str().expect("pk"));
+        assert_eq!(
+            pubkey_hex(&i.key),
+            fx["instance"]["pubkey"].as_str().expect("pk")
+        );
         assert_eq!(
             i.endorsement,
             fx["instance"]["endorsement"].as_str().expect("e")
         );
-        let s = endorsement_string(&d.pubkey(), &i.pubkey(), &i.instance_id, i.created_at);
-        assert!(verify(&d.pubkey(), &s, &i.endorsement));
+        assert!(verify_endorsement(
+            &d.pubkey(),
+            &pubkey_hex(&i.key),
+            &i.instance_id,
+            i.created_at,
+            &i.endorsement
+        ));
     }
 
     #[test]
@@ -674,22 +562,19 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tmp");
         let d = load_or_create(tmp.path(), "claude:web", "agent").expect("durable");
         let i = load_or_create_instance(tmp.path(), &d, "hook-abc").expect("inst");
-        assert_ne!(i.pubkey(), d.pubkey());
+        assert_ne!(pubkey_hex(&i.key), d.pubkey());
         assert_eq!(i.durable_pubkey, d.pubkey());
-        let s = endorsement_string(&d.pubkey(), &i.pubkey(), "hook-abc", i.created_at);
-        assert!(verify(&d.pubkey(), &s, &i.endorsement));
+        assert!(verify_endorsement(
+            &d.pubkey(),
+            &pubkey_hex(&i.key),
+            "hook-abc",
+            i.created_at,
+            &i.endorsement
+        ));
         let again = load_or_create_instance(tmp.path(), &d, "hook-abc").expect("again");
-        assert_eq!(again.pubkey(), i.pubkey());
+        assert_eq!(pubkey_hex(&again.key), pubkey_hex(&i.key));
         let p = instance_key_path(tmp.path(), "claude:web", "hook-abc");
         let mode = std::fs::metadata(&p).expect("meta").permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
-    }
-
-    #[test]
-    fn hex_round_trips() {
-        assert_eq!(hex(&[0, 15, 255]), "000fff");
-        assert_eq!(unhex("000FfF"), Some(vec![0, 15, 255]));
-        assert_eq!(unhex("0"), None);
-        assert_eq!(unhex("zz"), None);
     }
 }

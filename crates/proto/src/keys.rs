@@ -211,9 +211,21 @@ pub fn instance_key_path(bus: &Path, name: &str, instance_id: &str) -> PathBuf {
     ))
 }
 
-/// The marker recording that `name` enrolled on a hub (`keys/<name>.enrolled`).
+/// The marker recording that `name` enrolled on a hub (`keys/<name>.enrolled`, holding
+/// `<pubkey>\t<hub url>`). Named as the original's hooks name it: only characters outside
+/// `[A-Za-z0-9_.-]` are replaced (no dot-run folding), so both find the same file.
 pub fn enrolled_marker(bus: &Path, name: &str) -> PathBuf {
-    keys_dir(bus).join(format!("{}.enrolled", sanitise(name)))
+    let safe: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    keys_dir(bus).join(format!("{safe}.enrolled"))
 }
 
 /// Load the durable key of `name`, `None` when there is no key file.

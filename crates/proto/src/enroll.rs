@@ -144,7 +144,10 @@ pub async fn ensure_enrolled(
     match client.peer(&durable.name).await {
         Err(e) if e.status() == Some(401) => {}
         Err(e) if e.is_unreachable() => return Err(EnrollError::Unreachable(e)),
-        _ => return Ok(Enrolled::Already),
+        _ => {
+            record(&marker, &mark);
+            return Ok(Enrolled::Already);
+        }
     }
     let refused = |how: &'static str, e: ClientError| match e {
         ClientError::Http { status, body, .. } => EnrollError::Refused {
@@ -201,12 +204,17 @@ pub async fn ensure_enrolled(
         _ => "trust on first use",
     };
     client.enroll(&req).await.map_err(|e| refused(what, e))?;
+    record(&marker, &mark);
+    Ok(Enrolled::Now(how))
+}
+
+/// Writes the marker. It only saves a later probe, so a key directory that cannot take it
+/// costs nothing more than that probe.
+fn record(marker: &Path, mark: &str) {
     if let Some(dir) = marker.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
-    // The marker only saves a later probe; a key directory that cannot take it costs nothing more.
-    let _ = write_marker(&marker, &mark);
-    Ok(Enrolled::Now(how))
+    let _ = write_marker(marker, mark);
 }
 
 fn write_marker(path: &Path, mark: &str) -> std::io::Result<()> {

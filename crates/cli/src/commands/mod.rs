@@ -145,11 +145,30 @@ impl Common {
         })
     }
 
-    /// The identity and a client for its hub.
-    pub fn connect(&self) -> (Identity, HubClient) {
+    /// The identity and a client for its hub, signing with the session's key
+    /// (docs/protocol.md §2).
+    ///
+    /// The key is created on first use. A key file others can read, or one that is not a key,
+    /// stops the verb; a bus directory that cannot hold a key leaves the verb unsigned, which a
+    /// hub that does not check accepts and an enforcing hub refuses with 401.
+    pub fn connect(&self) -> anyhow::Result<(Identity, HubClient)> {
         let id = self.identity();
-        let client = HubClient::new(id.hub_url.clone());
-        (id, client)
+        let signer = session_signer(&id)?;
+        let client = HubClient::new(id.hub_url.clone()).with_optional_signer(signer);
+        Ok((id, client))
+    }
+}
+
+/// The durable key of `id`'s session as a signer (`None` when the bus directory cannot hold one).
+pub(crate) fn session_signer(id: &Identity) -> anyhow::Result<Option<trantor_proto::Signer>> {
+    let bus = trantor_proto::identity::bus_dir(&trantor_proto::identity::ProcessEnv);
+    match trantor_proto::keys::load_or_create(&bus, &id.session, "agent") {
+        Ok(k) => Ok(Some(trantor_proto::Signer::Durable(std::sync::Arc::new(k)))),
+        Err(trantor_proto::keys::KeyError::Io { path, source }) => {
+            tracing::debug!("unsigned: no key at {}: {source}", path.display());
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -186,9 +205,16 @@ pub(crate) fn hub_failure(url: &str, e: ClientError) -> anyhow::Error {
             if let Some(k) = body.extra.get("kinds") {
                 m.push_str(&format!(" ({k})"));
             }
+            if status == 401 {
+                m.push_str(
+                    ". The hub wants requests signed by an enrolled key: run `trantor identity \
+                     enroll` (with --invite <token> from the hub's operator when the hub is on \
+                     another machine).",
+                );
+            }
             m
         }
-        e @ ClientError::Decode { .. } => e.to_string(),
+        e @ (ClientError::Decode { .. } | ClientError::Request { .. }) => e.to_string(),
     };
     VerbError::Hub {
         message,

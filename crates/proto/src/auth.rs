@@ -17,6 +17,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+/// The Ed25519 key types, re-exported so users need no direct dependency.
+pub use ed25519_dalek::{SigningKey as Ed25519Key, VerifyingKey as Ed25519PublicKey};
+
 /// The request-signature scheme, the first field of every signed string.
 pub const SCHEME: &str = "trantor-v1";
 /// The instance-endorsement scheme, the first field of every endorsement string.

@@ -76,7 +76,7 @@ pub async fn health<S: Store>(State(hub): State<AppState<S>>) -> impl IntoRespon
         Json(json!({
             "ok": store_ok,
             "version": VERSION,
-            "authMode": "off",
+            "authMode": hub.cfg.auth.as_str(),
             "store": hub.store.describe(),
             "sync": hub.store.synchronous(),
             "peers": c.peers,

@@ -32,7 +32,9 @@ mod duty;
 mod harvest;
 mod hook;
 mod hook_install;
+mod identity;
 mod integrate;
+mod invite;
 mod lessons;
 mod policy;
 mod seat_why;
@@ -116,6 +118,12 @@ pub enum Command {
     /// Open the hub's dashboard (board, seats, flow, timeline) in the browser.
     #[command(after_long_help = ui::UI_HELP)]
     Ui(ui::UiArgs),
+    /// Mint a one-use invite token for a seat or person on another machine (owner key).
+    #[command(after_long_help = invite::INVITE_HELP)]
+    Invite(invite::InviteArgs),
+    /// The hub's signed identities (list, revoke) and this session's key (enroll, show).
+    #[command(subcommand, after_long_help = identity::IDENTITY_HELP)]
+    Identity(identity::IdentityCommand),
 }
 
 /// Options every bus verb shares.
@@ -299,6 +307,8 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Swap(a) => swap::swap(a).await,
         Command::Policy(c) => policy::policy(c).await,
         Command::Ui(a) => ui::ui(a).await,
+        Command::Invite(a) => invite::invite(a).await,
+        Command::Identity(c) => identity::identity(c).await,
     };
     match result {
         Ok(code) => Ok(code),

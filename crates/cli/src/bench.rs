@@ -4,6 +4,7 @@
 //! prints a markdown table with the target and a verdict per row, plus the context needed to
 //! compare runs (date, cores, build, command line).
 
+mod auth;
 mod http;
 mod hub;
 mod runner;
@@ -26,6 +27,9 @@ pub enum BenchWhat {
     /// A seat: runner idle RSS and CPU, wake → CLI spawned latency (optionally beside the
     /// original JavaScript runner, in the same run).
     Runner(runner::RunnerBenchArgs),
+    /// Signed identity: sign and verify cost per request, and /send throughput signed vs
+    /// unsigned against one hub in one run.
+    Auth(auth::AuthBenchArgs),
 }
 
 /// One line of a report.
@@ -127,6 +131,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             runner::run(a).await?.markdown("trantor bench runner"),
             &a.out,
         ),
+        BenchWhat::Auth(a) => (auth::run(a).await?.markdown("trantor bench auth"), &a.out),
     };
     print!("{md}");
     if let Some(out) = out {

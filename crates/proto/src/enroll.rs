@@ -229,26 +229,6 @@ fn write_marker(path: &Path, mark: &str) -> std::io::Result<()> {
     f.write_all(mark.as_bytes())
 }
 
-/// The signer a process of session `name` uses, enrolled on `hub_url` first.
-///
-/// `instance`: `Some(id)` for the MCP server and hooks (an endorsed instance key, stored under
-/// `keys/instances/`), `None` for the runner (the durable key itself).
-pub async fn enrolled_signer(
-    hub_url: &str,
-    bus: &Path,
-    name: &str,
-    instance: Option<&str>,
-    opts: &EnrollOptions,
-) -> Result<(Signer, Enrolled), EnrollError> {
-    let durable = keys::load_or_create(bus, name, &opts.kind)?;
-    let how = ensure_enrolled(hub_url, bus, &durable, opts).await?;
-    let signer = match instance {
-        Some(id) => Signer::Instance(Arc::new(keys::load_or_create_instance(bus, &durable, id)?)),
-        None => Signer::Durable(Arc::new(durable)),
-    };
-    Ok((signer, how))
-}
-
 /// A fresh instance id for a process without one from its harness: `<prefix>-<base36 ms>-<8 hex>`.
 pub fn new_instance_id(prefix: &str) -> String {
     let mut ms = crate::now_ms().max(0) as u64;

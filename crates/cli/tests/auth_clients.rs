@@ -322,6 +322,20 @@ fn tofu_on(original: bool) {
         "the seat records its enrollment"
     );
 
+    // The signed target is the query exactly as encoded on the wire: awkward characters verify.
+    let orch = signed(&url, &ops, ORCH);
+    for odd in ["we ird+&=é:p", "a/b?c#d:p", "100%:p"] {
+        let r = block(orch.get::<Value>("/peer", &[("session", odd.to_string())]));
+        if let Err(e) = &r {
+            assert_ne!(e.status(), Some(401), "signed /peer?session={odd}: {e}");
+        }
+    }
+    let r = block(orch.post::<_, Value>(
+        "/send",
+        &json!({"from": ORCH, "to": "claude:p", "text": "ünïcode ✓ \"quoted\" \n line", "wake": false}),
+    ));
+    assert!(r.is_ok(), "signed /send with a unicode body: {r:?}");
+
     // Our MCP server: its durable key enrolls by TOFU, its instance key signs the calls.
     let mcp_bus = dir.path().join("mcp");
     std::fs::create_dir_all(&mcp_bus).expect("mcp bus");

@@ -608,3 +608,86 @@ fn a_key_file_with_loose_permissions_is_refused_everywhere() {
     let mode = std::fs::metadata(&path).expect("meta").permissions().mode() & 0o777;
     assert_eq!(mode, 0o644);
 }
+
+/// `trantor hook <event>` as `session` with bus directory `bus`; its JSON answer.
+fn hook(url: &str, bus: &Path, session: &str, event: &str, instance: &str) -> Value {
+    use std::io::Write;
+    let mut input = json!({
+        "session_id": instance, "cwd": bus, "hook_event_name": event,
+        "transcript_path": bus.join("transcript.jsonl"), "permission_mode": "default",
+    });
+    match event {
+        "SessionStart" => input["source"] = json!("startup"),
+        "UserPromptSubmit" => input["prompt"] = json!("what did the crew say?"),
+        _ => {}
+    }
+    let mut child = Command::new(common::bin())
+        .args(["hook", event])
+        .env("HOME", bus)
+        .env("AGENT_BUS_DIR", bus)
+        .env("RELAY_URL", url)
+        .env("RELAY_SESSION", session)
+        .env("TRANTOR_HOOK_INTERVAL_MS", "0")
+        .env("TRANTOR_HOOK_TIMEOUT_MS", "20000")
+        .env_remove("RELAY_PROJECT")
+        .env_remove("RELAY_AGENT")
+        .env_remove("RELAY_INVITE")
+        .env_remove("RELAY_OWNER_IDENTITY")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("hook");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(input.to_string().as_bytes())
+        .expect("hook input");
+    drop(stdin);
+    let o = child.wait_with_output().expect("hook output");
+    assert!(o.status.success(), "hook {event}: {}", text(&o));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("hook {event}: {e}: {}", text(&o)))
+}
+
+/// The hooks of a person's Claude session enroll by TOFU and sign with an instance key for the
+/// harness session: a direct message reaches the session through its own (owner-only) inbox.
+fn hooks_on(original: bool) {
+    let Some(hub) = EnforceHub::start(original, "tofu") else {
+        return;
+    };
+    let url = hub.url();
+    let dir = tempfile::tempdir().expect("tmp");
+    let ops = operator(&hub, dir.path());
+    let me = dir.path().join("me");
+    std::fs::create_dir_all(&me).expect("me");
+    hook(&url, &me, "me:p", "SessionStart", "harness-1");
+    assert!(keys::enrolled_marker(&me, "me:p").is_file());
+    assert!(keys::instance_key_path(&me, "me:p", "harness-1").is_file());
+    let o = trantor(
+        &ops,
+        &url,
+        &[
+            "send",
+            "--session",
+            ORCH,
+            "me:p",
+            "HOOK-SIGNED-DM please look",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v = hook(&url, &me, "me:p", "UserPromptSubmit", "harness-1");
+    let ctx = v["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap_or("");
+    assert!(ctx.contains("HOOK-SIGNED-DM"), "{v}");
+}
+
+#[test]
+fn hooks_sign_with_an_instance_key_on_the_original_enforce_hub() {
+    hooks_on(true);
+}
+
+#[test]
+fn hooks_sign_with_an_instance_key_on_our_enforce_hub() {
+    hooks_on(false);
+}

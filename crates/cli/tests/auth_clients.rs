@@ -691,3 +691,105 @@ fn hooks_sign_with_an_instance_key_on_the_original_enforce_hub() {
 fn hooks_sign_with_an_instance_key_on_our_enforce_hub() {
     hooks_on(false);
 }
+
+/// A hub serving HTTPS in enforce mode: a seat, the CLI and the operator reach it at
+/// `https://` through the client's TLS tunnel, trusting the hub's self-signed certificate from
+/// `RELAY_CA_CERT`; without it the client says what is missing.
+#[test]
+fn our_seat_joins_an_https_enforce_hub() {
+    if !common::require_tools(&["openssl", "python3"]) {
+        return;
+    }
+    let certs = tempfile::tempdir().expect("certs");
+    let (cert, key) = (certs.path().join("cert.pem"), certs.path().join("key.pem"));
+    let o = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+        .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "2"])
+        .args([
+            "-subj",
+            "/CN=trantor-test",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ])
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl");
+    assert!(o.status.success(), "{}", text(&o));
+    let hub = Hub::start_with(|a| {
+        a.auth = "enforce".into();
+        a.bootstrap_token = Some(BOOT.into());
+        a.tls_cert = Some(cert.clone());
+        a.tls_key = Some(key.clone());
+    });
+    let url = format!("https://127.0.0.1:{}", hub.port);
+    let ca = cert.to_string_lossy().to_string();
+    let tls = [("RELAY_CA_CERT", ca.as_str())];
+    let dir = tempfile::tempdir().expect("tmp");
+    let ops = dir.path().join("ops");
+    std::fs::create_dir_all(&ops).expect("ops");
+
+    // Without the CA file: a clear refusal, nothing sent in clear text.
+    let o = trantor(
+        &ops,
+        &url,
+        &[
+            "identity",
+            "enroll",
+            "--session",
+            ORCH,
+            "--bootstrap-token",
+            BOOT,
+        ],
+        &[],
+    );
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("RELAY_CA_CERT"),
+        "{}",
+        text(&o)
+    );
+
+    let o = trantor(
+        &ops,
+        &url,
+        &[
+            "identity",
+            "enroll",
+            "--session",
+            ORCH,
+            "--bootstrap-token",
+            BOOT,
+        ],
+        &tls,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let mut seat = Seat::new("claude", None);
+    seat.start(&url, &tls);
+    seat.wait_on_bus();
+    let o = trantor(
+        &ops,
+        &url,
+        &[
+            "send",
+            "--session",
+            ORCH,
+            "claude:p",
+            "Please implement TLS-7",
+        ],
+        &tls,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    wait_until("the receipt over HTTPS", LONG, || {
+        let o = trantor(
+            &ops,
+            &url,
+            &["inbox", "--session", ORCH, "--since", "0", "--json"],
+            &tls,
+        );
+        String::from_utf8_lossy(&o.stdout).contains("done on claude:p")
+    });
+}

@@ -1,6 +1,7 @@
 //! The typed HTTP client for the hub, used by the runner, the MCP server and the CLI.
 //!
-//! Every call has a timeout; a long-poll's timeout is its hold plus a margin, so a dead hub never
+//! An `https://` hub is reached through a local TLS tunnel (see [`crate::tls`]). Every call has
+//! a timeout; a long-poll's timeout is its hold plus a margin, so a dead hub never
 //! wedges a caller. A client given a [`Signer`] signs every request (`trantor-v1`,
 //! docs/protocol.md §2): the URL is built here and the path and query are signed exactly as they
 //! go on the wire, and a body is serialised once and those same bytes are hashed and sent.
@@ -126,6 +127,10 @@ impl ClientError {
 #[derive(Debug, Clone)]
 pub struct HubClient {
     base: String,
+    /// Where requests go: `base`, or the local TLS tunnel for an `https://` hub.
+    target: Result<String, String>,
+    /// The `Host` header for a tunnelled hub.
+    host: Option<String>,
     http: reqwest::Client,
     timeout: Duration,
     signer: Option<Signer>,
@@ -142,8 +147,18 @@ impl HubClient {
             .pool_idle_timeout(Duration::from_secs(30))
             .build()
             .unwrap_or_default();
+        let (target, host) = if base.starts_with("https://") {
+            match crate::tls::tunnel(&base) {
+                Ok(t) => (Ok(t.base), Some(t.host)),
+                Err(e) => (Err(e), None),
+            }
+        } else {
+            (Ok(base.clone()), None)
+        };
         HubClient {
             base,
+            target,
+            host,
             http,
             timeout: Duration::from_secs(10),
             signer: None,
@@ -194,13 +209,17 @@ impl HubClient {
             path: path.to_string(),
             message,
         };
-        let mut url = reqwest::Url::parse(&format!("{}{}", self.base, path))
+        let target = self.target.as_ref().map_err(|e| bad(e.clone()))?;
+        let mut url = reqwest::Url::parse(&format!("{target}{path}"))
             .map_err(|e| bad(format!("{}{path}: {e}", self.base)))?;
         if !query.is_empty() {
             url.query_pairs_mut()
                 .extend_pairs(query.iter().map(|(k, v)| (*k, v.as_str())));
         }
         let mut req = self.http.request(method.clone(), url.clone());
+        if let Some(host) = &self.host {
+            req = req.header(reqwest::header::HOST, host);
+        }
         if let Some(signer) = &self.signer {
             let target = match url.query() {
                 Some(q) => format!("{}?{q}", url.path()),

@@ -143,7 +143,9 @@ pub async fn ensure_enrolled(
         .with_signer(Signer::Durable(Arc::new(durable.clone())));
     match client.peer(&durable.name).await {
         Err(e) if e.status() == Some(401) => {}
-        Err(e) if e.is_unreachable() => return Err(EnrollError::Unreachable(e)),
+        Err(e) if e.is_unreachable() || matches!(e, ClientError::Request { .. }) => {
+            return Err(EnrollError::Unreachable(e));
+        }
         _ => {
             record(&marker, &mark);
             return Ok(Enrolled::Already);

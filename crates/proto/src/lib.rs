@@ -14,6 +14,7 @@ pub mod keys;
 pub mod limits;
 pub mod secrets;
 pub mod text;
+pub mod tls;
 pub mod types;
 
 pub use client::{ClientError, HubClient, Signer};

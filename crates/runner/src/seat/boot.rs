@@ -139,7 +139,7 @@ async fn enroll_seat_key(cfg: &Config) -> anyhow::Result<Signer> {
     let key = trantor_proto::keys::load_or_create(&cfg.bus_dir, &cfg.session, "agent")?;
     match enroll::ensure_enrolled(&cfg.hub_url, &cfg.bus_dir, &key, &cfg.enroll).await {
         Ok(how) => tracing::debug!("seat key {}: {how:?}", key.pubkey()),
-        Err(enroll::EnrollError::Unreachable(e)) => {
+        Err(enroll::EnrollError::Unreachable(e)) if e.is_unreachable() => {
             tracing::warn!("enrollment waits for the hub: {e}");
             let (hub, bus, k, opts) = (
                 cfg.hub_url.clone(),

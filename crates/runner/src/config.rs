@@ -62,8 +62,9 @@ pub const RUNNER_ENV_VARS: &[&str] = &[
 /// The help text's closing paragraph: the identity variables that are not arguments.
 const AFTER_HELP: &str = "Identity (trantor_proto::identity): HOME; the bus directory from \
 AGENT_BUS_DIR, else RELAY_DATA_DIR, else $HOME/.agent-bus; the orchestrator's host id from \
-RELAY_HOST_ID, else <bus>/machine-id, else the host name (kept whole). The release state \
-handoff variable is internal.";
+RELAY_HOST_ID, else <bus>/machine-id, else the host name (kept whole). An https:// hub's \
+certificate must chain to a root in the PEM file RELAY_CA_CERT. The release state handoff \
+variable is internal.";
 
 /// Options of `trantor runner <agent> [dir]`: every knob the runner reads, each with its
 /// environment variable.

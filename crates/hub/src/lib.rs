@@ -5,6 +5,7 @@
 //! the wake registry ([`wake`]), the presence cache ([`presence`]), the SSE feed ([`sse`]),
 //! metrics, and the in-flight `_op` set.
 
+pub mod auth;
 pub mod cards;
 pub mod config;
 pub mod contracts;
@@ -95,6 +96,7 @@ pub async fn state<S: Store>(
         shutdown,
         last_write_error: Mutex::new(None),
         started_ms: now_ms(),
+        auth: auth::AuthState::default(),
     }))
 }
 

@@ -546,6 +546,24 @@ fn openai_usage_limit() -> Script {
     }
 }
 
+/// OpenAI's rate-limit answer on chat completions (requests per day spent): the reset as a
+/// Go-style duration in the message and the headers, `retry-after` in seconds.
+fn openai_rate_limit() -> Script {
+    Script::Status {
+        code: 429,
+        headers: vec![
+            ("retry-after".into(), "7200".into()),
+            ("x-ratelimit-limit-requests".into(), "200".into()),
+            ("x-ratelimit-remaining-requests".into(), "0".into()),
+            ("x-ratelimit-reset-requests".into(), "1h59m59.5s".into()),
+        ],
+        body: json!({"error": {"message": "Rate limit reached for drill-model in organization \
+            org-drill on requests per day (RPD): Limit 200, Used 200, Requested 1. Please try \
+            again in 1h59m59.5s. Visit https://platform.openai.com/account/rate-limits to learn \
+            more.", "type": "requests", "param": null, "code": "rate_limit_exceeded"}}),
+    }
+}
+
 fn unauthorized(agent: &str) -> Script {
     let body = if agent == "claude" {
         json!({"type": "error", "error": {"type": "authentication_error",
@@ -565,10 +583,10 @@ fn usage_limit_and_auth_park(agent: &str) {
     if clis().is_none() {
         return;
     }
-    let limit = if agent == "claude" {
-        anthropic_usage_limit()
-    } else {
-        openai_usage_limit()
+    let limit = match agent {
+        "claude" => anthropic_usage_limit(),
+        "codex" => openai_usage_limit(),
+        _ => openai_rate_limit(),
     };
     std::thread::scope(|s| {
         let exhausted = s.spawn(|| provider_answer_parks(agent, limit, "exhausted"));
@@ -579,9 +597,10 @@ fn usage_limit_and_auth_park(agent: &str) {
             "{agent} usage limit parked until +{} s",
             (until - before) / 1000
         );
-        if agent == "codex" {
+        if agent != "claude" {
             // Codex prints the provider's reset as a local wall-clock time ("try again at 7:57 PM");
-            // the park keeps that reset.
+            // OpenCode keeps retrying and logs the provider's message ("try again in 1h59m59.5s"),
+            // which the watchdog reads to end the turn. The park keeps that reset.
             let two_hours = 7_200_000;
             assert!(
                 until >= before + two_hours - 120_000 && until <= now_ms() + two_hours + 120_000,
@@ -605,15 +624,12 @@ fn codex_usage_limit_parks_exhausted_until_the_reset_and_a_bad_key_parks_auth() 
     usage_limit_and_auth_park("codex");
 }
 
-/// OpenCode 1.18 retries a 429 on its own, with backoff and without end, printing nothing in
-/// `opencode run`: the runner sees a silent turn (the stall watchdog's case), so only the
-/// auth failure is drilled for it.
+/// OpenCode 1.18 retries a 429 on its own for as long as the provider's `retry-after` says,
+/// printing nothing in `opencode run`; its log has the provider's message, which the runner's
+/// watchdog reads to end the turn and park the seat until the reset.
 #[test]
-fn opencode_bad_key_parks_auth() {
-    if clis().is_none() {
-        return;
-    }
-    provider_answer_parks("opencode", unauthorized("opencode"), "auth");
+fn opencode_usage_limit_parks_exhausted_until_the_reset_and_a_bad_key_parks_auth() {
+    usage_limit_and_auth_park("opencode");
 }
 
 /// A person's plain `codex exec` (no bypass flag) may call trantor's write tools because

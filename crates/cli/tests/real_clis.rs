@@ -632,6 +632,70 @@ fn opencode_usage_limit_parks_exhausted_until_the_reset_and_a_bad_key_parks_auth
     usage_limit_and_auth_park("opencode");
 }
 
+/// Anthropic's 529 `overloaded_error` through the real Claude Code ("API Error: 529 Overloaded.
+/// This is a server-side issue, usually temporary — try again in a moment."): the classifier
+/// files it as `backend-error` — retried on the ladder, not a credential problem, not a usage
+/// limit parked for hours — and a second failure in a row parks it only for the bounded window.
+#[test]
+fn claude_overloaded_is_a_backend_error_retried_later() {
+    let Some(clis) = clis() else { return };
+    let hub = Hub::start();
+    let api = ModelApi::start();
+    let mut seat = RealSeat::new("claude", &clis, &api);
+    seat.extra = vec![
+        ("TRANTOR_RETRY_MS".into(), "3000".into()),
+        ("TRANTOR_PARK_WINDOW_MS".into(), "600000".into()),
+    ];
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    api.script(
+        "OVERLOADWAKE",
+        Script::Status {
+            code: 529,
+            headers: vec![("x-should-retry".into(), "true".into())],
+            body: json!({"type": "error", "error": {"type": "overloaded_error",
+                "message": "Overloaded"}}),
+        },
+    );
+    hub_send(
+        hub.port,
+        ORCH,
+        &seat.session(),
+        PROJECT,
+        "OVERLOADWAKE: build it",
+    );
+    wait_until("the first overloaded turn classified", LONG, || {
+        seat.runner_log().contains("classified backend-error")
+    });
+    let err_file = seat.bus.join(format!("err-claude-{PROJECT}.txt"));
+    let err = || std::fs::read_to_string(&err_file).unwrap_or_default();
+    wait_until("Claude Code's words for the 529", LONG, || {
+        err().contains("529 Overloaded")
+    });
+    println!("claude printed: {}", err().trim());
+    // The retry (3 s later) fails the same way; two failures in a row park for the window only.
+    let before = now_ms();
+    wait_until("the bounded park", LONG, || seat.park().is_some());
+    let park = seat.park().unwrap_or(Value::Null);
+    assert_eq!(park["reason"], "api-error", "{park}\n{}", seat.evidence());
+    assert_eq!(park["bounded"], true, "{park}");
+    let until = park["until"].as_i64().unwrap_or(0);
+    assert!(
+        until > before && until <= now_ms() + 600_000,
+        "{park}: not the 10-minute window"
+    );
+    assert!(
+        api.requests_for("OVERLOADWAKE").len() >= 2,
+        "the delivery was retried"
+    );
+    let log = seat.runner_log();
+    assert!(
+        !log.contains("classified auth") && !log.contains("classified exhausted"),
+        "{}",
+        seat.evidence()
+    );
+}
+
 /// A person's plain `codex exec` (no bypass flag) may call trantor's write tools because
 /// `trantor connect` approves them for the trantor entry.
 #[test]

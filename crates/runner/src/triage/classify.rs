@@ -32,7 +32,7 @@ static SANDBOX: LazyLock<Option<Regex>> = LazyLock::new(|| {
 });
 static BACKEND: LazyLock<Option<Regex>> = LazyLock::new(|| {
     re(
-        r"(?i)unexpected status (?:404|408|410|5\d\d)|internal server error|bad gateway|service unavailable|gateway timeout|econnrefused|connection refused|socket hang up|network (?:is )?unreachable",
+        r"(?i)unexpected status (?:404|408|410|5\d\d)|internal server error|bad gateway|service unavailable|gateway timeout|econnrefused|connection refused|socket hang up|network (?:is )?unreachable|\b529\b|overloaded",
     )
 });
 static PROVIDER_REJECTED: LazyLock<Option<Regex>> = LazyLock::new(|| {
@@ -691,6 +691,16 @@ mod tests {
             FailureClass::Crashed
         );
         assert!(FailureClass::Exhausted.parks() && !FailureClass::Crashed.parks());
+        // Claude Code's words for Anthropic's 529 `overloaded_error`: the backend, retried later,
+        // never a usage limit or a credential problem, and no reset time.
+        let overloaded = "API Error: 529 Overloaded. This is a server-side issue, usually \
+                          temporary — try again in a moment.";
+        assert_eq!(
+            classify_failure(1, overloaded, false, false, false).0,
+            FailureClass::BackendError
+        );
+        assert_eq!(parse_reset(overloaded, 0), None);
+        assert!(!FailureClass::BackendError.parks());
     }
 
     #[test]

@@ -838,3 +838,138 @@ fn claude_hung_turn_is_cut_with_a_wip_commit_and_a_working_turn_is_not() {
         hung.join().expect("hung drill");
     });
 }
+
+/// The stall drills' knobs: a 30-second stall window, the 10-minute floor lowered by its
+/// documented knob (docs/runner.md §8.2); the box stays at its default.
+const STALL_KNOBS: [(&str, &str); 2] = [
+    ("TRANTOR_TURN_WATCHDOG_MS", "30000"),
+    ("TRANTOR_TURN_WATCHDOG_FLOOR_MS", "30000"),
+];
+const STALL_WINDOW_MS: i64 = 30_000;
+
+/// With a short stall window on a real CLI: a turn whose model answers slowly but keeps making
+/// progress (an MCP call every 8 s, for longer than the window) is never cut — the watchdog sees
+/// the CLI's own liveness (its output and its session files or database) — and a turn whose model
+/// goes silent after its first call is cut as stalled.
+fn hung_is_cut_and_working_is_not(agent: &str) {
+    let Some(clis) = clis() else { return };
+    let hub = Hub::start();
+    let knobs: Vec<(String, String)> = STALL_KNOBS
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    std::thread::scope(|s| {
+        let working = s.spawn(|| {
+            let api = ModelApi::start();
+            let mut seat = RealSeat::new(agent, &clis, &api);
+            seat.extra = knobs.clone();
+            seat.start(&hub.url());
+            seat.wait_idle_after(1);
+            let marker = format!("SLOWSTEPS{agent}");
+            let think = Duration::from_secs(8);
+            let mut steps: Vec<Step> = (1..=5)
+                .map(|n| {
+                    Step::Slowly(
+                        think,
+                        Box::new(Step::Tool(
+                            "relay_send".into(),
+                            json!({"to": ORCH, "text": format!("PROGRESS {n} {agent}"),
+                                "wake": false}),
+                        )),
+                    )
+                })
+                .collect();
+            steps.push(Step::Slowly(
+                think,
+                Box::new(Step::Say(format!("SLOW-DONE {agent}"))),
+            ));
+            api.script(&marker, Script::Steps(steps));
+            let t0 = now_ms();
+            hub_send(
+                hub.port,
+                ORCH,
+                &seat.session(),
+                PROJECT,
+                &format!("{marker}: take your time, report progress"),
+            );
+            seat.wait_idle_after(2);
+            let took = now_ms() - t0;
+            let row = seat.turn_rows().pop().unwrap_or(Value::Null);
+            assert!(
+                row.get("cut").is_none() && row.get("stalled").is_none(),
+                "{row}\n{}",
+                seat.evidence()
+            );
+            assert_eq!(
+                from_seat(hub.port, &seat, "PROGRESS").len(),
+                5,
+                "{}",
+                seat.evidence()
+            );
+            assert!(
+                took > STALL_WINDOW_MS,
+                "the working turn ({took} ms) did not outlast the stall window"
+            );
+            println!("{agent}: the working turn ran {took} ms past a {STALL_WINDOW_MS} ms window");
+        });
+        let hung = s.spawn(|| {
+            let api = ModelApi::start();
+            let mut seat = RealSeat::new(agent, &clis, &api);
+            seat.extra = knobs.clone();
+            seat.start(&hub.url());
+            seat.wait_idle_after(1);
+            let marker = format!("HANGSTEPS{agent}");
+            api.script(
+                &marker,
+                Script::Steps(vec![
+                    Step::Tool(
+                        "relay_send".into(),
+                        json!({"to": ORCH, "text": format!("HUNG-START {agent}"), "wake": false}),
+                    ),
+                    Step::Hang,
+                ]),
+            );
+            hub_send(
+                hub.port,
+                ORCH,
+                &seat.session(),
+                PROJECT,
+                &format!("{marker}: start the work"),
+            );
+            wait_until("the first call before the hang", LONG, || {
+                !from_seat(hub.port, &seat, "HUNG-START").is_empty()
+            });
+            let t_call = now_ms();
+            wait_until("the stalled turn's row", LONG, || {
+                seat.turn_rows().iter().any(|r| r["stalled"] == true)
+            });
+            let took = now_ms() - t_call;
+            let row = seat
+                .turn_rows()
+                .into_iter()
+                .find(|r| r["stalled"] == true)
+                .unwrap_or(Value::Null);
+            assert_eq!(row["cut"], true, "{row}");
+            assert!(
+                seat.runner_log().contains("turn stalled"),
+                "{}",
+                seat.evidence()
+            );
+            // Cut by the stall window, not by the 20-minute box.
+            assert!(took < 600_000, "stalled after {took} ms");
+            println!("{agent}: the hung turn was cut {took} ms after its last call");
+        });
+        working.join().expect("working drill");
+        hung.join().expect("hung drill");
+    });
+}
+
+#[test]
+fn codex_hung_turn_is_cut_and_a_working_turn_is_not() {
+    hung_is_cut_and_working_is_not("codex");
+}
+
+#[test]
+fn opencode_hung_turn_is_cut_and_a_working_turn_is_not() {
+    hung_is_cut_and_working_is_not("opencode");
+}

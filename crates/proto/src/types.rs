@@ -620,15 +620,15 @@ pub struct EventsReply {
     pub latest: i64,
 }
 
-/// `GET /card` reply.
+/// `GET /card` reply. Fields are in name order, as the hub has always written them.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct CardReply {
-    /// The card (a deleted card is rebuilt from its last event with status `deleted`).
-    pub task: Option<Value>,
     /// Events of this card.
     pub events: Vec<Event>,
     /// Messages whose text cites `#id`.
     pub messages: Vec<Message>,
+    /// The card (a deleted card is rebuilt from its last event with status `deleted`).
+    pub task: Option<Value>,
 }
 
 /// A lesson.
@@ -959,6 +959,108 @@ pub struct PhaseReply {
     pub phase: String,
     /// The stored goal.
     pub goal: String,
+}
+
+/// `GET /` reply for a JSON client (a browser asking for HTML gets the dashboard). Fields are
+/// in name order, as the hub has always written them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct BannerReply {
+    /// Where the OpenAPI document is (`/openapi.json`).
+    pub docs: String,
+    /// Where the health report is (`/health`).
+    pub health: String,
+    /// Where the Prometheus metrics are (`/metrics`).
+    pub metrics: String,
+    /// `trantor hub`.
+    pub name: String,
+    /// The store in use (`sqlite:<path>`, `postgres:…`).
+    pub store: String,
+    /// The hub's version.
+    pub version: String,
+}
+
+/// `/health` reply: liveness, row counts, persistence, retention and the duty agent. Fields are
+/// in name order, as the hub has always written them. The status is 503 when the store fails.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthReply {
+    /// Always `off` (the hub trusts its network).
+    pub auth_mode: String,
+    /// Cards stored.
+    pub cards: i64,
+    /// The duty agent's status (`configured`, thresholds, escalations, failures, …), or
+    /// `{"error": …}` when it could not be read.
+    pub duty: Value,
+    /// Events stored.
+    pub events: i64,
+    /// Messages stored.
+    pub messages: i64,
+    /// The store answers reads and the newest write succeeded.
+    pub ok: bool,
+    /// Peers known.
+    pub peers: i64,
+    /// Persistence status.
+    pub persist: HealthPersist,
+    /// Long polls held open now.
+    pub polls_held: u64,
+    /// Retention settings and what retention removed.
+    pub retention: HealthRetention,
+    /// The store in use.
+    pub store: String,
+    /// Event streams open now.
+    pub streams: u64,
+    /// The store's durability level as applied (`full` or `normal`).
+    pub sync: String,
+    /// The hub's version.
+    pub version: String,
+}
+
+/// `/health`'s `persist` object.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthPersist {
+    /// The last store error (empty when none).
+    pub last_error: String,
+    /// When the newest write failed, ms (null when writes succeed).
+    pub last_error_at: Option<i64>,
+    /// Same as the reply's `ok`.
+    pub ok: bool,
+}
+
+/// `/health`'s `retention` object.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthRetention {
+    /// What retention removed since start and in its last pass (`messages`, `events`, `ops`,
+    /// `lastRunTs`, `last`).
+    pub pruned: Value,
+    /// The read-history window in whole days.
+    pub read_history_days: i64,
+    /// The read-history window, ms (0 keeps everything).
+    pub read_history_ms: i64,
+}
+
+/// `GET /phase` reply: a project's phase goals, ordered by phase name.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct PhasesReply {
+    /// The goals (a cleared goal is left out).
+    pub phases: Vec<PhaseGoal>,
+    /// Project.
+    pub project: String,
+}
+
+/// One phase goal in [`PhasesReply`]. Fields are in name order, as the hub has always written
+/// them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct PhaseGoal {
+    /// Who set it (`""` when unknown).
+    pub by: Value,
+    /// The goal.
+    pub goal: String,
+    /// The phase's name.
+    pub phase: String,
+    /// When it was set, ms (null when unknown).
+    pub ts: Value,
 }
 
 /// The error body of every non-2xx reply: `{"error": "..."}` plus route-specific fields.

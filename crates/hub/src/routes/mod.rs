@@ -22,11 +22,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use trantor_proto::limits;
 use trantor_proto::{
-    ChecklistToggleRequest, ContractsReply, DeliveredReply, DeliveredRequest, EventsReply,
-    InboxReply, LessonReply, LessonRequest, LessonsReply, OkReply, OpReply, PeerReply, PeersReply,
-    PhaseReply, PhaseRequest, PolicyReply, PolicyRequest, PolicyWriteReply, ProjectReply,
-    ProjectRequest, ProjectWriteReply, RecentReply, RegisterReply, RegisterRequest, SendReply,
-    SendRequest, TaskCreateRequest, TaskReply, TaskUpdateRequest, TasksReply,
+    BannerReply, CardReply, ChecklistToggleRequest, ContractsReply, DeliveredReply,
+    DeliveredRequest, EventsReply, HealthReply, InboxReply, LessonReply, LessonRequest,
+    LessonsReply, OkReply, OpReply, PeerReply, PeersReply, PhaseReply, PhaseRequest, PhasesReply,
+    PolicyReply, PolicyRequest, PolicyWriteReply, ProjectReply, ProjectRequest, ProjectWriteReply,
+    RecentReply, RegisterReply, RegisterRequest, SendReply, SendRequest, TaskCreateRequest,
+    TaskReply, TaskUpdateRequest, TasksReply,
 };
 use trantor_store::Store;
 
@@ -69,7 +70,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "Banner: name, version, store, links (a browser asking for text/html gets the dashboard)",
             &[],
             None,
-            None,
+            Some(shape::<BannerReply>),
             get(crate::ui::root::<S>),
         ),
         r(
@@ -114,7 +115,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "Liveness, row counts, retention report (GET or POST)",
             &[],
             None,
-            None,
+            Some(shape::<HealthReply>),
             get(meta::health::<S>).post(meta::health::<S>),
         ),
         r(
@@ -317,7 +318,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                 f("project", Str, false, "ignored: card ids are hub-global").max(limits::PROJECT),
             ],
             None,
-            None,
+            Some(shape::<CardReply>),
             get(board::card::<S>),
         ),
         r(
@@ -431,7 +432,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                 f("phase", Str, false, "only this phase"),
             ],
             None,
-            None,
+            Some(shape::<PhasesReply>),
             get(meta::phase_get::<S>),
         ),
         r(

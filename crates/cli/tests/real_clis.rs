@@ -331,20 +331,26 @@ fn turns_as(agent: &str, user: Option<(u32, u32)>) {
 
     let one = format!("STEPONE{agent}");
     let file = seat.repo.join(format!("from-{agent}.txt"));
-    api.script(
-        &one,
-        Script::Steps(vec![
-            Step::Tool(
-                "relay_send".into(),
-                json!({"to": ORCH, "text": format!("HELLO-FROM-INSIDE {agent}"), "wake": false}),
-            ),
-            Step::WriteFile {
-                path: file.display().to_string(),
-                content: format!("written by {agent}"),
-            },
-            Step::Say(format!("TURN-ONE-DONE {agent}")),
-        ]),
-    );
+    // What the CLI's own shell sees of IS_SANDBOX: the runner sets it for claude run as root.
+    let sandbox_file = seat.repo.join("is-sandbox.txt");
+    let mut steps = vec![
+        Step::Tool(
+            "relay_send".into(),
+            json!({"to": ORCH, "text": format!("HELLO-FROM-INSIDE {agent}"), "wake": false}),
+        ),
+        Step::WriteFile {
+            path: file.display().to_string(),
+            content: format!("written by {agent}"),
+        },
+    ];
+    if agent == "claude" {
+        steps.push(Step::Shell(format!(
+            "printf '%s' \"${{IS_SANDBOX:-unset}}\" > '{}'",
+            sandbox_file.display()
+        )));
+    }
+    steps.push(Step::Say(format!("TURN-ONE-DONE {agent}")));
+    api.script(&one, Script::Steps(steps));
     hub_send(
         hub.port,
         ORCH,
@@ -361,6 +367,16 @@ fn turns_as(agent: &str, user: Option<(u32, u32)>) {
         std::fs::read_to_string(&file).is_ok_and(|t| t.contains(&format!("written by {agent}")))
     });
     seat.wait_idle_after(2);
+    if agent == "claude" {
+        let as_root = user.is_none() && nix::unistd::geteuid().is_root();
+        let seen = std::fs::read_to_string(&sandbox_file).unwrap_or_default();
+        assert_eq!(
+            seen,
+            if as_root { "1" } else { "unset" },
+            "IS_SANDBOX as the CLI's shell saw it (root: {as_root})\n{}",
+            seat.evidence()
+        );
+    }
     if let Some((uid, _)) = user {
         use std::os::unix::fs::MetadataExt;
         // The CLI itself ran as that user: the file its tool wrote is theirs.
@@ -484,6 +500,26 @@ fn claude_turns_as_an_unprivileged_user() {
     }
     let Some(user) = drill_user() else { return };
     turns_as("claude", Some(user));
+}
+
+/// Codex and OpenCode seats run as a normal user too: first turn, MCP call as the seat, a file
+/// written by the CLI's tool owned by that user, and the resumed second turn.
+#[test]
+fn codex_turns_as_an_unprivileged_user() {
+    if clis().is_none() {
+        return;
+    }
+    let Some(user) = drill_user() else { return };
+    turns_as("codex", Some(user));
+}
+
+#[test]
+fn opencode_turns_as_an_unprivileged_user() {
+    if clis().is_none() {
+        return;
+    }
+    let Some(user) = drill_user() else { return };
+    turns_as("opencode", Some(user));
 }
 
 /// A provider answer that fails the turn parks the seat with `reason`.

@@ -34,6 +34,8 @@ pub enum Step {
         /// File content (plain text, no quotes).
         content: String,
     },
+    /// Run a shell command with the CLI's own shell tool.
+    Shell(String),
     /// Finish the turn with this text.
     Say(String),
     /// Go silent: answer 200 and the stream's first event, then nothing (a hung model).
@@ -578,6 +580,27 @@ fn next_reply(
                     "shell",
                     json!({"command": ["bash", "-lc", format!("printf '%s\\n' '{content}' > '{path}'")]}),
                 )
+            };
+            Reply::Call {
+                id: format!("tu_{s}_{next}_b"),
+                name: name.into(),
+                namespace: None,
+                args,
+            }
+        }
+        Step::Shell(command) => {
+            let has = |n: &str| tools.iter().any(|(t, _)| t == n);
+            let (name, args) = if has("Bash") {
+                ("Bash", json!({"command": command}))
+            } else if has("bash") {
+                (
+                    "bash",
+                    json!({"command": command, "description": "Run the drill's command"}),
+                )
+            } else if has("exec_command") {
+                ("exec_command", json!({"cmd": command}))
+            } else {
+                ("shell", json!({"command": ["bash", "-lc", command]}))
             };
             Reply::Call {
                 id: format!("tu_{s}_{next}_b"),

@@ -7,6 +7,7 @@
 mod http;
 mod hub;
 mod runner;
+mod scaling;
 
 use std::fmt::Write as _;
 
@@ -26,6 +27,10 @@ pub enum BenchWhat {
     /// A seat: runner idle RSS and CPU, wake → CLI spawned latency (optionally beside the
     /// original JavaScript runner, in the same run).
     Runner(runner::RunnerBenchArgs),
+    /// Internal: the bare-route ceiling server `bench hub` measures `/send` against (the hub's
+    /// accept loop and `/send` body decoding, nothing stored). Not for direct use.
+    #[command(hide = true)]
+    CeilingServer(hub::CeilingArgs),
 }
 
 /// One line of a report.
@@ -127,6 +132,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             runner::run(a).await?.markdown("trantor bench runner"),
             &a.out,
         ),
+        BenchWhat::CeilingServer(a) => return hub::ceiling_server(a).await,
     };
     print!("{md}");
     if let Some(out) = out {

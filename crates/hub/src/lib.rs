@@ -128,6 +128,24 @@ pub async fn serve<S: Store>(
         max_connections = cap,
         "trantor hub listening on http://{addr}"
     );
+    accept_loop(listener, app, cap, header_timeout, &stop_tx, shutdown).await;
+    reaper::flush_presence(&hub).await;
+    tracing::info!("hub stopped");
+    Ok(())
+}
+
+/// Accept and serve connections with `app` until `shutdown` resolves, then stop accepting,
+/// flip `stop_tx` to true (held polls and streams answer, connections finish) and wait for
+/// every connection to end. The hub and the benchmark's bare-route ceiling ([`ceiling_router`]) share it,
+/// so the ceiling is measured on exactly the hub's server stack.
+async fn accept_loop(
+    listener: TcpListener,
+    app: axum::Router,
+    cap: usize,
+    header_timeout: std::time::Duration,
+    stop_tx: &watch::Sender<bool>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) {
     let slots = Arc::new(tokio::sync::Semaphore::new(cap));
     // Every connection task holds a clone; `recv` returns `None` once all have ended.
     let (alive_tx, mut alive_rx) = tokio::sync::mpsc::channel::<()>(1);
@@ -160,7 +178,7 @@ pub async fn serve<S: Store>(
                 hyper_util::rt::TokioIo::new(stream),
                 hyper_util::service::TowerToHyperService::new(app.clone()),
             );
-        let mut stop = stop_rx.clone();
+        let mut stop = stop_tx.subscribe();
         let alive = alive_tx.clone();
         tokio::spawn(async move {
             let _permit = permit;
@@ -184,9 +202,38 @@ pub async fn serve<S: Store>(
     let _ = stop_tx.send(true);
     drop(alive_tx);
     let _ = alive_rx.recv().await;
-    reaper::flush_presence(&hub).await;
-    tracing::info!("hub stopped");
-    Ok(())
+}
+
+/// A router with one route, `POST /send`, that decodes the same JSON body as the hub's `/send`
+/// (with the same extractor) and answers `{"ok":true,"id":0}` without storing anything: the
+/// ceiling `trantor bench hub` holds the real `/send` against (docs/bench-hub.md). `GET /health`
+/// answers `{"ok":true}` for the readiness check.
+pub fn ceiling_router() -> axum::Router {
+    use axum::routing::{get, post};
+    async fn parse_only(
+        extract::JsonBody(req): extract::JsonBody<trantor_proto::SendRequest>,
+    ) -> axum::Json<trantor_proto::SendReply> {
+        // Touch the decoded fields so the decode cannot be optimised away.
+        let id = i64::from(req.text.is_empty() && req.from.is_empty());
+        axum::Json(trantor_proto::SendReply { ok: true, id })
+    }
+    axum::Router::new().route("/send", post(parse_only)).route(
+        "/health",
+        get(|| async { axum::Json(serde_json::json!({"ok": true})) }),
+    )
+}
+
+/// Serve `app` on `listener` with the hub's accept loop (connection cap from the file limit,
+/// header timeout) until `shutdown` resolves. For the benchmark's ceiling server.
+pub async fn serve_router(
+    listener: TcpListener,
+    app: axum::Router,
+    header_timeout: std::time::Duration,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let cap = connection_cap(0);
+    let (stop_tx, _) = watch::channel(false);
+    accept_loop(listener, app, cap, header_timeout, &stop_tx, shutdown).await;
 }
 
 /// File descriptors kept free for the store, logs and the listener itself.

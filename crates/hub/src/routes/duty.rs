@@ -28,21 +28,26 @@ const CATCHUP_EVENTS: usize = 50;
 pub struct FailureRequest {
     /// The recipient that could not be nudged.
     #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = limits::SESSION), regex(pattern = r"\S"))]
     pub recipient: String,
     /// Its project (default: the recipient's suffix).
     #[serde(default)]
+    #[schemars(length(max = limits::PROJECT))]
     pub project: Option<String>,
     /// `relay-403` or `skipped-nudge`.
     #[serde(default)]
+    #[schemars(extend("x-required" = true, "enum" = ["relay-403", "skipped-nudge"]))]
     pub kind: String,
-    /// What happened (≤500).
+    /// What happened (longer is cut to 500 characters).
     #[serde(default)]
     pub detail: String,
     /// The reporting session (must be the duty session).
     #[serde(default)]
+    #[schemars(length(max = limits::SESSION))]
     pub by: Option<String>,
     /// Alias of `by`.
     #[serde(default)]
+    #[schemars(length(max = limits::SESSION))]
     pub session: Option<String>,
 }
 
@@ -165,7 +170,7 @@ pub async fn catchup<S: Store>(
     let session = p.required("session")?.trim().to_string();
     check_len("session", &session, limits::SESSION)?;
     let since_msg = p.int("since")?;
-    let peek = p.flag("peek");
+    let peek = p.flag("peek")?;
     let now = now_ms();
     let s = session.clone();
     let (peer, cursor, msgs, events, peers, cards, unread, tip, latest_event) = hub

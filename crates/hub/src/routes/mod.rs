@@ -188,7 +188,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             fields![
                 SESSION_Q,
                 f("since", Int, false, "cursor: messages with id > since"),
-                f("peek", Str, false, "1: do not advance deliveredUpTo"),
+                f("peek", Bool, false, "1: do not advance deliveredUpTo"),
             ],
             None,
             Some(shape::<InboxReply>),
@@ -251,7 +251,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "Server-sent events: messages for a session, and events with events=1",
             fields![
                 f("session", Str, false, "default all (broadcasts only)").max(limits::SESSION),
-                f("events", Str, false, "1: also every event as `event: ev`"),
+                f("events", Bool, false, "1: also every event as `event: ev`"),
                 f("status", Str, false, "set the session's status"),
             ],
             None,
@@ -469,7 +469,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             fields![
                 SESSION_Q,
                 f("since", Int, false, "message id to start after"),
-                f("peek", Str, false, "1: do not move the cursor"),
+                f("peek", Bool, false, "1: do not move the cursor"),
             ],
             None,
             None,

@@ -1075,6 +1075,48 @@ pub struct PhaseGoal {
     pub ts: Value,
 }
 
+/// A duty seat's report of a nudge it could not make, as `/duty/failure` records it (and
+/// `/health`'s `duty.failures` lists it). Fields are in name order, as the hub has always written
+/// them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DutyFailure {
+    /// The duty session that reported it.
+    pub by: String,
+    /// `relay-403` or `skipped-nudge`.
+    pub kind: String,
+    /// The recipient's project.
+    pub project: String,
+    /// The recipient that could not be nudged.
+    pub recipient: String,
+    /// What happened (at most 500 characters).
+    pub text: String,
+    /// When it was recorded, ms.
+    pub ts: i64,
+}
+
+/// `POST /duty/failure` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct DutyFailureReply {
+    /// The failure as recorded.
+    pub failure: DutyFailure,
+    /// True on success.
+    pub ok: bool,
+}
+
+/// `POST /overseer/duty` reply. Fields are in name order, as the hub has always written them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppointReply {
+    /// The appointed duty session (null: the appointment was cleared).
+    pub appointed: Option<String>,
+    /// The duty session in force (null: none).
+    pub duty_session: Option<String>,
+    /// True on success.
+    pub ok: bool,
+    /// `RELAY_DUTY_SESSION` when the hub's configuration overrides the appointment (else null).
+    pub overridden_by: Option<String>,
+}
+
 /// The error body of every non-2xx reply: `{"error": "..."}` plus route-specific fields.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorBody {

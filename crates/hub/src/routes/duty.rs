@@ -12,7 +12,9 @@ use axum::extract::State;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use trantor_proto::{BROADCAST, limits, now_ms, session_project};
+use trantor_proto::{
+    AppointReply, BROADCAST, DutyFailure, DutyFailureReply, limits, now_ms, session_project,
+};
 use trantor_store::{CardFilter, EventFilter, Store};
 
 /// Longest failure detail kept.
@@ -56,7 +58,7 @@ pub struct FailureRequest {
 pub async fn failure<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<FailureRequest>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<DutyFailureReply>> {
     let by = req
         .by
         .or(req.session)
@@ -90,19 +92,24 @@ pub async fn failure<S: Store>(
             if duty.as_deref() != Some(by.as_str()) {
                 return Ok(Err(duty));
             }
-            let failure = json!({
-                "ts": now, "project": project, "recipient": recipient, "kind": kind,
-                "text": text, "by": by,
-            });
+            let failure = DutyFailure {
+                ts: now,
+                project: project.clone(),
+                recipient,
+                kind,
+                text,
+                by: by.clone(),
+            };
+            let record = serde_json::to_value(&failure).unwrap_or(Value::Null);
             let mut out = Outbox::default();
-            duty::record_failure(tx, &mut out, failure.clone(), &project, &by, now)?;
+            duty::record_failure(tx, &mut out, record, &project, &by, now)?;
             Ok(Ok((failure, out)))
         })
         .await?;
     match result {
         Ok((failure, out)) => {
             hub.publish(out);
-            Ok(Json(json!({ "ok": true, "failure": failure })))
+            Ok(Json(DutyFailureReply { ok: true, failure }))
         }
         Err(None) => Err(ApiError::forbidden(
             "no duty session is configured (RELAY_DUTY_SESSION or trantor duty appoint)",
@@ -126,7 +133,7 @@ pub struct AppointRequest {
 pub async fn appoint<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<AppointRequest>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<AppointReply>> {
     let session = req
         .session
         .map(|s| s.trim().to_string())
@@ -147,12 +154,16 @@ pub async fn appoint<S: Store>(
         })
         .await?;
     let in_force = hub.cfg.duty_session.clone().or(session.clone());
-    Ok(Json(json!({
-        "ok": true,
-        "appointed": session,
-        "dutySession": in_force,
-        "overriddenBy": hub.cfg.duty_session.as_ref().map(|_| "RELAY_DUTY_SESSION"),
-    })))
+    Ok(Json(AppointReply {
+        ok: true,
+        appointed: session,
+        duty_session: in_force,
+        overridden_by: hub
+            .cfg
+            .duty_session
+            .as_ref()
+            .map(|_| "RELAY_DUTY_SESSION".to_string()),
+    }))
 }
 
 fn cursor_key(session: &str) -> String {

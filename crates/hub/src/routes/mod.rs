@@ -22,12 +22,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use trantor_proto::limits;
 use trantor_proto::{
-    BannerReply, CardReply, ChecklistToggleRequest, ContractsReply, DeliveredReply,
-    DeliveredRequest, EventsReply, HealthReply, InboxReply, LessonReply, LessonRequest,
-    LessonsReply, OkReply, OpReply, PeerReply, PeersReply, PhaseReply, PhaseRequest, PhasesReply,
-    PolicyReply, PolicyRequest, PolicyWriteReply, ProjectReply, ProjectRequest, ProjectWriteReply,
-    RecentReply, RegisterReply, RegisterRequest, SendReply, SendRequest, TaskCreateRequest,
-    TaskReply, TaskUpdateRequest, TasksReply,
+    AppointReply, BannerReply, CardReply, ChecklistToggleRequest, ContractsReply, DeliveredReply,
+    DeliveredRequest, DutyFailureReply, EventsReply, HealthReply, InboxReply, LessonReply,
+    LessonRequest, LessonsReply, OkReply, OpReply, PeerReply, PeersReply, PhaseReply, PhaseRequest,
+    PhasesReply, PolicyReply, PolicyRequest, PolicyWriteReply, ProjectReply, ProjectRequest,
+    ProjectWriteReply, RecentReply, RegisterReply, RegisterRequest, SendReply, SendRequest,
+    TaskCreateRequest, TaskReply, TaskUpdateRequest, TasksReply,
 };
 use trantor_store::Store;
 
@@ -477,7 +477,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "A duty seat reports a nudge it could not make (duty session only)",
             &[],
             Some(shape::<duty::FailureRequest>),
-            None,
+            Some(shape::<DutyFailureReply>),
             post(duty::failure::<S>),
         ),
         r(
@@ -486,7 +486,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "Appoint the duty session (empty session clears it)",
             &[],
             Some(shape::<duty::AppointRequest>),
-            None,
+            Some(shape::<AppointReply>),
             post(duty::appoint::<S>),
         ),
         r(

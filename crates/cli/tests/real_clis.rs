@@ -783,7 +783,8 @@ fn plain_codex_exec_calls_trantor_tools_approved_by_connect() {
 #[test]
 fn claude_hung_turn_is_cut_with_a_wip_commit_and_a_working_turn_is_not() {
     let Some(clis) = clis() else { return };
-    let hub = Hub::start();
+    // Each seat has its own hub: both seats are `<agent>:p`, and one hub would deliver
+    // each drill's wake to whichever of them polled first.
     let knobs = [
         // The watchdog samples every 10 s (a quarter of the 10-minute window, capped), so the
         // box must leave room for a sample before its deadline.
@@ -792,6 +793,7 @@ fn claude_hung_turn_is_cut_with_a_wip_commit_and_a_working_turn_is_not() {
     ];
     std::thread::scope(|s| {
         let working = s.spawn(|| {
+            let hub = Hub::start();
             let api = ModelApi::start();
             let mut seat = RealSeat::new("claude", &clis, &api);
             seat.extra = knobs
@@ -825,6 +827,7 @@ fn claude_hung_turn_is_cut_with_a_wip_commit_and_a_working_turn_is_not() {
             );
         });
         let hung = s.spawn(|| {
+            let hub = Hub::start();
             let api = ModelApi::start();
             let mut seat = RealSeat::new("claude", &clis, &api);
             seat.extra = knobs
@@ -889,13 +892,15 @@ const STALL_WINDOW_MS: i64 = 30_000;
 /// goes silent after its first call is cut as stalled.
 fn hung_is_cut_and_working_is_not(agent: &str) {
     let Some(clis) = clis() else { return };
-    let hub = Hub::start();
+    // Each seat has its own hub: both seats are `<agent>:p`, and one hub would deliver
+    // each drill's wake to whichever of them polled first.
     let knobs: Vec<(String, String)> = STALL_KNOBS
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     std::thread::scope(|s| {
         let working = s.spawn(|| {
+            let hub = Hub::start();
             let api = ModelApi::start();
             let mut seat = RealSeat::new(agent, &clis, &api);
             seat.extra = knobs.clone();
@@ -949,6 +954,7 @@ fn hung_is_cut_and_working_is_not(agent: &str) {
             println!("{agent}: the working turn ran {took} ms past a {STALL_WINDOW_MS} ms window");
         });
         let hung = s.spawn(|| {
+            let hub = Hub::start();
             let api = ModelApi::start();
             let mut seat = RealSeat::new(agent, &clis, &api);
             seat.extra = knobs.clone();

@@ -4,6 +4,7 @@
 //! prints a markdown table with the target and a verdict per row, plus the context needed to
 //! compare runs (date, cores, build, command line).
 
+mod auth;
 mod http;
 mod hub;
 mod runner;
@@ -31,6 +32,9 @@ pub enum BenchWhat {
     /// accept loop and `/send` body decoding, nothing stored). Not for direct use.
     #[command(hide = true)]
     CeilingServer(hub::CeilingArgs),
+    /// Signed identity: sign and verify cost per request, and /send throughput signed vs
+    /// unsigned against one hub in one run.
+    Auth(auth::AuthBenchArgs),
 }
 
 /// One line of a report.
@@ -133,6 +137,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             &a.out,
         ),
         BenchWhat::CeilingServer(a) => return hub::ceiling_server(a).await,
+        BenchWhat::Auth(a) => (auth::run(a).await?.markdown("trantor bench auth"), &a.out),
     };
     print!("{md}");
     if let Some(out) = out {

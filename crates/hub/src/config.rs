@@ -31,6 +31,12 @@ pub struct HubArgs {
     /// constant time, and only honoured while no identity exists.
     #[arg(long, env = "RELAY_BOOTSTRAP_TOKEN", hide_env_values = true)]
     pub bootstrap_token: Option<String>,
+    /// PEM certificate chain: serve HTTPS (TLS 1.2/1.3) instead of plain HTTP. Needs `--tls-key`.
+    #[arg(long, env = "RELAY_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of `--tls-cert`.
+    #[arg(long, env = "RELAY_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
     /// A peer is online while seen within this window (ms).
     #[arg(long, env = "RELAY_ONLINE_MS", default_value_t = 300_000)]
     pub online_ms: u64,
@@ -131,6 +137,8 @@ impl Default for HubArgs {
             auth: "off".into(),
             enroll: "tofu".into(),
             bootstrap_token: None,
+            tls_cert: None,
+            tls_key: None,
             online_ms: 300_000,
             peer_ttl_ms: 21_600_000,
             todo_stale_ms: 1_209_600_000,
@@ -181,6 +189,9 @@ pub enum ConfigError {
         /// The refused mode, as given.
         mode: String,
     },
+    /// Only one of the TLS certificate and key was given.
+    #[error("TLS needs both --tls-cert (RELAY_TLS_CERT) and --tls-key (RELAY_TLS_KEY)")]
+    TlsHalf,
     /// An enrollment mode this hub does not know was asked for.
     #[error("RELAY_ENROLL={mode}: unknown mode; use tofu or invite")]
     EnrollUnsupported {
@@ -246,6 +257,8 @@ pub struct Config {
     pub enroll_tofu: bool,
     /// The bootstrap token, if set (never logged).
     pub bootstrap_token: Option<String>,
+    /// TLS certificate chain and key files (PEM), when the hub serves HTTPS.
+    pub tls: Option<(PathBuf, PathBuf)>,
 }
 
 /// Whether `host` names a loopback address (`127.*`, `localhost`, `::1`, `[::1]`).
@@ -299,6 +312,11 @@ impl Config {
                 mode: auth.as_str().to_string(),
             });
         }
+        let tls = match (&args.tls_cert, &args.tls_key) {
+            (Some(c), Some(k)) => Some((c.clone(), k.clone())),
+            (None, None) => None,
+            _ => return Err(ConfigError::TlsHalf),
+        };
         let enroll_tofu = match args.enroll.trim().to_ascii_lowercase().as_str() {
             "" | "tofu" => true,
             "invite" => false,
@@ -366,6 +384,7 @@ impl Config {
                 .map(str::trim)
                 .filter(|t| !t.is_empty())
                 .map(str::to_string),
+            tls,
         })
     }
 

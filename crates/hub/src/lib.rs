@@ -115,20 +115,26 @@ pub async fn serve<S: Store>(
 ) -> anyhow::Result<()> {
     let cap = connection_cap(cfg.max_connections);
     let header_timeout = cfg.header_timeout;
+    let tls = match &cfg.tls {
+        Some((cert, key)) => Some(auth::tls::acceptor(cert, key)?),
+        None => None,
+    };
     let (stop_tx, stop_rx) = watch::channel(false);
     let hub = state(store, cfg, stop_rx.clone()).await?;
     reaper::spawn(hub.clone());
     duty::spawn(hub.clone());
     let app = routes::router(hub.clone());
     let addr = listener.local_addr().context("listener has no address")?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!(
-        url = %format!("http://{addr}"),
+        url = %format!("{scheme}://{addr}"),
+        auth = hub.cfg.auth.as_str(),
         store = %hub.store.describe(),
         sync = hub.store.synchronous(),
         max_connections = cap,
-        "trantor hub listening on http://{addr}"
+        "trantor hub listening on {scheme}://{addr}"
     );
-    accept_loop(listener, app, cap, header_timeout, &stop_tx, shutdown).await;
+    accept_loop(listener, app, tls, cap, header_timeout, &stop_tx, shutdown).await;
     reaper::flush_presence(&hub).await;
     tracing::info!("hub stopped");
     Ok(())
@@ -136,11 +142,12 @@ pub async fn serve<S: Store>(
 
 /// Accept and serve connections with `app` until `shutdown` resolves, then stop accepting,
 /// flip `stop_tx` to true (held polls and streams answer, connections finish) and wait for
-/// every connection to end. The hub and the benchmark's bare-route ceiling ([`ceiling_router`]) share it,
-/// so the ceiling is measured on exactly the hub's server stack.
+/// every connection to end (TLS when given an acceptor). The hub and the benchmark's bare-route
+/// ceiling ([`ceiling_router`]) share it, so the ceiling is measured on the hub's server stack.
 async fn accept_loop(
     listener: TcpListener,
     app: axum::Router,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     cap: usize,
     header_timeout: std::time::Duration,
     stop_tx: &watch::Sender<bool>,
@@ -171,29 +178,21 @@ async fn accept_loop(
             _ = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let conn = hyper::server::conn::http1::Builder::new()
-            .timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(header_timeout)
-            .serve_connection(
-                hyper_util::rt::TokioIo::new(stream),
-                hyper_util::service::TowerToHyperService::new(app.clone()),
-            );
-        let mut stop = stop_tx.subscribe();
+        let app = app.clone();
+        let stop = stop_tx.subscribe();
         let alive = alive_tx.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
             let _permit = permit;
             let _alive = alive;
-            let mut conn = std::pin::pin!(conn);
-            tokio::select! {
-                r = conn.as_mut() => {
-                    if let Err(e) = r {
-                        tracing::debug!(error = %e, "connection ended with an error");
-                    }
-                }
-                _ = async { stop.wait_for(|s| *s).await.map(|_| ()) } => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
-                }
+            match tls {
+                None => serve_conn(stream, app, header_timeout, stop).await,
+                // The handshake gets the same deadline as a request head.
+                Some(tls) => match tokio::time::timeout(header_timeout, tls.accept(stream)).await {
+                    Ok(Ok(s)) => serve_conn(s, app, header_timeout, stop).await,
+                    Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                    Err(_) => tracing::debug!("TLS handshake timed out"),
+                },
             }
         });
     }
@@ -233,7 +232,37 @@ pub async fn serve_router(
 ) {
     let cap = connection_cap(0);
     let (stop_tx, _) = watch::channel(false);
-    accept_loop(listener, app, cap, header_timeout, &stop_tx, shutdown).await;
+    accept_loop(listener, app, None, cap, header_timeout, &stop_tx, shutdown).await;
+}
+
+/// Serve one connection (plain or TLS) until it ends or the hub stops.
+async fn serve_conn<I>(
+    io: I,
+    app: axum::Router,
+    header_timeout: std::time::Duration,
+    mut stop: watch::Receiver<bool>,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .serve_connection(
+            hyper_util::rt::TokioIo::new(io),
+            hyper_util::service::TowerToHyperService::new(app),
+        );
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        }
+        _ = async { stop.wait_for(|s| *s).await.map(|_| ()) } => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
 }
 
 /// File descriptors kept free for the store, logs and the listener itself.

@@ -647,3 +647,141 @@ async fn off_mode_ignores_signatures() {
     assert_eq!((st, v["authMode"].as_str()), (200, Some("off")), "{v}");
     hub.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_loopback_bind_needs_invites() {
+    // Bound for other machines (enforce is required for that): no trust on first use.
+    let hub = start("enforce", |a| a.host = "0.0.0.0".into()).await;
+    let port = hub.port;
+    let before = hub.snapshot().await;
+    let seat = Seat::new("claude:p");
+    let got = seat.enroll(port, json!({})).await;
+    refused(&hub, got, 403, "tofu enrollment refused", &before).await;
+    let got = send(port, "GET", "/peers", &[], "").await;
+    refused(&hub, got, 401, "signature required", &before).await;
+    let owner = Seat::new("op");
+    let (st, v) = owner
+        .enroll(port, json!({"kind": "human", "token": BOOT}))
+        .await;
+    assert_eq!(st, 200, "{v}");
+    let (st, inv) = owner
+        .post(
+            port,
+            "/invite",
+            json!({"scopes": [{"project": "p", "role": "write"}]}),
+        )
+        .await;
+    assert_eq!(st, 200, "{inv}");
+    let (st, v) = seat.enroll(port, json!({"token": inv["token"]})).await;
+    assert_eq!(st, 200, "{v}");
+    let (st, v) = seat
+        .post(port, "/send", msg("claude:p", "all", "hello"))
+        .await;
+    assert_eq!(st, 200, "{v}");
+    // Without enforce such a bind is refused at start-up.
+    for mode in ["off", "warn"] {
+        let a = HubArgs {
+            host: "0.0.0.0".into(),
+            auth: mode.into(),
+            data_dir: Some(std::env::temp_dir()),
+            ..HubArgs::default()
+        };
+        let err = Config::from_args(&a)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("RELAY_AUTH=enforce"), "{mode}: {err}");
+    }
+    hub.stop().await;
+}
+
+/// A tool the TLS test needs: present, or a visible SKIP (a failure under `CI=true`).
+fn have(tool: &str) -> bool {
+    let ok = std::process::Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+        || std::process::Command::new(tool)
+            .arg("version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("CI").ok().as_deref() != Some("true"),
+            "{tool} is required under CI"
+        );
+        eprintln!("SKIP: {tool} not installed");
+    }
+    ok
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_serves_https_with_the_given_certificate() {
+    if !have("openssl") || !have("curl") {
+        return;
+    }
+    let certs = tempfile::tempdir().expect("tempdir");
+    let (cert, key) = (certs.path().join("cert.pem"), certs.path().join("key.pem"));
+    let out = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "2", "-subj", "/CN=trantor-test"])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1"])
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hub = start("enforce", |a| {
+        a.tls_cert = Some(cert.clone());
+        a.tls_key = Some(key.clone());
+    })
+    .await;
+    let port = hub.port;
+    let curl = |path: &str| {
+        let (cert, url) = (cert.clone(), format!("https://127.0.0.1:{port}{path}"));
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new("curl")
+                .args(["-sS", "--max-time", "20", "--cacert"])
+                .arg(&cert)
+                .arg(url)
+                .output()
+                .expect("curl")
+        })
+    };
+    let out = curl("/health").await.expect("join");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("health JSON over TLS");
+    assert_eq!(v["authMode"], "enforce");
+    // Unsigned over TLS is still refused; plain HTTP to the TLS port gets no HTTP answer.
+    let out = curl("/peers").await.expect("join");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["error"], "signature required");
+    let (st, _) = send(port, "GET", "/health", &[], "").await;
+    assert_eq!(st, 0, "plain HTTP must not be served on a TLS port");
+    hub.stop().await;
+    // Half a TLS configuration is refused.
+    let a = HubArgs {
+        tls_cert: Some(cert),
+        data_dir: Some(std::env::temp_dir()),
+        ..HubArgs::default()
+    };
+    assert!(Config::from_args(&a).is_err());
+}

@@ -9,6 +9,7 @@
 
 pub mod routes;
 pub mod store;
+pub mod tls;
 
 use crate::error::ApiError;
 use crate::state::AppState;

@@ -154,6 +154,7 @@ async fn accept_loop(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(cap));
+    let gauge = Arc::new(ConnGauge::default());
     // Every connection task holds a clone; `recv` returns `None` once all have ended.
     let (alive_tx, mut alive_rx) = tokio::sync::mpsc::channel::<()>(1);
     let mut shutdown = std::pin::pin!(shutdown);
@@ -182,6 +183,8 @@ async fn accept_loop(
         let stop = stop_tx.subscribe();
         let alive = alive_tx.clone();
         let tls = tls.clone();
+        let gauge = gauge.clone();
+        gauge.opened();
         tokio::spawn(async move {
             let _permit = permit;
             let _alive = alive;
@@ -194,6 +197,9 @@ async fn accept_loop(
                     Err(_) => tracing::debug!("TLS handshake timed out"),
                 },
             }
+            if gauge.closed() {
+                tokio::task::spawn_blocking(release_free_memory);
+            }
         });
     }
     tracing::info!("shutting down: answering held polls, closing streams");
@@ -201,6 +207,51 @@ async fn accept_loop(
     let _ = stop_tx.send(true);
     drop(alive_tx);
     let _ = alive_rx.recv().await;
+}
+
+/// Open connections, and their high-water mark since freed memory was last handed back.
+#[derive(Debug, Default)]
+struct ConnGauge {
+    live: std::sync::atomic::AtomicUsize,
+    peak: std::sync::atomic::AtomicUsize,
+}
+
+/// A burst of at least this many connections (held polls, mostly) that has mostly ended gets
+/// its freed memory handed back to the OS (docs/bench-hub.md, "Held polls").
+const TRIM_BURST: usize = 1_000;
+
+impl ConnGauge {
+    fn opened(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let n = self.live.fetch_add(1, Relaxed) + 1;
+        self.peak.fetch_max(n, Relaxed);
+    }
+
+    /// Count a closed connection; `true` (for one caller) when a burst of [`TRIM_BURST`] or
+    /// more has shrunk to a quarter, i.e. when there is freed memory worth handing back.
+    fn closed(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let n = self.live.fetch_sub(1, Relaxed).saturating_sub(1);
+        let peak = self.peak.load(Relaxed);
+        peak >= TRIM_BURST
+            && n <= peak / 4
+            && self
+                .peak
+                .compare_exchange(peak, n, Relaxed, Relaxed)
+                .is_ok()
+    }
+}
+
+/// Hand freed heap memory back to the OS. glibc keeps what a burst of connections freed in
+/// its arenas (the heap is returned — a counting allocator sees it — but the process's
+/// resident memory is not); `malloc_trim` releases the free pages.
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks glibc's own free lists; it takes the arena locks itself
+    // and touches no memory the program owns.
+    unsafe {
+        nix::libc::malloc_trim(0);
+    }
 }
 
 /// A router with one route, `POST /send`, that decodes the same JSON body as the hub's `/send`

@@ -175,7 +175,12 @@ impl HubProc {
     }
 
     fn spawn_with(home: &Path, args: impl FnOnce(&mut Command, u16)) -> Result<HubProc> {
-        let exe = std::env::current_exe().context("cannot find this executable")?;
+        // TRANTOR_BENCH_HUB_EXE runs another build's hub under this bench (before/after
+        // comparisons with the same client); this binary by default.
+        let exe = match std::env::var_os("TRANTOR_BENCH_HUB_EXE") {
+            Some(p) => PathBuf::from(p),
+            None => std::env::current_exe().context("cannot find this executable")?,
+        };
         let port = free_port()?;
         let log = home.join(format!("hub-{port}.log"));
         let out = std::fs::File::create(&log)
@@ -616,18 +621,21 @@ async fn wait_polls_held(port: u16, want: i64) -> Result<()> {
     }
 }
 
-/// Send `rate` messages per second to `bench-sink` (nobody polls it) from 4 connections until
-/// `stop` flips; returns how many were sent.
+/// Send `rate` messages per second to `bench-sink` (nobody polls it) from 16 connections
+/// until `stop` flips; returns how many were sent.
 async fn background_sends(
     port: u16,
     rate: u64,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<usize> {
+    // Enough connections that a commit's fsync (each sender waits for its reply) does not
+    // hold the rate below `rate`.
+    const SENDERS: u64 = 16;
     let mut tasks = Vec::new();
-    for k in 0..4u64 {
+    for k in 0..SENDERS {
         let mut c = Http::connect(port).await?;
         let stop = stop.clone();
-        let period = Duration::from_micros(4_000_000 / rate.max(1));
+        let period = Duration::from_micros(SENDERS * 1_000_000 / rate.max(1));
         tasks.push(tokio::spawn(async move {
             let mut tick = tokio::time::interval(period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

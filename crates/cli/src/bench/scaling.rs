@@ -17,9 +17,12 @@ use trantor_store::{NewEvent, NewMessage, SqliteStore, Store};
 
 /// Cards seeded at every size.
 const CARDS: usize = 10_000;
-/// Senders and recipients the seeded messages are spread over.
-const SENDERS: usize = 50;
-const RECIPIENTS: usize = 200;
+/// Sessions the seeded messages are spread over: session *i* writes to session *i+1*, so
+/// every session both sends and receives (as crew members do).
+const SESSIONS: usize = 50;
+/// Seeded traffic: this many messages a day, so a store of any size has the same number in
+/// the last 24 h (the `/contracts` window) and more history behind it.
+const PER_DAY: i64 = 1_000;
 
 /// Seed `path` with `messages` messages (each with its `message` event) and [`CARDS`] cards.
 async fn seed(path: &Path, messages: usize) -> Result<()> {
@@ -32,8 +35,8 @@ async fn seed(path: &Path, messages: usize) -> Result<()> {
                     project: "bench".into(),
                     title: format!("card {i}"),
                     status: if i % 3 == 0 { "doing" } else { "todo" }.into(),
-                    assignee: format!("fill-r{}", i % RECIPIENTS),
-                    by: format!("fill-s{}", i % SENDERS),
+                    assignee: format!("fill-s{}", i % SESSIONS),
+                    by: format!("fill-s{}", (i + 1) % SESSIONS),
                     ts: now,
                     updated: now,
                     ..Card::default()
@@ -43,9 +46,8 @@ async fn seed(path: &Path, messages: usize) -> Result<()> {
         })
         .await?;
     const PER_WRITE: usize = 2_000;
-    // Spread over the last hour, so windows like /contracts' see only recent ones.
-    let base_ts = now - 3_600_000;
-    let step = 3_600_000 / messages.max(1) as i64;
+    let step = 86_400_000 / PER_DAY;
+    let base_ts = now - messages as i64 * step;
     let mut next = 0usize;
     while next < messages {
         let mut inflight = Vec::new();
@@ -58,8 +60,8 @@ async fn seed(path: &Path, messages: usize) -> Result<()> {
             next = to;
             inflight.push(store.write(move |tx| {
                 for i in from..to {
-                    let sender = format!("fill-s{}", i % SENDERS);
-                    let recipient = format!("fill-r{}", i % RECIPIENTS);
+                    let sender = format!("fill-s{}", i % SESSIONS);
+                    let recipient = format!("fill-s{}", (i + 1) % SESSIONS);
                     let text = format!("fill message {i}: status, a question, card #12");
                     let ts = base_ts + i as i64 * step;
                     let msg = tx.insert_message(
@@ -104,11 +106,11 @@ fn routes(tip: i64) -> Vec<(&'static str, String)> {
     vec![
         (
             "/poll (nothing new, wait=0)",
-            format!("/poll?session=fill-r7&since={tip}&wait=0"),
+            format!("/poll?session=fill-s7&since={tip}&wait=0"),
         ),
         (
             "/inbox (peek, last 200 ids)",
-            format!("/inbox?session=fill-r7&since={}&peek=1", tip - 200),
+            format!("/inbox?session=fill-s7&since={}&peek=1", tip - 200),
         ),
         ("/contracts", "/contracts?session=fill-s7".to_string()),
         (
@@ -212,8 +214,9 @@ pub async fn run(quick: bool, table: &mut Table) -> Result<()> {
     }
     table.note(format!(
         "scaling: each size a fresh store seeded in-process ({CARDS} cards, one `message` event \
-         per message, {SENDERS} senders × {RECIPIENTS} recipients over the last hour), the hub \
-         restarted on it, {samples} keep-alive requests per route after 3 warm-up requests"
+         per message, {SESSIONS} sessions each writing to the next, {PER_DAY} messages a day so \
+         the last 24 h hold the same traffic at every size), the hub started on it, {samples} \
+         keep-alive requests per route after 3 warm-up requests"
     ));
     Ok(())
 }

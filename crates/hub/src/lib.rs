@@ -190,12 +190,19 @@ async fn accept_loop(
             let _alive = alive;
             match tls {
                 None => serve_conn(stream, app, header_timeout, stop).await,
-                // The handshake gets the same deadline as a request head.
-                Some(tls) => match tokio::time::timeout(header_timeout, tls.accept(stream)).await {
-                    Ok(Ok(s)) => serve_conn(s, app, header_timeout, stop).await,
-                    Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
-                    Err(_) => tracing::debug!("TLS handshake timed out"),
-                },
+                // Boxed: the TLS session is large, and an inline branch would make every plain
+                // connection's task (a held poll's, too) as large as a TLS one.
+                Some(tls) => {
+                    Box::pin(async move {
+                        // The handshake gets the same deadline as a request head.
+                        match tokio::time::timeout(header_timeout, tls.accept(stream)).await {
+                            Ok(Ok(s)) => serve_conn(s, app, header_timeout, stop).await,
+                            Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                            Err(_) => tracing::debug!("TLS handshake timed out"),
+                        }
+                    })
+                    .await
+                }
             }
             if gauge.closed() {
                 tokio::task::spawn_blocking(release_free_memory);

@@ -174,7 +174,7 @@ pub async fn front<S: Store>(State(hub): State<AppState<S>>, req: Request, next:
 /// connection is simply closed after the reply.
 const DRAIN_CAP: usize = 16 * 1024 * 1024;
 
-async fn read_body(body: Body) -> Result<Bytes, ApiError> {
+pub(crate) async fn read_body(body: Body) -> Result<Bytes, ApiError> {
     let mut stream = body.into_data_stream();
     let mut buf: Vec<u8> = Vec::new();
     let mut seen: usize = 0;

@@ -108,6 +108,12 @@ impl Relay {
         }
     }
 
+    /// The same server signing every hub call with `signer`.
+    pub fn with_signer(mut self, signer: trantor_proto::Signer) -> Relay {
+        self.hub = self.hub.with_signer(signer);
+        self
+    }
+
     /// The identity this server speaks as.
     pub fn identity(&self) -> &Identity {
         &self.id
@@ -190,7 +196,16 @@ impl Relay {
                 if let Some(limit) = body.extra.get("limit") {
                     s.push_str(&format!(" (limit {limit})"));
                 }
+                if status == 401 {
+                    s.push_str(
+                        " — the hub wants signed requests from an enrolled key; see the MCP \
+                         server's log for the enrollment error (an invite: RELAY_INVITE).",
+                    );
+                }
                 s
+            }
+            ClientError::Request { path, message } => {
+                format!("cannot build the request to {path}: {message}")
             }
             ClientError::Decode { path, message } => format!(
                 "the hub at {} answered {path} with a reply this client does not understand: \

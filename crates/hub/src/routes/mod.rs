@@ -130,11 +130,38 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
         r(
             Verb::Post,
             "/enroll",
-            "Enrollment (accepted without signature verification in this hub)",
+            "Enroll the key that signed the request (bootstrap token, invite or TOFU on loopback)",
+            &[],
+            Some(shape::<trantor_proto::auth::EnrollRequest>),
+            Some(shape::<trantor_proto::auth::EnrollReply>),
+            post(crate::auth::routes::enroll::<S>),
+        ),
+        r(
+            Verb::Post,
+            "/invite",
+            "Mint a one-use invite token for a set of scopes (owner of *)",
+            &[],
+            Some(shape::<trantor_proto::auth::InviteRequest>),
+            Some(shape::<trantor_proto::auth::InviteReply>),
+            post(crate::auth::routes::invite::<S>),
+        ),
+        r(
+            Verb::Get,
+            "/identities",
+            "Every enrolled identity, revoked ones included (owner of *)",
             &[],
             None,
-            None,
-            post(presence::enroll::<S>),
+            Some(shape::<trantor_proto::auth::IdentitiesReply>),
+            get(crate::auth::routes::identities::<S>),
+        ),
+        r(
+            Verb::Post,
+            "/identity/revoke",
+            "Revoke a key, or every key of a name (owner of *)",
+            &[],
+            Some(shape::<trantor_proto::auth::RevokeRequest>),
+            Some(shape::<trantor_proto::auth::RevokeReply>),
+            post(crate::auth::routes::revoke::<S>),
         ),
         r(
             Verb::Post,
@@ -592,6 +619,10 @@ pub fn router<S: Store>(hub: AppState<S>) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             hub.clone(),
             ops::idempotent::<S>,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            hub.clone(),
+            crate::auth::layer::<S>,
         ))
         .layer(axum::middleware::from_fn_with_state(
             hub.clone(),

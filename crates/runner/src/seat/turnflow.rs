@@ -327,6 +327,7 @@ impl Seat {
                 owner_pid: std::process::id(),
                 turn_id: self.cli.turn.to_string(),
                 turn_state_file: self.paths.turnstate.clone(),
+                provider_logs: self.cli.driver.provider_logs(&self.cfg.data_home),
             }),
             snapshot: self
                 .work

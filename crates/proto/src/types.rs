@@ -1117,6 +1117,104 @@ pub struct AppointReply {
     pub overridden_by: Option<String>,
 }
 
+/// `GET /catchup` reply: what happened since the session last looked. Fields are in name order,
+/// as the hub has always written them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CatchupReply {
+    /// Cards of the project by status.
+    pub board: std::collections::BTreeMap<String, i64>,
+    /// Card events (created, moved, updated, deleted) in the project since the last look.
+    pub card_events: Vec<Event>,
+    /// The session's open contracts.
+    pub contracts: CatchupContracts,
+    /// The rest of the project's crew.
+    pub crew: Vec<CatchupPeer>,
+    /// Messages to the session since the last look (receipts apart).
+    pub messages: Vec<Message>,
+    /// The session's project.
+    pub project: String,
+    /// Receipts to the session since the last look.
+    pub receipts: Vec<Message>,
+    /// The session.
+    pub session: String,
+    /// Where this look started.
+    pub since: CatchupSince,
+    /// The newest message id on the hub.
+    pub tip: i64,
+    /// Direct messages the session has not read.
+    pub unread: Vec<Message>,
+    /// Cards waiting on the session (assigned and open, or its own in review), at most 20.
+    pub waiting_on_me: Vec<CardBrief>,
+}
+
+/// Where a catch-up started.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct CatchupSince {
+    /// The event id after which card events are listed (null: the newest ones).
+    pub event: Option<i64>,
+    /// The message id after which messages are listed.
+    pub msg: i64,
+}
+
+/// A crew member in a catch-up. Fields are in name order.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CatchupPeer {
+    /// `ok`, `stale`, … as `/peers` reports it.
+    pub health: String,
+    /// Last seen, ms.
+    pub last_seen: i64,
+    /// Online now.
+    pub online: bool,
+    /// The runner's phase (null when none).
+    pub phase: Option<String>,
+    /// Bus address.
+    pub session: String,
+    /// Status text.
+    pub status: String,
+}
+
+/// A card named in a catch-up. Fields are in name order.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct CardBrief {
+    /// Assignee.
+    pub assignee: String,
+    /// Card id.
+    pub id: i64,
+    /// Status.
+    pub status: String,
+    /// Title.
+    pub title: String,
+}
+
+/// A catch-up's contracts: the counts and the open ones.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct CatchupContracts {
+    /// The open contracts (text cut to 200 characters).
+    pub items: Vec<OpenContract>,
+    /// How many are open.
+    pub open: i64,
+    /// How many of those are stalled.
+    pub stalled: i64,
+}
+
+/// An open contract in a catch-up. Fields are in name order.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenContract {
+    /// How long it has been open, ms.
+    pub age_ms: i64,
+    /// Its disposition (as `/contracts` says).
+    pub disposition: String,
+    /// The contract message's id.
+    pub id: i64,
+    /// Its text (first 200 characters).
+    pub text: String,
+    /// Who owes the answer.
+    pub to: String,
+}
+
 /// The error body of every non-2xx reply: `{"error": "..."}` plus route-specific fields.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorBody {

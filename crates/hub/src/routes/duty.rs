@@ -13,7 +13,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use trantor_proto::{
-    AppointReply, BROADCAST, DutyFailure, DutyFailureReply, limits, now_ms, session_project,
+    AppointReply, BROADCAST, CardBrief, CatchupContracts, CatchupPeer, CatchupReply, CatchupSince,
+    DutyFailure, DutyFailureReply, OpenContract, limits, now_ms, session_project,
 };
 use trantor_store::{CardFilter, EventFilter, Store};
 
@@ -177,7 +178,7 @@ fn cursor_key(session: &str) -> String {
 pub async fn catchup<S: Store>(
     State(hub): State<AppState<S>>,
     p: Params,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<CatchupReply>> {
     let session = p.required("session")?.trim().to_string();
     check_len("session", &session, limits::SESSION)?;
     let since_msg = p.int("since")?;
@@ -229,7 +230,10 @@ pub async fn catchup<S: Store>(
             let latest_event = tx.latest_event_id()?;
             Ok((
                 peer,
-                json!({"msg": from_msg, "event": from_event}),
+                CatchupSince {
+                    msg: from_msg,
+                    event: from_event,
+                },
                 msgs,
                 events,
                 peers,
@@ -248,64 +252,76 @@ pub async fn catchup<S: Store>(
     let (receipts, messages): (Vec<_>, Vec<_>) = msgs
         .into_iter()
         .partition(|m| m.kind.as_deref() == Some("receipt"));
-    let crew: Vec<Value> = peers
+    let crew: Vec<CatchupPeer> = peers
         .into_iter()
         .map(|p| hub.live_peer(p, now))
-        .map(|p| {
-            json!({
-                "session": p.session, "online": p.online, "status": p.status,
-                "phase": p.phase, "health": p.health, "lastSeen": p.last_seen,
-            })
+        .map(|p| CatchupPeer {
+            session: p.session,
+            online: p.online,
+            status: p.status,
+            phase: p.phase,
+            health: p.health,
+            last_seen: p.last_seen,
         })
         .collect();
     let mut counts: BTreeMap<String, i64> = BTreeMap::new();
     for c in &cards {
         *counts.entry(c.status.clone()).or_default() += 1;
     }
-    let waiting_on_me: Vec<Value> = cards
+    let waiting_on_me: Vec<CardBrief> = cards
         .iter()
         .filter(|c| {
             (c.assignee == session && matches!(c.status.as_str(), "todo" | "doing" | "blocked"))
                 || (c.by == session && matches!(c.status.as_str(), "blocked" | "testing"))
         })
         .take(20)
-        .map(|c| json!({"id": c.id, "title": c.title, "status": c.status, "assignee": c.assignee}))
+        .map(|c| CardBrief {
+            id: c.id,
+            title: c.title.clone(),
+            status: c.status.clone(),
+            assignee: c.assignee.clone(),
+        })
         .collect();
     let ledger =
         compute_ledger(&hub, &session, None, now, hub.cfg.contract_window_ms, None).await?;
-    let open_contracts: Vec<Value> = ledger
+    let open_contracts: Vec<OpenContract> = ledger
         .contracts
         .iter()
         .filter(|c| !c.answered)
-        .map(|c| {
-            json!({
-                "id": c.id, "to": c.to, "disposition": c.disposition, "ageMs": c.age_ms,
-                "text": c.text.chars().take(200).collect::<String>(),
-            })
+        .map(|c| OpenContract {
+            id: c.id,
+            to: c.to.clone(),
+            disposition: c.disposition.clone(),
+            age_ms: c.age_ms,
+            text: c.text.chars().take(200).collect(),
         })
         .collect();
     let last_msg = messages.iter().chain(receipts.iter()).map(|m| m.id).max();
     if !peek {
         let key = cursor_key(&session);
         let mark = json!({
-            "msg": last_msg.unwrap_or_else(|| cursor["msg"].as_i64().unwrap_or(0)).max(0),
+            "msg": last_msg.unwrap_or(cursor.msg).max(0),
             "event": latest_event,
             "ts": now,
         });
         hub.store.write(move |tx| tx.set_kv(&key, &mark)).await?;
     }
-    Ok(Json(json!({
-        "session": session,
-        "project": project,
-        "since": cursor,
-        "tip": tip,
-        "messages": messages,
-        "receipts": receipts,
-        "cardEvents": events,
-        "crew": crew,
-        "board": counts,
-        "waitingOnMe": waiting_on_me,
-        "contracts": {"open": ledger.open, "stalled": ledger.stalled, "items": open_contracts},
-        "unread": unread,
-    })))
+    Ok(Json(CatchupReply {
+        session,
+        project,
+        since: cursor,
+        tip,
+        messages,
+        receipts,
+        card_events: events,
+        crew,
+        board: counts,
+        waiting_on_me,
+        contracts: CatchupContracts {
+            open: ledger.open,
+            stalled: ledger.stalled,
+            items: open_contracts,
+        },
+        unread,
+    }))
 }

@@ -22,12 +22,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use trantor_proto::limits;
 use trantor_proto::{
-    AppointReply, BannerReply, CardReply, ChecklistToggleRequest, ContractsReply, DeliveredReply,
-    DeliveredRequest, DutyFailureReply, EventsReply, HealthReply, InboxReply, LessonReply,
-    LessonRequest, LessonsReply, OkReply, OpReply, PeerReply, PeersReply, PhaseReply, PhaseRequest,
-    PhasesReply, PolicyReply, PolicyRequest, PolicyWriteReply, ProjectReply, ProjectRequest,
-    ProjectWriteReply, RecentReply, RegisterReply, RegisterRequest, SendReply, SendRequest,
-    TaskCreateRequest, TaskReply, TaskUpdateRequest, TasksReply,
+    AppointReply, BannerReply, CardReply, CatchupReply, ChecklistToggleRequest, ContractsReply,
+    DeliveredReply, DeliveredRequest, DutyFailureReply, EventsReply, HealthReply, InboxReply,
+    LessonReply, LessonRequest, LessonsReply, OkReply, OpReply, PeerReply, PeersReply, PhaseReply,
+    PhaseRequest, PhasesReply, PolicyReply, PolicyRequest, PolicyWriteReply, ProjectReply,
+    ProjectRequest, ProjectWriteReply, RecentReply, RegisterReply, RegisterRequest, SendReply,
+    SendRequest, TaskCreateRequest, TaskReply, TaskUpdateRequest, TasksReply,
 };
 use trantor_store::Store;
 
@@ -499,7 +499,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                 f("peek", Bool, false, "1: do not move the cursor"),
             ],
             None,
-            None,
+            Some(shape::<CatchupReply>),
             get(duty::catchup::<S>),
         ),
         r(

@@ -690,12 +690,15 @@ impl Relay {
             .post_with_op("/task/checklist-toggle", &req, &new_op_id())
             .await
             .map_err(|e| match e {
-                ClientError::Http {
-                    status: 400, body, ..
-                } => format!(
-                    "card #{} has no checklist item {} ({}); read it with relay_board card={}",
-                    a.id, a.index, body.error, a.id
-                ),
+                // The original hub answers a missing item with 400, ours with 404 naming it.
+                ClientError::Http { status, body, .. }
+                    if status == 400 || (status == 404 && body.error.contains("checklist")) =>
+                {
+                    format!(
+                        "card #{} has no checklist item {} ({}); read it with relay_board card={}",
+                        a.id, a.index, body.error, a.id
+                    )
+                }
                 ClientError::Http { status: 404, .. } => format!("there is no card #{}", a.id),
                 e => self.hub_error(e),
             })?;

@@ -36,6 +36,7 @@ pub const RUNNER_ENV_VARS: &[&str] = &[
     "TRANTOR_TURN_MAX_MS",
     "TRANTOR_TURN_CEILING_MS",
     "TRANTOR_TURN_WATCHDOG_MS",
+    "TRANTOR_TURN_WATCHDOG_FLOOR_MS",
     "TRANTOR_RETRY_MS",
     "TRANTOR_PARK_WINDOW_MS",
     "RUNNER_PARK_MAX_MS",
@@ -146,7 +147,7 @@ pub struct RunnerArgs {
         value_name = "MS"
     )]
     pub turn_ceiling_ms: u64,
-    /// The stall window in ms (never below 10 minutes, never derived from the box).
+    /// The stall window in ms (never below the floor, never derived from the box).
     #[arg(
         long,
         env = "TRANTOR_TURN_WATCHDOG_MS",
@@ -154,6 +155,16 @@ pub struct RunnerArgs {
         value_name = "MS"
     )]
     pub turn_watchdog_ms: u64,
+    /// The stall window's floor in ms (at least 1000). Lower it only for drills and tests: a
+    /// real CLI waiting on a slow provider can be quiet for minutes.
+    #[arg(
+        long,
+        env = "TRANTOR_TURN_WATCHDOG_FLOOR_MS",
+        default_value_t = 600_000,
+        value_name = "MS",
+        value_parser = clap::value_parser!(u64).range(1000..)
+    )]
+    pub turn_watchdog_floor_ms: u64,
     /// The redelivery ladder: comma-separated ms; values that are not positive numbers are
     /// dropped, and nothing usable left means the default.
     #[arg(
@@ -469,8 +480,9 @@ impl Config {
             kickoff: given(&args.kickoff),
             turn_max_ms: args.turn_max_ms,
             turn_ceiling_ms: args.turn_ceiling_ms,
-            // Never below 10 minutes and never derived from the box (docs/runner.md §8.2).
-            watchdog_ms: args.turn_watchdog_ms.max(600_000),
+            // Never below the floor (10 minutes unless a drill lowers it) and never derived from
+            // the box (docs/runner.md §8.2).
+            watchdog_ms: args.turn_watchdog_ms.max(args.turn_watchdog_floor_ms),
             retry_ladder: retry_ladder(Some(&args.retry_ms)),
             park_window_ms: args.park_window_ms,
             park_max_ms: args.park_max_ms,
@@ -639,6 +651,23 @@ mod tests {
         )
         .expect("c");
         assert_eq!((c.watchdog_ms, c.poll_hold_s), (600_000, 280));
+        // A drill lowers the floor explicitly; a floor under a second is refused.
+        let c = Config::resolve(
+            &args(&[
+                "--turn-watchdog-ms",
+                "20000",
+                "--turn-watchdog-floor-ms",
+                "5000",
+            ]),
+            &e,
+        )
+        .expect("c");
+        assert_eq!(c.watchdog_ms, 20_000);
+        let cmd = command().mut_args(|a| a.env(None::<&str>));
+        assert!(
+            cmd.try_get_matches_from(["runner", "claude", "--turn-watchdog-floor-ms", "0"])
+                .is_err()
+        );
         // A knob that is not a number is refused, never silently replaced by its default.
         let cmd = command().mut_args(|a| a.env(None::<&str>));
         assert!(

@@ -1086,3 +1086,52 @@ fn codex_hung_turn_is_cut_and_a_working_turn_is_not() {
 fn opencode_hung_turn_is_cut_and_a_working_turn_is_not() {
     hung_is_cut_and_working_is_not("opencode");
 }
+
+/// OpenCode retries an overloaded provider by itself with a growing backoff, and each retry only
+/// adds a line to its log: that is not work, so with a short stall window the turn is cut as
+/// stalled (and retried on the ladder) instead of being extended for the whole ceiling.
+#[test]
+fn opencode_overload_retries_are_not_liveness() {
+    let Some(clis) = clis() else { return };
+    let hub = Hub::start();
+    let api = ModelApi::start();
+    let mut seat = RealSeat::new("opencode", &clis, &api);
+    // A 45-second window: longer than OpenCode's longest backoff (30 s), so its retry lines
+    // would keep the turn alive if they counted.
+    seat.extra = vec![
+        ("TRANTOR_TURN_WATCHDOG_MS".into(), "45000".into()),
+        ("TRANTOR_TURN_WATCHDOG_FLOOR_MS".into(), "45000".into()),
+    ];
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    api.script(
+        "OVERLOADOC",
+        Script::Status {
+            code: 529,
+            headers: vec![],
+            body: json!({"error": {"message": "Overloaded", "type": "overloaded_error"}}),
+        },
+    );
+    let t0 = now_ms();
+    hub_send(
+        hub.port,
+        ORCH,
+        &seat.session(),
+        PROJECT,
+        "OVERLOADOC: build it",
+    );
+    wait_until("the stalled turn's row", LONG, || {
+        seat.turn_rows().iter().any(|r| r["stalled"] == true)
+    });
+    let took = now_ms() - t0;
+    assert!(
+        api.requests_for("OVERLOADOC").len() >= 2,
+        "OpenCode did not retry on its own\n{}",
+        seat.evidence()
+    );
+    assert!(
+        seat.park().is_none(),
+        "a transient overload parked the seat"
+    );
+    println!("opencode: overloaded turn cut as stalled after {took} ms");
+}

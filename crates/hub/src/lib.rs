@@ -5,6 +5,7 @@
 //! the wake registry ([`wake`]), the presence cache ([`presence`]), the SSE feed ([`sse`]),
 //! metrics, and the in-flight `_op` set.
 
+pub mod auth;
 pub mod cards;
 pub mod config;
 pub mod contracts;
@@ -95,6 +96,7 @@ pub async fn state<S: Store>(
         shutdown,
         last_write_error: Mutex::new(None),
         started_ms: now_ms(),
+        auth: auth::AuthState::default(),
     }))
 }
 
@@ -113,20 +115,46 @@ pub async fn serve<S: Store>(
 ) -> anyhow::Result<()> {
     let cap = connection_cap(cfg.max_connections);
     let header_timeout = cfg.header_timeout;
+    let tls = match &cfg.tls {
+        Some((cert, key)) => Some(auth::tls::acceptor(cert, key)?),
+        None => None,
+    };
     let (stop_tx, stop_rx) = watch::channel(false);
     let hub = state(store, cfg, stop_rx.clone()).await?;
     reaper::spawn(hub.clone());
     duty::spawn(hub.clone());
     let app = routes::router(hub.clone());
     let addr = listener.local_addr().context("listener has no address")?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!(
-        url = %format!("http://{addr}"),
+        url = %format!("{scheme}://{addr}"),
+        auth = hub.cfg.auth.as_str(),
         store = %hub.store.describe(),
         sync = hub.store.synchronous(),
         max_connections = cap,
-        "trantor hub listening on http://{addr}"
+        "trantor hub listening on {scheme}://{addr}"
     );
+    accept_loop(listener, app, tls, cap, header_timeout, &stop_tx, shutdown).await;
+    reaper::flush_presence(&hub).await;
+    tracing::info!("hub stopped");
+    Ok(())
+}
+
+/// Accept and serve connections with `app` until `shutdown` resolves, then stop accepting,
+/// flip `stop_tx` to true (held polls and streams answer, connections finish) and wait for
+/// every connection to end (TLS when given an acceptor). The hub and the benchmark's bare-route
+/// ceiling ([`ceiling_router`]) share it, so the ceiling is measured on the hub's server stack.
+async fn accept_loop(
+    listener: TcpListener,
+    app: axum::Router,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    cap: usize,
+    header_timeout: std::time::Duration,
+    stop_tx: &watch::Sender<bool>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) {
     let slots = Arc::new(tokio::sync::Semaphore::new(cap));
+    let gauge = Arc::new(ConnGauge::default());
     // Every connection task holds a clone; `recv` returns `None` once all have ended.
     let (alive_tx, mut alive_rx) = tokio::sync::mpsc::channel::<()>(1);
     let mut shutdown = std::pin::pin!(shutdown);
@@ -151,29 +179,33 @@ pub async fn serve<S: Store>(
             _ = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let conn = hyper::server::conn::http1::Builder::new()
-            .timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(header_timeout)
-            .serve_connection(
-                hyper_util::rt::TokioIo::new(stream),
-                hyper_util::service::TowerToHyperService::new(app.clone()),
-            );
-        let mut stop = stop_rx.clone();
+        let app = app.clone();
+        let stop = stop_tx.subscribe();
         let alive = alive_tx.clone();
+        let tls = tls.clone();
+        let gauge = gauge.clone();
+        gauge.opened();
         tokio::spawn(async move {
             let _permit = permit;
             let _alive = alive;
-            let mut conn = std::pin::pin!(conn);
-            tokio::select! {
-                r = conn.as_mut() => {
-                    if let Err(e) = r {
-                        tracing::debug!(error = %e, "connection ended with an error");
-                    }
+            match tls {
+                None => serve_conn(stream, app, header_timeout, stop).await,
+                // Boxed: the TLS session is large, and an inline branch would make every plain
+                // connection's task (a held poll's, too) as large as a TLS one.
+                Some(tls) => {
+                    Box::pin(async move {
+                        // The handshake gets the same deadline as a request head.
+                        match tokio::time::timeout(header_timeout, tls.accept(stream)).await {
+                            Ok(Ok(s)) => serve_conn(s, app, header_timeout, stop).await,
+                            Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                            Err(_) => tracing::debug!("TLS handshake timed out"),
+                        }
+                    })
+                    .await
                 }
-                _ = async { stop.wait_for(|s| *s).await.map(|_| ()) } => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
-                }
+            }
+            if gauge.closed() {
+                tokio::task::spawn_blocking(release_free_memory);
             }
         });
     }
@@ -182,9 +214,113 @@ pub async fn serve<S: Store>(
     let _ = stop_tx.send(true);
     drop(alive_tx);
     let _ = alive_rx.recv().await;
-    reaper::flush_presence(&hub).await;
-    tracing::info!("hub stopped");
-    Ok(())
+}
+
+/// Open connections, and their high-water mark since freed memory was last handed back.
+#[derive(Debug, Default)]
+struct ConnGauge {
+    live: std::sync::atomic::AtomicUsize,
+    peak: std::sync::atomic::AtomicUsize,
+}
+
+/// A burst of at least this many connections (held polls, mostly) that has mostly ended gets
+/// its freed memory handed back to the OS (docs/bench-hub.md, "Held polls").
+const TRIM_BURST: usize = 1_000;
+
+impl ConnGauge {
+    fn opened(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let n = self.live.fetch_add(1, Relaxed) + 1;
+        self.peak.fetch_max(n, Relaxed);
+    }
+
+    /// Count a closed connection; `true` (for one caller) when a burst of [`TRIM_BURST`] or
+    /// more has shrunk to a quarter, i.e. when there is freed memory worth handing back.
+    fn closed(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let n = self.live.fetch_sub(1, Relaxed).saturating_sub(1);
+        let peak = self.peak.load(Relaxed);
+        peak >= TRIM_BURST
+            && n <= peak / 4
+            && self
+                .peak
+                .compare_exchange(peak, n, Relaxed, Relaxed)
+                .is_ok()
+    }
+}
+
+/// Hand freed heap memory back to the OS. glibc keeps what a burst of connections freed in
+/// its arenas (the heap is returned — a counting allocator sees it — but the process's
+/// resident memory is not); `malloc_trim` releases the free pages.
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks glibc's own free lists; it takes the arena locks itself
+    // and touches no memory the program owns.
+    unsafe {
+        nix::libc::malloc_trim(0);
+    }
+}
+
+/// A router with one route, `POST /send`, that decodes the same JSON body as the hub's `/send`
+/// (with the same extractor) and answers `{"ok":true,"id":0}` without storing anything: the
+/// ceiling `trantor bench hub` holds the real `/send` against (docs/bench-hub.md). `GET /health`
+/// answers `{"ok":true}` for the readiness check.
+pub fn ceiling_router() -> axum::Router {
+    use axum::routing::{get, post};
+    async fn parse_only(
+        extract::JsonBody(req): extract::JsonBody<trantor_proto::SendRequest>,
+    ) -> axum::Json<trantor_proto::SendReply> {
+        // Touch the decoded fields so the decode cannot be optimised away.
+        let id = i64::from(req.text.is_empty() && req.from.is_empty());
+        axum::Json(trantor_proto::SendReply { ok: true, id })
+    }
+    axum::Router::new().route("/send", post(parse_only)).route(
+        "/health",
+        get(|| async { axum::Json(serde_json::json!({"ok": true})) }),
+    )
+}
+
+/// Serve `app` on `listener` with the hub's accept loop (connection cap from the file limit,
+/// header timeout) until `shutdown` resolves. For the benchmark's ceiling server.
+pub async fn serve_router(
+    listener: TcpListener,
+    app: axum::Router,
+    header_timeout: std::time::Duration,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let cap = connection_cap(0);
+    let (stop_tx, _) = watch::channel(false);
+    accept_loop(listener, app, None, cap, header_timeout, &stop_tx, shutdown).await;
+}
+
+/// Serve one connection (plain or TLS) until it ends or the hub stops.
+async fn serve_conn<I>(
+    io: I,
+    app: axum::Router,
+    header_timeout: std::time::Duration,
+    mut stop: watch::Receiver<bool>,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .serve_connection(
+            hyper_util::rt::TokioIo::new(io),
+            hyper_util::service::TowerToHyperService::new(app),
+        );
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        }
+        _ = async { stop.wait_for(|s| *s).await.map(|_| ()) } => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
 }
 
 /// File descriptors kept free for the store, logs and the listener itself.

@@ -1,4 +1,5 @@
-//! The typed replies of `/`, `/health`, `/card` and `GET /phase`, in process (`trantor_hub::serve`
+//! The typed replies of `/`, `/health`, `/card`, `GET /phase`, `/overseer/duty` and
+//! `/duty/failure`, in process (`trantor_hub::serve`
 //! on port 0): each reply has exactly the fields its `trantor_proto` type documents in
 //! `/openapi.json`, and is written with its keys in name order, byte for byte as the hub wrote
 //! these replies before they were typed (`/card`'s events and messages excepted: they are
@@ -68,6 +69,18 @@ fn keys(v: &Value) -> BTreeSet<String> {
 /// The reply's fields are the documented ones (at the top and in `nested` objects); with
 /// `exact`, its bytes are its keys in name order, compact — as `json!` literals wrote them.
 fn check(doc: &Value, path: &str, raw: &str, nested: &[&str], exact: bool) -> Value {
+    check_op(doc, "get", path, raw, nested, exact)
+}
+
+/// [`check`] for the `method` operation of `path`.
+fn check_op(
+    doc: &Value,
+    method: &str,
+    path: &str,
+    raw: &str,
+    nested: &[&str],
+    exact: bool,
+) -> Value {
     let v: Value = serde_json::from_str(raw).unwrap_or_else(|e| panic!("{path}: {e}: {raw}"));
     if exact {
         assert_eq!(
@@ -77,7 +90,7 @@ fn check(doc: &Value, path: &str, raw: &str, nested: &[&str], exact: bool) -> Va
         );
     }
     let ok =
-        &doc["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"];
+        &doc["paths"][path][method]["responses"]["200"]["content"]["application/json"]["schema"];
     let schema = resolve(doc, ok);
     assert_eq!(
         keys(&v),
@@ -158,6 +171,25 @@ async fn typed_replies_match_their_documented_shapes_byte_for_byte() {
         "/card: keys in name order: {raw}"
     );
     assert_eq!(card["task"]["id"], id);
+
+    let appoint = json!({"session": "duty:p"});
+    let (st, raw) = request(port, "POST", "/overseer/duty", &appoint.to_string()).await;
+    assert_eq!(st, 200, "{raw}");
+    let v = check_op(&doc, "post", "/overseer/duty", &raw, &[], true);
+    assert_eq!(
+        (v["appointed"].clone(), v["overriddenBy"].clone()),
+        (json!("duty:p"), Value::Null)
+    );
+    let failure = json!({"recipient": "bob:p", "kind": "skipped-nudge", "detail": "no nudge",
+                         "by": "duty:p"});
+    let (st, raw) = request(port, "POST", "/duty/failure", &failure.to_string()).await;
+    assert_eq!(st, 200, "{raw}");
+    let v = check_op(&doc, "post", "/duty/failure", &raw, &["failure"], true);
+    assert_eq!(v["failure"]["project"], "p");
+    // The recorded failure is the one /health lists.
+    let (_, raw) = request(port, "GET", "/health", "").await;
+    let health: Value = serde_json::from_str(&raw).expect("health");
+    assert_eq!(health["duty"]["failures"][0], v["failure"], "{raw}");
 
     let _ = stop.send(());
     let served = tokio::time::timeout(GUARD, hub).await.expect("hub stops");

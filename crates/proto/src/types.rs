@@ -727,6 +727,10 @@ pub struct PolicyLinkRequest {
 pub struct PolicyRequest {
     /// Autonomy level (1–4) per project; `*` is the default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend(
+        "propertyNames" = {"maxLength": crate::limits::PROJECT},
+        "additionalProperties" = {"type": "integer", "minimum": 1, "maximum": 4}
+    ))]
     pub autonomy: Option<Map<String, Value>>,
     /// Link these projects (their seats may wake each other).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -736,6 +740,14 @@ pub struct PolicyRequest {
     pub unlink: Option<PolicyLinkRequest>,
     /// Integrate dials to change per project: `{project: {commit?: bool, push?: bool}}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend(
+        "propertyNames" = {"maxLength": crate::limits::PROJECT},
+        "additionalProperties" = {
+            "type": "object",
+            "properties": {"commit": {"type": "boolean"}, "push": {"type": "boolean"}},
+            "additionalProperties": false
+        }
+    ))]
     pub dials: Option<Map<String, Value>>,
     /// Who declares it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1063,6 +1075,48 @@ pub struct PhaseGoal {
     pub ts: Value,
 }
 
+/// A duty seat's report of a nudge it could not make, as `/duty/failure` records it (and
+/// `/health`'s `duty.failures` lists it). Fields are in name order, as the hub has always written
+/// them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DutyFailure {
+    /// The duty session that reported it.
+    pub by: String,
+    /// `relay-403` or `skipped-nudge`.
+    pub kind: String,
+    /// The recipient's project.
+    pub project: String,
+    /// The recipient that could not be nudged.
+    pub recipient: String,
+    /// What happened (at most 500 characters).
+    pub text: String,
+    /// When it was recorded, ms.
+    pub ts: i64,
+}
+
+/// `POST /duty/failure` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct DutyFailureReply {
+    /// The failure as recorded.
+    pub failure: DutyFailure,
+    /// True on success.
+    pub ok: bool,
+}
+
+/// `POST /overseer/duty` reply. Fields are in name order, as the hub has always written them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppointReply {
+    /// The appointed duty session (null: the appointment was cleared).
+    pub appointed: Option<String>,
+    /// The duty session in force (null: none).
+    pub duty_session: Option<String>,
+    /// True on success.
+    pub ok: bool,
+    /// `RELAY_DUTY_SESSION` when the hub's configuration overrides the appointment (else null).
+    pub overridden_by: Option<String>,
+}
+
 /// The error body of every non-2xx reply: `{"error": "..."}` plus route-specific fields.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorBody {
@@ -1163,26 +1217,47 @@ pub struct VerifyGate {
 }
 
 /// `POST /verify-gate` body: add a gate (`claim`, …) or resolve one (`resolve: true`, `id`).
+///
+/// The project is `project`, or else the text after the last colon of `by`; one of the two is
+/// required (the schema's first `allOf` arm), and an add needs a claim while a resolve needs an
+/// id (the second).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("allOf" = [
+    {"anyOf": [
+        {"required": ["project"], "properties": {"project": {"type": "string", "pattern": "\\S"}}},
+        {"required": ["by"], "properties": {"by": {"type": "string", "pattern": ":[^:]{1,80}$"}}}
+    ]},
+    {"anyOf": [
+        {"required": ["claim"], "properties": {
+            "resolve": {"const": false}, "claim": {"type": "string", "pattern": "\\S"}}},
+        {"required": ["resolve", "id"], "properties": {
+            "resolve": {"const": true}, "id": {"type": "integer"}}}
+    ]}
+]))]
 pub struct VerifyGateRequest {
     /// What must be verified (add).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 300))]
     pub claim: Option<String>,
     /// Why it matters (add).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 300))]
     pub why: Option<String>,
     /// The check that would verify it (add).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 300))]
     pub how_to_verify: Option<String>,
     /// The card the gate holds (add).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub card: Option<i64>,
     /// Project [default: the `by` session's project].
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::PROJECT))]
     pub project: Option<String>,
     /// Who.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::SESSION))]
     pub by: Option<String>,
     /// Resolve instead of add.
     #[serde(default)]
@@ -1192,9 +1267,11 @@ pub struct VerifyGateRequest {
     pub id: Option<i64>,
     /// `verified` (default), `failed` or `waived`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["verified", "failed", "waived", null]))]
     pub status: Option<String>,
     /// Resolution note.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 300))]
     pub note: Option<String>,
 }
 

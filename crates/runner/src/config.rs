@@ -50,6 +50,9 @@ pub const RUNNER_ENV_VARS: &[&str] = &[
     "TRANTOR_POLL_HOLD_S",
     "TRANTOR_HUB_BACKOFF_MAX_MS",
     "XDG_DATA_HOME",
+    "RELAY_INVITE",
+    "RELAY_BOOTSTRAP_TOKEN",
+    "RELAY_OWNER_IDENTITY",
     // Identity, through trantor_proto::identity.
     "HOME",
     "AGENT_BUS_DIR",
@@ -236,6 +239,27 @@ pub struct RunnerArgs {
     /// Where CLIs keep their data (opencode's sessions) [default: $HOME/.local/share].
     #[arg(long, env = "XDG_DATA_HOME", value_name = "PATH")]
     pub data_home: Option<PathBuf>,
+    /// An invite token the seat's key spends when the hub does not know it yet (minted with
+    /// `trantor invite --project P --role write`).
+    #[arg(
+        long,
+        env = "RELAY_INVITE",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub invite: Option<String>,
+    /// The hub's bootstrap token, to enroll the seat's key when the hub knows no identity yet.
+    #[arg(
+        long,
+        env = "RELAY_BOOTSTRAP_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub bootstrap_token: Option<String>,
+    /// The operator's owner key (a name in <bus>/keys) that mints the seat a one-use invite when
+    /// the hub does not know the seat's key [default: `ownerIdentity` in <bus>/config.json].
+    #[arg(long, env = "RELAY_OWNER_IDENTITY", value_name = "NAME")]
+    pub owner_identity: Option<String>,
 }
 
 /// Why the seat's identity could not be worked out.
@@ -339,6 +363,8 @@ pub struct Config {
     pub swap_agent: Option<String>,
     /// The staging identity's name before `:<project>` (file-name safe).
     pub swap_label: String,
+    /// How the seat's key enrolls on a hub that does not know it (docs/runner.md §3).
+    pub enroll: trantor_proto::enroll::EnrollOptions,
     /// The banner logged at boot.
     pub title: String,
     /// The line logged after the banner.
@@ -483,6 +509,17 @@ impl Config {
             swap_stage: given(&args.swap_stage),
             swap_agent: given(&args.swap_agent),
             swap_label,
+            enroll: trantor_proto::enroll::EnrollOptions {
+                invite: given(&args.invite),
+                bootstrap: given(&args.bootstrap_token),
+                owner_identity: given(&args.owner_identity).or_else(|| {
+                    trantor_proto::enroll::EnrollOptions::from_env(&|_: &str| None, &bus, &project)
+                        .owner_identity
+                }),
+                project: project.clone(),
+                kind: "agent".to_string(),
+                trust_marker: false,
+            },
             title: given(&args.title).unwrap_or_else(|| format!("trantor crew · {project}")),
             about: given(&args.about),
             agent,

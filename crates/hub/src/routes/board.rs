@@ -412,7 +412,7 @@ pub async fn checklist_toggle<S: Store>(
                 .ok()
                 .and_then(|i| card.checklist.get_mut(i))
             else {
-                return Ok(Err(ApiError::bad_request("no such checklist item")));
+                return Ok(Err(ApiError::not_found("no such checklist item")));
             };
             item.done = req.done;
             // Who toggled what is kept: a log line on the card and a card event.

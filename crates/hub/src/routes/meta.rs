@@ -75,7 +75,7 @@ pub async fn health<S: Store>(State(hub): State<AppState<S>>) -> impl IntoRespon
     let reply = HealthReply {
         ok: store_ok,
         version: VERSION.into(),
-        auth_mode: "off".into(),
+        auth_mode: hub.cfg.auth.as_str().into(),
         store: hub.store.describe(),
         sync: hub.store.synchronous().into(),
         peers: c.peers,

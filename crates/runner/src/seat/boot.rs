@@ -14,7 +14,8 @@ use crate::release::{self, ReleaseState, ReleaseWatcher};
 use crate::seat::{CliSession, Delivery, HUB_BACKOFF_START, Health, HubLink, Seat, Workspace};
 use crate::{fsx, gitx, worktree};
 use std::time::Duration;
-use trantor_proto::HubClient;
+use trantor_proto::enroll;
+use trantor_proto::{HubClient, Signer};
 
 /// The stop signals (SIGTERM, SIGINT, SIGHUP), listened to from the moment of installing.
 pub struct Shutdown {
@@ -131,6 +132,42 @@ async fn await_swap_release(hub: &HubClient, cfg: &Config) -> anyhow::Result<Opt
     Ok(Some(v.get("cursor").and_then(|c| c.as_i64()).unwrap_or(0)))
 }
 
+/// The seat's signer: its durable key (created on first use), enrolled on the hub when the hub
+/// answers 401 (docs/runner.md §3). A hub that cannot be reached yet does not stop the seat: the
+/// enrollment is retried in the background until the hub answers.
+async fn enroll_seat_key(cfg: &Config) -> anyhow::Result<Signer> {
+    let key = trantor_proto::keys::load_or_create(&cfg.bus_dir, &cfg.session, "agent")?;
+    match enroll::ensure_enrolled(&cfg.hub_url, &cfg.bus_dir, &key, &cfg.enroll).await {
+        Ok(how) => tracing::debug!("seat key {}: {how:?}", key.pubkey()),
+        Err(enroll::EnrollError::Unreachable(e)) => {
+            tracing::warn!("enrollment waits for the hub: {e}");
+            let (hub, bus, k, opts) = (
+                cfg.hub_url.clone(),
+                cfg.bus_dir.clone(),
+                key.clone(),
+                cfg.enroll.clone(),
+            );
+            let max = Duration::from_millis(cfg.hub_backoff_max_ms);
+            tokio::spawn(async move {
+                let mut wait = Duration::from_millis(500);
+                loop {
+                    tokio::time::sleep(wait).await;
+                    match enroll::ensure_enrolled(&hub, &bus, &k, &opts).await {
+                        Err(enroll::EnrollError::Unreachable(_)) => wait = (wait * 2).min(max),
+                        Err(e) => {
+                            tracing::error!("{e}");
+                            return;
+                        }
+                        Ok(_) => return,
+                    }
+                }
+            });
+        }
+        Err(e) => return Err(e.into()),
+    }
+    Ok(Signer::Durable(std::sync::Arc::new(key)))
+}
+
 /// Boot the seat.
 pub async fn boot(
     cfg: Config,
@@ -138,8 +175,13 @@ pub async fn boot(
     bus_slot: &std::sync::OnceLock<Bus>,
 ) -> anyhow::Result<Seat> {
     std::fs::create_dir_all(cfg.bus_dir.join("logs"))?;
+    let signer = enroll_seat_key(&cfg).await?;
     let swap_cursor = if rs.is_none() {
-        await_swap_release(&HubClient::new(&cfg.hub_url), &cfg).await?
+        await_swap_release(
+            &HubClient::new(&cfg.hub_url).with_signer(signer.clone()),
+            &cfg,
+        )
+        .await?
     } else {
         None
     };
@@ -196,7 +238,7 @@ pub async fn boot(
         None
     };
 
-    let hub = HubClient::new(&cfg.hub_url);
+    let hub = HubClient::new(&cfg.hub_url).with_signer(signer);
     let bus = Bus::start(hub.clone(), Duration::from_millis(cfg.hub_backoff_max_ms));
     let _ = bus_slot.set(bus.clone());
     let ledger = Ledger::new(&paths.ledger);

@@ -74,6 +74,8 @@ struct RealSeat {
     user: Option<(u32, u32)>,
     /// Extra runner environment (knobs).
     extra: Vec<(String, String)>,
+    /// Sign Claude Code in with a subscription (OAuth) token instead of an API key.
+    oauth: bool,
     runner: Option<GroupChild>,
 }
 
@@ -98,6 +100,7 @@ impl RealSeat {
             api_url: api.url(),
             user: None,
             extra: Vec::new(),
+            oauth: false,
             runner: None,
             tmp,
         };
@@ -177,6 +180,10 @@ impl RealSeat {
             .env("DRILL_API_KEY", "drill-key")
             .env("OPENCODE_DISABLE_MODELS_FETCH", "1")
             .env("OPENCODE_DISABLE_AUTOUPDATE", "1");
+        if self.oauth {
+            cmd.env_remove("ANTHROPIC_API_KEY")
+                .env("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-drill");
+        }
     }
 
     /// Hand the seat's files to `user` and run its runner as that user.
@@ -524,10 +531,21 @@ fn opencode_turns_as_an_unprivileged_user() {
 
 /// A provider answer that fails the turn parks the seat with `reason`.
 fn provider_answer_parks(agent: &str, script: Script, reason: &str) -> (RealSeat, Value, i64) {
+    provider_answer_parks_as(agent, script, reason, false)
+}
+
+/// The same, with Claude Code signed in by a subscription token when `oauth`.
+fn provider_answer_parks_as(
+    agent: &str,
+    script: Script,
+    reason: &str,
+    oauth: bool,
+) -> (RealSeat, Value, i64) {
     let clis = clis().expect("checked by the caller");
     let hub = Hub::start();
     let api = ModelApi::start();
     let mut seat = RealSeat::new(agent, &clis, &api);
+    seat.oauth = oauth;
     seat.start(&hub.url());
     seat.wait_idle_after(1);
     let marker = format!("FAILWAKE{agent}{}", reason.replace('-', ""));
@@ -569,6 +587,35 @@ fn anthropic_usage_limit() -> Script {
         ],
         body: json!({"type": "error", "error": {"type": "rate_limit_error",
             "message": "This request would exceed your account's rate limit. Please try again later."}}),
+    }
+}
+
+/// The same 429 as a subscription's 5-hour limit: the unified headers name the claim.
+fn anthropic_subscription_limit() -> Script {
+    let reset = (now_ms() / 1000 + 7200).to_string();
+    let Script::Status {
+        code,
+        mut headers,
+        body,
+    } = anthropic_usage_limit()
+    else {
+        unreachable!("a status script")
+    };
+    headers.extend([
+        (
+            "anthropic-ratelimit-unified-representative-claim".into(),
+            "five_hour".into(),
+        ),
+        (
+            "anthropic-ratelimit-unified-5h-status".into(),
+            "rejected".into(),
+        ),
+        ("anthropic-ratelimit-unified-5h-reset".into(), reset),
+    ]);
+    Script::Status {
+        code,
+        headers,
+        body,
     }
 }
 
@@ -658,6 +705,30 @@ fn claude_usage_limit_parks_exhausted_and_a_bad_key_parks_auth() {
 #[test]
 fn codex_usage_limit_parks_exhausted_until_the_reset_and_a_bad_key_parks_auth() {
     usage_limit_and_auth_park("codex");
+}
+
+/// Signed in with a subscription, Claude Code words the same 429 as "You've hit your 5-hour
+/// limit · resets 11:16pm (UTC)" (from the unified rate-limit headers): `exhausted`, parked until
+/// that reset (the minute it names).
+#[test]
+fn claude_subscription_limit_parks_exhausted_until_the_reset() {
+    if clis().is_none() {
+        return;
+    }
+    let (seat, park, before) =
+        provider_answer_parks_as("claude", anthropic_subscription_limit(), "exhausted", true);
+    let until = park["until"].as_i64().unwrap_or(0);
+    println!(
+        "claude (subscription) parked until +{} s: {}",
+        (until - before) / 1000,
+        park["evidence"]
+    );
+    let two_hours = 7_200_000;
+    assert!(
+        until >= before + two_hours - 120_000 && until <= now_ms() + two_hours + 120_000,
+        "until {until} is not the provider's reset (+2 h)\n{}",
+        seat.evidence()
+    );
 }
 
 /// OpenCode 1.18 retries a 429 on its own for as long as the provider's `retry-after` says,
@@ -1014,4 +1085,53 @@ fn codex_hung_turn_is_cut_and_a_working_turn_is_not() {
 #[test]
 fn opencode_hung_turn_is_cut_and_a_working_turn_is_not() {
     hung_is_cut_and_working_is_not("opencode");
+}
+
+/// OpenCode retries an overloaded provider by itself with a growing backoff, and each retry only
+/// adds a line to its log: that is not work, so with a short stall window the turn is cut as
+/// stalled (and retried on the ladder) instead of being extended for the whole ceiling.
+#[test]
+fn opencode_overload_retries_are_not_liveness() {
+    let Some(clis) = clis() else { return };
+    let hub = Hub::start();
+    let api = ModelApi::start();
+    let mut seat = RealSeat::new("opencode", &clis, &api);
+    // A 45-second window: longer than OpenCode's longest backoff (30 s), so its retry lines
+    // would keep the turn alive if they counted.
+    seat.extra = vec![
+        ("TRANTOR_TURN_WATCHDOG_MS".into(), "45000".into()),
+        ("TRANTOR_TURN_WATCHDOG_FLOOR_MS".into(), "45000".into()),
+    ];
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    api.script(
+        "OVERLOADOC",
+        Script::Status {
+            code: 529,
+            headers: vec![],
+            body: json!({"error": {"message": "Overloaded", "type": "overloaded_error"}}),
+        },
+    );
+    let t0 = now_ms();
+    hub_send(
+        hub.port,
+        ORCH,
+        &seat.session(),
+        PROJECT,
+        "OVERLOADOC: build it",
+    );
+    wait_until("the stalled turn's row", LONG, || {
+        seat.turn_rows().iter().any(|r| r["stalled"] == true)
+    });
+    let took = now_ms() - t0;
+    assert!(
+        api.requests_for("OVERLOADOC").len() >= 2,
+        "OpenCode did not retry on its own\n{}",
+        seat.evidence()
+    );
+    assert!(
+        seat.park().is_none(),
+        "a transient overload parked the seat"
+    );
+    println!("opencode: overloaded turn cut as stalled after {took} ms");
 }

@@ -402,7 +402,8 @@ fn sample(cfg: &WatchdogConfig) -> Sample {
     }
 }
 
-/// The newest mtime (ms) of anything under `root` — directories included, since creating or
+/// The newest mtime (ms) of `root` — a file, or anything under a directory, directories
+/// included, since creating or
 /// deleting a file touches its directory — skipping `.git` and `node_modules`, looking at no
 /// more than 20 000 entries and `max_depth` levels.
 pub fn newest_mtime(root: &Path, max_depth: usize) -> i64 {
@@ -970,6 +971,9 @@ mod tests {
         assert!(m <= system_ms(old) + 1000, "a .git write is not activity");
         std::fs::write(root.join("src/deep/b.rs"), "y").expect("write");
         assert!(newest_mtime(root, 64) > system_ms(old) + 1000);
+        // A single file (OpenCode's database) is its own mtime.
+        assert!(newest_mtime(&root.join("src/deep/b.rs"), 4) > system_ms(old) + 1000);
+        assert_eq!(newest_mtime(&root.join("missing"), 4), 0);
     }
 
     #[test]

@@ -43,6 +43,13 @@ const FEED_CAPACITY: usize = 4096;
 /// binds), open the SQLite store under the data directory, bind, and serve.
 pub async fn run(args: HubArgs) -> anyhow::Result<()> {
     let cfg = Config::from_args(&args)?;
+    if let Some(url) = &cfg.store_url {
+        anyhow::bail!(
+            "--store / RELAY_DATABASE_URL = {}: the PostgreSQL store is not built into this hub \
+             yet; refusing to start on a local SQLite file instead",
+            config::mask_password(url)
+        );
+    }
     std::fs::create_dir_all(&cfg.data_dir)
         .with_context(|| format!("cannot create data directory {}", cfg.data_dir.display()))?;
     let db = cfg.db_path();

@@ -79,6 +79,8 @@ pub async fn health<S: Store>(State(hub): State<AppState<S>>) -> impl IntoRespon
             "authMode": "off",
             "store": hub.store.describe(),
             "sync": hub.store.synchronous(),
+            // Shared store only: whether this hub runs the periodic work, and who does.
+            "lease": hub.store.lease(),
             "peers": c.peers,
             "messages": c.messages,
             "cards": c.cards,

@@ -556,6 +556,18 @@ impl ReadTx for PgTx<'_> {
         .transpose()
     }
 
+    fn all_lessons(&self) -> Result<Vec<Lesson>, StoreError> {
+        self.query(
+            "lessons",
+            "all_lessons",
+            "SELECT id, scope, text, by_s, ts, project FROM lessons ORDER BY id",
+            &[],
+        )?
+        .iter()
+        .map(lesson_row)
+        .collect()
+    }
+
     fn counts(&self) -> Result<Counts, StoreError> {
         let r = self.query_opt(
             "counters",
@@ -583,6 +595,56 @@ impl ReadTx for PgTx<'_> {
 }
 
 impl WriteTx for PgTx<'_> {
+    fn put_message(&mut self, msg: &Message, refs: &[i64]) -> Result<bool, StoreError> {
+        let added = self.scalar(
+            "messages",
+            "put_message",
+            "WITH m AS (
+                 INSERT INTO messages(id, ts, from_s, to_s, project, text, re, kind, wake)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                 ON CONFLICT (id) DO NOTHING RETURNING id),
+             c AS (UPDATE counters
+                     SET n = CASE name WHEN 'messages_tip' THEN GREATEST(n, (SELECT id FROM m))
+                                       ELSE n + 1 END
+                     WHERE name IN ('messages_tip', 'messages_count')
+                       AND EXISTS (SELECT 1 FROM m))
+             SELECT count(*) FROM m",
+            &[
+                &msg.id,
+                &msg.ts,
+                &msg.from,
+                &msg.to,
+                &msg.project,
+                &msg.text,
+                &msg.re,
+                &msg.kind,
+                &msg.wake,
+            ],
+        )?;
+        if added == 0 {
+            return Ok(false);
+        }
+        // Move the sequence past the id so insert_message never hands it out again.
+        self.query(
+            "messages",
+            "put_message",
+            "SELECT setval('messages_id_seq', $1::bigint) FROM messages_id_seq
+               WHERE $1::bigint >= CASE WHEN is_called THEN last_value + 1 ELSE last_value END",
+            &[&msg.id],
+        )?;
+        if !refs.is_empty() {
+            let refs = refs.to_vec();
+            self.exec(
+                "message_refs",
+                "insert",
+                "INSERT INTO message_refs(card_id, msg_id) SELECT unnest($1::bigint[]), $2
+                 ON CONFLICT DO NOTHING",
+                &[&refs, &msg.id],
+            )?;
+        }
+        Ok(true)
+    }
+
     fn insert_message(&mut self, msg: NewMessage, refs: &[i64]) -> Result<Message, StoreError> {
         // One round trip: the row, the tip counter, and the notification other hubs wake on
         // (NOTIFY is transactional: it is delivered at COMMIT, or never if this rolls back).

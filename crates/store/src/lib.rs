@@ -300,6 +300,8 @@ pub trait ReadTx {
     fn op(&self, id: &str) -> Result<Option<OpRecord>, StoreError>;
     /// Row counts.
     fn counts(&self) -> Result<Counts, StoreError>;
+    /// Every lesson, oldest first (for `trantor hub export`).
+    fn all_lessons(&self) -> Result<Vec<Lesson>, StoreError>;
 }
 
 /// Changes available inside a write transaction.
@@ -330,6 +332,11 @@ pub trait WriteTx: ReadTx {
     /// Record an `_op` outcome. The first final record (code ≠ 0) wins; a code-0 record is a
     /// marker ("committed, reply pending") that a later record replaces.
     fn put_op(&mut self, op: &OpRecord) -> Result<(), StoreError>;
+    /// Store a message under the id it already has (`trantor hub import`), with the card ids
+    /// it cites; `false` (and nothing changed) when a message with that id exists. Later
+    /// [`WriteTx::insert_message`] ids continue above the highest id, and the tip and counts
+    /// stay exact.
+    fn put_message(&mut self, msg: &Message, refs: &[i64]) -> Result<bool, StoreError>;
     /// Retention: remove messages older than `before_ts` that every recipient has read
     /// (broadcasts, or direct messages at or below the recipient's `deliveredUpTo`), non-card
     /// events older than `before_ts`, and `_op` records older than `ops_before_ts`.

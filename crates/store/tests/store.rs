@@ -633,6 +633,69 @@ mod conformance {
         );
     }
 
+    /// Imported messages keep their ids (a second import adds nothing); new ids continue above
+    /// them, and the tip and counts stay exact across the gaps.
+    pub async fn imported_ids<S: Store>(s: &S) {
+        let first = send(s, new_msg("a", "b", 1, "native")).await;
+        assert_eq!(first.id, 1);
+        let put = |id: i64, text: &str| Message {
+            id,
+            ts: id,
+            from: "a".into(),
+            to: "b".into(),
+            project: "p".into(),
+            text: text.into(),
+            re: None,
+            kind: None,
+            wake: None,
+        };
+        let batch = vec![put(10, "ten"), put(5, "five"), put(7, "seven")];
+        let b2 = batch.clone();
+        let added = s
+            .write(move |tx| {
+                let mut n = 0;
+                for m in &b2 {
+                    n += usize::from(tx.put_message(m, &[3])?);
+                }
+                Ok(n)
+            })
+            .await
+            .expect("import");
+        assert_eq!(added, 3);
+        let again = s
+            .write(move |tx| {
+                let mut n = 0;
+                for m in &batch {
+                    n += usize::from(tx.put_message(m, &[])?);
+                }
+                Ok(n)
+            })
+            .await
+            .expect("import again");
+        assert_eq!(again, 0, "a second import adds nothing");
+        assert_eq!(s.read(|tx| tx.tip()).await.expect("tip"), 10);
+        assert_eq!(s.read(|tx| tx.counts()).await.expect("counts").messages, 4);
+        let next = send(s, new_msg("a", "b", 11, "after")).await;
+        assert_eq!(next.id, 11);
+        let got: Vec<i64> = s
+            .read(|tx| tx.messages_for("b", 0, 0))
+            .await
+            .expect("read")
+            .into_iter()
+            .map(|m| m.id)
+            .collect();
+        assert_eq!(got, vec![1, 5, 7, 10, 11]);
+        let citing: Vec<i64> = s
+            .read(|tx| tx.messages_citing(3, 0))
+            .await
+            .expect("citing")
+            .into_iter()
+            .map(|m| m.id)
+            .collect();
+        assert_eq!(citing, vec![5, 7, 10]);
+        assert_eq!(s.read(|tx| tx.counts()).await.expect("counts").messages, 5);
+    }
+
     /// Everything acknowledged survives closing and reopening the store.
     pub async fn durable_across_reopen<S: Store>(open: impl Fn() -> S) {
         let s = open();
@@ -704,6 +767,12 @@ async fn sqlite_events_filters() {
 async fn sqlite_board_and_documents() {
     let dir = tempfile::tempdir().expect("tempdir");
     conformance::board_and_documents(&sqlite(&dir)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_imported_ids() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    conformance::imported_ids(&sqlite(&dir)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -1201,6 +1270,7 @@ mod postgres_runs {
         pg_savepoint_isolation => conformance::savepoint_isolation,
         pg_events_filters => conformance::events_filters,
         pg_board_and_documents => conformance::board_and_documents,
+        pg_imported_ids => conformance::imported_ids,
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -8,68 +8,13 @@
 //! (and fail under `CI=true`).
 
 mod common;
+#[path = "support/pg.rs"]
+mod pg;
 
-use common::{Hub, hub_request, hub_send, skip_or_fail, wait_until};
+use common::{hub_request, hub_send, wait_until};
+use pg::{Db, admin, server};
 use serde_json::{Value, json};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
-
-fn server() -> String {
-    std::env::var("TRANTOR_TEST_PG")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
-        .trim_end_matches('/')
-        .to_string()
-}
-
-/// A database for one test, dropped (with every connection to it) when this is dropped.
-struct Db {
-    name: String,
-    url: String,
-}
-
-impl Db {
-    fn create() -> Option<Db> {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let name = format!(
-            "trantor_test_hubs_{}_{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        );
-        match admin(&format!("CREATE DATABASE {name}")) {
-            Ok(()) => Some(Db {
-                url: format!("{}/{name}", server()),
-                name,
-            }),
-            Err(e) => {
-                skip_or_fail(&format!("needs PostgreSQL at {} ({e})", server()));
-                None
-            }
-        }
-    }
-
-    /// A hub process on this database.
-    fn hub(&self, dir: &tempfile::TempDir, extra: &[(&str, &str)]) -> Hub {
-        let mut env = vec![("RELAY_DATABASE_URL", self.url.as_str())];
-        env.extend_from_slice(extra);
-        Hub::start_in(dir.path(), common::free_port(), &env)
-    }
-}
-
-impl Drop for Db {
-    fn drop(&mut self) {
-        let _ = admin(&format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.name
-        ));
-    }
-}
-
-/// Run SQL on the server's `postgres` database.
-fn admin(sql: &str) -> Result<(), String> {
-    let mut c = postgres::Client::connect(&format!("{}/postgres", server()), postgres::NoTls)
-        .map_err(|e| e.to_string())?;
-    c.batch_execute(sql).map_err(|e| e.to_string())
-}
 
 /// Terminate the backends whose application name contains `hub_port` and ends with `role`
 /// (`writer`, `reader`, `listener`, `lease`, or empty for all); returns how many.

@@ -6,6 +6,7 @@
 
 mod http;
 mod hub;
+mod hub_pg;
 mod runner;
 
 use std::fmt::Write as _;

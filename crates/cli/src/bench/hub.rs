@@ -29,6 +29,11 @@ pub struct HubBenchArgs {
     /// restart); all by default.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
+    /// Measure hubs on PostgreSQL instead: a `postgres://` URL of a server (the benchmark
+    /// creates and drops a scratch database there): /send throughput and wake latency within
+    /// one hub and across two hubs on one database.
+    #[arg(long)]
+    pub store: Option<String>,
 }
 
 impl HubBenchArgs {
@@ -38,19 +43,19 @@ impl HubBenchArgs {
 }
 
 /// How much of everything to do.
-struct Sizes {
-    wake_samples: usize,
+pub(super) struct Sizes {
+    pub(super) wake_samples: usize,
     idle_pollers: usize,
     idle_secs: u64,
-    throughput_clients: usize,
-    throughput_secs: u64,
+    pub(super) throughput_clients: usize,
+    pub(super) throughput_secs: u64,
     burst: usize,
     rss_messages: i64,
     restart_messages: usize,
 }
 
 impl Sizes {
-    fn new(quick: bool) -> Sizes {
+    pub(super) fn new(quick: bool) -> Sizes {
         if quick {
             Sizes {
                 wake_samples: 200,
@@ -78,10 +83,10 @@ impl Sizes {
 }
 
 /// A temporary directory removed on drop (the cli crate has no tempfile dependency).
-struct TempDir(PathBuf);
+pub(super) struct TempDir(PathBuf);
 
 impl TempDir {
-    fn new(tag: &str) -> Result<TempDir> {
+    pub(super) fn new(tag: &str) -> Result<TempDir> {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
@@ -95,7 +100,7 @@ impl TempDir {
         Ok(TempDir(dir))
     }
 
-    fn path(&self) -> &Path {
+    pub(super) fn path(&self) -> &Path {
         &self.0
     }
 }
@@ -113,9 +118,9 @@ fn free_port() -> Result<u16> {
 }
 
 /// The hub child process; killed on drop so a failing benchmark leaves nothing behind.
-struct HubProc {
+pub(super) struct HubProc {
     child: Child,
-    port: u16,
+    pub(super) port: u16,
     log: PathBuf,
 }
 
@@ -123,6 +128,16 @@ impl HubProc {
     /// Start `trantor hub --sync <sync>` on a free port with its state under `data` and `HOME`
     /// at `home`.
     fn spawn(data: &Path, home: &Path, sync: &str) -> Result<HubProc> {
+        Self::spawn_with(data, home, sync, &[])
+    }
+
+    /// [`HubProc::spawn`] with extra environment variables (e.g. `RELAY_DATABASE_URL`).
+    pub(super) fn spawn_with(
+        data: &Path,
+        home: &Path,
+        sync: &str,
+        env: &[(&str, &str)],
+    ) -> Result<HubProc> {
         let exe = std::env::current_exe().context("cannot find this executable")?;
         let port = free_port()?;
         let log = home.join(format!("hub-{port}.log"));
@@ -138,7 +153,9 @@ impl HubProc {
             .env("HOME", home)
             .env("TRANTOR_LOG", "warn")
             .env_remove("RELAY_DATABASE_URL")
+            .env_remove("DATABASE_URL")
             .env_remove("RELAY_AUTH")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -147,12 +164,16 @@ impl HubProc {
         Ok(HubProc { child, port, log })
     }
 
-    fn pid(&self) -> u32 {
+    pub(super) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// Wait until `/health` answers 200; returns how long that took from `since`.
-    async fn wait_healthy(&mut self, since: Instant, timeout: Duration) -> Result<Duration> {
+    pub(super) async fn wait_healthy(
+        &mut self,
+        since: Instant,
+        timeout: Duration,
+    ) -> Result<Duration> {
         loop {
             if let Some(status) = self.child.try_wait()? {
                 bail!("the hub exited ({status}); log:\n{}", self.log_tail());
@@ -180,7 +201,7 @@ impl HubProc {
     }
 
     /// SIGTERM, then SIGKILL after 10 s.
-    fn stop(&mut self) -> Result<()> {
+    pub(super) fn stop(&mut self) -> Result<()> {
         if self.child.try_wait()?.is_some() {
             return Ok(());
         }
@@ -309,18 +330,18 @@ pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[idx.min(sorted.len() - 1)]
 }
 
-fn field_i64(v: &Value, name: &str) -> Result<i64> {
+pub(super) fn field_i64(v: &Value, name: &str) -> Result<i64> {
     v[name]
         .as_i64()
         .with_context(|| format!("reply has no integer {name:?}: {v}"))
 }
 
-async fn health(c: &mut Http) -> Result<Value> {
+pub(super) async fn health(c: &mut Http) -> Result<Value> {
     c.get("/health").await?.json()
 }
 
 /// Wake latency (1): `/send` reply → woken `/poll` reply, µs, sorted.
-async fn wake_latency(port: u16, samples: usize) -> Result<Vec<f64>> {
+pub(super) async fn wake_latency(port: u16, samples: usize) -> Result<Vec<f64>> {
     let mut sender = Http::connect(port).await?;
     let mut watcher = Http::connect(port).await?;
     let mut poller = Some(Http::connect(port).await?);
@@ -551,9 +572,9 @@ async fn fill_store(path: &Path, n: usize) -> Result<()> {
 }
 
 /// One throughput window: the rate and the CPU both sides used for it.
-struct Throughput {
-    secs: f64,
-    rate: f64,
+pub(super) struct Throughput {
+    pub(super) secs: f64,
+    pub(super) rate: f64,
     /// Hub CPU per send, µs, and cores busy (CPU / wall).
     hub_us: f64,
     hub_cores: f64,
@@ -563,7 +584,7 @@ struct Throughput {
 }
 
 impl Throughput {
-    fn cpu_text(&self) -> String {
+    pub(super) fn cpu_text(&self) -> String {
         format!(
             "hub {:.0} µs ({:.2} cores busy) / client {:.0} µs ({:.2} cores busy)",
             self.hub_us, self.hub_cores, self.client_us, self.client_cores
@@ -573,7 +594,7 @@ impl Throughput {
 
 /// Throughput (3): `/send` as fast as the clients go, with the hub's CPU (its process clock)
 /// and the bench client's CPU (`getrusage` of this process) over the same window.
-async fn throughput(port: u16, pid: u32, sizes: &Sizes) -> Result<Throughput> {
+pub(super) async fn throughput(port: u16, pid: u32, sizes: &Sizes) -> Result<Throughput> {
     let hub_w = CpuWindow::start(pid)?;
     let client0 = self_cpu_ns()?;
     let (sends, secs) =
@@ -602,6 +623,9 @@ fn drop_page_cache() -> Result<()> {
 
 /// Run every measurement and return the report rows.
 pub async fn run(args: &HubBenchArgs) -> Result<Table> {
+    if let Some(url) = &args.store {
+        return super::hub_pg::run(args, url).await;
+    }
     let sizes = Sizes::new(args.quick);
     let mut table = Table::default();
     let home = TempDir::new("hub")?;

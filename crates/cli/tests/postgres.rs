@@ -223,3 +223,22 @@ fn a_hub_whose_database_goes_away_answers_503_and_recovers_without_restart() {
     let (reply, _) = poll.join().expect("poll");
     assert!(ids(&reply).contains(&id), "{reply}");
 }
+
+#[test]
+fn an_op_retried_through_the_other_hub_replays_instead_of_sending_twice() {
+    let Some(db) = Db::create() else { return };
+    let (da, dbb) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    let a = db.hub(&da, &[]);
+    let b = db.hub(&dbb, &[]);
+    let body = json!({"from": "x:p", "to": "y:p", "project": "p", "text": "once", "_op": "op-1"});
+    let (s1, r1) = hub_request(a.port, "POST", "/send", Some(&body)).expect("send on a");
+    let (s2, r2) = hub_request(b.port, "POST", "/send", Some(&body)).expect("retry on b");
+    assert_eq!((s1, s2), (200, 200), "{r1} {r2}");
+    assert_eq!(r1["id"], r2["id"], "the retry replays the first outcome");
+    let (_, v) =
+        hub_request(b.port, "GET", "/inbox?session=y:p&since=0&peek=1", None).expect("read");
+    assert_eq!(ids(&v).len(), 1, "{v}");
+}

@@ -291,7 +291,15 @@ impl Slot {
                     }
                     tracing::info!(error = %e, "store connection lost; reconnecting");
                 }
-                Err(e) => return Err(map_pg("transaction", "begin")(e)),
+                Err(e) => {
+                    // A batch that began and then failed leaves an aborted transaction behind.
+                    if let Some(c) = self.conn.as_mut()
+                        && c.client.batch_execute("ROLLBACK").is_err()
+                    {
+                        self.conn = None;
+                    }
+                    return Err(map_pg("transaction", "begin")(e));
+                }
             }
             attempt += 1;
         }
@@ -421,7 +429,8 @@ fn writer_loop(mut slot: Slot, rx: mpsc::Receiver<Box<dyn WriteJob>>, max_batch:
 /// Run every job of the batch in one transaction under the write lock; `Err` when the
 /// transaction as a whole did not commit (then no job's changes are kept).
 fn run_batch(slot: &mut Slot, batch: &mut [Box<dyn WriteJob>]) -> Result<(), StoreError> {
-    slot.begin("BEGIN")?;
+    // One round trip: BEGIN and the write lock go as one simple-protocol batch.
+    slot.begin(&format!("BEGIN; SELECT pg_advisory_xact_lock({K_WRITE})"))?;
     let result = (|| -> Result<(), StoreError> {
         let conn = slot.get()?;
         let step = |conn: &mut Conn, sql: &str| {
@@ -429,7 +438,6 @@ fn run_batch(slot: &mut Slot, batch: &mut [Box<dyn WriteJob>]) -> Result<(), Sto
                 .batch_execute(sql)
                 .map_err(map_pg("transaction", "step"))
         };
-        step(conn, &format!("SELECT pg_advisory_xact_lock({K_WRITE})"))?;
         if let [job] = batch {
             let ok = job.run(&mut PgTx::new(conn));
             return step(conn, if ok { "COMMIT" } else { "ROLLBACK" });

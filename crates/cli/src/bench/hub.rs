@@ -51,7 +51,7 @@ pub(super) struct Sizes {
     pub(super) throughput_secs: u64,
     burst: usize,
     rss_messages: i64,
-    restart_messages: usize,
+    pub(super) restart_messages: usize,
 }
 
 impl Sizes {

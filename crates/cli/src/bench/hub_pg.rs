@@ -71,7 +71,12 @@ impl Drop for Scratch {
 
 /// Wake latency across hubs: `/send` to `send_port` → the `/poll` held on `poll_port` returns,
 /// µs, sorted. With one port it is the within-hub latency.
-async fn wake_across(send_port: u16, poll_port: u16, samples: usize) -> Result<Vec<f64>> {
+async fn wake_across(
+    send_port: u16,
+    poll_port: u16,
+    samples: usize,
+    session: &str,
+) -> Result<Vec<f64>> {
     let mut sender = Http::connect(send_port).await?;
     let mut watcher = Http::connect(poll_port).await?;
     let mut poller = Some(Http::connect(poll_port).await?);
@@ -79,7 +84,7 @@ async fn wake_across(send_port: u16, poll_port: u16, samples: usize) -> Result<V
     let mut out = Vec::with_capacity(samples);
     for i in 0..samples {
         let mut p = poller.take().context("poller connection lost")?;
-        let path = format!("/poll?session=bench-x&since={cursor}&wait=30");
+        let path = format!("/poll?session={session}&since={cursor}&wait=30");
         let held = tokio::spawn(async move {
             let r = p.get(&path).await;
             let at = Instant::now();
@@ -97,7 +102,7 @@ async fn wake_across(send_port: u16, poll_port: u16, samples: usize) -> Result<V
             tokio::task::yield_now().await;
         }
         tokio::time::sleep(Duration::from_micros(300)).await;
-        let body = json!({"from": "bench-sender", "to": "bench-x", "text": format!("wake {i}")});
+        let body = json!({"from": "bench-sender", "to": session, "text": format!("wake {i}")});
         let reply = sender.post("/send", &body.to_string()).await?;
         let sent_at = Instant::now();
         let id = field_i64(&reply.json()?, "id")?;
@@ -147,7 +152,7 @@ pub async fn run(args: &HubBenchArgs, url: &str) -> Result<Table> {
             "bench: wake latency within one hub ({} samples)…",
             sizes.wake_samples
         );
-        let w = wake_across(a.port, a.port, sizes.wake_samples).await?;
+        let w = wake_across(a.port, a.port, sizes.wake_samples, "bench-one").await?;
         table.row(Row::info(
             format!(
                 "PostgreSQL: wake latency within one hub, p50 / p99 ({} samples)",
@@ -163,7 +168,7 @@ pub async fn run(args: &HubBenchArgs, url: &str) -> Result<Table> {
             "bench: wake latency across two hubs ({} samples)…",
             sizes.wake_samples
         );
-        let x = wake_across(a.port, b.port, sizes.wake_samples).await?;
+        let x = wake_across(a.port, b.port, sizes.wake_samples, "bench-two").await?;
         let p99 = percentile(&x, 0.99);
         table.row(Row::check(
             format!(
@@ -212,6 +217,73 @@ pub async fn run(args: &HubBenchArgs, url: &str) -> Result<Table> {
     }
     a.stop()?;
     b.stop()?;
+
+    if args.wants_pg("restart") {
+        let n = sizes.restart_messages as i64;
+        eprintln!("bench: filling the database to {n} messages (server-side)…");
+        let url = scratch.url.clone();
+        let filled = Instant::now();
+        let newest = tokio::task::spawn_blocking(move || -> Result<i64> {
+            let mut c = postgres::Client::connect(&url, postgres::NoTls)?;
+            c.batch_execute(&format!(
+                "INSERT INTO messages(ts, from_s, to_s, project, text)
+                   SELECT g, 'fill-s' || (g % 200), 'fill-r' || (g % 200), 'bench',
+                          'a benchmark message of roughly the size agents send each other'
+                   FROM generate_series(1, {n}) g;
+                 UPDATE counters SET n = (SELECT max(id) FROM messages) WHERE name = 'messages_tip';
+                 UPDATE counters SET n = (SELECT count(*) FROM messages)
+                   WHERE name = 'messages_count';
+                 ANALYZE messages;"
+            ))?;
+            Ok(c.query_one("SELECT max(id) FROM messages", &[])?
+                .try_get(0)?)
+        })
+        .await
+        .context("fill task failed")??;
+        table.note(format!(
+            "restart: {n} messages added server-side (INSERT … generate_series) in {:.1} s",
+            filled.elapsed().as_secs_f64()
+        ));
+        let t0 = Instant::now();
+        let mut hub =
+            HubProc::spawn_with(&home_a.path().join("data"), home_a.path(), "full", &env)?;
+        let ready = hub.wait_healthy(t0, Duration::from_secs(60)).await?;
+        let mut c = Http::connect(hub.port).await?;
+        // The newest row is generate_series' last: g = n, sent to fill-r(n % 200).
+        let newest_to = format!("fill-r{}", n % 200);
+        let read_newest = loop {
+            let page = c
+                .get(&format!(
+                    "/inbox?session={newest_to}&since={}&peek=1",
+                    newest - 1
+                ))
+                .await?
+                .json()?;
+            if page["messages"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|m| m["id"].as_i64() == Some(newest)))
+            {
+                let tip = field_i64(&health(&mut c).await?, "messages")?;
+                break (t0.elapsed(), tip);
+            }
+            if t0.elapsed() > Duration::from_secs(60) {
+                bail!("no message readable 60 s after the restart");
+            }
+        };
+        table.row(Row::info(
+            format!(
+                "PostgreSQL: hub restart with {n} messages, spawn → first /health 200 / \
+                 first read of the newest message"
+            ),
+            format!(
+                "{:.0} ms / {:.0} ms (/health counts {})",
+                ready.as_secs_f64() * 1e3,
+                read_newest.0.as_secs_f64() * 1e3,
+                read_newest.1
+            ),
+        ));
+        hub.stop()?;
+    }
     Ok(table)
 }
 

@@ -8,7 +8,8 @@ use std::time::Duration;
 /// reads, so existing set-ups keep working.
 #[derive(Debug, Clone, clap::Args)]
 pub struct HubArgs {
-    /// Address to bind; only loopback addresses are accepted until authentication exists.
+    /// Address to bind. A non-loopback address (another machine can reach it) is accepted only
+    /// with `--auth enforce`.
     #[arg(long, env = "RELAY_HOST", default_value = "127.0.0.1")]
     pub host: String,
     /// Port to listen on.
@@ -17,10 +18,25 @@ pub struct HubArgs {
     /// Directory holding the store (`hub.db`); default `~/.agent-bus`.
     #[arg(long, env = "RELAY_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// Authentication mode. Only `off` exists in this hub so far: `warn` and `enforce` (request
-    /// signing) are refused at start-up rather than accepted and silently ignored.
+    /// Authentication mode: `off` (no checks), `warn` (unsigned and bad signatures pass with a
+    /// logged warning; enrolled signers are held to their scopes) or `enforce` (every request
+    /// but the public ones must be signed by an enrolled key). Any other value is refused.
     #[arg(long, env = "RELAY_AUTH", default_value = "off")]
     pub auth: String,
+    /// How a key with no token may enroll: `tofu` (trust on first use, loopback binds only) or
+    /// `invite` (only with an invite or the bootstrap token). Any other value is refused.
+    #[arg(long, env = "RELAY_ENROLL", default_value = "tofu")]
+    pub enroll: String,
+    /// Token that enrolls the first identity as owner of every project (`*`); compared in
+    /// constant time, and only honoured while no identity exists.
+    #[arg(long, env = "RELAY_BOOTSTRAP_TOKEN", hide_env_values = true)]
+    pub bootstrap_token: Option<String>,
+    /// PEM certificate chain: serve HTTPS (TLS 1.2/1.3) instead of plain HTTP. Needs `--tls-key`.
+    #[arg(long, env = "RELAY_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of `--tls-cert`.
+    #[arg(long, env = "RELAY_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
     /// A peer is online while seen within this window (ms).
     #[arg(long, env = "RELAY_ONLINE_MS", default_value_t = 300_000)]
     pub online_ms: u64,
@@ -124,6 +140,10 @@ impl Default for HubArgs {
             port: 4477,
             data_dir: None,
             auth: "off".into(),
+            enroll: "tofu".into(),
+            bootstrap_token: None,
+            tls_cert: None,
+            tls_key: None,
             online_ms: 300_000,
             peer_ttl_ms: 21_600_000,
             todo_stale_ms: 1_209_600_000,
@@ -154,16 +174,17 @@ impl Default for HubArgs {
 /// Why the hub refuses to start.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// A non-loopback bind address was asked for.
+    /// A non-loopback bind address was asked for without `RELAY_AUTH=enforce`.
     #[error(
-        "refusing to bind {host}: the hub has no authentication yet, so it only listens on \
-         loopback (127.0.0.1, ::1, localhost). Set RELAY_HOST=127.0.0.1{extra}"
+        "refusing to bind {host} with RELAY_AUTH={mode}: another machine could reach the hub \
+         and speak as any seat. Set RELAY_AUTH=enforce (every request signed by an enrolled \
+         key), or RELAY_HOST=127.0.0.1"
     )]
     NonLoopback {
         /// The refused address.
         host: String,
-        /// Extra advice (set when `RELAY_AUTH=enforce` was given).
-        extra: String,
+        /// The mode in force.
+        mode: String,
     },
     /// No data directory could be worked out.
     #[error("no data directory: set RELAY_DATA_DIR or HOME")]
@@ -177,13 +198,18 @@ pub enum ConfigError {
         /// The refused value, with any password masked.
         url: String,
     },
-    /// An authentication mode this hub does not implement was asked for.
-    #[error(
-        "RELAY_AUTH={mode}: request signing is not implemented in this hub yet, so it would run \
-         unauthenticated; refusing to start. Use RELAY_AUTH=off (loopback only), or the original \
-         hub where signed identity is required"
-    )]
+    /// An authentication mode this hub does not know was asked for.
+    #[error("RELAY_AUTH={mode}: unknown mode; use off, warn or enforce")]
     AuthUnsupported {
+        /// The refused mode, as given.
+        mode: String,
+    },
+    /// Only one of the TLS certificate and key was given.
+    #[error("TLS needs both --tls-cert (RELAY_TLS_CERT) and --tls-key (RELAY_TLS_KEY)")]
+    TlsHalf,
+    /// An enrollment mode this hub does not know was asked for.
+    #[error("RELAY_ENROLL={mode}: unknown mode; use tofu or invite")]
+    EnrollUnsupported {
         /// The refused mode, as given.
         mode: String,
     },
@@ -240,6 +266,14 @@ pub struct Config {
     pub anon_peer_ttl_ms: i64,
     /// Store durability level.
     pub sync: SyncLevel,
+    /// Authentication mode.
+    pub auth: crate::auth::AuthMode,
+    /// Whether a key may enroll with no token on a loopback bind (`RELAY_ENROLL=tofu`).
+    pub enroll_tofu: bool,
+    /// The bootstrap token, if set (never logged).
+    pub bootstrap_token: Option<String>,
+    /// TLS certificate chain and key files (PEM), when the hub serves HTTPS.
+    pub tls: Option<(PathBuf, PathBuf)>,
     /// PostgreSQL URL of the store; `None` keeps the embedded SQLite file under `data_dir`.
     pub store_url: Option<String>,
 }
@@ -317,25 +351,31 @@ impl Config {
     /// Validate the arguments: refuse non-loopback binds, resolve the data directory and clamp
     /// the timers to the ranges the original enforces.
     pub fn from_args(args: &HubArgs) -> Result<Config, ConfigError> {
-        if !is_loopback(&args.host) {
-            let extra = if args.auth.trim().eq_ignore_ascii_case("enforce") {
-                " (RELAY_AUTH=enforce was given, but request authentication is not implemented \
-                 in this hub yet)"
-                    .to_string()
-            } else {
-                String::new()
-            };
+        let auth = crate::auth::AuthMode::parse(&args.auth).ok_or_else(|| {
+            ConfigError::AuthUnsupported {
+                mode: args.auth.trim().to_string(),
+            }
+        })?;
+        if !is_loopback(&args.host) && auth != crate::auth::AuthMode::Enforce {
             return Err(ConfigError::NonLoopback {
                 host: args.host.clone(),
-                extra,
+                mode: auth.as_str().to_string(),
             });
         }
-        let mode = args.auth.trim();
-        if !mode.is_empty() && !mode.eq_ignore_ascii_case("off") {
-            return Err(ConfigError::AuthUnsupported {
-                mode: mode.to_string(),
-            });
-        }
+        let tls = match (&args.tls_cert, &args.tls_key) {
+            (Some(c), Some(k)) => Some((c.clone(), k.clone())),
+            (None, None) => None,
+            _ => return Err(ConfigError::TlsHalf),
+        };
+        let enroll_tofu = match args.enroll.trim().to_ascii_lowercase().as_str() {
+            "" | "tofu" => true,
+            "invite" => false,
+            other => {
+                return Err(ConfigError::EnrollUnsupported {
+                    mode: other.to_string(),
+                });
+            }
+        };
         let data_dir = match &args.data_dir {
             Some(d) if !d.as_os_str().is_empty() => d.clone(),
             _ => std::env::var_os("HOME")
@@ -386,6 +426,15 @@ impl Config {
             max_connections: args.max_connections,
             anon_peer_ttl_ms: ms(args.anon_peer_ttl_ms).max(online_ms),
             sync: args.sync,
+            auth,
+            enroll_tofu,
+            bootstrap_token: args
+                .bootstrap_token
+                .as_deref()
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(str::to_string),
+            tls,
             store_url: store_url(args.store.as_deref())?,
         })
     }
@@ -411,22 +460,26 @@ mod tests {
     }
 
     #[test]
-    fn non_loopback_refused_even_with_enforce() {
-        let args = HubArgs {
-            host: "0.0.0.0".into(),
-            ..HubArgs::default()
-        };
-        assert!(matches!(
-            Config::from_args(&args),
-            Err(ConfigError::NonLoopback { .. })
-        ));
+    fn non_loopback_needs_enforce() {
+        for mode in ["off", "warn"] {
+            let args = HubArgs {
+                host: "0.0.0.0".into(),
+                auth: mode.into(),
+                data_dir: Some("/tmp/x".into()),
+                ..HubArgs::default()
+            };
+            assert!(matches!(
+                Config::from_args(&args),
+                Err(ConfigError::NonLoopback { .. })
+            ));
+        }
         let args = HubArgs {
             host: "0.0.0.0".into(),
             auth: "enforce".into(),
+            data_dir: Some("/tmp/x".into()),
             ..HubArgs::default()
         };
-        let err = Config::from_args(&args).err().map(|e| e.to_string());
-        assert!(err.unwrap_or_default().contains("not implemented"));
+        assert!(Config::from_args(&args).is_ok());
     }
 
     #[test]
@@ -462,27 +515,35 @@ mod tests {
     }
 
     #[test]
-    fn unimplemented_auth_modes_are_refused() {
-        for mode in ["enforce", "warn", "ENFORCE", "bogus"] {
+    fn unknown_auth_and_enroll_modes_are_refused() {
+        for mode in ["bogus", "enforced", "on"] {
             let args = HubArgs {
                 data_dir: Some("/tmp/x".into()),
                 auth: mode.into(),
                 ..HubArgs::default()
             };
-            let err = Config::from_args(&args).err().map(|e| e.to_string());
-            assert!(
-                err.as_deref()
-                    .unwrap_or_default()
-                    .contains("not implemented"),
-                "{mode}: {err:?}"
-            );
+            assert!(matches!(
+                Config::from_args(&args),
+                Err(ConfigError::AuthUnsupported { .. })
+            ));
+        }
+        for mode in ["off", "warn", "ENFORCE"] {
+            let args = HubArgs {
+                data_dir: Some("/tmp/x".into()),
+                auth: mode.into(),
+                ..HubArgs::default()
+            };
+            assert!(Config::from_args(&args).is_ok(), "{mode}");
         }
         let args = HubArgs {
             data_dir: Some("/tmp/x".into()),
-            auth: "off".into(),
+            enroll: "open".into(),
             ..HubArgs::default()
         };
-        assert!(Config::from_args(&args).is_ok());
+        assert!(matches!(
+            Config::from_args(&args),
+            Err(ConfigError::EnrollUnsupported { .. })
+        ));
     }
 
     #[test]

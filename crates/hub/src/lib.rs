@@ -5,6 +5,7 @@
 //! the wake registry ([`wake`]), the presence cache ([`presence`]), the SSE feed ([`sse`]),
 //! metrics, and the in-flight `_op` set.
 
+pub mod auth;
 pub mod cards;
 pub mod cluster;
 pub mod config;
@@ -113,6 +114,7 @@ pub async fn state<S: Store>(
         shutdown,
         last_write_error: Mutex::new(None),
         started_ms: now_ms(),
+        auth: auth::AuthState::default(),
     }))
 }
 
@@ -131,6 +133,10 @@ pub async fn serve<S: Store>(
 ) -> anyhow::Result<()> {
     let cap = connection_cap(cfg.max_connections);
     let header_timeout = cfg.header_timeout;
+    let tls = match &cfg.tls {
+        Some((cert, key)) => Some(auth::tls::acceptor(cert, key)?),
+        None => None,
+    };
     let (stop_tx, stop_rx) = watch::channel(false);
     let hub = state(store, cfg, stop_rx.clone()).await?;
     reaper::spawn(hub.clone());
@@ -138,13 +144,34 @@ pub async fn serve<S: Store>(
     cluster::spawn(hub.clone());
     let app = routes::router(hub.clone());
     let addr = listener.local_addr().context("listener has no address")?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!(
-        url = %format!("http://{addr}"),
+        url = %format!("{scheme}://{addr}"),
+        auth = hub.cfg.auth.as_str(),
         store = %hub.store.describe(),
         sync = hub.store.synchronous(),
         max_connections = cap,
-        "trantor hub listening on http://{addr}"
+        "trantor hub listening on {scheme}://{addr}"
     );
+    accept_loop(listener, app, tls, cap, header_timeout, &stop_tx, shutdown).await;
+    reaper::flush_presence(&hub).await;
+    tracing::info!("hub stopped");
+    Ok(())
+}
+
+/// Accept and serve connections with `app` until `shutdown` resolves, then stop accepting,
+/// flip `stop_tx` to true (held polls and streams answer, connections finish) and wait for
+/// every connection to end (TLS when given an acceptor). The hub and the benchmark's bare-route
+/// ceiling ([`ceiling_router`]) share it, so the ceiling is measured on the hub's server stack.
+async fn accept_loop(
+    listener: TcpListener,
+    app: axum::Router,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    cap: usize,
+    header_timeout: std::time::Duration,
+    stop_tx: &watch::Sender<bool>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) {
     let slots = Arc::new(tokio::sync::Semaphore::new(cap));
     // Every connection task holds a clone; `recv` returns `None` once all have ended.
     let (alive_tx, mut alive_rx) = tokio::sync::mpsc::channel::<()>(1);
@@ -170,29 +197,21 @@ pub async fn serve<S: Store>(
             _ = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let conn = hyper::server::conn::http1::Builder::new()
-            .timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(header_timeout)
-            .serve_connection(
-                hyper_util::rt::TokioIo::new(stream),
-                hyper_util::service::TowerToHyperService::new(app.clone()),
-            );
-        let mut stop = stop_rx.clone();
+        let app = app.clone();
+        let stop = stop_tx.subscribe();
         let alive = alive_tx.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
             let _permit = permit;
             let _alive = alive;
-            let mut conn = std::pin::pin!(conn);
-            tokio::select! {
-                r = conn.as_mut() => {
-                    if let Err(e) = r {
-                        tracing::debug!(error = %e, "connection ended with an error");
-                    }
-                }
-                _ = async { stop.wait_for(|s| *s).await.map(|_| ()) } => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
-                }
+            match tls {
+                None => serve_conn(stream, app, header_timeout, stop).await,
+                // The handshake gets the same deadline as a request head.
+                Some(tls) => match tokio::time::timeout(header_timeout, tls.accept(stream)).await {
+                    Ok(Ok(s)) => serve_conn(s, app, header_timeout, stop).await,
+                    Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                    Err(_) => tracing::debug!("TLS handshake timed out"),
+                },
             }
         });
     }
@@ -201,9 +220,68 @@ pub async fn serve<S: Store>(
     let _ = stop_tx.send(true);
     drop(alive_tx);
     let _ = alive_rx.recv().await;
-    reaper::flush_presence(&hub).await;
-    tracing::info!("hub stopped");
-    Ok(())
+}
+
+/// A router with one route, `POST /send`, that decodes the same JSON body as the hub's `/send`
+/// (with the same extractor) and answers `{"ok":true,"id":0}` without storing anything: the
+/// ceiling `trantor bench hub` holds the real `/send` against (docs/bench-hub.md). `GET /health`
+/// answers `{"ok":true}` for the readiness check.
+pub fn ceiling_router() -> axum::Router {
+    use axum::routing::{get, post};
+    async fn parse_only(
+        extract::JsonBody(req): extract::JsonBody<trantor_proto::SendRequest>,
+    ) -> axum::Json<trantor_proto::SendReply> {
+        // Touch the decoded fields so the decode cannot be optimised away.
+        let id = i64::from(req.text.is_empty() && req.from.is_empty());
+        axum::Json(trantor_proto::SendReply { ok: true, id })
+    }
+    axum::Router::new().route("/send", post(parse_only)).route(
+        "/health",
+        get(|| async { axum::Json(serde_json::json!({"ok": true})) }),
+    )
+}
+
+/// Serve `app` on `listener` with the hub's accept loop (connection cap from the file limit,
+/// header timeout) until `shutdown` resolves. For the benchmark's ceiling server.
+pub async fn serve_router(
+    listener: TcpListener,
+    app: axum::Router,
+    header_timeout: std::time::Duration,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let cap = connection_cap(0);
+    let (stop_tx, _) = watch::channel(false);
+    accept_loop(listener, app, None, cap, header_timeout, &stop_tx, shutdown).await;
+}
+
+/// Serve one connection (plain or TLS) until it ends or the hub stops.
+async fn serve_conn<I>(
+    io: I,
+    app: axum::Router,
+    header_timeout: std::time::Duration,
+    mut stop: watch::Receiver<bool>,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .serve_connection(
+            hyper_util::rt::TokioIo::new(io),
+            hyper_util::service::TowerToHyperService::new(app),
+        );
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        }
+        _ = async { stop.wait_for(|s| *s).await.map(|_| ()) } => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
 }
 
 /// File descriptors kept free for the store, logs and the listener itself.

@@ -67,6 +67,8 @@ pub struct Hub<S> {
     /// The outcome of the newest store write: `Some((ms, error))` while writes fail, so
     /// `/health` says "not ok" when the disk is full instead of 200.
     pub last_write_error: Mutex<Option<(i64, String)>>,
+    /// Signed-identity state (the nonce replay cache).
+    pub auth: crate::auth::AuthState,
 }
 
 impl<S: Store> Hub<S> {

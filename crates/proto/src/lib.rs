@@ -5,15 +5,18 @@
 //! is defined once, here. Field names follow the original JavaScript hub (camelCase) so its own
 //! runner and MCP server work against ours unchanged.
 
+pub mod auth;
 pub mod client;
 pub mod date;
+pub mod enroll;
 pub mod identity;
+pub mod keys;
 pub mod limits;
 pub mod secrets;
 pub mod text;
 pub mod types;
 
-pub use client::{ClientError, HubClient};
+pub use client::{ClientError, HubClient, Signer};
 pub use types::*;
 
 /// Milliseconds since the Unix epoch, the unit of every timestamp on the wire.

@@ -60,6 +60,32 @@ impl Http {
         self.request("POST", path, Some(body)).await
     }
 
+    /// `method path` with extra headers (e.g. a request signature) and an optional JSON body.
+    pub async fn request_with(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, String)],
+        body: Option<&str>,
+    ) -> Result<Response> {
+        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        if let Some(b) = body {
+            req.push_str(&format!(
+                "Content-Type: application/json\r\nContent-Length: {}\r\n",
+                b.len()
+            ));
+        }
+        req.push_str("\r\n");
+        if let Some(b) = body {
+            req.push_str(b);
+        }
+        self.conn.get_mut().write_all(req.as_bytes()).await?;
+        self.read_response().await
+    }
+
     async fn request(&mut self, method: &str, path: &str, body: Option<&str>) -> Result<Response> {
         let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n");
         if let Some(b) = body {

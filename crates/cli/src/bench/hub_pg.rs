@@ -133,13 +133,24 @@ pub async fn run(args: &HubBenchArgs, url: &str) -> Result<Table> {
         scratch.name,
         trantor_store_postgres::mask_url(&split_url(url)?.0)
     ));
-    let env = [("RELAY_DATABASE_URL", scratch.url.as_str())];
     let home_a = TempDir::new("pg-a")?;
     let home_b = TempDir::new("pg-b")?;
-    let mut a = HubProc::spawn_with(&home_a.path().join("data"), home_a.path(), "full", &env)?;
+    let spawn = |home: &TempDir| {
+        let data = home.path().join("data");
+        let url = scratch.url.clone();
+        HubProc::spawn_with(home.path(), move |cmd, _| {
+            cmd.arg("hub")
+                .env("RELAY_DATA_DIR", data)
+                .env("TRANTOR_SYNC", "full")
+                .env("RELAY_DATABASE_URL", url);
+        })
+    };
+    let load = super::hub::LoadGen::detect();
+    table.note(format!("load generator: {}", load.describe()));
+    let mut a = spawn(&home_a)?;
     a.wait_healthy(Instant::now(), Duration::from_secs(30))
         .await?;
-    let mut b = HubProc::spawn_with(&home_b.path().join("data"), home_b.path(), "full", &env)?;
+    let mut b = spawn(&home_b)?;
     b.wait_healthy(Instant::now(), Duration::from_secs(30))
         .await?;
     eprintln!(
@@ -183,7 +194,7 @@ pub async fn run(args: &HubBenchArgs, url: &str) -> Result<Table> {
 
     if args.wants_pg("throughput") {
         eprintln!("bench: /send throughput on PostgreSQL…");
-        let t = super::hub::throughput(a.port, a.pid(), &sizes).await?;
+        let t = super::hub::throughput(a.port, a.pid(), &sizes, &load).await?;
         table.row(Row::info(
             format!(
                 "PostgreSQL: /send throughput, {} clients, {:.1} s, one hub (synchronous_commit on)",
@@ -198,8 +209,8 @@ pub async fn run(args: &HubBenchArgs, url: &str) -> Result<Table> {
         // Two hubs writing at once: writes are serialised in the database, so this shows what
         // a second hub adds (or costs).
         let (ra, rb) = tokio::join!(
-            super::hub::throughput(a.port, a.pid(), &sizes),
-            super::hub::throughput(b.port, b.pid(), &sizes)
+            super::hub::throughput(a.port, a.pid(), &sizes, &load),
+            super::hub::throughput(b.port, b.pid(), &sizes, &load)
         );
         let (ra, rb) = (ra?, rb?);
         table.row(Row::info(
@@ -245,8 +256,7 @@ pub async fn run(args: &HubBenchArgs, url: &str) -> Result<Table> {
             filled.elapsed().as_secs_f64()
         ));
         let t0 = Instant::now();
-        let mut hub =
-            HubProc::spawn_with(&home_a.path().join("data"), home_a.path(), "full", &env)?;
+        let mut hub = spawn(&home_a)?;
         let ready = hub.wait_healthy(t0, Duration::from_secs(60)).await?;
         let mut c = Http::connect(hub.port).await?;
         // The newest row is generate_series' last: g = n, sent to fill-r(n % 200).

@@ -279,7 +279,7 @@ pub async fn inbox<S: Store>(
 ) -> ApiResult<Json<InboxReply>> {
     let session = session_param(&p)?;
     let since = p.int("since")?.unwrap_or(0).max(0);
-    let peek = p.flag("peek");
+    let peek = p.flag("peek")?;
     let touch = hub.presence.touch(&session, now_ms());
     let page = if peek && touch != Touch::CameOnline {
         let s = session.clone();

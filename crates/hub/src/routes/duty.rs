@@ -12,7 +12,9 @@ use axum::extract::State;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use trantor_proto::{BROADCAST, limits, now_ms, session_project};
+use trantor_proto::{
+    AppointReply, BROADCAST, DutyFailure, DutyFailureReply, limits, now_ms, session_project,
+};
 use trantor_store::{CardFilter, EventFilter, Store};
 
 /// Longest failure detail kept.
@@ -28,21 +30,26 @@ const CATCHUP_EVENTS: usize = 50;
 pub struct FailureRequest {
     /// The recipient that could not be nudged.
     #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = limits::SESSION), regex(pattern = r"\S"))]
     pub recipient: String,
     /// Its project (default: the recipient's suffix).
     #[serde(default)]
+    #[schemars(length(max = limits::PROJECT))]
     pub project: Option<String>,
     /// `relay-403` or `skipped-nudge`.
     #[serde(default)]
+    #[schemars(extend("x-required" = true, "enum" = ["relay-403", "skipped-nudge"]))]
     pub kind: String,
-    /// What happened (≤500).
+    /// What happened (longer is cut to 500 characters).
     #[serde(default)]
     pub detail: String,
     /// The reporting session (must be the duty session).
     #[serde(default)]
+    #[schemars(length(max = limits::SESSION))]
     pub by: Option<String>,
     /// Alias of `by`.
     #[serde(default)]
+    #[schemars(length(max = limits::SESSION))]
     pub session: Option<String>,
 }
 
@@ -51,7 +58,7 @@ pub struct FailureRequest {
 pub async fn failure<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<FailureRequest>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<DutyFailureReply>> {
     let by = req
         .by
         .or(req.session)
@@ -85,19 +92,24 @@ pub async fn failure<S: Store>(
             if duty.as_deref() != Some(by.as_str()) {
                 return Ok(Err(duty));
             }
-            let failure = json!({
-                "ts": now, "project": project, "recipient": recipient, "kind": kind,
-                "text": text, "by": by,
-            });
+            let failure = DutyFailure {
+                ts: now,
+                project: project.clone(),
+                recipient,
+                kind,
+                text,
+                by: by.clone(),
+            };
+            let record = serde_json::to_value(&failure).unwrap_or(Value::Null);
             let mut out = Outbox::default();
-            duty::record_failure(tx, &mut out, failure.clone(), &project, &by, now)?;
+            duty::record_failure(tx, &mut out, record, &project, &by, now)?;
             Ok(Ok((failure, out)))
         })
         .await?;
     match result {
         Ok((failure, out)) => {
             hub.publish(out);
-            Ok(Json(json!({ "ok": true, "failure": failure })))
+            Ok(Json(DutyFailureReply { ok: true, failure }))
         }
         Err(None) => Err(ApiError::forbidden(
             "no duty session is configured (RELAY_DUTY_SESSION or trantor duty appoint)",
@@ -121,7 +133,7 @@ pub struct AppointRequest {
 pub async fn appoint<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<AppointRequest>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<AppointReply>> {
     let session = req
         .session
         .map(|s| s.trim().to_string())
@@ -142,12 +154,16 @@ pub async fn appoint<S: Store>(
         })
         .await?;
     let in_force = hub.cfg.duty_session.clone().or(session.clone());
-    Ok(Json(json!({
-        "ok": true,
-        "appointed": session,
-        "dutySession": in_force,
-        "overriddenBy": hub.cfg.duty_session.as_ref().map(|_| "RELAY_DUTY_SESSION"),
-    })))
+    Ok(Json(AppointReply {
+        ok: true,
+        appointed: session,
+        duty_session: in_force,
+        overridden_by: hub
+            .cfg
+            .duty_session
+            .as_ref()
+            .map(|_| "RELAY_DUTY_SESSION".to_string()),
+    }))
 }
 
 fn cursor_key(session: &str) -> String {
@@ -165,7 +181,7 @@ pub async fn catchup<S: Store>(
     let session = p.required("session")?.trim().to_string();
     check_len("session", &session, limits::SESSION)?;
     let since_msg = p.int("since")?;
-    let peek = p.flag("peek");
+    let peek = p.flag("peek")?;
     let now = now_ms();
     let s = session.clone();
     let (peer, cursor, msgs, events, peers, cards, unread, tip, latest_event) = hub

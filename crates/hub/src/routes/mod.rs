@@ -22,11 +22,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use trantor_proto::limits;
 use trantor_proto::{
-    ChecklistToggleRequest, ContractsReply, DeliveredReply, DeliveredRequest, EventsReply,
-    InboxReply, LessonReply, LessonRequest, LessonsReply, OkReply, OpReply, PeerReply, PeersReply,
-    PhaseReply, PhaseRequest, PolicyReply, PolicyRequest, PolicyWriteReply, ProjectReply,
-    ProjectRequest, ProjectWriteReply, RecentReply, RegisterReply, RegisterRequest, SendReply,
-    SendRequest, TaskCreateRequest, TaskReply, TaskUpdateRequest, TasksReply,
+    AppointReply, BannerReply, CardReply, ChecklistToggleRequest, ContractsReply, DeliveredReply,
+    DeliveredRequest, DutyFailureReply, EventsReply, HealthReply, InboxReply, LessonReply,
+    LessonRequest, LessonsReply, OkReply, OpReply, PeerReply, PeersReply, PhaseReply, PhaseRequest,
+    PhasesReply, PolicyReply, PolicyRequest, PolicyWriteReply, ProjectReply, ProjectRequest,
+    ProjectWriteReply, RecentReply, RegisterReply, RegisterRequest, SendReply, SendRequest,
+    TaskCreateRequest, TaskReply, TaskUpdateRequest, TasksReply,
 };
 use trantor_store::Store;
 
@@ -69,7 +70,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "Banner: name, version, store, links (a browser asking for text/html gets the dashboard)",
             &[],
             None,
-            None,
+            Some(shape::<BannerReply>),
             get(crate::ui::root::<S>),
         ),
         r(
@@ -114,7 +115,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "Liveness, row counts, retention report (GET or POST)",
             &[],
             None,
-            None,
+            Some(shape::<HealthReply>),
             get(meta::health::<S>).post(meta::health::<S>),
         ),
         r(
@@ -129,11 +130,38 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
         r(
             Verb::Post,
             "/enroll",
-            "Enrollment (accepted without signature verification in this hub)",
+            "Enroll the key that signed the request (bootstrap token, invite or TOFU on loopback)",
+            &[],
+            Some(shape::<trantor_proto::auth::EnrollRequest>),
+            Some(shape::<trantor_proto::auth::EnrollReply>),
+            post(crate::auth::routes::enroll::<S>),
+        ),
+        r(
+            Verb::Post,
+            "/invite",
+            "Mint a one-use invite token for a set of scopes (owner of *)",
+            &[],
+            Some(shape::<trantor_proto::auth::InviteRequest>),
+            Some(shape::<trantor_proto::auth::InviteReply>),
+            post(crate::auth::routes::invite::<S>),
+        ),
+        r(
+            Verb::Get,
+            "/identities",
+            "Every enrolled identity, revoked ones included (owner of *)",
             &[],
             None,
-            None,
-            post(presence::enroll::<S>),
+            Some(shape::<trantor_proto::auth::IdentitiesReply>),
+            get(crate::auth::routes::identities::<S>),
+        ),
+        r(
+            Verb::Post,
+            "/identity/revoke",
+            "Revoke a key, or every key of a name (owner of *)",
+            &[],
+            Some(shape::<trantor_proto::auth::RevokeRequest>),
+            Some(shape::<trantor_proto::auth::RevokeReply>),
+            post(crate::auth::routes::revoke::<S>),
         ),
         r(
             Verb::Post,
@@ -187,7 +215,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             fields![
                 SESSION_Q,
                 f("since", Int, false, "cursor: messages with id > since"),
-                f("peek", Str, false, "1: do not advance deliveredUpTo"),
+                f("peek", Bool, false, "1: do not advance deliveredUpTo"),
             ],
             None,
             Some(shape::<InboxReply>),
@@ -250,7 +278,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "Server-sent events: messages for a session, and events with events=1",
             fields![
                 f("session", Str, false, "default all (broadcasts only)").max(limits::SESSION),
-                f("events", Str, false, "1: also every event as `event: ev`"),
+                f("events", Bool, false, "1: also every event as `event: ev`"),
                 f("status", Str, false, "set the session's status"),
             ],
             None,
@@ -317,7 +345,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                 f("project", Str, false, "ignored: card ids are hub-global").max(limits::PROJECT),
             ],
             None,
-            None,
+            Some(shape::<CardReply>),
             get(board::card::<S>),
         ),
         r(
@@ -431,7 +459,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                 f("phase", Str, false, "only this phase"),
             ],
             None,
-            None,
+            Some(shape::<PhasesReply>),
             get(meta::phase_get::<S>),
         ),
         r(
@@ -449,7 +477,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "A duty seat reports a nudge it could not make (duty session only)",
             &[],
             Some(shape::<duty::FailureRequest>),
-            None,
+            Some(shape::<DutyFailureReply>),
             post(duty::failure::<S>),
         ),
         r(
@@ -458,7 +486,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "Appoint the duty session (empty session clears it)",
             &[],
             Some(shape::<duty::AppointRequest>),
-            None,
+            Some(shape::<AppointReply>),
             post(duty::appoint::<S>),
         ),
         r(
@@ -468,7 +496,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             fields![
                 SESSION_Q,
                 f("since", Int, false, "message id to start after"),
-                f("peek", Str, false, "1: do not move the cursor"),
+                f("peek", Bool, false, "1: do not move the cursor"),
             ],
             None,
             None,
@@ -591,6 +619,10 @@ pub fn router<S: Store>(hub: AppState<S>) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             hub.clone(),
             ops::idempotent::<S>,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            hub.clone(),
+            crate::auth::layer::<S>,
         ))
         .layer(axum::middleware::from_fn_with_state(
             hub.clone(),

@@ -6,8 +6,7 @@ use crate::presence::Touch;
 use crate::state::{AppState, Outbox, event, health, new_peer};
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
-use serde_json::{Value, json};
+use serde_json::json;
 use trantor_proto::limits;
 use trantor_proto::{
     BROADCAST, OkReply, PeerReply, PeersReply, RegisterReply, RegisterRequest, VERSION, now_ms,
@@ -172,39 +171,7 @@ pub async fn peers<S: Store>(State(hub): State<AppState<S>>) -> ApiResult<Json<P
     peers.sort_by(|a, b| a.session.cmp(&b.session));
     Ok(Json(PeersReply {
         hub_version: VERSION.to_string(),
-        auth_mode: "off".into(),
+        auth_mode: hub.cfg.auth.as_str().into(),
         peers,
     }))
-}
-
-/// `POST /enroll`: accepted without verification (this hub does not authenticate yet); the
-/// original's clients enroll once before their first signed write and only need a 2xx.
-pub async fn enroll<S: Store>(
-    State(_hub): State<AppState<S>>,
-    JsonBody(body): JsonBody<Value>,
-) -> ApiResult<Json<Value>> {
-    let kind = body.get("kind").and_then(Value::as_str).unwrap_or("agent");
-    if !matches!(kind, "human" | "agent" | "tool") {
-        return Err(ApiError::with(
-            StatusCode::BAD_REQUEST,
-            "kind must be human, agent or tool",
-            json!({ "allowedKinds": ["human", "agent", "tool"] }),
-        ));
-    }
-    let name = body
-        .get("name")
-        .and_then(Value::as_str)
-        .map(|n| crate::cards::truncate(n, 120))
-        .unwrap_or_default();
-    let project = body
-        .get("project")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .unwrap_or_else(|| session_project(&name).to_string());
-    Ok(Json(json!({
-        "ok": true,
-        "identity": { "name": name, "kind": kind, "createdAt": now_ms() },
-        "scopes": [{ "project": if project.is_empty() { "*".to_string() } else { project }, "role": "write" }],
-        "verified": false,
-    })))
 }

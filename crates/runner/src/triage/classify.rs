@@ -32,7 +32,7 @@ static SANDBOX: LazyLock<Option<Regex>> = LazyLock::new(|| {
 });
 static BACKEND: LazyLock<Option<Regex>> = LazyLock::new(|| {
     re(
-        r"(?i)unexpected status (?:404|408|410|5\d\d)|internal server error|bad gateway|service unavailable|gateway timeout|econnrefused|connection refused|socket hang up|network (?:is )?unreachable",
+        r"(?i)unexpected status (?:404|408|410|5\d\d)|internal server error|bad gateway|service unavailable|gateway timeout|econnrefused|connection refused|socket hang up|network (?:is )?unreachable|\b529\b|overloaded",
     )
 });
 static PROVIDER_REJECTED: LazyLock<Option<Regex>> = LazyLock::new(|| {
@@ -55,6 +55,10 @@ static TRY_IN: LazyLock<Option<Regex>> = LazyLock::new(|| {
         r"(?i)try again in\s+(?:about\s+)?(\d+(?:\.\d+)?)\s*(seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h|days?|d)\b(?:\s*(?:and\s*)?(\d+)\s*(minutes?|mins?|m)\b)?",
     )
 });
+/// "try again in 1h59m59.5s": a Go-style duration, as OpenAI's rate-limit messages give it.
+static TRY_IN_GO: LazyLock<Option<Regex>> =
+    LazyLock::new(|| re(r"(?i)try again in\s+((?:\d+(?:\.\d+)?(?:ms|h|m|s))+)(?:[^a-z0-9]|$)"));
+static GO_PART: LazyLock<Option<Regex>> = LazyLock::new(|| re(r"(?i)(\d+(?:\.\d+)?)(ms|h|m|s)"));
 static TRY_AT: LazyLock<Option<Regex>> = LazyLock::new(|| {
     re(
         r"(?i)try again (?:at|after)\s+(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2}))?(?:\.\d+)?\s*(Z|UTC|[+-]\d{2}:?\d{2})?",
@@ -78,6 +82,12 @@ static TOKENS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
     .filter_map(|s| re(s))
     .collect()
 });
+
+/// The usage- or rate-limit words in `text` (the `exhausted` class's evidence), if any: what the
+/// watchdog looks for in a CLI's own log of provider errors (docs/runner.md §8.4).
+pub fn usage_limit(text: &str) -> Option<String> {
+    hit(&EXHAUSTED, text)
+}
 
 /// Why a turn failed (docs/runner.md §12.1), in the classifier's order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -341,6 +351,26 @@ fn parse_clock_reset(text: &str, now: i64, offset_s: i64) -> Option<i64> {
 pub fn parse_reset(text: &str, now: i64) -> Option<i64> {
     if let Some(at) = parse_clock_reset(text, now, local_offset_s(now)) {
         return Some(at);
+    }
+    if let Some(c) = TRY_IN_GO
+        .as_ref()
+        .and_then(|r| r.captures_iter(text).last())
+        && let (Some(d), Some(part)) = (c.get(1), GO_PART.as_ref())
+    {
+        let ms: f64 = part
+            .captures_iter(d.as_str())
+            .filter_map(|p| {
+                let n: f64 = p.get(1)?.as_str().parse().ok()?;
+                let unit = match p.get(2)?.as_str().to_lowercase().as_str() {
+                    "ms" => 1.0,
+                    "s" => 1_000.0,
+                    "m" => 60_000.0,
+                    _ => 3_600_000.0,
+                };
+                Some(n * unit)
+            })
+            .sum();
+        return Some(now + ms as i64);
     }
     if let Some(c) = TRY_IN.as_ref().and_then(|r| r.captures_iter(text).last()) {
         let n: f64 = c.get(1)?.as_str().parse().ok()?;
@@ -661,6 +691,16 @@ mod tests {
             FailureClass::Crashed
         );
         assert!(FailureClass::Exhausted.parks() && !FailureClass::Crashed.parks());
+        // Claude Code's words for Anthropic's 529 `overloaded_error`: the backend, retried later,
+        // never a usage limit or a credential problem, and no reset time.
+        let overloaded = "API Error: 529 Overloaded. This is a server-side issue, usually \
+                          temporary — try again in a moment.";
+        assert_eq!(
+            classify_failure(1, overloaded, false, false, false).0,
+            FailureClass::BackendError
+        );
+        assert_eq!(parse_reset(overloaded, 0), None);
+        assert!(!FailureClass::BackendError.parks());
     }
 
     #[test]
@@ -688,6 +728,19 @@ mod tests {
             Some(1_772_323_200_000)
         );
         assert_eq!(parse_reset("no hint here", now), None);
+        // OpenAI's rate-limit wording: a Go-style duration.
+        assert_eq!(
+            parse_reset("Please try again in 1h59m59.5s. Visit https://x", now),
+            Some(now + 7_199_500)
+        );
+        assert_eq!(parse_reset("try again in 6ms.", now), Some(now + 6));
+        assert_eq!(parse_reset("try again in 1m30s", now), Some(now + 90_000));
+        assert_eq!(
+            parse_reset("try again in 5 minutes", now),
+            Some(now + 300_000)
+        );
+        assert!(usage_limit("AI_APICallError: The usage limit has been reached").is_some());
+        assert!(usage_limit("AI_APICallError: Overloaded").is_none());
     }
 
     #[test]

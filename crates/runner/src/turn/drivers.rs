@@ -384,6 +384,15 @@ impl Driver {
         }
     }
 
+    /// Directories of the CLI's own logs where it records provider errors it retries by itself
+    /// (docs/runner.md §8.4): OpenCode's `log/` beside its database.
+    pub fn provider_logs(&self, data_home: &Path) -> Vec<PathBuf> {
+        match self {
+            Driver::Opencode { .. } => vec![data_home.join("opencode").join("log")],
+            _ => Vec::new(),
+        }
+    }
+
     /// Environment this driver's CLI needs on top of the seat's. Claude Code refuses
     /// `--dangerously-skip-permissions` as root ("cannot be used with root/sudo privileges")
     /// unless it is told it runs in a sandbox; containers and CI run seats as root.

@@ -1,0 +1,696 @@
+//! Signed identity on the hub (docs/protocol.md §2): the verification layer in front of every
+//! route, the nonce replay cache, authorization (roles per project, inbox ownership, `from`
+//! binding, the cross-project fence) and read filtering of list replies.
+//!
+//! Order of a request: the front layer (Host/Origin/Sec-Fetch-Site refusals) runs first in every
+//! mode; then this layer authenticates, authorizes and, for list routes, filters the reply; then
+//! `_op` idempotency and the route. A refusal here is a 401/403 JSON `{error}` before any route
+//! runs, so it changes nothing.
+
+pub mod routes;
+pub mod store;
+pub mod tls;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use trantor_proto::auth::{
+    self as pauth, ANY_PROJECT, AuthError, HDR_DURABLE, HDR_ENDORSE, HDR_INST, HDR_INST_TS,
+    IdentityKind, IdentityRecord, Role, SKEW_MS, scopes_allow,
+};
+use trantor_proto::{now_ms, session_project};
+use trantor_store::{ReadTx, Store, StoreError};
+
+/// `RELAY_AUTH`: how the hub treats signatures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthMode {
+    /// No checks: signature headers are ignored, no identity is resolved.
+    Off,
+    /// Unsigned or badly signed requests pass with a logged warning; an enrolled signer is held
+    /// to its scopes.
+    Warn,
+    /// Every non-public request must be signed by an enrolled, unrevoked key.
+    Enforce,
+}
+
+impl AuthMode {
+    /// Parses `off`, `warn` or `enforce` (any case; empty = `off`).
+    pub fn parse(s: &str) -> Option<AuthMode> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "" | "off" => Some(AuthMode::Off),
+            "warn" => Some(AuthMode::Warn),
+            "enforce" => Some(AuthMode::Enforce),
+            _ => None,
+        }
+    }
+
+    /// The wire name (`authMode` in `/peers` and `/`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthMode::Off => "off",
+            AuthMode::Warn => "warn",
+            AuthMode::Enforce => "enforce",
+        }
+    }
+}
+
+/// Who the hub decided a request comes from; handlers read it from the request extensions.
+#[derive(Debug, Clone)]
+pub struct AuthContext {
+    /// The mode in force.
+    pub mode: AuthMode,
+    /// The enrolled identity that signed (directly or through an endorsed instance key).
+    pub identity: Option<IdentityRecord>,
+    /// Why a warn-mode request passed without an identity (`unsigned`, `bad-signature`, …).
+    pub warning: Option<String>,
+}
+
+/// Most `pubkey:nonce` pairs remembered at once; beyond it the oldest is forgotten.
+pub const NONCE_CAP: usize = 100_000;
+
+/// The replay cache: every `pubkey:nonce` accepted, kept until its signature's ts is out of
+/// the clock window (after which the signature is refused as `stale` anyway).
+#[derive(Debug, Default)]
+pub struct NonceCache {
+    inner: Mutex<NonceInner>,
+}
+
+#[derive(Debug, Default)]
+struct NonceInner {
+    seen: HashMap<String, i64>,
+    order: VecDeque<(i64, String)>,
+}
+
+impl NonceCache {
+    /// Records `key` (valid until `expires`); false when it was already recorded (a replay).
+    pub fn check_and_insert(&self, key: String, expires: i64, now: i64) -> bool {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        while let Some((exp, _)) = g.order.front() {
+            if *exp >= now && g.order.len() < NONCE_CAP {
+                break;
+            }
+            if let Some((exp, k)) = g.order.pop_front()
+                && g.seen.get(&k) == Some(&exp)
+            {
+                g.seen.remove(&k);
+            }
+        }
+        if g.seen.get(&key).is_some_and(|e| *e >= now) {
+            return false;
+        }
+        g.seen.insert(key.clone(), expires);
+        g.order.push_back((expires, key));
+        true
+    }
+
+    /// How many pairs are remembered.
+    pub fn len(&self) -> usize {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .seen
+            .len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Paths served to anyone: the banner, the dashboard and its assets, health, the API document
+/// and `/enroll` (which checks its own signature in every mode).
+pub fn is_public(path: &str) -> bool {
+    matches!(path, "/" | "/ui" | "/health" | "/enroll" | "/openapi.json")
+        || path.starts_with("/ui/")
+}
+
+/// Paths that need the owner role.
+fn owner_path(path: &str) -> bool {
+    matches!(
+        path,
+        "/invite" | "/identities" | "/identity/revoke" | "/overseer/duty"
+    )
+}
+
+/// The role a request needs: owner for owner routes (and `POST /policy`), write for any other
+/// POST, read for every GET.
+pub fn required_role(method: &Method, path: &str) -> Role {
+    if owner_path(path) || (path == "/policy" && method == Method::POST) {
+        Role::Owner
+    } else if method == Method::POST {
+        Role::Write
+    } else {
+        Role::Read
+    }
+}
+
+fn json_error(status: StatusCode, reason: impl Into<String>) -> Response {
+    ApiError::with(status, reason, Value::Null).into_response()
+}
+
+fn header(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+/// Outcome of authenticating one request.
+enum Authn {
+    /// Passes with this context.
+    Pass(AuthContext),
+    /// Refused with this status and reason.
+    Refuse(StatusCode, String),
+}
+
+/// Verifies a request's signature (and instance endorsement) and resolves its identity. Used by
+/// the layer and by `/invite`, `/identities` and `/identity/revoke`.
+async fn authenticate<S: Store>(
+    hub: &AppState<S>,
+    method: &Method,
+    target: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Authn, StoreError> {
+    let mode = hub.cfg.auth;
+    let soft = |reason: String| -> Authn {
+        if mode == AuthMode::Warn {
+            tracing::warn!(%method, target, reason, "auth warn");
+            Authn::Pass(AuthContext {
+                mode,
+                identity: None,
+                warning: Some(reason),
+            })
+        } else {
+            Authn::Refuse(StatusCode::UNAUTHORIZED, reason)
+        }
+    };
+    if !pauth::has_signature_headers(|h| header(headers, h)) {
+        return Ok(if mode == AuthMode::Warn {
+            tracing::warn!(%method, target, "auth warn: unsigned");
+            Authn::Pass(AuthContext {
+                mode,
+                identity: None,
+                warning: Some("unsigned".into()),
+            })
+        } else {
+            Authn::Refuse(StatusCode::UNAUTHORIZED, "signature required".into())
+        });
+    }
+    let now = now_ms();
+    let verified =
+        match pauth::verify_request(|h| header(headers, h), method.as_str(), target, body, now) {
+            Ok(v) => v,
+            Err(e) => return Ok(soft(e.reason())),
+        };
+    // An instance key: its own signature verified above; the durable key must have endorsed it,
+    // and the request is then the durable identity's.
+    let durable = header(headers, HDR_DURABLE).filter(|s| !s.is_empty());
+    let inst = header(headers, HDR_INST).filter(|s| !s.is_empty());
+    let identity_key = match (durable, inst) {
+        (Some(durable), Some(inst)) => {
+            let created = header(headers, HDR_INST_TS)
+                .and_then(|t| t.trim().parse::<i64>().ok())
+                .unwrap_or(0);
+            let endorsement = header(headers, HDR_ENDORSE).unwrap_or_default();
+            if !pauth::verify_endorsement(&durable, &verified.pubkey, &inst, created, &endorsement)
+            {
+                return Ok(soft(AuthError::BadEndorsement.reason()));
+            }
+            durable.to_ascii_lowercase()
+        }
+        _ => verified.pubkey.clone(),
+    };
+    let key = identity_key.clone();
+    let identity = hub.store.read(move |tx| store::identity(tx, &key)).await?;
+    let identity = match identity {
+        None => return Ok(soft(AuthError::UnknownIdentity.reason())),
+        Some(i) if i.revoked_at.is_some() => return Ok(soft(AuthError::Revoked.reason())),
+        Some(i) => i,
+    };
+    let nonce_key = format!("{}:{}", verified.pubkey, verified.nonce);
+    if !hub
+        .auth
+        .nonces
+        .check_and_insert(nonce_key, verified.ts + SKEW_MS, now)
+    {
+        return Ok(soft(AuthError::Replay.reason()));
+    }
+    Ok(Authn::Pass(AuthContext {
+        mode,
+        identity: Some(identity),
+        warning: None,
+    }))
+}
+
+/// The hub's in-process auth state.
+#[derive(Debug, Default)]
+pub struct AuthState {
+    /// Replay memory.
+    pub nonces: NonceCache,
+}
+
+/// What authorization needs to know about the request beyond its path.
+#[derive(Debug, Default)]
+struct Target {
+    /// The project the request acts on (empty: none named).
+    project: String,
+    /// The project the cross-project fence compares with the caller's home (empty: exempt).
+    fence: String,
+}
+
+fn str_field<'a>(v: &'a Value, k: &str) -> &'a str {
+    v.get(k).and_then(Value::as_str).unwrap_or("")
+}
+
+fn id_field(v: &Value, q: &HashMap<String, String>) -> Option<i64> {
+    v.get("id")
+        .and_then(|x| {
+            x.as_i64()
+                .or_else(|| x.as_str().and_then(|s| s.trim().parse().ok()))
+        })
+        .or_else(|| {
+            q.get("id")
+                .and_then(|s| s.trim().trim_start_matches('#').parse().ok())
+        })
+}
+
+/// The project of a peer (its row, else its name's suffix).
+fn peer_project(tx: &dyn ReadTx, session: &str) -> Result<String, StoreError> {
+    Ok(tx
+        .peer(session)?
+        .map(|p| p.project)
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| session_project(session).to_string()))
+}
+
+fn target_of(
+    tx: &dyn ReadTx,
+    path: &str,
+    body: &Value,
+    q: &HashMap<String, String>,
+) -> Result<Target, StoreError> {
+    let named = || {
+        let p = str_field(body, "project");
+        if p.is_empty() {
+            q.get("project").cloned().unwrap_or_default()
+        } else {
+            p.to_string()
+        }
+    };
+    Ok(match path {
+        "/task/update" | "/card" | "/task/checklist-toggle" => {
+            let project = match id_field(body, q) {
+                Some(id) => tx.card(id)?.map(|c| c.project).unwrap_or_default(),
+                None => String::new(),
+            };
+            Target {
+                fence: if path == "/task/update" {
+                    project.clone()
+                } else {
+                    String::new()
+                },
+                project,
+            }
+        }
+        "/send" => {
+            let from = str_field(body, "from");
+            let mut project = str_field(body, "project").to_string();
+            if project.is_empty() && !from.is_empty() {
+                project = peer_project(tx, from)?;
+            }
+            let to = str_field(body, "to");
+            let fence = if to.is_empty() || to == trantor_proto::BROADCAST {
+                String::new()
+            } else {
+                peer_project(tx, to)?
+            };
+            Target { project, fence }
+        }
+        "/task" | "/register" => {
+            let project = named();
+            Target {
+                fence: project.clone(),
+                project,
+            }
+        }
+        "/invite" => Target {
+            project: ANY_PROJECT.into(),
+            fence: body
+                .get("scopes")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|s| {
+                    s.get("project")
+                        .or_else(|| s.get("proj"))
+                        .and_then(Value::as_str)
+                })
+                .find(|p| !p.is_empty() && *p != ANY_PROJECT)
+                .unwrap_or("")
+                .to_string(),
+        },
+        "/identities" | "/identity/revoke" | "/overseer/duty" | "/policy" => Target {
+            project: if path == "/policy" {
+                String::new()
+            } else {
+                ANY_PROJECT.into()
+            },
+            fence: String::new(),
+        },
+        _ => Target {
+            project: named(),
+            fence: String::new(),
+        },
+    })
+}
+
+/// Links declared in the policy document, as project sets.
+fn policy_links(tx: &dyn ReadTx) -> Result<Vec<Vec<String>>, StoreError> {
+    let v = tx.kv(crate::routes::meta::POLICY_KEY)?;
+    let p: trantor_proto::PolicyReply = v
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_default();
+    Ok(p.links.into_iter().map(|l| l.projects).collect())
+}
+
+fn linked(links: &[Vec<String>], a: &str, b: &str) -> bool {
+    a == b
+        || links
+            .iter()
+            .any(|l| l.iter().any(|p| p == a) && l.iter().any(|p| p == b))
+}
+
+/// Whether `a` and `b` are the same project up to an instance suffix (`proj` / `proj-a`).
+fn instance_of(a: &str, b: &str) -> bool {
+    let (lo, hi) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    hi.len() > lo.len() && hi.starts_with(lo) && !hi.as_bytes()[lo.len()].is_ascii_alphanumeric()
+}
+
+/// The caller's home project for the fence: its single concrete scope project (when the name's
+/// suffix agrees), else the name's suffix.
+pub fn home_project(id: &IdentityRecord) -> String {
+    let suffix = session_project(&id.name).to_string();
+    let mut scoped: Vec<&str> = id
+        .scopes
+        .iter()
+        .map(|s| s.project.as_str())
+        .filter(|p| !p.is_empty() && *p != ANY_PROJECT)
+        .collect();
+    scoped.sort_unstable();
+    scoped.dedup();
+    if let [only] = scoped[..]
+        && (suffix.is_empty() || suffix == only || instance_of(&suffix, only))
+    {
+        return only.to_string();
+    }
+    suffix
+}
+
+/// Whether `id` is the duty identity (`hub:duty` or the duty session in force).
+fn is_duty(id: &IdentityRecord, duty: Option<&str>) -> bool {
+    !id.name.is_empty() && (id.name == "hub:duty" || Some(id.name.as_str()) == duty)
+}
+
+/// What an identity may read, for filtering list replies.
+struct ReadView {
+    all: bool,
+    scopes: Vec<trantor_proto::auth::Scope>,
+    links: Vec<Vec<String>>,
+}
+
+impl ReadView {
+    fn can_read(&self, project: &str) -> bool {
+        self.all || scopes_allow(&self.scopes, project, Role::Read)
+    }
+
+    /// Readable, or linked by policy to a readable project (the wider `/peers` test).
+    fn can_discover(&self, project: &str) -> bool {
+        self.can_read(project)
+            || (!project.is_empty()
+                && self.links.iter().any(|l| {
+                    l.iter().any(|p| p == project)
+                        && l.iter().any(|p| p != project && self.can_read(p))
+                }))
+    }
+}
+
+fn refuse(status: StatusCode, reason: impl Into<String>) -> Result<(), (StatusCode, String)> {
+    Err((status, reason.into()))
+}
+
+/// Authorizes an identified request: role on the target project, session bindings, the fence.
+fn authorize(
+    tx: &dyn ReadTx,
+    cfg: &crate::config::Config,
+    id: &IdentityRecord,
+    method: &Method,
+    path: &str,
+    body: &Value,
+    q: &HashMap<String, String>,
+) -> Result<Result<(), (StatusCode, String)>, StoreError> {
+    let duty_session = crate::duty::duty_session(cfg.duty_session.as_deref(), tx)?;
+    let duty = is_duty(id, duty_session.as_deref());
+    // Session bindings: a signed caller speaks and reads only as itself.
+    match path {
+        "/send" if str_field(body, "from") != id.name => {
+            return Ok(refuse(StatusCode::FORBIDDEN, "from must match signer"));
+        }
+        "/delivered" | "/register" | "/status" if str_field(body, "session") != id.name => {
+            return Ok(refuse(StatusCode::FORBIDDEN, "session must match signer"));
+        }
+        "/inbox" | "/poll" | "/catchup"
+            if q.get("session").map(String::as_str) != Some(id.name.as_str()) =>
+        {
+            return Ok(refuse(StatusCode::FORBIDDEN, "forbidden"));
+        }
+        "/stream" => {
+            let session = q.get("session").map(String::as_str).unwrap_or("");
+            if !session.is_empty() && session != "all" && session != id.name {
+                return Ok(refuse(StatusCode::FORBIDDEN, "forbidden"));
+            }
+            let events = q.get("events").is_some_and(|v| v == "1" || v == "true");
+            if events && !scopes_allow(&id.scopes, ANY_PROJECT, Role::Read) && !duty {
+                return Ok(refuse(
+                    StatusCode::FORBIDDEN,
+                    "events=1 streams every project's events: it needs read on *",
+                ));
+            }
+        }
+        _ => {}
+    }
+    let need = required_role(method, path);
+    let target = target_of(tx, path, body, q)?;
+    let bypass = duty && (need == Role::Read || path == "/send" || path == "/duty/failure");
+    if !bypass && !scopes_allow(&id.scopes, &target.project, need) {
+        return Ok(refuse(StatusCode::FORBIDDEN, "forbidden"));
+    }
+    // The cross-project fence.
+    let fenced =
+        !target.fence.is_empty() && id.kind != IdentityKind::Human && !(path == "/send" && duty);
+    if fenced {
+        let home = home_project(id);
+        if !home.is_empty() && home != target.fence {
+            let links = policy_links(tx)?;
+            if !linked(&links, &home, &target.fence) {
+                return Ok(refuse(
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "cross-project: {home} may not act on {} — cross-project action is a \
+                         breach unless the operator linked the projects. Run: trantor policy \
+                         link {home} {} --reason \"<why>\"",
+                        target.fence, target.fence
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// Paths whose replies are filtered by what the caller may read: `(path, array field)`.
+fn filtered_list(path: &str) -> Option<&'static str> {
+    match path {
+        "/peers" => Some("peers"),
+        "/tasks" => Some("tasks"),
+        "/events" => Some("events"),
+        "/recent" => Some("messages"),
+        "/inbox" | "/poll" => Some("messages"),
+        "/verify-gates" => Some("gates"),
+        _ => None,
+    }
+}
+
+/// Drops the rows of a list reply the caller may not read. Direct messages on `/inbox` and
+/// `/poll` are the caller's own (ownership was checked); broadcasts need read on their project.
+fn filter_reply(path: &str, field: &str, view: &ReadView, body: &mut Value, me: &str) {
+    let Some(rows) = body.get_mut(field).and_then(Value::as_array_mut) else {
+        return;
+    };
+    rows.retain(|row| {
+        let project = str_field(row, "project");
+        match path {
+            "/peers" => view.can_discover(project),
+            "/inbox" | "/poll" if str_field(row, "to") == me => true,
+            _ => view.can_read(project),
+        }
+    });
+}
+
+/// Most bytes of a list reply the filter will buffer.
+const MAX_FILTER_BYTES: usize = 64 * 1024 * 1024;
+
+/// The auth layer (see the module doc). Public paths and `RELAY_AUTH=off` pass untouched.
+pub async fn layer<S: Store>(State(hub): State<AppState<S>>, req: Request, next: Next) -> Response {
+    let path = req.uri().path().to_string();
+    if hub.cfg.auth == AuthMode::Off || is_public(&path) {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = if parts.method == Method::POST {
+        match crate::ops::read_body(body).await {
+            Ok(b) => b,
+            Err(e) => return e.into_response(),
+        }
+    } else {
+        Bytes::new()
+    };
+    let target = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| path.clone());
+    let ctx = match authenticate(&hub, &parts.method, &target, &parts.headers, &bytes).await {
+        Ok(Authn::Pass(ctx)) => ctx,
+        Ok(Authn::Refuse(status, reason)) => return json_error(status, reason),
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let mut view = None;
+    if let Some(id) = ctx.identity.clone() {
+        let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        let q = parts
+            .uri
+            .query()
+            .and_then(|raw| crate::extract::parse_query(raw).ok())
+            .unwrap_or_default();
+        let cfg = hub.cfg.clone();
+        let method = parts.method.clone();
+        let p = path.clone();
+        let list = filtered_list(&path).is_some();
+        let verdict = hub
+            .store
+            .read(move |tx| {
+                let v = authorize(tx, &cfg, &id, &method, &p, &body, &q)?;
+                let view = if list && v.is_ok() {
+                    let duty = crate::duty::duty_session(cfg.duty_session.as_deref(), tx)?;
+                    Some(ReadView {
+                        all: is_duty(&id, duty.as_deref()),
+                        scopes: id.scopes.clone(),
+                        links: policy_links(tx)?,
+                    })
+                } else {
+                    None
+                };
+                Ok((v, view))
+            })
+            .await;
+        match verdict {
+            Ok((Ok(()), v)) => view = v,
+            Ok((Err((status, reason)), _)) => return json_error(status, reason),
+            Err(e) => return ApiError::from(e).into_response(),
+        }
+    }
+    let me = ctx
+        .identity
+        .as_ref()
+        .map(|i| i.name.clone())
+        .unwrap_or_default();
+    let mut req = Request::from_parts(parts, Body::from(bytes));
+    req.extensions_mut().insert(ctx);
+    let resp = next.run(req).await;
+    let (Some(view), Some(field)) = (view, filtered_list(&path)) else {
+        return resp;
+    };
+    if !resp.status().is_success() {
+        return resp;
+    }
+    let (mut rparts, rbody) = resp.into_parts();
+    let Ok(raw) = axum::body::to_bytes(rbody, MAX_FILTER_BYTES).await else {
+        return json_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "reply too large to filter",
+        );
+    };
+    let Ok(mut v) = serde_json::from_slice::<Value>(&raw) else {
+        return Response::from_parts(rparts, Body::from(raw));
+    };
+    filter_reply(&path, field, &view, &mut v, &me);
+    let out = serde_json::to_vec(&v).unwrap_or_default();
+    rparts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    Response::from_parts(rparts, Body::from(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trantor_proto::auth::{EnrolledBy, Scope};
+
+    fn id(name: &str, scopes: &[(&str, Role)]) -> IdentityRecord {
+        IdentityRecord {
+            name: name.into(),
+            kind: IdentityKind::Agent,
+            pubkey: "00".repeat(32),
+            created_at: 1,
+            enrolled_by: EnrolledBy::Tofu,
+            scopes: scopes
+                .iter()
+                .map(|(p, r)| Scope {
+                    project: p.to_string(),
+                    role: *r,
+                })
+                .collect(),
+            revoked_at: None,
+        }
+    }
+
+    #[test]
+    fn nonce_cache_refuses_a_replay_and_forgets_after_the_window() {
+        let c = NonceCache::default();
+        assert!(c.check_and_insert("k:1".into(), 1_000, 0));
+        assert!(!c.check_and_insert("k:1".into(), 1_000, 500));
+        assert!(c.check_and_insert("k:2".into(), 1_000, 500));
+        // Past its expiry the pair is forgotten (its signature would be stale by then).
+        assert!(c.check_and_insert("k:1".into(), 5_000, 2_000));
+        assert!(c.len() <= 2);
+    }
+
+    #[test]
+    fn home_project_rules() {
+        assert_eq!(home_project(&id("claude:a", &[("a", Role::Write)])), "a");
+        assert_eq!(home_project(&id("claude:a-1", &[("a", Role::Write)])), "a");
+        assert_eq!(home_project(&id("claude:b", &[("a", Role::Write)])), "b");
+        assert_eq!(home_project(&id("op", &[("*", Role::Owner)])), "");
+        assert_eq!(
+            home_project(&id("x:c", &[("a", Role::Read), ("b", Role::Read)])),
+            "c"
+        );
+    }
+
+    #[test]
+    fn roles_by_route() {
+        assert_eq!(required_role(&Method::GET, "/peers"), Role::Read);
+        assert_eq!(required_role(&Method::POST, "/send"), Role::Write);
+        assert_eq!(required_role(&Method::POST, "/invite"), Role::Owner);
+        assert_eq!(required_role(&Method::POST, "/policy"), Role::Owner);
+        assert_eq!(required_role(&Method::GET, "/policy"), Role::Read);
+        assert!(is_public("/ui/app.js") && is_public("/health") && !is_public("/peers"));
+    }
+}

@@ -7,6 +7,7 @@
 mod auth;
 mod http;
 mod hub;
+mod hub_pg;
 mod runner;
 mod scaling;
 

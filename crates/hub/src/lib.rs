@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod cards;
+pub mod cluster;
 pub mod config;
 pub mod contracts;
 pub mod duty;
@@ -41,9 +42,26 @@ use wake::WakeRegistry;
 const FEED_CAPACITY: usize = 4096;
 
 /// Run the hub until SIGINT or SIGTERM: validate the configuration (refusing non-loopback
-/// binds), open the SQLite store under the data directory, bind, and serve.
+/// binds), open the store (the SQLite file under the data directory, or PostgreSQL with
+/// `--store`), bind, and serve.
 pub async fn run(args: HubArgs) -> anyhow::Result<()> {
     let cfg = Config::from_args(&args)?;
+    if let Some(url) = cfg.store_url.clone() {
+        // Several hubs may share the database: bind first so the lease label names this one.
+        let listener = bind(&cfg).await?;
+        let addr = listener.local_addr().context("listener has no address")?;
+        let opts = trantor_store_postgres::PgOptions {
+            sync_full: cfg.sync == SyncLevel::Full,
+            node: format!("trantor-hub {addr} pid {}", std::process::id()),
+            ..Default::default()
+        };
+        let store = tokio::task::spawn_blocking(move || {
+            trantor_store_postgres::PgStore::open_with(&url, opts)
+        })
+        .await
+        .context("store open task failed")??;
+        return serve(listener, store, cfg, shutdown_signal()).await;
+    }
     std::fs::create_dir_all(&cfg.data_dir)
         .with_context(|| format!("cannot create data directory {}", cfg.data_dir.display()))?;
     let db = cfg.db_path();
@@ -123,6 +141,7 @@ pub async fn serve<S: Store>(
     let hub = state(store, cfg, stop_rx.clone()).await?;
     reaper::spawn(hub.clone());
     duty::spawn(hub.clone());
+    cluster::spawn(hub.clone());
     let app = routes::router(hub.clone());
     let addr = listener.local_addr().context("listener has no address")?;
     let scheme = if tls.is_some() { "https" } else { "http" };

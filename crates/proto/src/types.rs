@@ -1025,6 +1025,20 @@ pub struct HealthReply {
     pub sync: String,
     /// The hub's version.
     pub version: String,
+    /// The periodic-work lease over a store shared by several hubs (PostgreSQL); absent on the
+    /// embedded store, where the hub always runs the periodic work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<HealthLease>,
+}
+
+/// `/health`'s `lease` object (several hubs on one PostgreSQL database).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthLease {
+    /// Whether this hub runs the periodic work (reaper, duty, retention) now.
+    pub held: bool,
+    /// The label of the hub that holds the lease (its address and pid), if any.
+    pub holder: Option<String>,
 }
 
 /// `/health`'s `persist` object.

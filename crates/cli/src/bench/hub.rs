@@ -29,6 +29,11 @@ pub struct HubBenchArgs {
     /// polls, restart); all by default.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
+    /// Measure hubs on PostgreSQL instead: a `postgres://` URL of a server (the benchmark
+    /// creates and drops a scratch database there): /send throughput and wake latency within
+    /// one hub and across two hubs on one database.
+    #[arg(long)]
+    pub store: Option<String>,
     /// Instead of the bars: each read route's latency at 1k / 100k / 1M stored messages
     /// (+10,000 cards), on stores seeded directly (docs/bench-hub.md).
     #[arg(long)]
@@ -66,22 +71,22 @@ impl HubBenchArgs {
 }
 
 /// How much of everything to do.
-struct Sizes {
-    wake_samples: usize,
+pub(super) struct Sizes {
+    pub(super) wake_samples: usize,
     idle_pollers: usize,
     idle_secs: u64,
-    throughput_clients: usize,
-    throughput_secs: u64,
+    pub(super) throughput_clients: usize,
+    pub(super) throughput_secs: u64,
     burst: usize,
     rss_messages: i64,
-    restart_messages: usize,
+    pub(super) restart_messages: usize,
     held_polls: usize,
     wake_idle_polls: usize,
     wake_rate: u64,
 }
 
 impl Sizes {
-    fn new(quick: bool) -> Sizes {
+    pub(super) fn new(quick: bool) -> Sizes {
         if quick {
             Sizes {
                 wake_samples: 200,
@@ -174,7 +179,7 @@ impl HubProc {
         })
     }
 
-    fn spawn_with(home: &Path, args: impl FnOnce(&mut Command, u16)) -> Result<HubProc> {
+    pub(super) fn spawn_with(home: &Path, args: impl FnOnce(&mut Command, u16)) -> Result<HubProc> {
         // TRANTOR_BENCH_HUB_EXE runs another build's hub under this bench (before/after
         // comparisons with the same client); this binary by default.
         let exe = match std::env::var_os("TRANTOR_BENCH_HUB_EXE") {
@@ -187,14 +192,17 @@ impl HubProc {
             .with_context(|| format!("cannot create {}", log.display()))?;
         let err = out.try_clone()?;
         let mut cmd = Command::new(exe);
-        args(&mut cmd, port);
-        let child = cmd
-            .env("RELAY_PORT", port.to_string())
+        cmd.env("RELAY_PORT", port.to_string())
             .env("RELAY_HOST", "127.0.0.1")
             .env("HOME", home)
             .env("TRANTOR_LOG", "warn")
             .env_remove("RELAY_DATABASE_URL")
-            .env_remove("RELAY_AUTH")
+            .env_remove("DATABASE_URL")
+            .env_remove("RELAY_AUTH");
+        // After the defaults, so a caller may set any of them (the PostgreSQL bench sets
+        // RELAY_DATABASE_URL).
+        args(&mut cmd, port);
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -369,13 +377,13 @@ pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[idx.min(sorted.len() - 1)]
 }
 
-fn field_i64(v: &Value, name: &str) -> Result<i64> {
+pub(super) fn field_i64(v: &Value, name: &str) -> Result<i64> {
     v[name]
         .as_i64()
         .with_context(|| format!("reply has no integer {name:?}: {v}"))
 }
 
-async fn health(c: &mut Http) -> Result<Value> {
+pub(super) async fn health(c: &mut Http) -> Result<Value> {
     c.get("/health").await?.json()
 }
 
@@ -782,7 +790,7 @@ const LOAD_TEXT: &str = "a benchmark message of roughly the size agents send eac
 
 /// The load generator of the throughput rows.
 #[derive(Debug, Clone)]
-enum LoadGen {
+pub(super) enum LoadGen {
     /// `wrk` (found on `PATH`): C, epoll, one keep-alive connection per client, pipelining off;
     /// a Lua `request()` cycles through 16 prebuilt requests.
     Wrk(PathBuf),
@@ -792,7 +800,7 @@ enum LoadGen {
 
 impl LoadGen {
     /// `wrk` when it is installed, else the built-in client.
-    fn detect() -> LoadGen {
+    pub(super) fn detect() -> LoadGen {
         std::env::var_os("PATH")
             .into_iter()
             .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
@@ -801,7 +809,7 @@ impl LoadGen {
             .map_or(LoadGen::Builtin, LoadGen::Wrk)
     }
 
-    fn describe(&self) -> String {
+    pub(super) fn describe(&self) -> String {
         match self {
             LoadGen::Wrk(p) => format!("wrk ({}), 2 threads", p.display()),
             LoadGen::Builtin => "the built-in client (wrk not installed)".into(),
@@ -910,9 +918,9 @@ fn parse_wrk_duration(d: &str) -> Option<f64> {
 }
 
 /// One throughput window: the rate and the CPU both sides used for it.
-struct Throughput {
-    secs: f64,
-    rate: f64,
+pub(super) struct Throughput {
+    pub(super) secs: f64,
+    pub(super) rate: f64,
     /// Server CPU per request, µs, and cores busy (CPU / wall).
     hub_us: f64,
     hub_cores: f64,
@@ -922,7 +930,7 @@ struct Throughput {
 }
 
 impl Throughput {
-    fn cpu_text(&self) -> String {
+    pub(super) fn cpu_text(&self) -> String {
         format!(
             "server {:.1} µs ({:.2} cores busy) / load generator {:.1} µs ({:.2} cores busy)",
             self.hub_us, self.hub_cores, self.client_us, self.client_cores
@@ -933,7 +941,12 @@ impl Throughput {
 /// Throughput (3): `/send` as fast as the load generator goes, with the server's CPU (its
 /// process clock) and the generator's CPU (wrk: `RUSAGE_CHILDREN`; built-in: this process)
 /// over the same window.
-async fn throughput(port: u16, pid: u32, sizes: &Sizes, load: &LoadGen) -> Result<Throughput> {
+pub(super) async fn throughput(
+    port: u16,
+    pid: u32,
+    sizes: &Sizes,
+    load: &LoadGen,
+) -> Result<Throughput> {
     let hub_w = CpuWindow::start(pid)?;
     let (sends, secs, client) = match load {
         LoadGen::Wrk(wrk) => {
@@ -971,6 +984,9 @@ fn drop_page_cache() -> Result<()> {
 
 /// Run every measurement and return the report rows.
 pub async fn run(args: &HubBenchArgs) -> Result<Table> {
+    if let Some(url) = &args.store {
+        return super::hub_pg::run(args, url).await;
+    }
     let sizes = Sizes::new(args.quick);
     let mut table = Table::default();
     if args.scaling {

@@ -32,6 +32,7 @@ mod duty;
 mod harvest;
 mod hook;
 mod hook_install;
+pub mod hub_import;
 mod identity;
 mod integrate;
 mod invite;

@@ -95,6 +95,10 @@ pub async fn health<S: Store>(State(hub): State<AppState<S>>) -> impl IntoRespon
             pruned: serde_json::to_value(pruned).unwrap_or(Value::Null),
         },
         duty,
+        lease: hub.store.lease().map(|l| trantor_proto::HealthLease {
+            held: l.held,
+            holder: l.holder,
+        }),
     };
     (status, Json(reply))
 }

@@ -632,6 +632,16 @@ impl ReadTx for SqlTx<'_> {
         .transpose()
     }
 
+    fn all_lessons(&self) -> Result<Vec<Lesson>, StoreError> {
+        self.rows(
+            "lessons",
+            "all_lessons",
+            "SELECT id, scope, text, by_s, ts, project FROM lessons ORDER BY id",
+            [],
+            lesson_row,
+        )
+    }
+
     fn counts(&self) -> Result<Counts, StoreError> {
         let count = |table: &'static str, sql: &str| -> Result<i64, StoreError> {
             Ok(self
@@ -660,6 +670,51 @@ impl ReadTx for SqlTx<'_> {
 }
 
 impl WriteTx for SqlTx<'_> {
+    fn put_message(&mut self, msg: &Message, refs: &[i64]) -> Result<bool, StoreError> {
+        let before = self.sequence("messages")?;
+        let n = self.exec(
+            "messages",
+            "put_message",
+            "INSERT OR IGNORE INTO messages(id, ts, from_s, to_s, project, text, re, kind, wake)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![
+                msg.id,
+                msg.ts,
+                msg.from,
+                msg.to,
+                msg.project,
+                msg.text,
+                msg.re,
+                msg.kind,
+                msg.wake
+            ],
+        )?;
+        if n == 0 {
+            return Ok(false);
+        }
+        // The count is the high-water mark minus the deleted counter: an id that leaves a gap
+        // above the mark, or fills a hole below it, shifts the counter so the count stays exact.
+        let after = self.sequence("messages")?;
+        let shift = (after - before) - 1;
+        if shift != 0 {
+            self.exec(
+                "counters",
+                "put_message",
+                "UPDATE counters SET n = n + ?1 WHERE name = 'messages_deleted'",
+                [shift],
+            )?;
+        }
+        for card in refs {
+            self.exec(
+                "message_refs",
+                "insert",
+                "INSERT OR IGNORE INTO message_refs(card_id, msg_id) VALUES (?1, ?2)",
+                params![card, msg.id],
+            )?;
+        }
+        Ok(true)
+    }
+
     fn insert_message(&mut self, msg: NewMessage, refs: &[i64]) -> Result<Message, StoreError> {
         let id: i64 = self.insert(
             "messages",

@@ -1464,6 +1464,9 @@ async fn meta_endpoints_describe_the_hub() {
         ("/phase", "post"),
         ("/_op", "get"),
         ("/enroll", "post"),
+        ("/invite", "post"),
+        ("/identities", "get"),
+        ("/identity/revoke", "post"),
         ("/metrics", "get"),
         ("/openapi.json", "get"),
     ] {

@@ -165,30 +165,46 @@ fn header(headers: &HeaderMap, name: &str) -> Option<String> {
 
 /// Outcome of authenticating one request.
 enum Authn {
-    /// Passes with this context.
-    Pass(AuthContext),
+    /// Authenticated with this context; for an identified caller also the authorization
+    /// verdict and, for list routes, what it may read.
+    Pass(AuthContext, Verdict),
     /// Refused with this status and reason.
     Refuse(StatusCode, String),
 }
 
-/// Verifies a request's signature (and instance endorsement) and resolves its identity. Used by
-/// the layer and by `/invite`, `/identities` and `/identity/revoke`.
+/// Authorization outcome of an identified request, with its read view for list routes.
+type Verdict = (Result<(), (StatusCode, String)>, Option<ReadView>);
+
+/// The request as authorization sees it.
+struct Facts {
+    method: Method,
+    path: String,
+    body: Value,
+    query: HashMap<String, String>,
+}
+
+/// Verifies a request's signature (and instance endorsement), resolves its identity and
+/// authorizes it, with one store read.
 async fn authenticate<S: Store>(
     hub: &AppState<S>,
-    method: &Method,
     target: &str,
     headers: &HeaderMap,
     body: &[u8],
+    facts: Facts,
 ) -> Result<Authn, StoreError> {
+    let method = &facts.method.clone();
     let mode = hub.cfg.auth;
     let soft = |reason: String| -> Authn {
         if mode == AuthMode::Warn {
             tracing::warn!(%method, target, reason, "auth warn");
-            Authn::Pass(AuthContext {
-                mode,
-                identity: None,
-                warning: Some(reason),
-            })
+            Authn::Pass(
+                AuthContext {
+                    mode,
+                    identity: None,
+                    warning: Some(reason),
+                },
+                (Ok(()), None),
+            )
         } else {
             Authn::Refuse(StatusCode::UNAUTHORIZED, reason)
         }
@@ -196,11 +212,14 @@ async fn authenticate<S: Store>(
     if !pauth::has_signature_headers(|h| header(headers, h)) {
         return Ok(if mode == AuthMode::Warn {
             tracing::warn!(%method, target, "auth warn: unsigned");
-            Authn::Pass(AuthContext {
-                mode,
-                identity: None,
-                warning: Some("unsigned".into()),
-            })
+            Authn::Pass(
+                AuthContext {
+                    mode,
+                    identity: None,
+                    warning: Some("unsigned".into()),
+                },
+                (Ok(()), None),
+            )
         } else {
             Authn::Refuse(StatusCode::UNAUTHORIZED, "signature required".into())
         });
@@ -230,11 +249,44 @@ async fn authenticate<S: Store>(
         _ => verified.pubkey.clone(),
     };
     let key = identity_key.clone();
-    let identity = hub.store.read(move |tx| store::identity(tx, &key)).await?;
-    let identity = match identity {
+    let cfg = hub.cfg.clone();
+    let looked = hub
+        .store
+        .read(move |tx| {
+            let Some(id) = store::identity(tx, &key)? else {
+                return Ok(None);
+            };
+            if id.revoked_at.is_some() {
+                return Ok(Some((id, (Ok(()), None))));
+            }
+            let v = authorize(
+                tx,
+                &cfg,
+                &id,
+                &facts.method,
+                &facts.path,
+                &facts.body,
+                &facts.query,
+            )?;
+            let view = if filtered_list(&facts.path).is_some() && v.is_ok() {
+                let duty = crate::duty::duty_session(cfg.duty_session.as_deref(), tx)?;
+                Some(ReadView {
+                    all: is_duty(&id, duty.as_deref()),
+                    scopes: id.scopes.clone(),
+                    links: policy_links(tx)?,
+                })
+            } else {
+                None
+            };
+            Ok(Some((id, (v, view))))
+        })
+        .await?;
+    let (identity, verdict) = match looked {
         None => return Ok(soft(AuthError::UnknownIdentity.reason())),
-        Some(i) if i.revoked_at.is_some() => return Ok(soft(AuthError::Revoked.reason())),
-        Some(i) => i,
+        Some((i, _)) if i.revoked_at.is_some() => {
+            return Ok(soft(AuthError::Revoked.reason()));
+        }
+        Some(found) => found,
     };
     let nonce_key = format!("{}:{}", verified.pubkey, verified.nonce);
     if !hub
@@ -244,11 +296,14 @@ async fn authenticate<S: Store>(
     {
         return Ok(soft(AuthError::Replay.reason()));
     }
-    Ok(Authn::Pass(AuthContext {
-        mode,
-        identity: Some(identity),
-        warning: None,
-    }))
+    Ok(Authn::Pass(
+        AuthContext {
+            mode,
+            identity: Some(identity),
+            warning: None,
+        },
+        verdict,
+    ))
 }
 
 /// The hub's in-process auth state.
@@ -577,46 +632,26 @@ async fn checked<S: Store>(hub: AppState<S>, req: Request, next: Next) -> Respon
         .path_and_query()
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| path.clone());
-    let ctx = match authenticate(&hub, &parts.method, &target, &parts.headers, &bytes).await {
-        Ok(Authn::Pass(ctx)) => ctx,
-        Ok(Authn::Refuse(status, reason)) => return json_error(status, reason),
-        Err(e) => return ApiError::from(e).into_response(),
-    };
-    let mut view = None;
-    if let Some(id) = ctx.identity.clone() {
-        let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        let q = parts
+    let facts = Facts {
+        method: parts.method.clone(),
+        path: path.clone(),
+        body: if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+        },
+        query: parts
             .uri
             .query()
             .and_then(|raw| crate::extract::parse_query(raw).ok())
-            .unwrap_or_default();
-        let cfg = hub.cfg.clone();
-        let method = parts.method.clone();
-        let p = path.clone();
-        let list = filtered_list(&path).is_some();
-        let verdict = hub
-            .store
-            .read(move |tx| {
-                let v = authorize(tx, &cfg, &id, &method, &p, &body, &q)?;
-                let view = if list && v.is_ok() {
-                    let duty = crate::duty::duty_session(cfg.duty_session.as_deref(), tx)?;
-                    Some(ReadView {
-                        all: is_duty(&id, duty.as_deref()),
-                        scopes: id.scopes.clone(),
-                        links: policy_links(tx)?,
-                    })
-                } else {
-                    None
-                };
-                Ok((v, view))
-            })
-            .await;
-        match verdict {
-            Ok((Ok(()), v)) => view = v,
-            Ok((Err((status, reason)), _)) => return json_error(status, reason),
-            Err(e) => return ApiError::from(e).into_response(),
-        }
-    }
+            .unwrap_or_default(),
+    };
+    let (ctx, view) = match authenticate(&hub, &target, &parts.headers, &bytes, facts).await {
+        Ok(Authn::Pass(_, (Err((status, reason)), _))) => return json_error(status, reason),
+        Ok(Authn::Pass(ctx, (Ok(()), view))) => (ctx, view),
+        Ok(Authn::Refuse(status, reason)) => return json_error(status, reason),
+        Err(e) => return ApiError::from(e).into_response(),
+    };
     let me = ctx
         .identity
         .as_ref()

@@ -1,4 +1,4 @@
-//! `/enroll`, `/invite`, `/identities` and `/identity/revoke` (docs/protocol.md §2.5).
+//! `/enroll`, `/invite`, `/identities` and `/identity/revoke` (docs/protocol.md §2.3).
 
 use super::{AuthContext, AuthMode, store};
 use crate::error::{ApiError, ApiResult};

@@ -1,4 +1,4 @@
-//! Presence: `/register`, `/status`, `/peer`, `/peers`, and `/enroll`.
+//! Presence: `/register`, `/status`, `/peer` and `/peers` (`/enroll` lives in `crate::auth`).
 
 use crate::error::{ApiError, ApiResult, check_len, check_opt};
 use crate::extract::{JsonBody, Params};

@@ -1005,6 +1005,10 @@ pub struct HealthReply {
     pub duty: Value,
     /// Events stored.
     pub events: i64,
+    /// The periodic-work lease over a store shared by several hubs (PostgreSQL); `null` on the
+    /// embedded store, where the hub always runs the periodic work.
+    #[serde(default)]
+    pub lease: Option<HealthLease>,
     /// Messages stored.
     pub messages: i64,
     /// The store answers reads and the newest write succeeded.
@@ -1025,10 +1029,6 @@ pub struct HealthReply {
     pub sync: String,
     /// The hub's version.
     pub version: String,
-    /// The periodic-work lease over a store shared by several hubs (PostgreSQL); absent on the
-    /// embedded store, where the hub always runs the periodic work.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease: Option<HealthLease>,
 }
 
 /// `/health`'s `lease` object (several hubs on one PostgreSQL database).

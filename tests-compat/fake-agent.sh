@@ -6,7 +6,8 @@
 #
 # Every invocation appends ONE JSON line to "$FAKE_AGENT_LOG" (default: /tmp/fake-agent-calls.jsonl):
 #   {"n","ts","name","argv":[...],"cwd","stdin","env":{RELAY_*,TRANTOR_*,CREW_*}, "prompt"}
-# "prompt" is the value that followed -p (claude/gemini/kimi style) or the last argv item.
+# "prompt" is the value that followed -p (claude/gemini/kimi style) or the last argv item; when that
+# names an existing file (the `command` driver's {P}), the file's text.
 # It also keeps the last prompt in "$FAKE_AGENT_LOG.last-prompt".
 #
 # Behaviour knobs (all optional, read from the environment the runner passes through):
@@ -20,6 +21,10 @@
 #   FAKE_AGENT_CONTROL=<file> if this file exists it is sourced (bash) at the start of EVERY call, so a
 #                            test can change the knobs above between turns without restarting the
 #                            runner, e.g.  echo 'FAKE_AGENT_EXIT=1' > "$FAKE_AGENT_CONTROL"
+#   FAKE_AGENT_SCENARIO=<file> sourced (bash) right after the call is logged, with FAKE_AGENT_PROMPT
+#                            (the prompt text) and FAKE_AGENT_TURN (this call's number in the log) set:
+#                            a drill's own behaviour on its markers (hang, commit, wait for a go file…);
+#                            it may exit, otherwise the knobs below apply as usual.
 # The default answer is >120 characters of plain prose so the original runner's "substantive
 # output" rule (lib/classify-failure.mjs SUBSTANTIVE_MIN=120) classifies the turn as a success and
 # not an empty turn. It never echoes the prompt.
@@ -31,15 +36,24 @@ name=$(basename "$0")
 log=${FAKE_AGENT_LOG:-/tmp/fake-agent-calls.jsonl}
 stdin_data=""
 if [ ! -t 0 ]; then stdin_data=$(timeout 2 cat 2>/dev/null || true); fi
-python3 - "$log" "$name" "$stdin_data" "$@" <<'PY'
+prompt_arg=""
+prev=""
+found=""
+for a in "$@"; do
+  if [ "$prev" = "-p" ] || [ "$prev" = "--prompt" ]; then prompt_arg=$a; found=1; fi
+  prev=$a
+done
+if [ -z "$found" ] && [ $# -gt 0 ]; then prompt_arg=${!#}; fi
+if [ -n "$prompt_arg" ] && [ -f "$prompt_arg" ]; then
+  FAKE_AGENT_PROMPT=$(cat "$prompt_arg")
+else
+  FAKE_AGENT_PROMPT=$prompt_arg
+fi
+python3 - "$log" "$name" "$stdin_data" "$FAKE_AGENT_PROMPT" "$@" <<'PY'
 import json, os, sys, time
-log, name, stdin_data, argv = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
-prompt = None
-for i, a in enumerate(argv):
-    if a in ("-p", "--prompt") and i + 1 < len(argv):
-        prompt = argv[i + 1]
-if prompt is None and argv:
-    prompt = argv[-1]
+log, name, stdin_data, prompt, argv = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
+if not argv:
+    prompt = None
 n = 1
 try:
     with open(log) as f: n = sum(1 for _ in f) + 1
@@ -52,6 +66,11 @@ os.makedirs(os.path.dirname(os.path.abspath(log)), exist_ok=True)
 with open(log, "a") as f: f.write(json.dumps(rec, ensure_ascii=False) + "\n")
 with open(log + ".last-prompt", "w") as f: f.write(prompt or "")
 PY
+if [ -n "${FAKE_AGENT_SCENARIO:-}" ] && [ -f "$FAKE_AGENT_SCENARIO" ]; then
+  FAKE_AGENT_TURN=$(grep -c '' "$log" 2>/dev/null || echo 0)
+  export FAKE_AGENT_PROMPT FAKE_AGENT_TURN
+  . "$FAKE_AGENT_SCENARIO"
+fi
 if [ -n "${FAKE_AGENT_SLEEP:-}" ]; then sleep "$FAKE_AGENT_SLEEP"; fi
 if [ -n "${FAKE_AGENT_SEND:-}" ] && [ -n "${RELAY_URL:-}" ]; then
   python3 - <<'PY'

@@ -7,7 +7,9 @@
 mod auth;
 mod http;
 mod hub;
+mod hub_pg;
 mod runner;
+mod scaling;
 
 use std::fmt::Write as _;
 
@@ -27,6 +29,10 @@ pub enum BenchWhat {
     /// A seat: runner idle RSS and CPU, wake → CLI spawned latency (optionally beside the
     /// original JavaScript runner, in the same run).
     Runner(runner::RunnerBenchArgs),
+    /// Internal: the bare-route ceiling server `bench hub` measures `/send` against (the hub's
+    /// accept loop and `/send` body decoding, nothing stored). Not for direct use.
+    #[command(hide = true)]
+    CeilingServer(hub::CeilingArgs),
     /// Signed identity: sign and verify cost per request, and /send throughput signed vs
     /// unsigned against one hub in one run.
     Auth(auth::AuthBenchArgs),
@@ -131,6 +137,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             runner::run(a).await?.markdown("trantor bench runner"),
             &a.out,
         ),
+        BenchWhat::CeilingServer(a) => return hub::ceiling_server(a).await,
         BenchWhat::Auth(a) => (auth::run(a).await?.markdown("trantor bench auth"), &a.out),
     };
     print!("{md}");

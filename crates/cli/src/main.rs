@@ -21,7 +21,7 @@ struct Cli {
 enum Command {
     /// Run the hub: HTTP/JSON on 127.0.0.1:4477 (RELAY_HOST, RELAY_PORT), state under
     /// ~/.agent-bus (RELAY_DATA_DIR).
-    Hub(trantor_hub::HubArgs),
+    Hub(commands::hub_import::HubCommand),
     /// Run the crew runner for one seat: waits on the bus and resumes the agent CLI when work
     /// arrives.
     Runner(Box<trantor_runner::RunnerArgs>),
@@ -67,7 +67,12 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async move {
         match cli.command {
-            Command::Hub(args) => trantor_hub::run(args).await.map(|_| ExitCode::SUCCESS),
+            Command::Hub(cmd) => match cmd.action {
+                Some(action) => commands::hub_import::run(action)
+                    .await
+                    .map(|_| ExitCode::SUCCESS),
+                None => trantor_hub::run(cmd.args).await.map(|_| ExitCode::SUCCESS),
+            },
             Command::Runner(args) => trantor_runner::run(*args).await.map(|_| ExitCode::SUCCESS),
             Command::Mcp(args) => trantor_mcp::run(args).await.map(|_| ExitCode::SUCCESS),
             Command::Bench(args) => bench::run(args).await.map(|_| ExitCode::SUCCESS),

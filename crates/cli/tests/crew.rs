@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::seat::{Driver, Seat, fake_agent_available};
 use common::{GroupChild, Hub, git_in, hub_request, init_git_repo, wait_until};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -15,18 +16,19 @@ const PROJECT: &str = "p";
 const ORCH: &str = "orch:p";
 const LONG: Duration = Duration::from_secs(90);
 
-/// The fake agent: says its usage limit is hit while `$FAKE_AGENT_STATE/exhausted` exists
-/// (unless its model is `fresh`); otherwise records the HEAD it started at, then does what the prompt's markers say —
-/// `WORK=<file>` writes and commits the file, `WIP=<file>` leaves the file uncommitted.
-const AGENT: &str = r#"#!/bin/sh
-prompt=$(cat "$1")
-if [ -f "$FAKE_AGENT_STATE/exhausted" ] && [ "${CREW_MODEL:-}" != fresh ]; then
+/// The crew's scenario for the fake agent: says its usage limit is hit while
+/// `$SEAT_STATE/exhausted` exists (unless its model is `fresh`); otherwise records the HEAD it
+/// started at, then does what the prompt's markers say — `WORK=<file>` writes and commits the
+/// file, `WIP=<file>` leaves the file uncommitted.
+const SCENARIO: &str = r#"
+prompt=$FAKE_AGENT_PROMPT
+if [ -f "$SEAT_STATE/exhausted" ] && [ "${CREW_MODEL:-}" != fresh ]; then
   echo "Error: You have hit your usage limit. Try again in 2 hours."
   exit 1
 fi
 head=$(git rev-parse HEAD)
 marker=$(printf '%s' "$prompt" | grep -o 'MARK-[A-Za-z0-9]*' | head -1)
-echo "$marker $head" >> "$FAKE_AGENT_STATE/heads-$CREW_PERSONA.txt"
+echo "$marker $head" >> "$SEAT_STATE/heads-$CREW_PERSONA.txt"
 for f in $(printf '%s' "$prompt" | grep -o 'WORK=[A-Za-z0-9._-]*' | sed 's/WORK=//'); do
   echo "work of $CREW_PERSONA" > "$f"
   git add "$f"
@@ -35,14 +37,7 @@ done
 for f in $(printf '%s' "$prompt" | grep -o 'WIP=[A-Za-z0-9._-]*' | sed 's/WIP=//'); do
   echo "unfinished work of $CREW_PERSONA" > "$f"
 done
-echo "The fake agent finished the work it was given and is ending its turn now; this line is long enough to count as a substantive answer for the classifier."
 "#;
-
-fn write_exec(path: &Path, text: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::write(path, text).expect("write");
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-}
 
 /// A project: its main checkout, bus directory, hub and (optionally) seat runners.
 struct Crew {
@@ -51,7 +46,7 @@ struct Crew {
     repo: PathBuf,
     bus: PathBuf,
     state: PathBuf,
-    runners: Vec<GroupChild>,
+    seats: Vec<Seat>,
 }
 
 impl Crew {
@@ -63,14 +58,13 @@ impl Crew {
         let state = tmp.path().join("state");
         std::fs::create_dir_all(&state).expect("state");
         std::fs::create_dir_all(tmp.path().join("home")).expect("home");
-        write_exec(&tmp.path().join("agent.sh"), AGENT);
         Crew {
             hub: Hub::start(),
             tmp,
             repo,
             bus,
             state,
-            runners: Vec::new(),
+            seats: Vec::new(),
         }
     }
 
@@ -155,49 +149,38 @@ impl Crew {
         self.trantor_in(&self.repo, args, &[])
     }
 
+    /// A seat of `persona` in this crew: the fake agent through the `command` driver.
+    fn seat(&self, persona: &str) -> Seat {
+        Seat::in_dir(self.tmp.path(), Driver::Command, persona, PROJECT)
+            .env("CREW_KICKOFF", "MARK-kickoff: say hello and end your turn.")
+            .scenario(SCENARIO)
+    }
+
     /// The variables a seat's runner needs for the fake agent (also given to `trantor swap`,
     /// which passes them on to the replacement).
-    fn seat_vars(&self) -> Vec<(String, String)> {
-        vec![
-            (
-                "CREW_COMMAND".into(),
-                format!("sh {} {{P}}", self.tmp.path().join("agent.sh").display()),
-            ),
-            (
-                "CREW_KICKOFF".into(),
-                "MARK-kickoff: say hello and end your turn.".into(),
-            ),
-            (
-                "FAKE_AGENT_STATE".into(),
-                self.state.to_string_lossy().into(),
-            ),
+    fn seat_vars(&self, persona: &str) -> Vec<(String, String)> {
+        let mut vars = self.seat(persona).agent_env();
+        vars.extend([
             ("TRANTOR_POLL_HOLD_S".into(), "2".into()),
             ("TRANTOR_NO_DESKTOP_NOTIFY".into(), "1".into()),
             ("TRANTOR_LOG".into(), "info".into()),
-        ]
+        ]);
+        vars
     }
 
     /// Start a runner for `persona` with the fake agent through the `command` driver.
     fn start_seat(&mut self, persona: &str) {
-        let log = std::fs::File::create(self.tmp.path().join(format!("runner-{persona}.log")))
-            .expect("log");
-        let mut cmd = Command::new(common::bin());
-        cmd.arg("runner").arg("command").arg(&self.repo);
-        self.env(&mut cmd);
-        cmd.env_remove("RELAY_SESSION")
-            .env_remove("CREW_AGENT")
-            .env_remove("CREW_SWAP_AGENT")
-            .env("CREW_PERSONA", persona)
-            .envs(self.seat_vars())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log);
-        self.runners.push(GroupChild::spawn(cmd));
+        let mut seat = self.seat(persona);
+        seat.start(&self.hub.url());
+        self.seats.push(seat);
     }
 
     fn runner_log(&self, persona: &str) -> String {
-        std::fs::read_to_string(self.tmp.path().join(format!("runner-{persona}.log")))
-            .unwrap_or_default()
+        self.seats
+            .iter()
+            .filter(|s| s.persona == persona)
+            .map(Seat::runner_log)
+            .collect()
     }
 
     /// `marker head` lines the fake agent of `persona` recorded.
@@ -278,6 +261,9 @@ fn contains(hay: &str, needle: &str) -> bool {
 /// base blocks its card and says so on the bus.
 #[test]
 fn two_seats_integrate_verify_receipts_sync_and_a_based_contract() {
+    if !fake_agent_available() {
+        return;
+    }
     let mut crew = Crew::new();
     crew.verify("test -f alpha.txt && test -f beta.txt && test -f beta-wip.txt\n");
     crew.start_seat("alpha");
@@ -672,6 +658,9 @@ fn policy_link_is_recorded_shown_and_unlinked() {
 /// the projects); after `trantor policy link` the next one goes through, with no restart.
 #[test]
 fn policy_link_lets_a_refused_cross_project_contract_through() {
+    if !fake_agent_available() {
+        return;
+    }
     let mut crew = Crew::new();
     crew.start_seat("alpha");
     crew.wait_mark("alpha", "MARK-kickoff");
@@ -709,6 +698,9 @@ fn policy_link_lets_a_refused_cross_project_contract_through() {
 /// replacement), its worktree, and its cards (noted); the bus says who replaced whom.
 #[test]
 fn swap_of_an_exhausted_seat_keeps_its_queue_and_cards() {
+    if !fake_agent_available() {
+        return;
+    }
     let mut crew = Crew::new();
     crew.start_seat("alpha");
     crew.wait_mark("alpha", "MARK-kickoff");
@@ -730,9 +722,9 @@ fn swap_of_an_exhausted_seat_keeps_its_queue_and_cards() {
         "{}",
         pending()
     );
-    let old_pid = crew.runners[0].pid();
+    let old_pid = crew.seats[0].runner().expect("runner").pid();
 
-    let vars = crew.seat_vars();
+    let vars = crew.seat_vars("alpha");
     let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let (code, out, err) = crew.trantor_in(&crew.repo, &["swap", "alpha", "command:fresh"], &vars);
     let _reaper = Reaper(crew.bus.join("seats").join(format!("alpha-{PROJECT}.json")));
@@ -742,7 +734,7 @@ fn swap_of_an_exhausted_seat_keeps_its_queue_and_cards() {
         "{out}"
     );
     assert!(
-        !crew.runners[0].alive(),
+        !crew.seats[0].alive(),
         "the old runner {old_pid} still runs"
     );
 

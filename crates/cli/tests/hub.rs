@@ -731,7 +731,7 @@ async fn bad_input_gets_clear_4xx_never_5xx() {
                     .to_string()
                     .into_bytes(),
             ),
-            400,
+            404,
             "no such checklist item".into(),
         ),
         (

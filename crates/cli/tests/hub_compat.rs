@@ -260,7 +260,8 @@ fn original_runner_gets_a_direct_message_and_answers_with_a_receipt() {
     for d in [&bin_dir, &proj, &home] {
         std::fs::create_dir_all(d).expect("dir");
     }
-    std::os::unix::fs::symlink(compat("fake-agent.sh"), bin_dir.join("claude")).expect("symlink");
+    std::os::unix::fs::symlink(common::seat::fake_agent(), bin_dir.join("claude"))
+        .expect("symlink");
     let fake_log = t.join("fake.jsonl");
     let runner_log = t.join("runner.log");
     let path = format!(

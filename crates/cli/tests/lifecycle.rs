@@ -23,7 +23,7 @@ impl Machine {
         std::fs::create_dir_all(&bin_dir).expect("bin");
         std::fs::create_dir_all(tmp.path().join("home")).expect("home");
         std::fs::create_dir_all(tmp.path().join("shop")).expect("project");
-        let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests-compat/fake-agent.sh");
+        let fake = common::seat::fake_agent();
         for name in ["claude", "codex"] {
             std::os::unix::fs::symlink(&fake, bin_dir.join(name)).expect("symlink");
         }

@@ -74,6 +74,8 @@ struct RealSeat {
     user: Option<(u32, u32)>,
     /// Extra runner environment (knobs).
     extra: Vec<(String, String)>,
+    /// Sign Claude Code in with a subscription (OAuth) token instead of an API key.
+    oauth: bool,
     runner: Option<GroupChild>,
 }
 
@@ -98,6 +100,7 @@ impl RealSeat {
             api_url: api.url(),
             user: None,
             extra: Vec::new(),
+            oauth: false,
             runner: None,
             tmp,
         };
@@ -177,6 +180,10 @@ impl RealSeat {
             .env("DRILL_API_KEY", "drill-key")
             .env("OPENCODE_DISABLE_MODELS_FETCH", "1")
             .env("OPENCODE_DISABLE_AUTOUPDATE", "1");
+        if self.oauth {
+            cmd.env_remove("ANTHROPIC_API_KEY")
+                .env("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-drill");
+        }
     }
 
     /// Hand the seat's files to `user` and run its runner as that user.
@@ -331,20 +338,26 @@ fn turns_as(agent: &str, user: Option<(u32, u32)>) {
 
     let one = format!("STEPONE{agent}");
     let file = seat.repo.join(format!("from-{agent}.txt"));
-    api.script(
-        &one,
-        Script::Steps(vec![
-            Step::Tool(
-                "relay_send".into(),
-                json!({"to": ORCH, "text": format!("HELLO-FROM-INSIDE {agent}"), "wake": false}),
-            ),
-            Step::WriteFile {
-                path: file.display().to_string(),
-                content: format!("written by {agent}"),
-            },
-            Step::Say(format!("TURN-ONE-DONE {agent}")),
-        ]),
-    );
+    // What the CLI's own shell sees of IS_SANDBOX: the runner sets it for claude run as root.
+    let sandbox_file = seat.repo.join("is-sandbox.txt");
+    let mut steps = vec![
+        Step::Tool(
+            "relay_send".into(),
+            json!({"to": ORCH, "text": format!("HELLO-FROM-INSIDE {agent}"), "wake": false}),
+        ),
+        Step::WriteFile {
+            path: file.display().to_string(),
+            content: format!("written by {agent}"),
+        },
+    ];
+    if agent == "claude" {
+        steps.push(Step::Shell(format!(
+            "printf '%s' \"${{IS_SANDBOX:-unset}}\" > '{}'",
+            sandbox_file.display()
+        )));
+    }
+    steps.push(Step::Say(format!("TURN-ONE-DONE {agent}")));
+    api.script(&one, Script::Steps(steps));
     hub_send(
         hub.port,
         ORCH,
@@ -361,6 +374,16 @@ fn turns_as(agent: &str, user: Option<(u32, u32)>) {
         std::fs::read_to_string(&file).is_ok_and(|t| t.contains(&format!("written by {agent}")))
     });
     seat.wait_idle_after(2);
+    if agent == "claude" {
+        let as_root = user.is_none() && nix::unistd::geteuid().is_root();
+        let seen = std::fs::read_to_string(&sandbox_file).unwrap_or_default();
+        assert_eq!(
+            seen,
+            if as_root { "1" } else { "unset" },
+            "IS_SANDBOX as the CLI's shell saw it (root: {as_root})\n{}",
+            seat.evidence()
+        );
+    }
     if let Some((uid, _)) = user {
         use std::os::unix::fs::MetadataExt;
         // The CLI itself ran as that user: the file its tool wrote is theirs.
@@ -486,12 +509,43 @@ fn claude_turns_as_an_unprivileged_user() {
     turns_as("claude", Some(user));
 }
 
+/// Codex and OpenCode seats run as a normal user too: first turn, MCP call as the seat, a file
+/// written by the CLI's tool owned by that user, and the resumed second turn.
+#[test]
+fn codex_turns_as_an_unprivileged_user() {
+    if clis().is_none() {
+        return;
+    }
+    let Some(user) = drill_user() else { return };
+    turns_as("codex", Some(user));
+}
+
+#[test]
+fn opencode_turns_as_an_unprivileged_user() {
+    if clis().is_none() {
+        return;
+    }
+    let Some(user) = drill_user() else { return };
+    turns_as("opencode", Some(user));
+}
+
 /// A provider answer that fails the turn parks the seat with `reason`.
 fn provider_answer_parks(agent: &str, script: Script, reason: &str) -> (RealSeat, Value, i64) {
+    provider_answer_parks_as(agent, script, reason, false)
+}
+
+/// The same, with Claude Code signed in by a subscription token when `oauth`.
+fn provider_answer_parks_as(
+    agent: &str,
+    script: Script,
+    reason: &str,
+    oauth: bool,
+) -> (RealSeat, Value, i64) {
     let clis = clis().expect("checked by the caller");
     let hub = Hub::start();
     let api = ModelApi::start();
     let mut seat = RealSeat::new(agent, &clis, &api);
+    seat.oauth = oauth;
     seat.start(&hub.url());
     seat.wait_idle_after(1);
     let marker = format!("FAILWAKE{agent}{}", reason.replace('-', ""));
@@ -536,6 +590,35 @@ fn anthropic_usage_limit() -> Script {
     }
 }
 
+/// The same 429 as a subscription's 5-hour limit: the unified headers name the claim.
+fn anthropic_subscription_limit() -> Script {
+    let reset = (now_ms() / 1000 + 7200).to_string();
+    let Script::Status {
+        code,
+        mut headers,
+        body,
+    } = anthropic_usage_limit()
+    else {
+        unreachable!("a status script")
+    };
+    headers.extend([
+        (
+            "anthropic-ratelimit-unified-representative-claim".into(),
+            "five_hour".into(),
+        ),
+        (
+            "anthropic-ratelimit-unified-5h-status".into(),
+            "rejected".into(),
+        ),
+        ("anthropic-ratelimit-unified-5h-reset".into(), reset),
+    ]);
+    Script::Status {
+        code,
+        headers,
+        body,
+    }
+}
+
 fn openai_usage_limit() -> Script {
     Script::Status {
         code: 429,
@@ -543,6 +626,24 @@ fn openai_usage_limit() -> Script {
         body: json!({"error": {"type": "usage_limit_reached",
             "message": "The usage limit has been reached", "plan_type": "pro",
             "resets_at": now_ms() / 1000 + 7200, "resets_in_seconds": 7200}}),
+    }
+}
+
+/// OpenAI's rate-limit answer on chat completions (requests per day spent): the reset as a
+/// Go-style duration in the message and the headers, `retry-after` in seconds.
+fn openai_rate_limit() -> Script {
+    Script::Status {
+        code: 429,
+        headers: vec![
+            ("retry-after".into(), "7200".into()),
+            ("x-ratelimit-limit-requests".into(), "200".into()),
+            ("x-ratelimit-remaining-requests".into(), "0".into()),
+            ("x-ratelimit-reset-requests".into(), "1h59m59.5s".into()),
+        ],
+        body: json!({"error": {"message": "Rate limit reached for drill-model in organization \
+            org-drill on requests per day (RPD): Limit 200, Used 200, Requested 1. Please try \
+            again in 1h59m59.5s. Visit https://platform.openai.com/account/rate-limits to learn \
+            more.", "type": "requests", "param": null, "code": "rate_limit_exceeded"}}),
     }
 }
 
@@ -565,10 +666,10 @@ fn usage_limit_and_auth_park(agent: &str) {
     if clis().is_none() {
         return;
     }
-    let limit = if agent == "claude" {
-        anthropic_usage_limit()
-    } else {
-        openai_usage_limit()
+    let limit = match agent {
+        "claude" => anthropic_usage_limit(),
+        "codex" => openai_usage_limit(),
+        _ => openai_rate_limit(),
     };
     std::thread::scope(|s| {
         let exhausted = s.spawn(|| provider_answer_parks(agent, limit, "exhausted"));
@@ -579,9 +680,10 @@ fn usage_limit_and_auth_park(agent: &str) {
             "{agent} usage limit parked until +{} s",
             (until - before) / 1000
         );
-        if agent == "codex" {
+        if agent != "claude" {
             // Codex prints the provider's reset as a local wall-clock time ("try again at 7:57 PM");
-            // the park keeps that reset.
+            // OpenCode keeps retrying and logs the provider's message ("try again in 1h59m59.5s"),
+            // which the watchdog reads to end the turn. The park keeps that reset.
             let two_hours = 7_200_000;
             assert!(
                 until >= before + two_hours - 120_000 && until <= now_ms() + two_hours + 120_000,
@@ -605,15 +707,100 @@ fn codex_usage_limit_parks_exhausted_until_the_reset_and_a_bad_key_parks_auth() 
     usage_limit_and_auth_park("codex");
 }
 
-/// OpenCode 1.18 retries a 429 on its own, with backoff and without end, printing nothing in
-/// `opencode run`: the runner sees a silent turn (the stall watchdog's case), so only the
-/// auth failure is drilled for it.
+/// Signed in with a subscription, Claude Code words the same 429 as "You've hit your 5-hour
+/// limit · resets 11:16pm (UTC)" (from the unified rate-limit headers): `exhausted`, parked until
+/// that reset (the minute it names).
 #[test]
-fn opencode_bad_key_parks_auth() {
+fn claude_subscription_limit_parks_exhausted_until_the_reset() {
     if clis().is_none() {
         return;
     }
-    provider_answer_parks("opencode", unauthorized("opencode"), "auth");
+    let (seat, park, before) =
+        provider_answer_parks_as("claude", anthropic_subscription_limit(), "exhausted", true);
+    let until = park["until"].as_i64().unwrap_or(0);
+    println!(
+        "claude (subscription) parked until +{} s: {}",
+        (until - before) / 1000,
+        park["evidence"]
+    );
+    let two_hours = 7_200_000;
+    assert!(
+        until >= before + two_hours - 120_000 && until <= now_ms() + two_hours + 120_000,
+        "until {until} is not the provider's reset (+2 h)\n{}",
+        seat.evidence()
+    );
+}
+
+/// OpenCode 1.18 retries a 429 on its own for as long as the provider's `retry-after` says,
+/// printing nothing in `opencode run`; its log has the provider's message, which the runner's
+/// watchdog reads to end the turn and park the seat until the reset.
+#[test]
+fn opencode_usage_limit_parks_exhausted_until_the_reset_and_a_bad_key_parks_auth() {
+    usage_limit_and_auth_park("opencode");
+}
+
+/// Anthropic's 529 `overloaded_error` through the real Claude Code ("API Error: 529 Overloaded.
+/// This is a server-side issue, usually temporary — try again in a moment."): the classifier
+/// files it as `backend-error` — retried on the ladder, not a credential problem, not a usage
+/// limit parked for hours — and a second failure in a row parks it only for the bounded window.
+#[test]
+fn claude_overloaded_is_a_backend_error_retried_later() {
+    let Some(clis) = clis() else { return };
+    let hub = Hub::start();
+    let api = ModelApi::start();
+    let mut seat = RealSeat::new("claude", &clis, &api);
+    seat.extra = vec![
+        ("TRANTOR_RETRY_MS".into(), "3000".into()),
+        ("TRANTOR_PARK_WINDOW_MS".into(), "600000".into()),
+    ];
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    api.script(
+        "OVERLOADWAKE",
+        Script::Status {
+            code: 529,
+            headers: vec![("x-should-retry".into(), "true".into())],
+            body: json!({"type": "error", "error": {"type": "overloaded_error",
+                "message": "Overloaded"}}),
+        },
+    );
+    hub_send(
+        hub.port,
+        ORCH,
+        &seat.session(),
+        PROJECT,
+        "OVERLOADWAKE: build it",
+    );
+    wait_until("the first overloaded turn classified", LONG, || {
+        seat.runner_log().contains("classified backend-error")
+    });
+    let err_file = seat.bus.join(format!("err-claude-{PROJECT}.txt"));
+    let err = || std::fs::read_to_string(&err_file).unwrap_or_default();
+    wait_until("Claude Code's words for the 529", LONG, || {
+        err().contains("529 Overloaded")
+    });
+    println!("claude printed: {}", err().trim());
+    // The retry (3 s later) fails the same way; two failures in a row park for the window only.
+    let before = now_ms();
+    wait_until("the bounded park", LONG, || seat.park().is_some());
+    let park = seat.park().unwrap_or(Value::Null);
+    assert_eq!(park["reason"], "api-error", "{park}\n{}", seat.evidence());
+    assert_eq!(park["bounded"], true, "{park}");
+    let until = park["until"].as_i64().unwrap_or(0);
+    assert!(
+        until > before && until <= now_ms() + 600_000,
+        "{park}: not the 10-minute window"
+    );
+    assert!(
+        api.requests_for("OVERLOADWAKE").len() >= 2,
+        "the delivery was retried"
+    );
+    let log = seat.runner_log();
+    assert!(
+        !log.contains("classified auth") && !log.contains("classified exhausted"),
+        "{}",
+        seat.evidence()
+    );
 }
 
 /// A person's plain `codex exec` (no bypass flag) may call trantor's write tools because
@@ -667,7 +854,8 @@ fn plain_codex_exec_calls_trantor_tools_approved_by_connect() {
 #[test]
 fn claude_hung_turn_is_cut_with_a_wip_commit_and_a_working_turn_is_not() {
     let Some(clis) = clis() else { return };
-    let hub = Hub::start();
+    // Each seat has its own hub: both seats are `<agent>:p`, and one hub would deliver
+    // each drill's wake to whichever of them polled first.
     let knobs = [
         // The watchdog samples every 10 s (a quarter of the 10-minute window, capped), so the
         // box must leave room for a sample before its deadline.
@@ -676,6 +864,7 @@ fn claude_hung_turn_is_cut_with_a_wip_commit_and_a_working_turn_is_not() {
     ];
     std::thread::scope(|s| {
         let working = s.spawn(|| {
+            let hub = Hub::start();
             let api = ModelApi::start();
             let mut seat = RealSeat::new("claude", &clis, &api);
             seat.extra = knobs
@@ -709,6 +898,7 @@ fn claude_hung_turn_is_cut_with_a_wip_commit_and_a_working_turn_is_not() {
             );
         });
         let hung = s.spawn(|| {
+            let hub = Hub::start();
             let api = ModelApi::start();
             let mut seat = RealSeat::new("claude", &clis, &api);
             seat.extra = knobs
@@ -757,4 +947,191 @@ fn claude_hung_turn_is_cut_with_a_wip_commit_and_a_working_turn_is_not() {
         working.join().expect("working drill");
         hung.join().expect("hung drill");
     });
+}
+
+/// The stall drills' knobs: a 30-second stall window, the 10-minute floor lowered by its
+/// documented knob (docs/runner.md §8.2); the box stays at its default.
+const STALL_KNOBS: [(&str, &str); 2] = [
+    ("TRANTOR_TURN_WATCHDOG_MS", "30000"),
+    ("TRANTOR_TURN_WATCHDOG_FLOOR_MS", "30000"),
+];
+const STALL_WINDOW_MS: i64 = 30_000;
+
+/// With a short stall window on a real CLI: a turn whose model answers slowly but keeps making
+/// progress (an MCP call every 8 s, for longer than the window) is never cut — the watchdog sees
+/// the CLI's own liveness (its output and its session files or database) — and a turn whose model
+/// goes silent after its first call is cut as stalled.
+fn hung_is_cut_and_working_is_not(agent: &str) {
+    let Some(clis) = clis() else { return };
+    // Each seat has its own hub: both seats are `<agent>:p`, and one hub would deliver
+    // each drill's wake to whichever of them polled first.
+    let knobs: Vec<(String, String)> = STALL_KNOBS
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    std::thread::scope(|s| {
+        let working = s.spawn(|| {
+            let hub = Hub::start();
+            let api = ModelApi::start();
+            let mut seat = RealSeat::new(agent, &clis, &api);
+            seat.extra = knobs.clone();
+            seat.start(&hub.url());
+            seat.wait_idle_after(1);
+            let marker = format!("SLOWSTEPS{agent}");
+            let think = Duration::from_secs(8);
+            let mut steps: Vec<Step> = (1..=5)
+                .map(|n| {
+                    Step::Slowly(
+                        think,
+                        Box::new(Step::Tool(
+                            "relay_send".into(),
+                            json!({"to": ORCH, "text": format!("PROGRESS {n} {agent}"),
+                                "wake": false}),
+                        )),
+                    )
+                })
+                .collect();
+            steps.push(Step::Slowly(
+                think,
+                Box::new(Step::Say(format!("SLOW-DONE {agent}"))),
+            ));
+            api.script(&marker, Script::Steps(steps));
+            let t0 = now_ms();
+            hub_send(
+                hub.port,
+                ORCH,
+                &seat.session(),
+                PROJECT,
+                &format!("{marker}: take your time, report progress"),
+            );
+            seat.wait_idle_after(2);
+            let took = now_ms() - t0;
+            let row = seat.turn_rows().pop().unwrap_or(Value::Null);
+            assert!(
+                row.get("cut").is_none() && row.get("stalled").is_none(),
+                "{row}\n{}",
+                seat.evidence()
+            );
+            assert_eq!(
+                from_seat(hub.port, &seat, "PROGRESS").len(),
+                5,
+                "{}",
+                seat.evidence()
+            );
+            assert!(
+                took > STALL_WINDOW_MS,
+                "the working turn ({took} ms) did not outlast the stall window"
+            );
+            println!("{agent}: the working turn ran {took} ms past a {STALL_WINDOW_MS} ms window");
+        });
+        let hung = s.spawn(|| {
+            let hub = Hub::start();
+            let api = ModelApi::start();
+            let mut seat = RealSeat::new(agent, &clis, &api);
+            seat.extra = knobs.clone();
+            seat.start(&hub.url());
+            seat.wait_idle_after(1);
+            let marker = format!("HANGSTEPS{agent}");
+            api.script(
+                &marker,
+                Script::Steps(vec![
+                    Step::Tool(
+                        "relay_send".into(),
+                        json!({"to": ORCH, "text": format!("HUNG-START {agent}"), "wake": false}),
+                    ),
+                    Step::Hang,
+                ]),
+            );
+            hub_send(
+                hub.port,
+                ORCH,
+                &seat.session(),
+                PROJECT,
+                &format!("{marker}: start the work"),
+            );
+            wait_until("the first call before the hang", LONG, || {
+                !from_seat(hub.port, &seat, "HUNG-START").is_empty()
+            });
+            let t_call = now_ms();
+            wait_until("the stalled turn's row", LONG, || {
+                seat.turn_rows().iter().any(|r| r["stalled"] == true)
+            });
+            let took = now_ms() - t_call;
+            let row = seat
+                .turn_rows()
+                .into_iter()
+                .find(|r| r["stalled"] == true)
+                .unwrap_or(Value::Null);
+            assert_eq!(row["cut"], true, "{row}");
+            assert!(
+                seat.runner_log().contains("turn stalled"),
+                "{}",
+                seat.evidence()
+            );
+            // Cut by the stall window, not by the 20-minute box.
+            assert!(took < 600_000, "stalled after {took} ms");
+            println!("{agent}: the hung turn was cut {took} ms after its last call");
+        });
+        working.join().expect("working drill");
+        hung.join().expect("hung drill");
+    });
+}
+
+#[test]
+fn codex_hung_turn_is_cut_and_a_working_turn_is_not() {
+    hung_is_cut_and_working_is_not("codex");
+}
+
+#[test]
+fn opencode_hung_turn_is_cut_and_a_working_turn_is_not() {
+    hung_is_cut_and_working_is_not("opencode");
+}
+
+/// OpenCode retries an overloaded provider by itself with a growing backoff, and each retry only
+/// adds a line to its log: that is not work, so with a short stall window the turn is cut as
+/// stalled (and retried on the ladder) instead of being extended for the whole ceiling.
+#[test]
+fn opencode_overload_retries_are_not_liveness() {
+    let Some(clis) = clis() else { return };
+    let hub = Hub::start();
+    let api = ModelApi::start();
+    let mut seat = RealSeat::new("opencode", &clis, &api);
+    // A 45-second window: longer than OpenCode's longest backoff (30 s), so its retry lines
+    // would keep the turn alive if they counted.
+    seat.extra = vec![
+        ("TRANTOR_TURN_WATCHDOG_MS".into(), "45000".into()),
+        ("TRANTOR_TURN_WATCHDOG_FLOOR_MS".into(), "45000".into()),
+    ];
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    api.script(
+        "OVERLOADOC",
+        Script::Status {
+            code: 529,
+            headers: vec![],
+            body: json!({"error": {"message": "Overloaded", "type": "overloaded_error"}}),
+        },
+    );
+    let t0 = now_ms();
+    hub_send(
+        hub.port,
+        ORCH,
+        &seat.session(),
+        PROJECT,
+        "OVERLOADOC: build it",
+    );
+    wait_until("the stalled turn's row", LONG, || {
+        seat.turn_rows().iter().any(|r| r["stalled"] == true)
+    });
+    let took = now_ms() - t0;
+    assert!(
+        api.requests_for("OVERLOADOC").len() >= 2,
+        "OpenCode did not retry on its own\n{}",
+        seat.evidence()
+    );
+    assert!(
+        seat.park().is_none(),
+        "a transient overload parked the seat"
+    );
+    println!("opencode: overloaded turn cut as stalled after {took} ms");
 }

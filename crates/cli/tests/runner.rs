@@ -5,221 +5,36 @@
 
 mod common;
 
-use common::{GroupChild, TestHub, hub_messages, hub_request, hub_send, init_git_repo, wait_until};
+use common::seat::{Driver, Seat, fake_agent_available};
+use common::{TestHub, hub_messages, hub_request, hub_send, wait_until};
 use serde_json::{Value, json};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const PROJECT: &str = "p";
 const ORCH: &str = "orch:p";
 const LONG: Duration = Duration::from_secs(90);
 
-fn fake_agent() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests-compat/fake-agent.sh")
-}
-
 /// The hub for a drill; `None` after a SKIP on a developer machine (a failure under CI) when
 /// python3 (which runs the fake agent) or, for the original hub, node and its package are missing.
 fn drill_hub(original: bool) -> Option<TestHub> {
-    if !common::require_tool("python3") {
+    if !fake_agent_available() {
         return None;
     }
     TestHub::start(original)
 }
 
-/// One seat under test: its directories, its fake CLI and its runner process.
-struct Seat {
-    tmp: tempfile::TempDir,
-    repo: PathBuf,
-    bus: PathBuf,
-    bin: PathBuf,
-    agent: String,
-    persona: String,
-    runner: Option<GroupChild>,
-    boots: usize,
-}
-
-impl Seat {
-    fn new(agent: &str, persona: &str) -> Seat {
-        assert!(common::on_path("python3"), "drill_hub checks python3 first");
-        let tmp = tempfile::tempdir().expect("tmp");
-        let repo = tmp.path().join("repo");
-        init_git_repo(&repo);
-        let bin = tmp.path().join("bin");
-        std::fs::create_dir_all(&bin).expect("bin");
-        std::os::unix::fs::symlink(fake_agent(), bin.join(agent)).expect("fake agent");
-        std::fs::create_dir_all(tmp.path().join("home")).expect("home");
-        Seat {
-            bus: tmp.path().join("bus"),
-            repo,
-            bin,
-            agent: agent.into(),
-            persona: persona.into(),
-            runner: None,
-            boots: 0,
-            tmp,
-        }
-    }
-
-    fn session(&self) -> String {
-        format!("{}:{PROJECT}", self.persona)
-    }
-
-    fn log_path(&self) -> PathBuf {
-        self.tmp.path().join("fake.jsonl")
-    }
-
-    fn control(&self, text: &str) {
-        std::fs::write(self.tmp.path().join("ctl"), text).expect("control");
-    }
-
-    fn runner_log(&self) -> String {
-        (1..=self.boots)
-            .map(|n| {
-                std::fs::read_to_string(self.tmp.path().join(format!("runner-{n}.log")))
-                    .unwrap_or_default()
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    fn start(&mut self, hub_url: &str) {
-        self.start_with(hub_url, &[]);
-    }
-
-    fn start_with(&mut self, hub_url: &str, extra: &[(&str, &str)]) {
-        self.boots += 1;
-        let log = std::fs::File::create(self.tmp.path().join(format!("runner-{}.log", self.boots)))
-            .expect("log");
-        let path = format!(
-            "{}:{}",
-            self.bin.display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        let mut cmd = Command::new(common::bin());
-        cmd.arg("runner")
-            .arg(&self.agent)
-            .arg(&self.repo)
-            .env("PATH", path)
-            .env("HOME", self.tmp.path().join("home"))
-            .env("AGENT_BUS_DIR", &self.bus)
-            .env_remove("RELAY_DATA_DIR")
-            .env_remove("CREW_AGENT")
-            .env_remove("CREW_SWAP_AGENT")
-            .env_remove("RUNNER_SESSION")
-            .env("RELAY_URL", hub_url)
-            .env("RELAY_PROJECT", PROJECT)
-            .env("RELAY_HOST_ID", "orch")
-            .env("FAKE_AGENT_LOG", self.log_path())
-            .env("FAKE_AGENT_CONTROL", self.tmp.path().join("ctl"))
-            .env("TRANTOR_POLL_HOLD_S", "3")
-            .env("TRANTOR_NO_DESKTOP_NOTIFY", "1")
-            .env("TRANTOR_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log);
-        if self.persona != self.agent {
-            cmd.env("CREW_PERSONA", &self.persona);
-        } else {
-            cmd.env_remove("CREW_PERSONA");
-        }
-        for (k, v) in extra {
-            cmd.env(k, v);
-        }
-        self.runner = Some(GroupChild::spawn(cmd));
-    }
-
-    /// Every call the fake CLI recorded.
-    fn calls(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.log_path())
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
-    }
-
-    fn prompts_with(&self, marker: &str) -> usize {
-        self.calls()
-            .iter()
-            .filter(|c| c["prompt"].as_str().is_some_and(|p| p.contains(marker)))
-            .count()
-    }
-
-    fn ledger(&self) -> Vec<Value> {
-        let path = self
-            .bus
-            .join("logs")
-            .join(format!("{}-{PROJECT}.jsonl", self.persona));
-        std::fs::read_to_string(path)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
-    }
-
-    fn turn_rows(&self) -> Vec<Value> {
-        self.ledger()
-            .into_iter()
-            .filter(|r| r.get("turn").is_some() && r.get("verdict").is_some())
-            .collect()
-    }
-
-    fn pending(&self) -> Value {
-        let p = self
-            .bus
-            .join(format!("pending-{}-{PROJECT}.json", self.persona));
-        std::fs::read_to_string(p)
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or(Value::Null)
-    }
-
-    fn pending_wake_ids(&self) -> Vec<i64> {
-        self.pending()["wake"]
-            .as_array()
-            .map(|a| a.iter().filter_map(|m| m["id"].as_i64()).collect())
-            .unwrap_or_default()
-    }
-
-    /// Wait until the kickoff turn has been judged and the seat is back on the bus.
-    fn wait_idle_after(&self, turns: usize) {
-        wait_until(&format!("{turns} turn row(s)"), LONG, || {
-            self.turn_rows().len() >= turns
-        });
-        wait_until("the seat to wait on the bus again", LONG, || {
-            self.runner_log().matches("waiting on the bus as").count() >= self.boots
-        });
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut r) = self.runner.take() {
-            r.kill_group();
-        }
-    }
-}
-
-impl Drop for Seat {
-    fn drop(&mut self) {
-        self.kill();
-        // A fake CLI still sleeping in its own process group (a killed-mid-turn drill).
-        if let Ok(pids) = std::fs::read_to_string(self.tmp.path().join("cli-pids")) {
-            for pid in pids.lines().filter_map(|p| p.trim().parse::<i32>().ok()) {
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-            }
-        }
-    }
+/// A seat of project `p` running `trantor runner <agent>` with the fake agent under that name.
+fn new_seat(agent: &str, persona: &str) -> Seat {
+    assert!(common::on_path("python3"), "drill_hub checks python3 first");
+    Seat::new(Driver::Named(agent.into()), persona, PROJECT)
+        .env("RELAY_HOST_ID", "orch")
+        .env("TRANTOR_POLL_HOLD_S", "3")
 }
 
 /// Control-file line that records the CLI's pid (it leads its own process group).
 fn record_pid(seat: &Seat) -> String {
-    format!(
-        "echo $$ >> '{}'\n",
-        seat.tmp.path().join("cli-pids").display()
-    )
+    seat.record_pid()
 }
 
 /// Messages `to` received from `from` whose text contains `marker`.
@@ -262,7 +77,7 @@ fn drill1_direct_message_runs_one_turn_and_the_sender_gets_the_receipt_on(origin
     let Some(hub) = drill_hub(original) else {
         return;
     };
-    let mut seat = Seat::new("claude", "claude");
+    let mut seat = new_seat("claude", "claude");
     seat.start(&hub.url());
     seat.wait_idle_after(1);
     let id = hub_send(
@@ -332,7 +147,7 @@ fn drill2_kill9_mid_turn_redelivers_that_wake_once_then_never_again_on(original:
     let Some(hub) = drill_hub(original) else {
         return;
     };
-    let mut seat = Seat::new("claude", "claude");
+    let mut seat = new_seat("claude", "claude");
     seat.start(&hub.url());
     seat.wait_idle_after(1);
     seat.control(&format!("{}FAKE_AGENT_SLEEP=60\n", record_pid(&seat)));
@@ -353,13 +168,7 @@ fn drill2_kill9_mid_turn_redelivers_that_wake_once_then_never_again_on(original:
     );
     // kill -9 the runner and its CLI (which leads its own process group).
     seat.kill();
-    let pids = std::fs::read_to_string(seat.tmp.path().join("cli-pids")).expect("cli pid");
-    for pid in pids.lines().filter_map(|p| p.trim().parse::<i32>().ok()) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
+    assert!(seat.kill_cli_groups() > 0, "the CLI recorded its pid");
     seat.control("");
     seat.start(&hub.url());
     wait_until("the redelivered wake's receipt", LONG, || {
@@ -401,7 +210,7 @@ fn drill4_usage_limit_parks_exhausted_until_the_reset_and_holds_the_wake_on(orig
     let Some(hub) = drill_hub(original) else {
         return;
     };
-    let mut seat = Seat::new("claude", "claude");
+    let mut seat = new_seat("claude", "claude");
     seat.start(&hub.url());
     seat.wait_idle_after(1);
     seat.control(
@@ -469,7 +278,7 @@ fn drill5_card_moved_to_blocked_consumes_the_wake_and_sends_the_receipt_on(origi
     let Some(hub) = drill_hub(original) else {
         return;
     };
-    let mut seat = Seat::new("claude", "claude");
+    let mut seat = new_seat("claude", "claude");
     seat.start(&hub.url());
     seat.wait_idle_after(1);
     let (status, card) = hub_request(
@@ -529,7 +338,7 @@ fn drill6_persona_seat_has_its_own_name_files_branch_and_wakes_on_its_mention_on
     let Some(hub) = drill_hub(original) else {
         return;
     };
-    let mut seat = Seat::new("claude", "reviewer");
+    let mut seat = new_seat("claude", "reviewer");
     seat.start(&hub.url());
     seat.wait_idle_after(1);
     // Its own bus name, with persona and agent on the peer row.
@@ -670,7 +479,7 @@ fn drill8_on(original: bool) {
     else {
         return;
     };
-    let mut seat = Seat::new("claude", "claude");
+    let mut seat = new_seat("claude", "claude");
     seat.start(&hub.url());
     seat.wait_idle_after(1);
     // The hub dies while a turn runs, so the turn ends — and its receipt is due — mid-outage.
@@ -757,7 +566,7 @@ fn wake_false_and_unmentioned_broadcasts_ride_along_as_context_on(original: bool
     let Some(hub) = drill_hub(original) else {
         return;
     };
-    let mut seat = Seat::new("claude", "claude");
+    let mut seat = new_seat("claude", "claude");
     seat.start(&hub.url());
     seat.wait_idle_after(1);
     send(
@@ -810,7 +619,7 @@ fn cross_project_wakes_are_refused_once_unless_linked_on(original: bool) {
     let Some(hub) = drill_hub(original) else {
         return;
     };
-    let mut seat = Seat::new("claude", "claude");
+    let mut seat = new_seat("claude", "claude");
     seat.start(&hub.url());
     seat.wait_idle_after(1);
     hub_send(
@@ -883,7 +692,7 @@ fn eighty_wakes_on(original: bool) {
     let Some(hub) = drill_hub(original) else {
         return;
     };
-    let mut seat = Seat::new("claude", "claude");
+    let mut seat = new_seat("claude", "claude");
     seat.start(&hub.url());
     seat.wait_idle_after(1);
     seat.control(&format!("{}FAKE_AGENT_SLEEP=8\n", record_pid(&seat)));
@@ -932,13 +741,7 @@ fn eighty_wakes_on(original: bool) {
     }
     // kill -9 the runner and its slow CLI mid-turn.
     seat.kill();
-    let pids = std::fs::read_to_string(seat.tmp.path().join("cli-pids")).expect("cli pid");
-    for pid in pids.lines().filter_map(|p| p.trim().parse::<i32>().ok()) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
+    assert!(seat.kill_cli_groups() > 0, "the CLI recorded its pid");
     assert_eq!(
         seat.pending_wake_ids(),
         queued,
@@ -970,7 +773,7 @@ fn the_bound_cards_phase_goal_rides_the_wake_prompt() {
     let Some(hub) = drill_hub(false) else {
         return;
     };
-    let mut seat = Seat::new("claude", "claude");
+    let mut seat = new_seat("claude", "claude");
     seat.start(&hub.url());
     seat.wait_idle_after(1);
     let (s, _) = hub_request(
@@ -1036,7 +839,7 @@ fn failure_then_recovery_on(original: bool) {
     let Some(hub) = drill_hub(original) else {
         return;
     };
-    let mut seat = Seat::new("claude", "claude");
+    let mut seat = new_seat("claude", "claude");
     seat.start_with(&hub.url(), &[("TRANTOR_RETRY_MS", "1000")]);
     seat.wait_idle_after(1);
     seat.control(&once(
@@ -1086,7 +889,7 @@ fn two_failures_park_bounded_and_a_direct_message_ends_the_park() {
     let Some(hub) = drill_hub(false) else {
         return;
     };
-    let mut seat = Seat::new("claude", "claude");
+    let mut seat = new_seat("claude", "claude");
     seat.start_with(&hub.url(), &[("TRANTOR_RETRY_MS", "500")]);
     seat.wait_idle_after(1);
     seat.control("FAKE_AGENT_EXIT=2\n");
@@ -1125,7 +928,7 @@ fn an_ask_holds_the_wake_until_the_answer_resumes_the_card() {
     let Some(hub) = drill_hub(false) else {
         return;
     };
-    let mut seat = Seat::new("claude", "claude");
+    let mut seat = new_seat("claude", "claude");
     seat.start(&hub.url());
     seat.wait_idle_after(1);
     seat.control(&once(
@@ -1177,7 +980,7 @@ fn a_pulse_seat_rereads_its_mission_on_a_quiet_bus() {
     let Some(hub) = drill_hub(false) else {
         return;
     };
-    let mut seat = Seat::new("claude", "claude");
+    let mut seat = new_seat("claude", "claude");
     std::fs::write(
         seat.repo.join("MISSION.md"),
         "MISSION-NOTE: keep the board moving\n",
@@ -1196,8 +999,8 @@ fn a_staged_swap_waits_for_its_release_and_starts_from_its_cursor() {
     let Some(hub) = drill_hub(false) else {
         return;
     };
-    let mut seat = Seat::new("claude", "claude");
-    let stage = seat.tmp.path().join("stage");
+    let mut seat = new_seat("claude", "claude");
+    let stage = seat.root.join("stage");
     let stage_s = stage.to_string_lossy().to_string();
     seat.start_with(
         &hub.url(),
@@ -1249,7 +1052,7 @@ fn duty_nudges_reserve_in_the_shared_ledger_and_skip_what_cannot_be_nudged() {
     let Some(hub) = drill_hub(false) else {
         return;
     };
-    let mut seat = Seat::new("claude", "claude");
+    let mut seat = new_seat("claude", "claude");
     seat.start_with(&hub.url(), &[("RUNNER_DUTY_NUDGES", "1")]);
     seat.wait_idle_after(1);
     // An escalation about a recipient nobody knows: nothing to nudge, no model turn.
@@ -1317,7 +1120,7 @@ fn the_hubs_duty_escalation_drives_a_duty_seats_nudge() {
             ("RELAY_OVERSEER_TICK_MS", "100"),
         ],
     );
-    let mut seat = Seat::new("claude", "claude");
+    let mut seat = new_seat("claude", "claude");
     seat.start_with(&hub.url(), &[("RUNNER_DUTY_NUDGES", "1")]);
     seat.wait_idle_after(1);
     let (s, _) = hub_request(
@@ -1349,7 +1152,7 @@ fn stopping_the_runner_mid_turn_ends_its_cli_and_keeps_the_wake() {
     let Some(hub) = drill_hub(false) else {
         return;
     };
-    let mut seat = Seat::new("claude", "claude");
+    let mut seat = new_seat("claude", "claude");
     seat.start(&hub.url());
     seat.wait_idle_after(1);
     seat.control(&format!("{}FAKE_AGENT_SLEEP=60\n", record_pid(&seat)));
@@ -1357,13 +1160,8 @@ fn stopping_the_runner_mid_turn_ends_its_cli_and_keeps_the_wake() {
     wait_until("the turn to start", LONG, || {
         seat.prompts_with("STOP-WAKE") == 1
     });
-    let cli: i32 = std::fs::read_to_string(seat.tmp.path().join("cli-pids"))
-        .expect("cli pid")
-        .lines()
-        .last()
-        .and_then(|p| p.trim().parse().ok())
-        .expect("pid");
-    let runner = seat.runner.as_mut().expect("runner");
+    let cli: i32 = *seat.cli_pids().last().expect("the CLI recorded its pid");
+    let runner = seat.runner().expect("runner");
     let pid = nix::unistd::Pid::from_raw(runner.pid() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("sigterm");
     wait_until("the runner to exit", LONG, || !runner.alive());

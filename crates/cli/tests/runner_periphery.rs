@@ -6,11 +6,12 @@
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
-use common::{GroupChild, TestHub, git_in, hub_messages, hub_send, init_git_repo, wait_until};
+use common::seat::{Driver, Seat, fake_agent_available};
+use common::{TestHub, git_in, hub_messages, hub_send, wait_until};
 
 const PROJECT: &str = "drill";
 const PERSONA: &str = "worker";
@@ -18,46 +19,40 @@ const SESSION: &str = "worker:drill";
 const SENDER: &str = "boss:drill";
 const LONG: Duration = Duration::from_secs(120);
 
-/// The fake agent CLI. Each turn copies its prompt to `$DRILL_STATE/prompt-N.txt` and notes a
-/// leaked `CREW_RELEASE_STATE`. A `DRILL7-MIDTURN` prompt holds the turn open until the drill
-/// creates `midturn-go`. A prompt carrying `DRILL3-HANG` (and not the follow-up text)
+/// The drills' scenario for the fake agent. A `DRILL7-MIDTURN` prompt holds the turn open until
+/// the drill creates `midturn-go`. A prompt carrying `DRILL3-HANG` (and not the follow-up text)
 /// writes one file in the worktree and hangs, noting whether it could still see the WIP commit
-/// land on its branch while alive — the proof that the snapshot comes before the kill.
-const FAKE_CLI: &str = r#"#!/bin/sh
-S="$DRILL_STATE"
-P="${1:-$TRANTOR_PROMPT_FILE}"
-mkdir -p "$S/turns"
-n=$(ls "$S/turns" | wc -l)
-n=$((n + 1))
-: > "$S/turns/$n"
-cp "$P" "$S/prompt-$n.txt"
-if env | grep -q '^CREW_RELEASE_STATE='; then : > "$S/leak-$n"; fi
-if grep -q 'DRILL7-MIDTURN' "$P"; then
+/// land on its branch while alive — the proof that the snapshot comes before the kill. Every
+/// turn notes a leaked `CREW_RELEASE_STATE`.
+const SCENARIO: &str = r#"
+S="$SEAT_STATE"
+P="$FAKE_AGENT_PROMPT"
+if env | grep -q '^CREW_RELEASE_STATE='; then : > "$S/leak-$FAKE_AGENT_TURN"; fi
+if [[ $P == *DRILL7-MIDTURN* ]]; then
   : > "$S/midturn-started"
   i=0
   while [ ! -f "$S/midturn-go" ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
 fi
-if grep -q 'DRILL-DOCKER' "$P"; then
-  card=$(grep -o 'your card #[0-9]*' "$P" | head -1 | tr -dc 0-9)
+if [[ $P == *DRILL-DOCKER* ]]; then
+  card=$(printf '%s' "$P" | grep -o 'your card #[0-9]*' | head -1 | tr -dc 0-9)
   docker run -d --name drilldb postgres > /dev/null
   curl -s -X POST -H 'Content-Type: application/json' \
     -d "{\"id\":$card,\"status\":\"testing\",\"note\":\"db started, verified\",\"by\":\"$RELAY_SESSION\"}" \
     "$RELAY_URL/task/update" > "$S/task-update.json"
 fi
-if grep -q 'DRILL3-HANG' "$P" && ! grep -q 'cut at the time box' "$P"; then
+if [[ $P == *DRILL3-HANG* && $P != *"cut at the time box"* ]]; then
   echo "half done" > hang-file.txt
   while :; do
     if git log -1 --format=%s 2>/dev/null | grep -q '^wip: cut at box'; then : > "$S/alive-saw-wip"; fi
     sleep 0.1
   done
 fi
-echo "turn $n done"
 "#;
 
 /// A fake `docker` client: `ps`, `run` and `stop` over a state file, every call logged, so the
 /// janitor can be drilled on a machine without an engine.
 const FAKE_DOCKER: &str = r#"#!/bin/sh
-S="$DRILL_STATE"
+S="$SEAT_STATE"
 echo "$*" >> "$S/docker-calls"
 case "$1" in
   ps) cat "$S/docker-running" 2>/dev/null ;;
@@ -81,19 +76,16 @@ case "$1" in
 esac
 "#;
 
+/// A drill: a hub and one seat of `worker` on project `drill` through the `command` driver.
 struct Drill {
-    tmp: tempfile::TempDir,
     hub: TestHub,
-    repo: PathBuf,
-    bus: PathBuf,
-    state: PathBuf,
-    fake: PathBuf,
+    seat: Seat,
 }
 
 impl Drill {
-    /// A drill against our hub.
-    fn new() -> Drill {
-        Drill::with_hub(false).expect("our hub")
+    /// A drill against our hub; `None` after a SKIP (or a failure under CI) without python3.
+    fn new() -> Option<Drill> {
+        Drill::with_hub(false)
     }
 
     /// A drill against the original hub; `None` after a SKIP (or a failure under CI) when it
@@ -103,70 +95,32 @@ impl Drill {
     }
 
     fn with_hub(original: bool) -> Option<Drill> {
+        if !fake_agent_available() {
+            return None;
+        }
         let hub = TestHub::start(original)?;
-        let tmp = tempfile::tempdir().expect("tmp");
-        let repo = tmp.path().join("repo");
-        init_git_repo(&repo);
-        let bus = tmp.path().join("bus");
-        let state = tmp.path().join("state");
-        std::fs::create_dir_all(&state).expect("state");
-        std::fs::create_dir_all(tmp.path().join("home")).expect("home");
-        let fake = tmp.path().join("fake-agent.sh");
-        write_exec(&fake, FAKE_CLI);
-        Some(Drill {
-            tmp,
-            hub,
-            repo,
-            bus,
-            state,
-            fake,
-        })
-    }
-
-    /// `<program> runner command <repo>` with the drill's environment plus `extra`.
-    fn runner(&self, program: &Path, extra: &[(&str, &str)]) -> GroupChild {
-        let log = std::fs::File::create(self.tmp.path().join("runner.log")).expect("log");
-        let mut cmd = Command::new(program);
-        cmd.arg("runner")
-            .arg("command")
-            .arg(&self.repo)
-            .env("RELAY_URL", self.hub.url())
-            .env("RELAY_PROJECT", PROJECT)
-            .env("CREW_PERSONA", PERSONA)
-            .env("AGENT_BUS_DIR", &self.bus)
-            .env_remove("RELAY_DATA_DIR")
-            .env("HOME", self.tmp.path().join("home"))
-            .env("CREW_COMMAND", format!("sh {} {{P}}", self.fake.display()))
+        let seat = Seat::new(Driver::Command, PERSONA, PROJECT)
             .env(
                 "CREW_KICKOFF",
                 "DRILL-KICKOFF: say hello and end your turn.",
             )
-            .env("DRILL_STATE", &self.state)
-            .env("TRANTOR_POLL_HOLD_S", "2")
-            .env("TRANTOR_NO_DESKTOP_NOTIFY", "1")
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log);
-        for (k, v) in extra {
-            cmd.env(k, v);
-        }
-        GroupChild::spawn(cmd)
+            .scenario(SCENARIO);
+        Some(Drill { hub, seat })
     }
 
-    fn prompts(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        for n in 1.. {
-            match std::fs::read_to_string(self.state.join(format!("prompt-{n}.txt"))) {
-                Ok(p) => out.push(p),
-                Err(_) => break,
-            }
-        }
-        out
+    /// Start `<program> runner command <repo>` with the seat's environment plus `extra`.
+    fn runner(&mut self, program: &Path, extra: &[(&str, &str)]) {
+        let url = self.hub.url();
+        self.seat.start_program(program, &url, extra);
+    }
+
+    /// The runner's pid.
+    fn pid(&mut self) -> u32 {
+        self.seat.runner().expect("runner").pid()
     }
 
     fn prompts_with(&self, marker: &str) -> usize {
-        self.prompts().iter().filter(|p| p.contains(marker)).count()
+        self.seat.prompts_with(marker)
     }
 
     /// Receipts the sender got from the seat.
@@ -180,15 +134,7 @@ impl Drill {
     }
 
     fn ledger_rows(&self) -> Vec<serde_json::Value> {
-        let path = self
-            .bus
-            .join("logs")
-            .join(format!("{PERSONA}-{PROJECT}.jsonl"));
-        std::fs::read_to_string(path)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
+        self.seat.ledger()
     }
 
     fn restart_notices(&self) -> usize {
@@ -203,7 +149,7 @@ impl Drill {
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.tmp.path().join("runner.log")).unwrap_or_default()
+        self.seat.runner_log()
     }
 }
 
@@ -230,7 +176,9 @@ fn install_wrapper(path: &Path, version: &str) {
 
 #[test]
 fn drill3_cut_at_the_box_snapshots_before_the_kill_then_one_follow_up() {
-    drill3(Drill::new());
+    if let Some(d) = Drill::new() {
+        drill3(d);
+    }
 }
 
 #[test]
@@ -240,8 +188,8 @@ fn drill3_cut_at_the_box_snapshots_before_the_kill_then_one_follow_up_on_the_ori
     }
 }
 
-fn drill3(d: Drill) {
-    let mut runner = d.runner(
+fn drill3(mut d: Drill) {
+    d.runner(
         &common::bin(),
         &[
             ("TRANTOR_TURN_MAX_MS", "3000"),
@@ -256,7 +204,7 @@ fn drill3(d: Drill) {
     wait_until("the seat branch", LONG, || {
         Command::new("git")
             .arg("-C")
-            .arg(&d.repo)
+            .arg(&d.seat.repo)
             .args(["rev-parse", "--verify", "--quiet", &seat_branch])
             .output()
             .is_ok_and(|o| o.status.success())
@@ -274,14 +222,14 @@ fn drill3(d: Drill) {
     });
 
     // The WIP commit is on the seat branch, with the file the CLI wrote.
-    let subjects = git_in(&d.repo, &["log", "--format=%s", &seat_branch]);
+    let subjects = git_in(&d.seat.repo, &["log", "--format=%s", &seat_branch]);
     assert!(
         subjects.lines().any(|s| s == "wip: cut at box, 1 files"),
         "seat branch log:\n{subjects}\nrunner log:\n{}",
         d.log()
     );
     let wip = git_in(
-        &d.repo,
+        &d.seat.repo,
         &[
             "log",
             "--format=%H",
@@ -290,15 +238,18 @@ fn drill3(d: Drill) {
         ],
     );
     let wip_sha = wip.lines().next().expect("wip commit");
-    let files = git_in(&d.repo, &["show", "--name-only", "--format=", wip_sha]);
+    let files = git_in(&d.seat.repo, &["show", "--name-only", "--format=", wip_sha]);
     assert_eq!(files, "hang-file.txt");
     // Taken while the CLI was alive: the hanging CLI saw it land.
     assert!(
-        d.state.join("alive-saw-wip").exists(),
+        d.seat.state.join("alive-saw-wip").exists(),
         "the CLI never saw the WIP commit while alive"
     );
     // Only the seat branch moved; the operator's branch did not.
-    assert_eq!(git_in(&d.repo, &["log", "--format=%s", "main"]), "init");
+    assert_eq!(
+        git_in(&d.seat.repo, &["log", "--format=%s", "main"]),
+        "init"
+    );
 
     // Exactly one follow-up: a later wake runs after the chain, and by then no second
     // follow-up or second hung turn has run.
@@ -317,12 +268,14 @@ fn drill3(d: Drill) {
         "one follow-up turn"
     );
     assert_eq!(d.prompts_with("DRILL3-LATER"), 1);
-    assert!(runner.alive(), "runner died:\n{}", d.log());
+    assert!(d.seat.alive(), "runner died:\n{}", d.log());
 }
 
 #[test]
 fn drill7_newer_install_is_execd_in_place_and_a_downgrade_is_not() {
-    drill7(Drill::new());
+    if let Some(d) = Drill::new() {
+        drill7(d);
+    }
 }
 
 #[test]
@@ -332,13 +285,13 @@ fn drill7_newer_install_is_execd_in_place_and_a_downgrade_is_not_on_the_original
     }
 }
 
-fn drill7(d: Drill) {
-    let inst = d.tmp.path().join("inst");
+fn drill7(mut d: Drill) {
+    let inst = d.seat.root.join("inst");
     std::fs::create_dir_all(&inst).expect("inst");
     let installed = inst.join("trantor");
     install_wrapper(&installed, "0.1.0");
-    let mut runner = d.runner(&installed, &[]);
-    let pid = runner.pid();
+    d.runner(&installed, &[]);
+    let pid = d.pid();
 
     wait_until("the kickoff turn", LONG, || {
         d.prompts_with("DRILL-KICKOFF") == 1
@@ -356,7 +309,7 @@ fn drill7(d: Drill) {
     wait_until("the new image's boot row", LONG, || {
         d.ledger_rows().iter().filter(|r| r["boot"] == true).count() >= 2
     });
-    assert!(runner.alive(), "runner died:\n{}", d.log());
+    assert!(d.seat.alive(), "runner died:\n{}", d.log());
 
     // A later wake is handled by the new image.
     hub_send(
@@ -421,19 +374,21 @@ fn drill7(d: Drill) {
     assert_eq!(d.prompts_with("DRILL-KICKOFF"), 1, "no second kickoff");
     assert_eq!(d.prompts_with("DRILL7-LATER"), 1, "the later wake ran once");
     assert!(
-        std::fs::read_dir(&d.state)
+        std::fs::read_dir(&d.seat.state)
             .expect("state")
             .flatten()
             .all(|e| !e.file_name().to_string_lossy().starts_with("leak-")),
         "CREW_RELEASE_STATE leaked into a CLI turn"
     );
-    assert_eq!(runner.pid(), pid);
-    assert!(runner.alive(), "runner died:\n{}", d.log());
+    assert_eq!(d.pid(), pid);
+    assert!(d.seat.alive(), "runner died:\n{}", d.log());
 }
 
 #[test]
 fn drill7b_a_mid_turn_bump_waits_for_the_turn_and_a_held_wake_runs_once_on_the_new_image() {
-    drill7b(Drill::new());
+    if let Some(d) = Drill::new() {
+        drill7b(d);
+    }
 }
 
 #[test]
@@ -444,13 +399,13 @@ fn drill7b_a_mid_turn_bump_waits_for_the_turn_and_a_held_wake_runs_once_on_the_n
     }
 }
 
-fn drill7b(d: Drill) {
-    let inst = d.tmp.path().join("inst");
+fn drill7b(mut d: Drill) {
+    let inst = d.seat.root.join("inst");
     std::fs::create_dir_all(&inst).expect("inst");
     let installed = inst.join("trantor");
     install_wrapper(&installed, "0.1.0");
-    let mut runner = d.runner(&installed, &[]);
-    let pid = runner.pid();
+    d.runner(&installed, &[]);
+    let pid = d.pid();
     let turn_rows = |d: &Drill| -> usize {
         d.ledger_rows()
             .iter()
@@ -468,10 +423,10 @@ fn drill7b(d: Drill) {
         "DRILL7-MIDTURN: hold on",
     );
     wait_until("the held-open turn", LONG, || {
-        d.state.join("midturn-started").exists()
+        d.seat.state.join("midturn-started").exists()
     });
     install_wrapper(&installed, "0.2.0");
-    std::fs::write(d.state.join("midturn-go"), "").expect("go");
+    std::fs::write(d.seat.state.join("midturn-go"), "").expect("go");
     wait_until("the mid-turn wake's receipt", LONG, || d.receipts() >= 1);
     wait_until("the restart after the turn", LONG, || {
         d.restart_notices() >= 1
@@ -529,12 +484,14 @@ fn drill7b(d: Drill) {
         "the held wake ran exactly once"
     );
     assert_eq!(d.prompts_with("DRILL-KICKOFF"), 1, "no second kickoff");
-    assert!(runner.alive(), "runner died:\n{}", d.log());
+    assert!(d.seat.alive(), "runner died:\n{}", d.log());
 }
 
 #[test]
 fn drill_docker_janitor_stops_a_cards_containers_when_it_reaches_testing() {
-    docker_janitor(Drill::new());
+    if let Some(d) = Drill::new() {
+        docker_janitor(d);
+    }
 }
 
 #[test]
@@ -544,18 +501,18 @@ fn drill_docker_janitor_stops_a_cards_containers_when_it_reaches_testing_on_the_
     }
 }
 
-fn docker_janitor(d: Drill) {
-    let bin = d.tmp.path().join("bin");
+fn docker_janitor(mut d: Drill) {
+    let bin = d.seat.root.join("bin");
     std::fs::create_dir_all(&bin).expect("bin");
     write_exec(&bin.join("docker"), FAKE_DOCKER);
     // A container that was already running before the turn is never touched.
-    std::fs::write(d.state.join("docker-running"), "c000old other-stack\n").expect("running");
+    std::fs::write(d.seat.state.join("docker-running"), "c000old other-stack\n").expect("running");
     let path = format!(
         "{}:{}",
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let mut runner = d.runner(&common::bin(), &[("PATH", &path)]);
+    d.runner(&common::bin(), &[("PATH", &path)]);
     wait_until("the kickoff turn", LONG, || {
         d.prompts_with("DRILL-KICKOFF") == 1
     });
@@ -575,7 +532,7 @@ fn docker_janitor(d: Drill) {
         PROJECT,
         &format!("your card #{card}: DRILL-DOCKER start the db, then move the card to testing"),
     );
-    let stopped = d.state.join("docker-stopped");
+    let stopped = d.seat.state.join("docker-stopped");
     wait_until("the janitor's stop", LONG, || stopped.exists());
     wait_until("the janitor's notice", LONG, || {
         hub_messages(d.hub.port, "observer:drill").iter().any(|m| {
@@ -584,20 +541,20 @@ fn docker_janitor(d: Drill) {
                 .is_some_and(|t| t.contains("stopped 1 container(s)") && t.contains("drilldb"))
         })
     });
-    let running = std::fs::read_to_string(d.state.join("docker-running")).expect("running");
+    let running = std::fs::read_to_string(d.seat.state.join("docker-running")).expect("running");
     assert_eq!(
         running.trim(),
         "c000old other-stack",
         "only the turn's container stopped"
     );
-    let calls = std::fs::read_to_string(d.state.join("docker-calls")).expect("calls");
+    let calls = std::fs::read_to_string(d.seat.state.join("docker-calls")).expect("calls");
     assert!(
         calls
             .lines()
             .all(|c| !c.starts_with("rm") && !c.contains("volume")),
         "the janitor only ever stops:\n{calls}"
     );
-    let record = d.bus.join(format!("docker-{PERSONA}-{PROJECT}.json"));
+    let record = d.seat.bus.join(format!("docker-{PERSONA}-{PROJECT}.json"));
     wait_until("the emptied record to go", LONG, || !record.exists());
     let rows = d.ledger_rows();
     assert!(
@@ -605,5 +562,5 @@ fn docker_janitor(d: Drill) {
             .any(|r| r["containers"] == serde_json::json!(["drilldb"]) && r["card"] == card),
         "the turn row names the container:\n{rows:#?}"
     );
-    assert!(runner.alive(), "runner died:\n{}", d.log());
+    assert!(d.seat.alive(), "runner died:\n{}", d.log());
 }

@@ -115,6 +115,11 @@ pub struct HubArgs {
     /// before a power loss or OS crash may be lost.
     #[arg(long, env = "TRANTOR_SYNC", value_enum, default_value_t = SyncLevel::Full)]
     pub sync: SyncLevel,
+    /// Keep the store in PostgreSQL instead of the embedded SQLite file: a
+    /// `postgres://user@host:port/db` URL (also read from `DATABASE_URL`). Several hubs may
+    /// share one database.
+    #[arg(long = "store", env = "RELAY_DATABASE_URL")]
+    pub store: Option<String>,
 }
 
 /// The store's durability level (`--sync`, `TRANTOR_SYNC`).
@@ -161,6 +166,7 @@ impl Default for HubArgs {
             max_connections: 0,
             anon_peer_ttl_ms: 3_600_000,
             sync: SyncLevel::Full,
+            store: None,
         }
     }
 }
@@ -183,6 +189,15 @@ pub enum ConfigError {
     /// No data directory could be worked out.
     #[error("no data directory: set RELAY_DATA_DIR or HOME")]
     NoDataDir,
+    /// `--store` / `RELAY_DATABASE_URL` names something other than a PostgreSQL URL.
+    #[error(
+        "--store / RELAY_DATABASE_URL / DATABASE_URL = {url:?}: not a PostgreSQL URL; expected \
+         postgres://user@host:port/database (leave it unset for the embedded SQLite store)"
+    )]
+    StoreUrl {
+        /// The refused value, with any password masked.
+        url: String,
+    },
     /// An authentication mode this hub does not know was asked for.
     #[error("RELAY_AUTH={mode}: unknown mode; use off, warn or enforce")]
     AuthUnsupported {
@@ -259,6 +274,41 @@ pub struct Config {
     pub bootstrap_token: Option<String>,
     /// TLS certificate chain and key files (PEM), when the hub serves HTTPS.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// PostgreSQL URL of the store; `None` keeps the embedded SQLite file under `data_dir`.
+    pub store_url: Option<String>,
+}
+
+/// The PostgreSQL URL asked for, from `--store` / `RELAY_DATABASE_URL`, else `DATABASE_URL`;
+/// anything that is not a `postgres://` or `postgresql://` URL is refused rather than ignored.
+fn store_url(given: Option<&str>) -> Result<Option<String>, ConfigError> {
+    let from_env = std::env::var("DATABASE_URL").ok();
+    let Some(url) = given.or(from_env.as_deref()).map(str::trim) else {
+        return Ok(None);
+    };
+    if url.is_empty() {
+        return Ok(None);
+    }
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Some(url.to_string()))
+    } else {
+        Err(ConfigError::StoreUrl {
+            url: mask_password(url),
+        })
+    }
+}
+
+/// `scheme://user:secret@host` → `scheme://user:***@host`, for messages and `/health`.
+pub fn mask_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let Some((cred, host)) = rest.split_once('@') else {
+        return url.to_string();
+    };
+    match cred.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_string(),
+    }
 }
 
 /// Whether `host` names a loopback address (`127.*`, `localhost`, `::1`, `[::1]`).
@@ -385,6 +435,7 @@ impl Config {
                 .filter(|t| !t.is_empty())
                 .map(str::to_string),
             tls,
+            store_url: store_url(args.store.as_deref())?,
         })
     }
 
@@ -508,5 +559,29 @@ mod tests {
         assert_eq!(c.peer_ttl_ms, 1000);
         assert_eq!(c.contract_window_ms, 60_000);
         assert_eq!(c.db_path(), PathBuf::from("/tmp/x/hub.db"));
+    }
+
+    #[test]
+    fn store_url_is_checked_and_masked() {
+        let args = HubArgs {
+            data_dir: Some("/tmp/x".into()),
+            store: Some("mysql://u:secret@h/db".into()),
+            ..HubArgs::default()
+        };
+        let err = Config::from_args(&args).err().map(|e| e.to_string());
+        let err = err.unwrap_or_default();
+        assert!(err.contains("not a PostgreSQL URL"), "{err}");
+        assert!(!err.contains("secret"), "{err}");
+        let args = HubArgs {
+            data_dir: Some("/tmp/x".into()),
+            store: Some("postgres://postgres@127.0.0.1:5432/t".into()),
+            ..HubArgs::default()
+        };
+        let c = Config::from_args(&args).expect("config");
+        assert_eq!(
+            c.store_url.as_deref(),
+            Some("postgres://postgres@127.0.0.1:5432/t")
+        );
+        assert_eq!(mask_password("postgres://a:b@h/d"), "postgres://a:***@h/d");
     }
 }

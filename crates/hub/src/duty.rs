@@ -106,6 +106,10 @@ pub fn spawn<S: Store>(hub: AppState<S>) {
         loop {
             tokio::select! {
                 _ = tick.tick() => {
+                    // On a shared store only the lease holder escalates (crate::cluster).
+                    if !crate::cluster::runs_periodic(&hub) {
+                        continue;
+                    }
                     if let Err(e) = pass(&hub, now_ms()).await {
                         tracing::warn!(error = %e, "duty pass failed; retrying next tick");
                     }

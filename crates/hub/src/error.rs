@@ -82,7 +82,7 @@ impl ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         let status = match e {
-            StoreError::Closed => StatusCode::SERVICE_UNAVAILABLE,
+            StoreError::Closed | StoreError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let report = e.report();

@@ -172,9 +172,10 @@ impl Params {
             .ok_or_else(|| ApiError::bad_request(format!("{name} required")))
     }
 
-    /// An integer parameter; absent or empty gives `None`, anything else non-integer a 400.
+    /// An integer parameter; absent or empty gives `None`, anything else non-integer (blanks
+    /// included) a 400.
     pub fn int(&self, name: &str) -> ApiResult<Option<i64>> {
-        match self.text(name) {
+        match self.get(name).filter(|v| !v.is_empty()) {
             None => Ok(None),
             Some(v) => parse_int(v)
                 .map(Some)
@@ -192,12 +193,17 @@ impl Params {
         }
     }
 
-    /// A boolean flag: `1`, `true`, `yes` are true.
-    pub fn flag(&self, name: &str) -> bool {
-        matches!(
-            self.text(name).map(str::to_ascii_lowercase).as_deref(),
-            Some("1" | "true" | "yes")
-        )
+    /// A boolean flag: `1`, `true`, `yes`, `on` are true; absent, `0`, `false`, `no`, `off`
+    /// are false; anything else (empty included) is a 400 (a typo must not silently mean
+    /// "false").
+    pub fn flag(&self, name: &str) -> ApiResult<bool> {
+        match self.get(name).map(str::to_ascii_lowercase).as_deref() {
+            None | Some("0" | "false" | "no" | "off") => Ok(false),
+            Some("1" | "true" | "yes" | "on") => Ok(true),
+            Some(_) => Err(ApiError::bad_request(format!(
+                "{name} must be a boolean: 1 or 0 (true/false)"
+            ))),
+        }
     }
 }
 

@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod cards;
+pub mod cluster;
 pub mod config;
 pub mod contracts;
 pub mod duty;
@@ -41,9 +42,26 @@ use wake::WakeRegistry;
 const FEED_CAPACITY: usize = 4096;
 
 /// Run the hub until SIGINT or SIGTERM: validate the configuration (refusing non-loopback
-/// binds), open the SQLite store under the data directory, bind, and serve.
+/// binds), open the store (the SQLite file under the data directory, or PostgreSQL with
+/// `--store`), bind, and serve.
 pub async fn run(args: HubArgs) -> anyhow::Result<()> {
     let cfg = Config::from_args(&args)?;
+    if let Some(url) = cfg.store_url.clone() {
+        // Several hubs may share the database: bind first so the lease label names this one.
+        let listener = bind(&cfg).await?;
+        let addr = listener.local_addr().context("listener has no address")?;
+        let opts = trantor_store_postgres::PgOptions {
+            sync_full: cfg.sync == SyncLevel::Full,
+            node: format!("trantor-hub {addr} pid {}", std::process::id()),
+            ..Default::default()
+        };
+        let store = tokio::task::spawn_blocking(move || {
+            trantor_store_postgres::PgStore::open_with(&url, opts)
+        })
+        .await
+        .context("store open task failed")??;
+        return serve(listener, store, cfg, shutdown_signal()).await;
+    }
     std::fs::create_dir_all(&cfg.data_dir)
         .with_context(|| format!("cannot create data directory {}", cfg.data_dir.display()))?;
     let db = cfg.db_path();
@@ -123,6 +141,7 @@ pub async fn serve<S: Store>(
     let hub = state(store, cfg, stop_rx.clone()).await?;
     reaper::spawn(hub.clone());
     duty::spawn(hub.clone());
+    cluster::spawn(hub.clone());
     let app = routes::router(hub.clone());
     let addr = listener.local_addr().context("listener has no address")?;
     let scheme = if tls.is_some() { "https" } else { "http" };
@@ -134,7 +153,27 @@ pub async fn serve<S: Store>(
         max_connections = cap,
         "trantor hub listening on {scheme}://{addr}"
     );
+    accept_loop(listener, app, tls, cap, header_timeout, &stop_tx, shutdown).await;
+    reaper::flush_presence(&hub).await;
+    tracing::info!("hub stopped");
+    Ok(())
+}
+
+/// Accept and serve connections with `app` until `shutdown` resolves, then stop accepting,
+/// flip `stop_tx` to true (held polls and streams answer, connections finish) and wait for
+/// every connection to end (TLS when given an acceptor). The hub and the benchmark's bare-route
+/// ceiling ([`ceiling_router`]) share it, so the ceiling is measured on the hub's server stack.
+async fn accept_loop(
+    listener: TcpListener,
+    app: axum::Router,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    cap: usize,
+    header_timeout: std::time::Duration,
+    stop_tx: &watch::Sender<bool>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) {
     let slots = Arc::new(tokio::sync::Semaphore::new(cap));
+    let gauge = Arc::new(ConnGauge::default());
     // Every connection task holds a clone; `recv` returns `None` once all have ended.
     let (alive_tx, mut alive_rx) = tokio::sync::mpsc::channel::<()>(1);
     let mut shutdown = std::pin::pin!(shutdown);
@@ -160,20 +199,32 @@ pub async fn serve<S: Store>(
         };
         let _ = stream.set_nodelay(true);
         let app = app.clone();
-        let stop = stop_rx.clone();
+        let stop = stop_tx.subscribe();
         let alive = alive_tx.clone();
         let tls = tls.clone();
+        let gauge = gauge.clone();
+        gauge.opened();
         tokio::spawn(async move {
             let _permit = permit;
             let _alive = alive;
             match tls {
                 None => serve_conn(stream, app, header_timeout, stop).await,
-                // The handshake gets the same deadline as a request head.
-                Some(tls) => match tokio::time::timeout(header_timeout, tls.accept(stream)).await {
-                    Ok(Ok(s)) => serve_conn(s, app, header_timeout, stop).await,
-                    Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
-                    Err(_) => tracing::debug!("TLS handshake timed out"),
-                },
+                // Boxed: the TLS session is large, and an inline branch would make every plain
+                // connection's task (a held poll's, too) as large as a TLS one.
+                Some(tls) => {
+                    Box::pin(async move {
+                        // The handshake gets the same deadline as a request head.
+                        match tokio::time::timeout(header_timeout, tls.accept(stream)).await {
+                            Ok(Ok(s)) => serve_conn(s, app, header_timeout, stop).await,
+                            Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                            Err(_) => tracing::debug!("TLS handshake timed out"),
+                        }
+                    })
+                    .await
+                }
+            }
+            if gauge.closed() {
+                tokio::task::spawn_blocking(release_free_memory);
             }
         });
     }
@@ -182,9 +233,83 @@ pub async fn serve<S: Store>(
     let _ = stop_tx.send(true);
     drop(alive_tx);
     let _ = alive_rx.recv().await;
-    reaper::flush_presence(&hub).await;
-    tracing::info!("hub stopped");
-    Ok(())
+}
+
+/// Open connections, and their high-water mark since freed memory was last handed back.
+#[derive(Debug, Default)]
+struct ConnGauge {
+    live: std::sync::atomic::AtomicUsize,
+    peak: std::sync::atomic::AtomicUsize,
+}
+
+/// A burst of at least this many connections (held polls, mostly) that has mostly ended gets
+/// its freed memory handed back to the OS (docs/bench-hub.md, "Held polls").
+const TRIM_BURST: usize = 1_000;
+
+impl ConnGauge {
+    fn opened(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let n = self.live.fetch_add(1, Relaxed) + 1;
+        self.peak.fetch_max(n, Relaxed);
+    }
+
+    /// Count a closed connection; `true` (for one caller) when a burst of [`TRIM_BURST`] or
+    /// more has shrunk to a quarter, i.e. when there is freed memory worth handing back.
+    fn closed(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let n = self.live.fetch_sub(1, Relaxed).saturating_sub(1);
+        let peak = self.peak.load(Relaxed);
+        peak >= TRIM_BURST
+            && n <= peak / 4
+            && self
+                .peak
+                .compare_exchange(peak, n, Relaxed, Relaxed)
+                .is_ok()
+    }
+}
+
+/// Hand freed heap memory back to the OS. glibc keeps what a burst of connections freed in
+/// its arenas (the heap is returned — a counting allocator sees it — but the process's
+/// resident memory is not); `malloc_trim` releases the free pages.
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks glibc's own free lists; it takes the arena locks itself
+    // and touches no memory the program owns.
+    unsafe {
+        nix::libc::malloc_trim(0);
+    }
+}
+
+/// A router with one route, `POST /send`, that decodes the same JSON body as the hub's `/send`
+/// (with the same extractor) and answers `{"ok":true,"id":0}` without storing anything: the
+/// ceiling `trantor bench hub` holds the real `/send` against (docs/bench-hub.md). `GET /health`
+/// answers `{"ok":true}` for the readiness check.
+pub fn ceiling_router() -> axum::Router {
+    use axum::routing::{get, post};
+    async fn parse_only(
+        extract::JsonBody(req): extract::JsonBody<trantor_proto::SendRequest>,
+    ) -> axum::Json<trantor_proto::SendReply> {
+        // Touch the decoded fields so the decode cannot be optimised away.
+        let id = i64::from(req.text.is_empty() && req.from.is_empty());
+        axum::Json(trantor_proto::SendReply { ok: true, id })
+    }
+    axum::Router::new().route("/send", post(parse_only)).route(
+        "/health",
+        get(|| async { axum::Json(serde_json::json!({"ok": true})) }),
+    )
+}
+
+/// Serve `app` on `listener` with the hub's accept loop (connection cap from the file limit,
+/// header timeout) until `shutdown` resolves. For the benchmark's ceiling server.
+pub async fn serve_router(
+    listener: TcpListener,
+    app: axum::Router,
+    header_timeout: std::time::Duration,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let cap = connection_cap(0);
+    let (stop_tx, _) = watch::channel(false);
+    accept_loop(listener, app, None, cap, header_timeout, &stop_tx, shutdown).await;
 }
 
 /// Serve one connection (plain or TLS) until it ends or the hub stops.

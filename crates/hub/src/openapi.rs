@@ -220,14 +220,17 @@ fn operation(doc: &RouteDoc, method: &str, g: &mut SchemaGenerator) -> Value {
     if let (true, Some(body)) = (method == "post", doc.body) {
         // The body type's own schema, plus `_op` (handled by the idempotency layer before the
         // route, for every POST). An empty body is read as `{}`: it is optional exactly when
-        // the type has no required field.
+        // the type has no required field and no combined constraint (`allOf`, `anyOf`).
         let schema = body(g).to_value();
         let mut resolved = resolve(&schema, g);
         mark_required(&mut resolved);
         let required = resolved
             .get("required")
             .and_then(Value::as_array)
-            .is_some_and(|r| !r.is_empty());
+            .is_some_and(|r| !r.is_empty())
+            || ["allOf", "anyOf", "oneOf"]
+                .iter()
+                .any(|k| resolved.get(*k).is_some());
         let op_key = json!({
             "type": "object",
             "properties": { "_op": {

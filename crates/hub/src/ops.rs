@@ -6,7 +6,9 @@
 //! is not `"42"`. The first run's `{code, body}` is stored once it finishes below 500; a later
 //! POST with the same `_op` on the same route gets the stored reply without running again.
 //! Concurrent duplicates are serialised on a per-op lock, so the second waits for the first and
-//! then replays it — the same op never runs twice.
+//! then replays it — the same op never runs twice. A retry is the same request again: a POST
+//! that reuses a recorded `_op` with a different body is refused with 409 instead of being
+//! answered with another request's reply (the request's SHA-256 is kept beside the reply).
 //!
 //! Crash safety: every route write made through [`crate::state::Hub::write`] while an op is
 //! running also records the op as committed (code 0, reply pending) in the SAME transaction.
@@ -382,9 +384,11 @@ pub async fn idempotent<S: Store>(
     };
     let resp = {
         let _guard = lock.lock().await;
+        let fingerprint = request_fingerprint(&bytes);
         run_once(
             &hub,
             &op,
+            fingerprint,
             Request::from_parts(parts, Body::from(bytes)),
             next,
         )
@@ -400,14 +404,50 @@ pub async fn idempotent<S: Store>(
     resp
 }
 
-async fn run_once<S: Store>(hub: &AppState<S>, op: &str, req: Request, next: Next) -> Response {
+/// The SHA-256 of a request body, hex: what a retry must repeat exactly.
+fn request_fingerprint(body: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(body)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The store key of an op's request fingerprint (kept as a second op record, so every backend
+/// carries it without a schema change; `GET /_op` never looks it up).
+fn fingerprint_key(op: &str) -> String {
+    format!("{op} #request")
+}
+
+async fn run_once<S: Store>(
+    hub: &AppState<S>,
+    op: &str,
+    fingerprint: String,
+    req: Request,
+    next: Next,
+) -> Response {
     let key = op.to_string();
-    match hub.store.read(move |tx| tx.op(&key)).await {
-        Ok(Some(rec)) => {
+    let seen = hub
+        .store
+        .read(move |tx| Ok((tx.op(&key)?, tx.op(&fingerprint_key(&key))?)))
+        .await;
+    match seen {
+        Ok((Some(rec), print)) => {
+            if let Some(print) = print
+                && print.body.as_str() != Some(fingerprint.as_str())
+            {
+                return ApiError::with(
+                    StatusCode::CONFLICT,
+                    "this _op was already used for a different request: a retry must repeat \
+                     the request exactly; use a new _op for a new request",
+                    Value::Null,
+                )
+                .into_response();
+            }
             hub.metrics.op_replays.fetch_add(1, Ordering::Relaxed);
             return replay(&rec);
         }
-        Ok(None) => {}
+        Ok((None, _)) => {}
         Err(e) => return ApiError::from(e).into_response(),
     }
     let resp = CURRENT_OP.scope(op.to_string(), next.run(req)).await;
@@ -428,13 +468,27 @@ async fn run_once<S: Store>(hub: &AppState<S>, op: &str, req: Request, next: Nex
         }
     };
     let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let ts = now_ms();
+    let print = OpRecord {
+        id: fingerprint_key(op),
+        ts,
+        code: status.as_u16(),
+        body: Value::String(fingerprint),
+    };
     let rec = OpRecord {
         id: op.to_string(),
-        ts: now_ms(),
+        ts,
         code: status.as_u16(),
         body,
     };
-    if let Err(e) = hub.store.write(move |tx| tx.put_op(&rec)).await {
+    let written = hub
+        .store
+        .write(move |tx| {
+            tx.put_op(&print)?;
+            tx.put_op(&rec)
+        })
+        .await;
+    if let Err(e) = written {
         // The route's change and its marker are committed: a retry is answered "committed",
         // only the original reply body is missing.
         tracing::warn!(op, error = %e, "could not record _op reply");

@@ -10,7 +10,7 @@
 //! A held `/poll` counts as present for as long as it is held, whatever its age.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use trantor_proto::{BROADCAST, Peer};
 
 #[derive(Debug, Clone)]
@@ -22,6 +22,9 @@ struct Live {
     announced: bool,
     /// `last_seen` changed since the last flush.
     dirty: bool,
+    /// The session's project as stored on its peer row, once known (`/send` stamps it on
+    /// every message without reading the row inside the write).
+    project: Option<Arc<str>>,
 }
 
 /// What a touch means for the caller's write.
@@ -63,6 +66,7 @@ impl Presence {
                         held: 0,
                         announced: now - p.last_seen < online_ms,
                         dirty: false,
+                        project: (!p.project.is_empty()).then(|| Arc::from(p.project.as_str())),
                     },
                 )
             })
@@ -105,6 +109,7 @@ impl Presence {
                         held: 0,
                         announced: true,
                         dirty: false,
+                        project: None,
                     },
                 );
                 Touch::CameOnline
@@ -127,6 +132,23 @@ impl Presence {
         Hold {
             presence: self,
             session: session.to_string(),
+        }
+    }
+
+    /// The session's cached project (see [`Presence::set_project`]).
+    pub fn project(&self, session: &str) -> Option<Arc<str>> {
+        self.map().get(session).and_then(|l| l.project.clone())
+    }
+
+    /// Cache the project a committed write found (`overwrite: false`, kept if one is already
+    /// known) or stored (`overwrite: true`, `/register`) for a session that is in the cache.
+    /// Only `/register` changes a stored project, and it overwrites after its commit, so a
+    /// `/send` that read the row before it cannot leave the older value behind.
+    pub fn set_project(&self, session: &str, project: &str, overwrite: bool) {
+        if let Some(live) = self.map().get_mut(session)
+            && (overwrite || live.project.is_none())
+        {
+            live.project = Some(Arc::from(project));
         }
     }
 

@@ -36,6 +36,10 @@ pub fn spawn<S: Store>(hub: AppState<S>) {
         loop {
             tokio::select! {
                 _ = tick.tick() => {
+                    // On a shared store only the lease holder reaps (crate::cluster).
+                    if !crate::cluster::runs_periodic(&hub) {
+                        continue;
+                    }
                     if let Err(e) = reap(&hub).await {
                         tracing::warn!(error = %e.report(), "reaper pass failed; retrying next tick");
                     }

@@ -54,7 +54,7 @@ pub async fn stream<S: Store>(
 ) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     let session = p.text("session").unwrap_or(BROADCAST).to_string();
     check_len("session", &session, limits::SESSION)?;
-    let events = p.flag("events");
+    let events = p.flag("events")?;
     let status = p.get("status").map(str::to_string);
     if let Some(st) = &status {
         check_len("status", st, limits::STATUS)?;

@@ -563,3 +563,63 @@ async fn quiet_peers_that_never_registered_are_reaped() {
     assert_eq!(c, 200, "the registered peer went too: {known}");
     hub.stop().await;
 }
+
+// 10. The document says what the hub does (what schemathesis's conformance checks found): a
+// reused `_op` with another body is a conflict, not another request's reply; boolean and
+// integer query parameters refuse what is not one; a missing checklist item is not found; a
+// body that cannot be empty is documented as required, with its one-of-two rules.
+#[tokio::test]
+async fn the_document_and_the_hub_agree() {
+    let hub = start(|_| {}).await;
+    let p = hub.port;
+    let (c, first) = post(p, "/task", json!({"title": "a", "by": "a:p", "_op": 0})).await;
+    assert_eq!(c, 200, "{first}");
+    let (c, again) = post(p, "/task", json!({"title": "a", "by": "a:p", "_op": 0})).await;
+    assert_eq!((c, &again), (200, &first), "a retry is the first reply");
+    let (c, e) = post(p, "/task", json!({"deps": [1], "_op": 0})).await;
+    assert_eq!(c, 409, "another body under a used _op: {e}");
+    assert_json_error(&e, "op reuse");
+    let (c, tasks) = get(p, "/tasks").await;
+    assert_eq!(c, 200);
+    assert_eq!(tasks["tasks"].as_array().map(Vec::len), Some(1), "{tasks}");
+
+    for bad in [
+        "/inbox?session=a:p&peek=maybe",
+        "/inbox?session=a:p&peek=",
+        "/verify-gates?all=null",
+    ] {
+        let (c, e) = get(p, bad).await;
+        assert_eq!(c, 400, "{bad}: {e}");
+        assert_json_error(&e, bad);
+    }
+    let (c, e) = get(p, "/verify-gates?card=%09").await;
+    assert_eq!(c, 400, "a blank integer: {e}");
+    let (c, _) = get(p, "/inbox?session=a:p&peek=1").await;
+    assert_eq!(c, 200);
+
+    let id = first["task"]["id"].clone();
+    let (c, e) = post(
+        p,
+        "/task/checklist-toggle",
+        json!({"id": id, "index": 3, "done": true}),
+    )
+    .await;
+    assert_eq!(c, 404, "{e}");
+
+    let (c, doc) = get(p, "/openapi.json").await;
+    assert_eq!(c, 200);
+    let gate = &doc["paths"]["/verify-gate"]["post"]["requestBody"];
+    assert_eq!(gate["required"], true, "{gate}");
+    let (c, e) = post(p, "/verify-gate", json!({})).await;
+    assert_eq!(c, 400, "{e}");
+    let (c, e) = post(
+        p,
+        "/verify-gate",
+        json!({"claim": "c", "by": "a:p", "status": "maybe"}),
+    )
+    .await;
+    assert_eq!(c, 400, "a status outside the documented ones: {e}");
+    let (c, ok) = post(p, "/verify-gate", json!({"claim": "c", "by": "a:p"})).await;
+    assert_eq!(c, 200, "{ok}");
+    hub.stop().await;
+}

@@ -14,7 +14,9 @@ pub use server::Relay;
 pub use trantor_proto::identity::{Identity, Overrides};
 
 use rmcp::ServiceExt;
+use std::sync::Arc;
 use std::time::Duration;
+use trantor_proto::{Signer, enroll};
 
 /// Options of `trantor mcp`. Without flags, the environment the original read decides
 /// (`RELAY_SESSION`, `RELAY_AGENT`, `RELAY_PROJECT`, `RELAY_URL`; see `trantor_proto::identity`), which is
@@ -43,9 +45,26 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         project: args.project,
         hub_url: args.url,
     });
-    let relay = Relay::new(id);
-    // Registration runs beside the handshake, so a down hub never delays `initialize`.
-    relay.spawn_heartbeat(Duration::from_millis(args.heartbeat_ms.max(1_000)));
+    // The server signs with an instance key its session's durable key endorses, minted fresh
+    // for this process (docs/protocol.md §2); a key file others can read stops it here.
+    let bus = trantor_proto::identity::bus_dir(&trantor_proto::identity::ProcessEnv);
+    let durable = trantor_proto::keys::load_or_create(&bus, &id.session, "agent")?;
+    let instance = durable.mint_instance(&enroll::new_instance_id("mcp"));
+    let opts =
+        enroll::EnrollOptions::from_env(&trantor_proto::identity::ProcessEnv, &bus, &id.project);
+    let hub_url = id.hub_url.clone();
+    let relay = Relay::new(id).with_signer(Signer::Instance(Arc::new(instance)));
+    // Enrollment and registration run beside the handshake, so a down hub never delays
+    // `initialize`; the durable key enrolls (instances never do), then presence starts.
+    let beat = relay.clone();
+    let every = Duration::from_millis(args.heartbeat_ms.max(1_000));
+    tokio::spawn(async move {
+        match enroll::ensure_enrolled(&hub_url, &bus, &durable, &opts).await {
+            Ok(how) => tracing::debug!("session key {}: {how:?}", durable.pubkey()),
+            Err(e) => tracing::error!("{e}"),
+        }
+        beat.spawn_heartbeat(every);
+    });
     let service = relay
         .serve(rmcp::transport::stdio())
         .await

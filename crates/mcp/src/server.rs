@@ -108,6 +108,12 @@ impl Relay {
         }
     }
 
+    /// The same server signing every hub call with `signer`.
+    pub fn with_signer(mut self, signer: trantor_proto::Signer) -> Relay {
+        self.hub = self.hub.with_signer(signer);
+        self
+    }
+
     /// The identity this server speaks as.
     pub fn identity(&self) -> &Identity {
         &self.id
@@ -190,7 +196,16 @@ impl Relay {
                 if let Some(limit) = body.extra.get("limit") {
                     s.push_str(&format!(" (limit {limit})"));
                 }
+                if status == 401 {
+                    s.push_str(
+                        " — the hub wants signed requests from an enrolled key; see the MCP \
+                         server's log for the enrollment error (an invite: RELAY_INVITE).",
+                    );
+                }
                 s
+            }
+            ClientError::Request { path, message } => {
+                format!("cannot build the request to {path}: {message}")
             }
             ClientError::Decode { path, message } => format!(
                 "the hub at {} answered {path} with a reply this client does not understand: \
@@ -675,12 +690,15 @@ impl Relay {
             .post_with_op("/task/checklist-toggle", &req, &new_op_id())
             .await
             .map_err(|e| match e {
-                ClientError::Http {
-                    status: 400, body, ..
-                } => format!(
-                    "card #{} has no checklist item {} ({}); read it with relay_board card={}",
-                    a.id, a.index, body.error, a.id
-                ),
+                // The original hub answers a missing item with 400, ours with 404 naming it.
+                ClientError::Http { status, body, .. }
+                    if status == 400 || (status == 404 && body.error.contains("checklist")) =>
+                {
+                    format!(
+                        "card #{} has no checklist item {} ({}); read it with relay_board card={}",
+                        a.id, a.index, body.error, a.id
+                    )
+                }
                 ClientError::Http { status: 404, .. } => format!("there is no card #{}", a.id),
                 e => self.hub_error(e),
             })?;

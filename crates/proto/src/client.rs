@@ -1,13 +1,61 @@
 //! The typed HTTP client for the hub, used by the runner, the MCP server and the CLI.
 //!
-//! Plain HTTP only: the hub listens on loopback. Every call has a timeout; a long-poll's timeout
-//! is its hold plus a margin, so a dead hub never wedges a caller.
+//! An `https://` hub is reached through a local TLS tunnel (see [`crate::tls`]). Every call has
+//! a timeout; a long-poll's timeout is its hold plus a margin, so a dead hub never
+//! wedges a caller. A client given a [`Signer`] signs every request (`trantor-v1`,
+//! docs/protocol.md §2): the URL is built here and the path and query are signed exactly as they
+//! go on the wire, and a body is serialised once and those same bytes are hashed and sent.
 
+use crate::auth::{InstanceKey, SignedHeaders};
+use crate::keys::Keypair;
 use crate::types::*;
+use reqwest::Method;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::Duration;
+
+/// The key a client signs with: a seat's durable key, or an instance key the durable key
+/// endorsed (the MCP server and hooks).
+#[derive(Clone)]
+pub enum Signer {
+    /// The durable key of the session (the runner).
+    Durable(Arc<Keypair>),
+    /// An endorsed instance key; the hub attributes its requests to the durable identity.
+    Instance(Arc<InstanceKey>),
+}
+
+impl std::fmt::Debug for Signer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Signer::Durable(k) => write!(f, "Signer::Durable({})", k.pubkey()),
+            Signer::Instance(k) => write!(
+                f,
+                "Signer::Instance({} for {})",
+                k.instance_id, k.durable_pubkey
+            ),
+        }
+    }
+}
+
+impl Signer {
+    /// The signature headers for one request.
+    pub fn sign(&self, method: &str, path_and_query: &str, body: &[u8]) -> SignedHeaders {
+        match self {
+            Signer::Durable(k) => k.sign_request(method, path_and_query, body),
+            Signer::Instance(k) => k.sign_request(method, path_and_query, body),
+        }
+    }
+
+    /// The public key of the identity the hub will see (the durable one for an instance key).
+    pub fn identity_pubkey(&self) -> String {
+        match self {
+            Signer::Durable(k) => k.pubkey(),
+            Signer::Instance(k) => k.durable_pubkey.clone(),
+        }
+    }
+}
 
 /// Why a hub call failed.
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +86,14 @@ pub enum ClientError {
         status: u16,
         /// The error body (`error` plus extra fields).
         body: ErrorBody,
+    },
+    /// The request could not be built (a bad base URL or an unserialisable body).
+    #[error("cannot build the request to {path}: {message}")]
+    Request {
+        /// The path called.
+        path: String,
+        /// What was wrong.
+        message: String,
     },
     /// The reply was not the JSON shape expected.
     #[error("hub reply to {path} was not understood: {message}")]
@@ -71,8 +127,13 @@ impl ClientError {
 #[derive(Debug, Clone)]
 pub struct HubClient {
     base: String,
+    /// Where requests go: `base`, or the local TLS tunnel for an `https://` hub.
+    target: Result<String, String>,
+    /// The `Host` header for a tunnelled hub.
+    host: Option<String>,
     http: reqwest::Client,
     timeout: Duration,
+    signer: Option<Signer>,
 }
 
 impl HubClient {
@@ -86,11 +147,39 @@ impl HubClient {
             .pool_idle_timeout(Duration::from_secs(30))
             .build()
             .unwrap_or_default();
+        let (target, host) = if base.starts_with("https://") {
+            match crate::tls::tunnel(&base) {
+                Ok(t) => (Ok(t.base), Some(t.host)),
+                Err(e) => (Err(e), None),
+            }
+        } else {
+            (Ok(base.clone()), None)
+        };
         HubClient {
             base,
+            target,
+            host,
             http,
             timeout: Duration::from_secs(10),
+            signer: None,
         }
+    }
+
+    /// The same client signing every request with `signer`.
+    pub fn with_signer(mut self, signer: Signer) -> Self {
+        self.signer = Some(signer);
+        self
+    }
+
+    /// The same client signing with `signer` when given, unsigned otherwise.
+    pub fn with_optional_signer(mut self, signer: Option<Signer>) -> Self {
+        self.signer = signer;
+        self
+    }
+
+    /// The key this client signs with, if any.
+    pub fn signer(&self) -> Option<&Signer> {
+        self.signer.as_ref()
     }
 
     /// The same client with a different per-call timeout.
@@ -102,6 +191,51 @@ impl HubClient {
     /// The hub base URL.
     pub fn base(&self) -> &str {
         &self.base
+    }
+
+    /// Builds, signs and sends one request, and decodes the reply as `T`.
+    ///
+    /// The query is encoded into the URL here and `path + "?" + query` of that URL is what is
+    /// signed, so the signature covers exactly the request target sent.
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<Vec<u8>>,
+        timeout: Duration,
+    ) -> Result<T, ClientError> {
+        let bad = |message: String| ClientError::Request {
+            path: path.to_string(),
+            message,
+        };
+        let target = self.target.as_ref().map_err(|e| bad(e.clone()))?;
+        let mut url = reqwest::Url::parse(&format!("{target}{path}"))
+            .map_err(|e| bad(format!("{}{path}: {e}", self.base)))?;
+        if !query.is_empty() {
+            url.query_pairs_mut()
+                .extend_pairs(query.iter().map(|(k, v)| (*k, v.as_str())));
+        }
+        let mut req = self.http.request(method.clone(), url.clone());
+        if let Some(host) = &self.host {
+            req = req.header(reqwest::header::HOST, host);
+        }
+        if let Some(signer) = &self.signer {
+            let target = match url.query() {
+                Some(q) => format!("{}?{q}", url.path()),
+                None => url.path().to_string(),
+            };
+            let bytes = body.as_deref().unwrap_or_default();
+            for (name, value) in signer.sign(method.as_str(), &target, bytes).headers {
+                req = req.header(name, value);
+            }
+        }
+        if let Some(bytes) = body {
+            req = req
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(bytes);
+        }
+        self.finish(path, timeout, req).await
     }
 
     async fn finish<T: DeserializeOwned>(
@@ -162,8 +296,7 @@ impl HubClient {
         query: &[(&str, String)],
         timeout: Duration,
     ) -> Result<T, ClientError> {
-        let req = self.http.get(format!("{}{}", self.base, path)).query(query);
-        self.finish(path, timeout, req).await
+        self.call(Method::GET, path, query, None, timeout).await
     }
 
     /// `POST path` with a JSON body, decoded as `T`.
@@ -172,8 +305,12 @@ impl HubClient {
         path: &str,
         body: &B,
     ) -> Result<T, ClientError> {
-        let req = self.http.post(format!("{}{}", self.base, path)).json(body);
-        self.finish(path, self.timeout, req).await
+        let bytes = serde_json::to_vec(body).map_err(|e| ClientError::Request {
+            path: path.to_string(),
+            message: format!("request body: {e}"),
+        })?;
+        self.call(Method::POST, path, &[], Some(bytes), self.timeout)
+            .await
     }
 
     /// `POST path` carrying the idempotency key `op` as `_op`.
@@ -351,5 +488,34 @@ impl HubClient {
     /// `GET /policy`.
     pub async fn policy(&self) -> Result<PolicyReply, ClientError> {
         self.get("/policy", &[]).await
+    }
+
+    /// `POST /enroll`, signed by the key being enrolled (docs/protocol.md §2).
+    pub async fn enroll(
+        &self,
+        req: &crate::auth::EnrollRequest,
+    ) -> Result<crate::auth::EnrollReply, ClientError> {
+        self.post("/enroll", req).await
+    }
+
+    /// `POST /invite` (owner of `*`): a one-use token granting `scopes`.
+    pub async fn invite(
+        &self,
+        req: &crate::auth::InviteRequest,
+    ) -> Result<crate::auth::InviteReply, ClientError> {
+        self.post("/invite", req).await
+    }
+
+    /// `GET /identities` (owner of `*`).
+    pub async fn identities(&self) -> Result<crate::auth::IdentitiesReply, ClientError> {
+        self.get("/identities", &[]).await
+    }
+
+    /// `POST /identity/revoke` (owner of `*`).
+    pub async fn revoke_identity(
+        &self,
+        req: &crate::auth::RevokeRequest,
+    ) -> Result<crate::auth::RevokeReply, ClientError> {
+        self.post("/identity/revoke", req).await
     }
 }

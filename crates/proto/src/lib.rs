@@ -8,13 +8,16 @@
 pub mod auth;
 pub mod client;
 pub mod date;
+pub mod enroll;
 pub mod identity;
+pub mod keys;
 pub mod limits;
 pub mod secrets;
 pub mod text;
+pub mod tls;
 pub mod types;
 
-pub use client::{ClientError, HubClient};
+pub use client::{ClientError, HubClient, Signer};
 pub use types::*;
 
 /// Milliseconds since the Unix epoch, the unit of every timestamp on the wire.

@@ -620,15 +620,15 @@ pub struct EventsReply {
     pub latest: i64,
 }
 
-/// `GET /card` reply.
+/// `GET /card` reply. Fields are in name order, as the hub has always written them.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct CardReply {
-    /// The card (a deleted card is rebuilt from its last event with status `deleted`).
-    pub task: Option<Value>,
     /// Events of this card.
     pub events: Vec<Event>,
     /// Messages whose text cites `#id`.
     pub messages: Vec<Message>,
+    /// The card (a deleted card is rebuilt from its last event with status `deleted`).
+    pub task: Option<Value>,
 }
 
 /// A lesson.
@@ -727,6 +727,10 @@ pub struct PolicyLinkRequest {
 pub struct PolicyRequest {
     /// Autonomy level (1–4) per project; `*` is the default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend(
+        "propertyNames" = {"maxLength": crate::limits::PROJECT},
+        "additionalProperties" = {"type": "integer", "minimum": 1, "maximum": 4}
+    ))]
     pub autonomy: Option<Map<String, Value>>,
     /// Link these projects (their seats may wake each other).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -736,6 +740,14 @@ pub struct PolicyRequest {
     pub unlink: Option<PolicyLinkRequest>,
     /// Integrate dials to change per project: `{project: {commit?: bool, push?: bool}}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend(
+        "propertyNames" = {"maxLength": crate::limits::PROJECT},
+        "additionalProperties" = {
+            "type": "object",
+            "properties": {"commit": {"type": "boolean"}, "push": {"type": "boolean"}},
+            "additionalProperties": false
+        }
+    ))]
     pub dials: Option<Map<String, Value>>,
     /// Who declares it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -961,6 +973,262 @@ pub struct PhaseReply {
     pub goal: String,
 }
 
+/// `GET /` reply for a JSON client (a browser asking for HTML gets the dashboard). Fields are
+/// in name order, as the hub has always written them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct BannerReply {
+    /// Where the OpenAPI document is (`/openapi.json`).
+    pub docs: String,
+    /// Where the health report is (`/health`).
+    pub health: String,
+    /// Where the Prometheus metrics are (`/metrics`).
+    pub metrics: String,
+    /// `trantor hub`.
+    pub name: String,
+    /// The store in use (`sqlite:<path>`, `postgres:…`).
+    pub store: String,
+    /// The hub's version.
+    pub version: String,
+}
+
+/// `/health` reply: liveness, row counts, persistence, retention and the duty agent. Fields are
+/// in name order, as the hub has always written them. The status is 503 when the store fails.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthReply {
+    /// Always `off` (the hub trusts its network).
+    pub auth_mode: String,
+    /// Cards stored.
+    pub cards: i64,
+    /// The duty agent's status (`configured`, thresholds, escalations, failures, …), or
+    /// `{"error": …}` when it could not be read.
+    pub duty: Value,
+    /// Events stored.
+    pub events: i64,
+    /// Messages stored.
+    pub messages: i64,
+    /// The store answers reads and the newest write succeeded.
+    pub ok: bool,
+    /// Peers known.
+    pub peers: i64,
+    /// Persistence status.
+    pub persist: HealthPersist,
+    /// Long polls held open now.
+    pub polls_held: u64,
+    /// Retention settings and what retention removed.
+    pub retention: HealthRetention,
+    /// The store in use.
+    pub store: String,
+    /// Event streams open now.
+    pub streams: u64,
+    /// The store's durability level as applied (`full` or `normal`).
+    pub sync: String,
+    /// The hub's version.
+    pub version: String,
+    /// The periodic-work lease over a store shared by several hubs (PostgreSQL); absent on the
+    /// embedded store, where the hub always runs the periodic work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<HealthLease>,
+}
+
+/// `/health`'s `lease` object (several hubs on one PostgreSQL database).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthLease {
+    /// Whether this hub runs the periodic work (reaper, duty, retention) now.
+    pub held: bool,
+    /// The label of the hub that holds the lease (its address and pid), if any.
+    pub holder: Option<String>,
+}
+
+/// `/health`'s `persist` object.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthPersist {
+    /// The last store error (empty when none).
+    pub last_error: String,
+    /// When the newest write failed, ms (null when writes succeed).
+    pub last_error_at: Option<i64>,
+    /// Same as the reply's `ok`.
+    pub ok: bool,
+}
+
+/// `/health`'s `retention` object.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthRetention {
+    /// What retention removed since start and in its last pass (`messages`, `events`, `ops`,
+    /// `lastRunTs`, `last`).
+    pub pruned: Value,
+    /// The read-history window in whole days.
+    pub read_history_days: i64,
+    /// The read-history window, ms (0 keeps everything).
+    pub read_history_ms: i64,
+}
+
+/// `GET /phase` reply: a project's phase goals, ordered by phase name.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct PhasesReply {
+    /// The goals (a cleared goal is left out).
+    pub phases: Vec<PhaseGoal>,
+    /// Project.
+    pub project: String,
+}
+
+/// One phase goal in [`PhasesReply`]. Fields are in name order, as the hub has always written
+/// them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct PhaseGoal {
+    /// Who set it (`""` when unknown).
+    pub by: Value,
+    /// The goal.
+    pub goal: String,
+    /// The phase's name.
+    pub phase: String,
+    /// When it was set, ms (null when unknown).
+    pub ts: Value,
+}
+
+/// A duty seat's report of a nudge it could not make, as `/duty/failure` records it (and
+/// `/health`'s `duty.failures` lists it). Fields are in name order, as the hub has always written
+/// them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DutyFailure {
+    /// The duty session that reported it.
+    pub by: String,
+    /// `relay-403` or `skipped-nudge`.
+    pub kind: String,
+    /// The recipient's project.
+    pub project: String,
+    /// The recipient that could not be nudged.
+    pub recipient: String,
+    /// What happened (at most 500 characters).
+    pub text: String,
+    /// When it was recorded, ms.
+    pub ts: i64,
+}
+
+/// `POST /duty/failure` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct DutyFailureReply {
+    /// The failure as recorded.
+    pub failure: DutyFailure,
+    /// True on success.
+    pub ok: bool,
+}
+
+/// `POST /overseer/duty` reply. Fields are in name order, as the hub has always written them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppointReply {
+    /// The appointed duty session (null: the appointment was cleared).
+    pub appointed: Option<String>,
+    /// The duty session in force (null: none).
+    pub duty_session: Option<String>,
+    /// True on success.
+    pub ok: bool,
+    /// `RELAY_DUTY_SESSION` when the hub's configuration overrides the appointment (else null).
+    pub overridden_by: Option<String>,
+}
+
+/// `GET /catchup` reply: what happened since the session last looked. Fields are in name order,
+/// as the hub has always written them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CatchupReply {
+    /// Cards of the project by status.
+    pub board: std::collections::BTreeMap<String, i64>,
+    /// Card events (created, moved, updated, deleted) in the project since the last look.
+    pub card_events: Vec<Event>,
+    /// The session's open contracts.
+    pub contracts: CatchupContracts,
+    /// The rest of the project's crew.
+    pub crew: Vec<CatchupPeer>,
+    /// Messages to the session since the last look (receipts apart).
+    pub messages: Vec<Message>,
+    /// The session's project.
+    pub project: String,
+    /// Receipts to the session since the last look.
+    pub receipts: Vec<Message>,
+    /// The session.
+    pub session: String,
+    /// Where this look started.
+    pub since: CatchupSince,
+    /// The newest message id on the hub.
+    pub tip: i64,
+    /// Direct messages the session has not read.
+    pub unread: Vec<Message>,
+    /// Cards waiting on the session (assigned and open, or its own in review), at most 20.
+    pub waiting_on_me: Vec<CardBrief>,
+}
+
+/// Where a catch-up started.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct CatchupSince {
+    /// The event id after which card events are listed (null: the newest ones).
+    pub event: Option<i64>,
+    /// The message id after which messages are listed.
+    pub msg: i64,
+}
+
+/// A crew member in a catch-up. Fields are in name order.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CatchupPeer {
+    /// `ok`, `stale`, … as `/peers` reports it.
+    pub health: String,
+    /// Last seen, ms.
+    pub last_seen: i64,
+    /// Online now.
+    pub online: bool,
+    /// The runner's phase (null when none).
+    pub phase: Option<String>,
+    /// Bus address.
+    pub session: String,
+    /// Status text.
+    pub status: String,
+}
+
+/// A card named in a catch-up. Fields are in name order.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct CardBrief {
+    /// Assignee.
+    pub assignee: String,
+    /// Card id.
+    pub id: i64,
+    /// Status.
+    pub status: String,
+    /// Title.
+    pub title: String,
+}
+
+/// A catch-up's contracts: the counts and the open ones.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct CatchupContracts {
+    /// The open contracts (text cut to 200 characters).
+    pub items: Vec<OpenContract>,
+    /// How many are open.
+    pub open: i64,
+    /// How many of those are stalled.
+    pub stalled: i64,
+}
+
+/// An open contract in a catch-up. Fields are in name order.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenContract {
+    /// How long it has been open, ms.
+    pub age_ms: i64,
+    /// Its disposition (as `/contracts` says).
+    pub disposition: String,
+    /// The contract message's id.
+    pub id: i64,
+    /// Its text (first 200 characters).
+    pub text: String,
+    /// Who owes the answer.
+    pub to: String,
+}
+
 /// The error body of every non-2xx reply: `{"error": "..."}` plus route-specific fields.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorBody {
@@ -1061,26 +1329,47 @@ pub struct VerifyGate {
 }
 
 /// `POST /verify-gate` body: add a gate (`claim`, …) or resolve one (`resolve: true`, `id`).
+///
+/// The project is `project`, or else the text after the last colon of `by`; one of the two is
+/// required (the schema's first `allOf` arm), and an add needs a claim while a resolve needs an
+/// id (the second).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("allOf" = [
+    {"anyOf": [
+        {"required": ["project"], "properties": {"project": {"type": "string", "pattern": "\\S"}}},
+        {"required": ["by"], "properties": {"by": {"type": "string", "pattern": ":[^:]{1,80}$"}}}
+    ]},
+    {"anyOf": [
+        {"required": ["claim"], "properties": {
+            "resolve": {"const": false}, "claim": {"type": "string", "pattern": "\\S"}}},
+        {"required": ["resolve", "id"], "properties": {
+            "resolve": {"const": true}, "id": {"type": "integer"}}}
+    ]}
+]))]
 pub struct VerifyGateRequest {
     /// What must be verified (add).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 300))]
     pub claim: Option<String>,
     /// Why it matters (add).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 300))]
     pub why: Option<String>,
     /// The check that would verify it (add).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 300))]
     pub how_to_verify: Option<String>,
     /// The card the gate holds (add).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub card: Option<i64>,
     /// Project [default: the `by` session's project].
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::PROJECT))]
     pub project: Option<String>,
     /// Who.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::limits::SESSION))]
     pub by: Option<String>,
     /// Resolve instead of add.
     #[serde(default)]
@@ -1090,9 +1379,11 @@ pub struct VerifyGateRequest {
     pub id: Option<i64>,
     /// `verified` (default), `failed` or `waived`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["verified", "failed", "waived", null]))]
     pub status: Option<String>,
     /// Resolution note.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 300))]
     pub note: Option<String>,
 }
 

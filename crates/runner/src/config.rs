@@ -36,6 +36,7 @@ pub const RUNNER_ENV_VARS: &[&str] = &[
     "TRANTOR_TURN_MAX_MS",
     "TRANTOR_TURN_CEILING_MS",
     "TRANTOR_TURN_WATCHDOG_MS",
+    "TRANTOR_TURN_WATCHDOG_FLOOR_MS",
     "TRANTOR_RETRY_MS",
     "TRANTOR_PARK_WINDOW_MS",
     "RUNNER_PARK_MAX_MS",
@@ -49,6 +50,9 @@ pub const RUNNER_ENV_VARS: &[&str] = &[
     "TRANTOR_POLL_HOLD_S",
     "TRANTOR_HUB_BACKOFF_MAX_MS",
     "XDG_DATA_HOME",
+    "RELAY_INVITE",
+    "RELAY_BOOTSTRAP_TOKEN",
+    "RELAY_OWNER_IDENTITY",
     // Identity, through trantor_proto::identity.
     "HOME",
     "AGENT_BUS_DIR",
@@ -59,8 +63,9 @@ pub const RUNNER_ENV_VARS: &[&str] = &[
 /// The help text's closing paragraph: the identity variables that are not arguments.
 const AFTER_HELP: &str = "Identity (trantor_proto::identity): HOME; the bus directory from \
 AGENT_BUS_DIR, else RELAY_DATA_DIR, else $HOME/.agent-bus; the orchestrator's host id from \
-RELAY_HOST_ID, else <bus>/machine-id, else the host name (kept whole). The release state \
-handoff variable is internal.";
+RELAY_HOST_ID, else <bus>/machine-id, else the host name (kept whole). An https:// hub's \
+certificate must chain to a root in the PEM file RELAY_CA_CERT. The release state handoff \
+variable is internal.";
 
 /// Options of `trantor runner <agent> [dir]`: every knob the runner reads, each with its
 /// environment variable.
@@ -142,7 +147,7 @@ pub struct RunnerArgs {
         value_name = "MS"
     )]
     pub turn_ceiling_ms: u64,
-    /// The stall window in ms (never below 10 minutes, never derived from the box).
+    /// The stall window in ms (never below the floor, never derived from the box).
     #[arg(
         long,
         env = "TRANTOR_TURN_WATCHDOG_MS",
@@ -150,6 +155,16 @@ pub struct RunnerArgs {
         value_name = "MS"
     )]
     pub turn_watchdog_ms: u64,
+    /// The stall window's floor in ms (at least 1000). Lower it only for drills and tests: a
+    /// real CLI waiting on a slow provider can be quiet for minutes.
+    #[arg(
+        long,
+        env = "TRANTOR_TURN_WATCHDOG_FLOOR_MS",
+        default_value_t = 600_000,
+        value_name = "MS",
+        value_parser = clap::value_parser!(u64).range(1000..)
+    )]
+    pub turn_watchdog_floor_ms: u64,
     /// The redelivery ladder: comma-separated ms; values that are not positive numbers are
     /// dropped, and nothing usable left means the default.
     #[arg(
@@ -225,6 +240,27 @@ pub struct RunnerArgs {
     /// Where CLIs keep their data (opencode's sessions) [default: $HOME/.local/share].
     #[arg(long, env = "XDG_DATA_HOME", value_name = "PATH")]
     pub data_home: Option<PathBuf>,
+    /// An invite token the seat's key spends when the hub does not know it yet (minted with
+    /// `trantor invite --project P --role write`).
+    #[arg(
+        long,
+        env = "RELAY_INVITE",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub invite: Option<String>,
+    /// The hub's bootstrap token, to enroll the seat's key when the hub knows no identity yet.
+    #[arg(
+        long,
+        env = "RELAY_BOOTSTRAP_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub bootstrap_token: Option<String>,
+    /// The operator's owner key (a name in <bus>/keys) that mints the seat a one-use invite when
+    /// the hub does not know the seat's key [default: `ownerIdentity` in <bus>/config.json].
+    #[arg(long, env = "RELAY_OWNER_IDENTITY", value_name = "NAME")]
+    pub owner_identity: Option<String>,
 }
 
 /// Why the seat's identity could not be worked out.
@@ -328,6 +364,8 @@ pub struct Config {
     pub swap_agent: Option<String>,
     /// The staging identity's name before `:<project>` (file-name safe).
     pub swap_label: String,
+    /// How the seat's key enrolls on a hub that does not know it (docs/runner.md §3).
+    pub enroll: trantor_proto::enroll::EnrollOptions,
     /// The banner logged at boot.
     pub title: String,
     /// The line logged after the banner.
@@ -442,8 +480,9 @@ impl Config {
             kickoff: given(&args.kickoff),
             turn_max_ms: args.turn_max_ms,
             turn_ceiling_ms: args.turn_ceiling_ms,
-            // Never below 10 minutes and never derived from the box (docs/runner.md §8.2).
-            watchdog_ms: args.turn_watchdog_ms.max(600_000),
+            // Never below the floor (10 minutes unless a drill lowers it) and never derived from
+            // the box (docs/runner.md §8.2).
+            watchdog_ms: args.turn_watchdog_ms.max(args.turn_watchdog_floor_ms),
             retry_ladder: retry_ladder(Some(&args.retry_ms)),
             park_window_ms: args.park_window_ms,
             park_max_ms: args.park_max_ms,
@@ -471,6 +510,17 @@ impl Config {
             swap_stage: given(&args.swap_stage),
             swap_agent: given(&args.swap_agent),
             swap_label,
+            enroll: trantor_proto::enroll::EnrollOptions {
+                invite: given(&args.invite),
+                bootstrap: given(&args.bootstrap_token),
+                owner_identity: given(&args.owner_identity).or_else(|| {
+                    trantor_proto::enroll::EnrollOptions::from_env(&|_: &str| None, &bus, &project)
+                        .owner_identity
+                }),
+                project: project.clone(),
+                kind: "agent".to_string(),
+                trust_marker: false,
+            },
             title: given(&args.title).unwrap_or_else(|| format!("trantor crew · {project}")),
             about: given(&args.about),
             agent,
@@ -601,6 +651,23 @@ mod tests {
         )
         .expect("c");
         assert_eq!((c.watchdog_ms, c.poll_hold_s), (600_000, 280));
+        // A drill lowers the floor explicitly; a floor under a second is refused.
+        let c = Config::resolve(
+            &args(&[
+                "--turn-watchdog-ms",
+                "20000",
+                "--turn-watchdog-floor-ms",
+                "5000",
+            ]),
+            &e,
+        )
+        .expect("c");
+        assert_eq!(c.watchdog_ms, 20_000);
+        let cmd = command().mut_args(|a| a.env(None::<&str>));
+        assert!(
+            cmd.try_get_matches_from(["runner", "claude", "--turn-watchdog-floor-ms", "0"])
+                .is_err()
+        );
         // A knob that is not a number is refused, never silently replaced by its default.
         let cmd = command().mut_args(|a| a.env(None::<&str>));
         assert!(

@@ -71,7 +71,7 @@ pub async fn run(args: RunnerArgs) -> anyhow::Result<()> {
         async move {
             let mut seat = boot::boot(cfg, release_state, &bus).await?;
             let r = seat.run_loop().await;
-            seat.bus.flush(std::time::Duration::from_secs(5)).await;
+            seat.hub.bus.flush(std::time::Duration::from_secs(5)).await;
             r
         }
     };

@@ -7,8 +7,9 @@
 //!
 //! The closures are synchronous on purpose: the SQLite backend runs them on its own writer thread
 //! (grouping concurrent writes into one commit) and reader threads, and the domain logic in the
-//! hub stays a plain function of a transaction. A PostgreSQL backend (a later crate) implements
-//! the same traits on a blocking connection.
+//! hub stays a plain function of a transaction. The PostgreSQL backend (crate
+//! `trantor-store-postgres`) implements the same traits on blocking connections owned by its own
+//! threads.
 
 pub mod sqlite;
 
@@ -61,6 +62,16 @@ pub enum StoreError {
     /// The store's worker threads are gone (the hub is shutting down).
     #[error("store is closed")]
     Closed,
+    /// The database server cannot be reached right now (connection refused or lost); the
+    /// store reconnects by itself, so the request may be retried.
+    #[error("database unavailable: {context}")]
+    Unavailable {
+        /// What was being done.
+        context: String,
+        /// The underlying error, if any.
+        #[source]
+        source: Option<ErrorSource>,
+    },
 }
 
 impl StoreError {
@@ -205,6 +216,31 @@ pub struct PruneReport {
     pub ops: i64,
 }
 
+/// A change another process committed to a shared store, seen through [`Store::watch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// Message `id`, addressed to `to`, was committed by another hub.
+    Message {
+        /// The message id.
+        id: i64,
+        /// Its recipient (or `all`).
+        to: String,
+    },
+    /// The message tip reached this id through messages whose recipients are unknown here (a
+    /// catch-up read after a lost notification or a reconnect): every held reader should look.
+    Tip(i64),
+}
+
+/// Who runs the periodic work (reaper, duty, retention) over a store shared by several hubs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseStatus {
+    /// Whether this process holds the lease now.
+    pub held: bool,
+    /// The holder's label as the database reports it (`None` when nobody holds it or it is
+    /// unknown).
+    pub holder: Option<String>,
+}
+
 /// Queries available inside any transaction.
 pub trait ReadTx {
     /// The highest message id ever assigned (0 when none), even if that message was pruned.
@@ -264,6 +300,8 @@ pub trait ReadTx {
     fn op(&self, id: &str) -> Result<Option<OpRecord>, StoreError>;
     /// Row counts.
     fn counts(&self) -> Result<Counts, StoreError>;
+    /// Every lesson, oldest first (for `trantor hub export`).
+    fn all_lessons(&self) -> Result<Vec<Lesson>, StoreError>;
 }
 
 /// Changes available inside a write transaction.
@@ -294,6 +332,11 @@ pub trait WriteTx: ReadTx {
     /// Record an `_op` outcome. The first final record (code ≠ 0) wins; a code-0 record is a
     /// marker ("committed, reply pending") that a later record replaces.
     fn put_op(&mut self, op: &OpRecord) -> Result<(), StoreError>;
+    /// Store a message under the id it already has (`trantor hub import`), with the card ids
+    /// it cites; `false` (and nothing changed) when a message with that id exists. Later
+    /// [`WriteTx::insert_message`] ids continue above the highest id, and the tip and counts
+    /// stay exact.
+    fn put_message(&mut self, msg: &Message, refs: &[i64]) -> Result<bool, StoreError>;
     /// Retention: remove messages older than `before_ts` that every recipient has read
     /// (broadcasts, or direct messages at or below the recipient's `deliveredUpTo`), non-card
     /// events older than `before_ts`, and `_op` records older than `ops_before_ts`.
@@ -325,4 +368,16 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// The durability level in force, as read back from the store (`full` or `normal`), so
     /// `/health` reports what the store applied rather than what was asked.
     fn synchronous(&self) -> &'static str;
+
+    /// Changes committed by other processes sharing this store, for waking held readers.
+    /// `None` (the default) when no other process can write to it, as for the embedded file.
+    fn watch(&self) -> Option<tokio::sync::broadcast::Receiver<Change>> {
+        None
+    }
+
+    /// The periodic-work lease over a shared store. `None` (the default) when this process is
+    /// the only writer and so always runs the periodic work itself.
+    fn lease(&self) -> Option<LeaseStatus> {
+        None
+    }
 }

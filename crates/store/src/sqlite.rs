@@ -403,13 +403,23 @@ fn writer_loop(
     stats: Arc<WriteStats>,
 ) {
     let mut batch: Vec<Box<dyn WriteJob>> = Vec::with_capacity(64);
-    while let Ok(first) = rx.recv() {
-        batch.push(first);
+    let drain = |batch: &mut Vec<Box<dyn WriteJob>>| {
         while batch.len() < max_batch {
             match rx.try_recv() {
                 Ok(job) => batch.push(job),
                 Err(_) => break,
             }
+        }
+    };
+    while let Ok(first) = rx.recv() {
+        batch.push(first);
+        drain(&mut batch);
+        if batch.len() > 1 && batch.len() < max_batch {
+            // Under load (writes were already queued behind the first): let the threads
+            // producing them run once more, so this commit is shared by more writes. A lone
+            // write (an idle hub) is committed at once.
+            std::thread::yield_now();
+            drain(&mut batch);
         }
         stats.batches.fetch_add(1, Ordering::Relaxed);
         stats.jobs.fetch_add(batch.len() as u64, Ordering::Relaxed);
@@ -520,5 +530,157 @@ impl Store for SqliteStore {
 
     fn synchronous(&self) -> &'static str {
         self.inner.synchronous
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{EventFilter, NewEvent, NewMessage};
+    use serde_json::{Map, Value, json};
+
+    fn message_event(msg_id: i64, to: &str, text: &str) -> NewEvent {
+        let mut data = Map::new();
+        data.insert("msgId".into(), json!(msg_id));
+        data.insert("toSession".into(), json!(to));
+        data.insert("text".into(), json!(text));
+        data.insert("refs".into(), json!([7]));
+        NewEvent {
+            ts: 1,
+            kind: "message".into(),
+            project: "p".into(),
+            by: "a-p".into(),
+            task_id: None,
+            refs: vec![7],
+            data,
+        }
+    }
+
+    /// A `message` event keeps a reference, not a copy, when its text is a prefix of the
+    /// message's; what `events()` returns is the same as for a copy.
+    #[tokio::test]
+    async fn message_events_are_stored_by_reference() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("hub.db");
+        let store = SqliteStore::open(&path).expect("open");
+        let long: String = "é".repeat(3000);
+        let cut: String = long.chars().take(2000).collect();
+        let (written, expected) = store
+            .write(move |tx| {
+                let mut written = Vec::new();
+                let mut expected = Vec::new();
+                for (text, event_text) in [
+                    ("hello #7".to_string(), "hello #7".to_string()),
+                    (long.clone(), cut.clone()),
+                    // Not a prefix of the message: stored as a copy.
+                    ("original".to_string(), "edited".to_string()),
+                ] {
+                    let m = tx.insert_message(
+                        NewMessage {
+                            ts: 1,
+                            from: "a-p".into(),
+                            to: "b-p".into(),
+                            project: "p".into(),
+                            text,
+                            ..Default::default()
+                        },
+                        &[7],
+                    )?;
+                    let e = tx.insert_event(message_event(m.id, "b-p", &event_text))?;
+                    written.push(e.clone());
+                    expected.push(e);
+                }
+                Ok((written, expected))
+            })
+            .await
+            .expect("write");
+        // The returned events carry the text.
+        assert_eq!(written, expected);
+        assert_eq!(
+            written[1].data["text"].as_str().map(|t| t.chars().count()),
+            Some(2000)
+        );
+        let read = store
+            .read(|tx| {
+                tx.events(&EventFilter {
+                    limit: 100,
+                    ..EventFilter::default()
+                })
+            })
+            .await
+            .expect("read");
+        assert_eq!(read, expected, "events read back as written");
+        let by_card = store
+            .read(|tx| {
+                tx.events(&EventFilter {
+                    task_id: Some(7),
+                    limit: 100,
+                    ..EventFilter::default()
+                })
+            })
+            .await
+            .expect("read");
+        assert_eq!(by_card, expected);
+        drop(store);
+        // On disk: the first two hold no text, the third its own copy.
+        let conn = Connection::open(&path).expect("raw open");
+        let rows: Vec<(String, Option<i64>)> = conn
+            .prepare("SELECT data, text_chars FROM events ORDER BY id")
+            .and_then(|mut st| {
+                st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .expect("rows");
+        let text_of = |s: &str| serde_json::from_str::<Value>(s).expect("json")["text"].clone();
+        assert_eq!(text_of(&rows[0].0), Value::Null);
+        assert_eq!(rows[0].1, Some(8));
+        assert_eq!(text_of(&rows[1].0), Value::Null);
+        assert_eq!(rows[1].1, Some(2000));
+        assert_eq!(text_of(&rows[2].0), json!("edited"));
+        assert_eq!(rows[2].1, None);
+    }
+
+    /// A version-1 database (events with their text copies) opens, migrates to version 2, and
+    /// its old events read back unchanged.
+    #[tokio::test]
+    async fn v1_database_migrates() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("hub.db");
+        {
+            let conn = Connection::open(&path).expect("raw open");
+            conn.execute_batch(
+                "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;",
+            )
+            .expect("meta");
+            conn.execute_batch(schema::V1).expect("v1");
+            conn.execute_batch(
+                "INSERT INTO meta VALUES ('schema_version', '1');
+                 INSERT INTO events(ts, type, project, by_s, data)
+                     VALUES (1, 'message', 'p', 'a-p', '{\"msgId\":1,\"text\":\"old copy\"}');",
+            )
+            .expect("v1 rows");
+        }
+        let store = SqliteStore::open(&path).expect("open migrates");
+        let read = store
+            .read(|tx| {
+                tx.events(&EventFilter {
+                    limit: 10,
+                    ..EventFilter::default()
+                })
+            })
+            .await
+            .expect("read");
+        assert_eq!(read.len(), 1);
+        assert_eq!(read[0].data["text"], json!("old copy"));
+        drop(store);
+        let conn = Connection::open(&path).expect("raw open");
+        let v: String = conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .expect("version");
+        assert_eq!(v, SCHEMA_VERSION.to_string());
     }
 }

@@ -1,6 +1,8 @@
-//! Store conformance: one story per behaviour, written over `S: Store` so every backend (SQLite
-//! now, PostgreSQL later) runs the same checks. The SQLite runs are at the bottom, together with
-//! the checks that only make sense for an embedded file (schema version, corrupt file).
+//! Store conformance: one story per behaviour, written over `S: Store` so every backend runs the
+//! same checks. The SQLite runs follow the stories, together with the checks that only make
+//! sense for an embedded file (schema version, corrupt file); the PostgreSQL runs are in the
+//! `postgres` module at the bottom (each in its own fresh database; skipped with a message where
+//! no server answers, failing under `CI=true`).
 
 use serde_json::json;
 use std::collections::HashSet;
@@ -631,6 +633,69 @@ mod conformance {
         );
     }
 
+    /// Imported messages keep their ids (a second import adds nothing); new ids continue above
+    /// them, and the tip and counts stay exact across the gaps.
+    pub async fn imported_ids<S: Store>(s: &S) {
+        let first = send(s, new_msg("a", "b", 1, "native")).await;
+        assert_eq!(first.id, 1);
+        let put = |id: i64, text: &str| Message {
+            id,
+            ts: id,
+            from: "a".into(),
+            to: "b".into(),
+            project: "p".into(),
+            text: text.into(),
+            re: None,
+            kind: None,
+            wake: None,
+        };
+        let batch = vec![put(10, "ten"), put(5, "five"), put(7, "seven")];
+        let b2 = batch.clone();
+        let added = s
+            .write(move |tx| {
+                let mut n = 0;
+                for m in &b2 {
+                    n += usize::from(tx.put_message(m, &[3])?);
+                }
+                Ok(n)
+            })
+            .await
+            .expect("import");
+        assert_eq!(added, 3);
+        let again = s
+            .write(move |tx| {
+                let mut n = 0;
+                for m in &batch {
+                    n += usize::from(tx.put_message(m, &[])?);
+                }
+                Ok(n)
+            })
+            .await
+            .expect("import again");
+        assert_eq!(again, 0, "a second import adds nothing");
+        assert_eq!(s.read(|tx| tx.tip()).await.expect("tip"), 10);
+        assert_eq!(s.read(|tx| tx.counts()).await.expect("counts").messages, 4);
+        let next = send(s, new_msg("a", "b", 11, "after")).await;
+        assert_eq!(next.id, 11);
+        let got: Vec<i64> = s
+            .read(|tx| tx.messages_for("b", 0, 0))
+            .await
+            .expect("read")
+            .into_iter()
+            .map(|m| m.id)
+            .collect();
+        assert_eq!(got, vec![1, 5, 7, 10, 11]);
+        let citing: Vec<i64> = s
+            .read(|tx| tx.messages_citing(3, 0))
+            .await
+            .expect("citing")
+            .into_iter()
+            .map(|m| m.id)
+            .collect();
+        assert_eq!(citing, vec![5, 7, 10]);
+        assert_eq!(s.read(|tx| tx.counts()).await.expect("counts").messages, 5);
+    }
+
     /// Everything acknowledged survives closing and reopening the store.
     pub async fn durable_across_reopen<S: Store>(open: impl Fn() -> S) {
         let s = open();
@@ -702,6 +767,12 @@ async fn sqlite_events_filters() {
 async fn sqlite_board_and_documents() {
     let dir = tempfile::tempdir().expect("tempdir");
     conformance::board_and_documents(&sqlite(&dir)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_imported_ids() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    conformance::imported_ids(&sqlite(&dir)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -1065,4 +1136,255 @@ fn kill_9_at(sync: &str) {
         lost.is_empty(),
         "sync {sync}: acknowledged but lost: {lost:?}"
     );
+}
+
+/// The same stories on PostgreSQL, each in a database of its own created for the test and
+/// dropped after it. The server is `TRANTOR_TEST_PG` (default `postgres://postgres@127.0.0.1:5432`).
+mod postgres_runs {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use trantor_store_postgres::{PgOptions, PgStore};
+
+    /// A database for one test; dropped (with any connections left) when this is dropped.
+    pub struct PgDb {
+        admin: String,
+        name: String,
+        /// URL of the test database.
+        pub url: String,
+    }
+
+    fn server() -> String {
+        std::env::var("TRANTOR_TEST_PG")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
+            .trim_end_matches('/')
+            .to_string()
+    }
+
+    fn ci() -> bool {
+        std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
+    }
+
+    /// Run blocking driver work off the async runtime (the blocking client refuses to run on
+    /// one).
+    pub fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        std::thread::spawn(f)
+            .join()
+            .expect("blocking helper thread")
+    }
+
+    /// A fresh database, or `None` (after saying why) when no server answers outside CI.
+    pub fn pg_db() -> Option<PgDb> {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let admin = format!("{}/postgres", server());
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let name = format!(
+            "trantor_test_{}_{}_{}",
+            std::process::id(),
+            nanos,
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let (a, n) = (admin.clone(), name.clone());
+        let made = blocking(move || -> Result<(), String> {
+            let mut c =
+                postgres::Client::connect(&a, postgres::NoTls).map_err(|e| e.to_string())?;
+            c.batch_execute(&format!("CREATE DATABASE {n}"))
+                .map_err(|e| e.to_string())
+        });
+        match made {
+            Ok(()) => Some(PgDb {
+                url: format!("{}/{name}", server()),
+                admin,
+                name,
+            }),
+            Err(e) if ci() => panic!("PostgreSQL is required under CI ({admin}): {e}"),
+            Err(e) => {
+                eprintln!("SKIP: no PostgreSQL at {admin} ({e}); set TRANTOR_TEST_PG");
+                None
+            }
+        }
+    }
+
+    impl PgDb {
+        /// Open the store on this database (listener and lease threads included).
+        pub fn open(&self) -> PgStore {
+            let url = self.url.clone();
+            blocking(move || {
+                PgStore::open_with(
+                    &url,
+                    PgOptions {
+                        catchup: std::time::Duration::from_millis(200),
+                        lease_check: std::time::Duration::from_millis(200),
+                        ..Default::default()
+                    },
+                )
+            })
+            .expect("open the postgres store")
+        }
+
+        /// Run SQL on this database directly.
+        pub fn sql(&self, sql: &str) -> Result<(), String> {
+            let (url, sql) = (self.url.clone(), sql.to_string());
+            blocking(move || {
+                let mut c =
+                    postgres::Client::connect(&url, postgres::NoTls).map_err(|e| e.to_string())?;
+                c.batch_execute(&sql).map_err(|e| e.to_string())
+            })
+        }
+    }
+
+    impl Drop for PgDb {
+        fn drop(&mut self) {
+            let (a, n) = (self.admin.clone(), self.name.clone());
+            let r = blocking(move || -> Result<(), String> {
+                let mut c =
+                    postgres::Client::connect(&a, postgres::NoTls).map_err(|e| e.to_string())?;
+                c.batch_execute(&format!("DROP DATABASE IF EXISTS {n} WITH (FORCE)"))
+                    .map_err(|e| e.to_string())
+            });
+            if let Err(e) = r {
+                eprintln!("cannot drop test database {}: {e}", self.name);
+            }
+        }
+    }
+
+    macro_rules! stories {
+        ($($name:ident => $story:path),* $(,)?) => {$(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                let Some(db) = pg_db() else { return };
+                let s = db.open();
+                $story(&s).await;
+                blocking(move || drop(s));
+            }
+        )*};
+    }
+
+    stories! {
+        pg_ids_and_delivery => conformance::ids_and_delivery,
+        pg_paging_is_exact => conformance::paging_is_exact,
+        pg_delivery_ledger => conformance::delivery_ledger,
+        pg_prune_keeps_unread => conformance::prune_keeps_unread,
+        pg_savepoint_isolation => conformance::savepoint_isolation,
+        pg_events_filters => conformance::events_filters,
+        pg_board_and_documents => conformance::board_and_documents,
+        pg_imported_ids => conformance::imported_ids,
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn pg_durable_across_reopen() {
+        let Some(db) = pg_db() else { return };
+        let db = std::sync::Arc::new(db);
+        let d = db.clone();
+        conformance::durable_across_reopen(move || d.open()).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pg_panicking_closure_is_isolated() {
+        let Some(db) = pg_db() else { return };
+        let s = db.open();
+        let bad = s.write(|tx| -> Result<(), StoreError> {
+            tx.insert_message(conformance::new_msg("a", "b", 1, "doomed"), &[])?;
+            panic!("boom");
+        });
+        let good = s.write(|tx| tx.insert_message(conformance::new_msg("a", "b", 2, "kept"), &[]));
+        let (bad, good) = tokio::join!(bad, good);
+        assert!(bad.is_err());
+        let good = good.expect("the other write commits");
+        let all = s.read(|tx| tx.messages_for("b", 0, 0)).await.expect("read");
+        assert_eq!(all, vec![good]);
+        let r: Result<(), StoreError> = s.read(|_| panic!("read boom")).await;
+        assert!(r.is_err());
+        assert_eq!(s.read(|tx| tx.counts()).await.expect("counts").messages, 1);
+        assert!(s.describe().starts_with("postgres:"), "{}", s.describe());
+        assert_eq!(s.synchronous(), "full");
+        blocking(move || drop(s));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pg_refuses_a_newer_schema() {
+        let Some(db) = pg_db() else { return };
+        drop(db.open());
+        db.sql("UPDATE schema_version SET version = 999")
+            .expect("bump");
+        let url = db.url.clone();
+        let err = blocking(move || PgStore::open(&url)).expect_err("newer schema refused");
+        let msg = err.to_string();
+        assert!(msg.contains("999") && msg.contains("newer"), "{msg}");
+    }
+
+    /// Two stores on one database (two hubs): ids never collide, each sees the other's writes,
+    /// and a message committed through one is announced to the other's watcher.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn pg_two_stores_share_one_database() {
+        let Some(db) = pg_db() else { return };
+        let a = db.open();
+        let b = db.open();
+        let mut watch_b = b.watch().expect("postgres stores are watchable");
+        let mut sent = Vec::new();
+        for i in 0..20 {
+            let (x, y) = (a.clone(), b.clone());
+            let m1 = conformance::new_msg("a", "r", i, "via a");
+            let m2 = conformance::new_msg("b", "r", i, "via b");
+            let (r1, r2) = tokio::join!(
+                x.write(move |tx| tx.insert_message(m1, &[])),
+                y.write(move |tx| tx.insert_message(m2, &[]))
+            );
+            sent.push(r1.expect("a").id);
+            sent.push(r2.expect("b").id);
+        }
+        let mut sorted = sent.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), sent.len(), "ids never collide");
+        let seen: Vec<i64> = b
+            .read(|tx| tx.messages_for("r", 0, 0))
+            .await
+            .expect("read")
+            .into_iter()
+            .map(|m| m.id)
+            .collect();
+        assert_eq!(seen, sorted);
+        // The watcher on b hears a's messages (its own are rung in-process, not echoed).
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        let m = conformance::new_msg("a", "zed", 99, "wake b");
+        let id = a
+            .write(move |tx| tx.insert_message(m, &[]))
+            .await
+            .expect("send")
+            .id;
+        loop {
+            let got = tokio::time::timeout_at(deadline, watch_b.recv())
+                .await
+                .expect("b is told within the deadline")
+                .expect("watch open");
+            if got
+                == (trantor_store::Change::Message {
+                    id,
+                    to: "zed".into(),
+                })
+            {
+                break;
+            }
+        }
+        // Exactly one of the two holds the periodic-work lease.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let (la, lb) = (a.lease().expect("lease"), b.lease().expect("lease"));
+            if la.held != lb.held && la.holder.is_some() && la.holder == lb.holder {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "one lease holder: {la:?} {lb:?}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        blocking(move || {
+            drop(a);
+            drop(b);
+        });
+    }
 }

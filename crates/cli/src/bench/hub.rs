@@ -26,9 +26,42 @@ pub struct HubBenchArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Run only these measurements (comma-separated: wake, idle, throughput, loss, rss,
-    /// restart); all by default.
+    /// polls, restart); all by default.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
+    /// Measure hubs on PostgreSQL instead: a `postgres://` URL of a server (the benchmark
+    /// creates and drops a scratch database there): /send throughput and wake latency within
+    /// one hub and across two hubs on one database.
+    #[arg(long)]
+    pub store: Option<String>,
+    /// Instead of the bars: each read route's latency at 1k / 100k / 1M stored messages
+    /// (+10,000 cards), on stores seeded directly (docs/bench-hub.md).
+    #[arg(long)]
+    pub scaling: bool,
+}
+
+/// Options of the hidden `trantor bench ceiling-server`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CeilingArgs {
+    /// Loopback port to listen on.
+    #[arg(long)]
+    pub port: u16,
+}
+
+/// Serve the bare-route ceiling ([`trantor_hub::ceiling_router`]) on the hub's own accept loop
+/// until SIGTERM.
+pub async fn ceiling_server(args: &CeilingArgs) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port))
+        .await
+        .with_context(|| format!("cannot listen on 127.0.0.1:{}", args.port))?;
+    trantor_hub::serve_router(
+        listener,
+        trantor_hub::ceiling_router(),
+        Duration::from_secs(15),
+        trantor_hub::shutdown_signal(),
+    )
+    .await;
+    Ok(())
 }
 
 impl HubBenchArgs {
@@ -38,19 +71,22 @@ impl HubBenchArgs {
 }
 
 /// How much of everything to do.
-struct Sizes {
-    wake_samples: usize,
+pub(super) struct Sizes {
+    pub(super) wake_samples: usize,
     idle_pollers: usize,
     idle_secs: u64,
-    throughput_clients: usize,
-    throughput_secs: u64,
+    pub(super) throughput_clients: usize,
+    pub(super) throughput_secs: u64,
     burst: usize,
     rss_messages: i64,
-    restart_messages: usize,
+    pub(super) restart_messages: usize,
+    held_polls: usize,
+    wake_idle_polls: usize,
+    wake_rate: u64,
 }
 
 impl Sizes {
-    fn new(quick: bool) -> Sizes {
+    pub(super) fn new(quick: bool) -> Sizes {
         if quick {
             Sizes {
                 wake_samples: 200,
@@ -61,6 +97,9 @@ impl Sizes {
                 burst: 12_000,
                 rss_messages: 20_000,
                 restart_messages: 100_000,
+                held_polls: 2_000,
+                wake_idle_polls: 1_000,
+                wake_rate: 1_000,
             }
         } else {
             Sizes {
@@ -72,16 +111,19 @@ impl Sizes {
                 burst: 12_000,
                 rss_messages: 100_000,
                 restart_messages: 1_000_000,
+                held_polls: 10_000,
+                wake_idle_polls: 1_000,
+                wake_rate: 1_000,
             }
         }
     }
 }
 
 /// A temporary directory removed on drop (the cli crate has no tempfile dependency).
-struct TempDir(PathBuf);
+pub(super) struct TempDir(PathBuf);
 
 impl TempDir {
-    fn new(tag: &str) -> Result<TempDir> {
+    pub(super) fn new(tag: &str) -> Result<TempDir> {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
@@ -95,7 +137,7 @@ impl TempDir {
         Ok(TempDir(dir))
     }
 
-    fn path(&self) -> &Path {
+    pub(super) fn path(&self) -> &Path {
         &self.0
     }
 }
@@ -113,32 +155,54 @@ fn free_port() -> Result<u16> {
 }
 
 /// The hub child process; killed on drop so a failing benchmark leaves nothing behind.
-struct HubProc {
+pub(super) struct HubProc {
     child: Child,
-    port: u16,
+    pub(super) port: u16,
     log: PathBuf,
 }
 
 impl HubProc {
     /// Start `trantor hub --sync <sync>` on a free port with its state under `data` and `HOME`
     /// at `home`.
-    fn spawn(data: &Path, home: &Path, sync: &str) -> Result<HubProc> {
-        let exe = std::env::current_exe().context("cannot find this executable")?;
+    pub(super) fn spawn(data: &Path, home: &Path, sync: &str) -> Result<HubProc> {
+        Self::spawn_with(home, |cmd, _| {
+            cmd.arg("hub")
+                .env("RELAY_DATA_DIR", data)
+                .env("TRANTOR_SYNC", sync);
+        })
+    }
+
+    /// Start the bare-route ceiling server (`trantor bench ceiling-server`) on a free port.
+    fn spawn_ceiling(home: &Path) -> Result<HubProc> {
+        Self::spawn_with(home, |cmd, port| {
+            cmd.args(["bench", "ceiling-server", "--port", &port.to_string()]);
+        })
+    }
+
+    pub(super) fn spawn_with(home: &Path, args: impl FnOnce(&mut Command, u16)) -> Result<HubProc> {
+        // TRANTOR_BENCH_HUB_EXE runs another build's hub under this bench (before/after
+        // comparisons with the same client); this binary by default.
+        let exe = match std::env::var_os("TRANTOR_BENCH_HUB_EXE") {
+            Some(p) => PathBuf::from(p),
+            None => std::env::current_exe().context("cannot find this executable")?,
+        };
         let port = free_port()?;
         let log = home.join(format!("hub-{port}.log"));
         let out = std::fs::File::create(&log)
             .with_context(|| format!("cannot create {}", log.display()))?;
         let err = out.try_clone()?;
-        let child = Command::new(exe)
-            .arg("hub")
-            .env("RELAY_PORT", port.to_string())
+        let mut cmd = Command::new(exe);
+        cmd.env("RELAY_PORT", port.to_string())
             .env("RELAY_HOST", "127.0.0.1")
-            .env("RELAY_DATA_DIR", data)
-            .env("TRANTOR_SYNC", sync)
             .env("HOME", home)
             .env("TRANTOR_LOG", "warn")
             .env_remove("RELAY_DATABASE_URL")
-            .env_remove("RELAY_AUTH")
+            .env_remove("DATABASE_URL")
+            .env_remove("RELAY_AUTH");
+        // After the defaults, so a caller may set any of them (the PostgreSQL bench sets
+        // RELAY_DATABASE_URL).
+        args(&mut cmd, port);
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -147,12 +211,16 @@ impl HubProc {
         Ok(HubProc { child, port, log })
     }
 
-    fn pid(&self) -> u32 {
+    pub(super) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// Wait until `/health` answers 200; returns how long that took from `since`.
-    async fn wait_healthy(&mut self, since: Instant, timeout: Duration) -> Result<Duration> {
+    pub(super) async fn wait_healthy(
+        &mut self,
+        since: Instant,
+        timeout: Duration,
+    ) -> Result<Duration> {
         loop {
             if let Some(status) = self.child.try_wait()? {
                 bail!("the hub exited ({status}); log:\n{}", self.log_tail());
@@ -180,7 +248,7 @@ impl HubProc {
     }
 
     /// SIGTERM, then SIGKILL after 10 s.
-    fn stop(&mut self) -> Result<()> {
+    pub(super) fn stop(&mut self) -> Result<()> {
         if self.child.try_wait()?.is_some() {
             return Ok(());
         }
@@ -309,18 +377,19 @@ pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[idx.min(sorted.len() - 1)]
 }
 
-fn field_i64(v: &Value, name: &str) -> Result<i64> {
+pub(super) fn field_i64(v: &Value, name: &str) -> Result<i64> {
     v[name]
         .as_i64()
         .with_context(|| format!("reply has no integer {name:?}: {v}"))
 }
 
-async fn health(c: &mut Http) -> Result<Value> {
+pub(super) async fn health(c: &mut Http) -> Result<Value> {
     c.get("/health").await?.json()
 }
 
-/// Wake latency (1): `/send` reply → woken `/poll` reply, µs, sorted.
-async fn wake_latency(port: u16, samples: usize) -> Result<Vec<f64>> {
+/// Wake latency (1): `/send` reply → woken `/poll` reply, µs, sorted. `others_held` polls of
+/// other sessions are held meanwhile (the sample's poll counts as held above them).
+async fn wake_latency(port: u16, samples: usize, others_held: i64) -> Result<Vec<f64>> {
     let mut sender = Http::connect(port).await?;
     let mut watcher = Http::connect(port).await?;
     let mut poller = Some(Http::connect(port).await?);
@@ -338,7 +407,7 @@ async fn wake_latency(port: u16, samples: usize) -> Result<Vec<f64>> {
         let start = Instant::now();
         loop {
             let h = health(&mut watcher).await?;
-            if h["pollsHeld"].as_i64().unwrap_or(0) >= 1 {
+            if h["pollsHeld"].as_i64().unwrap_or(0) > others_held {
                 break;
             }
             if start.elapsed() > Duration::from_secs(5) {
@@ -433,8 +502,7 @@ async fn send_load(
         let to = (i + 1) % clients;
         tasks.push(tokio::spawn(async move {
             let mut sent = 0usize;
-            let text = "a benchmark message of roughly the size agents send each other: \
-                        status, a question, a pointer to card #12 and a file path";
+            let text = LOAD_TEXT;
             loop {
                 if per_client_limit.is_some_and(|l| sent >= l)
                     || (per_client_limit.is_none() && Instant::now() >= deadline)
@@ -508,6 +576,172 @@ async fn burst_loss(port: u16, n: usize, clients: usize) -> Result<(usize, usize
     Ok((missing, got.len() - unique.len(), unexpected))
 }
 
+/// Raise this process's soft open-file limit to the hard one (the bench holds 10,000
+/// connections); returns the soft limit in force.
+fn raise_own_fd_limit() -> u64 {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return 1024;
+    };
+    if hard > soft && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        return hard;
+    }
+    soft
+}
+
+/// Open `n` connections each holding `GET /poll` of its own session (`<prefix>-<i>`), and wait
+/// until `/health` counts `expect_total` held polls.
+async fn hold_polls(
+    port: u16,
+    prefix: &str,
+    n: usize,
+    expect_total: i64,
+) -> Result<Vec<tokio::net::TcpStream>> {
+    use tokio::io::AsyncWriteExt;
+    let mut socks = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .with_context(|| format!("connection {i} of {n}"))?;
+        let req = format!(
+            "GET /poll?session={prefix}-{i}&since=0&wait=280 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        );
+        s.write_all(req.as_bytes()).await?;
+        socks.push(s);
+    }
+    wait_polls_held(port, expect_total).await?;
+    Ok(socks)
+}
+
+/// Wait until `/health` counts exactly `want` held polls.
+async fn wait_polls_held(port: u16, want: i64) -> Result<()> {
+    let mut watcher = Http::connect(port).await?;
+    let start = Instant::now();
+    loop {
+        let h = health(&mut watcher).await?;
+        if h["pollsHeld"].as_i64() == Some(want) {
+            return Ok(());
+        }
+        if start.elapsed() > Duration::from_secs(120) {
+            bail!("pollsHeld is {} (want {want})", h["pollsHeld"]);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Send `rate` messages per second to `bench-sink` (nobody polls it) from 16 connections
+/// until `stop` flips; returns how many were sent.
+async fn background_sends(
+    port: u16,
+    rate: u64,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<usize> {
+    // Enough connections that a commit's fsync (each sender waits for its reply) does not
+    // hold the rate below `rate`.
+    const SENDERS: u64 = 16;
+    let mut tasks = Vec::new();
+    for k in 0..SENDERS {
+        let mut c = Http::connect(port).await?;
+        let stop = stop.clone();
+        let period = Duration::from_micros(SENDERS * 1_000_000 / rate.max(1));
+        tasks.push(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut sent = 0usize;
+            while !*stop.borrow() {
+                tick.tick().await;
+                let body = json!({"from": format!("bench-bg{k}"), "to": "bench-sink",
+                                  "text": LOAD_TEXT});
+                let r = c.post("/send", &body.to_string()).await?;
+                if r.status != 200 {
+                    bail!("background /send: HTTP {}", r.status);
+                }
+                sent += 1;
+            }
+            anyhow::Ok(sent)
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.context("background sender failed")??;
+    }
+    Ok(total)
+}
+
+/// Held polls (7): hub RSS with `many` held polls over 3 rounds (memory returned after they
+/// close?), then wake latency with `idle` held polls and `rate` sends/s flowing elsewhere.
+async fn held_polls(port: u16, pid: u32, sizes: &Sizes, table: &mut Table) -> Result<()> {
+    let limit = raise_own_fd_limit();
+    let many = sizes.held_polls;
+    if (limit as usize) < many + 256 {
+        bail!("the open-file limit ({limit}) is too low for {many} held polls");
+    }
+    let rss0 = rss_kib(pid)?;
+    let mut rounds = Vec::new();
+    for round in 1..=3 {
+        eprintln!("bench: holding {many} polls (round {round})…");
+        let before = rss_kib(pid)?;
+        let socks = hold_polls(port, "bench-many", many, many as i64).await?;
+        let held = rss_kib(pid)?;
+        drop(socks);
+        wait_polls_held(port, 0).await?;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let after = rss_kib(pid)?;
+        rounds.push((before, held, after));
+    }
+    let mb = |k: u64| k as f64 / 1024.0;
+    let (_, held1, _) = rounds[0];
+    let max_held = rounds.iter().map(|r| r.1).max().unwrap_or(held1);
+    table.row(Row::check(
+        format!("hub RSS with {many} held polls (worst of 3 rounds)"),
+        format!(
+            "{:.1} MB ({:.1} KB per poll above the {:.1} MB before)",
+            mb(max_held),
+            (max_held.saturating_sub(rss0)) as f64 / many as f64,
+            mb(rss0)
+        ),
+        "< 50 MB",
+        mb(max_held) < 50.0,
+    ));
+    table.row(Row::info(
+        format!("hub RSS per round of {many} polls: before → held → after close"),
+        rounds
+            .iter()
+            .map(|(b, h, a)| format!("{:.1} → {:.1} → {:.1} MB", mb(*b), mb(*h), mb(*a)))
+            .collect::<Vec<_>>()
+            .join("; "),
+    ));
+
+    let idle = sizes.wake_idle_polls;
+    eprintln!(
+        "bench: wake latency with {idle} idle held polls and {} sends/s…",
+        sizes.wake_rate
+    );
+    let socks = hold_polls(port, "bench-idle-many", idle, idle as i64).await?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let bg = tokio::spawn(background_sends(port, sizes.wake_rate, stop_rx));
+    let t0 = Instant::now();
+    let wake = wake_latency(port, sizes.wake_samples, idle as i64).await;
+    let secs = t0.elapsed().as_secs_f64();
+    let _ = stop_tx.send(true);
+    let sent = bg.await.context("background sender failed")??;
+    let wake = wake?;
+    drop(socks);
+    let p50 = percentile(&wake, 0.50);
+    let p99 = percentile(&wake, 0.99);
+    table.row(Row::check(
+        format!(
+            "wake latency p99, {idle} idle held polls, {:.0} sends/s flowing ({} samples; p50 {p50:.0} µs)",
+            sent as f64 / secs,
+            wake.len()
+        ),
+        format!("{p99:.0} µs"),
+        "< 1 ms",
+        p99 < 1_000.0,
+    ));
+    Ok(())
+}
+
 /// Restart (6): fill a store file with `n` messages directly (big write batches), in-process.
 async fn fill_store(path: &Path, n: usize) -> Result<()> {
     let store = SqliteStore::open(path)?;
@@ -550,39 +784,187 @@ async fn fill_store(path: &Path, n: usize) -> Result<()> {
     Ok(())
 }
 
+/// The text every throughput `/send` carries (the built-in client and wrk send the same body).
+const LOAD_TEXT: &str = "a benchmark message of roughly the size agents send each other: \
+                         status, a question, a pointer to card #12 and a file path";
+
+/// The load generator of the throughput rows.
+#[derive(Debug, Clone)]
+pub(super) enum LoadGen {
+    /// `wrk` (found on `PATH`): C, epoll, one keep-alive connection per client, pipelining off;
+    /// a Lua `request()` cycles through 16 prebuilt requests.
+    Wrk(PathBuf),
+    /// The built-in client ([`send_load`]): one tokio task and raw connection per client.
+    Builtin,
+}
+
+impl LoadGen {
+    /// `wrk` when it is installed, else the built-in client.
+    pub(super) fn detect() -> LoadGen {
+        std::env::var_os("PATH")
+            .into_iter()
+            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .map(|d| d.join("wrk"))
+            .find(|p| p.is_file())
+            .map_or(LoadGen::Builtin, LoadGen::Wrk)
+    }
+
+    pub(super) fn describe(&self) -> String {
+        match self {
+            LoadGen::Wrk(p) => format!("wrk ({}), 2 threads", p.display()),
+            LoadGen::Builtin => "the built-in client (wrk not installed)".into(),
+        }
+    }
+}
+
+/// CPU used by waited-for children of this process, ns (`getrusage(RUSAGE_CHILDREN)`).
+fn children_cpu_ns() -> Result<u64> {
+    let u = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+        .context("getrusage")?;
+    let us =
+        |t: nix::sys::time::TimeVal| i128::from(t.tv_sec()) * 1_000_000 + i128::from(t.tv_usec());
+    u64::try_from((us(u.user_time()) + us(u.system_time())) * 1_000).context("negative CPU time")
+}
+
+/// Run wrk against `POST /send` with `clients` connections for `secs`: client *i* writes to
+/// client *i+1*'s session. Returns (requests, seconds, wrk's CPU ns). Fails on any non-2xx
+/// reply or socket error.
+async fn wrk_send(wrk: &Path, port: u16, clients: usize, secs: u64) -> Result<(usize, f64, u64)> {
+    let dir = TempDir::new("wrk")?;
+    let script = dir.path().join("send.lua");
+    let lua = format!(
+        r#"local reqs = {{}}
+local n = 0
+init = function(args)
+  for k = 0, {last} do
+    local body = string.format('{{"from":"bench-c%d","to":"bench-c%d","text":"{text}"}}', k, (k + 1) % {clients})
+    reqs[k + 1] = wrk.format("POST", "/send", {{["Content-Type"] = "application/json"}}, body)
+  end
+end
+request = function()
+  n = n % {clients} + 1
+  return reqs[n]
+end
+"#,
+        last = clients - 1,
+        text = LOAD_TEXT,
+    );
+    std::fs::write(&script, lua).context("cannot write the wrk script")?;
+    let before = children_cpu_ns()?;
+    let out = tokio::process::Command::new(wrk)
+        .args([
+            "-t",
+            "2",
+            "-c",
+            &clients.to_string(),
+            "-d",
+            &format!("{secs}s"),
+        ])
+        .args(["--timeout", "10s", "-s"])
+        .arg(&script)
+        .arg(format!("http://127.0.0.1:{port}/send"))
+        .output()
+        .await
+        .context("cannot run wrk")?;
+    let cpu = children_cpu_ns()?
+        .checked_sub(before)
+        .context("children CPU went backwards")?;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    if !out.status.success() {
+        bail!(
+            "wrk failed ({}): {text}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    if let Some(line) = text
+        .lines()
+        .find(|l| l.contains("Non-2xx") || l.contains("Socket errors"))
+    {
+        bail!("wrk saw failures: {line}\n{text}");
+    }
+    // "  123456 requests in 5.00s, 12.34MB read"
+    let line = text
+        .lines()
+        .find(|l| l.contains(" requests in "))
+        .with_context(|| format!("no request count in wrk's output:\n{text}"))?;
+    let mut words = line.split_whitespace();
+    let requests: usize = words
+        .next()
+        .and_then(|w| w.parse().ok())
+        .with_context(|| format!("odd wrk line {line:?}"))?;
+    let secs: f64 = line
+        .split(" requests in ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|d| parse_wrk_duration(d.trim()))
+        .with_context(|| format!("odd wrk duration in {line:?}"))?;
+    Ok((requests, secs, cpu))
+}
+
+/// wrk's durations: `5.00s`, `812.34ms`, `1.02m`.
+fn parse_wrk_duration(d: &str) -> Option<f64> {
+    if let Some(v) = d.strip_suffix("ms") {
+        v.parse::<f64>().ok().map(|v| v / 1e3)
+    } else if let Some(v) = d.strip_suffix("us") {
+        v.parse::<f64>().ok().map(|v| v / 1e6)
+    } else if let Some(v) = d.strip_suffix('s') {
+        v.parse().ok()
+    } else if let Some(v) = d.strip_suffix('m') {
+        v.parse::<f64>().ok().map(|v| v * 60.0)
+    } else {
+        None
+    }
+}
+
 /// One throughput window: the rate and the CPU both sides used for it.
-struct Throughput {
-    secs: f64,
-    rate: f64,
-    /// Hub CPU per send, µs, and cores busy (CPU / wall).
+pub(super) struct Throughput {
+    pub(super) secs: f64,
+    pub(super) rate: f64,
+    /// Server CPU per request, µs, and cores busy (CPU / wall).
     hub_us: f64,
     hub_cores: f64,
-    /// Bench client (this process) CPU per send, µs, and cores busy.
+    /// Load generator CPU per request, µs, and cores busy.
     client_us: f64,
     client_cores: f64,
 }
 
 impl Throughput {
-    fn cpu_text(&self) -> String {
+    pub(super) fn cpu_text(&self) -> String {
         format!(
-            "hub {:.0} µs ({:.2} cores busy) / client {:.0} µs ({:.2} cores busy)",
+            "server {:.1} µs ({:.2} cores busy) / load generator {:.1} µs ({:.2} cores busy)",
             self.hub_us, self.hub_cores, self.client_us, self.client_cores
         )
     }
 }
 
-/// Throughput (3): `/send` as fast as the clients go, with the hub's CPU (its process clock)
-/// and the bench client's CPU (`getrusage` of this process) over the same window.
-async fn throughput(port: u16, pid: u32, sizes: &Sizes) -> Result<Throughput> {
+/// Throughput (3): `/send` as fast as the load generator goes, with the server's CPU (its
+/// process clock) and the generator's CPU (wrk: `RUSAGE_CHILDREN`; built-in: this process)
+/// over the same window.
+pub(super) async fn throughput(
+    port: u16,
+    pid: u32,
+    sizes: &Sizes,
+    load: &LoadGen,
+) -> Result<Throughput> {
     let hub_w = CpuWindow::start(pid)?;
-    let client0 = self_cpu_ns()?;
-    let (sends, secs) =
-        send_load(port, sizes.throughput_clients, sizes.throughput_secs, None).await?;
-    let client = self_cpu_ns()?
-        .checked_sub(client0)
-        .context("this process's CPU time went backwards")? as f64;
+    let (sends, secs, client) = match load {
+        LoadGen::Wrk(wrk) => {
+            wrk_send(wrk, port, sizes.throughput_clients, sizes.throughput_secs).await?
+        }
+        LoadGen::Builtin => {
+            let client0 = self_cpu_ns()?;
+            let (sends, secs) =
+                send_load(port, sizes.throughput_clients, sizes.throughput_secs, None).await?;
+            let client = self_cpu_ns()?
+                .checked_sub(client0)
+                .context("this process's CPU time went backwards")?;
+            (sends, secs, client)
+        }
+    };
     let (hub_cpu, _, wall) = hub_w.end()?;
     let n = sends.max(1) as f64;
+    let client = client as f64;
     Ok(Throughput {
         secs,
         rate: sends as f64 / secs,
@@ -602,8 +984,15 @@ fn drop_page_cache() -> Result<()> {
 
 /// Run every measurement and return the report rows.
 pub async fn run(args: &HubBenchArgs) -> Result<Table> {
+    if let Some(url) = &args.store {
+        return super::hub_pg::run(args, url).await;
+    }
     let sizes = Sizes::new(args.quick);
     let mut table = Table::default();
+    if args.scaling {
+        super::scaling::run(args.quick, &mut table).await?;
+        return Ok(table);
+    }
     let home = TempDir::new("hub")?;
     let data = home.path().join("data");
 
@@ -620,7 +1009,7 @@ pub async fn run(args: &HubBenchArgs) -> Result<Table> {
 
     if args.wants("wake") {
         eprintln!("bench: wake latency ({} samples)…", sizes.wake_samples);
-        let wake = wake_latency(port, sizes.wake_samples).await?;
+        let wake = wake_latency(port, sizes.wake_samples, 0).await?;
         let p50 = percentile(&wake, 0.50);
         let p99 = percentile(&wake, 0.99);
         table.row(Row::info(
@@ -656,11 +1045,17 @@ pub async fn run(args: &HubBenchArgs) -> Result<Table> {
     }
 
     if args.wants("throughput") {
+        let load = LoadGen::detect();
+        table.note(format!(
+            "throughput load generator: {}; {} keep-alive connections, pipelining off",
+            load.describe(),
+            sizes.throughput_clients
+        ));
         eprintln!("bench: /send throughput (--sync full)…");
-        let t = throughput(port, pid, &sizes).await?;
+        let t = throughput(port, pid, &sizes, &load).await?;
         table.row(Row::check(
             format!(
-                "/send throughput, {} clients, {:.1} s (--sync full, the default)",
+                "/send throughput, {} connections, {:.1} s (--sync full, the default)",
                 sizes.throughput_clients, t.secs
             ),
             format!("{:.0} sends/s", t.rate),
@@ -668,8 +1063,35 @@ pub async fn run(args: &HubBenchArgs) -> Result<Table> {
             t.rate >= 40_000.0,
         ));
         table.row(Row::info(
-            "/send CPU per send (full): hub / bench client, same window",
+            "/send CPU per send (full): hub / load generator, same window",
             t.cpu_text(),
+        ));
+        // The ceiling: the same load against a bare route on the same server stack.
+        eprintln!("bench: bare-route ceiling…");
+        let ceiling_home = TempDir::new("ceiling")?;
+        let mut ceiling = HubProc::spawn_ceiling(ceiling_home.path())?;
+        ceiling
+            .wait_healthy(Instant::now(), Duration::from_secs(20))
+            .await?;
+        let c = throughput(ceiling.port, ceiling.pid(), &sizes, &load).await?;
+        ceiling.stop()?;
+        table.row(Row::info(
+            format!(
+                "ceiling: bare route (same accept loop, same body decoded, nothing stored), {:.1} s",
+                c.secs
+            ),
+            format!("{:.0} requests/s", c.rate),
+        ));
+        table.row(Row::info(
+            "ceiling CPU per request: server / load generator, same window",
+            c.cpu_text(),
+        ));
+        let ratio = t.rate / c.rate.max(1.0);
+        table.row(Row::check(
+            "/send (full) as a fraction of the ceiling, same run",
+            format!("{:.0} %", ratio * 100.0),
+            "≥ 60 %",
+            ratio >= 0.6,
         ));
         // The same load on a second hub at --sync normal, in the same run.
         eprintln!("bench: /send throughput (--sync normal)…");
@@ -682,21 +1104,22 @@ pub async fn run(args: &HubBenchArgs) -> Result<Table> {
         normal
             .wait_healthy(Instant::now(), Duration::from_secs(20))
             .await?;
-        let n = throughput(normal.port, normal.pid(), &sizes).await?;
+        let n = throughput(normal.port, normal.pid(), &sizes, &load).await?;
         normal.stop()?;
         table.row(Row::info(
             format!(
-                "/send throughput, {} clients, {:.1} s (--sync normal, same run)",
+                "/send throughput, {} connections, {:.1} s (--sync normal, same run)",
                 sizes.throughput_clients, n.secs
             ),
             format!(
-                "{:.0} sends/s ({:.2}× full)",
+                "{:.0} sends/s ({:.2}× full; {:.0} % of the ceiling)",
                 n.rate,
-                n.rate / t.rate.max(1.0)
+                n.rate / t.rate.max(1.0),
+                n.rate / c.rate.max(1.0) * 100.0
             ),
         ));
         table.row(Row::info(
-            "/send CPU per send (normal): hub / bench client, same window",
+            "/send CPU per send (normal): hub / load generator, same window",
             n.cpu_text(),
         ));
     }
@@ -738,6 +1161,10 @@ pub async fn run(args: &HubBenchArgs) -> Result<Table> {
             "< 30 MB",
             rss < 30.0,
         ));
+    }
+
+    if args.wants("polls") {
+        held_polls(port, pid, &sizes, &mut table).await?;
     }
 
     hub.stop()?;

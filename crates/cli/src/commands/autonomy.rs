@@ -70,7 +70,7 @@ fn on_off(b: bool) -> &'static str {
 
 /// Run `trantor autonomy`.
 pub(crate) async fn autonomy(a: AutonomyArgs) -> anyhow::Result<ExitCode> {
-    let (id, hub) = a.common.connect();
+    let (id, hub) = a.common.connect()?;
     let words: Vec<&str> = a.words.iter().map(|s| s.as_str()).collect();
     match words.as_slice() {
         [] | ["show"] => {}

@@ -202,7 +202,7 @@ fn card_not_found(hub: &HubClient, id: i64, e: ClientError) -> anyhow::Error {
 }
 
 pub(crate) async fn board(a: BoardArgs) -> anyhow::Result<ExitCode> {
-    let (id, hub) = a.common.connect();
+    let (id, hub) = a.common.connect()?;
     let now = now_ms();
     if let Some(card_id) = a.card {
         let reply = hub
@@ -383,7 +383,7 @@ fn print_card_result(json: bool, reply: &TaskReply, line: String) -> anyhow::Res
 }
 
 async fn card_add(a: CardAddArgs) -> anyhow::Result<ExitCode> {
-    let (id, hub) = a.common.connect();
+    let (id, hub) = a.common.connect()?;
     let title = a.title.join(" ").trim().to_string();
     if title.is_empty() {
         return Err(usage("the card title is empty"));
@@ -462,7 +462,7 @@ async fn card_add(a: CardAddArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn card_move(a: CardMoveArgs) -> anyhow::Result<ExitCode> {
-    let (id, hub) = a.common.connect();
+    let (id, hub) = a.common.connect()?;
     let status = a.status.trim().to_lowercase();
     if !MOVABLE_STATUSES.contains(&status.as_str()) {
         return Err(usage(format!(
@@ -487,7 +487,7 @@ async fn card_move(a: CardMoveArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn card_note(a: CardNoteArgs) -> anyhow::Result<ExitCode> {
-    let (id, hub) = a.common.connect();
+    let (id, hub) = a.common.connect()?;
     let text = a.text.join(" ").trim().to_string();
     if text.is_empty() {
         return Err(usage("the note is empty"));
@@ -511,7 +511,7 @@ async fn card_note(a: CardNoteArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn card_check(a: CardCheckArgs) -> anyhow::Result<ExitCode> {
-    let (id, hub) = a.common.connect();
+    let (id, hub) = a.common.connect()?;
     if a.index < 0 {
         return Err(usage("the item index counts from 0"));
     }

@@ -109,7 +109,7 @@ pub struct PeersArgs {
 }
 
 pub(crate) async fn send(a: SendArgs) -> anyhow::Result<ExitCode> {
-    let (id, hub) = a.common.connect();
+    let (id, hub) = a.common.connect()?;
     let text = if a.text.len() == 1 && a.text[0] == "-" {
         let mut s = String::new();
         std::io::stdin().read_to_string(&mut s)?;
@@ -188,7 +188,7 @@ fn page(mut msgs: Vec<Message>, limit: u64, newest: bool) -> (Vec<Message>, usiz
 }
 
 pub(crate) async fn inbox(a: InboxArgs) -> anyhow::Result<ExitCode> {
-    let (id, hub) = a.common.connect();
+    let (id, hub) = a.common.connect()?;
     let now = now_ms();
     // (messages shown, how many were left out by --limit, the --since that reads on)
     let (messages, left_out, next): (Vec<Message>, usize, Option<i64>) = if let Some(secs) = a.wait
@@ -304,7 +304,7 @@ pub(crate) async fn inbox(a: InboxArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub(crate) async fn peers(a: PeersArgs) -> anyhow::Result<ExitCode> {
-    let (id, hub) = a.common.connect();
+    let (id, hub) = a.common.connect()?;
     let mut reply = hub.peers().await.hub(&hub)?;
     reply.peers.retain(|p| {
         (!a.online || p.online)

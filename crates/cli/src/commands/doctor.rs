@@ -122,7 +122,9 @@ async fn version_check(
 
 pub(crate) async fn doctor(a: DoctorArgs) -> anyhow::Result<ExitCode> {
     let id = a.common.identity();
-    let hub = HubClient::new(id.hub_url.clone()).with_timeout(std::time::Duration::from_secs(3));
+    let hub = HubClient::new(id.hub_url.clone())
+        .with_timeout(std::time::Duration::from_secs(3))
+        .with_optional_signer(super::session_signer(&id)?);
     let mut checks = Vec::new();
     let mut hub_down = false;
 

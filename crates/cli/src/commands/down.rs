@@ -38,7 +38,7 @@ pub struct DownArgs {
 }
 
 pub(crate) async fn down(a: DownArgs) -> anyhow::Result<ExitCode> {
-    let (id, hub) = a.common.connect();
+    let (id, hub) = a.common.connect()?;
     let hub = hub.with_timeout(Duration::from_secs(2));
     let targets: Vec<(String, String)> = if !a.seats.is_empty() {
         a.seats

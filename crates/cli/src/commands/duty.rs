@@ -122,7 +122,7 @@ async fn up(a: DutyUpArgs) -> anyhow::Result<ExitCode> {
         )),
     })
     .await?;
-    let (mut id, hub) = common.connect();
+    let (mut id, hub) = common.connect()?;
     if common.project.is_none() {
         let dir = match &a.dir {
             Some(d) => d.clone(),
@@ -146,7 +146,7 @@ async fn up(a: DutyUpArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn status(a: DutyStatusArgs) -> anyhow::Result<ExitCode> {
-    let (id, hub) = a.common.connect();
+    let (id, hub) = a.common.connect()?;
     let health = hub.health().await.hub(&hub)?;
     let duty = health.get("duty").cloned().unwrap_or(Value::Null);
     let pid = super::seats::runner_pid(DUTY_PERSONA, &id.project);
@@ -203,7 +203,7 @@ async fn status(a: DutyStatusArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn appoint(a: AppointArgs) -> anyhow::Result<ExitCode> {
-    let (_, hub) = a.common.connect();
+    let (_, hub) = a.common.connect()?;
     let reply = appoint_on(&hub, a.target.trim()).await?;
     if a.common.json {
         print_json(&reply)?;

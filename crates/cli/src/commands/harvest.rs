@@ -34,7 +34,7 @@ pub struct HarvestArgs {
 
 /// Run `trantor harvest`.
 pub(crate) async fn harvest(a: HarvestArgs) -> anyhow::Result<ExitCode> {
-    let (id, hub) = a.common.connect();
+    let (id, hub) = a.common.connect()?;
     let project = id.project.clone();
     let cwd = std::env::current_dir()?;
     let main = crew::main_checkout(&cwd).map_err(|e| usage(format!("{e:#}")))?;

@@ -377,6 +377,36 @@ fn identity(input: &Input) -> Identity {
     })
 }
 
+/// The hook's signer: an instance key for the harness session (`session_id`), endorsed by the
+/// session's durable key, which enrolls first when the hub does not know it (docs/protocol.md
+/// §2). The enrollment marker saves the probe on later hooks. A bus directory that cannot hold a
+/// key leaves the hook unsigned; a refused enrollment is logged and the hook goes on (a hook
+/// never blocks the agent).
+async fn hook_signer(
+    id: &Identity,
+    instance: &str,
+) -> anyhow::Result<Option<trantor_proto::Signer>> {
+    use trantor_proto::{enroll, identity, keys};
+    let bus = identity::bus_dir(&identity::ProcessEnv);
+    let durable = match keys::load_or_create(&bus, &id.session, "agent") {
+        Ok(k) => k,
+        Err(keys::KeyError::Io { path, source }) => {
+            tracing::debug!("unsigned: no key at {}: {source}", path.display());
+            return Ok(None);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let mut opts = enroll::EnrollOptions::from_env(&identity::ProcessEnv, &bus, &id.project);
+    opts.trust_marker = true;
+    if let Err(e) = enroll::ensure_enrolled(&id.hub_url, &bus, &durable, &opts).await {
+        tracing::warn!("{e}");
+    }
+    let inst = keys::load_or_create_instance(&bus, &durable, instance)?;
+    Ok(Some(trantor_proto::Signer::Instance(std::sync::Arc::new(
+        inst,
+    ))))
+}
+
 async fn answer(event: Event, raw: &[u8], budget: Duration) -> anyhow::Result<Value> {
     let input: Input = serde_json::from_slice(raw)?;
     if event == Event::Stop && input.stop_hook_active == Some(true) {
@@ -388,7 +418,9 @@ async fn answer(event: Event, raw: &[u8], budget: Duration) -> anyhow::Result<Va
         .filter(|s| !s.trim().is_empty())
         .ok_or_else(|| anyhow::anyhow!("no session_id in the hook input"))?;
     let id = identity(&input);
-    let hub = HubClient::new(id.hub_url.clone()).with_timeout(budget);
+    let hub = HubClient::new(id.hub_url.clone())
+        .with_timeout(budget)
+        .with_optional_signer(hook_signer(&id, &instance).await?);
     let path = cursor_path(&id.session, &instance);
     let now = now_ms();
     match event {

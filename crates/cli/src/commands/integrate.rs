@@ -260,7 +260,7 @@ fn recover_journal(
 
 /// Run `trantor integrate`.
 pub(crate) async fn integrate(a: IntegrateArgs) -> anyhow::Result<ExitCode> {
-    let (id, hub) = a.common.connect();
+    let (id, hub) = a.common.connect()?;
     let project = id.project.clone();
     let cwd = std::env::current_dir()?;
     let top = g(&cwd, &["rev-parse", "--show-toplevel"])

@@ -38,7 +38,7 @@ pub struct LessonsArgs {
 }
 
 pub(crate) async fn lessons(a: LessonsArgs) -> anyhow::Result<ExitCode> {
-    let (id, hub) = a.common.connect();
+    let (id, hub) = a.common.connect()?;
     if let Some(text) = a.add {
         let text = text.trim().to_string();
         if text.is_empty() {

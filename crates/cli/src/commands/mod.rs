@@ -32,7 +32,10 @@ mod duty;
 mod harvest;
 mod hook;
 mod hook_install;
+pub mod hub_import;
+mod identity;
 mod integrate;
+mod invite;
 mod lessons;
 mod policy;
 mod seat_why;
@@ -116,6 +119,12 @@ pub enum Command {
     /// Open the hub's dashboard (board, seats, flow, timeline) in the browser.
     #[command(after_long_help = ui::UI_HELP)]
     Ui(ui::UiArgs),
+    /// Mint a one-use invite token for a seat or person on another machine (owner key).
+    #[command(after_long_help = invite::INVITE_HELP)]
+    Invite(invite::InviteArgs),
+    /// The hub's signed identities (list, revoke) and this session's key (enroll, show).
+    #[command(subcommand, after_long_help = identity::IDENTITY_HELP)]
+    Identity(identity::IdentityCommand),
 }
 
 /// Options every bus verb shares.
@@ -145,11 +154,30 @@ impl Common {
         })
     }
 
-    /// The identity and a client for its hub.
-    pub fn connect(&self) -> (Identity, HubClient) {
+    /// The identity and a client for its hub, signing with the session's key
+    /// (docs/protocol.md §2).
+    ///
+    /// The key is created on first use. A key file others can read, or one that is not a key,
+    /// stops the verb; a bus directory that cannot hold a key leaves the verb unsigned, which a
+    /// hub that does not check accepts and an enforcing hub refuses with 401.
+    pub fn connect(&self) -> anyhow::Result<(Identity, HubClient)> {
         let id = self.identity();
-        let client = HubClient::new(id.hub_url.clone());
-        (id, client)
+        let signer = session_signer(&id)?;
+        let client = HubClient::new(id.hub_url.clone()).with_optional_signer(signer);
+        Ok((id, client))
+    }
+}
+
+/// The durable key of `id`'s session as a signer (`None` when the bus directory cannot hold one).
+pub(crate) fn session_signer(id: &Identity) -> anyhow::Result<Option<trantor_proto::Signer>> {
+    let bus = trantor_proto::identity::bus_dir(&trantor_proto::identity::ProcessEnv);
+    match trantor_proto::keys::load_or_create(&bus, &id.session, "agent") {
+        Ok(k) => Ok(Some(trantor_proto::Signer::Durable(std::sync::Arc::new(k)))),
+        Err(trantor_proto::keys::KeyError::Io { path, source }) => {
+            tracing::debug!("unsigned: no key at {}: {source}", path.display());
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -186,9 +214,16 @@ pub(crate) fn hub_failure(url: &str, e: ClientError) -> anyhow::Error {
             if let Some(k) = body.extra.get("kinds") {
                 m.push_str(&format!(" ({k})"));
             }
+            if status == 401 {
+                m.push_str(
+                    ". The hub wants requests signed by an enrolled key: run `trantor identity \
+                     enroll` (with --invite <token> from the hub's operator when the hub is on \
+                     another machine).",
+                );
+            }
             m
         }
-        e @ ClientError::Decode { .. } => e.to_string(),
+        e @ (ClientError::Decode { .. } | ClientError::Request { .. }) => e.to_string(),
     };
     VerbError::Hub {
         message,
@@ -273,6 +308,8 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Swap(a) => swap::swap(a).await,
         Command::Policy(c) => policy::policy(c).await,
         Command::Ui(a) => ui::ui(a).await,
+        Command::Invite(a) => invite::invite(a).await,
+        Command::Identity(c) => identity::identity(c).await,
     };
     match result {
         Ok(code) => Ok(code),

@@ -62,7 +62,7 @@ pub(crate) async fn policy(c: PolicyCommand) -> anyhow::Result<ExitCode> {
         PolicyCommand::Unlink(a) => &a.common,
         PolicyCommand::Show(a) => &a.common,
     };
-    let (id, hub) = common.connect();
+    let (id, hub) = common.connect()?;
     match &c {
         PolicyCommand::Link(a) => {
             if a.reason.trim().is_empty() {

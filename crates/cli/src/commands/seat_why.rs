@@ -357,7 +357,7 @@ pub(crate) async fn diagnose(persona: &str, project: &str, hub: &HubClient) -> D
 }
 
 pub(crate) async fn seat_why(a: SeatWhyArgs) -> anyhow::Result<ExitCode> {
-    let (id, hub) = a.common.connect();
+    let (id, hub) = a.common.connect()?;
     let (persona, project) = seats::parse_seat(&a.seat, &id.project);
     if persona.is_empty() {
         return Err(usage(

@@ -151,20 +151,32 @@ pub(crate) fn remove_hub_record() {
 }
 
 /// Whether `pid` is a live process (not a zombie) whose command line mentions `word`.
+///
+/// A process caught in the middle of its exec (its new command line not yet set up: the
+/// spawner returns as soon as the old image is gone) has an empty command line and counts as
+/// alive, so a runner `trantor up` has just started is not taken for a dead one; a kernel
+/// thread, the other owner of an empty command line, does not count.
 pub(crate) fn process_alive(pid: u32, word: &str) -> bool {
     let proc_dir = PathBuf::from(format!("/proc/{pid}"));
     let Ok(stat) = std::fs::read_to_string(proc_dir.join("stat")) else {
         return false;
     };
-    // The state letter follows the parenthesised command name.
-    let state = stat
+    // The state letter follows the parenthesised command name; the flags are the seventh
+    // field after it.
+    let fields: Vec<&str> = stat
         .rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().next())
-        .unwrap_or("");
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let state = fields.first().copied().unwrap_or("");
     if state == "Z" || state == "X" {
         return false;
     }
     let cmdline = std::fs::read(proc_dir.join("cmdline")).unwrap_or_default();
+    if cmdline.is_empty() {
+        const PF_KTHREAD: u64 = 0x0020_0000;
+        let flags: u64 = fields.get(6).and_then(|f| f.parse().ok()).unwrap_or(0);
+        return flags & PF_KTHREAD == 0;
+    }
     String::from_utf8_lossy(&cmdline).contains(word)
 }
 
@@ -388,6 +400,31 @@ pub(crate) fn parse_seat(arg: &str, default_project: &str) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_live_process_is_alive_and_a_kernel_thread_never_is() {
+        assert!(process_alive(std::process::id(), ""));
+        assert!(!process_alive(
+            std::process::id(),
+            "no-such-word-in-a-cmdline"
+        ));
+        // Kernel threads (when this machine shows any) have empty command lines, like a process
+        // mid-exec, but are never taken for one.
+        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let flags: u64 = stat
+                .rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().nth(6))
+                .and_then(|f| f.parse().ok())
+                .unwrap_or(0);
+            if flags & 0x0020_0000 != 0 {
+                assert!(!process_alive(pid, ""), "kernel thread {pid}");
+            }
+        }
+    }
 
     #[test]
     fn local_urls() {

@@ -58,7 +58,7 @@ fn wait_for(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
 
 /// Run `trantor swap`.
 pub(crate) async fn swap(a: SwapArgs) -> anyhow::Result<ExitCode> {
-    let (id, hub) = a.common.connect();
+    let (id, hub) = a.common.connect()?;
     let (persona, project) = super::seats::parse_seat(&a.old, &id.project);
     let mut specs = parse_specs(std::slice::from_ref(&a.new_spec))?;
     let Some(mut spec) = specs.pop() else {

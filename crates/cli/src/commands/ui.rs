@@ -70,7 +70,7 @@ fn opener() -> Option<std::path::PathBuf> {
 }
 
 pub(crate) async fn ui(a: UiArgs) -> anyhow::Result<ExitCode> {
-    let (id, hub) = a.common.connect();
+    let (id, hub) = a.common.connect()?;
     let health: serde_json::Value = hub.health().await.hub(&hub)?;
     let auth = health
         .get("authMode")

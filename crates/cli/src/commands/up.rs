@@ -323,7 +323,7 @@ async fn ensure_hub(hub: &HubClient, json: bool) -> anyhow::Result<()> {
 }
 
 pub(crate) async fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
-    let (id, hub) = a.common.connect();
+    let (id, hub) = a.common.connect()?;
     let json_out = a.common.json;
     let mut specs = parse_specs(&a.seats)?;
     if let Some((persona, env)) = &a.seat_override {

@@ -2,6 +2,8 @@
 //! ports. Each test file `mod common;` includes it; not every file uses every helper.
 #![allow(dead_code)]
 
+pub mod seat;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -34,10 +34,15 @@ pub enum Step {
         /// File content (plain text, no quotes).
         content: String,
     },
+    /// Run a shell command with the CLI's own shell tool.
+    Shell(String),
     /// Finish the turn with this text.
     Say(String),
     /// Go silent: answer 200 and the stream's first event, then nothing (a hung model).
     Hang,
+    /// Answer 200, think for this long (nothing on the wire), then play the inner step: a slow
+    /// model that still makes progress step by step.
+    Slowly(Duration, Box<Step>),
 }
 
 /// How a marked turn is answered.
@@ -361,7 +366,14 @@ async fn serve(mut sock: TcpStream, st: Arc<Mutex<State>>) -> std::io::Result<()
                 // A side request (a title, a summary): not part of the script.
                 Reply::Text("Scripted drill".into())
             } else {
-                next_reply(&raw, marker.as_deref().unwrap_or("kickoff"), &steps, &tools)
+                let (reply, think) =
+                    next_reply(&raw, marker.as_deref().unwrap_or("kickoff"), &steps, &tools);
+                if !think.is_zero() && !matches!(reply, Reply::Hang) {
+                    start_stream(&mut sock).await?;
+                    tokio::time::sleep(think).await;
+                    return finish_reply(&mut sock, api, &req, reply).await;
+                }
+                reply
             }
         }
     };
@@ -369,17 +381,27 @@ async fn serve(mut sock: TcpStream, st: Arc<Mutex<State>>) -> std::io::Result<()
         return hang(&mut sock, api, &req).await;
     }
     start_stream(&mut sock).await?;
+    finish_reply(&mut sock, api, &req, reply).await
+}
+
+/// Write `reply`'s events on a stream already started, and close it.
+async fn finish_reply(
+    sock: &mut TcpStream,
+    api: Api,
+    req: &Value,
+    reply: Reply,
+) -> std::io::Result<()> {
     let events = match reply {
         Reply::Text(t) => {
-            let (open, close) = text_frame(api, &req, &t);
-            format!("{open}{}{close}", text_delta(api, &req, &t))
+            let (open, close) = text_frame(api, req, &t);
+            format!("{open}{}{close}", text_delta(api, req, &t))
         }
         Reply::Call {
             id,
             name,
             namespace,
             args,
-        } => tool_call_events(api, &req, &id, &name, namespace.as_deref(), &args),
+        } => tool_call_events(api, req, &id, &name, namespace.as_deref(), &args),
         Reply::Hang => String::new(),
     };
     sock.write_all(events.as_bytes()).await?;
@@ -489,7 +511,7 @@ fn next_reply(
     marker: &str,
     steps: &[Step],
     tools: &[(String, Option<String>)],
-) -> Reply {
+) -> (Reply, Duration) {
     let made = calls_made(raw, marker);
     let done = made
         .iter()
@@ -501,9 +523,13 @@ fn next_reply(
     let searched = made.iter().any(|(n, p)| *n == next && *p == 'a');
     let s = slug(marker);
     let Some(step) = steps.get(next) else {
-        return Reply::Text(format!("Finished {marker}."));
+        return (Reply::Text(format!("Finished {marker}.")), Duration::ZERO);
     };
-    match step {
+    let (think, step) = match step {
+        Step::Slowly(d, inner) => (*d, inner.as_ref()),
+        s => (Duration::ZERO, s),
+    };
+    let reply = match step {
         Step::Say(t) => Reply::Text(t.clone()),
         Step::Hang => Reply::Hang,
         Step::Tool(want, args) => {
@@ -562,7 +588,31 @@ fn next_reply(
                 args,
             }
         }
-    }
+        Step::Shell(command) => {
+            let has = |n: &str| tools.iter().any(|(t, _)| t == n);
+            let (name, args) = if has("Bash") {
+                ("Bash", json!({"command": command}))
+            } else if has("bash") {
+                (
+                    "bash",
+                    json!({"command": command, "description": "Run the drill's command"}),
+                )
+            } else if has("exec_command") {
+                ("exec_command", json!({"cmd": command}))
+            } else {
+                ("shell", json!({"command": ["bash", "-lc", command]}))
+            };
+            Reply::Call {
+                id: format!("tu_{s}_{next}_b"),
+                name: name.into(),
+                namespace: None,
+                args,
+            }
+        }
+        // A drill scripts one pause per step; a nested one is a scripting mistake, said aloud.
+        Step::Slowly(..) => Reply::Text("SCRIPT ERROR: nested Step::Slowly".into()),
+    };
+    (reply, think)
 }
 
 fn anthropic_start(req: &Value) -> Value {

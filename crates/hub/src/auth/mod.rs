@@ -604,11 +604,20 @@ fn filter_reply(path: &str, field: &str, view: &ReadView, body: &mut Value, me: 
 const MAX_FILTER_BYTES: usize = 64 * 1024 * 1024;
 
 /// The auth layer (see the module doc). Public paths and `RELAY_AUTH=off` pass untouched.
+///
+/// The checked path is boxed: a held `/poll` waits inside this future, and an unboxed async fn
+/// is as large as its largest state, so every held poll would carry the checked path's locals
+/// (a few KB each) even with authentication off.
 pub async fn layer<S: Store>(State(hub): State<AppState<S>>, req: Request, next: Next) -> Response {
-    let path = req.uri().path().to_string();
-    if hub.cfg.auth == AuthMode::Off || is_public(&path) {
+    if hub.cfg.auth == AuthMode::Off || is_public(req.uri().path()) {
         return next.run(req).await;
     }
+    Box::pin(checked(hub, req, next)).await
+}
+
+/// The auth layer for a request that must be authenticated.
+async fn checked<S: Store>(hub: AppState<S>, req: Request, next: Next) -> Response {
+    let path = req.uri().path().to_string();
     let (parts, body) = req.into_parts();
     let bytes = if parts.method == Method::POST {
         match crate::ops::read_body(body).await {

@@ -14,8 +14,8 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 use trantor_proto::limits;
 use trantor_proto::{
-    Card, ChecklistInput, ChecklistItem, ChecklistToggleRequest, TaskCreateRequest, TaskReply,
-    TaskUpdateRequest, TasksReply, now_ms, session_project,
+    Card, CardReply, ChecklistInput, ChecklistItem, ChecklistToggleRequest, TaskCreateRequest,
+    TaskReply, TaskUpdateRequest, TasksReply, now_ms, session_project,
 };
 use trantor_store::{CardFilter, EventFilter, Store};
 
@@ -412,7 +412,7 @@ pub async fn checklist_toggle<S: Store>(
                 .ok()
                 .and_then(|i| card.checklist.get_mut(i))
             else {
-                return Ok(Err(ApiError::bad_request("no such checklist item")));
+                return Ok(Err(ApiError::not_found("no such checklist item")));
             };
             item.done = req.done;
             // Who toggled what is kept: a log line on the card and a card event.
@@ -499,7 +499,10 @@ pub async fn tasks<S: Store>(
 
 /// `GET /card?id=N`: a card with its events and the messages citing it. A deleted card is
 /// rebuilt from its last event; an unknown one is a 404 with the same shape.
-pub async fn card<S: Store>(State(hub): State<AppState<S>>, p: Params) -> ApiResult<Json<Value>> {
+pub async fn card<S: Store>(
+    State(hub): State<AppState<S>>,
+    p: Params,
+) -> ApiResult<Json<CardReply>> {
     let id = p
         .int("id")?
         .ok_or_else(|| ApiError::bad_request("id required"))?;
@@ -539,7 +542,9 @@ pub async fn card<S: Store>(State(hub): State<AppState<S>>, p: Params) -> ApiRes
             }
         },
     };
-    Ok(Json(
-        json!({ "task": task, "events": events, "messages": messages }),
-    ))
+    Ok(Json(CardReply {
+        task: Some(task),
+        events,
+        messages,
+    }))
 }

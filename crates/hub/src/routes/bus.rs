@@ -59,13 +59,19 @@ pub async fn send<S: Store>(
     let refs = card_refs(&text);
     let now = now_ms();
     let touch = hub.presence.touch(&from, now);
+    // The sender's project: given, else cached from its peer row (no read inside the write).
+    let known_project = match explicit_project {
+        Some(p) => Some(p),
+        None => hub.presence.project(&from).map(|p| p.to_string()),
+    };
+    let learn_project = known_project.is_none();
 
     let sender = from.clone();
     let result = hub
         .write(move |tx| {
             let mut out = Outbox::default();
             persist_edge(tx, &mut out, &from, touch, now)?;
-            let project = match explicit_project {
+            let project = match known_project {
                 Some(p) => p,
                 None => tx
                     .peer(&from)?
@@ -108,11 +114,14 @@ pub async fn send<S: Store>(
             }
             let id = msg.id;
             out.messages.push(msg);
-            Ok((id, out))
+            Ok((id, project, out))
         })
         .await;
     match result {
-        Ok((id, out)) => {
+        Ok((id, project, out)) => {
+            if learn_project {
+                hub.presence.set_project(&sender, &project, false);
+            }
             hub.publish(out);
             hub.metrics.messages_sent.fetch_add(1, Ordering::Relaxed);
             Ok(Json(SendReply { ok: true, id }))
@@ -279,7 +288,7 @@ pub async fn inbox<S: Store>(
 ) -> ApiResult<Json<InboxReply>> {
     let session = session_param(&p)?;
     let since = p.int("since")?.unwrap_or(0).max(0);
-    let peek = p.flag("peek");
+    let peek = p.flag("peek")?;
     let touch = hub.presence.touch(&session, now_ms());
     let page = if peek && touch != Touch::CameOnline {
         let s = session.clone();

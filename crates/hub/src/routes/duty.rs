@@ -12,7 +12,10 @@ use axum::extract::State;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use trantor_proto::{BROADCAST, limits, now_ms, session_project};
+use trantor_proto::{
+    AppointReply, BROADCAST, CardBrief, CatchupContracts, CatchupPeer, CatchupReply, CatchupSince,
+    DutyFailure, DutyFailureReply, OpenContract, limits, now_ms, session_project,
+};
 use trantor_store::{CardFilter, EventFilter, Store};
 
 /// Longest failure detail kept.
@@ -28,21 +31,26 @@ const CATCHUP_EVENTS: usize = 50;
 pub struct FailureRequest {
     /// The recipient that could not be nudged.
     #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = limits::SESSION), regex(pattern = r"\S"))]
     pub recipient: String,
     /// Its project (default: the recipient's suffix).
     #[serde(default)]
+    #[schemars(length(max = limits::PROJECT))]
     pub project: Option<String>,
     /// `relay-403` or `skipped-nudge`.
     #[serde(default)]
+    #[schemars(extend("x-required" = true, "enum" = ["relay-403", "skipped-nudge"]))]
     pub kind: String,
-    /// What happened (≤500).
+    /// What happened (longer is cut to 500 characters).
     #[serde(default)]
     pub detail: String,
     /// The reporting session (must be the duty session).
     #[serde(default)]
+    #[schemars(length(max = limits::SESSION))]
     pub by: Option<String>,
     /// Alias of `by`.
     #[serde(default)]
+    #[schemars(length(max = limits::SESSION))]
     pub session: Option<String>,
 }
 
@@ -51,7 +59,7 @@ pub struct FailureRequest {
 pub async fn failure<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<FailureRequest>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<DutyFailureReply>> {
     let by = req
         .by
         .or(req.session)
@@ -85,19 +93,24 @@ pub async fn failure<S: Store>(
             if duty.as_deref() != Some(by.as_str()) {
                 return Ok(Err(duty));
             }
-            let failure = json!({
-                "ts": now, "project": project, "recipient": recipient, "kind": kind,
-                "text": text, "by": by,
-            });
+            let failure = DutyFailure {
+                ts: now,
+                project: project.clone(),
+                recipient,
+                kind,
+                text,
+                by: by.clone(),
+            };
+            let record = serde_json::to_value(&failure).unwrap_or(Value::Null);
             let mut out = Outbox::default();
-            duty::record_failure(tx, &mut out, failure.clone(), &project, &by, now)?;
+            duty::record_failure(tx, &mut out, record, &project, &by, now)?;
             Ok(Ok((failure, out)))
         })
         .await?;
     match result {
         Ok((failure, out)) => {
             hub.publish(out);
-            Ok(Json(json!({ "ok": true, "failure": failure })))
+            Ok(Json(DutyFailureReply { ok: true, failure }))
         }
         Err(None) => Err(ApiError::forbidden(
             "no duty session is configured (RELAY_DUTY_SESSION or trantor duty appoint)",
@@ -121,7 +134,7 @@ pub struct AppointRequest {
 pub async fn appoint<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<AppointRequest>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<AppointReply>> {
     let session = req
         .session
         .map(|s| s.trim().to_string())
@@ -142,12 +155,16 @@ pub async fn appoint<S: Store>(
         })
         .await?;
     let in_force = hub.cfg.duty_session.clone().or(session.clone());
-    Ok(Json(json!({
-        "ok": true,
-        "appointed": session,
-        "dutySession": in_force,
-        "overriddenBy": hub.cfg.duty_session.as_ref().map(|_| "RELAY_DUTY_SESSION"),
-    })))
+    Ok(Json(AppointReply {
+        ok: true,
+        appointed: session,
+        duty_session: in_force,
+        overridden_by: hub
+            .cfg
+            .duty_session
+            .as_ref()
+            .map(|_| "RELAY_DUTY_SESSION".to_string()),
+    }))
 }
 
 fn cursor_key(session: &str) -> String {
@@ -161,11 +178,11 @@ fn cursor_key(session: &str) -> String {
 pub async fn catchup<S: Store>(
     State(hub): State<AppState<S>>,
     p: Params,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<CatchupReply>> {
     let session = p.required("session")?.trim().to_string();
     check_len("session", &session, limits::SESSION)?;
     let since_msg = p.int("since")?;
-    let peek = p.flag("peek");
+    let peek = p.flag("peek")?;
     let now = now_ms();
     let s = session.clone();
     let (peer, cursor, msgs, events, peers, cards, unread, tip, latest_event) = hub
@@ -213,7 +230,10 @@ pub async fn catchup<S: Store>(
             let latest_event = tx.latest_event_id()?;
             Ok((
                 peer,
-                json!({"msg": from_msg, "event": from_event}),
+                CatchupSince {
+                    msg: from_msg,
+                    event: from_event,
+                },
                 msgs,
                 events,
                 peers,
@@ -232,64 +252,76 @@ pub async fn catchup<S: Store>(
     let (receipts, messages): (Vec<_>, Vec<_>) = msgs
         .into_iter()
         .partition(|m| m.kind.as_deref() == Some("receipt"));
-    let crew: Vec<Value> = peers
+    let crew: Vec<CatchupPeer> = peers
         .into_iter()
         .map(|p| hub.live_peer(p, now))
-        .map(|p| {
-            json!({
-                "session": p.session, "online": p.online, "status": p.status,
-                "phase": p.phase, "health": p.health, "lastSeen": p.last_seen,
-            })
+        .map(|p| CatchupPeer {
+            session: p.session,
+            online: p.online,
+            status: p.status,
+            phase: p.phase,
+            health: p.health,
+            last_seen: p.last_seen,
         })
         .collect();
     let mut counts: BTreeMap<String, i64> = BTreeMap::new();
     for c in &cards {
         *counts.entry(c.status.clone()).or_default() += 1;
     }
-    let waiting_on_me: Vec<Value> = cards
+    let waiting_on_me: Vec<CardBrief> = cards
         .iter()
         .filter(|c| {
             (c.assignee == session && matches!(c.status.as_str(), "todo" | "doing" | "blocked"))
                 || (c.by == session && matches!(c.status.as_str(), "blocked" | "testing"))
         })
         .take(20)
-        .map(|c| json!({"id": c.id, "title": c.title, "status": c.status, "assignee": c.assignee}))
+        .map(|c| CardBrief {
+            id: c.id,
+            title: c.title.clone(),
+            status: c.status.clone(),
+            assignee: c.assignee.clone(),
+        })
         .collect();
     let ledger =
         compute_ledger(&hub, &session, None, now, hub.cfg.contract_window_ms, None).await?;
-    let open_contracts: Vec<Value> = ledger
+    let open_contracts: Vec<OpenContract> = ledger
         .contracts
         .iter()
         .filter(|c| !c.answered)
-        .map(|c| {
-            json!({
-                "id": c.id, "to": c.to, "disposition": c.disposition, "ageMs": c.age_ms,
-                "text": c.text.chars().take(200).collect::<String>(),
-            })
+        .map(|c| OpenContract {
+            id: c.id,
+            to: c.to.clone(),
+            disposition: c.disposition.clone(),
+            age_ms: c.age_ms,
+            text: c.text.chars().take(200).collect(),
         })
         .collect();
     let last_msg = messages.iter().chain(receipts.iter()).map(|m| m.id).max();
     if !peek {
         let key = cursor_key(&session);
         let mark = json!({
-            "msg": last_msg.unwrap_or_else(|| cursor["msg"].as_i64().unwrap_or(0)).max(0),
+            "msg": last_msg.unwrap_or(cursor.msg).max(0),
             "event": latest_event,
             "ts": now,
         });
         hub.store.write(move |tx| tx.set_kv(&key, &mark)).await?;
     }
-    Ok(Json(json!({
-        "session": session,
-        "project": project,
-        "since": cursor,
-        "tip": tip,
-        "messages": messages,
-        "receipts": receipts,
-        "cardEvents": events,
-        "crew": crew,
-        "board": counts,
-        "waitingOnMe": waiting_on_me,
-        "contracts": {"open": ledger.open, "stalled": ledger.stalled, "items": open_contracts},
-        "unread": unread,
-    })))
+    Ok(Json(CatchupReply {
+        session,
+        project,
+        since: cursor,
+        tip,
+        messages,
+        receipts,
+        card_events: events,
+        crew,
+        board: counts,
+        waiting_on_me,
+        contracts: CatchupContracts {
+            open: ledger.open,
+            stalled: ledger.stalled,
+            items: open_contracts,
+        },
+        unread,
+    }))
 }

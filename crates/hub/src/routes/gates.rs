@@ -91,6 +91,13 @@ pub async fn post<S: Store>(
         project_of(&req.project, &by).ok_or_else(|| ApiError::bad_request("project required"))?;
     check_len("project", &project, limits::PROJECT)?;
     let now = now_ms();
+    if let Some(st) = &req.status
+        && !matches!(st.as_str(), "verified" | "failed" | "waived")
+    {
+        return Err(ApiError::bad_request(
+            "status must be verified, failed or waived",
+        ));
+    }
     if req.resolve {
         let id = req
             .id
@@ -197,7 +204,7 @@ pub async fn list<S: Store>(
     p: Params,
 ) -> ApiResult<Json<VerifyGatesReply>> {
     let project = p.text("project").map(str::to_string);
-    let all = p.flag("all");
+    let all = p.flag("all")?;
     let card = p.int("card")?;
     let doc = load(hub.store.read(|tx| tx.kv(GATES_KEY)).await?);
     let gates = doc

@@ -12,7 +12,8 @@ use serde_json::{Map, Value, json};
 use std::sync::atomic::Ordering;
 use trantor_proto::limits;
 use trantor_proto::{
-    OpReply, PhaseReply, PhaseRequest, PolicyLink, PolicyReply, PolicyRequest, PolicyWriteReply,
+    BannerReply, HealthPersist, HealthReply, HealthRetention, OpReply, PhaseGoal, PhaseReply,
+    PhaseRequest, PhasesReply, PolicyLink, PolicyReply, PolicyRequest, PolicyWriteReply,
     ProjectReply, ProjectRequest, ProjectWriteReply, VERSION, now_ms,
 };
 use trantor_store::Store;
@@ -29,15 +30,15 @@ fn phase_key(project: &str, phase: &str) -> String {
 }
 
 /// `GET /`: a short banner.
-pub async fn banner<S: Store>(State(hub): State<AppState<S>>) -> Json<Value> {
-    Json(json!({
-        "name": "trantor hub",
-        "version": VERSION,
-        "store": hub.store.describe(),
-        "docs": "/openapi.json",
-        "health": "/health",
-        "metrics": "/metrics",
-    }))
+pub async fn banner<S: Store>(State(hub): State<AppState<S>>) -> Json<BannerReply> {
+    Json(BannerReply {
+        name: "trantor hub".into(),
+        version: VERSION.into(),
+        store: hub.store.describe(),
+        docs: "/openapi.json".into(),
+        health: "/health".into(),
+        metrics: "/metrics".into(),
+    })
 }
 
 /// `/health` (any method): liveness plus counts, retention and store status.
@@ -71,29 +72,35 @@ pub async fn health<S: Store>(State(hub): State<AppState<S>>) -> impl IntoRespon
         Ok(d) => d,
         Err(e) => json!({ "error": e.to_string() }),
     };
-    (
-        status,
-        Json(json!({
-            "ok": store_ok,
-            "version": VERSION,
-            "authMode": hub.cfg.auth.as_str(),
-            "store": hub.store.describe(),
-            "sync": hub.store.synchronous(),
-            "peers": c.peers,
-            "messages": c.messages,
-            "cards": c.cards,
-            "events": c.events,
-            "streams": streams,
-            "pollsHeld": hub.presence.held_polls(),
-            "persist": { "ok": store_ok, "lastError": err, "lastErrorAt": failed_at },
-            "retention": {
-                "readHistoryMs": hub.cfg.retention_ms,
-                "readHistoryDays": hub.cfg.retention_ms / 86_400_000,
-                "pruned": pruned,
-            },
-            "duty": duty,
-        })),
-    )
+    let reply = HealthReply {
+        ok: store_ok,
+        version: VERSION.into(),
+        auth_mode: hub.cfg.auth.as_str().into(),
+        store: hub.store.describe(),
+        sync: hub.store.synchronous().into(),
+        peers: c.peers,
+        messages: c.messages,
+        cards: c.cards,
+        events: c.events,
+        streams,
+        polls_held: hub.presence.held_polls(),
+        persist: HealthPersist {
+            ok: store_ok,
+            last_error: err,
+            last_error_at: failed_at,
+        },
+        retention: HealthRetention {
+            read_history_ms: hub.cfg.retention_ms,
+            read_history_days: hub.cfg.retention_ms / 86_400_000,
+            pruned: serde_json::to_value(pruned).unwrap_or(Value::Null),
+        },
+        duty,
+        lease: hub.store.lease().map(|l| trantor_proto::HealthLease {
+            held: l.held,
+            holder: l.holder,
+        }),
+    };
+    (status, Json(reply))
 }
 
 /// `GET /metrics`: Prometheus text.
@@ -334,13 +341,13 @@ pub async fn phase_post<S: Store>(
 pub async fn phase_get<S: Store>(
     State(hub): State<AppState<S>>,
     p: Params,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<PhasesReply>> {
     let project = p.required("project")?.trim().to_string();
     let only = p.text("phase").map(|s| s.trim().to_string());
     let prefix = phase_key(&project, "");
     let docs = hub.store.read(move |tx| tx.kv_prefix(&prefix)).await?;
     let plen = phase_key(&project, "").len();
-    let phases: Vec<Value> = docs
+    let phases: Vec<PhaseGoal> = docs
         .into_iter()
         .filter_map(|(key, doc)| {
             let phase = key.get(plen..)?.to_string();
@@ -349,15 +356,15 @@ pub async fn phase_get<S: Store>(
             if goal.is_empty() || only.as_deref().is_some_and(|o| o != phase) {
                 return None;
             }
-            Some(json!({
-                "phase": phase,
-                "goal": goal,
-                "by": doc.get("by").cloned().unwrap_or(json!("")),
-                "ts": doc.get("ts").cloned().unwrap_or(Value::Null),
-            }))
+            Some(PhaseGoal {
+                goal: goal.to_string(),
+                by: doc.get("by").cloned().unwrap_or(json!("")),
+                ts: doc.get("ts").cloned().unwrap_or(Value::Null),
+                phase,
+            })
         })
         .collect();
-    Ok(Json(json!({ "project": project, "phases": phases })))
+    Ok(Json(PhasesReply { project, phases }))
 }
 
 /// `GET /_op?id=[&route=]`: the recorded outcome of an idempotent write. Ops are keyed by route;

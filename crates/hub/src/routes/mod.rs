@@ -22,9 +22,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use trantor_proto::limits;
 use trantor_proto::{
-    ChecklistToggleRequest, ContractsReply, DeliveredReply, DeliveredRequest, EventsReply,
-    InboxReply, LessonReply, LessonRequest, LessonsReply, OkReply, OpReply, PeerReply, PeersReply,
-    PhaseReply, PhaseRequest, PolicyReply, PolicyRequest, PolicyWriteReply, ProjectReply,
+    AppointReply, BannerReply, CardReply, CatchupReply, ChecklistToggleRequest, ContractsReply,
+    DeliveredReply, DeliveredRequest, DutyFailureReply, EventsReply, HealthReply, InboxReply,
+    LessonReply, LessonRequest, LessonsReply, OkReply, OpReply, PeerReply, PeersReply, PhaseReply,
+    PhaseRequest, PhasesReply, PolicyReply, PolicyRequest, PolicyWriteReply, ProjectReply,
     ProjectRequest, ProjectWriteReply, RecentReply, RegisterReply, RegisterRequest, SendReply,
     SendRequest, TaskCreateRequest, TaskReply, TaskUpdateRequest, TasksReply,
 };
@@ -69,7 +70,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "Banner: name, version, store, links (a browser asking for text/html gets the dashboard)",
             &[],
             None,
-            None,
+            Some(shape::<BannerReply>),
             get(crate::ui::root::<S>),
         ),
         r(
@@ -114,7 +115,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "Liveness, row counts, retention report (GET or POST)",
             &[],
             None,
-            None,
+            Some(shape::<HealthReply>),
             get(meta::health::<S>).post(meta::health::<S>),
         ),
         r(
@@ -214,7 +215,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             fields![
                 SESSION_Q,
                 f("since", Int, false, "cursor: messages with id > since"),
-                f("peek", Str, false, "1: do not advance deliveredUpTo"),
+                f("peek", Bool, false, "1: do not advance deliveredUpTo"),
             ],
             None,
             Some(shape::<InboxReply>),
@@ -277,7 +278,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "Server-sent events: messages for a session, and events with events=1",
             fields![
                 f("session", Str, false, "default all (broadcasts only)").max(limits::SESSION),
-                f("events", Str, false, "1: also every event as `event: ev`"),
+                f("events", Bool, false, "1: also every event as `event: ev`"),
                 f("status", Str, false, "set the session's status"),
             ],
             None,
@@ -344,7 +345,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                 f("project", Str, false, "ignored: card ids are hub-global").max(limits::PROJECT),
             ],
             None,
-            None,
+            Some(shape::<CardReply>),
             get(board::card::<S>),
         ),
         r(
@@ -458,7 +459,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                 f("phase", Str, false, "only this phase"),
             ],
             None,
-            None,
+            Some(shape::<PhasesReply>),
             get(meta::phase_get::<S>),
         ),
         r(
@@ -476,7 +477,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "A duty seat reports a nudge it could not make (duty session only)",
             &[],
             Some(shape::<duty::FailureRequest>),
-            None,
+            Some(shape::<DutyFailureReply>),
             post(duty::failure::<S>),
         ),
         r(
@@ -485,7 +486,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "Appoint the duty session (empty session clears it)",
             &[],
             Some(shape::<duty::AppointRequest>),
-            None,
+            Some(shape::<AppointReply>),
             post(duty::appoint::<S>),
         ),
         r(
@@ -495,10 +496,10 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             fields![
                 SESSION_Q,
                 f("since", Int, false, "message id to start after"),
-                f("peek", Str, false, "1: do not move the cursor"),
+                f("peek", Bool, false, "1: do not move the cursor"),
             ],
             None,
-            None,
+            Some(shape::<CatchupReply>),
             get(duty::catchup::<S>),
         ),
         r(

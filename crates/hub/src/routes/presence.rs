@@ -104,7 +104,7 @@ async fn upsert<S: Store>(
                     ),
                 )?;
             }
-            Ok(out)
+            Ok((out, peer.project))
         })
         .await
         .inspect_err(|_| {
@@ -112,6 +112,8 @@ async fn upsert<S: Store>(
                 hub.presence.forget_edge(&session);
             }
         })?;
+    let (out, project) = out;
+    hub.presence.set_project(&session, &project, true);
     hub.publish(out);
     Ok(Some(session))
 }

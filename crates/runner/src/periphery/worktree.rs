@@ -233,10 +233,32 @@ fn provision(root: &Path, wt: &Path, fresh: bool) {
         tracing::info!("worktree: {line}");
     }
     if !decl.preflight.is_empty() && fresh {
-        tracing::info!(
-            "worktree: preflight declared ({}) — run it with `trantor up` or by hand",
-            decl.preflight
-        );
+        spawn_preflight(decl.preflight, wt.to_path_buf());
+    }
+}
+
+/// How long a declared preflight may run (docs/runner.md §20).
+pub const PREFLIGHT_CAP: Duration = Duration::from_secs(300);
+
+/// Run a fresh worktree's declared preflight once, off the boot path (a build check can take
+/// minutes and the seat must register meanwhile), and log its report.
+fn spawn_preflight(command: String, wt: PathBuf) {
+    tracing::info!(
+        "worktree: preflight `{command}` started (capped at {}s)",
+        PREFLIGHT_CAP.as_secs()
+    );
+    let spawned = std::thread::Builder::new()
+        .name("preflight".into())
+        .spawn(move || {
+            let pf = run_preflight(&command, &wt, PREFLIGHT_CAP);
+            let verdict = if pf.ok { "passed" } else { "FAILED" };
+            tracing::info!("worktree: preflight `{command}` {verdict}");
+            for line in &pf.tail {
+                tracing::info!("worktree: preflight | {line}");
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("worktree: preflight not started: {e}");
     }
 }
 
@@ -574,7 +596,6 @@ pub fn provisioning_lines(applied: &Applied, all: bool) -> Vec<String> {
 }
 
 /// The result of a preflight run.
-#[cfg(test)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Preflight {
     /// Exit 0 within the cap.
@@ -587,7 +608,6 @@ pub struct Preflight {
 
 /// Run the declared preflight once in the seat worktree under `cap` (the original's cap is
 /// 5 minutes). The tail of the output is the whole report.
-#[cfg(test)]
 pub fn run_preflight(command: &str, seat: &Path, cap: Duration) -> Preflight {
     let mut cmd = Command::new("/bin/sh");
     cmd.arg("-c").arg(command).current_dir(seat);
@@ -887,6 +907,34 @@ pub(crate) mod tests {
         assert!(pf.ok && pf.tail == vec!["ok".to_string()], "{pf:?}");
         let slow = run_preflight("sleep 30", &wt, Duration::from_millis(200));
         assert!(slow.timed_out && !slow.ok);
+    }
+
+    #[test]
+    fn a_fresh_worktree_runs_the_declared_preflight_there() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let repo = tmp.path().join("repo");
+        std::fs::create_dir_all(repo.join(".trantor")).expect("mkdir");
+        init_repo(&repo);
+        let marker = tmp.path().join("preflight-ran");
+        std::fs::write(
+            repo.join(DECLARATION_PATH),
+            serde_json::json!({ "preflight": format!("pwd > '{}'", marker.display()) }).to_string(),
+        )
+        .expect("decl");
+        let t = Duration::from_secs(20);
+        git(&repo, &["add", "."], t).expect("add");
+        git(&repo, &["commit", "-q", "-m", "decl"], t).expect("commit");
+        let wt =
+            ensure_seat_worktree(&repo, &tmp.path().join("bus"), "p", "claude").expect("ensure");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let ran_in = loop {
+            match std::fs::read_to_string(&marker) {
+                Ok(s) if s.ends_with('\n') => break s,
+                _ if std::time::Instant::now() > deadline => panic!("the preflight never ran"),
+                _ => std::thread::sleep(Duration::from_millis(20)),
+            }
+        };
+        assert!(same_path(Path::new(ran_in.trim()), &wt), "ran in {ran_in}");
     }
 
     #[test]

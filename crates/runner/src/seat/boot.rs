@@ -11,10 +11,11 @@ use crate::ledger::{self, Ledger};
 use crate::paths::Paths;
 use crate::pending::{Owner, Pending};
 use crate::release::{self, ReleaseState, ReleaseWatcher};
-use crate::seat::Seat;
+use crate::seat::{CliSession, Delivery, HUB_BACKOFF_START, Health, HubLink, Seat, Workspace};
 use crate::{fsx, gitx, worktree};
 use std::time::Duration;
-use trantor_proto::HubClient;
+use trantor_proto::enroll;
+use trantor_proto::{HubClient, Signer};
 
 /// The stop signals (SIGTERM, SIGINT, SIGHUP), listened to from the moment of installing.
 pub struct Shutdown {
@@ -131,6 +132,42 @@ async fn await_swap_release(hub: &HubClient, cfg: &Config) -> anyhow::Result<Opt
     Ok(Some(v.get("cursor").and_then(|c| c.as_i64()).unwrap_or(0)))
 }
 
+/// The seat's signer: its durable key (created on first use), enrolled on the hub when the hub
+/// answers 401 (docs/runner.md §3). A hub that cannot be reached yet does not stop the seat: the
+/// enrollment is retried in the background until the hub answers.
+async fn enroll_seat_key(cfg: &Config) -> anyhow::Result<Signer> {
+    let key = trantor_proto::keys::load_or_create(&cfg.bus_dir, &cfg.session, "agent")?;
+    match enroll::ensure_enrolled(&cfg.hub_url, &cfg.bus_dir, &key, &cfg.enroll).await {
+        Ok(how) => tracing::debug!("seat key {}: {how:?}", key.pubkey()),
+        Err(enroll::EnrollError::Unreachable(e)) if e.is_unreachable() => {
+            tracing::warn!("enrollment waits for the hub: {e}");
+            let (hub, bus, k, opts) = (
+                cfg.hub_url.clone(),
+                cfg.bus_dir.clone(),
+                key.clone(),
+                cfg.enroll.clone(),
+            );
+            let max = Duration::from_millis(cfg.hub_backoff_max_ms);
+            tokio::spawn(async move {
+                let mut wait = Duration::from_millis(500);
+                loop {
+                    tokio::time::sleep(wait).await;
+                    match enroll::ensure_enrolled(&hub, &bus, &k, &opts).await {
+                        Err(enroll::EnrollError::Unreachable(_)) => wait = (wait * 2).min(max),
+                        Err(e) => {
+                            tracing::error!("{e}");
+                            return;
+                        }
+                        Ok(_) => return,
+                    }
+                }
+            });
+        }
+        Err(e) => return Err(e.into()),
+    }
+    Ok(Signer::Durable(std::sync::Arc::new(key)))
+}
+
 /// Boot the seat.
 pub async fn boot(
     cfg: Config,
@@ -138,8 +175,13 @@ pub async fn boot(
     bus_slot: &std::sync::OnceLock<Bus>,
 ) -> anyhow::Result<Seat> {
     std::fs::create_dir_all(cfg.bus_dir.join("logs"))?;
+    let signer = enroll_seat_key(&cfg).await?;
     let swap_cursor = if rs.is_none() {
-        await_swap_release(&HubClient::new(&cfg.hub_url), &cfg).await?
+        await_swap_release(
+            &HubClient::new(&cfg.hub_url).with_signer(signer.clone()),
+            &cfg,
+        )
+        .await?
     } else {
         None
     };
@@ -196,7 +238,7 @@ pub async fn boot(
         None
     };
 
-    let hub = HubClient::new(&cfg.hub_url);
+    let hub = HubClient::new(&cfg.hub_url).with_signer(signer);
     let bus = Bus::start(hub.clone(), Duration::from_millis(cfg.hub_backoff_max_ms));
     let _ = bus_slot.set(bus.clone());
     let ledger = Ledger::new(&paths.ledger);
@@ -229,60 +271,63 @@ pub async fn boot(
         cfg.hub_url,
         turn_dir.display()
     );
+    let lessons = reads.lessons(&cfg.agent).await;
     let mut seat = Seat {
-        owner: Owner {
-            persona: cfg.persona.clone(),
-            agent: cfg.agent.clone(),
-            project: cfg.project.clone(),
+        hub: HubLink {
+            poller: hub,
+            reads,
+            bus,
+            links: (Vec::new(), None),
+            down: None,
+            failures: 0,
+            backoff: HUB_BACKOFF_START,
+        },
+        work: Workspace {
+            turn_dir,
+            in_worktree,
+            in_git,
+            git_common,
+            tree_cache: None,
+            home,
+            janitor: Some(janitor),
+        },
+        delivery: Delivery {
+            cursor: 0,
+            q: Pending::default(),
+            owner: Owner {
+                persona: cfg.persona.clone(),
+                agent: cfg.agent.clone(),
+                project: cfg.project.clone(),
+            },
+            delivering: Vec::new(),
+            retry_at: 0,
+            fails: 0,
+            no_delivery_retry: false,
+            ask_released: false,
+        },
+        health: Health::default(),
+        cli: CliSession {
+            driver,
+            sid: String::new(),
+            session_card: 0,
+            turn: 0,
+            last_turn_at: trantor_proto::now_ms(),
         },
         runner_id: format!("{}.{}", std::process::id(), trantor_proto::now_ms()),
-        hub_backoff: Duration::from_secs(1),
-        lessons: reads.lessons(&cfg.agent).await,
-        poller: hub,
-        reads,
-        bus,
-        driver,
-        turn_dir,
-        in_worktree,
-        in_git,
-        git_common,
-        tree_cache: None,
-        home,
+        lessons,
         ledger,
         version,
         release,
-        janitor: Some(janitor),
-        links: (Vec::new(), None),
-        cursor: 0,
-        turn: 0,
-        sid: String::new(),
-        session_card: 0,
-        retry_at: 0,
-        delivery_fails: 0,
-        no_delivery_retry: false,
-        ask_released: false,
-        last_turn_at: trantor_proto::now_ms(),
-        q: Pending::default(),
-        delivering: Vec::new(),
-        park: None,
-        park_announced: false,
-        announced: String::new(),
-        consec_fails: 0,
-        cut_chain: Vec::new(),
-        last_cut: false,
-        last_stalled: false,
-        hub_down: None,
-        hub_failures: 0,
         paths,
         cfg,
     };
 
-    seat.cursor = match (&rs, swap_cursor) {
+    seat.delivery.cursor = match (&rs, swap_cursor) {
         (Some(s), _) => s.cursor,
         (None, Some(c)) => c,
         (None, None) => {
             tip(
-                &seat.reads,
+                &seat.hub.reads,
                 Duration::from_millis(seat.cfg.hub_backoff_max_ms),
             )
             .await
@@ -299,7 +344,7 @@ pub async fn boot(
         seat.cfg.agent
     ));
 
-    seat.q = Pending::load(&seat.paths.pending);
+    seat.delivery.q = Pending::load(&seat.paths.pending);
     let shed = seat.refilter_restored();
     if shed > 0 {
         tracing::info!("{shed} restored message(s) no longer qualify — shed");
@@ -310,34 +355,34 @@ pub async fn boot(
         fsx::remove(&seat.paths.park);
     }
     if let Some(s) = &rs {
-        seat.turn = s.turn;
-        seat.sid = s.sid.clone();
-        seat.session_card = s.session_card;
-        seat.retry_at = s.retry_at;
-        seat.delivery_fails = s.delivery_fails;
-        seat.no_delivery_retry = s.no_delivery_retry;
-        seat.ask_released = s.ask_released;
+        seat.cli.turn = s.turn;
+        seat.cli.sid = s.sid.clone();
+        seat.cli.session_card = s.session_card;
+        seat.delivery.retry_at = s.retry_at;
+        seat.delivery.fails = s.delivery_fails;
+        seat.delivery.no_delivery_retry = s.no_delivery_retry;
+        seat.delivery.ask_released = s.ask_released;
         if s.last_turn_at > 0 {
-            seat.last_turn_at = s.last_turn_at;
+            seat.cli.last_turn_at = s.last_turn_at;
         }
     }
-    if !seat.q.seen.is_empty() {
+    if !seat.delivery.q.seen.is_empty() {
         tracing::info!(
             "{} consumed message id(s) restored — the poll keeps standing down on them",
-            seat.q.seen.len()
+            seat.delivery.q.seen.len()
         );
     }
-    if seat.q.ask != 0 {
+    if seat.delivery.q.ask != 0 {
         tracing::info!(
             "holding for the answer to ask #{} (to {})",
-            seat.q.ask,
-            seat.q.ask_to
+            seat.delivery.q.ask,
+            seat.delivery.q.ask_to
         );
     }
-    if !seat.q.wake.is_empty() {
+    if !seat.delivery.q.wake.is_empty() {
         tracing::info!(
             "{} message(s) survived from a previous run — redelivering",
-            seat.q.wake.len()
+            seat.delivery.q.wake.len()
         );
     }
     if rs.is_none() {

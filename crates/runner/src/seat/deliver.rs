@@ -25,7 +25,7 @@ impl Seat {
         if candidate == 0 {
             return (0, None);
         }
-        match self.reads.card(candidate).await {
+        match self.hub.reads.card(candidate).await {
             CardRead::Missing => {
                 tracing::info!(
                     "card #{candidate} is not on the board — the mine view is the first call"
@@ -33,22 +33,11 @@ impl Seat {
                 (0, None)
             }
             CardRead::Found { title, .. } if session::is_message_card_title(&title) => {
-                (self.reads.own_newest_open_card().await, None)
+                (self.hub.reads.own_newest_open_card().await, None)
             }
             r @ CardRead::Found { .. } => (candidate, Some(r)),
             CardRead::Failed => (candidate, None),
         }
-    }
-
-    /// Consume the batch being delivered (a landed turn, a duty no-op, an unresolvable base);
-    /// wakes queued behind it stay for the next turn.
-    fn consume(&mut self) {
-        let ids = std::mem::take(&mut self.delivering);
-        self.q.consume_wakes(&ids);
-        self.q.bcast.clear();
-        self.retry_at = 0;
-        self.delivery_fails = 0;
-        self.no_delivery_retry = false;
     }
 
     /// Deliver the held wakes: one attempt (docs/runner.md §6).
@@ -60,15 +49,15 @@ impl Seat {
             );
         }
         self.release_check().await;
-        self.no_delivery_retry = false;
-        let released = std::mem::take(&mut self.ask_released);
-        let mut wakes = self.q.batch().to_vec();
-        let queued_behind = self.q.wake.len() - wakes.len();
-        self.delivering = wakes.iter().map(|m| m.id).collect();
+        self.delivery.no_delivery_retry = false;
+        let released = std::mem::take(&mut self.delivery.ask_released);
+        let mut wakes = self.delivery.q.batch().to_vec();
+        let queued_behind = self.delivery.q.wake.len() - wakes.len();
+        self.delivery.delivering = wakes.iter().map(|m| m.id).collect();
         if queued_behind > 0 {
             tracing::info!(
                 "{} queued — this turn carries the oldest {}, the rest wait for the next",
-                self.q.wake.len(),
+                self.delivery.q.wake.len(),
                 wakes.len()
             );
         }
@@ -85,7 +74,7 @@ impl Seat {
                     tracing::info!(
                         "every escalation in the batch is nudged elsewhere — consumed without a duplicate model wake"
                     );
-                    self.consume();
+                    self.delivery.consume();
                     self.save_pending(false);
                     return;
                 }
@@ -95,13 +84,13 @@ impl Seat {
         }
         let direct = wakes.iter().any(|m| m.to == self.cfg.session);
         let mut trigger = if direct { "direct message" } else { "@mention" }.to_string();
-        if self.delivery_fails > 0 {
+        if self.delivery.fails > 0 {
             trigger.push_str(" (redelivery)");
         }
         let assigners = receipt::assigners(&wakes, &self.cfg.session);
         let base = session::contract_base(&wakes);
         let main_head = async {
-            match &self.git_common {
+            match &self.work.git_common {
                 Some(c) => match gitx::read_branch(c, "main") {
                     Some(sha) => Some(sha),
                     None => gitx::rev(&self.cfg.dir, "main").await,
@@ -111,7 +100,7 @@ impl Seat {
         };
         let card_fut = async {
             if released {
-                (self.session_card, None)
+                (self.cli.session_card, None)
             } else {
                 self.resolve_wake_card(&wakes).await
             }
@@ -123,7 +112,7 @@ impl Seat {
             session::served_contract_card(&wakes, &self.cfg.session)
         };
         if let Some(b) = &base
-            && self.in_git
+            && self.work.in_git
             && base_card > 0
             && !gitx::has_commit(&self.cfg.dir, b).await
         {
@@ -133,19 +122,19 @@ impl Seat {
         if let Some(t) = wake_at {
             tracing::debug!("wake path: card bound {:?} after the wake", t.elapsed());
         }
-        let fresh = session::is_fresh(released, card, self.session_card);
+        let fresh = session::is_fresh(released, card, self.cli.session_card);
         if let Some(b) = &base
             && fresh
-            && self.in_worktree
+            && self.work.in_worktree
         {
             self.start_at_base(b).await;
         }
-        self.session_card = card;
+        self.cli.session_card = card;
         let mut again = Vec::new();
-        if self.delivery_fails > 0 {
+        if self.delivery.fails > 0 {
             again.push(format!(
                 "(REDELIVERY, attempt {} — the previous attempt did not complete; the message below is still owed.)",
-                self.delivery_fails + 1
+                self.delivery.fails + 1
             ));
         }
         if fresh {
@@ -167,7 +156,7 @@ impl Seat {
         // The goal of the bound card's phase, set by the orchestrator with `POST /phase`.
         if let Some(CardRead::Found { phase, .. }) = &card_read
             && !phase.is_empty()
-            && let Some(goal) = self.reads.phase_goal(phase).await
+            && let Some(goal) = self.hub.reads.phase_goal(phase).await
         {
             again.push(format!(
                 "PHASE GOAL ({phase}): {}",
@@ -182,7 +171,7 @@ impl Seat {
         let text = prompt::compose(Sections {
             rules: self.rules(),
             lessons: prompt::lessons_section(&self.lessons, &format!("{trigger} {topic}")),
-            context: prompt::context_section(&self.q.bcast),
+            context: prompt::context_section(&self.delivery.q.bcast),
             tail: prompt::TAIL.into(),
             again: again.join("\n"),
             base: base
@@ -205,7 +194,7 @@ impl Seat {
                 },
             )
             .await;
-        self.last_turn_at = trantor_proto::now_ms();
+        self.cli.last_turn_at = trantor_proto::now_ms();
         self.outcome(r, &assigners, duty_plan).await;
     }
 
@@ -215,20 +204,20 @@ impl Seat {
             prompt::default_rules(
                 &self.cfg.session,
                 &self.cfg.project,
-                &self.turn_dir.to_string_lossy(),
+                &self.work.turn_dir.to_string_lossy(),
             )
         })
     }
 
     /// A fresh card with a `base:` line starts the seat branch there (worktree seats only).
     async fn start_at_base(&mut self, base: &str) {
-        let wt = self.turn_dir.clone();
+        let wt = self.work.turn_dir.clone();
         let b = base.to_string();
         let got =
             tokio::task::spawn_blocking(move || crate::worktree::start_at_base(&wt, &b)).await;
         match got {
             Ok(crate::worktree::BaseStart::Moved { from }) => {
-                self.tree_cache = None;
+                self.work.tree_cache = None;
                 tracing::info!(
                     "seat branch moved to base {base} (was {})",
                     &from[..from.len().min(12)]
@@ -254,7 +243,7 @@ impl Seat {
             by: Some(self.cfg.session.clone()),
             ..Default::default()
         };
-        if let Err(e) = self.reads.hub.task_update(&req).await {
+        if let Err(e) = self.hub.reads.hub.task_update(&req).await {
             tracing::warn!("could not block card #{card}: {e}");
         }
         let text = format!("🛑 {} blocked card #{card}: {note}", self.cfg.session);
@@ -262,7 +251,7 @@ impl Seat {
             self.broadcast(text);
         } else {
             for a in assigners {
-                self.bus.send_outcome(receipt::to_assigner(
+                self.hub.bus.send_outcome(receipt::to_assigner(
                     &self.cfg.session,
                     &self.cfg.project,
                     a,
@@ -270,7 +259,7 @@ impl Seat {
                 ));
             }
         }
-        self.consume();
+        self.delivery.consume();
         self.save_pending(false);
     }
 
@@ -278,14 +267,14 @@ impl Seat {
         let mut upto = std::collections::BTreeMap::new();
         for e in escalations {
             if !upto.contains_key(&e.recipient) {
-                let v = self.reads.delivered_up_to(&e.recipient).await;
+                let v = self.hub.reads.delivered_up_to(&e.recipient).await;
                 upto.insert(e.recipient.clone(), v);
             }
         }
-        let peers = self.reads.hub.peers().await.ok();
+        let peers = self.hub.reads.hub.peers().await.ok();
         let bus_dir = self.cfg.bus_dir.clone();
         let state = self.cfg.duty_nudge_state.clone();
-        let owner = format!("{}:{}", self.runner_id, self.turn + 1);
+        let owner = format!("{}:{}", self.runner_id, self.cli.turn + 1);
         let esc = escalations.to_vec();
         tokio::task::spawn_blocking(move || {
             nudge::plan_duty_nudges(
@@ -321,9 +310,9 @@ impl Seat {
         {
             let missing = self.audit_duty(&plan, now - (r.secs + 2) * 1000).await;
             if !missing.is_empty() {
-                self.delivery_fails += 1;
-                let wait = pending::backoff_ms(&self.cfg.retry_ladder, self.delivery_fails);
-                self.retry_at = now + wait as i64;
+                self.delivery.fails += 1;
+                let wait = pending::backoff_ms(&self.cfg.retry_ladder, self.delivery.fails);
+                self.delivery.retry_at = now + wait as i64;
                 tracing::warn!(
                     "duty turn skipped nudges for {} — retrying in {}",
                     missing.join(", "),
@@ -340,28 +329,28 @@ impl Seat {
         }
         // (c) Asked: the contract is owed, not failed.
         if let Some((id, to, false)) = &r.ask {
-            self.q.ask = *id;
-            self.q.ask_to = to.clone();
+            self.delivery.q.ask = *id;
+            self.delivery.q.ask_to = to.clone();
             tracing::info!("turn left ask #{id} to {to} — holding the wake for the answer");
-            self.delivery_fails = 0;
-            self.retry_at = 0;
-            self.no_delivery_retry = false;
+            self.delivery.fails = 0;
+            self.delivery.retry_at = 0;
+            self.delivery.no_delivery_retry = false;
             self.save_pending(false);
             self.report_healthy();
             return;
         }
         // (d) No delivery.
         if r.j.no_delivery {
-            self.delivery_fails += 1;
-            self.no_delivery_retry = true;
+            self.delivery.fails += 1;
+            self.delivery.no_delivery_retry = true;
             self.save_pending(false);
-            if self.delivery_fails >= 2 {
+            if self.delivery.fails >= 2 {
                 self.park_seat("no-delivery", 0, None, String::new(), assigners)
                     .await;
                 return;
             }
-            let wait = pending::backoff_ms(&self.cfg.retry_ladder, self.delivery_fails);
-            self.retry_at = now + wait as i64;
+            let wait = pending::backoff_ms(&self.cfg.retry_ladder, self.delivery.fails);
+            self.delivery.retry_at = now + wait as i64;
             let status = if r.j.card_status_at_end.is_empty() {
                 "unknown"
             } else {
@@ -369,7 +358,7 @@ impl Seat {
             };
             for a in assigners {
                 let t = receipt::no_delivery(&self.cfg.session, r.card, status, r.secs, a);
-                self.bus.send_outcome(receipt::to_assigner(
+                self.hub.bus.send_outcome(receipt::to_assigner(
                     &self.cfg.session,
                     &self.cfg.project,
                     a,
@@ -380,15 +369,15 @@ impl Seat {
         }
         // (e) Empty turn.
         if r.j.empty_turn {
-            self.delivery_fails += 1;
+            self.delivery.fails += 1;
             self.save_pending(false);
-            if self.delivery_fails >= 2 {
+            if self.delivery.fails >= 2 {
                 self.park_seat("empty-turn", 0, None, String::new(), assigners)
                     .await;
                 return;
             }
-            let wait = pending::backoff_ms(&self.cfg.retry_ladder, self.delivery_fails);
-            self.retry_at = now + wait as i64;
+            let wait = pending::backoff_ms(&self.cfg.retry_ladder, self.delivery.fails);
+            self.delivery.retry_at = now + wait as i64;
             self.broadcast(receipt::empty(
                 &self.cfg.session,
                 r.secs,
@@ -397,18 +386,18 @@ impl Seat {
             return;
         }
         // (f) Success — and a blocked verdict, which consumes the wake too.
-        self.consume();
-        self.cut_chain.clear();
+        self.delivery.consume();
+        self.health.cut_chain.clear();
         self.unpark("a turn landed");
         self.reconcile_seen().await;
         self.save_pending(false);
         self.report_healthy();
         if r.card > 0
             && matches!(r.j.card_status_at_end.as_str(), "testing" | "done")
-            && let Some(mut j) = self.janitor.take()
+            && let Some(mut j) = self.work.janitor.take()
         {
             let (card, status) = (r.card, r.j.card_status_at_end.clone());
-            self.janitor = tokio::task::spawn_blocking(move || {
+            self.work.janitor = tokio::task::spawn_blocking(move || {
                 j.on_card_status(card, &status);
                 j
             })
@@ -418,7 +407,7 @@ impl Seat {
         }
         for a in assigners {
             let t = receipt::done(&self.cfg.session, r.secs, a);
-            self.bus.send_outcome(receipt::to_assigner(
+            self.hub.bus.send_outcome(receipt::to_assigner(
                 &self.cfg.session,
                 &self.cfg.project,
                 a,
@@ -429,7 +418,7 @@ impl Seat {
 
     async fn audit_duty(&mut self, plan: &nudge::DutyPlan, turn_start: i64) -> Vec<String> {
         // Observed = the seat sent the recipient a message during the turn.
-        let events = self.reads.events_by_me(0).await.unwrap_or_default();
+        let events = self.hub.reads.events_by_me(0).await.unwrap_or_default();
         let mut observed = BTreeSet::new();
         for t in &plan.targets {
             let nudged = events.iter().any(|e| {
@@ -456,6 +445,7 @@ impl Seat {
                 "by": self.cfg.session,
             });
             if let Err(e) = self
+                .hub
                 .reads
                 .hub
                 .post::<_, serde_json::Value>("/duty/failure", &body)
@@ -469,7 +459,7 @@ impl Seat {
 
     async fn on_failure(&mut self, r: &TurnResult, assigners: &[Assigner]) {
         let now = trantor_proto::now_ms();
-        self.delivery_fails += 1;
+        self.delivery.fails += 1;
         let (class, matched) = classify::classify_failure(
             r.real_exit.max(r.ec),
             classify::last_chars(&r.own_out, 4000),
@@ -477,41 +467,47 @@ impl Seat {
             r.j.empty_turn,
             r.cut,
         );
-        let reason = if self.last_stalled {
+        let reason = if self.health.last_stalled {
             "stalled".to_string()
         } else {
             class.as_str().to_string()
         };
         tracing::info!("classified {reason} because {matched}");
         self.save_pending(false);
-        self.report_failure(r.ec, "message", self.q.wake.len(), &reason);
+        self.report_failure(r.ec, "message", self.delivery.q.wake.len(), &reason);
         let decision = park::decide(&park::Facts {
             reason: &reason,
-            delivery_fails: self.delivery_fails,
-            last_stalled: self.last_stalled,
-            last_cut: self.last_cut,
+            delivery_fails: self.delivery.fails,
+            last_stalled: self.health.last_stalled,
+            last_cut: self.health.last_cut,
             window_ms: self.cfg.park_window_ms,
             reset_at: r.reset_at,
             now,
         });
         if decision.is_some() {
-            let evidence = if self.cut_chain.len() >= 2 {
+            let evidence = if self.health.cut_chain.len() >= 2 {
                 format!(
                     "{} cut turns, last: {}",
-                    self.cut_chain.len(),
-                    self.cut_chain.last().cloned().unwrap_or_default()
+                    self.health.cut_chain.len(),
+                    self.health.cut_chain.last().cloned().unwrap_or_default()
                 )
             } else if class == FailureClass::Exhausted || class == FailureClass::Auth {
                 crate::redact::redact(&matched).into_owned()
             } else {
                 r.cut_evidence.clone().unwrap_or_default()
             };
-            self.park_seat(&reason, self.q.wake.len(), r.reset_at, evidence, assigners)
-                .await;
+            self.park_seat(
+                &reason,
+                self.delivery.q.wake.len(),
+                r.reset_at,
+                evidence,
+                assigners,
+            )
+            .await;
             return;
         }
-        let wait = pending::backoff_ms(&self.cfg.retry_ladder, self.delivery_fails);
-        self.retry_at = now + wait as i64;
+        let wait = pending::backoff_ms(&self.cfg.retry_ladder, self.delivery.fails);
+        self.delivery.retry_at = now + wait as i64;
         let retry_in = park::fmt_duration(wait as i64);
         for a in assigners {
             let t = if reason == "stalled" {
@@ -519,7 +515,7 @@ impl Seat {
             } else {
                 receipt::failed(&self.cfg.session, r.ec, &reason, &retry_in, a)
             };
-            self.bus.send_outcome(receipt::to_assigner(
+            self.hub.bus.send_outcome(receipt::to_assigner(
                 &self.cfg.session,
                 &self.cfg.project,
                 a,
@@ -530,10 +526,10 @@ impl Seat {
 
     /// Failure bookkeeping and the announce-once-per-change rule (docs/runner.md §12.2).
     pub fn report_failure(&mut self, ec: i32, trigger: &str, held: usize, reason: &str) {
-        self.consec_fails += 1;
-        let down = self.consec_fails >= 2;
+        let note = self.health.fail(reason);
+        let down = note.down;
         let status = if down {
-            format!("down: {reason} · {} fails", self.consec_fails)
+            format!("down: {reason} · {} fails", note.fails)
         } else {
             format!("errored: {reason}")
         };
@@ -558,7 +554,7 @@ impl Seat {
         let text = if down {
             format!(
                 "🛑 {} DOWN ({trigger}, exit {ec} · {reason} · {} fails){hint}{holding}",
-                self.cfg.session, self.consec_fails
+                self.cfg.session, note.fails
             )
         } else {
             format!(
@@ -566,9 +562,7 @@ impl Seat {
                 self.cfg.session
             )
         };
-        let key = format!("{}:{reason}", if down { "down" } else { "error" });
-        if key != self.announced {
-            self.announced = key;
+        if note.announce {
             self.alert(text);
         } else {
             tracing::info!("still {status} — already announced");
@@ -577,12 +571,9 @@ impl Seat {
 
     /// Recovery after failures (docs/runner.md §12.2): reset, register, say so once.
     pub fn report_healthy(&mut self) {
-        if self.consec_fails == 0 {
+        if !self.health.recover() {
             return;
         }
-        self.consec_fails = 0;
-        self.announced.clear();
-        self.park_announced = false;
         self.register_status(&format!("active in {}", self.cfg.project));
         self.broadcast(format!("✅ {} recovered", self.cfg.session));
     }
@@ -599,9 +590,9 @@ impl Seat {
         let now = trantor_proto::now_ms();
         let decision = park::decide(&park::Facts {
             reason,
-            delivery_fails: self.delivery_fails.max(2),
-            last_stalled: self.last_stalled && reason == "stalled",
-            last_cut: self.last_cut,
+            delivery_fails: self.delivery.fails.max(2),
+            last_stalled: self.health.last_stalled && reason == "stalled",
+            last_cut: self.health.last_cut,
             window_ms: self.cfg.park_window_ms,
             reset_at,
             now,
@@ -611,7 +602,7 @@ impl Seat {
             until: park::NEVER,
             bounded: false,
         });
-        let held = held.max(self.q.wake.len());
+        let held = held.max(self.delivery.q.wake.len());
         let p = Park {
             session: self.cfg.session.clone(),
             persona: self.cfg.persona.clone(),
@@ -625,10 +616,10 @@ impl Seat {
             bounded: decision.bounded,
         };
         park::write(&self.paths.park, &p);
-        self.retry_at = decision.until;
+        self.delivery.retry_at = decision.until;
         let when = (decision.until != park::NEVER).then(|| park::fmt_time(decision.until));
-        if !self.park_announced {
-            self.park_announced = true;
+        if !self.health.park_announced {
+            self.health.park_announced = true;
             let model = if decision.reason == "stalled" {
                 format!(
                     " — {}{}",
@@ -668,7 +659,7 @@ impl Seat {
                     decision.bounded,
                     a,
                 );
-                self.bus.send_outcome(receipt::to_assigner(
+                self.hub.bus.send_outcome(receipt::to_assigner(
                     &self.cfg.session,
                     &self.cfg.project,
                     a,
@@ -678,15 +669,15 @@ impl Seat {
         } else {
             tracing::info!("still parked ({}) — already announced", decision.reason);
         }
-        self.park = Some(p);
+        self.health.park = Some(p);
         // The status says until when, so the dashboard and `trantor peers` can show it.
         let status = match &when {
             Some(t) => format!("parked ({}) · until {t}", decision.reason),
             None => format!("parked ({}) · until an operator acts", decision.reason),
         };
         self.phase(&status, Phase::Parked);
-        if let Some(mut j) = self.janitor.take() {
-            self.janitor = tokio::task::spawn_blocking(move || {
+        if let Some(mut j) = self.work.janitor.take() {
+            self.work.janitor = tokio::task::spawn_blocking(move || {
                 j.on_park();
                 j
             })
@@ -697,9 +688,9 @@ impl Seat {
     }
 
     fn flush_janitor_notices(&mut self) {
-        if let Some(j) = self.janitor.as_mut() {
+        if let Some(j) = self.work.janitor.as_mut() {
             for n in j.take_notices() {
-                self.bus.send(self.status_msg("all", n, "status"));
+                self.hub.bus.send(self.status_msg("all", n, "status"));
             }
         }
     }
@@ -715,18 +706,19 @@ impl Seat {
 
     /// End a park (docs/runner.md §12.4).
     pub fn unpark(&mut self, why: &str) {
-        if self.park.take().is_some() || self.paths.park.exists() {
+        if self.health.park.take().is_some() || self.paths.park.exists() {
             tracing::info!("park over: {why}");
         }
-        self.park_announced = false;
+        self.health.park_announced = false;
         crate::fsx::remove(&self.paths.park);
     }
 
     /// Mark ids the seat read through its own inbox as seen (docs/runner.md §5.4).
     pub async fn reconcile_seen(&mut self) {
-        if let Some(upto) = self.reads.delivered_up_to(&self.cfg.session).await {
-            self.q
-                .reconcile_seen(self.cursor, upto, trantor_proto::now_ms());
+        if let Some(upto) = self.hub.reads.delivered_up_to(&self.cfg.session).await {
+            self.delivery
+                .q
+                .reconcile_seen(self.delivery.cursor, upto, trantor_proto::now_ms());
         }
     }
 }

@@ -52,12 +52,6 @@ impl Ledger {
         }
     }
 
-    /// The file.
-    #[cfg(test)]
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Append one row (errors are swallowed after a debug log).
     pub fn append(&self, row: &Value) {
         let line = match serde_json::to_string(row) {
@@ -134,10 +128,11 @@ mod tests {
     #[test]
     fn rows_append_and_turn_state_merges() {
         let d = tempfile::tempdir().expect("tmp");
-        let l = Ledger::new(&d.path().join("logs/reviewer-p.jsonl"));
+        let file = d.path().join("logs/reviewer-p.jsonl");
+        let l = Ledger::new(&file);
         l.append(&boot_row("reviewer", "claude", "p", "http://h", "0.1.0"));
         l.append(&restart_row("0.2.0"));
-        let text = std::fs::read_to_string(l.path()).expect("ledger");
+        let text = std::fs::read_to_string(&file).expect("ledger");
         let rows: Vec<Value> = text
             .lines()
             .map(|s| serde_json::from_str(s).expect("row"))

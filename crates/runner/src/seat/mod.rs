@@ -12,4 +12,4 @@ pub(crate) mod poll;
 mod state;
 pub(crate) mod turnflow;
 
-pub(crate) use state::{LINKS_TTL, Seat};
+pub(crate) use state::{CliSession, Delivery, HUB_BACKOFF_START, Health, HubLink, Seat, Workspace};

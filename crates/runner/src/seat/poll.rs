@@ -5,11 +5,11 @@
 
 use crate::ledger;
 use crate::prompt::{self, Sections};
-use crate::seat::{LINKS_TTL, Seat};
+use crate::seat::Seat;
 use crate::turnflow::{TurnInput, TurnKind};
 use crate::wake;
 use std::time::{Duration, Instant};
-use trantor_proto::{ClientError, InboxReply};
+use trantor_proto::InboxReply;
 
 /// When (into a held poll after a turn) the seat gives memory back: soon, then again after the
 /// runtime's idle blocking threads (10 s keep-alive) and the client's idle connections (30 s)
@@ -19,8 +19,6 @@ const IDLE_TRIMS: [Duration; 3] = [
     Duration::from_secs(12),
     Duration::from_secs(35),
 ];
-/// The back-off after the first failed hub call.
-const HUB_BACKOFF_START: Duration = Duration::from_secs(1);
 
 impl Seat {
     /// The self-restart check (docs/runner.md §21): exec a newer, untried install in place. Returns only when
@@ -36,7 +34,7 @@ impl Seat {
         // The queue goes to disk unconditionally before the exec (docs/runner.md §5.2), and queued bus
         // messages (a receipt of the last turn) go out first: the new image does not have them.
         self.save_pending(true);
-        self.bus.flush(Duration::from_secs(5)).await;
+        self.hub.bus.flush(Duration::from_secs(5)).await;
         let state = self.release_state();
         if let Some(w) = self.release.as_ref() {
             let e = w.exec(&target, &state);
@@ -45,11 +43,7 @@ impl Seat {
     }
 
     fn pulse_due(&self, now: i64) -> bool {
-        self.cfg.pulse_ms > 0 && now - self.last_turn_at >= self.cfg.pulse_ms as i64
-    }
-
-    fn redelivery_due(&self, now: i64) -> bool {
-        !self.q.wake.is_empty() && self.q.ask == 0 && now >= self.retry_at
+        self.cfg.pulse_ms > 0 && now - self.cli.last_turn_at >= self.cfg.pulse_ms as i64
     }
 
     /// The poll hold: the configured hold, shortened to the next pulse or retry (docs/runner.md §4.1).
@@ -57,10 +51,9 @@ impl Seat {
         let max = self.cfg.poll_hold_s.max(1);
         let mut due: Option<i64> = None;
         if self.cfg.pulse_ms > 0 {
-            due = Some(self.last_turn_at + self.cfg.pulse_ms as i64 - now);
+            due = Some(self.cli.last_turn_at + self.cfg.pulse_ms as i64 - now);
         }
-        if !self.q.wake.is_empty() && self.q.ask == 0 && self.retry_at != crate::park::NEVER {
-            let d = self.retry_at - now;
+        if let Some(d) = self.delivery.retry_in(now) {
             due = Some(due.map_or(d, |x| x.min(d)));
         }
         let secs = match due {
@@ -81,7 +74,7 @@ impl Seat {
         loop {
             self.release_check().await;
             let now = trantor_proto::now_ms();
-            if let Some(p) = &self.park
+            if let Some(p) = &self.health.park
                 && self.cfg.park_max_ms > 0
             {
                 let stay = (p.until.saturating_sub(p.ts)).min(self.cfg.park_max_ms as i64);
@@ -94,21 +87,24 @@ impl Seat {
                 self.pulse().await;
                 continue;
             }
-            if self.redelivery_due(now) {
+            if self.delivery.redelivery_due(now) {
                 self.deliver(None).await;
                 continue;
             }
-            let trim_now = trimmed_at_turn != self.turn;
-            trimmed_at_turn = self.turn;
+            let trim_now = trimmed_at_turn != self.cli.turn;
+            trimmed_at_turn = self.cli.turn;
             let hold = self.hold(now);
-            let wait = if self.cfg.park_max_ms > 0 && self.park.is_some() {
+            let wait = if self.cfg.park_max_ms > 0 && self.health.park.is_some() {
                 hold.min(Duration::from_millis(self.cfg.park_max_ms))
             } else {
                 hold
             };
             let asked_at = Instant::now();
             let answer = {
-                let poll = self.poller.poll(&self.cfg.session, self.cursor, wait);
+                let poll = self
+                    .hub
+                    .poller
+                    .poll(&self.cfg.session, self.delivery.cursor, wait);
                 tokio::pin!(poll);
                 if trim_now {
                     // Trim while the poll is held, once the turn's stragglers (register,
@@ -131,7 +127,7 @@ impl Seat {
             match answer {
                 Ok(reply) => {
                     let arrived = Instant::now();
-                    self.hub_up();
+                    self.hub.up(&self.cfg.hub_url, self.delivery.cursor);
                     let idle_answer = reply.messages.is_empty() && !reply.rewound;
                     self.on_batch(reply, arrived).await;
                     if idle_answer && asked_at.elapsed() < Duration::from_millis(200) {
@@ -141,97 +137,39 @@ impl Seat {
                         tokio::time::sleep(Duration::from_secs(1)).await;
                     }
                 }
-                Err(e) => self.hub_error(e).await,
-            }
-        }
-    }
-
-    fn hub_up(&mut self) {
-        if let Some(since) = self.hub_down.take() {
-            tracing::info!(
-                "hub {} answers again after {:.0}s ({} failed attempt(s)) — resuming from cursor {}",
-                self.cfg.hub_url,
-                since.elapsed().as_secs_f64(),
-                self.hub_failures,
-                self.cursor
-            );
-        }
-        self.hub_failures = 0;
-        self.hub_backoff = HUB_BACKOFF_START;
-    }
-
-    async fn hub_error(&mut self, e: ClientError) {
-        if matches!(e, ClientError::Timeout { .. }) && self.hub_down.is_none() {
-            // A hold that outlived its deadline (a proxy or a suspended laptop): not an outage.
-            tracing::info!("long-poll hold expired ({e}) — polling again");
-            tokio::time::sleep(Duration::from_millis(250)).await;
-            return;
-        }
-        self.hub_failures += 1;
-        if self.hub_down.is_none() {
-            self.hub_down = Some(Instant::now());
-            tracing::warn!(
-                "hub unreachable ({e}) — backing off up to {}s; nothing is lost: the cursor stays at {}",
-                self.cfg.hub_backoff_max_ms / 1000,
-                self.cursor
-            );
-        } else {
-            tracing::debug!("hub still unreachable (attempt {}): {e}", self.hub_failures);
-        }
-        tokio::time::sleep(self.hub_backoff).await;
-        self.hub_backoff =
-            (self.hub_backoff * 2).min(Duration::from_millis(self.cfg.hub_backoff_max_ms));
-    }
-
-    /// Re-read `/policy` links when the batch holds a foreign sender and the cache is older
-    /// than its TTL — or when that sender's project is not linked in the cache, so a
-    /// `trantor policy link` takes effect at the next foreign wake rather than a minute later
-    /// (a refusal is rare; one read per such batch).
-    async fn refresh_links_if_needed(&mut self, batch: &InboxReply) {
-        let own = self.cfg.project.clone();
-        let linked = |p: &str| {
-            self.links.0.iter().any(|l| {
-                l.projects.iter().any(|x| x.eq_ignore_ascii_case(p))
-                    && l.projects.iter().any(|x| x.eq_ignore_ascii_case(&own))
-            })
-        };
-        let foreign: Vec<&str> = batch
-            .messages
-            .iter()
-            .filter(|m| !m.from.starts_with("hub:"))
-            .filter_map(|m| wake::sender_project(&m.from))
-            .filter(|p| !p.eq_ignore_ascii_case(&own))
-            .collect();
-        let unlinked = foreign.iter().any(|p| !linked(p));
-        let fresh = self.links.1.is_some_and(|t| t.elapsed() < LINKS_TTL) && !unlinked;
-        if !foreign.is_empty() && !fresh {
-            match self.reads.links().await {
-                Some(l) => self.links = (l, Some(Instant::now())),
-                // A failed fetch keeps the last value (empty on a cold start: fail closed).
-                None => self.links.1 = Some(Instant::now()),
+                Err(e) => {
+                    let max = Duration::from_millis(self.cfg.hub_backoff_max_ms);
+                    self.hub.failed(e, max, self.delivery.cursor).await;
+                }
             }
         }
     }
 
     /// Handle one poll reply (docs/runner.md §4.2–§4.3).
     pub async fn on_batch(&mut self, reply: InboxReply, arrived: Instant) {
-        if reply.cursor < self.cursor {
-            tracing::warn!("cursor rewound by hub {} -> {}", self.cursor, reply.cursor);
+        if reply.cursor < self.delivery.cursor {
+            tracing::warn!(
+                "cursor rewound by hub {} -> {}",
+                self.delivery.cursor,
+                reply.cursor
+            );
         }
-        self.cursor = reply.cursor;
+        self.delivery.cursor = reply.cursor;
         if reply.messages.is_empty() {
             return;
         }
-        self.refresh_links_if_needed(&reply).await;
+        self.hub
+            .refresh_links_if_needed(&self.cfg.project, &reply)
+            .await;
         let now = trantor_proto::now_ms();
-        let outcomes = self.bus.sent_outcomes();
+        let outcomes = self.hub.bus.sent_outcomes();
         let t = {
-            let q = &self.q;
+            let q = &self.delivery.q;
             wake::triage(
                 reply.messages,
                 &self.wake_seat(),
                 &outcomes,
-                &self.links.0,
+                &self.hub.links.0,
                 &|id| q.is_seen(id),
                 now,
             )
@@ -243,10 +181,10 @@ impl Seat {
                 t.duplicates
             );
         }
-        if !self.q.seen.is_empty() {
-            let n = self.q.seen.len();
-            self.q.prune_seen(self.cursor);
-            dirty |= n != self.q.seen.len();
+        if !self.delivery.q.seen.is_empty() {
+            let n = self.delivery.q.seen.len();
+            self.delivery.q.prune_seen(self.delivery.cursor);
+            dirty |= n != self.delivery.q.seen.len();
         }
         if t.shed > 0 {
             tracing::info!("shed {} expired hub alert(s)", t.shed);
@@ -264,7 +202,7 @@ impl Seat {
                 "status",
             );
             req.project = Some(sp.to_string());
-            self.bus.send(req);
+            self.hub.bus.send(req);
         }
         let mut told = std::collections::HashSet::new();
         for m in &t.demoted {
@@ -282,11 +220,11 @@ impl Seat {
                     "status",
                 );
                 req.project = Some(p);
-                self.bus.send(req);
+                self.hub.bus.send(req);
             }
         }
         if !t.context.is_empty() {
-            self.q.push_context(t.context);
+            self.delivery.q.push_context(t.context);
             dirty = true;
         }
         if t.wakes.is_empty() {
@@ -296,37 +234,36 @@ impl Seat {
             return;
         }
         // Ask release (docs/runner.md §4.3).
-        if self.q.ask != 0 {
+        if self.delivery.q.ask != 0 {
             let released = t.wakes.iter().any(|m| {
-                m.to == self.cfg.session && (m.re == Some(self.q.ask) || m.from == self.q.ask_to)
+                m.to == self.cfg.session
+                    && (m.re == Some(self.delivery.q.ask) || m.from == self.delivery.q.ask_to)
             });
             if released {
                 tracing::info!(
                     "the answer to ask #{} arrived — resuming the held card",
-                    self.q.ask
+                    self.delivery.q.ask
                 );
-                self.q.ask = 0;
-                self.q.ask_to.clear();
-                self.ask_released = true;
+                self.delivery.q.ask = 0;
+                self.delivery.q.ask_to.clear();
+                self.delivery.ask_released = true;
             }
         }
         // A new wake after a no-delivery backoff is delivered now (docs/runner.md §4.3).
-        if self.no_delivery_retry {
+        if self.delivery.no_delivery_retry {
             self.unpark("a new wake after a no-delivery");
-            self.retry_at = 0;
-            self.delivery_fails = 0;
-            self.no_delivery_retry = false;
+            self.delivery.reset_backoff();
         }
         // A direct wake ends a bounded park; an unbounded one holds (docs/runner.md §4.3).
         let direct = t.wakes.iter().any(|m| m.to == self.cfg.session);
-        if let Some(p) = self.park.clone()
+        if let Some(p) = self.health.park.clone()
             && direct
         {
             if p.bounded {
                 self.unpark("a direct message ends a bounded park");
-                self.retry_at = 0;
-                self.delivery_fails = 0;
-                self.cut_chain.clear();
+                self.delivery.retry_at = 0;
+                self.delivery.fails = 0;
+                self.health.cut_chain.clear();
             } else {
                 tracing::info!(
                     "parked ({}) — holding the new message; a reset or an operator ends this park",
@@ -334,30 +271,30 @@ impl Seat {
                 );
             }
         }
-        self.q.push_wakes(t.wakes);
+        self.delivery.q.push_wakes(t.wakes);
         self.save_pending(false);
         tracing::debug!(
             "wake path: queue on disk {:?} after the wake",
             arrived.elapsed()
         );
-        if self.q.ask != 0 {
+        if self.delivery.q.ask != 0 {
             tracing::info!(
                 "holding for the answer to ask #{} — {} message(s) queued behind it",
-                self.q.ask,
-                self.q.wake.len()
+                self.delivery.q.ask,
+                self.delivery.q.wake.len()
             );
             return;
         }
         let now = trantor_proto::now_ms();
-        if now < self.retry_at {
-            let in_s = if self.retry_at == crate::park::NEVER {
+        if now < self.delivery.retry_at {
+            let in_s = if self.delivery.retry_at == crate::park::NEVER {
                 "never (parked)".to_string()
             } else {
-                crate::park::fmt_duration(self.retry_at - now)
+                crate::park::fmt_duration(self.delivery.retry_at - now)
             };
             tracing::info!(
                 "queued — {} undelivered, next attempt in {in_s}",
-                self.q.wake.len()
+                self.delivery.q.wake.len()
             );
             return;
         }
@@ -380,13 +317,13 @@ impl Seat {
             .run_turn(text, false, "pulse", TurnKind::Pulse, TurnInput::default())
             .await;
         if r.ec != 0 {
-            self.report_failure(r.ec, "pulse", self.q.wake.len(), "pulse");
+            self.report_failure(r.ec, "pulse", self.delivery.q.wake.len(), "pulse");
         } else {
             self.reconcile_seen().await;
             self.save_pending(false);
             self.report_healthy();
         }
-        self.last_turn_at = trantor_proto::now_ms();
+        self.cli.last_turn_at = trantor_proto::now_ms();
     }
 
     /// The kickoff turn of a normal boot (docs/runner.md §3): never parks.
@@ -419,12 +356,12 @@ impl Seat {
                 r.j.empty_turn,
                 r.cut,
             );
-            self.report_failure(r.ec, "kickoff", self.q.wake.len(), class.as_str());
+            self.report_failure(r.ec, "kickoff", self.delivery.q.wake.len(), class.as_str());
         } else {
             self.reconcile_seen().await;
             self.save_pending(false);
         }
-        self.last_turn_at = trantor_proto::now_ms();
+        self.cli.last_turn_at = trantor_proto::now_ms();
     }
 
     /// The release boot's notice instead of a kickoff (docs/runner.md §3).

@@ -75,8 +75,8 @@ pub struct TurnInput {
 
 impl Seat {
     fn turn_env(&self, fresh: bool) -> Vec<(String, String)> {
-        let mut env = drivers::env_file_vars(&self.driver, &self.cfg.bus_dir, &self.home);
-        let transcript = drivers::claude_transcript_dir(&self.turn_dir, &self.home);
+        let mut env = drivers::env_file_vars(&self.cli.driver, &self.cfg.bus_dir, &self.work.home);
+        let transcript = drivers::claude_transcript_dir(&self.work.turn_dir, &self.work.home);
         let s = |k: &str, v: &str| (k.to_string(), v.to_string());
         env.extend([
             s("RELAY_URL", &self.cfg.hub_url),
@@ -89,24 +89,24 @@ impl Seat {
             s("TRANTOR_NO_BATON_SPAWN", "1"),
             s("TRANTOR_TRANSCRIPT_DIR", &transcript.to_string_lossy()),
             s("TRANTOR_PROMPT_FILE", &self.paths.prompt.to_string_lossy()),
-            s("TRANTOR_TURN", &self.turn.to_string()),
+            s("TRANTOR_TURN", &self.cli.turn.to_string()),
             s("TRANTOR_TURN_FRESH", if fresh { "1" } else { "0" }),
-            s("TRANTOR_SESSION_ID", &self.sid),
+            s("TRANTOR_SESSION_ID", &self.cli.sid),
         ]);
-        env.extend(self.driver.cli_env(nix::unistd::geteuid().is_root()));
+        env.extend(self.cli.driver.cli_env(nix::unistd::geteuid().is_root()));
         env
     }
 
     async fn chain_start(&self, card: i64, card_read: Option<CardRead>) -> ChainStart {
-        let dir = self.turn_dir.clone();
+        let dir = self.work.turn_dir.clone();
         // The seat's own worktree is as the last turn left it; DIR itself (no worktree) is
         // shared with the operator and is read fresh.
         // `trantor integrate` and `trantor sync` may move the seat branch between turns; the
         // branch ref (read natively, no process) tells whether the cache still holds.
-        let cached = if self.in_worktree {
-            self.tree_cache.clone().filter(|(head, _)| {
+        let cached = if self.work.in_worktree {
+            self.work.tree_cache.clone().filter(|(head, _)| {
                 let branch = crate::worktree::seat_branch(&self.cfg.persona);
-                match &self.git_common {
+                match &self.work.git_common {
                     Some(c) => gitx::read_branch(c, &branch).as_ref() == head.as_ref(),
                     None => false,
                 }
@@ -114,12 +114,12 @@ impl Seat {
         } else {
             None
         };
-        let git = self.in_git && cached.is_none();
+        let git = self.work.in_git && cached.is_none();
         let card_fut = async {
             match card_read {
                 Some(CardRead::Found { snap, .. }) => Some(snap),
                 Some(_) => None,
-                None if card > 0 => match self.reads.card(card).await {
+                None if card > 0 => match self.hub.reads.card(card).await {
                     CardRead::Found { snap, .. } => Some(snap),
                     _ => None,
                 },
@@ -136,7 +136,7 @@ impl Seat {
                 }
             },
             card_fut,
-            self.reads.events_latest(),
+            self.hub.reads.events_latest(),
         );
         let (head, porcelain) = match cached {
             Some(c) => c,
@@ -157,7 +157,7 @@ impl Seat {
         input: &TurnInput,
         card: i64,
     ) -> tokio::task::JoinHandle<()> {
-        let bus = self.bus.clone();
+        let bus = self.hub.bus.clone();
         let session = self.cfg.session.clone();
         let project = self.cfg.project.clone();
         let orch = self.cfg.orchestrator.clone();
@@ -166,7 +166,7 @@ impl Seat {
             to.push(orch.clone());
         }
         let wake_at = input.wake_at;
-        let turn = self.turn;
+        let turn = self.cli.turn;
         tokio::spawn(async move {
             let msg = |to: &str, text: String| trantor_proto::SendRequest {
                 from: session.clone(),
@@ -224,7 +224,7 @@ impl Seat {
         kind: TurnKind,
         input: TurnInput,
     ) -> TurnResult {
-        let card = self.session_card;
+        let card = self.cli.session_card;
         let start = self.chain_start(card, input.card_read.clone()).await;
         if let Some(t) = input.wake_at {
             tracing::debug!(
@@ -264,22 +264,22 @@ impl Seat {
         input: &TurnInput,
         start: &ChainStart,
     ) -> TurnResult {
-        self.turn += 1;
+        self.cli.turn += 1;
         if fresh {
-            self.sid.clear();
+            self.cli.sid.clear();
         }
-        let card = self.session_card;
+        let card = self.cli.session_card;
         let t0 = trantor_proto::now_ms();
         let started = Instant::now();
         ledger::write_turn_state(
             &self.paths.turnstate,
-            json!({"turn": self.turn, "phase": "working", "since": t0, "card": card,
+            json!({"turn": self.cli.turn, "phase": "working", "since": t0, "card": card,
                    "lastBytesAt": t0, "lastTranscriptAt": 0, "pid": std::process::id()}),
         );
         let mut reg = self.register_body(&format!("working · {trigger}"));
         reg.phase = Some(Phase::Working.as_str().into());
         reg.phase_since = Some(t0);
-        self.bus.register(reg);
+        self.hub.bus.register(reg);
         if let Some(t) = input.wake_at {
             tracing::debug!(
                 "wake path: turn state written {:?} after the wake",
@@ -289,18 +289,18 @@ impl Seat {
         if let Err(e) = std::fs::write(&self.paths.prompt, prompt_text) {
             tracing::warn!("prompt file {}: {e}", self.paths.prompt.display());
         }
-        let invocation = self.driver.invocation(&TurnArgs {
+        let invocation = self.cli.driver.invocation(&TurnArgs {
             fresh,
-            sid: &self.sid,
+            sid: &self.cli.sid,
             prompt: prompt_text,
             prompt_file: &self.paths.prompt,
-            dir: &self.turn_dir,
+            dir: &self.work.turn_dir,
             model: &self.cfg.model,
             effort: self.cfg.effort.as_deref(),
         });
         tracing::info!(
             "turn {} ({trigger}{}): {}",
-            self.turn,
+            self.cli.turn,
             if card > 0 {
                 format!(", card #{card}")
             } else {
@@ -310,33 +310,35 @@ impl Seat {
         );
         let spec = TurnSpec {
             invocation,
-            cwd: self.turn_dir.clone(),
+            cwd: self.work.turn_dir.clone(),
             env: self.turn_env(fresh),
             err_file: self.paths.err.clone(),
             max_ms: self.cfg.turn_max_ms as i64,
             ceiling_ms: self.cfg.turn_ceiling_ms as i64,
             watchdog: Some(WatchdogConfig {
-                worktree: self.turn_dir.clone(),
+                worktree: self.work.turn_dir.clone(),
                 output_file: self.paths.err.clone(),
-                session_dirs: self.driver.session_dirs(
-                    &self.turn_dir,
-                    &self.home,
+                session_dirs: self.cli.driver.session_dirs(
+                    &self.work.turn_dir,
+                    &self.work.home,
                     &self.cfg.data_home,
                 ),
                 stall_after: Duration::from_millis(self.cfg.watchdog_ms),
                 owner_pid: std::process::id(),
-                turn_id: self.turn.to_string(),
+                turn_id: self.cli.turn.to_string(),
                 turn_state_file: self.paths.turnstate.clone(),
+                provider_logs: self.cli.driver.provider_logs(&self.cfg.data_home),
             }),
             snapshot: self
+                .work
                 .in_worktree
-                .then(|| (self.turn_dir.clone(), self.cfg.persona.clone())),
+                .then(|| (self.work.turn_dir.clone(), self.cfg.persona.clone())),
             kill_grace: Duration::from_secs(3),
             echo: true,
         };
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let fwd = self.forward_events(rx, input, card);
-        let janitor = self.janitor.take();
+        let janitor = self.work.janitor.take();
         let (run, janitor) = tokio::join!(turn::run_turn(spec, tx), async move {
             // Concurrent with the spawn: `docker ps` costs tens of ms and no CLI starts a
             // container within them.
@@ -351,9 +353,9 @@ impl Seat {
             }
         });
         let _ = fwd.await;
-        self.janitor = janitor;
-        if let Some(mut j) = self.janitor.take() {
-            self.janitor = tokio::task::spawn_blocking(move || {
+        self.work.janitor = janitor;
+        if let Some(mut j) = self.work.janitor.take() {
+            self.work.janitor = tokio::task::spawn_blocking(move || {
                 j.after_turn(Some(card));
                 j
             })
@@ -361,13 +363,14 @@ impl Seat {
             .ok();
         }
         let containers: Vec<String> = self
+            .work
             .janitor
             .as_ref()
             .map(|j| j.last_turn_containers().to_vec())
             .unwrap_or_default();
-        if let Some(j) = self.janitor.as_mut() {
+        if let Some(j) = self.work.janitor.as_mut() {
             for n in j.take_notices() {
-                self.bus.send(self.status_msg("all", n, "status"));
+                self.hub.bus.send(self.status_msg("all", n, "status"));
             }
         }
         for s in &run.snapshots {
@@ -377,32 +380,32 @@ impl Seat {
         }
 
         // Post-turn reads.
-        let dir = self.turn_dir.clone();
+        let dir = self.work.turn_dir.clone();
         let (head, porcelain, events) = tokio::join!(
             async {
-                if self.in_git {
+                if self.work.in_git {
                     gitx::head(&dir).await
                 } else {
                     None
                 }
             },
             async {
-                if self.in_git {
+                if self.work.in_git {
                     gitx::porcelain(&dir).await
                 } else {
                     None
                 }
             },
-            self.reads.events_by_me(start.events_latest),
+            self.hub.reads.events_by_me(start.events_latest),
         );
         let new_commit = start.head.is_some() && head.is_some() && head != start.head;
-        self.tree_cache = self.in_git.then(|| (head.clone(), porcelain.clone()));
+        self.work.tree_cache = self.work.in_git.then(|| (head.clone(), porcelain.clone()));
         let worktree_changed = new_commit || (porcelain.is_some() && porcelain != start.porcelain);
         let bus_activity = events.is_some_and(|e| !e.is_empty());
         let own_out = classify::strip_prompt_echo(&run.output, prompt_text);
         let clean = run.exit == 0 && !run.cut;
         let card_after = if clean && card > 0 && start.card_before.is_some() {
-            match self.reads.card(card).await {
+            match self.hub.reads.card(card).await {
                 CardRead::Found { snap, .. } => Some(snap),
                 _ => None,
             }
@@ -413,7 +416,7 @@ impl Seat {
         let mut asked_verdict = None;
         if clean
             && kind == TurnKind::Wake
-            && let Some((id, to, text, answered)) = self.reads.asks_since(t0).await.pop()
+            && let Some((id, to, text, answered)) = self.hub.reads.asks_since(t0).await.pop()
         {
             asked_verdict = Some(
                 crate::redact::redact(&format!(
@@ -441,7 +444,7 @@ impl Seat {
             t0,
         };
         let mut j = classify::judge(&facts);
-        if matches!(self.driver, crate::drivers::Driver::Command { .. })
+        if matches!(self.cli.driver, crate::drivers::Driver::Command { .. })
             && j.empty_turn
             && !own_out.trim().is_empty()
         {
@@ -455,16 +458,17 @@ impl Seat {
             }
         }
         if let Some(sid) =
-            self.driver
-                .sid_after_turn(&run.stdout, &self.turn_dir, &self.cfg.data_home)
+            self.cli
+                .driver
+                .sid_after_turn(&run.stdout, &self.work.turn_dir, &self.cfg.data_home)
         {
-            self.sid = sid;
+            self.cli.sid = sid;
         }
         let secs = started.elapsed().as_secs() as i64;
         let tokens = classify::tokens(&own_out);
         let mut row = json!({
             "ts": trantor_proto::now_ms(), "persona": self.cfg.persona, "agent": self.cfg.agent,
-            "project": self.cfg.project, "turn": self.turn, "trigger": trigger, "card": card,
+            "project": self.cfg.project, "turn": self.cli.turn, "trigger": trigger, "card": card,
             "model": if self.cfg.model.is_empty() { "cli-default" } else { self.cfg.model.as_str() },
             "duration_ms": started.elapsed().as_millis() as u64, "exit": run.exit,
             "effExit": j.eff_exit, "authFailed": j.eff_exit != run.exit,
@@ -497,7 +501,7 @@ impl Seat {
         self.ledger.append(&row);
         tracing::info!(
             "turn {} ended: exit {} · {} · {}",
-            self.turn,
+            self.cli.turn,
             run.exit,
             j.outcome,
             j.verdict
@@ -519,7 +523,7 @@ impl Seat {
             let minutes = run.box_ms.max(self.cfg.turn_max_ms as i64) / 60_000;
             let ev = format!(
                 "turn {} ({trigger}) exit {}{} — cut at the {minutes}m box{}",
-                self.turn,
+                self.cli.turn,
                 run.exit,
                 run.signal
                     .map(|s| format!(" (signal {s})"))
@@ -535,15 +539,10 @@ impl Seat {
             } else {
                 tracing::info!("{ev}");
             }
-            if !run.stalled {
-                self.cut_chain.push(ev.clone());
-            }
             cut_evidence = Some(ev);
-        } else {
-            self.cut_chain.clear();
         }
-        self.last_cut = run.cut;
-        self.last_stalled = run.cut && run.stalled;
+        self.health
+            .record_turn(cut_evidence.as_deref(), run.stalled);
         if run.exit == 0 && j.eff_exit == 0 && !run.cut {
             self.phase("idle", Phase::Idle);
         }

@@ -32,7 +32,7 @@ static SANDBOX: LazyLock<Option<Regex>> = LazyLock::new(|| {
 });
 static BACKEND: LazyLock<Option<Regex>> = LazyLock::new(|| {
     re(
-        r"(?i)unexpected status (?:404|408|410|5\d\d)|internal server error|bad gateway|service unavailable|gateway timeout|econnrefused|connection refused|socket hang up|network (?:is )?unreachable",
+        r"(?i)unexpected status (?:404|408|410|5\d\d)|internal server error|bad gateway|service unavailable|gateway timeout|econnrefused|connection refused|socket hang up|network (?:is )?unreachable|\b529\b|overloaded|temporarily limiting requests|not your usage limit",
     )
 });
 static PROVIDER_REJECTED: LazyLock<Option<Regex>> = LazyLock::new(|| {
@@ -40,7 +40,7 @@ static PROVIDER_REJECTED: LazyLock<Option<Regex>> = LazyLock::new(|| {
 });
 static EXHAUSTED: LazyLock<Option<Regex>> = LazyLock::new(|| {
     re(
-        r"(?i)quota|payment required|\b402\b|\b429\b|too many requests|rate.?limit|usage limit|exceeded your|reached your [^\n]{0,40}limit|insufficient (?:credits|funds)|out of (?:credits|quota)|requires more credits|can only afford|insufficient balance|credit balance is too low",
+        r"(?i)quota|payment required|\b402\b|\b429\b|too many requests|rate.?limit|usage limit|exceeded your|reached your [^\n]{0,40}limit|hit your [^\n]{0,40}limit|insufficient (?:credits|funds)|out of (?:credits|quota)|requires more credits|can only afford|insufficient balance|credit balance is too low",
     )
 });
 static AUTH: LazyLock<Option<Regex>> = LazyLock::new(|| {
@@ -55,6 +55,10 @@ static TRY_IN: LazyLock<Option<Regex>> = LazyLock::new(|| {
         r"(?i)try again in\s+(?:about\s+)?(\d+(?:\.\d+)?)\s*(seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h|days?|d)\b(?:\s*(?:and\s*)?(\d+)\s*(minutes?|mins?|m)\b)?",
     )
 });
+/// "try again in 1h59m59.5s": a Go-style duration, as OpenAI's rate-limit messages give it.
+static TRY_IN_GO: LazyLock<Option<Regex>> =
+    LazyLock::new(|| re(r"(?i)try again in\s+((?:\d+(?:\.\d+)?(?:ms|h|m|s))+)(?:[^a-z0-9]|$)"));
+static GO_PART: LazyLock<Option<Regex>> = LazyLock::new(|| re(r"(?i)(\d+(?:\.\d+)?)(ms|h|m|s)"));
 static TRY_AT: LazyLock<Option<Regex>> = LazyLock::new(|| {
     re(
         r"(?i)try again (?:at|after)\s+(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2}))?(?:\.\d+)?\s*(Z|UTC|[+-]\d{2}:?\d{2})?",
@@ -65,6 +69,13 @@ static TRY_AT: LazyLock<Option<Regex>> = LazyLock::new(|| {
 static TRY_CLOCK: LazyLock<Option<Regex>> = LazyLock::new(|| {
     re(
         r"(?i)try again at\s+(?:([a-z]{3})[a-z]*\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4}),?\s+)?(\d{1,2}):(\d{2})\s*([ap])\.?m\b",
+    )
+});
+/// "resets 11:16pm (UTC)", "resets Dec 5, 3pm (Europe/Berlin)": Claude Code's subscription
+/// limit ("You've hit your 5-hour limit · resets …"), in the zone it names.
+static RESETS_CLOCK: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    re(
+        r"(?i)\bresets\s+(?:([a-z]{3})[a-z]*\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+)?(\d{1,2})(?::(\d{2}))?\s*([ap])\.?m\b(?:\s*\(([^)]+)\))?",
     )
 });
 static TOKENS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
@@ -78,6 +89,12 @@ static TOKENS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
     .filter_map(|s| re(s))
     .collect()
 });
+
+/// The usage- or rate-limit words in `text` (the `exhausted` class's evidence), if any: what the
+/// watchdog looks for in a CLI's own log of provider errors (docs/runner.md §8.4).
+pub fn usage_limit(text: &str) -> Option<String> {
+    hit(&EXHAUSTED, text)
+}
 
 /// Why a turn failed (docs/runner.md §12.1), in the classifier's order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -335,12 +352,81 @@ fn parse_clock_reset(text: &str, now: i64, offset_s: i64) -> Option<i64> {
     Some((local - offset_s) * 1000)
 }
 
+/// "resets 11:16pm (UTC)" (optionally "resets Dec 5, 3pm (…)"): the next such time after `now`.
+/// A zone of UTC/GMT is taken as such; any other zone name is this machine's, since the CLI
+/// runs here (`offset_s` is its offset from UTC).
+fn parse_resets_clock(text: &str, now: i64, offset_s: i64) -> Option<i64> {
+    const MONTHS: [&str; 12] = [
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ];
+    let c = RESETS_CLOCK.as_ref()?.captures_iter(text).last()?;
+    let num = |i: usize| c.get(i).and_then(|m| m.as_str().parse::<i64>().ok());
+    let h = num(3)?;
+    let mi = num(4).unwrap_or(0);
+    if !(1..=12).contains(&h) || mi > 59 {
+        return None;
+    }
+    let pm = c.get(5)?.as_str().eq_ignore_ascii_case("p");
+    let h24 = (h % 12) + if pm { 12 } else { 0 };
+    let zone = c.get(6).map(|m| m.as_str().trim().to_ascii_uppercase());
+    let offset = match zone.as_deref() {
+        Some("UTC") | Some("GMT") | Some("ETC/UTC") | Some("Z") => 0,
+        _ => offset_s,
+    };
+    let local_now = now / 1000 + offset;
+    let mut local = match (c.get(1), num(2)) {
+        (Some(mon), Some(d)) => {
+            let m = MONTHS
+                .iter()
+                .position(|x| x.eq_ignore_ascii_case(mon.as_str()))? as i64
+                + 1;
+            let (y, _, _) = trantor_proto::date::civil_from_days(local_now.div_euclid(86_400));
+            let mut at =
+                trantor_proto::date::days_from_civil(y, m, d) * 86_400 + h24 * 3600 + mi * 60;
+            if at <= local_now {
+                at = trantor_proto::date::days_from_civil(y + 1, m, d) * 86_400
+                    + h24 * 3600
+                    + mi * 60;
+            }
+            at
+        }
+        _ => local_now.div_euclid(86_400) * 86_400 + h24 * 3600 + mi * 60,
+    };
+    if local <= local_now && c.get(1).is_none() {
+        local += 86_400;
+    }
+    Some((local - offset) * 1000)
+}
+
 /// The reset time a CLI's output names, in ms: "try again in 2 hours", "try again in 45m",
 /// "try again at 2026-01-02T03:04:05Z" (docs/runner.md §12.3), "try again at 7:57 PM" (local
 /// time, as Codex prints the provider's reset). None when nothing parses.
 pub fn parse_reset(text: &str, now: i64) -> Option<i64> {
     if let Some(at) = parse_clock_reset(text, now, local_offset_s(now)) {
         return Some(at);
+    }
+    if let Some(at) = parse_resets_clock(text, now, local_offset_s(now)) {
+        return Some(at);
+    }
+    if let Some(c) = TRY_IN_GO
+        .as_ref()
+        .and_then(|r| r.captures_iter(text).last())
+        && let (Some(d), Some(part)) = (c.get(1), GO_PART.as_ref())
+    {
+        let ms: f64 = part
+            .captures_iter(d.as_str())
+            .filter_map(|p| {
+                let n: f64 = p.get(1)?.as_str().parse().ok()?;
+                let unit = match p.get(2)?.as_str().to_lowercase().as_str() {
+                    "ms" => 1.0,
+                    "s" => 1_000.0,
+                    "m" => 60_000.0,
+                    _ => 3_600_000.0,
+                };
+                Some(n * unit)
+            })
+            .sum();
+        return Some(now + ms as i64);
     }
     if let Some(c) = TRY_IN.as_ref().and_then(|r| r.captures_iter(text).last()) {
         let n: f64 = c.get(1)?.as_str().parse().ok()?;
@@ -661,6 +747,16 @@ mod tests {
             FailureClass::Crashed
         );
         assert!(FailureClass::Exhausted.parks() && !FailureClass::Crashed.parks());
+        // Claude Code's words for Anthropic's 529 `overloaded_error`: the backend, retried later,
+        // never a usage limit or a credential problem, and no reset time.
+        let overloaded = "API Error: 529 Overloaded. This is a server-side issue, usually \
+                          temporary — try again in a moment.";
+        assert_eq!(
+            classify_failure(1, overloaded, false, false, false).0,
+            FailureClass::BackendError
+        );
+        assert_eq!(parse_reset(overloaded, 0), None);
+        assert!(!FailureClass::BackendError.parks());
     }
 
     #[test]
@@ -688,6 +784,67 @@ mod tests {
             Some(1_772_323_200_000)
         );
         assert_eq!(parse_reset("no hint here", now), None);
+        // OpenAI's rate-limit wording: a Go-style duration.
+        assert_eq!(
+            parse_reset("Please try again in 1h59m59.5s. Visit https://x", now),
+            Some(now + 7_199_500)
+        );
+        assert_eq!(parse_reset("try again in 6ms.", now), Some(now + 6));
+        assert_eq!(parse_reset("try again in 1m30s", now), Some(now + 90_000));
+        assert_eq!(
+            parse_reset("try again in 5 minutes", now),
+            Some(now + 300_000)
+        );
+        assert!(usage_limit("AI_APICallError: The usage limit has been reached").is_some());
+        assert!(usage_limit("AI_APICallError: Overloaded").is_none());
+    }
+
+    #[test]
+    fn claude_subscription_limits_are_exhausted_until_the_named_reset() {
+        // 2026-11-30 21:16:21 UTC.
+        let now = 1_796_073_381_000;
+        let claude = "You've hit your 5-hour limit · resets 11:16pm (UTC)";
+        assert_eq!(
+            classify_failure(1, claude, false, false, false).0,
+            FailureClass::Exhausted
+        );
+        let day = trantor_proto::date::days_from_civil(2026, 11, 30) * 86_400_000;
+        let at = day + (23 * 3600 + 16 * 60) * 1000;
+        assert_eq!(
+            parse_resets_clock(claude, now, 3600),
+            Some(at),
+            "UTC is UTC"
+        );
+        // Another zone is this machine's: at UTC+1, 11:16pm is 22:16 UTC.
+        let berlin = "You've hit your 5-hour limit · resets 11:16pm (Europe/Berlin)";
+        assert_eq!(parse_resets_clock(berlin, now, 3600), Some(at - 3_600_000));
+        // Past today: tomorrow. With a date: that date, this year or the next.
+        assert_eq!(
+            parse_resets_clock("resets 9am (UTC)", now, 0),
+            Some(day + 86_400_000 + 9 * 3_600_000)
+        );
+        assert_eq!(
+            parse_resets_clock(
+                "You've hit your weekly limit · resets Dec 5, 3pm (UTC)",
+                now,
+                0
+            ),
+            Some(trantor_proto::date::days_from_civil(2026, 12, 5) * 86_400_000 + 15 * 3_600_000)
+        );
+        assert_eq!(
+            parse_resets_clock("resets Jan 2, 12am (UTC)", now, 0),
+            Some(trantor_proto::date::days_from_civil(2027, 1, 2) * 86_400_000)
+        );
+        assert_eq!(parse_resets_clock("resets soon", now, 0), None);
+        // A throttle that is not the account's limit (no limit claim in the headers) is the
+        // backend's, retried on the ladder, never parked as exhausted.
+        let throttle = "API Error: Server is temporarily limiting requests (not your usage \
+                        limit) · This request would exceed your account's rate limit. Please \
+                        try again later.";
+        assert_eq!(
+            classify_failure(1, throttle, false, false, false).0,
+            FailureClass::BackendError
+        );
     }
 
     #[test]

@@ -377,10 +377,27 @@ impl Driver {
             Driver::Dsh => vec![home.join(".dsh").join("sessions")],
             Driver::Gemini => vec![home.join(".gemini").join("tmp")],
             Driver::Codex => vec![home.join(".codex").join("sessions")],
-            // OpenCode 1.18 keeps sessions in opencode.db (+ its WAL) beside log/ and snapshot/;
-            // older releases wrote JSON files under storage/. The data directory covers both.
-            Driver::Opencode { .. } => vec![data_home.join("opencode")],
+            // OpenCode 1.18 keeps sessions in opencode.db and its WAL; older releases wrote JSON
+            // files under storage/. Not the whole data directory: its log/ takes a line on every
+            // retry of a failing provider, which is not work (docs/runner.md §8.1).
+            Driver::Opencode { .. } => {
+                let d = data_home.join("opencode");
+                vec![
+                    d.join("opencode.db"),
+                    d.join("opencode.db-wal"),
+                    d.join("storage"),
+                ]
+            }
             Driver::Command { .. } => vec![],
+        }
+    }
+
+    /// Directories of the CLI's own logs where it records provider errors it retries by itself
+    /// (docs/runner.md §8.4): OpenCode's `log/` beside its database.
+    pub fn provider_logs(&self, data_home: &Path) -> Vec<PathBuf> {
+        match self {
+            Driver::Opencode { .. } => vec![data_home.join("opencode").join("log")],
+            _ => Vec::new(),
         }
     }
 
@@ -707,6 +724,22 @@ mod tests {
             Driver::for_name("codex", None, None)
                 .cli_env(true)
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn opencode_liveness_is_its_database_not_its_log() {
+        let dirs = Driver::for_name("opencode", None, None).session_dirs(
+            Path::new("/w"),
+            Path::new("/h"),
+            Path::new("/d"),
+        );
+        assert!(dirs.contains(&PathBuf::from("/d/opencode/opencode.db-wal")));
+        assert!(!dirs.iter().any(|d| d.starts_with("/d/opencode/log")));
+        assert!(!dirs.contains(&PathBuf::from("/d/opencode")));
+        assert_eq!(
+            Driver::for_name("opencode", None, None).provider_logs(Path::new("/d")),
+            vec![PathBuf::from("/d/opencode/log")]
         );
     }
 

@@ -220,7 +220,11 @@ fn exit_of(st: std::process::ExitStatus) -> (i32, Option<i32>) {
 
 enum Stop {
     Exited(std::process::ExitStatus),
-    Cut { stall: bool },
+    Cut {
+        stall: bool,
+    },
+    /// The CLI's own log reported a provider limit it would retry for hours (docs/runner.md §8.4).
+    Provider(String),
     Backstop,
 }
 
@@ -321,6 +325,9 @@ pub async fn run_turn(spec: TurnSpec, events: UnboundedSender<TurnEvent>) -> Tur
             _ = tick.tick(), if ticking => {
                 let now = trantor_proto::now_ms();
                 if let Some(w) = &wd {
+                    if let Some(evidence) = w.take_provider_stop() {
+                        break Stop::Provider(evidence);
+                    }
                     if let Some(report) = w.take_stall_report() {
                         let _ = events.send(TurnEvent::Stalled { report });
                     }
@@ -393,6 +400,22 @@ pub async fn run_turn(spec: TurnSpec, events: UnboundedSender<TurnEvent>) -> Tur
                     signal_group(pid, Signal::SIGKILL);
                     run.snapshots
                         .extend(snapshot(&spec, SnapshotWhy::Backstop).await);
+                    child.wait().await.ok()
+                }
+            }
+        }
+        Stop::Provider(evidence) => {
+            tracing::warn!("ending the turn: {evidence}");
+            // Into the turn's output, where the classifier reads it (a usage limit → exhausted,
+            // with the reset when the provider's message names one).
+            if let Ok(mut s) = sink.lock() {
+                s.write(&format!("\n[trantor] {evidence}\n"), false);
+            }
+            signal_group(pid, Signal::SIGTERM);
+            match tokio::time::timeout(spec.kill_grace, child.wait()).await {
+                Ok(st) => st.ok(),
+                Err(_) => {
+                    signal_group(pid, Signal::SIGKILL);
                     child.wait().await.ok()
                 }
             }

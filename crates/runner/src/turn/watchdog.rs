@@ -40,6 +40,9 @@ pub struct WatchdogConfig {
     pub turn_id: String,
     /// The turn-state file; the watchdog refreshes `lastBytesAt` / `lastTranscriptAt` in it.
     pub turn_state_file: PathBuf,
+    /// Directories of the CLI's own log files where it records provider errors it retries on
+    /// its own (OpenCode); a usage limit there ends the turn (docs/runner.md §8.4).
+    pub provider_logs: Vec<PathBuf>,
 }
 
 /// One sample of every channel.
@@ -146,6 +149,7 @@ struct Shared {
     last_activity: AtomicI64,
     stalled: AtomicBool,
     report: Mutex<Option<String>>,
+    provider_stop: Mutex<Option<String>>,
     fresh: Mutex<Vec<&'static str>>,
     stop: Mutex<bool>,
     wake: Condvar,
@@ -174,6 +178,7 @@ impl Watchdog {
             last_activity: AtomicI64::new(armed_at),
             stalled: AtomicBool::new(false),
             report: Mutex::new(None),
+            provider_stop: Mutex::new(None),
             fresh: Mutex::new(Vec::new()),
             stop: Mutex::new(false),
             wake: Condvar::new(),
@@ -184,6 +189,8 @@ impl Watchdog {
         // spawn, and whatever is written after `armed_at` still counts because the baseline
         // mtimes are clamped up to it.
         let output_len = output_len(&cfg.output_file);
+        // The log offsets too: the CLI's first log lines (which name its directory) come after.
+        let logs = ProviderLogs::arm(&cfg.provider_logs, &cfg.worktree);
         let handle = std::thread::Builder::new()
             .name(format!("watchdog-{}", cfg.turn_id))
             .spawn(move || {
@@ -192,7 +199,7 @@ impl Watchdog {
                     ..sample(&cfg)
                 };
                 let live = Liveness::arm(armed_at, window, base);
-                run(cfg, live, thread_shared)
+                run(cfg, live, logs, thread_shared)
             })
             .map_err(|e| tracing::warn!("watchdog thread could not start: {e}"))
             .ok();
@@ -231,6 +238,16 @@ impl Watchdog {
         self.shared.report.lock().ok().and_then(|mut r| r.take())
     }
 
+    /// The provider error the CLI's own log reported for this turn (a usage limit the CLI would
+    /// keep retrying), handed out once: the runner ends the turn and classifies this text.
+    pub fn take_provider_stop(&self) -> Option<String> {
+        self.shared
+            .provider_stop
+            .lock()
+            .ok()
+            .and_then(|mut r| r.take())
+    }
+
     /// Stop the thread and wait for it (at most one poll's worth of work).
     pub fn stop(mut self) {
         self.halt();
@@ -253,7 +270,7 @@ impl Drop for Watchdog {
     }
 }
 
-fn run(cfg: WatchdogConfig, mut live: Liveness, shared: Arc<Shared>) {
+fn run(cfg: WatchdogConfig, mut live: Liveness, mut logs: ProviderLogs, shared: Arc<Shared>) {
     let interval = poll_interval(cfg.stall_after);
     let mut last_written: (i64, i64) = (0, 0);
     loop {
@@ -280,6 +297,14 @@ fn run(cfg: WatchdogConfig, mut live: Liveness, shared: Arc<Shared>) {
             .store(live.last_activity(), Ordering::SeqCst);
         if let Ok(mut f) = shared.fresh.lock() {
             *f = live.fresh_channels(now);
+        }
+        if let Some(evidence) = logs.scan() {
+            tracing::warn!("turn {}: the CLI's log reports {evidence}", cfg.turn_id);
+            if let Ok(mut p) = shared.provider_stop.lock() {
+                *p = Some(evidence);
+            }
+            // Reported once; the runner ends the turn.
+            return;
         }
         let stamps = (live.last_output_at, live.last_session_at);
         if stamps != last_written {
@@ -377,7 +402,8 @@ fn sample(cfg: &WatchdogConfig) -> Sample {
     }
 }
 
-/// The newest mtime (ms) of anything under `root` — directories included, since creating or
+/// The newest mtime (ms) of `root` — a file, or anything under a directory, directories
+/// included, since creating or
 /// deleting a file touches its directory — skipping `.git` and `node_modules`, looking at no
 /// more than 20 000 entries and `max_depth` levels.
 pub fn newest_mtime(root: &Path, max_depth: usize) -> i64 {
@@ -427,6 +453,187 @@ fn system_ms(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or(0)
+}
+
+/// Read at most this much new log per file and poll; a flood beyond it is skipped, not parsed.
+const LOG_READ_CAP: u64 = 4 * 1024 * 1024;
+
+/// The CLI's own log files, read on from where they stood at arming (docs/runner.md §8.4).
+///
+/// OpenCode retries a provider's 429 by itself, waiting as long as the provider's `retry-after`
+/// says (hours, for a usage limit) and printing nothing to `opencode run`'s output; the only
+/// trace is a `level=ERROR … message="stream error" … error.error="…"` line in its log. The log
+/// is shared by every OpenCode process of the user, so a line counts only when its `run=` id
+/// is a process that opened this turn's directory; the title agent's errors (`small=true`) do
+/// not count.
+struct ProviderLogs {
+    dirs: Vec<PathBuf>,
+    offsets: std::collections::HashMap<PathBuf, u64>,
+    partial: std::collections::HashMap<PathBuf, String>,
+    turn_dirs: Vec<String>,
+    ours: std::collections::HashSet<String>,
+}
+
+impl ProviderLogs {
+    fn arm(dirs: &[PathBuf], turn_dir: &Path) -> ProviderLogs {
+        let mut offsets = std::collections::HashMap::new();
+        for d in dirs {
+            for f in log_files(d) {
+                offsets.insert(f.clone(), output_len(&f));
+            }
+        }
+        let mut turn_dirs = vec![turn_dir.to_string_lossy().to_string()];
+        if let Ok(real) = std::fs::canonicalize(turn_dir) {
+            turn_dirs.push(real.to_string_lossy().to_string());
+        }
+        ProviderLogs {
+            dirs: dirs.to_vec(),
+            offsets,
+            partial: Default::default(),
+            turn_dirs,
+            ours: Default::default(),
+        }
+    }
+
+    /// New complete lines since the last scan; the first usage-limit error of this turn's CLI.
+    fn scan(&mut self) -> Option<String> {
+        let mut found = None;
+        for d in self.dirs.clone() {
+            for f in log_files(&d) {
+                for line in self.new_lines(&f) {
+                    if found.is_none() {
+                        found = self.judge_line(&line);
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    fn new_lines(&mut self, f: &Path) -> Vec<String> {
+        use std::io::{Read, Seek, SeekFrom};
+        let len = output_len(f);
+        let mut from = self.offsets.get(f).copied().unwrap_or(0);
+        if len < from {
+            // Truncated or replaced: start over.
+            from = 0;
+            self.partial.remove(f);
+        }
+        if len == from {
+            return Vec::new();
+        }
+        if len - from > LOG_READ_CAP {
+            from = len - LOG_READ_CAP;
+            self.partial.remove(f);
+        }
+        let mut buf = Vec::new();
+        let read = std::fs::File::open(f).and_then(|mut h| {
+            h.seek(SeekFrom::Start(from))?;
+            h.take(len - from).read_to_end(&mut buf)
+        });
+        if read.is_err() {
+            return Vec::new();
+        }
+        self.offsets
+            .insert(f.to_path_buf(), from + buf.len() as u64);
+        let mut text = self.partial.remove(f).unwrap_or_default();
+        text.push_str(&String::from_utf8_lossy(&buf));
+        let mut lines: Vec<String> = text.split('\n').map(str::to_string).collect();
+        let rest = lines.pop().unwrap_or_default();
+        if !rest.is_empty() {
+            self.partial.insert(f.to_path_buf(), rest);
+        }
+        lines
+    }
+
+    fn judge_line(&mut self, line: &str) -> Option<String> {
+        let kv = logfmt(line);
+        let get = |k: &str| kv.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+        let run = get("run")?.to_string();
+        if let Some(dir) = get("directory")
+            && self.turn_dirs.iter().any(|d| d == dir)
+        {
+            self.ours.insert(run.clone());
+        }
+        if get("level") != Some("ERROR")
+            || get("message") != Some("stream error")
+            || get("small") == Some("true")
+            || !self.ours.contains(&run)
+        {
+            return None;
+        }
+        let err = get("error.error")?;
+        crate::classify::usage_limit(err)?;
+        Some(format!(
+            "provider error (the CLI's log, retried by the CLI): {err}"
+        ))
+    }
+}
+
+fn log_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    out.sort();
+    out
+}
+
+/// `key=value key="quoted \"value\""` pairs of one logfmt line.
+fn logfmt(line: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut chars = line.chars().peekable();
+    loop {
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+            chars.next();
+        }
+        let mut key = String::new();
+        while let Some(&c) = chars.peek() {
+            if c == '=' || c.is_whitespace() {
+                break;
+            }
+            key.push(c);
+            chars.next();
+        }
+        if key.is_empty() && chars.peek().is_none() {
+            return out;
+        }
+        if chars.peek() != Some(&'=') {
+            if chars.peek().is_none() {
+                return out;
+            }
+            continue;
+        }
+        chars.next();
+        let mut value = String::new();
+        if chars.peek() == Some(&'"') {
+            chars.next();
+            while let Some(c) = chars.next() {
+                match c {
+                    '\\' => {
+                        if let Some(n) = chars.next() {
+                            value.push(n);
+                        }
+                    }
+                    '"' => break,
+                    c => value.push(c),
+                }
+            }
+        } else {
+            while let Some(&c) = chars.peek() {
+                if c.is_whitespace() {
+                    break;
+                }
+                value.push(c);
+                chars.next();
+            }
+        }
+        out.push((key, value));
+    }
 }
 
 /// The time box of a turn with its liveness extensions (docs/runner.md §7.2, §8.1).
@@ -654,6 +861,7 @@ mod tests {
             owner_pid: std::process::id(),
             turn_id: "7".into(),
             turn_state_file: tmp.join("turnstate.json"),
+            provider_logs: vec![tmp.join("log")],
         }
     }
 
@@ -763,5 +971,71 @@ mod tests {
         assert!(m <= system_ms(old) + 1000, "a .git write is not activity");
         std::fs::write(root.join("src/deep/b.rs"), "y").expect("write");
         assert!(newest_mtime(root, 64) > system_ms(old) + 1000);
+        // A single file (OpenCode's database) is its own mtime.
+        assert!(newest_mtime(&root.join("src/deep/b.rs"), 4) > system_ms(old) + 1000);
+        assert_eq!(newest_mtime(&root.join("missing"), 4), 0);
+    }
+
+    #[test]
+    fn logfmt_reads_quoted_values() {
+        let kv = logfmt(
+            r#"timestamp=2026-11-30T20:24:37.700Z level=ERROR run=4497 message="stream error" error.error="AI_APICallError: say \"hi\" later""#,
+        );
+        let get = |k: &str| kv.iter().find(|(a, _)| a == k).map(|(_, v)| v.clone());
+        assert_eq!(get("level").as_deref(), Some("ERROR"));
+        assert_eq!(get("message").as_deref(), Some("stream error"));
+        assert_eq!(
+            get("error.error").as_deref(),
+            Some(r#"AI_APICallError: say "hi" later"#)
+        );
+        assert!(logfmt("").is_empty());
+        assert_eq!(logfmt("lonely words here").len(), 0);
+    }
+
+    #[test]
+    fn a_usage_limit_in_this_turns_cli_log_is_reported_once() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let log = tmp.path().join("log");
+        std::fs::create_dir_all(&log).expect("mkdir");
+        let file = log.join("opencode.log");
+        let wt = tmp.path().join("wt");
+        std::fs::create_dir_all(&wt).expect("mkdir");
+        // Before arming: an old limit of this directory does not count.
+        let dir = wt.display().to_string();
+        std::fs::write(
+            &file,
+            format!(
+                "level=INFO run=old message=\"creating instance\" directory={dir}\n\
+                 level=ERROR run=old message=\"stream error\" small=false error.error=\"AI_APICallError: The usage limit has been reached\"\n"
+            ),
+        )
+        .expect("log");
+        let mut logs = ProviderLogs::arm(std::slice::from_ref(&log), &wt);
+        assert_eq!(logs.scan(), None);
+        let append = |text: &str| {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&file)
+                .expect("open");
+            f.write_all(text.as_bytes()).expect("append");
+        };
+        // Another seat's process, the title agent, a transient error, half a line: nothing.
+        append(&format!(
+            "level=INFO run=other message=\"creating instance\" directory=/elsewhere\n\
+             level=ERROR run=other message=\"stream error\" small=false error.error=\"AI_APICallError: Rate limit reached\"\n\
+             level=INFO run=mine message=\"creating instance\" directory={dir}\n\
+             level=ERROR run=mine message=\"stream error\" small=true error.error=\"AI_RetryError: The usage limit has been reached\"\n\
+             level=ERROR run=mine message=\"stream error\" small=false error.error=\"AI_APICallError: Overloaded\"\n\
+             level=ERROR run=mine message=\"stream error\" small=false error.error=\"AI_APICallError: Rate limit"
+        ));
+        assert_eq!(logs.scan(), None);
+        append(" reached. Please try again in 1h59m59.5s.\"\n");
+        let got = logs.scan().expect("the limit");
+        assert!(
+            got.contains("Rate limit reached. Please try again in 1h59m59.5s."),
+            "{got}"
+        );
+        assert_eq!(logs.scan(), None, "read once");
     }
 }

@@ -9,7 +9,7 @@ use rusqlite::{Connection, OptionalExtension};
 use crate::StoreError;
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Version 1: every table the `Store` trait needs, with one index per query shape.
 ///
@@ -24,7 +24,7 @@ pub const SCHEMA_VERSION: i64 = 1;
 ///   slower (measured: 22 µs vs 7 µs). Deletes are rare (retention); the same trigger removes
 ///   the card references, which keeps pruning a single `DELETE`. The small tables (peers,
 ///   cards, lessons) are counted.
-const V1: &str = r#"
+pub(crate) const V1: &str = r#"
 CREATE TABLE messages (
     id      INTEGER PRIMARY KEY AUTOINCREMENT,
     ts      INTEGER NOT NULL,
@@ -129,8 +129,20 @@ CREATE TRIGGER events_ad AFTER DELETE ON events BEGIN
 END;
 "#;
 
+/// Version 2: a `message` event can be stored as a reference to its message instead of a second
+/// copy of the text (the write path's largest cost after the message row itself).
+///
+/// `msg_id` names the message; `text_chars` is how many characters of its text the event's
+/// `text` field holds (the hub cuts long texts). Such a row keeps `"text": null` in `data` and
+/// the text is read back as `substr(messages.text, 1, text_chars)`. Rows written before (both
+/// columns NULL) keep their copy and are read as before.
+const V2: &str = r#"
+ALTER TABLE events ADD COLUMN msg_id INTEGER;
+ALTER TABLE events ADD COLUMN text_chars INTEGER;
+"#;
+
 /// Migrations in order: entry `i` brings a database from version `i` to `i + 1`.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2];
 
 /// Bring the database behind `conn` to [`SCHEMA_VERSION`], or explain why it cannot be.
 pub(crate) fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {

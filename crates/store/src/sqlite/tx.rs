@@ -134,12 +134,33 @@ fn decode_card((id, data): (i64, String)) -> Result<Card, StoreError> {
     Ok(card)
 }
 
-/// Raw event columns: id, ts, type, project, by, data.
-type EventRow = (i64, i64, String, String, String, String);
+/// Raw event columns: id, ts, type, project, by, data, and for a `message` event stored by
+/// reference, how many characters of its message's text it carries and that text.
+type EventRow = (
+    i64,
+    i64,
+    String,
+    String,
+    String,
+    String,
+    Option<i64>,
+    Option<String>,
+);
 
-fn decode_event((id, ts, kind, project, by, data): EventRow) -> Result<Event, StoreError> {
-    let data: Map<String, Value> =
+/// The event columns [`decode_event`] reads: the message text of an event stored by reference
+/// comes from the messages table (a rowid lookup), cut to the characters the event holds.
+const EVENT_COLS: &str = "id, ts, type, project, by_s, data, text_chars,
+    (SELECT substr(m.text, 1, events.text_chars) FROM messages m WHERE m.id = events.msg_id)";
+
+fn decode_event(
+    (id, ts, kind, project, by, data, text_chars, text): EventRow,
+) -> Result<Event, StoreError> {
+    let mut data: Map<String, Value> =
         serde_json::from_str(&data).map_err(|e| corrupt("events", format!("#{id}"), e))?;
+    if text_chars.is_some() {
+        // A message pruned under its event (retention removes events first) reads as "".
+        data.insert("text".into(), Value::String(text.unwrap_or_default()));
+    }
     Ok(Event {
         id,
         ts,
@@ -162,6 +183,30 @@ fn lesson_row(r: &Row<'_>) -> rusqlite::Result<Lesson> {
 }
 
 impl SqlTx<'_> {
+    /// For a `message` event (`data.msgId` names a stored message and `data.text` is a prefix
+    /// of that message's text): the message id and the prefix length in characters, so the
+    /// event can be stored without a second copy of the text. `None` stores the event as is.
+    fn message_text_ref(&self, event: &NewEvent) -> Result<Option<(i64, i64)>, StoreError> {
+        if event.kind != "message" {
+            return Ok(None);
+        }
+        let (Some(msg), Some(text)) = (
+            event.data.get("msgId").and_then(Value::as_i64),
+            event.data.get("text").and_then(Value::as_str),
+        ) else {
+            return Ok(None);
+        };
+        let chars = i64::try_from(text.chars().count()).unwrap_or(i64::MAX);
+        let same: Option<bool> = self.row(
+            "messages",
+            "insert_event",
+            "SELECT substr(text, 1, ?2) = ?3 FROM messages WHERE id = ?1",
+            params![msg, chars, text],
+            |r| r.get(0),
+        )?;
+        Ok((same == Some(true)).then_some((msg, chars)))
+    }
+
     /// Run a cached query and collect its rows.
     fn rows<T, P, F>(
         &self,
@@ -294,17 +339,20 @@ impl ReadTx for SqlTx<'_> {
         session: &str,
         since_ts: i64,
     ) -> Result<Vec<Message>, StoreError> {
-        // Sent by the session: the (from_s, ts) index. Sent to it: its (to_s, id) range with
-        // the ts filter applied to the rows; a (to_s, ts) index would make it exact-range too,
-        // but every index on messages costs each insert one more page written to the log, and
-        // a recipient's range is bounded by retention. A self-addressed message matches both
-        // arms, hence UNION rather than UNION ALL.
+        // Sent by the session: the (from_s, ts) index. Sent to it: its (to_s, id) range,
+        // starting at the lowest id of any message in the window — found on the ts index, so
+        // it costs the window's traffic, not the store's history (walking the whole mailbox
+        // made `/contracts` grow with every message ever received). The ts filter still applies
+        // to each row, so the answer is exact even where ids and ts are not in the same order.
+        // A (to_s, ts) index would do the same but cost every insert one more index page. A
+        // self-addressed message matches both arms, hence UNION rather than UNION ALL.
         let sql = format!(
             "SELECT {MSG_COLS} FROM messages
                WHERE from_s = ?1 AND ts >= ?2 AND to_s != '{BROADCAST}'
              UNION
              SELECT {MSG_COLS} FROM messages INDEXED BY messages_to_id
-               WHERE to_s = ?1 AND ts >= ?2 AND ?1 != '{BROADCAST}'
+               WHERE to_s = ?1 AND ?1 != '{BROADCAST}' AND ts >= ?2
+                 AND id >= (SELECT min(id) FROM messages INDEXED BY messages_ts WHERE ts >= ?2)
              ORDER BY id"
         );
         self.rows(
@@ -440,8 +488,7 @@ impl ReadTx for SqlTx<'_> {
     }
 
     fn events(&self, filter: &EventFilter) -> Result<Vec<Event>, StoreError> {
-        let mut sql =
-            String::from("SELECT id, ts, type, project, by_s, data FROM events WHERE 1 = 1");
+        let mut sql = format!("SELECT {EVENT_COLS} FROM events WHERE 1 = 1");
         let mut args: Vec<SqlValue> = Vec::new();
         if let Some(p) = &filter.project {
             args.push(SqlValue::Text(p.clone()));
@@ -502,6 +549,8 @@ impl ReadTx for SqlTx<'_> {
                     r.get(3)?,
                     r.get(4)?,
                     r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
                 ))
             })?;
         let mut events = rows
@@ -583,6 +632,16 @@ impl ReadTx for SqlTx<'_> {
         .transpose()
     }
 
+    fn all_lessons(&self) -> Result<Vec<Lesson>, StoreError> {
+        self.rows(
+            "lessons",
+            "all_lessons",
+            "SELECT id, scope, text, by_s, ts, project FROM lessons ORDER BY id",
+            [],
+            lesson_row,
+        )
+    }
+
     fn counts(&self) -> Result<Counts, StoreError> {
         let count = |table: &'static str, sql: &str| -> Result<i64, StoreError> {
             Ok(self
@@ -611,6 +670,51 @@ impl ReadTx for SqlTx<'_> {
 }
 
 impl WriteTx for SqlTx<'_> {
+    fn put_message(&mut self, msg: &Message, refs: &[i64]) -> Result<bool, StoreError> {
+        let before = self.sequence("messages")?;
+        let n = self.exec(
+            "messages",
+            "put_message",
+            "INSERT OR IGNORE INTO messages(id, ts, from_s, to_s, project, text, re, kind, wake)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![
+                msg.id,
+                msg.ts,
+                msg.from,
+                msg.to,
+                msg.project,
+                msg.text,
+                msg.re,
+                msg.kind,
+                msg.wake
+            ],
+        )?;
+        if n == 0 {
+            return Ok(false);
+        }
+        // The count is the high-water mark minus the deleted counter: an id that leaves a gap
+        // above the mark, or fills a hole below it, shifts the counter so the count stays exact.
+        let after = self.sequence("messages")?;
+        let shift = (after - before) - 1;
+        if shift != 0 {
+            self.exec(
+                "counters",
+                "put_message",
+                "UPDATE counters SET n = n + ?1 WHERE name = 'messages_deleted'",
+                [shift],
+            )?;
+        }
+        for card in refs {
+            self.exec(
+                "message_refs",
+                "insert",
+                "INSERT OR IGNORE INTO message_refs(card_id, msg_id) VALUES (?1, ?2)",
+                params![card, msg.id],
+            )?;
+        }
+        Ok(true)
+    }
+
     fn insert_message(&mut self, msg: NewMessage, refs: &[i64]) -> Result<Message, StoreError> {
         let id: i64 = self.insert(
             "messages",
@@ -758,20 +862,36 @@ impl WriteTx for SqlTx<'_> {
         Ok(())
     }
 
-    fn insert_event(&mut self, event: NewEvent) -> Result<Event, StoreError> {
+    fn insert_event(&mut self, mut event: NewEvent) -> Result<Event, StoreError> {
+        // A `message` event whose text is a prefix of its stored message's text keeps only a
+        // reference (schema v2): `"text": null` in data, the message id and the prefix length.
+        let by_ref = self.message_text_ref(&event)?;
+        let (msg_id, text_chars, held) = match by_ref {
+            Some((msg, chars)) => (
+                Some(msg),
+                Some(chars),
+                event.data.insert("text".into(), Value::Null),
+            ),
+            None => (None, None, None),
+        };
         let data = encode("events", &event.data)?;
+        if let Some(text) = held {
+            event.data.insert("text".into(), text);
+        }
         let id: i64 = self.insert(
             "events",
             "insert_event",
-            "INSERT INTO events(ts, type, project, by_s, task_id, data)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT INTO events(ts, type, project, by_s, task_id, data, msg_id, text_chars)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![
                 event.ts,
                 event.kind,
                 event.project,
                 event.by,
                 event.task_id,
-                data
+                data,
+                msg_id,
+                text_chars
             ],
         )?;
         for card in &event.refs {

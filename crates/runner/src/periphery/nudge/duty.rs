@@ -10,92 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use super::ledger::{LOCK_ATTEMPTS, LedgerError, LedgerLock, NudgeLedger, io_err, one};
 
-/// How a duty nudge message starts; [`observed_duty_nudge_ids`] only counts messages that do.
+/// How a duty nudge message starts (the duty directive asks for it).
 pub const NUDGE_PREFIX: &str = "Trantor delivery nudge from the duty seat:";
-
-/// The ids (`#N`) of the duty nudges a claude turn sent: `SendMessage` tool calls in the
-/// transcripts under `transcript_dir` written since `since_ms` whose text starts with
-/// [`NUDGE_PREFIX`]. Unreadable files and lines are skipped.
-#[cfg(test)]
-pub fn observed_duty_nudge_ids(transcript_dir: &Path, since_ms: i64) -> BTreeSet<i64> {
-    let mut ids = BTreeSet::new();
-    let Ok(entries) = std::fs::read_dir(transcript_dir) else {
-        return ids;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
-            continue;
-        }
-        let fresh = entry
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .is_some_and(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX) >= since_ms);
-        if !fresh {
-            continue;
-        }
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
-        };
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let Ok(row) = serde_json::from_str::<serde_json::Value>(line) else {
-                continue;
-            };
-            let mut uses = Vec::new();
-            collect_send_message_uses(&row, &mut uses);
-            for input in uses {
-                let text = input
-                    .get("message")
-                    .or_else(|| input.get("content"))
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("");
-                if text.starts_with(NUDGE_PREFIX) {
-                    ids.extend(hash_ids(text));
-                }
-            }
-        }
-    }
-    ids
-}
-
-#[cfg(test)]
-fn collect_send_message_uses<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a serde_json::Value>) {
-    match v {
-        serde_json::Value::Object(map) => {
-            if map.get("type").and_then(|t| t.as_str()) == Some("tool_use")
-                && map.get("name").and_then(|n| n.as_str()) == Some("SendMessage")
-                && let Some(input) = map.get("input")
-            {
-                out.push(input);
-            }
-            for child in map.values() {
-                collect_send_message_uses(child, out);
-            }
-        }
-        serde_json::Value::Array(items) => {
-            for child in items {
-                collect_send_message_uses(child, out);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Every `#N` in `text`.
-#[cfg(test)]
-fn hash_ids(text: &str) -> Vec<i64> {
-    text.match_indices('#')
-        .filter_map(|(i, _)| {
-            let digits: String = text[i + 1..]
-                .chars()
-                .take_while(char::is_ascii_digit)
-                .collect();
-            digits.parse().ok()
-        })
-        .collect()
-}
 
 /// One undelivered message a `hub:duty` escalation names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -631,30 +547,6 @@ mod tests {
         let arrow = duty_escalations(&duty(2, "UNDELIVERED #40 a:p → codex:p— since 5m"));
         assert_eq!(arrow.len(), 1);
         assert_eq!(arrow[0].recipient, "codex:p");
-    }
-
-    #[test]
-    fn observed_nudges_come_from_send_message_calls() {
-        let tmp = tempfile::tempdir().expect("tmp");
-        let row = |text: &str| {
-            serde_json::json!({"message": {"content": [{"type": "tool_use", "name": "SendMessage",
-                "input": {"message": text}}]}})
-            .to_string()
-        };
-        let lines = [
-            row(&format!("{NUDGE_PREFIX} read your inbox (#12, #13)")),
-            row("unrelated #99"),
-            "not json".to_string(),
-        ];
-        std::fs::write(tmp.path().join("s.jsonl"), lines.join("\n")).expect("write");
-        std::fs::write(
-            tmp.path().join("x.txt"),
-            row(&format!("{NUDGE_PREFIX} #77")),
-        )
-        .expect("w");
-        let ids = observed_duty_nudge_ids(tmp.path(), 0);
-        assert_eq!(ids.into_iter().collect::<Vec<_>>(), vec![12, 13]);
-        assert!(observed_duty_nudge_ids(tmp.path(), i64::MAX).is_empty());
     }
 
     #[test]

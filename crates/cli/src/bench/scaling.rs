@@ -1,0 +1,222 @@
+//! `trantor bench hub --scaling`: each read route's latency as the store grows.
+//!
+//! For every size, a fresh store is seeded directly through [`SqliteStore`] (in-process, big
+//! write batches: fast) with that many messages, one `message` event per message (as `/send`
+//! writes them) and a fixed 10,000 cards; then the real hub is started on it and each route is
+//! timed over keep-alive requests. A route whose cost is flat has a 1M / 1k ratio near 1.
+
+use super::http::Http;
+use super::hub::{HubProc, TempDir, percentile};
+use super::{Row, Table};
+use anyhow::{Context, Result, bail};
+use serde_json::{Map, Value, json};
+use std::path::Path;
+use std::time::{Duration, Instant};
+use trantor_proto::Card;
+use trantor_store::{NewEvent, NewMessage, SqliteStore, Store};
+
+/// Cards seeded at every size.
+const CARDS: usize = 10_000;
+/// Sessions the seeded messages are spread over: session *i* writes to session *i+1*, so
+/// every session both sends and receives (as crew members do).
+const SESSIONS: usize = 50;
+/// Seeded traffic: this many messages a day, so a store of any size has the same number in
+/// the last 24 h (the `/contracts` window) and more history behind it.
+const PER_DAY: i64 = 1_000;
+
+/// Seed `path` with `messages` messages (each with its `message` event) and [`CARDS`] cards.
+async fn seed(path: &Path, messages: usize) -> Result<()> {
+    let store = SqliteStore::open(path)?;
+    let now = trantor_proto::now_ms();
+    store
+        .write(move |tx| {
+            for i in 0..CARDS {
+                tx.insert_card(Card {
+                    project: "bench".into(),
+                    title: format!("card {i}"),
+                    status: if i % 3 == 0 { "doing" } else { "todo" }.into(),
+                    assignee: format!("fill-s{}", i % SESSIONS),
+                    by: format!("fill-s{}", (i + 1) % SESSIONS),
+                    ts: now,
+                    updated: now,
+                    ..Card::default()
+                })?;
+            }
+            Ok(())
+        })
+        .await?;
+    const PER_WRITE: usize = 2_000;
+    let step = 86_400_000 / PER_DAY;
+    let base_ts = now - messages as i64 * step;
+    let mut next = 0usize;
+    while next < messages {
+        let mut inflight = Vec::new();
+        for _ in 0..4 {
+            if next >= messages {
+                break;
+            }
+            let from = next;
+            let to = (next + PER_WRITE).min(messages);
+            next = to;
+            inflight.push(store.write(move |tx| {
+                for i in from..to {
+                    let sender = format!("fill-s{}", i % SESSIONS);
+                    let recipient = format!("fill-s{}", (i + 1) % SESSIONS);
+                    let text = format!("fill message {i}: status, a question, card #12");
+                    let ts = base_ts + i as i64 * step;
+                    let msg = tx.insert_message(
+                        NewMessage {
+                            ts,
+                            from: sender.clone(),
+                            to: recipient.clone(),
+                            project: "bench".into(),
+                            text: text.clone(),
+                            ..Default::default()
+                        },
+                        &[12],
+                    )?;
+                    let mut data = Map::new();
+                    data.insert("msgId".into(), json!(msg.id));
+                    data.insert("toSession".into(), json!(recipient));
+                    data.insert("text".into(), json!(text));
+                    data.insert("refs".into(), json!([12]));
+                    tx.insert_event(NewEvent {
+                        ts,
+                        kind: "message".into(),
+                        project: "bench".into(),
+                        by: sender,
+                        task_id: None,
+                        refs: vec![12],
+                        data,
+                    })?;
+                }
+                Ok(())
+            }));
+        }
+        for w in inflight {
+            w.await?;
+        }
+    }
+    drop(store);
+    Ok(())
+}
+
+/// The routes timed, as (label, path) with `{tip}` replaced by the newest message id.
+fn routes(tip: i64) -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "/poll (nothing new, wait=0)",
+            format!("/poll?session=fill-s7&since={tip}&wait=0"),
+        ),
+        (
+            "/inbox (peek, last 200 ids)",
+            format!("/inbox?session=fill-s7&since={}&peek=1", tip - 200),
+        ),
+        ("/contracts", "/contracts?session=fill-s7".to_string()),
+        (
+            "/tasks (10,000 cards, slim)",
+            "/tasks?fields=slim".to_string(),
+        ),
+        ("/card (cited by every message)", "/card?id=12".to_string()),
+        ("/events (newest 50)", "/events?limit=50".to_string()),
+        ("/peers", "/peers".to_string()),
+        ("/health", "/health".to_string()),
+    ]
+}
+
+/// Median latency of each route (µs), in [`routes`] order.
+async fn time_routes(port: u16, tip: i64, samples: usize) -> Result<Vec<(f64, f64)>> {
+    let mut c = Http::connect(port).await?;
+    let mut out = Vec::new();
+    for (label, path) in routes(tip) {
+        // Warm: the first read of a route pulls its pages into the cache.
+        for _ in 0..3 {
+            let r = c.get(&path).await?;
+            if r.status != 200 {
+                bail!(
+                    "{label}: HTTP {}: {}",
+                    r.status,
+                    String::from_utf8_lossy(&r.body)
+                );
+            }
+        }
+        let mut lat = Vec::with_capacity(samples);
+        for _ in 0..samples {
+            let t = Instant::now();
+            let r = c.get(&path).await?;
+            lat.push(t.elapsed().as_secs_f64() * 1e6);
+            if r.status != 200 {
+                bail!("{label}: HTTP {}", r.status);
+            }
+        }
+        lat.sort_by(f64::total_cmp);
+        out.push((percentile(&lat, 0.5), percentile(&lat, 0.99)));
+    }
+    Ok(out)
+}
+
+/// Run the scaling table: sizes 1k / 100k / 1M messages (quick: 1k / 10k / 100k).
+pub async fn run(quick: bool, table: &mut Table) -> Result<()> {
+    let sizes: &[usize] = if quick {
+        &[1_000, 10_000, 100_000]
+    } else {
+        &[1_000, 100_000, 1_000_000]
+    };
+    let samples = if quick { 50 } else { 200 };
+    let mut results: Vec<Vec<(f64, f64)>> = Vec::new();
+    for &n in sizes {
+        eprintln!("bench: scaling: seeding {n} messages + {CARDS} cards…");
+        let home = TempDir::new("scaling")?;
+        let data = home.path().join("data");
+        let t0 = Instant::now();
+        seed(&data.join("hub.db"), n).await?;
+        eprintln!(
+            "bench: scaling: seeded in {:.1} s; timing the routes…",
+            t0.elapsed().as_secs_f64()
+        );
+        let mut hub = HubProc::spawn(&data, home.path(), "full")?;
+        hub.wait_healthy(Instant::now(), Duration::from_secs(60))
+            .await?;
+        let mut c = Http::connect(hub.port).await?;
+        let h: Value = c.get("/health").await?.json()?;
+        let stored = h["messages"].as_i64().context("no message count")?;
+        if stored != n as i64 {
+            bail!("the hub counts {stored} messages, {n} were seeded");
+        }
+        results.push(time_routes(hub.port, n as i64, samples).await?);
+        hub.stop()?;
+    }
+    let label = |n: usize| match n {
+        n if n >= 1_000_000 => format!("{}M", n / 1_000_000),
+        n if n >= 1_000 => format!("{}k", n / 1_000),
+        n => n.to_string(),
+    };
+    let first = sizes[0];
+    let last = sizes[sizes.len() - 1];
+    for (i, (route, _)) in routes(0).iter().enumerate() {
+        let cells: Vec<String> = sizes
+            .iter()
+            .zip(&results)
+            .map(|(n, r)| format!("{}: {:.0} µs (p99 {:.0})", label(*n), r[i].0, r[i].1))
+            .collect();
+        let ratio = results[results.len() - 1][i].0 / results[0][i].0.max(1.0);
+        table.row(Row::check(
+            format!("{route}: median latency by stored messages"),
+            format!(
+                "{}; {}/{} = {ratio:.2}×",
+                cells.join(", "),
+                label(last),
+                label(first)
+            ),
+            "≤ 2× of 1k",
+            ratio <= 2.0,
+        ));
+    }
+    table.note(format!(
+        "scaling: each size a fresh store seeded in-process ({CARDS} cards, one `message` event \
+         per message, {SESSIONS} sessions each writing to the next, {PER_DAY} messages a day so \
+         the last 24 h hold the same traffic at every size), the hub started on it, {samples} \
+         keep-alive requests per route after 3 warm-up requests"
+    ));
+    Ok(())
+}

@@ -1,0 +1,535 @@
+//! `trantor hub import | export | migrate`: move a hub's state between the original's JSON store
+//! (`bus.json`), the embedded SQLite store and PostgreSQL.
+//!
+//! The dump format is the original's `bus.json` shape (`messages`, `peers`, `tasks`, `lessons`,
+//! `projectMeta`, `phaseMeta`, `orgPolicy`, `contractReap`, `dutySession`, `seq`, `taskSeq`), so
+//! one importer reads both a file the original hub wrote and one `trantor hub export` wrote.
+//! An import is validated completely before anything is written, then written in ONE store
+//! transaction: a malformed or truncated file is refused with the place named, and nothing is
+//! half-imported. Messages and cards keep their ids (a runner's `since` cursor stays valid);
+//! importing the same file again adds nothing.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, anyhow, bail};
+use serde_json::{Map, Value, json};
+use trantor_proto::{Card, Lesson, Message, Peer, now_ms};
+use trantor_store::{CardFilter, SqliteStore, Store};
+use trantor_store_postgres::{PgOptions, PgStore};
+
+/// `trantor hub`: run the hub, or one of its maintenance verbs.
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct HubCommand {
+    /// A maintenance verb instead of running the hub.
+    #[command(subcommand)]
+    pub action: Option<HubAction>,
+    /// The hub's own options (when no verb is given).
+    #[command(flatten)]
+    pub args: trantor_hub::HubArgs,
+}
+
+/// Maintenance verbs of `trantor hub`.
+#[derive(Debug, clap::Subcommand)]
+pub enum HubAction {
+    /// Import the original hub's JSON store (bus.json) or a `trantor hub export` dump into the
+    /// store; idempotent (a second import adds nothing); prints what was added.
+    Import(ImportArgs),
+    /// Write the store as a portable JSON dump (the original's bus.json shape).
+    Export(ExportArgs),
+    /// Copy the embedded SQLite store into PostgreSQL. Stop the hub first.
+    Migrate(MigrateArgs),
+}
+
+/// Which store a verb works on.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Target {
+    /// PostgreSQL URL of the store (also `DATABASE_URL`); unset: the SQLite file under
+    /// --data-dir.
+    #[arg(long = "store", env = "RELAY_DATABASE_URL")]
+    pub store: Option<String>,
+    /// Data directory of the embedded SQLite store; default `~/.agent-bus`.
+    #[arg(long, env = "RELAY_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+}
+
+/// Options of `trantor hub import`.
+#[derive(Debug, clap::Args)]
+pub struct ImportArgs {
+    /// The file to import: the original's bus.json, or a `trantor hub export` dump.
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub target: Target,
+}
+
+/// Options of `trantor hub export`.
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    /// Write here instead of stdout.
+    #[arg(long, short)]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub target: Target,
+}
+
+/// Options of `trantor hub migrate`.
+#[derive(Debug, clap::Args)]
+pub struct MigrateArgs {
+    /// The PostgreSQL URL to copy the store into.
+    #[arg(long)]
+    pub to: String,
+    /// Data directory of the SQLite store to copy; default `~/.agent-bus`.
+    #[arg(long, env = "RELAY_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+}
+
+/// An opened store of either kind.
+enum AnyStore {
+    Sqlite(SqliteStore),
+    Pg(PgStore),
+}
+
+fn default_data_dir(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(d) = given {
+        return Ok(d.to_path_buf());
+    }
+    let home = std::env::var_os("HOME")
+        .ok_or_else(|| anyhow!("no data directory: set RELAY_DATA_DIR or HOME"))?;
+    Ok(PathBuf::from(home).join(".agent-bus"))
+}
+
+async fn open_pg(url: &str) -> anyhow::Result<PgStore> {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        bail!(
+            "{}: not a PostgreSQL URL (postgres://user@host:port/database)",
+            trantor_store_postgres::mask_url(url)
+        );
+    }
+    let url = url.to_string();
+    let opts = PgOptions {
+        readers: 1,
+        background: false,
+        node: format!("trantor hub tool pid {}", std::process::id()),
+        ..Default::default()
+    };
+    Ok(
+        tokio::task::spawn_blocking(move || PgStore::open_with(&url, opts))
+            .await
+            .context("store open task failed")??,
+    )
+}
+
+async fn open(target: &Target) -> anyhow::Result<AnyStore> {
+    let url = target
+        .store
+        .clone()
+        .or_else(|| std::env::var("DATABASE_URL").ok())
+        .filter(|u| !u.trim().is_empty());
+    if let Some(url) = url {
+        return Ok(AnyStore::Pg(open_pg(url.trim()).await?));
+    }
+    let db = default_data_dir(target.data_dir.as_deref())?.join("hub.db");
+    Ok(AnyStore::Sqlite(
+        tokio::task::spawn_blocking(move || SqliteStore::open(&db))
+            .await
+            .context("store open task failed")??,
+    ))
+}
+
+/// Run a verb.
+pub async fn run(action: HubAction) -> anyhow::Result<()> {
+    match action {
+        HubAction::Import(a) => {
+            let text = std::fs::read_to_string(&a.file)
+                .with_context(|| format!("cannot read {}", a.file.display()))?;
+            let plan = parse(&text, &a.file.display().to_string())?;
+            let store = open(&a.target).await?;
+            let (report, describe) = match &store {
+                AnyStore::Sqlite(s) => (import(s, plan).await?, s.describe()),
+                AnyStore::Pg(s) => (import(s, plan).await?, s.describe()),
+            };
+            println!("imported {} into {describe}: {report}", a.file.display());
+            close(store).await;
+            Ok(())
+        }
+        HubAction::Export(a) => {
+            let store = open(&a.target).await?;
+            let doc = match &store {
+                AnyStore::Sqlite(s) => export(s).await?,
+                AnyStore::Pg(s) => export(s).await?,
+            };
+            close(store).await;
+            let text = serde_json::to_string_pretty(&doc)?;
+            match a.out {
+                Some(path) => std::fs::write(&path, text)
+                    .with_context(|| format!("cannot write {}", path.display()))?,
+                None => println!("{text}"),
+            }
+            Ok(())
+        }
+        HubAction::Migrate(a) => {
+            let dir = default_data_dir(a.data_dir.as_deref())?;
+            let db = dir.join("hub.db");
+            if !db.is_file() {
+                bail!("no embedded store at {}: nothing to migrate", db.display());
+            }
+            let src = tokio::task::spawn_blocking(move || SqliteStore::open(&db))
+                .await
+                .context("store open task failed")??;
+            let doc = export(&src).await?;
+            drop(src);
+            let plan = parse(&doc.to_string(), "the exported store")?;
+            let dst = open_pg(&a.to).await?;
+            let report = import(&dst, plan).await?;
+            println!(
+                "migrated {} into {}: {report}",
+                dir.join("hub.db").display(),
+                dst.describe()
+            );
+            close(AnyStore::Pg(dst)).await;
+            Ok(())
+        }
+    }
+}
+
+/// Close a store off the async workers (its threads are joined).
+async fn close(store: AnyStore) {
+    let _ = tokio::task::spawn_blocking(move || drop(store)).await;
+}
+
+/// Everything a file holds, validated, ready to be written in one transaction.
+#[derive(Debug, Default)]
+pub struct Plan {
+    messages: Vec<Message>,
+    peers: Vec<Peer>,
+    cards: Vec<Card>,
+    lessons: Vec<Lesson>,
+    docs: Vec<(String, Value)>,
+}
+
+/// What an import added.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ImportReport {
+    /// New messages.
+    pub messages: usize,
+    /// Peers written (new or updated).
+    pub peers: usize,
+    /// New cards.
+    pub cards: usize,
+    /// Existing cards replaced by a different version.
+    pub cards_updated: usize,
+    /// New lessons.
+    pub lessons: usize,
+    /// Documents (policy, project briefs, phases, contracts, duty) set or changed.
+    pub docs: usize,
+}
+
+impl std::fmt::Display for ImportReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} messages, {} peers, {} cards ({} updated), {} lessons, {} documents added",
+            self.messages, self.peers, self.cards, self.cards_updated, self.lessons, self.docs
+        )
+    }
+}
+
+fn items<'a>(obj: &'a Map<String, Value>, key: &str, name: &str) -> anyhow::Result<&'a [Value]> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(&[]),
+        Some(Value::Array(a)) => Ok(a),
+        Some(other) => bail!("{name}: `{key}` is not a list (found {})", kind(other)),
+    }
+}
+
+fn map<'a>(
+    obj: &'a Map<String, Value>,
+    key: &str,
+    name: &str,
+) -> anyhow::Result<Option<&'a Map<String, Value>>> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(m)) => Ok(Some(m)),
+        Some(other) => bail!("{name}: `{key}` is not an object (found {})", kind(other)),
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Parse and validate a bus.json (or export) completely; the error names the place.
+pub fn parse(text: &str, name: &str) -> anyhow::Result<Plan> {
+    let doc: Value = serde_json::from_str(text).map_err(|e| {
+        anyhow!(
+            "{name}: line {} column {}: {e} (truncated or not JSON); nothing was imported",
+            e.line(),
+            e.column()
+        )
+    })?;
+    let Value::Object(obj) = doc else {
+        bail!("{name}: the top level is {}, not an object", kind(&doc));
+    };
+    let mut plan = Plan::default();
+    for (i, v) in items(&obj, "messages", name)?.iter().enumerate() {
+        let m: Message =
+            serde_json::from_value(v.clone()).map_err(|e| anyhow!("{name}: messages[{i}]: {e}"))?;
+        if m.id <= 0 {
+            bail!("{name}: messages[{i}]: id {} is not positive", m.id);
+        }
+        plan.messages.push(m);
+    }
+    if let Some(peers) = map(&obj, "peers", name)? {
+        for (session, v) in peers {
+            let mut p = match v {
+                Value::Object(p) => p.clone(),
+                other => bail!(
+                    "{name}: peers[{session:?}] is {}, not an object",
+                    kind(other)
+                ),
+            };
+            p.insert("session".into(), Value::String(session.clone()));
+            // The original keeps an `_on` flag and other runtime fields; Peer ignores them.
+            let peer: Peer = serde_json::from_value(Value::Object(p))
+                .map_err(|e| anyhow!("{name}: peers[{session:?}]: {e}"))?;
+            plan.peers.push(peer);
+        }
+    }
+    for (i, v) in items(&obj, "tasks", name)?.iter().enumerate() {
+        let c: Card =
+            serde_json::from_value(v.clone()).map_err(|e| anyhow!("{name}: tasks[{i}]: {e}"))?;
+        if c.id <= 0 {
+            bail!("{name}: tasks[{i}]: id {} is not positive", c.id);
+        }
+        plan.cards.push(c);
+    }
+    for (i, v) in items(&obj, "lessons", name)?.iter().enumerate() {
+        let mut l = match v {
+            Value::Object(l) => l.clone(),
+            other => bail!("{name}: lessons[{i}] is {}, not an object", kind(other)),
+        };
+        l.entry("id").or_insert(json!(0));
+        l.entry("ts").or_insert(json!(0));
+        l.entry("scope").or_insert(json!("global"));
+        let lesson: Lesson = serde_json::from_value(Value::Object(l))
+            .map_err(|e| anyhow!("{name}: lessons[{i}]: {e}"))?;
+        plan.lessons.push(lesson);
+    }
+    // Named documents: the original's keys mapped onto this hub's.
+    if let Some(projects) = map(&obj, "projectMeta", name)? {
+        for (project, v) in projects {
+            let Value::Object(m) = v else {
+                bail!(
+                    "{name}: projectMeta[{project:?}] is {}, not an object",
+                    kind(v)
+                );
+            };
+            let ts = m.get("updated").or_else(|| m.get("ts")).cloned();
+            plan.docs.push((
+                format!("project:{project}"),
+                json!({
+                    "brief": m.get("brief").cloned().unwrap_or(json!("")),
+                    "by": m.get("by").cloned().unwrap_or(json!("")),
+                    "ts": ts.unwrap_or(json!(0)),
+                }),
+            ));
+        }
+    }
+    if let Some(phases) = map(&obj, "phaseMeta", name)? {
+        for (key, v) in phases {
+            let Value::Object(m) = v else {
+                bail!("{name}: phaseMeta[{key:?}] is {}, not an object", kind(v));
+            };
+            if !key.contains("::") {
+                bail!("{name}: phaseMeta[{key:?}]: expected a `project::phase` key");
+            }
+            let ts = m.get("updated").or_else(|| m.get("ts")).cloned();
+            plan.docs.push((
+                format!("phase:{key}"),
+                json!({
+                    "goal": m.get("goal").cloned().unwrap_or(json!("")),
+                    "by": m.get("by").cloned().unwrap_or(json!("")),
+                    "ts": ts.unwrap_or(json!(0)),
+                }),
+            ));
+        }
+    }
+    if let Some(policy) = map(&obj, "orgPolicy", name)? {
+        let empty = policy
+            .get("links")
+            .and_then(Value::as_array)
+            .is_none_or(|l| l.is_empty())
+            && policy
+                .get("autonomy")
+                .and_then(Value::as_object)
+                .is_none_or(|a| a.is_empty());
+        if !empty {
+            plan.docs
+                .push(("policy".into(), Value::Object(policy.clone())));
+        }
+    }
+    if let Some(reap) = map(&obj, "contractReap", name)?
+        && !reap.is_empty()
+    {
+        plan.docs
+            .push(("contractReap".into(), Value::Object(reap.clone())));
+    }
+    match obj.get("dutySession") {
+        Some(Value::String(s)) if !s.is_empty() => {
+            plan.docs
+                .push(("dutySession".into(), Value::String(s.clone())));
+        }
+        None | Some(Value::Null) | Some(Value::String(_)) => {}
+        Some(other) => bail!("{name}: `dutySession` is {}, not a string", kind(other)),
+    }
+    Ok(plan)
+}
+
+/// Write a validated plan into `store` in one transaction.
+pub async fn import<S: Store>(store: &S, plan: Plan) -> anyhow::Result<ImportReport> {
+    let report = store
+        .write(move |tx| {
+            let mut r = ImportReport::default();
+            for m in &plan.messages {
+                let refs = trantor_hub::cards::card_refs(&m.text);
+                r.messages += usize::from(tx.put_message(m, &refs)?);
+            }
+            for p in &plan.peers {
+                if tx.peer(&p.session)?.as_ref() != Some(p) {
+                    tx.put_peer(p)?;
+                    r.peers += 1;
+                }
+            }
+            for c in &plan.cards {
+                match tx.card(c.id)? {
+                    None => {
+                        tx.put_card(c)?;
+                        r.cards += 1;
+                    }
+                    Some(old) if &old != c => {
+                        tx.put_card(c)?;
+                        r.cards_updated += 1;
+                    }
+                    Some(_) => {}
+                }
+            }
+            for l in &plan.lessons {
+                let same = tx
+                    .lessons(std::slice::from_ref(&l.scope))?
+                    .iter()
+                    .any(|x| x.text == l.text);
+                if !same {
+                    tx.insert_lesson(l.clone())?;
+                    r.lessons += 1;
+                }
+            }
+            for (k, v) in &plan.docs {
+                if tx.kv(k)?.as_ref() != Some(v) {
+                    tx.set_kv(k, v)?;
+                    r.docs += 1;
+                }
+            }
+            Ok(r)
+        })
+        .await
+        .map_err(|e| anyhow!("import failed, nothing was written: {}", e.report()))?;
+    Ok(report)
+}
+
+/// The whole store as a bus.json-shaped document.
+pub async fn export<S: Store>(store: &S) -> anyhow::Result<Value> {
+    let doc = store
+        .read(|tx| {
+            let messages = tx.recent_messages(0)?;
+            let mut peers = Map::new();
+            for p in tx.peers()? {
+                let mut v = serde_json::to_value(&p).unwrap_or(Value::Null);
+                if let Value::Object(m) = &mut v {
+                    m.remove("session");
+                }
+                peers.insert(p.session.clone(), v);
+            }
+            let cards = tx.cards(&CardFilter::default())?;
+            let lessons = tx.all_lessons()?;
+            let mut project_meta = Map::new();
+            for (k, v) in tx.kv_prefix("project:")? {
+                let mut v = v;
+                if let Value::Object(m) = &mut v
+                    && let Some(ts) = m.remove("ts")
+                {
+                    m.insert("updated".into(), ts);
+                }
+                project_meta.insert(k["project:".len()..].to_string(), v);
+            }
+            let mut phase_meta = Map::new();
+            for (k, v) in tx.kv_prefix("phase:")? {
+                let mut v = v;
+                if let Value::Object(m) = &mut v
+                    && let Some(ts) = m.remove("ts")
+                {
+                    m.insert("updated".into(), ts);
+                }
+                phase_meta.insert(k["phase:".len()..].to_string(), v);
+            }
+            let policy = tx
+                .kv("policy")?
+                .unwrap_or(json!({"autonomy": {}, "links": []}));
+            let reap = tx.kv("contractReap")?.unwrap_or(json!({}));
+            let duty = tx.kv("dutySession")?.unwrap_or(json!(""));
+            let seq = tx.tip()?;
+            let task_seq = cards.iter().map(|c| c.id).max().unwrap_or(0);
+            Ok(json!({
+                "exportedBy": format!("trantor {}", trantor_proto::VERSION),
+                "exportedAt": now_ms(),
+                "messages": messages,
+                "peers": peers,
+                "seq": seq,
+                "tasks": cards,
+                "taskSeq": task_seq,
+                "lessons": lessons,
+                "projectMeta": project_meta,
+                "phaseMeta": phase_meta,
+                "orgPolicy": policy,
+                "contractReap": reap,
+                "dutySession": if duty.is_null() { json!("") } else { duty },
+            }))
+        })
+        .await
+        .map_err(|e| anyhow!("export failed: {}", e.report()))?;
+    Ok(doc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    #[test]
+    fn malformed_files_name_the_place() {
+        let err = parse("{\"messages\": [{\"id\": 1, \"ts\": 1,", "bus.json")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("bus.json: line 1"), "{err}");
+        let err = parse(
+            r#"{"messages": [{"id": 1, "ts": 1, "from": "a"}]}"#,
+            "bus.json",
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(err.contains("messages[0]"), "{err}");
+        let err = parse(r#"{"peers": []}"#, "bus.json")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("`peers` is not an object"), "{err}");
+        assert!(parse("{}", "bus.json").is_ok());
+    }
+}

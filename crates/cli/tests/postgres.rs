@@ -1,0 +1,244 @@
+//! Several `trantor hub` processes on one PostgreSQL database (docs/architecture.md): a message
+//! sent through one hub wakes a poll held on the other, a `kill -9` of one loses nothing it
+//! acknowledged and hands the periodic-work lease over, a lost notification is made good by the
+//! catch-up read, and a hub whose database goes away answers 503 and recovers by itself.
+//!
+//! Each test creates its own database on the server at `TRANTOR_TEST_PG` (default
+//! `postgres://postgres@127.0.0.1:5432`) and drops it after; without a server the tests skip
+//! (and fail under `CI=true`).
+
+mod common;
+#[path = "support/pg.rs"]
+mod pg;
+
+use common::{hub_request, hub_send, wait_until};
+use pg::{Db, admin, server};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+/// Terminate the backends whose application name contains `hub_port` and ends with `role`
+/// (`writer`, `reader`, `listener`, `lease`, or empty for all); returns how many.
+fn terminate(db: &Db, hub_port: u16, role: &str) -> i64 {
+    let mut c = postgres::Client::connect(&format!("{}/postgres", server()), postgres::NoTls)
+        .expect("admin connection");
+    let pattern = format!("%:{hub_port} pid %{role}");
+    c.query_one(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+           WHERE datname = $1 AND application_name LIKE $2",
+        &[&db.name, &pattern],
+    )
+    .and_then(|r| r.try_get(0))
+    .expect("terminate")
+}
+
+fn health(port: u16) -> (u16, Value) {
+    hub_request(port, "GET", "/health", None).unwrap_or((0, Value::Null))
+}
+
+/// Hold `/poll` for `session` on `port` in a thread; returns the reply and how long it took.
+fn hold_poll(port: u16, session: &str, since: i64) -> std::thread::JoinHandle<(Value, Duration)> {
+    let q = format!(
+        "/poll?session={}&since={since}&wait=20",
+        common::url_encode(session)
+    );
+    std::thread::spawn(move || {
+        let t = Instant::now();
+        let (status, v) = hub_request(port, "GET", &q, None).expect("poll");
+        assert_eq!(status, 200, "{v}");
+        (v, t.elapsed())
+    })
+}
+
+fn ids(v: &Value) -> Vec<i64> {
+    v["messages"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|m| m["id"].as_i64()).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_message_sent_through_one_hub_wakes_a_poll_held_on_the_other() {
+    let Some(db) = Db::create() else { return };
+    let (da, dbb) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    let a = db.hub(&da, &[]);
+    let b = db.hub(&dbb, &[]);
+    let (_, h) = health(b.port);
+    assert!(
+        h["store"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("postgres:")),
+        "{h}"
+    );
+    let mut since = 0;
+    for round in 0..3 {
+        let poll = hold_poll(b.port, "bob:p", since);
+        common::wait_polls_held(b.port, 1);
+        let id = hub_send(a.port, "alice:p", "bob:p", "p", &format!("hello {round}"));
+        let (reply, took) = poll.join().expect("poll thread");
+        assert!(ids(&reply).contains(&id), "round {round}: {reply}");
+        // Woken by the notification, not by the 20 s hold running out.
+        assert!(took < Duration::from_secs(15), "round {round}: {took:?}");
+        since = id;
+    }
+    // One hub holds the periodic-work lease, and both say which.
+    wait_until("one lease holder", Duration::from_secs(10), || {
+        let (_, ha) = health(a.port);
+        let (_, hb) = health(b.port);
+        let held = [&ha, &hb]
+            .iter()
+            .filter(|h| h["lease"]["held"] == json!(true))
+            .count();
+        held == 1
+            && ha["lease"]["holder"].is_string()
+            && ha["lease"]["holder"] == hb["lease"]["holder"]
+    });
+}
+
+#[test]
+fn kill_9_of_one_hub_mid_burst_loses_nothing_acknowledged_and_moves_the_lease() {
+    let Some(db) = Db::create() else { return };
+    let (da, dbb) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    let mut a = db.hub(&da, &[]);
+    wait_until("hub a holds the lease", Duration::from_secs(10), || {
+        health(a.port).1["lease"]["held"] == json!(true)
+    });
+    let b = db.hub(&dbb, &[]);
+    let port = a.port;
+    let (tx, rx) = std::sync::mpsc::channel::<i64>();
+    let sender = std::thread::spawn(move || {
+        for i in 0.. {
+            let body = json!({"from": "w:p", "to": "r:p", "project": "p", "text": format!("m{i}")});
+            match hub_request(port, "POST", "/send", Some(&body)) {
+                Ok((200, v)) => {
+                    if let Some(id) = v["id"].as_i64()
+                        && tx.send(id).is_err()
+                    {
+                        return;
+                    }
+                }
+                _ => return,
+            }
+        }
+    });
+    let mut acked = Vec::new();
+    while acked.len() < 200 {
+        acked.push(rx.recv_timeout(Duration::from_secs(30)).expect("acks"));
+    }
+    a.kill9();
+    let _ = sender.join();
+    acked.extend(rx.try_iter());
+    let (status, v) = hub_request(b.port, "GET", "/inbox?session=r:p&since=0&peek=1", None)
+        .expect("read through b");
+    assert_eq!(status, 200, "{v}");
+    let stored = ids(&v);
+    let lost: Vec<i64> = acked
+        .iter()
+        .filter(|id| !stored.contains(id))
+        .copied()
+        .collect();
+    assert!(lost.is_empty(), "acknowledged by a, missing on b: {lost:?}");
+    wait_until("the lease moves to hub b", Duration::from_secs(15), || {
+        health(b.port).1["lease"]["held"] == json!(true)
+    });
+}
+
+#[test]
+fn a_lost_notification_is_made_good_by_the_catch_up_read() {
+    let Some(db) = Db::create() else { return };
+    let (da, dbb) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    let a = db.hub(&da, &[]);
+    let b = db.hub(&dbb, &[]);
+    let poll = hold_poll(b.port, "bob:p", 0);
+    common::wait_polls_held(b.port, 1);
+    // Drop b's listener connection, then send while it reconnects.
+    assert!(terminate(&db, b.port, "listener") >= 1, "b has a listener");
+    let id = hub_send(a.port, "alice:p", "bob:p", "p", "while b was deaf");
+    let (reply, took) = poll.join().expect("poll");
+    assert!(ids(&reply).contains(&id), "{reply}");
+    assert!(took < Duration::from_secs(15), "{took:?}");
+    // The listener is back: the next message wakes b again.
+    let poll = hold_poll(b.port, "carol:p", 0);
+    common::wait_polls_held(b.port, 1);
+    let id = hub_send(a.port, "alice:p", "carol:p", "p", "after");
+    let (reply, _) = poll.join().expect("poll");
+    assert!(ids(&reply).contains(&id), "{reply}");
+}
+
+#[test]
+fn a_hub_whose_database_goes_away_answers_503_and_recovers_without_restart() {
+    let Some(db) = Db::create() else { return };
+    let da = tempfile::tempdir().expect("dir");
+    let a = db.hub(&da, &[]);
+    let before = hub_send(a.port, "x:p", "y:p", "p", "before");
+    // Killed connections alone: the next request reconnects and succeeds.
+    assert!(terminate(&db, a.port, "") >= 1);
+    let after_kill = hub_send(a.port, "x:p", "y:p", "p", "after the kill");
+    assert!(after_kill > before);
+    // The database refuses connections (as while it restarts): clear 503s.
+    admin(&format!(
+        "ALTER DATABASE {} ALLOW_CONNECTIONS false",
+        db.name
+    ))
+    .expect("close the database");
+    terminate(&db, a.port, "");
+    let body = json!({"from": "x:p", "to": "y:p", "project": "p", "text": "while down"});
+    let (status, v) = hub_request(a.port, "POST", "/send", Some(&body)).expect("send");
+    assert_eq!(status, 503, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("unavailable")),
+        "{v}"
+    );
+    let (status, h) = health(a.port);
+    assert_eq!(status, 503, "{h}");
+    // Back: the same process serves again, with everything acknowledged before.
+    admin(&format!(
+        "ALTER DATABASE {} ALLOW_CONNECTIONS true",
+        db.name
+    ))
+    .expect("reopen");
+    wait_until("the hub reconnects", Duration::from_secs(15), || {
+        hub_request(a.port, "POST", "/send", Some(&body)).is_ok_and(|(s, _)| s == 200)
+    });
+    let (_, v) =
+        hub_request(a.port, "GET", "/inbox?session=y:p&since=0&peek=1", None).expect("read");
+    let got = ids(&v);
+    assert!(got.contains(&before) && got.contains(&after_kill), "{v}");
+    // LISTEN resumed too: a second hub's message wakes a poll on this one.
+    let dbb = tempfile::tempdir().expect("dir");
+    let b = db.hub(&dbb, &[]);
+    let poll = hold_poll(a.port, "zed:p", 0);
+    common::wait_polls_held(a.port, 1);
+    let id = hub_send(b.port, "x:p", "zed:p", "p", "wake a");
+    let (reply, _) = poll.join().expect("poll");
+    assert!(ids(&reply).contains(&id), "{reply}");
+}
+
+#[test]
+fn an_op_retried_through_the_other_hub_replays_instead_of_sending_twice() {
+    let Some(db) = Db::create() else { return };
+    let (da, dbb) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    let a = db.hub(&da, &[]);
+    let b = db.hub(&dbb, &[]);
+    let body = json!({"from": "x:p", "to": "y:p", "project": "p", "text": "once", "_op": "op-1"});
+    let (s1, r1) = hub_request(a.port, "POST", "/send", Some(&body)).expect("send on a");
+    let (s2, r2) = hub_request(b.port, "POST", "/send", Some(&body)).expect("retry on b");
+    assert_eq!((s1, s2), (200, 200), "{r1} {r2}");
+    assert_eq!(r1["id"], r2["id"], "the retry replays the first outcome");
+    let (_, v) =
+        hub_request(b.port, "GET", "/inbox?session=y:p&since=0&peek=1", None).expect("read");
+    assert_eq!(ids(&v).len(), 1, "{v}");
+}

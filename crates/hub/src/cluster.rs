@@ -1,0 +1,63 @@
+//! Several hubs on one shared store (PostgreSQL): waking held polls for messages another hub
+//! committed, and running periodic work only on the hub that holds the lease.
+//!
+//! With the embedded store both are no-ops: [`Store::watch`] and [`Store::lease`] return `None`.
+
+use std::sync::Arc;
+
+use tokio::sync::broadcast::error::RecvError;
+use trantor_store::{Change, Store};
+
+use crate::state::{AppState, FeedItem};
+
+/// Whether this hub runs the periodic work (reaper, duty, retention) now: always on a store
+/// of its own, only while holding the lease on a shared one.
+pub fn runs_periodic<S: Store>(hub: &AppState<S>) -> bool {
+    hub.store.lease().is_none_or(|l| l.held)
+}
+
+/// Forward changes committed by other hubs to this hub's held polls and SSE streams, until
+/// shutdown. A catch-up (recipients unknown) or a lagging receiver wakes every held poll: each
+/// re-reads its mailbox, so nothing is missed, only some work repeated.
+pub fn spawn<S: Store>(hub: AppState<S>) {
+    let Some(mut rx) = hub.store.watch() else {
+        return;
+    };
+    tokio::spawn(async move {
+        let mut stop = hub.shutdown.clone();
+        loop {
+            let change = tokio::select! {
+                r = rx.recv() => r,
+                _ = stop.changed() => break,
+            };
+            match change {
+                Ok(Change::Message { id, to }) => {
+                    hub.wake.ring(&to);
+                    if hub.feed.receiver_count() > 0 {
+                        feed_message(&hub, id).await;
+                    }
+                }
+                Ok(Change::Tip(tip)) => {
+                    tracing::debug!(tip, "shared store caught up; waking every held poll");
+                    hub.wake.ring_everyone();
+                }
+                Err(RecvError::Lagged(n)) => {
+                    tracing::debug!(missed = n, "store watch lagged; waking every held poll");
+                    hub.wake.ring_everyone();
+                }
+                Err(RecvError::Closed) => break,
+            }
+        }
+    });
+}
+
+/// Send message `id` (committed by another hub) to this hub's SSE streams.
+async fn feed_message<S: Store>(hub: &AppState<S>, id: i64) {
+    match hub.store.read(move |tx| tx.message(id)).await {
+        Ok(Some(m)) => {
+            let _ = hub.feed.send(FeedItem::Message(Arc::new(m)));
+        }
+        Ok(None) => {}
+        Err(e) => tracing::debug!(error = %e.report(), id, "cannot read a remote message for SSE"),
+    }
+}

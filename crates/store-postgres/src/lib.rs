@@ -1,0 +1,863 @@
+//! The hub's [`Store`] on PostgreSQL, so several hubs can serve one crew from one database.
+//!
+//! Design (mirrors the embedded SQLite store, so the hub's domain logic is unchanged):
+//! - **Blocking connections on store-owned threads.** The `Store` trait runs synchronous
+//!   closures over a transaction, so the blocking `postgres` client (the synchronous face of
+//!   `tokio-postgres`) fits it directly: one writer thread and a few reader threads each own one
+//!   connection and take closures from a queue. No async pool is needed, and no closure ever
+//!   blocks a tokio worker.
+//! - **Writes are serialised across every hub** by a transaction-scoped advisory lock taken at
+//!   the start of each write transaction. That keeps the contract the SQLite store gives for
+//!   free: message ids increase in commit order (a `/poll` cursor never skips a message that
+//!   commits late with a smaller id), and read-modify-write closures (the card gate, `_op`
+//!   records, delivery ledgers) never interleave. The writer groups the closures queued at that
+//!   moment into one transaction, each in its own savepoint, so one commit (one WAL flush)
+//!   serves many writes. [`Store::write`] resolves only after `COMMIT` returned, and with
+//!   `synchronous_commit = on` (the default, `--sync full`) a committed write is on disk.
+//! - **Reads** run in `REPEATABLE READ READ ONLY` transactions: one consistent snapshot each.
+//! - **Cross-hub wake:** inserting a message also runs `pg_notify` (delivered at commit) with
+//!   its id and recipient. A listener thread `LISTEN`s on its own connection and publishes
+//!   [`Change`]s through [`Store::watch`]; it re-reads the tip every `catchup` interval and after
+//!   every reconnect, so a lost notification delays a wake by at most that interval and loses
+//!   nothing.
+//! - **Periodic-work lease:** a lease thread holds `pg_try_advisory_lock` on its own connection;
+//!   the session-scoped lock dies with the connection, so when the holding hub dies another hub
+//!   takes the lease on its next check. [`Store::lease`] says whether this hub holds it and who
+//!   does (the holder's `application_name`).
+//! - **Losing the database:** a connection that fails is dropped and reopened on the next
+//!   request; failures in between are [`StoreError::Unavailable`] (the hub answers 503). A
+//!   transaction whose `BEGIN` fails on a dead connection is retried once on a fresh one.
+
+mod schema;
+mod tx;
+
+pub use schema::SCHEMA_VERSION;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::{Client, NoTls, Statement};
+use tokio::sync::{broadcast, oneshot};
+use trantor_store::{Change, LeaseStatus, ReadTx, Store, StoreError, WriteTx};
+
+use tx::PgTx;
+
+/// Advisory-lock keys (bigint), "trantor" in ASCII plus a suffix: writes, lease, migrations.
+pub(crate) const K_WRITE: i64 = 0x7472_616e_746f_7201;
+/// The periodic-work lease.
+pub(crate) const K_LEASE: i64 = 0x7472_616e_746f_7202;
+/// Schema migrations.
+pub(crate) const K_MIGRATE: i64 = 0x7472_616e_746f_7203;
+/// The channel new messages are announced on (`<id> <recipient>`).
+pub(crate) const NOTIFY_CHANNEL: &str = "trantor_msg";
+
+/// Prepared statements kept per connection before the cache is cleared (dynamic filters can
+/// produce many shapes).
+const STATEMENT_CACHE: usize = 256;
+
+/// Options of [`PgStore::open_with`].
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// Reader threads (one connection each).
+    pub readers: usize,
+    /// `synchronous_commit = on` (true) or `off` (false: an acknowledged write survives the hub
+    /// being killed, but the last commits may be lost if the database server crashes).
+    pub sync_full: bool,
+    /// How often the listener re-reads the tip, bounding the delay a lost notification causes.
+    pub catchup: Duration,
+    /// How often the lease thread checks (or tries to take) the periodic-work lease.
+    pub lease_check: Duration,
+    /// Connect timeout for every connection.
+    pub connect_timeout: Duration,
+    /// This process's label, shown as the lease holder (`application_name`).
+    pub node: String,
+    /// Run the listener and lease threads (a hub does; `import`/`export` tools do not).
+    pub background: bool,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions {
+            readers: 3,
+            sync_full: true,
+            catchup: Duration::from_millis(1000),
+            lease_check: Duration::from_millis(1000),
+            connect_timeout: Duration::from_secs(3),
+            node: format!("trantor pid {}", std::process::id()),
+            background: true,
+        }
+    }
+}
+
+/// A PostgreSQL-backed store handle; cheap to clone.
+#[derive(Clone)]
+pub struct PgStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    url: String,
+    synchronous: &'static str,
+    writer: Option<mpsc::Sender<Box<dyn WriteJob>>>,
+    reader: Option<mpsc::Sender<ReadJob>>,
+    threads: Vec<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    changes: broadcast::Sender<Change>,
+    lease: Option<Arc<Mutex<LeaseStatus>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.writer.take();
+        self.reader.take();
+        for t in self.threads.drain(..) {
+            if t.join().is_err() {
+                tracing::error!("a postgres store thread panicked");
+            }
+        }
+    }
+}
+
+impl fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgStore")
+            .field("url", &self.inner.url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One connection with its prepared-statement cache.
+pub(crate) struct Conn {
+    pub(crate) client: Client,
+    stmts: HashMap<String, Statement>,
+}
+
+impl Conn {
+    fn new(client: Client) -> Self {
+        Conn {
+            client,
+            stmts: HashMap::new(),
+        }
+    }
+
+    /// The prepared statement for `sql`, preparing it on first use.
+    pub(crate) fn prepare(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
+        if let Some(st) = self.stmts.get(sql) {
+            return Ok(st.clone());
+        }
+        if self.stmts.len() >= STATEMENT_CACHE {
+            self.stmts.clear();
+        }
+        let st = self.client.prepare(sql)?;
+        self.stmts.insert(sql.to_string(), st.clone());
+        Ok(st)
+    }
+}
+
+/// `scheme://user:secret@host/db` → `scheme://user:***@host/db`.
+pub fn mask_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let Some((cred, host)) = rest.split_once('@') else {
+        return url.to_string();
+    };
+    match cred.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_string(),
+    }
+}
+
+/// Whether a driver error means the connection (or the server) is gone rather than the
+/// statement being wrong.
+pub(crate) fn is_connection_error(e: &postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    if let Some(code) = e.code() {
+        let c = code.code();
+        // 08: connection exception; 57P: operator intervention (shutdown, terminated backend).
+        return c.starts_with("08") || c.starts_with("57P");
+    }
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = cur {
+        if s.is::<std::io::Error>() {
+            return true;
+        }
+        cur = s.source();
+    }
+    false
+}
+
+/// Map a driver error of a statement on `table` (doing `op`) to a [`StoreError`].
+pub(crate) fn map_pg(
+    table: &'static str,
+    op: &'static str,
+) -> impl Fn(postgres::Error) -> StoreError {
+    move |e| {
+        if is_connection_error(&e) {
+            StoreError::Unavailable {
+                context: format!("{table}: {op}"),
+                source: Some(Arc::new(e)),
+            }
+        } else {
+            StoreError::db_from(format!("{table}: {op}"), e)
+        }
+    }
+}
+
+/// An error while opening the store at `url`.
+pub(crate) fn unavailable_or_open(url: &str, what: &str, e: postgres::Error) -> StoreError {
+    StoreError::Open {
+        path: url.to_string(),
+        context: what.to_string(),
+        source: Some(Arc::new(e)),
+    }
+}
+
+/// Makes connections to the database with the configured options.
+struct Connector {
+    config: postgres::Config,
+    url: String,
+}
+
+impl Connector {
+    fn connect(&self, app: &str) -> Result<Client, StoreError> {
+        let mut c = self.config.clone();
+        c.application_name(app);
+        c.connect(NoTls).map_err(|e| StoreError::Unavailable {
+            context: format!("cannot connect to {}", self.url),
+            source: Some(Arc::new(e)),
+        })
+    }
+}
+
+/// Session set-up run on each new connection of a worker.
+type SessionSetup = Box<dyn Fn(&mut Client) -> Result<(), postgres::Error> + Send>;
+
+/// A worker thread's connection, opened on demand and dropped when it fails.
+struct Slot {
+    conn: Option<Conn>,
+    connector: Arc<Connector>,
+    app: String,
+    /// Session set-up run on every new connection.
+    setup: Option<SessionSetup>,
+}
+
+impl Slot {
+    fn get(&mut self) -> Result<&mut Conn, StoreError> {
+        if self.conn.as_ref().is_some_and(|c| c.client.is_closed()) {
+            self.conn = None;
+        }
+        if self.conn.is_none() {
+            let mut client = self.connector.connect(&self.app)?;
+            if let Some(setup) = &self.setup {
+                setup(&mut client).map_err(map_pg("session", "set-up"))?;
+            }
+            self.conn = Some(Conn::new(client));
+        }
+        match self.conn.as_mut() {
+            Some(c) => Ok(c),
+            None => Err(StoreError::db("no connection")),
+        }
+    }
+
+    /// Drop the connection if it is dead, so the next request reconnects.
+    fn check(&mut self) {
+        if self.conn.as_ref().is_some_and(|c| c.client.is_closed()) {
+            self.conn = None;
+        }
+    }
+
+    /// Start a transaction with `sql`, retrying once on a fresh connection when the held one
+    /// turns out to be dead (the server restarted, or the backend was terminated).
+    fn begin(&mut self, sql: &str) -> Result<(), StoreError> {
+        let mut attempt = 0;
+        loop {
+            let conn = self.get()?;
+            match conn.client.batch_execute(sql) {
+                Ok(()) => return Ok(()),
+                Err(e) if is_connection_error(&e) => {
+                    self.conn = None;
+                    if attempt > 0 {
+                        return Err(map_pg("transaction", "begin")(e));
+                    }
+                    tracing::info!(error = %e, "store connection lost; reconnecting");
+                }
+                Err(e) => {
+                    // A batch that began and then failed leaves an aborted transaction behind.
+                    if let Some(c) = self.conn.as_mut()
+                        && c.client.batch_execute("ROLLBACK").is_err()
+                    {
+                        self.conn = None;
+                    }
+                    return Err(map_pg("transaction", "begin")(e));
+                }
+            }
+            attempt += 1;
+        }
+    }
+}
+
+/// A read closure bound to its reply channel, run by a reader thread.
+type ReadJob = Box<dyn FnOnce(&mut Slot) + Send>;
+
+/// A write closure bound to its reply channel, in two steps so the reply can wait for COMMIT.
+trait WriteJob: Send {
+    /// Run the closure; `true` when it succeeded.
+    fn run(&mut self, tx: &mut PgTx<'_>) -> bool;
+    /// Send the outcome: the closure's own result when the batch committed, else `batch_err`.
+    fn finish(self: Box<Self>, batch_err: Option<&StoreError>);
+}
+
+struct Job<F, R> {
+    f: Option<F>,
+    out: Option<Result<R, StoreError>>,
+    reply: oneshot::Sender<Result<R, StoreError>>,
+}
+
+impl<F, R> WriteJob for Job<F, R>
+where
+    F: FnOnce(&mut dyn WriteTx) -> Result<R, StoreError> + Send,
+    R: Send,
+{
+    fn run(&mut self, tx: &mut PgTx<'_>) -> bool {
+        let Some(f) = self.f.take() else {
+            return false;
+        };
+        let out = catch_unwind(AssertUnwindSafe(|| f(tx))).unwrap_or_else(|p| {
+            Err(StoreError::db(format!(
+                "write closure panicked: {}",
+                panic_message(&p)
+            )))
+        });
+        let ok = out.is_ok();
+        self.out = Some(out);
+        ok
+    }
+
+    fn finish(self: Box<Self>, batch_err: Option<&StoreError>) {
+        let Job { out, reply, .. } = *self;
+        let result = match (out, batch_err) {
+            (Some(Err(e)), _) => Err(e),
+            (_, Some(e)) => Err(e.clone()),
+            (Some(Ok(v)), None) => Ok(v),
+            (None, None) => Err(StoreError::db("write was never run")),
+        };
+        let _ = reply.send(result);
+    }
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".into()
+    }
+}
+
+fn run_read<R>(
+    slot: &mut Slot,
+    f: impl FnOnce(&dyn ReadTx) -> Result<R, StoreError>,
+) -> Result<R, StoreError> {
+    slot.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+    let conn = slot.get()?;
+    let out = {
+        let tx = PgTx::new(conn);
+        catch_unwind(AssertUnwindSafe(|| f(&tx))).unwrap_or_else(|p| {
+            Err(StoreError::db(format!(
+                "read closure panicked: {}",
+                panic_message(&p)
+            )))
+        })
+    };
+    if let Some(conn) = slot.conn.as_mut()
+        && let Err(e) = conn.client.batch_execute("COMMIT")
+    {
+        tracing::debug!(error = %e, "ending a read transaction failed");
+    }
+    slot.check();
+    out
+}
+
+fn reader_loop(mut slot: Slot, rx: Arc<Mutex<mpsc::Receiver<ReadJob>>>) {
+    loop {
+        let job = {
+            let guard = match rx.lock() {
+                Ok(g) => g,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            guard.recv()
+        };
+        match job {
+            Ok(job) => job(&mut slot),
+            Err(_) => break,
+        }
+    }
+}
+
+fn writer_loop(mut slot: Slot, rx: mpsc::Receiver<Box<dyn WriteJob>>, max_batch: usize) {
+    let mut batch: Vec<Box<dyn WriteJob>> = Vec::with_capacity(64);
+    while let Ok(first) = rx.recv() {
+        batch.push(first);
+        while batch.len() < max_batch {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let outcome = run_batch(&mut slot, &mut batch);
+        if let Err(e) = &outcome {
+            tracing::error!(error = %e.report(), jobs = batch.len(), "store write batch failed");
+        }
+        let err = outcome.err();
+        for job in batch.drain(..) {
+            job.finish(err.as_ref());
+        }
+    }
+}
+
+/// Run every job of the batch in one transaction under the write lock; `Err` when the
+/// transaction as a whole did not commit (then no job's changes are kept).
+fn run_batch(slot: &mut Slot, batch: &mut [Box<dyn WriteJob>]) -> Result<(), StoreError> {
+    // One round trip: BEGIN and the write lock go as one simple-protocol batch.
+    slot.begin(&format!("BEGIN; SELECT pg_advisory_xact_lock({K_WRITE})"))?;
+    let result = (|| -> Result<(), StoreError> {
+        let conn = slot.get()?;
+        let step = |conn: &mut Conn, sql: &str| {
+            conn.client
+                .batch_execute(sql)
+                .map_err(map_pg("transaction", "step"))
+        };
+        if let [job] = batch {
+            let ok = job.run(&mut PgTx::new(conn));
+            return step(conn, if ok { "COMMIT" } else { "ROLLBACK" });
+        }
+        for job in batch.iter_mut() {
+            step(conn, "SAVEPOINT job")?;
+            if job.run(&mut PgTx::new(conn)) {
+                step(conn, "RELEASE SAVEPOINT job")?;
+            } else {
+                step(conn, "ROLLBACK TO SAVEPOINT job")?;
+                step(conn, "RELEASE SAVEPOINT job")?;
+            }
+        }
+        step(conn, "COMMIT")
+    })();
+    if result.is_err() {
+        slot.check();
+        if let Some(conn) = slot.conn.as_mut()
+            && let Err(e) = conn.client.batch_execute("ROLLBACK")
+        {
+            tracing::debug!(error = %e, "rollback of a failed write batch failed");
+            slot.conn = None;
+        }
+    }
+    result
+}
+
+/// Sleep up to `d`, waking early when `stop` is set; `false` when stopped.
+fn nap(stop: &AtomicBool, d: Duration) -> bool {
+    let until = Instant::now() + d;
+    while Instant::now() < until {
+        if stop.load(Ordering::SeqCst) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50).min(until - Instant::now()));
+    }
+    !stop.load(Ordering::SeqCst)
+}
+
+fn backend_pid(client: &mut Client) -> Result<i32, postgres::Error> {
+    client.query_one("SELECT pg_backend_pid()", &[])?.try_get(0)
+}
+
+fn read_tip(client: &mut Client) -> Result<i64, postgres::Error> {
+    client
+        .query_one("SELECT n FROM counters WHERE name = 'messages_tip'", &[])?
+        .try_get(0)
+}
+
+/// Listen for messages committed by other hubs and publish them; re-read the tip every
+/// `catchup` and after every reconnect so nothing a lost notification announced is missed.
+fn listener_loop(
+    connector: Arc<Connector>,
+    app: String,
+    catchup: Duration,
+    changes: broadcast::Sender<Change>,
+    writer_pid: Arc<AtomicI32>,
+    stop: Arc<AtomicBool>,
+) {
+    let mut last: Option<i64> = None;
+    let mut backoff = Duration::from_millis(100);
+    while !stop.load(Ordering::SeqCst) {
+        let mut client = match connector.connect(&app) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e.report(), "store listener cannot connect; retrying");
+                if !nap(&stop, backoff) {
+                    return;
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+                continue;
+            }
+        };
+        if let Err(e) = client.batch_execute(&format!("LISTEN {NOTIFY_CHANNEL}")) {
+            tracing::warn!(error = %e, "store listener cannot LISTEN; retrying");
+            continue;
+        }
+        backoff = Duration::from_millis(100);
+        tracing::debug!("store listener connected");
+        let mut next_catchup = Instant::now();
+        loop {
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let now = Instant::now();
+            if now >= next_catchup {
+                match read_tip(&mut client) {
+                    Ok(tip) => {
+                        // Notifications buffered while the query ran are older than the tip
+                        // just read: account for them first.
+                        let mut pending = Vec::new();
+                        {
+                            let mut queued = client.notifications();
+                            let mut it = queued.iter();
+                            while let Ok(Some(n)) = it.next() {
+                                pending.push(n);
+                            }
+                        }
+                        for n in pending {
+                            on_notification(&n, &changes, &writer_pid, &mut last);
+                        }
+                        if let Some(l) = last
+                            && tip > l
+                        {
+                            tracing::debug!(tip, last = l, "catch-up read found new messages");
+                            let _ = changes.send(Change::Tip(tip));
+                        }
+                        last = Some(last.map_or(tip, |l| l.max(tip)));
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "store listener lost its connection");
+                        break;
+                    }
+                }
+                next_catchup = now + catchup;
+            }
+            let wait = next_catchup
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(100));
+            let got = client.notifications().timeout_iter(wait).next();
+            match got {
+                Ok(Some(n)) => on_notification(&n, &changes, &writer_pid, &mut last),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "store listener lost its connection");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+fn on_notification(
+    n: &postgres::Notification,
+    changes: &broadcast::Sender<Change>,
+    writer_pid: &AtomicI32,
+    last: &mut Option<i64>,
+) {
+    let Some((id, to)) = n.payload().split_once(' ') else {
+        tracing::warn!(payload = n.payload(), "unreadable store notification");
+        return;
+    };
+    let Ok(id) = id.parse::<i64>() else {
+        tracing::warn!(payload = n.payload(), "unreadable store notification");
+        return;
+    };
+    *last = Some(last.map_or(id, |l| l.max(id)));
+    // Our own writer's messages were rung in-process already.
+    if n.process_id() == writer_pid.load(Ordering::Relaxed) {
+        return;
+    }
+    let _ = changes.send(Change::Message {
+        id,
+        to: to.to_string(),
+    });
+}
+
+/// Hold (or try to take) the periodic-work lease and keep its status current.
+fn lease_loop(
+    connector: Arc<Connector>,
+    app: String,
+    every: Duration,
+    status: Arc<Mutex<LeaseStatus>>,
+    stop: Arc<AtomicBool>,
+) {
+    let hi = (K_LEASE >> 32) as u32;
+    let lo = (K_LEASE & 0xffff_ffff) as u32;
+    let holder_sql = format!(
+        "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+           WHERE l.locktype = 'advisory' AND l.granted AND l.classid = {hi} AND l.objid = {lo}
+             AND l.objsubid = 1
+             AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+           LIMIT 1"
+    );
+    let mut client: Option<Client> = None;
+    let mut held = false;
+    while !stop.load(Ordering::SeqCst) {
+        let pass = (|| -> Result<Option<String>, StoreError> {
+            if client.as_ref().is_none_or(|c| c.is_closed()) {
+                held = false;
+                client = Some(connector.connect(&app)?);
+            }
+            let Some(c) = client.as_mut() else {
+                return Err(StoreError::db("no lease connection"));
+            };
+            let e = map_pg("lease", "check");
+            if held {
+                c.batch_execute("SELECT 1").map_err(&e)?;
+            } else {
+                held = c
+                    .query_one("SELECT pg_try_advisory_lock($1)", &[&K_LEASE])
+                    .and_then(|r| r.try_get(0))
+                    .map_err(&e)?;
+                if held {
+                    tracing::info!(node = %app, "took the periodic-work lease");
+                }
+            }
+            let holder = c
+                .query_opt(&holder_sql, &[])
+                .map_err(&e)?
+                .and_then(|r| r.try_get::<_, Option<String>>(0).ok().flatten());
+            Ok(holder)
+        })();
+        let next = match pass {
+            Ok(holder) => LeaseStatus { held, holder },
+            Err(e) => {
+                if held {
+                    tracing::warn!(error = %e.report(), "lost the periodic-work lease");
+                }
+                held = false;
+                client = None;
+                LeaseStatus::default()
+            }
+        };
+        match status.lock() {
+            Ok(mut g) => *g = next,
+            Err(p) => *p.into_inner() = next,
+        }
+        if !nap(&stop, every) {
+            break;
+        }
+    }
+}
+
+impl PgStore {
+    /// Open the store at `url` with the default options.
+    pub fn open(url: &str) -> Result<PgStore, StoreError> {
+        Self::open_with(url, PgOptions::default())
+    }
+
+    /// Connect to `url`, apply the schema migrations (refusing a newer schema), and start the
+    /// worker threads (plus, with `opts.background`, the listener and the lease threads).
+    pub fn open_with(url: &str, opts: PgOptions) -> Result<PgStore, StoreError> {
+        let masked = mask_url(url);
+        let mut config: postgres::Config = url.parse().map_err(|e| StoreError::Open {
+            path: masked.clone(),
+            context: "not a valid PostgreSQL URL".into(),
+            source: Some(Arc::new(e)),
+        })?;
+        config.connect_timeout(opts.connect_timeout);
+        let connector = Arc::new(Connector {
+            config,
+            url: masked.clone(),
+        });
+        let app = |role: &str| {
+            let mut s = format!("{} {role}", opts.node);
+            s.truncate(63);
+            s
+        };
+        let mut first = connector
+            .connect(&app("writer"))
+            .map_err(|e| StoreError::Open {
+                path: masked.clone(),
+                context: "cannot connect".into(),
+                source: std::error::Error::source(&e).map(|_| Arc::new(e.clone()) as _),
+            })?;
+        schema::migrate(&mut first, &masked)?;
+        let sync = if opts.sync_full { "on" } else { "off" };
+        first
+            .batch_execute(&format!("SET synchronous_commit = {sync}"))
+            .map_err(|e| unavailable_or_open(&masked, "cannot set synchronous_commit", e))?;
+        let applied: String = first
+            .query_one("SHOW synchronous_commit", &[])
+            .and_then(|r| r.try_get(0))
+            .map_err(|e| unavailable_or_open(&masked, "cannot read synchronous_commit", e))?;
+        let synchronous = if applied == "off" { "normal" } else { "full" };
+        let pid = backend_pid(&mut first)
+            .map_err(|e| unavailable_or_open(&masked, "cannot read the backend pid", e))?;
+        let writer_pid = Arc::new(AtomicI32::new(pid));
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let (changes, _) = broadcast::channel(4096);
+        let mut threads = Vec::new();
+        let spawn_err = |e: std::io::Error| StoreError::Open {
+            path: masked.clone(),
+            context: "cannot start a store thread".into(),
+            source: Some(Arc::new(e)),
+        };
+
+        let (wtx, wrx) = mpsc::channel::<Box<dyn WriteJob>>();
+        let pid_slot = Arc::clone(&writer_pid);
+        let writer = Slot {
+            conn: Some(Conn::new(first)),
+            connector: Arc::clone(&connector),
+            app: app("writer"),
+            setup: Some(Box::new(move |c: &mut Client| {
+                c.batch_execute(&format!("SET synchronous_commit = {sync}"))?;
+                pid_slot.store(backend_pid(c)?, Ordering::Relaxed);
+                Ok(())
+            })),
+        };
+        threads.push(
+            std::thread::Builder::new()
+                .name("pg-writer".into())
+                .spawn(move || writer_loop(writer, wrx, 256))
+                .map_err(spawn_err)?,
+        );
+        let (rtx, rrx) = mpsc::channel::<ReadJob>();
+        let rrx = Arc::new(Mutex::new(rrx));
+        for i in 0..opts.readers.max(1) {
+            let slot = Slot {
+                conn: None,
+                connector: Arc::clone(&connector),
+                app: app("reader"),
+                setup: None,
+            };
+            let rx = Arc::clone(&rrx);
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("pg-reader-{i}"))
+                    .spawn(move || reader_loop(slot, rx))
+                    .map_err(spawn_err)?,
+            );
+        }
+        let mut lease = None;
+        if opts.background {
+            let (c, a, tx, pid, s) = (
+                Arc::clone(&connector),
+                app("listener"),
+                changes.clone(),
+                Arc::clone(&writer_pid),
+                Arc::clone(&stop),
+            );
+            let catchup = opts.catchup;
+            threads.push(
+                std::thread::Builder::new()
+                    .name("pg-listener".into())
+                    .spawn(move || listener_loop(c, a, catchup, tx, pid, s))
+                    .map_err(spawn_err)?,
+            );
+            let status = Arc::new(Mutex::new(LeaseStatus::default()));
+            let (c, a, st, s) = (
+                Arc::clone(&connector),
+                app("lease"),
+                Arc::clone(&status),
+                Arc::clone(&stop),
+            );
+            let every = opts.lease_check;
+            threads.push(
+                std::thread::Builder::new()
+                    .name("pg-lease".into())
+                    .spawn(move || lease_loop(c, a, every, st, s))
+                    .map_err(spawn_err)?,
+            );
+            lease = Some(status);
+        }
+        tracing::debug!(url = %masked, synchronous, "postgres store open");
+        Ok(PgStore {
+            inner: Arc::new(Inner {
+                url: masked,
+                synchronous,
+                writer: Some(wtx),
+                reader: Some(rtx),
+                threads,
+                stop,
+                changes,
+                lease,
+            }),
+        })
+    }
+}
+
+impl Store for PgStore {
+    fn read<R, F>(&self, f: F) -> impl Future<Output = Result<R, StoreError>> + Send
+    where
+        F: FnOnce(&dyn ReadTx) -> Result<R, StoreError> + Send + 'static,
+        R: Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let job: ReadJob = Box::new(move |slot: &mut Slot| {
+            let _ = tx.send(run_read(slot, f));
+        });
+        let sent = match &self.inner.reader {
+            Some(s) => s.send(job).map_err(|_| StoreError::Closed),
+            None => Err(StoreError::Closed),
+        };
+        async move {
+            sent?;
+            rx.await.map_err(|_| StoreError::Closed)?
+        }
+    }
+
+    fn write<R, F>(&self, f: F) -> impl Future<Output = Result<R, StoreError>> + Send
+    where
+        F: FnOnce(&mut dyn WriteTx) -> Result<R, StoreError> + Send + 'static,
+        R: Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let job: Box<dyn WriteJob> = Box::new(Job {
+            f: Some(f),
+            out: None,
+            reply: tx,
+        });
+        let sent = match &self.inner.writer {
+            Some(s) => s.send(job).map_err(|_| StoreError::Closed),
+            None => Err(StoreError::Closed),
+        };
+        async move {
+            sent?;
+            rx.await.map_err(|_| StoreError::Closed)?
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("postgres:{}", self.inner.url)
+    }
+
+    fn synchronous(&self) -> &'static str {
+        self.inner.synchronous
+    }
+
+    fn watch(&self) -> Option<broadcast::Receiver<Change>> {
+        Some(self.inner.changes.subscribe())
+    }
+
+    fn lease(&self) -> Option<LeaseStatus> {
+        let status = self.inner.lease.as_ref()?;
+        Some(match status.lock() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        })
+    }
+}

@@ -1,0 +1,192 @@
+//! The PostgreSQL schema and its versioned migrations.
+//!
+//! The version lives in the one-row `schema_version` table. Migrations run in one transaction
+//! under a transaction-scoped advisory lock, so two hubs starting on the same empty database
+//! cannot both create the tables; PostgreSQL's DDL is transactional, so a failed migration
+//! leaves nothing behind. A database whose version is newer than this build's is refused.
+
+use postgres::Client;
+
+use crate::{K_MIGRATE, unavailable_or_open};
+use trantor_store::StoreError;
+
+/// The schema version this build writes and understands.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// Version 1: every table the `Store` trait needs.
+///
+/// - Every text column is `COLLATE "C"` (byte order), as SQLite compares: ordered listings and
+///   the event-type prefix ranges must not depend on the server's locale.
+/// - Ids come from `BIGSERIAL` sequences, so two hubs never hand out the same id; writes are
+///   additionally serialised by an advisory lock (see the crate docs), which makes ids increase in
+///   commit order, the property `/poll`'s `since` cursor relies on.
+/// - The message and event "tips" (highest id ever assigned, even when pruned) and their row
+///   counts live in `counters`, updated in the same statement as the insert or delete, so what
+///   a reader sees always matches the rows of its snapshot (a sequence is not transactional:
+///   a rolled-back insert leaves a gap in it). Counting a million rows is never needed.
+const V1: &str = r#"
+CREATE TABLE messages (
+    id      BIGSERIAL PRIMARY KEY,
+    ts      BIGINT  NOT NULL,
+    from_s  TEXT COLLATE "C" NOT NULL,
+    to_s    TEXT COLLATE "C" NOT NULL,
+    project TEXT COLLATE "C" NOT NULL,
+    text    TEXT    NOT NULL,
+    re      BIGINT,
+    kind    TEXT COLLATE "C",
+    wake    BOOLEAN
+);
+CREATE INDEX messages_to_id   ON messages(to_s, id);
+CREATE INDEX messages_from_ts ON messages(from_s, ts);
+CREATE INDEX messages_ts      ON messages(ts);
+
+CREATE TABLE message_refs (
+    card_id BIGINT NOT NULL,
+    msg_id  BIGINT NOT NULL,
+    PRIMARY KEY (card_id, msg_id)
+);
+CREATE INDEX message_refs_msg ON message_refs(msg_id);
+
+CREATE TABLE peers (
+    session         TEXT COLLATE "C" PRIMARY KEY,
+    last_seen       BIGINT NOT NULL,
+    delivered_up_to BIGINT NOT NULL DEFAULT 0,
+    data            TEXT   NOT NULL
+);
+CREATE INDEX peers_last_seen ON peers(last_seen);
+
+CREATE TABLE cards (
+    id       BIGSERIAL PRIMARY KEY,
+    project  TEXT COLLATE "C" NOT NULL,
+    status   TEXT COLLATE "C" NOT NULL,
+    assignee TEXT COLLATE "C" NOT NULL,
+    updated  BIGINT NOT NULL,
+    data     TEXT   NOT NULL
+);
+CREATE INDEX cards_project  ON cards(project, id);
+CREATE INDEX cards_status   ON cards(status, id);
+CREATE INDEX cards_assignee ON cards(assignee, id);
+
+CREATE TABLE events (
+    id      BIGSERIAL PRIMARY KEY,
+    ts      BIGINT NOT NULL,
+    type    TEXT COLLATE "C" NOT NULL,
+    project TEXT COLLATE "C" NOT NULL,
+    by_s    TEXT COLLATE "C" NOT NULL,
+    task_id BIGINT,
+    data    TEXT   NOT NULL
+);
+CREATE INDEX events_task    ON events(task_id, id) WHERE task_id IS NOT NULL;
+CREATE INDEX events_by      ON events(by_s, id);
+CREATE INDEX events_project ON events(project, id);
+CREATE INDEX events_type    ON events(type, id);
+CREATE INDEX events_ts      ON events(ts) WHERE task_id IS NULL;
+
+CREATE TABLE event_refs (
+    card_id  BIGINT NOT NULL,
+    event_id BIGINT NOT NULL,
+    PRIMARY KEY (card_id, event_id)
+);
+CREATE INDEX event_refs_event ON event_refs(event_id);
+
+CREATE TABLE lessons (
+    id      BIGSERIAL PRIMARY KEY,
+    scope   TEXT COLLATE "C" NOT NULL,
+    text    TEXT   NOT NULL,
+    by_s    TEXT COLLATE "C" NOT NULL,
+    ts      BIGINT NOT NULL,
+    project TEXT COLLATE "C" NOT NULL
+);
+CREATE INDEX lessons_scope ON lessons(scope, id);
+
+CREATE TABLE kv (
+    key   TEXT COLLATE "C" PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
+CREATE TABLE ops (
+    id   TEXT COLLATE "C" PRIMARY KEY,
+    ts   BIGINT  NOT NULL,
+    code INTEGER NOT NULL,
+    body TEXT    NOT NULL
+);
+CREATE INDEX ops_ts ON ops(ts);
+
+CREATE TABLE counters (
+    name TEXT COLLATE "C" PRIMARY KEY,
+    n    BIGINT NOT NULL
+);
+INSERT INTO counters(name, n) VALUES
+    ('messages_tip', 0), ('messages_count', 0), ('events_tip', 0), ('events_count', 0);
+"#;
+
+/// Migrations in order: entry `i` brings a database from version `i` to `i + 1`.
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1];
+
+/// Bring the database to [`SCHEMA_VERSION`], or explain why it cannot be.
+pub(crate) fn migrate(client: &mut Client, url: &str) -> Result<(), StoreError> {
+    let err = |what: &str| {
+        let what = what.to_string();
+        move |e: postgres::Error| unavailable_or_open(url, &what, e)
+    };
+    let mut tx = client
+        .transaction()
+        .map_err(err("cannot begin the migration"))?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&K_MIGRATE])
+        .map_err(err("cannot lock the database for migration"))?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        .map_err(err(
+            "cannot read the schema (is this database writable by this user?)",
+        ))?;
+    let rows = tx
+        .query("SELECT version FROM schema_version", &[])
+        .map_err(err("cannot read the schema version"))?;
+    let current: i32 = match rows.as_slice() {
+        [] => 0,
+        [row] => row
+            .try_get(0)
+            .map_err(err("the stored schema version is not a number"))?,
+        _ => {
+            return Err(StoreError::Open {
+                path: url.to_string(),
+                context: format!(
+                    "schema_version holds {} rows instead of one; refusing to guess",
+                    rows.len()
+                ),
+                source: None,
+            });
+        }
+    };
+    if current > SCHEMA_VERSION {
+        return Err(StoreError::Open {
+            path: url.to_string(),
+            context: format!(
+                "the database has schema version {current}, newer than this build's \
+                 {SCHEMA_VERSION}; run a newer trantor (the database was left untouched)"
+            ),
+            source: None,
+        });
+    }
+    if current < 0 {
+        return Err(StoreError::Open {
+            path: url.to_string(),
+            context: format!("the stored schema version {current} is invalid"),
+            source: None,
+        });
+    }
+    for (from, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        tx.batch_execute(sql)
+            .map_err(err(&format!("migration {from} -> {}", from + 1)))?;
+        tracing::info!(from, to = from + 1, "postgres schema migrated");
+    }
+    if current < SCHEMA_VERSION {
+        tx.execute("DELETE FROM schema_version", &[])
+            .map_err(err("cannot record the schema version"))?;
+        tx.execute(
+            "INSERT INTO schema_version(version) VALUES ($1)",
+            &[&SCHEMA_VERSION],
+        )
+        .map_err(err("cannot record the schema version"))?;
+    }
+    tx.commit().map_err(err("cannot commit the schema"))
+}

@@ -1129,6 +1129,9 @@ pub async fn run(args: &HubBenchArgs) -> Result<Table> {
         );
         let clients = sizes.throughput_clients;
         send_load(port, clients, u64::MAX / 4, Some(need.div_ceil(clients))).await?;
+        // The fill can outlast the hub's header timeout, which closes idle keep-alive
+        // connections: read through a fresh one.
+        let mut watcher = Http::connect(port).await?;
         // Exercise the read side too, so its caches are part of what is measured.
         for s in 0..clients {
             let _ = watcher

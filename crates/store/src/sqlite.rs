@@ -462,6 +462,7 @@ fn run_batch(conn: &Connection, batch: &mut [Box<dyn WriteJob>]) -> Result<(), S
             return Ok(());
         }
         for job in batch.iter_mut() {
+            tx.next_job();
             step("SAVEPOINT job")?;
             if job.run(&mut tx) {
                 step("RELEASE job")?;

@@ -389,7 +389,12 @@ pub(super) async fn health(c: &mut Http) -> Result<Value> {
 
 /// Wake latency (1): `/send` reply → woken `/poll` reply, µs, sorted. `others_held` polls of
 /// other sessions are held meanwhile (the sample's poll counts as held above them).
-async fn wake_latency(port: u16, samples: usize, others_held: i64) -> Result<Vec<f64>> {
+async fn wake_latency(
+    port: u16,
+    session: &str,
+    samples: usize,
+    others_held: i64,
+) -> Result<Vec<f64>> {
     let mut sender = Http::connect(port).await?;
     let mut watcher = Http::connect(port).await?;
     let mut poller = Some(Http::connect(port).await?);
@@ -397,7 +402,7 @@ async fn wake_latency(port: u16, samples: usize, others_held: i64) -> Result<Vec
     let mut out = Vec::with_capacity(samples);
     for i in 0..samples {
         let mut p = poller.take().context("poller connection lost")?;
-        let path = format!("/poll?session=bench-wake&since={cursor}&wait=30");
+        let path = format!("/poll?session={session}&since={cursor}&wait=30");
         let held = tokio::spawn(async move {
             let r = p.get(&path).await;
             let at = Instant::now();
@@ -416,7 +421,7 @@ async fn wake_latency(port: u16, samples: usize, others_held: i64) -> Result<Vec
             tokio::task::yield_now().await;
         }
         tokio::time::sleep(Duration::from_micros(300)).await;
-        let body = json!({"from": "bench-sender", "to": "bench-wake", "text": format!("wake {i}")});
+        let body = json!({"from": "bench-sender", "to": session, "text": format!("wake {i}")});
         let reply = sender.post("/send", &body.to_string()).await?;
         let sent_at = Instant::now();
         let id = field_i64(&reply.json()?, "id")?;
@@ -721,7 +726,7 @@ async fn held_polls(port: u16, pid: u32, sizes: &Sizes, table: &mut Table) -> Re
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let bg = tokio::spawn(background_sends(port, sizes.wake_rate, stop_rx));
     let t0 = Instant::now();
-    let wake = wake_latency(port, sizes.wake_samples, idle as i64).await;
+    let wake = wake_latency(port, "bench-wake-load", sizes.wake_samples, idle as i64).await;
     let secs = t0.elapsed().as_secs_f64();
     let _ = stop_tx.send(true);
     let sent = bg.await.context("background sender failed")??;
@@ -1009,7 +1014,7 @@ pub async fn run(args: &HubBenchArgs) -> Result<Table> {
 
     if args.wants("wake") {
         eprintln!("bench: wake latency ({} samples)…", sizes.wake_samples);
-        let wake = wake_latency(port, sizes.wake_samples, 0).await?;
+        let wake = wake_latency(port, "bench-wake", sizes.wake_samples, 0).await?;
         let p50 = percentile(&wake, 0.50);
         let p99 = percentile(&wake, 0.99);
         table.row(Row::info(
@@ -1145,6 +1150,9 @@ pub async fn run(args: &HubBenchArgs) -> Result<Table> {
         );
         let clients = sizes.throughput_clients;
         send_load(port, clients, u64::MAX / 4, Some(need.div_ceil(clients))).await?;
+        // The fill can outlast the hub's header timeout, which closes idle keep-alive
+        // connections: read through a fresh one.
+        let mut watcher = Http::connect(port).await?;
         // Exercise the read side too, so its caches are part of what is measured.
         for s in 0..clients {
             let _ = watcher

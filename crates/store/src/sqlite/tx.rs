@@ -17,12 +17,24 @@ use crate::{
 /// Statements of a transaction on `conn` (read-only or read-write, as the connection is).
 pub(crate) struct SqlTx<'c> {
     conn: &'c Connection,
+    /// The message the current write job inserted last (id, text), so its `message` event can
+    /// be stored by reference without reading the row back. Cleared between jobs
+    /// ([`SqlTx::next_job`]): a job rolled back to its savepoint may have its id reused.
+    last_message: Option<(i64, String)>,
 }
 
 impl<'c> SqlTx<'c> {
     /// Wrap a connection that is already inside a transaction.
     pub(crate) fn new(conn: &'c Connection) -> Self {
-        SqlTx { conn }
+        SqlTx {
+            conn,
+            last_message: None,
+        }
+    }
+
+    /// Start the next write job of a batch: forget what the previous one inserted.
+    pub(crate) fn next_job(&mut self) {
+        self.last_message = None;
     }
 }
 
@@ -197,6 +209,12 @@ impl SqlTx<'_> {
             return Ok(None);
         };
         let chars = i64::try_from(text.chars().count()).unwrap_or(i64::MAX);
+        // The common case: the job just inserted this message (no read needed).
+        if let Some((id, full)) = &self.last_message
+            && *id == msg
+        {
+            return Ok(full.starts_with(text).then_some((msg, chars)));
+        }
         let same: Option<bool> = self.row(
             "messages",
             "insert_event",
@@ -732,6 +750,7 @@ impl WriteTx for SqlTx<'_> {
                 msg.wake
             ],
         )?;
+        self.last_message = Some((id, msg.text.clone()));
         for card in refs {
             self.exec(
                 "message_refs",

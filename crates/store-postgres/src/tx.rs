@@ -470,9 +470,13 @@ impl ReadTx for PgTx<'_> {
         }
         if let Some(task) = filter.task_id {
             let n = q.arg(task);
-            q.sql.push_str(&format!(
-                " AND (task_id = {n} OR id IN (SELECT event_id FROM event_refs WHERE card_id = {n}))"
-            ));
+            if filter.card_events_only {
+                q.sql.push_str(&format!(" AND task_id = {n}"));
+            } else {
+                q.sql.push_str(&format!(
+                    " AND (task_id = {n} OR id IN (SELECT event_id FROM event_refs WHERE card_id = {n}))"
+                ));
+            }
         }
         let n = q.arg(sql_limit(filter.limit));
         q.sql.push_str(&format!(" ORDER BY id DESC LIMIT {n}"));

@@ -171,6 +171,9 @@ pub struct EventFilter {
     pub by: Option<String>,
     /// Card events of this card plus message events citing it.
     pub task_id: Option<i64>,
+    /// With `task_id`: only the card's own events, not the message events citing it (an
+    /// indexed read whose cost does not grow with the messages that cite the card).
+    pub card_events_only: bool,
     /// Only ids greater than this.
     pub since: Option<i64>,
     /// Keep the newest `limit` of the matches (returned oldest first).

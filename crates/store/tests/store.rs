@@ -372,8 +372,8 @@ mod conformance {
         }
     }
 
-    /// `events` filters: types (exact and prefix), by, since, project, task (own and cited) and
-    /// a limit that keeps the newest, returned oldest first.
+    /// `events` filters: types (exact and prefix), by, since, project, task (own and cited, or
+    /// own only) and a limit that keeps the newest, returned oldest first.
     pub async fn events_filters<S: Store>(s: &S) {
         let ev = |kind: &str, by: &str, task: Option<i64>, refs: Vec<i64>| NewEvent {
             ts: 1,
@@ -455,6 +455,27 @@ mod conformance {
             })
             .await,
             vec![id(1), id(2), id(5)]
+        );
+        // Only the card's own events: the message citing it is left out by the query itself,
+        // so newer citing messages can neither cost the read nor push the card's events out.
+        assert_eq!(
+            run(EventFilter {
+                task_id: Some(7),
+                card_events_only: true,
+                limit: 1,
+                ..Default::default()
+            })
+            .await,
+            vec![id(5)]
+        );
+        assert_eq!(
+            run(EventFilter {
+                task_id: Some(7),
+                card_events_only: true,
+                ..Default::default()
+            })
+            .await,
+            vec![id(1), id(5)]
         );
         assert_eq!(
             run(EventFilter {

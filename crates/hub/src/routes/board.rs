@@ -512,6 +512,7 @@ pub async fn card<S: Store>(
             let card = tx.card(id)?;
             let events = tx.events(&EventFilter {
                 task_id: Some(id),
+                card_events_only: true,
                 limit: limits::EVENTS_MAX,
                 ..EventFilter::default()
             })?;

@@ -552,9 +552,13 @@ impl ReadTx for SqlTx<'_> {
         if let Some(task) = filter.task_id {
             args.push(SqlValue::Integer(task));
             let n = args.len();
-            sql.push_str(&format!(
-                " AND (task_id = ?{n} OR id IN (SELECT event_id FROM event_refs WHERE card_id = ?{n}))"
-            ));
+            if filter.card_events_only {
+                sql.push_str(&format!(" AND task_id = ?{n}"));
+            } else {
+                sql.push_str(&format!(
+                    " AND (task_id = ?{n} OR id IN (SELECT event_id FROM event_refs WHERE card_id = ?{n}))"
+                ));
+            }
         }
         args.push(SqlValue::Integer(sql_limit(filter.limit)));
         sql.push_str(&format!(" ORDER BY id DESC LIMIT ?{}", args.len()));

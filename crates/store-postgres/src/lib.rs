@@ -416,6 +416,11 @@ fn writer_loop(mut slot: Slot, rx: mpsc::Receiver<Box<dyn WriteJob>>, max_batch:
             }
         }
         let outcome = run_batch(&mut slot, &mut batch);
+        tracing::trace!(
+            jobs = batch.len(),
+            ok = outcome.is_ok(),
+            "store write batch"
+        );
         if let Err(e) = &outcome {
             tracing::error!(error = %e.report(), jobs = batch.len(), "store write batch failed");
         }
@@ -428,9 +433,18 @@ fn writer_loop(mut slot: Slot, rx: mpsc::Receiver<Box<dyn WriteJob>>, max_batch:
 
 /// Run every job of the batch in one transaction under the write lock; `Err` when the
 /// transaction as a whole did not commit (then no job's changes are kept).
+///
+/// Round trips per batch of N jobs: one for `BEGIN` + the lock (+ the first savepoint), the
+/// jobs' own statements, and one per job that closes its savepoint and opens the next one (the
+/// last of these also commits), as simple-protocol batches: N + 1 besides the statements.
 fn run_batch(slot: &mut Slot, batch: &mut [Box<dyn WriteJob>]) -> Result<(), StoreError> {
-    // One round trip: BEGIN and the write lock go as one simple-protocol batch.
-    slot.begin(&format!("BEGIN; SELECT pg_advisory_xact_lock({K_WRITE})"))?;
+    let single = batch.len() == 1;
+    let begin = if single {
+        format!("BEGIN; SELECT pg_advisory_xact_lock({K_WRITE})")
+    } else {
+        format!("BEGIN; SELECT pg_advisory_xact_lock({K_WRITE}); SAVEPOINT job")
+    };
+    slot.begin(&begin)?;
     let result = (|| -> Result<(), StoreError> {
         let conn = slot.get()?;
         let step = |conn: &mut Conn, sql: &str| {
@@ -442,16 +456,18 @@ fn run_batch(slot: &mut Slot, batch: &mut [Box<dyn WriteJob>]) -> Result<(), Sto
             let ok = job.run(&mut PgTx::new(conn));
             return step(conn, if ok { "COMMIT" } else { "ROLLBACK" });
         }
-        for job in batch.iter_mut() {
-            step(conn, "SAVEPOINT job")?;
-            if job.run(&mut PgTx::new(conn)) {
-                step(conn, "RELEASE SAVEPOINT job")?;
-            } else {
-                step(conn, "ROLLBACK TO SAVEPOINT job")?;
-                step(conn, "RELEASE SAVEPOINT job")?;
-            }
+        let last = batch.len().saturating_sub(1);
+        for (i, job) in batch.iter_mut().enumerate() {
+            let ok = job.run(&mut PgTx::new(conn));
+            let sql = match (ok, i == last) {
+                (true, false) => "RELEASE SAVEPOINT job; SAVEPOINT job",
+                (true, true) => "RELEASE SAVEPOINT job; COMMIT",
+                (false, false) => "ROLLBACK TO SAVEPOINT job; RELEASE SAVEPOINT job; SAVEPOINT job",
+                (false, true) => "ROLLBACK TO SAVEPOINT job; RELEASE SAVEPOINT job; COMMIT",
+            };
+            step(conn, sql)?;
         }
-        step(conn, "COMMIT")
+        Ok(())
     })();
     if result.is_err() {
         slot.check();

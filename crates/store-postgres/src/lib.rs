@@ -1,11 +1,12 @@
 //! The hub's [`Store`] on PostgreSQL, so several hubs can serve one crew from one database.
 //!
 //! Design (mirrors the embedded SQLite store, so the hub's domain logic is unchanged):
-//! - **Blocking connections on store-owned threads.** The `Store` trait runs synchronous
-//!   closures over a transaction, so the blocking `postgres` client (the synchronous face of
-//!   `tokio-postgres`) fits it directly: one writer thread and a few reader threads each own one
-//!   connection and take closures from a queue. No async pool is needed, and no closure ever
-//!   blocks a tokio worker.
+//! - **Connections on store-owned threads.** The `Store` trait runs synchronous closures over a
+//!   transaction: one writer thread and a few reader threads each own one connection (a
+//!   `tokio-postgres` client driven by a current-thread runtime private to that thread) and take
+//!   closures from a queue. No async pool is needed, and no closure ever blocks a tokio worker.
+//!   Driving the async client directly lets savepoint commands be pipelined with the next
+//!   statement instead of costing round trips of their own.
 //! - **Writes are serialised across every hub** by a transaction-scoped advisory lock taken at
 //!   the start of each write transaction. That keeps the contract the SQLite store gives for
 //!   free: message ids increase in commit order (a `/poll` cursor never skips a message that

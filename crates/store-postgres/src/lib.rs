@@ -145,14 +145,18 @@ pub(crate) struct Conn {
     stmts: HashMap<String, Statement>,
     /// Simple-protocol commands to send ahead of the next statement (`;`-separated).
     deferred: String,
+    /// A deferred batch failed: the savepoints are not what the writer thinks, so the whole
+    /// transaction must be abandoned (see [`run_batch`]).
+    deferred_failed: bool,
 }
 
 /// Send `pending` (when not empty) and then run `fut`, both in one round trip; the first error
-/// wins (a failed `pending` aborts the transaction, so `fut` fails too).
+/// wins (a failed `pending` aborts the transaction, so `fut` fails too) and sets `failed`.
 fn pipelined<T>(
     rt: &tokio::runtime::Runtime,
     client: &tokio_postgres::Client,
     pending: &str,
+    failed: &mut bool,
     fut: impl Future<Output = Result<T, postgres::Error>>,
 ) -> Result<T, postgres::Error> {
     if pending.is_empty() {
@@ -162,6 +166,9 @@ fn pipelined<T>(
     // server receives (and runs) them in this order.
     rt.block_on(async {
         let (a, b) = tokio::join!(client.batch_execute(pending), fut);
+        if a.is_err() {
+            *failed = true;
+        }
         a?;
         b
     })
@@ -194,6 +201,7 @@ impl Conn {
             client,
             stmts: HashMap::new(),
             deferred: String::new(),
+            deferred_failed: false,
         })
     }
 
@@ -213,6 +221,7 @@ impl Conn {
     /// Drop the deferred commands unsent (the transaction is being abandoned).
     fn discard_deferred(&mut self) {
         self.deferred.clear();
+        self.deferred_failed = false;
     }
 
     /// Run simple-protocol commands (after any deferred ones, in the same round trip).
@@ -236,6 +245,7 @@ impl Conn {
             &self.rt,
             &self.client,
             &pending,
+            &mut self.deferred_failed,
             self.client.query(st, params),
         )
     }
@@ -251,6 +261,7 @@ impl Conn {
             &self.rt,
             &self.client,
             &pending,
+            &mut self.deferred_failed,
             self.client.query_opt(st, params),
         )
     }
@@ -266,6 +277,7 @@ impl Conn {
             &self.rt,
             &self.client,
             &pending,
+            &mut self.deferred_failed,
             self.client.execute(st, params),
         )
     }
@@ -598,6 +610,14 @@ fn run_batch(slot: &mut Slot, batch: &mut [Box<dyn WriteJob>]) -> Result<(), Sto
                 (false, true) => "ROLLBACK TO SAVEPOINT job; RELEASE SAVEPOINT job; COMMIT",
             };
             if i == last {
+                if conn.deferred_failed {
+                    // A closure went on (and returned Ok) after one of its statements failed:
+                    // the savepoint commands sent after it failed too, so which changes a
+                    // rollback would undo is unknown. Keep none of them.
+                    return Err(StoreError::db(
+                        "transaction: a savepoint command failed; the batch is rolled back",
+                    ));
+                }
                 step(conn, sql)?;
             } else {
                 // Rides along with the next job's first statement.

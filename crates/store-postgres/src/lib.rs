@@ -550,17 +550,26 @@ fn reader_loop(mut slot: Slot, rx: Arc<Mutex<mpsc::Receiver<ReadJob>>>) {
     }
 }
 
+/// Move the jobs queued right now into `batch`, up to `max_batch` in all.
+fn pull(
+    rx: &mpsc::Receiver<Box<dyn WriteJob>>,
+    batch: &mut Vec<Box<dyn WriteJob>>,
+    max_batch: usize,
+) {
+    while batch.len() < max_batch {
+        match rx.try_recv() {
+            Ok(job) => batch.push(job),
+            Err(_) => break,
+        }
+    }
+}
+
 fn writer_loop(mut slot: Slot, rx: mpsc::Receiver<Box<dyn WriteJob>>, max_batch: usize) {
     let mut batch: Vec<Box<dyn WriteJob>> = Vec::with_capacity(64);
     while let Ok(first) = rx.recv() {
         batch.push(first);
-        while batch.len() < max_batch {
-            match rx.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
-        let outcome = run_batch(&mut slot, &mut batch);
+        pull(&rx, &mut batch, max_batch);
+        let outcome = run_batch(&mut slot, &mut batch, &rx, max_batch);
         tracing::trace!(
             jobs = batch.len(),
             ok = outcome.is_ok(),
@@ -581,8 +590,15 @@ fn writer_loop(mut slot: Slot, rx: mpsc::Receiver<Box<dyn WriteJob>>, max_batch:
 ///
 /// Round trips per batch: one for `BEGIN` + the lock (+ the first savepoint), the jobs' own
 /// statements, and one for `COMMIT`. Closing a job's savepoint and opening the next one is
-/// deferred onto the next job's first statement (pipelined), so it costs no round trip.
-fn run_batch(slot: &mut Slot, batch: &mut [Box<dyn WriteJob>]) -> Result<(), StoreError> {
+/// deferred onto the next job's first statement (pipelined), so it costs no round trip. Jobs
+/// queued while the batch runs are pulled into it before it commits (a batch that began with
+/// one job alone runs without savepoints and takes no more).
+fn run_batch(
+    slot: &mut Slot,
+    batch: &mut Vec<Box<dyn WriteJob>>,
+    rx: &mpsc::Receiver<Box<dyn WriteJob>>,
+    max_batch: usize,
+) -> Result<(), StoreError> {
     let single = batch.len() == 1;
     let begin = if single {
         format!("BEGIN; SELECT pg_advisory_xact_lock({K_WRITE})")
@@ -596,34 +612,35 @@ fn run_batch(slot: &mut Slot, batch: &mut [Box<dyn WriteJob>]) -> Result<(), Sto
             conn.batch_execute(sql)
                 .map_err(map_pg("transaction", "step"))
         };
-        if let [job] = batch {
+        if let [job] = batch.as_mut_slice() {
             let ok = job.run(&mut PgTx::new(conn));
             return step(conn, if ok { "COMMIT" } else { "ROLLBACK" });
         }
-        let last = batch.len().saturating_sub(1);
-        for (i, job) in batch.iter_mut().enumerate() {
-            let ok = job.run(&mut PgTx::new(conn));
-            let sql = match (ok, i == last) {
-                (true, false) => "RELEASE SAVEPOINT job; SAVEPOINT job",
-                (true, true) => "RELEASE SAVEPOINT job; COMMIT",
-                (false, false) => "ROLLBACK TO SAVEPOINT job; RELEASE SAVEPOINT job; SAVEPOINT job",
-                (false, true) => "ROLLBACK TO SAVEPOINT job; RELEASE SAVEPOINT job; COMMIT",
-            };
-            if i == last {
-                if conn.deferred_failed {
-                    // A closure went on (and returned Ok) after one of its statements failed:
-                    // the savepoint commands sent after it failed too, so which changes a
-                    // rollback would undo is unknown. Keep none of them.
-                    return Err(StoreError::db(
-                        "transaction: a savepoint command failed; the batch is rolled back",
-                    ));
-                }
-                step(conn, sql)?;
+        let mut i = 0;
+        while i < batch.len() {
+            let ok = batch[i].run(&mut PgTx::new(conn));
+            // Rides along with the next job's first statement (or with COMMIT).
+            conn.defer(if ok {
+                "RELEASE SAVEPOINT job; SAVEPOINT job"
             } else {
-                // Rides along with the next job's first statement.
-                conn.defer(sql);
+                "ROLLBACK TO SAVEPOINT job; RELEASE SAVEPOINT job; SAVEPOINT job"
+            });
+            i += 1;
+            if i == batch.len() {
+                // Writes that arrived while these ran join this transaction, so one commit
+                // serves them too instead of each waiting for a commit of its own.
+                pull(rx, batch, max_batch);
             }
         }
+        if conn.deferred_failed {
+            // A closure went on (and returned Ok) after one of its statements failed: the
+            // savepoint commands sent after it failed too, so which changes a rollback would
+            // undo is unknown. Keep none of them.
+            return Err(StoreError::db(
+                "transaction: a savepoint command failed; the batch is rolled back",
+            ));
+        }
+        step(conn, "RELEASE SAVEPOINT job; COMMIT")?;
         Ok(())
     })();
     if result.is_err() {

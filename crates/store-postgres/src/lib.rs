@@ -1,11 +1,12 @@
 //! The hub's [`Store`] on PostgreSQL, so several hubs can serve one crew from one database.
 //!
 //! Design (mirrors the embedded SQLite store, so the hub's domain logic is unchanged):
-//! - **Blocking connections on store-owned threads.** The `Store` trait runs synchronous
-//!   closures over a transaction, so the blocking `postgres` client (the synchronous face of
-//!   `tokio-postgres`) fits it directly: one writer thread and a few reader threads each own one
-//!   connection and take closures from a queue. No async pool is needed, and no closure ever
-//!   blocks a tokio worker.
+//! - **Connections on store-owned threads.** The `Store` trait runs synchronous closures over a
+//!   transaction: one writer thread and a few reader threads each own one connection (a
+//!   `tokio-postgres` client driven by a current-thread runtime private to that thread) and take
+//!   closures from a queue. No async pool is needed, and no closure ever blocks a tokio worker.
+//!   Driving the async client directly lets savepoint commands be pipelined with the next
+//!   statement instead of costing round trips of their own.
 //! - **Writes are serialised across every hub** by a transaction-scoped advisory lock taken at
 //!   the start of each write transaction. That keeps the contract the SQLite store gives for
 //!   free: message ids increase in commit order (a `/poll` cursor never skips a message that
@@ -133,18 +134,152 @@ impl fmt::Debug for PgStore {
     }
 }
 
-/// One connection with its prepared-statement cache.
+/// One connection of a worker thread, with its prepared-statement cache.
+///
+/// It drives the asynchronous client on a runtime of its own (current-thread, only ever run by
+/// the owning thread's calls), so transaction-control commands can be *deferred*: sent in the
+/// same round trip as the next statement (pipelined) instead of one round trip of their own.
 pub(crate) struct Conn {
-    pub(crate) client: Client,
+    rt: tokio::runtime::Runtime,
+    client: tokio_postgres::Client,
     stmts: HashMap<String, Statement>,
+    /// Simple-protocol commands to send ahead of the next statement (`;`-separated).
+    deferred: String,
+    /// A deferred batch failed: the savepoints are not what the writer thinks, so the whole
+    /// transaction must be abandoned (see [`run_batch`]).
+    deferred_failed: bool,
+}
+
+/// Send `pending` (when not empty) and then run `fut`, both in one round trip; the first error
+/// wins (a failed `pending` aborts the transaction, so `fut` fails too) and sets `failed`.
+fn pipelined<T>(
+    rt: &tokio::runtime::Runtime,
+    client: &tokio_postgres::Client,
+    pending: &str,
+    failed: &mut bool,
+    fut: impl Future<Output = Result<T, postgres::Error>>,
+) -> Result<T, postgres::Error> {
+    if pending.is_empty() {
+        return rt.block_on(fut);
+    }
+    // `join!` polls the batch first, and each request is queued on its first poll, so the
+    // server receives (and runs) them in this order.
+    rt.block_on(async {
+        let (a, b) = tokio::join!(client.batch_execute(pending), fut);
+        if a.is_err() {
+            *failed = true;
+        }
+        a?;
+        b
+    })
 }
 
 impl Conn {
-    fn new(client: Client) -> Self {
-        Conn {
+    /// Open a connection with `config` (`url` is the masked address, for errors).
+    fn connect(config: &tokio_postgres::Config, url: &str) -> Result<Conn, StoreError> {
+        let context = || format!("cannot connect to {url}");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Unavailable {
+                context: context(),
+                source: Some(Arc::new(e)),
+            })?;
+        let (client, connection) =
+            rt.block_on(config.connect(NoTls))
+                .map_err(|e| StoreError::Unavailable {
+                    context: context(),
+                    source: Some(Arc::new(e)),
+                })?;
+        rt.spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "store connection ended");
+            }
+        });
+        Ok(Conn {
+            rt,
             client,
             stmts: HashMap::new(),
+            deferred: String::new(),
+            deferred_failed: false,
+        })
+    }
+
+    /// Whether the connection is gone.
+    fn is_closed(&self) -> bool {
+        self.client.is_closed()
+    }
+
+    /// Queue simple-protocol commands to go out with the next statement.
+    fn defer(&mut self, sql: &str) {
+        if !self.deferred.is_empty() {
+            self.deferred.push_str("; ");
         }
+        self.deferred.push_str(sql);
+    }
+
+    /// Drop the deferred commands unsent (the transaction is being abandoned).
+    fn discard_deferred(&mut self) {
+        self.deferred.clear();
+        self.deferred_failed = false;
+    }
+
+    /// Run simple-protocol commands (after any deferred ones, in the same round trip).
+    pub(crate) fn batch_execute(&mut self, sql: &str) -> Result<(), postgres::Error> {
+        if !self.deferred.is_empty() {
+            self.deferred.push_str("; ");
+        }
+        self.deferred.push_str(sql);
+        let all = std::mem::take(&mut self.deferred);
+        self.rt.block_on(self.client.batch_execute(&all))
+    }
+
+    /// Rows of a prepared statement.
+    pub(crate) fn query(
+        &mut self,
+        st: &Statement,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<postgres::Row>, postgres::Error> {
+        let pending = std::mem::take(&mut self.deferred);
+        pipelined(
+            &self.rt,
+            &self.client,
+            &pending,
+            &mut self.deferred_failed,
+            self.client.query(st, params),
+        )
+    }
+
+    /// At most one row of a prepared statement.
+    pub(crate) fn query_opt(
+        &mut self,
+        st: &Statement,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<Option<postgres::Row>, postgres::Error> {
+        let pending = std::mem::take(&mut self.deferred);
+        pipelined(
+            &self.rt,
+            &self.client,
+            &pending,
+            &mut self.deferred_failed,
+            self.client.query_opt(st, params),
+        )
+    }
+
+    /// Rows changed by a prepared statement.
+    pub(crate) fn execute(
+        &mut self,
+        st: &Statement,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<u64, postgres::Error> {
+        let pending = std::mem::take(&mut self.deferred);
+        pipelined(
+            &self.rt,
+            &self.client,
+            &pending,
+            &mut self.deferred_failed,
+            self.client.execute(st, params),
+        )
     }
 
     /// The prepared statement for `sql`, preparing it on first use.
@@ -155,7 +290,7 @@ impl Conn {
         if self.stmts.len() >= STATEMENT_CACHE {
             self.stmts.clear();
         }
-        let st = self.client.prepare(sql)?;
+        let st = self.rt.block_on(self.client.prepare(sql))?;
         self.stmts.insert(sql.to_string(), st.clone());
         Ok(st)
     }
@@ -225,10 +360,19 @@ pub(crate) fn unavailable_or_open(url: &str, what: &str, e: postgres::Error) -> 
 /// Makes connections to the database with the configured options.
 struct Connector {
     config: postgres::Config,
+    /// The same settings for the worker connections ([`Conn`]).
+    async_config: tokio_postgres::Config,
     url: String,
 }
 
 impl Connector {
+    /// A worker connection labelled `app`.
+    fn conn(&self, app: &str) -> Result<Conn, StoreError> {
+        let mut c = self.async_config.clone();
+        c.application_name(app);
+        Conn::connect(&c, &self.url)
+    }
+
     fn connect(&self, app: &str) -> Result<Client, StoreError> {
         let mut c = self.config.clone();
         c.application_name(app);
@@ -240,7 +384,7 @@ impl Connector {
 }
 
 /// Session set-up run on each new connection of a worker.
-type SessionSetup = Box<dyn Fn(&mut Client) -> Result<(), postgres::Error> + Send>;
+type SessionSetup = Box<dyn Fn(&mut Conn) -> Result<(), postgres::Error> + Send>;
 
 /// A worker thread's connection, opened on demand and dropped when it fails.
 struct Slot {
@@ -253,15 +397,15 @@ struct Slot {
 
 impl Slot {
     fn get(&mut self) -> Result<&mut Conn, StoreError> {
-        if self.conn.as_ref().is_some_and(|c| c.client.is_closed()) {
+        if self.conn.as_ref().is_some_and(|c| c.is_closed()) {
             self.conn = None;
         }
         if self.conn.is_none() {
-            let mut client = self.connector.connect(&self.app)?;
+            let mut conn = self.connector.conn(&self.app)?;
             if let Some(setup) = &self.setup {
-                setup(&mut client).map_err(map_pg("session", "set-up"))?;
+                setup(&mut conn).map_err(map_pg("session", "set-up"))?;
             }
-            self.conn = Some(Conn::new(client));
+            self.conn = Some(conn);
         }
         match self.conn.as_mut() {
             Some(c) => Ok(c),
@@ -271,7 +415,7 @@ impl Slot {
 
     /// Drop the connection if it is dead, so the next request reconnects.
     fn check(&mut self) {
-        if self.conn.as_ref().is_some_and(|c| c.client.is_closed()) {
+        if self.conn.as_ref().is_some_and(|c| c.is_closed()) {
             self.conn = None;
         }
     }
@@ -282,7 +426,8 @@ impl Slot {
         let mut attempt = 0;
         loop {
             let conn = self.get()?;
-            match conn.client.batch_execute(sql) {
+            conn.discard_deferred();
+            match conn.batch_execute(sql) {
                 Ok(()) => return Ok(()),
                 Err(e) if is_connection_error(&e) => {
                     self.conn = None;
@@ -294,7 +439,7 @@ impl Slot {
                 Err(e) => {
                     // A batch that began and then failed leaves an aborted transaction behind.
                     if let Some(c) = self.conn.as_mut()
-                        && c.client.batch_execute("ROLLBACK").is_err()
+                        && c.batch_execute("ROLLBACK").is_err()
                     {
                         self.conn = None;
                     }
@@ -381,7 +526,7 @@ fn run_read<R>(
         })
     };
     if let Some(conn) = slot.conn.as_mut()
-        && let Err(e) = conn.client.batch_execute("COMMIT")
+        && let Err(e) = conn.batch_execute("COMMIT")
     {
         tracing::debug!(error = %e, "ending a read transaction failed");
     }
@@ -405,17 +550,31 @@ fn reader_loop(mut slot: Slot, rx: Arc<Mutex<mpsc::Receiver<ReadJob>>>) {
     }
 }
 
+/// Move the jobs queued right now into `batch`, up to `max_batch` in all.
+fn pull(
+    rx: &mpsc::Receiver<Box<dyn WriteJob>>,
+    batch: &mut Vec<Box<dyn WriteJob>>,
+    max_batch: usize,
+) {
+    while batch.len() < max_batch {
+        match rx.try_recv() {
+            Ok(job) => batch.push(job),
+            Err(_) => break,
+        }
+    }
+}
+
 fn writer_loop(mut slot: Slot, rx: mpsc::Receiver<Box<dyn WriteJob>>, max_batch: usize) {
     let mut batch: Vec<Box<dyn WriteJob>> = Vec::with_capacity(64);
     while let Ok(first) = rx.recv() {
         batch.push(first);
-        while batch.len() < max_batch {
-            match rx.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
-        let outcome = run_batch(&mut slot, &mut batch);
+        pull(&rx, &mut batch, max_batch);
+        let outcome = run_batch(&mut slot, &mut batch, &rx, max_batch);
+        tracing::trace!(
+            jobs = batch.len(),
+            ok = outcome.is_ok(),
+            "store write batch"
+        );
         if let Err(e) = &outcome {
             tracing::error!(error = %e.report(), jobs = batch.len(), "store write batch failed");
         }
@@ -428,35 +587,69 @@ fn writer_loop(mut slot: Slot, rx: mpsc::Receiver<Box<dyn WriteJob>>, max_batch:
 
 /// Run every job of the batch in one transaction under the write lock; `Err` when the
 /// transaction as a whole did not commit (then no job's changes are kept).
-fn run_batch(slot: &mut Slot, batch: &mut [Box<dyn WriteJob>]) -> Result<(), StoreError> {
-    // One round trip: BEGIN and the write lock go as one simple-protocol batch.
-    slot.begin(&format!("BEGIN; SELECT pg_advisory_xact_lock({K_WRITE})"))?;
+///
+/// Round trips per batch: one for `BEGIN` + the lock (+ the first savepoint), the jobs' own
+/// statements, and one for `COMMIT`. Closing a job's savepoint and opening the next one is
+/// deferred onto the next job's first statement (pipelined), so it costs no round trip. Jobs
+/// queued while the batch runs are pulled into it before it commits (a batch that began with
+/// one job alone runs without savepoints and takes no more).
+fn run_batch(
+    slot: &mut Slot,
+    batch: &mut Vec<Box<dyn WriteJob>>,
+    rx: &mpsc::Receiver<Box<dyn WriteJob>>,
+    max_batch: usize,
+) -> Result<(), StoreError> {
+    let single = batch.len() == 1;
+    let begin = if single {
+        format!("BEGIN; SELECT pg_advisory_xact_lock({K_WRITE})")
+    } else {
+        format!("BEGIN; SELECT pg_advisory_xact_lock({K_WRITE}); SAVEPOINT job")
+    };
+    slot.begin(&begin)?;
     let result = (|| -> Result<(), StoreError> {
         let conn = slot.get()?;
         let step = |conn: &mut Conn, sql: &str| {
-            conn.client
-                .batch_execute(sql)
+            conn.batch_execute(sql)
                 .map_err(map_pg("transaction", "step"))
         };
-        if let [job] = batch {
+        if let [job] = batch.as_mut_slice() {
             let ok = job.run(&mut PgTx::new(conn));
             return step(conn, if ok { "COMMIT" } else { "ROLLBACK" });
         }
-        for job in batch.iter_mut() {
-            step(conn, "SAVEPOINT job")?;
-            if job.run(&mut PgTx::new(conn)) {
-                step(conn, "RELEASE SAVEPOINT job")?;
+        let mut i = 0;
+        while i < batch.len() {
+            let ok = batch[i].run(&mut PgTx::new(conn));
+            // Rides along with the next job's first statement (or with COMMIT).
+            conn.defer(if ok {
+                "RELEASE SAVEPOINT job; SAVEPOINT job"
             } else {
-                step(conn, "ROLLBACK TO SAVEPOINT job")?;
-                step(conn, "RELEASE SAVEPOINT job")?;
+                "ROLLBACK TO SAVEPOINT job; RELEASE SAVEPOINT job; SAVEPOINT job"
+            });
+            i += 1;
+            if i == batch.len() {
+                // Writes that arrived while these ran join this transaction, so one commit
+                // serves them too instead of each waiting for a commit of its own.
+                pull(rx, batch, max_batch);
             }
         }
-        step(conn, "COMMIT")
+        if conn.deferred_failed {
+            // A closure went on (and returned Ok) after one of its statements failed: the
+            // savepoint commands sent after it failed too, so which changes a rollback would
+            // undo is unknown. Keep none of them.
+            return Err(StoreError::db(
+                "transaction: a savepoint command failed; the batch is rolled back",
+            ));
+        }
+        step(conn, "RELEASE SAVEPOINT job; COMMIT")?;
+        Ok(())
     })();
     if result.is_err() {
         slot.check();
         if let Some(conn) = slot.conn.as_mut()
-            && let Err(e) = conn.client.batch_execute("ROLLBACK")
+            && let Err(e) = {
+                conn.discard_deferred();
+                conn.batch_execute("ROLLBACK")
+            }
         {
             tracing::debug!(error = %e, "rollback of a failed write batch failed");
             slot.conn = None;
@@ -678,8 +871,16 @@ impl PgStore {
             source: Some(Arc::new(e)),
         })?;
         config.connect_timeout(opts.connect_timeout);
+        let mut async_config: tokio_postgres::Config =
+            url.parse().map_err(|e| StoreError::Open {
+                path: masked.clone(),
+                context: "not a valid PostgreSQL URL".into(),
+                source: Some(Arc::new(e)),
+            })?;
+        async_config.connect_timeout(opts.connect_timeout);
         let connector = Arc::new(Connector {
             config,
+            async_config,
             url: masked.clone(),
         });
         let app = |role: &str| {
@@ -720,12 +921,18 @@ impl PgStore {
         let (wtx, wrx) = mpsc::channel::<Box<dyn WriteJob>>();
         let pid_slot = Arc::clone(&writer_pid);
         let writer = Slot {
-            conn: Some(Conn::new(first)),
+            // The writer thread opens its own connection (set up below) on its first job.
+            conn: None,
             connector: Arc::clone(&connector),
             app: app("writer"),
-            setup: Some(Box::new(move |c: &mut Client| {
+            setup: Some(Box::new(move |c: &mut Conn| {
                 c.batch_execute(&format!("SET synchronous_commit = {sync}"))?;
-                pid_slot.store(backend_pid(c)?, Ordering::Relaxed);
+                let st = c.prepare("SELECT pg_backend_pid()")?;
+                let pid: i32 = match c.query_opt(&st, &[])? {
+                    Some(row) => row.try_get(0)?,
+                    None => 0,
+                };
+                pid_slot.store(pid, Ordering::Relaxed);
                 Ok(())
             })),
         };

@@ -2,7 +2,8 @@
 //!
 //! The transaction itself (BEGIN, the write lock, savepoints, COMMIT) is managed by the worker
 //! threads in the crate root; this type only runs the statements, each through the
-//! connection's prepared-statement cache (one round trip per statement).
+//! connection's prepared-statement cache (one round trip per statement, carrying any deferred
+//! transaction-control commands with it).
 
 use std::cell::RefCell;
 
@@ -42,7 +43,7 @@ impl<'c> PgTx<'c> {
     ) -> Result<Vec<Row>, StoreError> {
         let mut c = self.conn.borrow_mut();
         let st = c.prepare(sql).map_err(map_pg(table, op))?;
-        c.client.query(&st, params).map_err(map_pg(table, op))
+        c.query(&st, params).map_err(map_pg(table, op))
     }
 
     fn query_opt(
@@ -54,7 +55,7 @@ impl<'c> PgTx<'c> {
     ) -> Result<Option<Row>, StoreError> {
         let mut c = self.conn.borrow_mut();
         let st = c.prepare(sql).map_err(map_pg(table, op))?;
-        c.client.query_opt(&st, params).map_err(map_pg(table, op))
+        c.query_opt(&st, params).map_err(map_pg(table, op))
     }
 
     fn exec(
@@ -66,7 +67,7 @@ impl<'c> PgTx<'c> {
     ) -> Result<u64, StoreError> {
         let mut c = self.conn.borrow_mut();
         let st = c.prepare(sql).map_err(map_pg(table, op))?;
-        c.client.execute(&st, params).map_err(map_pg(table, op))
+        c.execute(&st, params).map_err(map_pg(table, op))
     }
 
     /// One number from a one-row query (0 when no row).

@@ -143,7 +143,7 @@ impl Field {
         // A required text must be non-blank: the hub refuses "" and "  " with a 400.
         if self.required && self.ty == Ty::Str {
             s["minLength"] = json!(1);
-            s["pattern"] = json!(r"\S");
+            s["pattern"] = json!(trantor_proto::limits::NON_BLANK_PATTERN);
         }
         if let Some(p) = self.pattern {
             s["pattern"] = json!(p);

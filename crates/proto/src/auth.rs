@@ -433,8 +433,9 @@ pub const ANY_PROJECT: &str = "*";
 /// One grant: a role on a project (or on `*`, every project).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Scope {
-    /// A project name, or `*`. Requests may spell it `proj`.
+    /// A project name, or `*` (empty means `*`). Requests may spell it `proj`.
     #[serde(alias = "proj")]
+    #[schemars(length(max = crate::limits::PROJECT))]
     pub project: String,
     /// The role granted.
     pub role: Role,
@@ -593,12 +594,14 @@ pub struct EnrollReply {
 pub struct InviteRequest {
     /// The scopes the invited key will get (1 to 20).
     #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = 20))]
     pub scopes: Vec<Scope>,
     /// Seconds until the invite expires: default 86400, clamped to 1 s … 30 days.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_sec: Option<f64>,
-    /// human, agent (default) or tool.
+    /// human, agent (default when empty or absent) or tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["human", "agent", "tool", "", null]))]
     pub kind: Option<String>,
 }
 
@@ -649,6 +652,10 @@ pub struct IdentitiesReply {
 
 /// Body of `POST /identity/revoke` (owner of `*`): name a key or a name (every live key of it).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("anyOf" = [
+    {"required": ["name"], "properties": {"name": {"type": "string", "pattern": "[^\\t\\n\\x0B\\x0C\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"}}},
+    {"required": ["pubkey"], "properties": {"pubkey": {"type": "string", "pattern": "[^\\t\\n\\x0B\\x0C\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"}}}
+]))]
 pub struct RevokeRequest {
     /// Revoke this public key.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -77,3 +77,9 @@ pub const EVENTS_MAX: usize = 2000;
 pub const EVENTS_DEFAULT: usize = 300;
 /// Messages citing a card returned by `/card`.
 pub const CARD_MESSAGES: usize = 200;
+
+/// The JSON Schema pattern of a non-blank text: at least one character that is not Unicode
+/// `White_Space` (what `str::trim` removes), spelled as an explicit class because `\S` means
+/// different sets in ECMAScript, Python and Rust. The wire types' schemas spell the same class.
+pub const NON_BLANK_PATTERN: &str =
+    r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]";

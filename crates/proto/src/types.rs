@@ -73,7 +73,7 @@ impl Message {
 pub struct SendRequest {
     /// Sender session (required).
     #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::SESSION), regex(pattern = r"\S"))]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::SESSION), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
     pub from: String,
     /// Recipient; defaults to `all`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -81,7 +81,7 @@ pub struct SendRequest {
     pub to: Option<String>,
     /// Body text (required, non-blank).
     #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::MESSAGE_TEXT), regex(pattern = r"\S"))]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::MESSAGE_TEXT), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
     pub text: String,
     /// Project; defaults to the sender's peer project, else the suffix of `from`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -129,7 +129,7 @@ pub struct InboxReply {
 pub struct RegisterRequest {
     /// The session being touched (required).
     #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::SESSION), regex(pattern = r"\S"))]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::SESSION), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
     pub session: String,
     /// Project; kept when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -268,7 +268,7 @@ pub struct PeerReply {
 pub struct DeliveredRequest {
     /// Session whose ledger is raised.
     #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::SESSION), regex(pattern = r"\S"))]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::SESSION), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
     pub session: String,
     /// New floor (never lowers the ledger; absent is 0, a no-op).
     #[serde(default)]
@@ -412,7 +412,7 @@ pub struct TaskCreateRequest {
     pub project: Option<String>,
     /// Title (required).
     #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::TITLE), regex(pattern = r"\S"))]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::TITLE), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
     pub title: String,
     /// Initial status; `stale` or unknown becomes `todo`.
     #[serde(default)]
@@ -655,7 +655,7 @@ pub struct Lesson {
 pub struct LessonRequest {
     /// Text (required).
     #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::LESSON_TEXT), regex(pattern = r"\S"))]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::LESSON_TEXT), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
     pub text: String,
     /// Scope, default `global`.
     #[serde(default)]
@@ -715,7 +715,7 @@ pub struct PolicyReply {
 pub struct PolicyLinkRequest {
     /// Two to four projects.
     #[serde(default)]
-    #[schemars(extend("x-required" = true, "uniqueItems" = true), length(min = 2, max = 4), inner(length(min = 1, max = crate::limits::PROJECT), regex(pattern = r"\S")))]
+    #[schemars(extend("x-required" = true, "uniqueItems" = true), length(min = 2, max = 4), inner(length(min = 1, max = crate::limits::PROJECT), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]")))]
     pub projects: Vec<String>,
     /// Why (links only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -839,7 +839,7 @@ pub struct OpReply {
 pub struct ProjectRequest {
     /// Project (required).
     #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::PROJECT), regex(pattern = r"\S"))]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::PROJECT), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
     pub project: String,
     /// Brief.
     #[serde(default)]
@@ -856,11 +856,11 @@ pub struct ProjectRequest {
 pub struct PhaseRequest {
     /// Project.
     #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::PROJECT), regex(pattern = r"\S"))]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::PROJECT), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
     pub project: String,
     /// Phase name.
     #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::CARD_PHASE), regex(pattern = r"\S"))]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::CARD_PHASE), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
     pub phase: String,
     /// Goal.
     #[serde(default)]
@@ -1337,12 +1337,12 @@ pub struct VerifyGate {
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("allOf" = [
     {"anyOf": [
-        {"required": ["project"], "properties": {"project": {"type": "string", "pattern": "\\S"}}},
+        {"required": ["project"], "properties": {"project": {"type": "string", "pattern": "[^\\t\\n\\x0B\\x0C\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"}}},
         {"required": ["by"], "properties": {"by": {"type": "string", "pattern": ":[^:]{1,80}$"}}}
     ]},
     {"anyOf": [
         {"required": ["claim"], "properties": {
-            "resolve": {"const": false}, "claim": {"type": "string", "pattern": "\\S"}}},
+            "resolve": {"const": false}, "claim": {"type": "string", "pattern": "[^\\t\\n\\x0B\\x0C\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"}}},
         {"required": ["resolve", "id"], "properties": {
             "resolve": {"const": true}, "id": {"type": "integer"}}}
     ]}

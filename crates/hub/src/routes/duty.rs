@@ -31,7 +31,7 @@ const CATCHUP_EVENTS: usize = 50;
 pub struct FailureRequest {
     /// The recipient that could not be nudged.
     #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = limits::SESSION), regex(pattern = r"\S"))]
+    #[schemars(extend("x-required" = true), length(min = 1, max = limits::SESSION), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
     pub recipient: String,
     /// Its project (default: the recipient's suffix).
     #[serde(default)]

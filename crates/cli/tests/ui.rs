@@ -53,37 +53,51 @@ impl Browser {
             common::skip_or_fail(&msg);
             return None;
         };
-        let port = free_port();
-        let mut cmd = Command::new(&driver);
-        cmd.arg(format!("--port={port}"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let driver_proc = GroupChild::spawn(cmd);
-        let deadline = Instant::now() + GUARD;
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "chromedriver did not listen");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let profile = tempfile::tempdir().expect("profile dir");
-        let mut caps = serde_json::Map::new();
-        caps.insert(
-            "goog:chromeOptions".into(),
-            json!({
-                "binary": chromium,
-                "args": [
-                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                    "--no-first-run", "--window-size=1400,1000",
-                    format!("--user-data-dir={}", profile.path().display()),
-                ],
-            }),
-        );
-        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        let client = ClientBuilder::new(connector)
-            .capabilities(caps)
-            .connect(&format!("http://127.0.0.1:{port}"))
-            .await
-            .expect("webdriver session");
+        // Tests run in parallel and each picks a free port for its driver; another process can
+        // take the port between the pick and the driver's bind, so a driver that answers and
+        // then refuses the session is started again on a fresh port (three tries).
+        let mut attempt = 0;
+        let (client, driver_proc, profile) = loop {
+            attempt += 1;
+            let port = free_port();
+            let mut cmd = Command::new(&driver);
+            cmd.arg(format!("--port={port}"))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            let mut driver_proc = GroupChild::spawn(cmd);
+            let deadline = Instant::now() + GUARD;
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(Instant::now() < deadline, "chromedriver did not listen");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let profile = tempfile::tempdir().expect("profile dir");
+            let mut caps = serde_json::Map::new();
+            caps.insert(
+                "goog:chromeOptions".into(),
+                json!({
+                    "binary": chromium,
+                    "args": [
+                        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                        "--no-first-run", "--window-size=1400,1000",
+                        format!("--user-data-dir={}", profile.path().display()),
+                    ],
+                }),
+            );
+            let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+            match ClientBuilder::new(connector)
+                .capabilities(caps)
+                .connect(&format!("http://127.0.0.1:{port}"))
+                .await
+            {
+                Ok(client) => break (client, driver_proc, profile),
+                Err(e) if attempt < 3 => {
+                    eprintln!("{test}: webdriver session on port {port} failed ({e}); retrying");
+                    driver_proc.kill_group();
+                }
+                Err(e) => panic!("webdriver session: {e}"),
+            }
+        };
         Some(Browser {
             client,
             _driver: driver_proc,

@@ -480,7 +480,7 @@ where
         let out = catch_unwind(AssertUnwindSafe(|| f(tx))).unwrap_or_else(|p| {
             Err(StoreError::db(format!(
                 "write closure panicked: {}",
-                panic_message(&p)
+                trantor_store::panic_message(&p)
             )))
         });
         let ok = out.is_ok();
@@ -500,16 +500,6 @@ where
     }
 }
 
-fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "unknown panic".into()
-    }
-}
-
 fn run_read<R>(
     slot: &mut Slot,
     f: impl FnOnce(&dyn ReadTx) -> Result<R, StoreError>,
@@ -521,7 +511,7 @@ fn run_read<R>(
         catch_unwind(AssertUnwindSafe(|| f(&tx))).unwrap_or_else(|p| {
             Err(StoreError::db(format!(
                 "read closure panicked: {}",
-                panic_message(&p)
+                trantor_store::panic_message(&p)
             )))
         })
     };

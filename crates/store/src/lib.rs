@@ -128,6 +128,35 @@ pub struct NewMessage {
     pub wake: Option<bool>,
 }
 
+impl NewMessage {
+    /// The stored message, once the store has assigned `id`.
+    pub fn stored_as(self, id: i64) -> Message {
+        Message {
+            id,
+            ts: self.ts,
+            from: self.from,
+            to: self.to,
+            project: self.project,
+            text: self.text,
+            re: self.re,
+            kind: self.kind,
+            wake: self.wake,
+        }
+    }
+}
+
+/// What a panicking store closure said, for the error its caller gets instead (shared by the
+/// backends' worker threads, which catch the panic so one closure cannot take the store down).
+pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".into()
+    }
+}
+
 /// An event about to be stored: everything but the id.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct NewEvent {

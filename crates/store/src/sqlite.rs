@@ -160,7 +160,7 @@ where
         let out = catch_unwind(AssertUnwindSafe(|| f(tx))).unwrap_or_else(|p| {
             Err(StoreError::db(format!(
                 "write closure panicked: {}",
-                panic_message(&p)
+                crate::panic_message(&p)
             )))
         });
         let ok = out.is_ok();
@@ -179,16 +179,6 @@ where
         };
         // The caller may have stopped waiting (request cancelled); the write stands anyway.
         let _ = reply.send(result);
-    }
-}
-
-fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "unknown panic".into()
     }
 }
 
@@ -384,7 +374,7 @@ fn run_read<R>(
     let out = catch_unwind(AssertUnwindSafe(|| f(&tx))).unwrap_or_else(|p| {
         Err(StoreError::db(format!(
             "read closure panicked: {}",
-            panic_message(&p)
+            crate::panic_message(&p)
         )))
     });
     // A read transaction has nothing to keep; ending it releases the snapshot so the WAL can be

@@ -763,17 +763,7 @@ impl WriteTx for SqlTx<'_> {
                 params![card, id],
             )?;
         }
-        Ok(Message {
-            id,
-            ts: msg.ts,
-            from: msg.from,
-            to: msg.to,
-            project: msg.project,
-            text: msg.text,
-            re: msg.re,
-            kind: msg.kind,
-            wake: msg.wake,
-        })
+        Ok(msg.stored_as(id))
     }
 
     fn put_peer(&mut self, peer: &Peer) -> Result<(), StoreError> {

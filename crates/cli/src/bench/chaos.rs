@@ -134,7 +134,8 @@ me=$$
 : > "$d/busy-$me"
 for f in "$d"/busy-*; do
   p=${f##*busy-}
-  if [ "$p" != "$me" ] && kill -0 "$p" 2>/dev/null; then
+  # alive: not gone and not a zombie (a killed CLI whose reaper never came)
+  if [ "$p" != "$me" ] && [ -r "/proc/$p/stat" ] && ! sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | grep -q '^Z'; then
     echo "OVERLAP $(date +%s%N) $me $p" >> "$d/overlap"
   fi
 done

@@ -337,6 +337,7 @@ pub async fn boot(
             fails: 0,
             no_delivery_retry: false,
             ask_released: false,
+            replay_upto: 0,
         },
         health: Health::default(),
         cli: CliSession {
@@ -376,6 +377,7 @@ pub async fn boot(
         // wake the queue owed (turns that completed are never run again).
         (None, None, Some((cursor, floor))) => {
             let from = if corrupt.is_some() { floor } else { cursor };
+            seat.delivery.replay_upto = cursor;
             tracing::info!("resuming at cursor {from} from the previous run");
             from
         }

@@ -725,9 +725,10 @@ impl Seat {
     /// Mark ids the seat read through its own inbox as seen (docs/runner.md §5.4).
     pub async fn reconcile_seen(&mut self) {
         if let Some(upto) = self.hub.reads.delivered_up_to(&self.cfg.session).await {
+            let from = self.delivery.cursor.max(self.delivery.replay_upto);
             self.delivery
                 .q
-                .reconcile_seen(self.delivery.cursor, upto, trantor_proto::now_ms());
+                .reconcile_seen(from, upto, trantor_proto::now_ms());
         }
     }
 }

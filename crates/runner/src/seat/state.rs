@@ -138,6 +138,10 @@ pub struct Delivery {
     pub no_delivery_retry: bool,
     /// An answer released the held ask.
     pub ask_released: bool,
+    /// Resuming below the cursor a predecessor had polled up to (its queue was unreadable,
+    /// docs/runner.md §24.4): ids up to here were the runner's own polls, not the agent's inbox
+    /// reads, so the seen ledger must not claim them.
+    pub replay_upto: i64,
 }
 
 /// The seat's failure state: the park in force, what was announced, the consecutive failures

@@ -36,7 +36,9 @@ fn done_receipts(port: u16, re: i64) -> Vec<Value> {
         .filter(|m| {
             m["from"] == "claude:p"
                 && m["re"].as_i64() == Some(re)
-                && m["text"].as_str().is_some_and(|t| t.starts_with("✅ done on"))
+                && m["text"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("✅ done on"))
         })
         .collect()
 }
@@ -106,14 +108,12 @@ fn a_second_runner_is_refused_naming_the_holder_take_over_replaces_it_and_a_dead
 
 #[test]
 fn an_orphan_cli_that_ignores_sigterm_is_adopted_ended_after_the_grace_and_its_wake_runs_once_more()
- {
+{
     let Some(hub) = drill_hub() else {
         return;
     };
-    let mut seat = new_seat()
-        .env("TRANTOR_ADOPT_GRACE_MS", "1500")
-        .scenario(
-            r#"case "$FAKE_AGENT_PROMPT" in
+    let mut seat = new_seat().env("TRANTOR_ADOPT_GRACE_MS", "1500").scenario(
+        r#"case "$FAKE_AGENT_PROMPT" in
   *STUBBORN*)
     if [ ! -f "$SEAT_STATE/stubborn-once" ]; then
       : > "$SEAT_STATE/stubborn-once"
@@ -122,7 +122,7 @@ fn an_orphan_cli_that_ignores_sigterm_is_adopted_ended_after_the_grace_and_its_w
     fi;;
 esac
 "#,
-        );
+    );
     seat.start(&hub.url());
     seat.wait_idle_after(1);
     seat.control(&seat.record_pid());
@@ -189,7 +189,10 @@ fn a_truncated_pending_queue_is_kept_aside_said_loudly_and_its_wake_comes_back_f
         std::thread::sleep(Duration::from_millis(100));
     }
     let log = seat.runner_log();
-    assert!(log.contains("is corrupt") && log.contains("kept aside"), "{log}");
+    assert!(
+        log.contains("is corrupt") && log.contains("kept aside"),
+        "{log}"
+    );
     let aside = std::fs::read_dir(&seat.bus)
         .expect("bus")
         .flatten()
@@ -219,9 +222,13 @@ fn a_hub_down_when_a_turn_starts_and_when_it_ends_loses_no_receipt_and_runs_noth
     // Down when the turn ends: the hub dies mid-turn and comes back after the turn was judged.
     seat.control("FAKE_AGENT_SLEEP=3\n");
     let a = hub_send(hub.port, ORCH, "claude:p", PROJECT, "HUB-END: job");
-    wait_until("the turn to start", LONG, || seat.prompts_with("HUB-END") == 1);
+    wait_until("the turn to start", LONG, || {
+        seat.prompts_with("HUB-END") == 1
+    });
     hub.kill9();
-    wait_until("the turn to be judged", LONG, || seat.turn_rows().len() >= 2);
+    wait_until("the turn to be judged", LONG, || {
+        seat.turn_rows().len() >= 2
+    });
     hub.restart();
     wait_until("the receipt after the outage", LONG, || {
         !done_receipts(hub.port, a).is_empty()

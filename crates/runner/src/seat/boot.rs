@@ -457,7 +457,7 @@ pub async fn boot(
             seat.delivery.q.wake.len()
         );
     }
-    // A predecessor's unfinished turn is adopted before this runner starts one (§24.3).
+    // A predecessor's unfinished turn is adopted before this runner starts one (docs/runner.md §24.3).
     seat.adopt_predecessor().await;
     seat.save_pending(false);
     seat.save_cursor();

@@ -11,7 +11,7 @@
 //!   spawn and handed to the turn's wrapper shell as its stdin, so it stays held exactly as long
 //!   as the wrapper — the CLI's parent, which waits for it — lives. A runner killed mid-turn leaves
 //!   the wrapper and its CLI running, and the lock held: the next runner sees an orphan CLI in the
-//!   worktree and adopts it (§24.3) instead of starting another one beside it.
+//!   worktree and adopts it (docs/runner.md §24.3) instead of starting another one beside it.
 
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions, TryLockError};

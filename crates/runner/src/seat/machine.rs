@@ -334,6 +334,13 @@ impl SeatMachine {
                 false,
                 "predecessor turn unfinished, killed after grace".to_string(),
             ),
+            // SIGPIPE: the CLI died writing to its dead runner's pipe. Its work is judged by
+            // what it left: a commit or a card move is a delivery.
+            Some(141) if e.new_commit || moved => (
+                true,
+                "adopted: the CLI lost its runner's pipe (exit 141) after its work landed"
+                    .to_string(),
+            ),
             Some(n) => (false, format!("runner restarted mid-turn, CLI exited {n}")),
             None if rec.state == RecState::Started => (
                 false,
@@ -516,6 +523,26 @@ mod tests {
                 },
                 false,
                 "still doing",
+            ),
+            // Died on its dead runner's pipe after committing: acted on; without a trace: owed.
+            (
+                started(&[4]),
+                Evidence {
+                    exit: Some(141),
+                    new_commit: true,
+                    ..Default::default()
+                },
+                true,
+                "exit 141",
+            ),
+            (
+                started(&[4]),
+                Evidence {
+                    exit: Some(141),
+                    ..Default::default()
+                },
+                false,
+                "CLI exited 141",
             ),
             // A failed CLI: owed.
             (

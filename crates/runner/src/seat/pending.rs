@@ -98,7 +98,7 @@ impl Pending {
     /// Load the queue; a missing file gives empty queues, and seen entries without a finite id
     /// are dropped (docs/runner.md §5.2). A corrupt or truncated file is moved aside
     /// (`.corrupt-<ms>`) and named in the returned message; the caller re-reads what it held
-    /// from the hub (§24.4).
+    /// from the hub (docs/runner.md §24.4).
     pub fn load(path: &Path) -> (Pending, Option<String>) {
         let Ok(text) = std::fs::read_to_string(path) else {
             return (Pending::default(), None);

@@ -8,7 +8,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use trantor_hub::{Config, HubArgs};
 use trantor_proto::{ClientError, DeliveryMark, DeliveryState, HubClient, MarkState, SendRequest};
-use trantor_store::SqliteStore;
+use trantor_store_sqlite::SqliteStore;
 
 /// A deadline that only keeps a broken hub from hanging the suite (never a timing bound).
 const GUARD: Duration = Duration::from_secs(30);
@@ -285,7 +285,9 @@ async fn bad_marks_and_queries_are_refused_clearly() {
     let (st, body) = hub.raw(reqwest::Method::GET, "/delivery", "").await;
     assert_eq!(st, 404, "{body}");
     assert!(
-        body["error"].as_str().is_some_and(|e| e.contains("give id=N")),
+        body["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("give id=N")),
         "{body}"
     );
     for q in [

@@ -12,7 +12,7 @@ use trantor_store::StoreError;
 use trantor_store::migrate::{self, SchemaTx};
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// Version 1: every table the `Store` trait needs.
 ///
@@ -121,8 +121,41 @@ INSERT INTO counters(name, n) VALUES
     ('messages_tip', 0), ('messages_count', 0), ('events_tip', 0), ('events_count', 0);
 "#;
 
+/// Version 2: the delivery record (docs/protocol.md "Delivery"), as in the SQLite schema's
+/// version 3: the append-only `delivery` rows, `delivery_open` (the latest state of each message
+/// not yet consumed or failed) and `delivery_fence` (each session's current runner instance).
+/// Retention deletes a pruned message's rows with it (see `prune`).
+const V2: &str = r#"
+CREATE TABLE delivery (
+    seq      BIGSERIAL PRIMARY KEY,
+    msg_id   BIGINT NOT NULL,
+    state    TEXT COLLATE "C" NOT NULL,
+    ts       BIGINT NOT NULL,
+    session  TEXT COLLATE "C" NOT NULL,
+    instance TEXT COLLATE "C",
+    turn     BIGINT,
+    pid      BIGINT,
+    outcome  TEXT,
+    reason   TEXT
+);
+CREATE INDEX delivery_msg ON delivery(msg_id, seq);
+
+CREATE TABLE delivery_open (
+    msg_id  BIGINT PRIMARY KEY,
+    session TEXT COLLATE "C" NOT NULL,
+    seq     BIGINT NOT NULL
+);
+CREATE INDEX delivery_open_session ON delivery_open(session, msg_id);
+
+CREATE TABLE delivery_fence (
+    session  TEXT COLLATE "C" PRIMARY KEY,
+    instance TEXT COLLATE "C" NOT NULL,
+    ts       BIGINT NOT NULL
+);
+"#;
+
 /// Migrations in order: entry `i` brings a database from version `i` to `i + 1`.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2];
 
 /// Bring the database to [`SCHEMA_VERSION`], or explain why it cannot be.
 pub(crate) fn migrate(client: &mut Client, url: &str) -> Result<(), StoreError> {

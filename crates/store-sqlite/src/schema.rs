@@ -9,7 +9,7 @@ use trantor_store::StoreError;
 use trantor_store::migrate::{self, SchemaTx};
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Version 1: every table the `Store` trait needs, with one index per query shape.
 ///
@@ -141,8 +141,56 @@ ALTER TABLE events ADD COLUMN msg_id INTEGER;
 ALTER TABLE events ADD COLUMN text_chars INTEGER;
 "#;
 
+/// Version 3: the delivery record (docs/protocol.md "Delivery").
+///
+/// - `delivery` is append-only: one row per state of a direct message, in `seq` order.
+/// - `delivery_open` holds, per message not yet consumed or failed, the `seq` of its latest
+///   state, so a seat's open list is an index range, not a scan of its history.
+/// - `delivery_fence` names each session's current runner instance.
+/// - The message delete trigger also removes a pruned message's record (retention removes only
+///   messages their recipient has read).
+///
+/// Messages stored before this version have no rows; the hub reports a `stored` state from the
+/// message itself for them.
+const V3: &str = r#"
+CREATE TABLE delivery (
+    seq      INTEGER PRIMARY KEY AUTOINCREMENT,
+    msg_id   INTEGER NOT NULL,
+    state    TEXT    NOT NULL,
+    ts       INTEGER NOT NULL,
+    session  TEXT    NOT NULL,
+    instance TEXT,
+    turn     INTEGER,
+    pid      INTEGER,
+    outcome  TEXT,
+    reason   TEXT
+);
+CREATE INDEX delivery_msg ON delivery(msg_id, seq);
+
+CREATE TABLE delivery_open (
+    msg_id  INTEGER PRIMARY KEY,
+    session TEXT    NOT NULL,
+    seq     INTEGER NOT NULL
+);
+CREATE INDEX delivery_open_session ON delivery_open(session, msg_id);
+
+CREATE TABLE delivery_fence (
+    session  TEXT    PRIMARY KEY,
+    instance TEXT    NOT NULL,
+    ts       INTEGER NOT NULL
+) WITHOUT ROWID;
+
+DROP TRIGGER messages_ad;
+CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
+    UPDATE counters SET n = n + 1 WHERE name = 'messages_deleted';
+    DELETE FROM message_refs WHERE msg_id = old.id;
+    DELETE FROM delivery WHERE msg_id = old.id;
+    DELETE FROM delivery_open WHERE msg_id = old.id;
+END;
+"#;
+
 /// Migrations in order: entry `i` brings a database from version `i` to `i + 1`.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3];
 
 /// Bring the database behind `conn` to [`SCHEMA_VERSION`], or explain why it cannot be.
 pub(crate) fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {

@@ -86,6 +86,9 @@ pub struct ChaosNumbers {
     pub duplicated: usize,
     /// Times two agent CLIs were alive at once in one seat.
     pub overlapping: usize,
+    /// Acknowledged contracts whose `/delivery` record is not complete and in order
+    /// ([`record_complete`]).
+    pub incomplete_records: usize,
     /// `kill -9` of the hub.
     pub hub_kills: usize,
     /// `kill -9` of a runner (alone; its CLI left running).
@@ -345,6 +348,19 @@ pub fn count(dir: &Path) -> (usize, usize, usize, Vec<f64>, usize) {
     (lost, duplicated, overlapping, lat, acked.len())
 }
 
+/// A delivery record is complete and in order when it starts `stored`, ends with its one
+/// `consumed`, and the message was `claimed` and `started` before that.
+pub fn record_complete(states: &[&str]) -> bool {
+    let Some(end) = states.iter().position(|s| *s == "consumed") else {
+        return false;
+    };
+    let claimed = states[..end].iter().position(|s| *s == "claimed");
+    let started = states[..end].iter().rposition(|s| *s == "started");
+    states.first() == Some(&"stored")
+        && end == states.len() - 1
+        && matches!((claimed, started), (Some(c), Some(s)) if c < s)
+}
+
 fn append(path: &Path, line: &str) -> Result<()> {
     let mut f = std::fs::OpenOptions::new()
         .create(true)
@@ -591,12 +607,38 @@ pub async fn phase(
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    // A moment for a duplicate in flight to show.
+    // A moment for a duplicate in flight (and the last marks) to show.
     tokio::time::sleep(Duration::from_secs(3)).await;
+    // Every acknowledged contract's delivery record, read while the hub still runs.
+    let records = dir.join("delivery.jsonl");
+    let ids: Vec<i64> = std::fs::read_to_string(&acked_path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["id"].as_i64())
+        .collect();
+    let mut incomplete = 0;
+    for id in ids {
+        let line = match client.delivery(id).await {
+            Ok(r) => {
+                let states: Vec<&str> = r.states.iter().map(|e| e.state.as_str()).collect();
+                if !record_complete(&states) {
+                    incomplete += 1;
+                }
+                json!({"id": id, "states": states})
+            }
+            Err(e) => {
+                incomplete += 1;
+                json!({"id": id, "error": e.to_string()})
+            }
+        };
+        append(&records, &line.to_string())?;
+    }
     drop(seats);
     drop(hub);
     let (lost, duplicated, overlapping, ack_to_start_ms, acknowledged) = count(dir);
     Ok(ChaosNumbers {
+        incomplete_records: incomplete,
         kills,
         acknowledged,
         unacknowledged_attempts: unacked,
@@ -666,6 +708,12 @@ pub async fn run(args: &ChaosBenchArgs) -> Result<Table> {
             n.overlapping.to_string(),
             "0",
             n.overlapping == 0,
+        ));
+        t.row(Row::check(
+            format!("{m}: /delivery records not complete and in order"),
+            n.incomplete_records.to_string(),
+            "0",
+            n.incomplete_records == 0,
         ));
         t.row(Row::info(
             format!("{m}: ack → turn started p50 / p99"),

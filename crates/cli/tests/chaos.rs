@@ -5,7 +5,8 @@
 //!
 //! - no acknowledged contract lost (each reached a completed turn),
 //! - none acted on by two completed turns,
-//! - never two agent CLIs at once in one seat's worktree.
+//! - never two agent CLIs at once in one seat's worktree,
+//! - every contract's `/delivery` record complete and in order.
 //!
 //! The agent stand-in logs a contract as done only as its very last act, after its answer
 //! reached the runner, so a turn that died on the way is not a completed one. Bounded: the
@@ -159,8 +160,33 @@ fn kill_9_of_hub_and_runners_loses_no_contract_runs_none_twice_and_never_overlap
     // The faults really happened (36 s of sending, a kill every 1.25–3.75 s).
     let kills = n["hub_kills"].as_u64().unwrap_or(0) + n["runner_kills"].as_u64().unwrap_or(0);
     assert!(kills >= 5, "only {kills} kills happened: {n}");
+    // Every acknowledged contract's /delivery record is complete and in order: stored first,
+    // claimed and started before its one consumed, which ends it.
+    let records: Vec<Value> = std::fs::read_to_string(dir.join("delivery.jsonl"))
+        .expect("delivery records")
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(records.len(), 60);
+    for r in &records {
+        let states: Vec<&str> = r["states"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let end = states.iter().position(|s| *s == "consumed");
+        assert_eq!(states.first(), Some(&"stored"), "{r}");
+        assert_eq!(end, Some(states.len() - 1), "one consumed, last: {r}");
+        let before = &states[..states.len() - 1];
+        let claimed = before.iter().position(|s| *s == "claimed");
+        let started = before.iter().rposition(|s| *s == "started");
+        assert!(
+            matches!((claimed, started), (Some(c), Some(s)) if c < s),
+            "claimed, then started, before consumed: {r}"
+        );
+    }
     // The bench's own count agrees with this one.
     assert_eq!(n["lost"], 0);
     assert_eq!(n["duplicated"], 0);
     assert_eq!(n["overlapping"], 0);
+    assert_eq!(n["incomplete_records"], 0);
 }

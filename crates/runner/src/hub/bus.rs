@@ -4,13 +4,17 @@
 //! A `/send` (receipts, notices, announcements) that meets an unreachable hub is kept and
 //! retried with a bounded back-off until the hub answers, so a hub outage loses no receipt; a
 //! hub that *refuses* a send (4xx) is logged and the send dropped. A `/register` is a presence
-//! touch: one attempt, errors swallowed, since a later touch supersedes it.
+//! touch: one attempt, errors swallowed, since a later touch supersedes it. The delivery
+//! record's fence and marks (docs/protocol.md "Delivery", docs/runner.md §24) go the same way, in
+//! order and retried through an outage (the hub appends a repeated mark only once); against a
+//! hub without the record (the original's: `/delivery/fence` is 404) they stop, logged once.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
-use trantor_proto::{HubClient, RegisterRequest, SendRequest};
+use trantor_proto::delivery::DeliveryMark;
+use trantor_proto::{ClientError, HubClient, RegisterRequest, SendRequest};
 
 /// Sends queued while the hub is down, at most; the oldest go first when over.
 const QUEUE_CAP: usize = 1000;
@@ -23,6 +27,11 @@ enum Out {
         op: String,
     },
     Flush(oneshot::Sender<()>),
+    Fence {
+        session: String,
+        instance: String,
+    },
+    Mark(Box<DeliveryMark>),
 }
 
 /// A handle to the writer task.
@@ -84,6 +93,19 @@ impl Bus {
         self.queue(req, true);
     }
 
+    /// Queue `POST /delivery/fence`: this runner instance is the session's current one.
+    pub fn fence(&self, session: &str, instance: &str) {
+        let _ = self.tx.send(Out::Fence {
+            session: session.to_string(),
+            instance: instance.to_string(),
+        });
+    }
+
+    /// Queue a delivery-record mark (`POST /delivery`).
+    pub fn mark(&self, mark: DeliveryMark) {
+        let _ = self.tx.send(Out::Mark(Box::new(mark)));
+    }
+
     /// Wait (up to `within`) until everything queued so far has been posted.
     pub async fn flush(&self, within: Duration) {
         let (tx, rx) = oneshot::channel();
@@ -108,6 +130,9 @@ async fn writer(
     let mut backlog: std::collections::VecDeque<Out> = Default::default();
     let mut backoff = Duration::from_millis(500);
     let mut down_logged = false;
+    // The hub keeps no delivery record (an original hub): marks are not sent.
+    let mut no_record = false;
+    let mut superseded_logged = false;
     loop {
         let item = match backlog.pop_front() {
             Some(i) => i,
@@ -125,6 +150,61 @@ async fn writer(
             Out::Flush(done) => {
                 let _ = done.send(());
             }
+            Out::Fence { session, instance } => match hub.delivery_fence(&session, &instance).await
+            {
+                Ok(r) => {
+                    tracing::info!(
+                        "delivery record: {session} fenced as instance {instance}{}",
+                        r.previous
+                            .map(|p| format!(" (superseding {p})"))
+                            .unwrap_or_default()
+                    );
+                }
+                Err(e) if retry_later(&e) => {
+                    held(
+                        &mut backlog,
+                        &mut rx,
+                        Out::Fence { session, instance },
+                        &mut down_logged,
+                        &e,
+                        "delivery fence",
+                    );
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(backoff_max);
+                }
+                Err(e) if e.status() == Some(404) => {
+                    no_record = true;
+                    tracing::info!(
+                        "the hub keeps no delivery record (/delivery is 404) — carrying on with the runner's own disk"
+                    );
+                }
+                Err(e) => tracing::warn!("delivery fence refused: {e}"),
+            },
+            Out::Mark(_) if no_record => {}
+            Out::Mark(m) => match hub.delivery_mark(&m).await {
+                Ok(_) => {}
+                Err(e) if retry_later(&e) => {
+                    held(
+                        &mut backlog,
+                        &mut rx,
+                        Out::Mark(m),
+                        &mut down_logged,
+                        &e,
+                        "delivery mark",
+                    );
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(backoff_max);
+                }
+                Err(ClientError::Superseded { session, current }) => {
+                    if !superseded_logged {
+                        tracing::error!(
+                            "the hub refuses this runner's delivery marks: {session} is fenced by instance {current} (another runner took the seat)"
+                        );
+                        superseded_logged = true;
+                    }
+                }
+                Err(e) => tracing::debug!("delivery mark {} {:?} refused: {e}", m.id, m.state),
+            },
             Out::Send { req, outcome, op } => match hub
                 .post_with_op::<SendRequest, trantor_proto::SendReply>("/send", &req, &op)
                 .await
@@ -172,5 +252,34 @@ async fn writer(
                 }
             },
         }
+    }
+}
+
+/// The hub could not take it now (unreachable, 5xx): keep it for a later attempt.
+fn retry_later(e: &ClientError) -> bool {
+    e.is_unreachable() || e.status().is_some_and(|s| s >= 500)
+}
+
+/// Put `item` back at the head of the backlog, with what else is queued behind it (in order,
+/// under the cap).
+fn held(
+    backlog: &mut std::collections::VecDeque<Out>,
+    rx: &mut mpsc::UnboundedReceiver<Out>,
+    item: Out,
+    down_logged: &mut bool,
+    e: &ClientError,
+    what: &str,
+) {
+    if !*down_logged {
+        tracing::warn!("{what} held: {e} — it will be sent when the hub answers");
+        *down_logged = true;
+    }
+    backlog.push_front(item);
+    while let Ok(i) = rx.try_recv() {
+        backlog.push_back(i);
+    }
+    while backlog.len() > QUEUE_CAP {
+        backlog.pop_front();
+        tracing::warn!("bus backlog over {QUEUE_CAP}: oldest message dropped");
     }
 }

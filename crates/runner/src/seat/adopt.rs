@@ -69,24 +69,44 @@ impl Seat {
         (gather, wait)
     }
 
-    /// Tell the hub's delivery record (DELIVERY-WIRE.md). The hub's `/delivery` route is not on
-    /// main yet: until it is, the runner's own disk (the turn record, the pending queue) is the
-    /// record, and this logs the mark.
+    /// Tell the hub's delivery record (DELIVERY-WIRE.md, docs/protocol.md "Delivery"), through
+    /// the ordered outbound bus (retried through an outage; nothing against a hub without it).
     pub fn mark_delivery(&self, ids: &[i64], state: MarkState, turn: u64, note: &str) {
-        tracing::debug!(
-            "delivery {state:?} for {ids:?} (turn {turn}, instance {}){}",
-            self.runner_id,
-            if note.is_empty() {
-                String::new()
-            } else {
-                format!(": {note}")
+        use trantor_proto::delivery::{DeliveryMark, MarkState as Wire};
+        let wire = match state {
+            MarkState::Started => Wire::Started,
+            MarkState::Consumed => Wire::Consumed,
+            MarkState::Requeued => Wire::Requeued,
+        };
+        let note = (!note.is_empty()).then(|| {
+            let t = crate::redact::redact(note);
+            t.chars()
+                .take(trantor_proto::delivery::NOTE_MAX)
+                .collect::<String>()
+        });
+        for id in ids {
+            let mut m = DeliveryMark::new(*id, &self.cfg.session, &self.runner_id, wire);
+            m.turn = Some(turn);
+            match wire {
+                Wire::Consumed => m.outcome = note.clone(),
+                Wire::Requeued => m.reason = note.clone(),
+                _ => {}
             }
-        );
+            self.hub.bus.mark(m);
+        }
     }
 
     /// The wakes `ids` are the runner's now: on its disk (docs/runner.md §24.4).
     pub fn mark_claimed(&self, ids: &[i64]) {
-        tracing::debug!("delivery claimed {ids:?} (instance {})", self.runner_id);
+        use trantor_proto::delivery::{DeliveryMark, MarkState as Wire};
+        for id in ids {
+            self.hub.bus.mark(DeliveryMark::new(
+                *id,
+                &self.cfg.session,
+                &self.runner_id,
+                Wire::Claimed,
+            ));
+        }
     }
 
     /// Whether a CLI holds the turn directory's lock.

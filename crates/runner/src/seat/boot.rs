@@ -274,6 +274,8 @@ pub async fn boot(
     let hub = HubClient::new(&cfg.hub_url).with_signer(signer);
     let bus = Bus::start(hub.clone(), Duration::from_millis(cfg.hub_backoff_max_ms));
     let _ = bus_slot.set(bus.clone());
+    // This instance is the seat's on the hub's delivery record, before any mark (docs/runner.md §24.1).
+    bus.fence(&cfg.session, &instance);
     let ledger = Ledger::new(&paths.ledger);
     ledger.append(&ledger::boot_row(
         &cfg.persona,
@@ -461,6 +463,9 @@ pub async fn boot(
     seat.adopt_predecessor().await;
     seat.save_pending(false);
     seat.save_cursor();
+    // The restored wakes are this instance's now.
+    let owed: Vec<i64> = seat.delivery.q.wake.iter().map(|m| m.id).collect();
+    seat.mark_claimed(&owed);
     if rs.is_none() {
         seat.kickoff().await;
     } else {

@@ -11,6 +11,7 @@ pub mod date;
 pub mod enroll;
 pub mod identity;
 pub mod keys;
+pub mod lanes;
 pub mod limits;
 pub mod secrets;
 pub mod text;

@@ -144,9 +144,9 @@ fn catchup_serves_the_project_digest_and_the_session_digest() {
     assert_eq!(s, 200, "{v}");
     assert_eq!(v["session"], "claude:web");
     assert!(v.get("waitingOnMe").is_some(), "{v}");
-    // Neither: a clear 400.
+    // Neither: a clear 404 naming both.
     let (s, v) = get(&hub, "/catchup");
-    assert_eq!(s, 400);
+    assert_eq!(s, 404);
     assert!(
         v["error"]
             .as_str()
@@ -436,4 +436,315 @@ fn file_claims_warn_the_second_editor_and_refuse_paths_outside_the_project() {
     assert_eq!(reads[0]["seat"], "claude:web");
     let (_, v) = get(&hub, "/claims");
     assert_eq!(v["claims"].as_array().map(Vec::len), Some(2));
+}
+
+#[test]
+fn projects_and_phases_group_the_board() {
+    let hub = Hub::start();
+    ok(
+        &hub,
+        "/register",
+        json!({"session": "claude:web", "project": "web", "status": "working"}),
+    );
+    ok(
+        &hub,
+        "/project",
+        json!({"project": "web", "brief": "the shop", "by": "orch:web"}),
+    );
+    card(&hub, "web", "P1 cart — basket", "done", "claude:web");
+    card(&hub, "web", "P2a checkout: pay", "doing", "claude:web");
+    card(
+        &hub,
+        "web",
+        "P2b checkout receipts",
+        "todo",
+        "orch-host:web",
+    );
+    // No creator: nobody is touched, so the api lane has no live session.
+    ok(
+        &hub,
+        "/task",
+        json!({"project": "api", "title": "untagged"}),
+    );
+    let (s, v) = get(&hub, "/projects");
+    assert_eq!(s, 200, "{v}");
+    let rows = v["projects"].as_array().expect("projects");
+    let web = rows
+        .iter()
+        .find(|r| r["project"] == "web")
+        .expect("web row");
+    assert_eq!(web["brief"], "the shop");
+    assert_eq!(web["tasks"]["doing"], 1);
+    assert_eq!(web["idle"], false);
+    assert!(
+        web["agents"].as_array().is_some_and(|a| a
+            .iter()
+            .any(|x| x["session"] == "claude:web" && x["online"] == true)),
+        "{web}"
+    );
+    assert_eq!(web["phase"], "building: P2a checkout: pay", "{web}");
+    let api = rows
+        .iter()
+        .find(|r| r["project"] == "api")
+        .expect("api row");
+    assert_eq!(api["idle"], true);
+    assert!(
+        api["phase"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("idle · last activity")
+    );
+    ok(
+        &hub,
+        "/phase",
+        json!({"project": "web", "phase": "P2", "goal": "take money", "by": "orch:web"}),
+    );
+    let (s, v) = get(&hub, "/phases?project=web");
+    assert_eq!(s, 200, "{v}");
+    let keys: Vec<&str> = v["phases"]
+        .as_array()
+        .expect("phases")
+        .iter()
+        .filter_map(|p| p["key"].as_str())
+        .collect();
+    assert_eq!(keys, vec!["P1", "P2"], "{v}");
+    assert_eq!(v["phases"][0]["status"], "done");
+    assert_eq!(v["phases"][1]["status"], "active");
+    assert_eq!(v["phases"][1]["goal"], "take money");
+    assert_eq!(v["phases"][1]["total"], 2);
+    assert_eq!(
+        v["phases"][1]["orchestrators"][0]["assignee"],
+        "orch-host:web"
+    );
+    assert_eq!(v["phases"][1]["agents"], json!(["claude"]));
+    assert_eq!(v["brief"], "the shop");
+    let (s, _) = get(&hub, "/phases");
+    assert_eq!(s, 400);
+}
+
+#[test]
+fn merge_folds_a_lane_and_its_old_name_still_resolves() {
+    let hub = Hub::start();
+    let a = card(&hub, "shop-old", "cart", "doing", "claude:shop-old");
+    card(&hub, "shop", "checkout", "todo", "");
+    ok(
+        &hub,
+        "/project",
+        json!({"project": "shop-old", "brief": "old brief", "by": "orch:shop"}),
+    );
+    // Bad merges change nothing.
+    let (s, _) = post(
+        &hub,
+        "/project/merge",
+        json!({"from": "shop", "to": "shop"}),
+    );
+    assert_eq!(s, 400);
+    let (s, v) = post(
+        &hub,
+        "/project/merge",
+        json!({"from": "shop-old", "to": "nowhere"}),
+    );
+    assert_eq!(s, 400, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("no such project")
+    );
+    let (s, _) = post(&hub, "/project/merge", json!({"from": "", "to": "shop"}));
+    assert_eq!(s, 400);
+    let (_, c) = get(&hub, &format!("/card?id={a}"));
+    assert_eq!(c["task"]["project"], "shop-old");
+    // The merge.
+    let v = ok(
+        &hub,
+        "/project/merge",
+        json!({"from": "shop-old", "to": "shop"}),
+    );
+    assert_eq!(v["moved"]["cards"], 1, "{v}");
+    let (_, c) = get(&hub, &format!("/card?id={a}"));
+    assert_eq!(c["task"]["project"], "shop");
+    // The old name resolves everywhere a project is named.
+    let (_, t) = get(&hub, "/tasks?project=shop-old");
+    assert_eq!(t["tasks"].as_array().map(Vec::len), Some(2), "{t}");
+    let (_, b) = get(&hub, "/project?project=shop-old");
+    assert_eq!(b["brief"], "old brief", "{b}");
+    let (_, d) = get(&hub, "/catchup?project=shop-old");
+    assert_eq!(d["project"], "shop");
+    assert_eq!(d["total"], 2);
+    let n = ok(
+        &hub,
+        "/task",
+        json!({"project": "shop-old", "title": "new work", "by": "orch:shop"}),
+    );
+    assert_eq!(n["task"]["project"], "shop", "{n}");
+    // Merging back into its own alias is a merge into itself.
+    let (s, _) = post(
+        &hub,
+        "/project/merge",
+        json!({"from": "shop", "to": "shop-old"}),
+    );
+    assert_eq!(s, 400);
+}
+
+#[test]
+fn delete_refuses_open_contracts_and_open_cards() {
+    let hub = Hub::start();
+    ok(
+        &hub,
+        "/register",
+        json!({"session": "orch:web", "project": "web"}),
+    );
+    let a = card(&hub, "web", "cart", "doing", "claude:web");
+    ok(
+        &hub,
+        "/send",
+        json!({"from": "orch:web", "to": "claude:web", "project": "web", "text": "do #1"}),
+    );
+    let (s, v) = post(
+        &hub,
+        "/project/delete",
+        json!({"project": "web", "force": true}),
+    );
+    assert_eq!(s, 409, "{v}");
+    assert!(v["error"].as_str().unwrap_or("").contains("open contract"));
+    let (_, c) = get(&hub, &format!("/card?id={a}"));
+    assert_eq!(c["task"]["status"], "doing");
+    // The contract is answered: now only the open card refuses, unless forced.
+    ok(
+        &hub,
+        "/send",
+        json!({"from": "claude:web", "to": "orch:web", "project": "web", "text": "done", "kind": "receipt"}),
+    );
+    let (s, v) = post(&hub, "/project/delete", json!({"project": "web"}));
+    assert_eq!(s, 409, "{v}");
+    assert_eq!(v["openCards"], 1, "{v}");
+    let v = ok(
+        &hub,
+        "/project/delete",
+        json!({"project": "web", "force": true}),
+    );
+    assert_eq!(v["removed"]["tasks"], 1, "{v}");
+    let (_, c) = get(&hub, &format!("/card?id={a}"));
+    assert_eq!(c["task"]["status"], "deleted", "{c}");
+    let (_, t) = get(&hub, "/tasks?project=web");
+    assert_eq!(t["tasks"], json!([]));
+    let (s, _) = post(&hub, "/project/delete", json!({"project": "never-was"}));
+    assert_eq!(s, 404);
+    let (s, _) = post(&hub, "/project/delete", json!({}));
+    assert_eq!(s, 400);
+}
+
+#[test]
+fn proposals_need_a_bound_queue_and_are_decided_by_the_owner() {
+    let hub = Hub::start();
+    let bound = |scope: &str| json!({"session": "claude:web", "scope": scope, "condition": "during the night shift", "exclusions": "never main", "key": "patrol.reap"});
+    // Bad scopes: a missing bound, a bad key.
+    for bad in [
+        json!({"session": "claude:web", "scope": "x", "condition": "y"}),
+        json!({"session": "claude:web", "scope": " ", "condition": "y", "exclusions": "z"}),
+        json!({"session": "claude:web", "scope": "x", "condition": "y", "exclusions": "z", "key": "Bad Key!"}),
+        json!({"scope": "x", "condition": "y", "exclusions": "z"}),
+    ] {
+        let (s, v) = post(&hub, "/propose", bad.clone());
+        assert_eq!(s, 400, "{bad} -> {v}");
+    }
+    let (_, v) = get(&hub, "/proposals");
+    assert_eq!(v["proposals"], json!([]));
+    let p1 = ok(&hub, "/propose", bound("rebase feature branches"));
+    assert_eq!(p1["proposal"]["status"], "pending");
+    assert_eq!(p1["proposal"]["project"], "web");
+    let id = p1["proposal"]["id"].as_i64().expect("id");
+    let dup = ok(&hub, "/propose", bound("Rebase feature branches!"));
+    assert_eq!(dup["dedup"], true);
+    ok(&hub, "/propose", bound("two"));
+    ok(&hub, "/propose", bound("three"));
+    let (s, v) = post(&hub, "/propose", bound("four"));
+    assert_eq!(s, 409, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("queue full: 3/3")
+    );
+    // Withdraw: only the proposer.
+    let (s, _) = post(
+        &hub,
+        "/proposal/withdraw",
+        json!({"id": id + 2, "session": "codex:web"}),
+    );
+    assert_eq!(s, 403);
+    ok(
+        &hub,
+        "/proposal/withdraw",
+        json!({"id": id + 2, "session": "claude:web"}),
+    );
+    // Decide.
+    let (s, _) = post(
+        &hub,
+        "/proposal/decide",
+        json!({"id": id, "status": "maybe"}),
+    );
+    assert_eq!(s, 400);
+    let v = ok(
+        &hub,
+        "/proposal/decide",
+        json!({"id": id, "status": "approved", "note": "ok at night", "by": "op:web"}),
+    );
+    assert_eq!(v["proposal"]["status"], "approved");
+    let told = mail(&hub, "claude:web");
+    assert!(
+        told.iter()
+            .any(|t| t.starts_with(&format!("📜 proposal #{id} APPROVED: ok at night"))),
+        "{told:?}"
+    );
+    let (_, g) = get(&hub, "/grants?key=patrol.reap");
+    assert_eq!(g["grants"].as_array().map(Vec::len), Some(1), "{g}");
+    assert_eq!(g["grants"][0]["decidedBy"], "op:web");
+    let (s, _) = post(
+        &hub,
+        "/proposal/decide",
+        json!({"id": id, "status": "denied"}),
+    );
+    assert_eq!(s, 409);
+    ok(
+        &hub,
+        "/proposal/decide",
+        json!({"id": id, "status": "revoked"}),
+    );
+    let (_, g) = get(&hub, "/grants");
+    assert_eq!(g["grants"], json!([]));
+    // A denied proposal is not to be re-filed.
+    ok(
+        &hub,
+        "/proposal/decide",
+        json!({"id": id + 1, "status": "denied"}),
+    );
+    let (s, v) = post(&hub, "/propose", bound("TWO"));
+    assert_eq!(s, 409, "{v}");
+    assert_eq!(v["deniedId"], id + 1);
+    let (_, v) = get(&hub, "/proposals?status=pending");
+    assert_eq!(v["pendingCount"], 0, "{v}");
+    let (_, v) = get(&hub, "/proposals?session=claude:web");
+    let statuses: Vec<&str> = v["proposals"]
+        .as_array()
+        .expect("proposals")
+        .iter()
+        .filter_map(|p| p["status"].as_str())
+        .collect();
+    assert_eq!(statuses, vec!["revoked", "denied", "withdrawn"], "{v}");
+    let ev = events(&hub, "type=proposal.");
+    let kinds: Vec<&str> = ev.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert!(
+        kinds.contains(&"proposal.filed")
+            && kinds.contains(&"proposal.decided")
+            && kinds.contains(&"proposal.withdrawn"),
+        "{kinds:?}"
+    );
+    let (s, _) = post(
+        &hub,
+        "/proposal/decide",
+        json!({"id": 99, "status": "approved"}),
+    );
+    assert_eq!(s, 404);
 }

@@ -596,6 +596,9 @@ fn filtered_list(path: &str) -> Option<&'static str> {
         "/verify-gates" => Some("gates"),
         "/history" => Some("events"),
         "/claims" => Some("claims"),
+        "/proposals" => Some("proposals"),
+        "/grants" => Some("grants"),
+        "/projects" => Some("projects"),
         _ => None,
     }
 }

@@ -202,6 +202,7 @@ fn check(req: &ClaimRequest) -> ApiResult<Checked> {
     check_len("project", &project, limits::PROJECT)?;
     check_len("session", &session, limits::SESSION)?;
     let file = inside_path(&req.file)?;
+    check_len("seat", req.seat.as_deref().unwrap_or(""), limits::SESSION)?;
     Ok(Checked {
         project,
         file,

@@ -115,7 +115,12 @@ pub async fn catchup<S: Store>(State(hub): State<AppState<S>>, p: Params) -> Api
             .map(|Json(r)| Json(CatchupAny::Session(Box::new(r))).into_response());
     }
     let Some(project) = p.text("project").map(str::to_string) else {
-        return Err(ApiError::bad_request("session or project required"));
+        // Both parameters are optional in the document, so naming neither is schema-valid:
+        // it asks for a catch-up that does not exist (404), not a malformed request.
+        return Err(ApiError::not_found(
+            "no such catch-up: session or project required (?session=S for the session digest, \
+             ?project=P for the project digest)",
+        ));
     };
     check_opt("project", &Some(project.clone()), limits::PROJECT)?;
     let digest = project_digest(&hub, &project).await?;
@@ -418,4 +423,94 @@ pub async fn overseer_status<S: Store>(
         standing: state.episodes.len() as i64,
         warnings: state.warnings,
     }))
+}
+
+/// Route layer: a request naming a project by an alias (`?project=` or a JSON body's
+/// `project`) is served as if it named the canonical project, so a merged lane's old name
+/// keeps working on every route. Costs one kv read, only for requests that name a project.
+pub async fn canon_layer<S: Store>(
+    State(hub): State<AppState<S>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let query_project = req
+        .uri()
+        .query()
+        .and_then(|q| crate::extract::parse_query(q).ok())
+        .and_then(|m| m.get("project").cloned())
+        .filter(|p| !p.trim().is_empty());
+    let is_post = req.method() == axum::http::Method::POST;
+    if query_project.is_none() && !is_post {
+        return next.run(req).await;
+    }
+    let aliases = match hub.store.read(|tx| tx.kv(ALIASES_KEY)).await {
+        Ok(Some(Value::Object(m))) if !m.is_empty() => m,
+        Ok(_) => return next.run(req).await,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let resolve = |p: &str| -> Option<String> {
+        let mut name = p.trim().to_string();
+        let mut changed = false;
+        for _ in 0..8 {
+            match aliases.get(&name).and_then(Value::as_str) {
+                Some(n) if n != name => {
+                    name = n.to_string();
+                    changed = true;
+                }
+                _ => break,
+            }
+        }
+        changed.then_some(name)
+    };
+    let (mut parts, body) = req.into_parts();
+    if let Some(to) = query_project.as_deref().and_then(resolve) {
+        let q = parts.uri.query().unwrap_or("");
+        let rebuilt: Vec<String> = q
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some(("project", _)) => format!("project={}", urlencode(&to)),
+                _ => kv.to_string(),
+            })
+            .collect();
+        let pq = format!("{}?{}", parts.uri.path(), rebuilt.join("&"));
+        if let Ok(uri) = pq.parse() {
+            parts.uri = uri;
+        }
+    }
+    if !is_post {
+        return next
+            .run(axum::extract::Request::from_parts(parts, body))
+            .await;
+    }
+    let bytes = match crate::ops::read_body(body).await {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
+    let rewritten = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|mut v| {
+            let to = v.get("project").and_then(Value::as_str).and_then(resolve)?;
+            v["project"] = Value::String(to);
+            serde_json::to_vec(&v).ok()
+        });
+    let body = match rewritten {
+        Some(b) => {
+            parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+            axum::body::Body::from(b)
+        }
+        None => axum::body::Body::from(bytes),
+    };
+    next.run(axum::extract::Request::from_parts(parts, body))
+        .await
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }

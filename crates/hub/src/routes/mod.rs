@@ -10,6 +10,8 @@ pub mod gates;
 pub mod lanes;
 pub mod meta;
 pub mod presence;
+pub mod projects;
+pub mod proposals;
 
 use crate::error::ApiError;
 use crate::openapi::{self, Field, RouteDoc, Ty, Verb, f, shape};
@@ -570,6 +572,8 @@ pub fn router<S: Store>(hub: AppState<S>) -> Router {
     let mut entries = table::<S>();
     entries.extend(lanes::table::<S>());
     entries.extend(claims::table::<S>());
+    entries.extend(projects::table::<S>());
+    entries.extend(proposals::table::<S>());
     let mut docs: Vec<RouteDoc> = entries.iter().map(|(d, _)| *d).collect();
     docs.push(RouteDoc {
         verb: Verb::Get,
@@ -615,6 +619,10 @@ pub fn router<S: Store>(hub: AppState<S>) -> Router {
                 async move { axum::Json((*spec).clone()) }
             }),
         )
+        .route_layer(axum::middleware::from_fn_with_state(
+            hub.clone(),
+            lanes::canon_layer::<S>,
+        ))
         .route_layer(axum::middleware::from_fn(
             move |req: axum::extract::Request, next: axum::middleware::Next| {
                 let queries = queries.clone();

@@ -5,13 +5,14 @@
 //! cannot both create the tables; PostgreSQL's DDL is transactional, so a failed migration
 //! leaves nothing behind. A database whose version is newer than this build's is refused.
 
-use postgres::Client;
+use postgres::{Client, Transaction};
 
 use crate::{K_MIGRATE, unavailable_or_open};
 use trantor_store::StoreError;
+use trantor_store::migrate::{self, SchemaTx};
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// Version 1: every table the `Store` trait needs.
 ///
@@ -120,73 +121,110 @@ INSERT INTO counters(name, n) VALUES
     ('messages_tip', 0), ('messages_count', 0), ('events_tip', 0), ('events_count', 0);
 "#;
 
+/// Version 2: the delivery record (docs/protocol.md "Delivery"), as in the SQLite schema's
+/// version 3: the append-only `delivery` rows, `delivery_open` (the latest state of each message
+/// not yet consumed or failed) and `delivery_fence` (each session's current runner instance).
+/// Retention deletes a pruned message's rows with it (see `prune`).
+const V2: &str = r#"
+CREATE TABLE delivery (
+    seq      BIGSERIAL PRIMARY KEY,
+    msg_id   BIGINT NOT NULL,
+    state    TEXT COLLATE "C" NOT NULL,
+    ts       BIGINT NOT NULL,
+    session  TEXT COLLATE "C" NOT NULL,
+    instance TEXT COLLATE "C",
+    turn     BIGINT,
+    pid      BIGINT,
+    outcome  TEXT,
+    reason   TEXT
+);
+CREATE INDEX delivery_msg ON delivery(msg_id, seq);
+
+CREATE TABLE delivery_open (
+    msg_id  BIGINT PRIMARY KEY,
+    session TEXT COLLATE "C" NOT NULL,
+    seq     BIGINT NOT NULL
+);
+CREATE INDEX delivery_open_session ON delivery_open(session, msg_id);
+
+CREATE TABLE delivery_fence (
+    session  TEXT COLLATE "C" PRIMARY KEY,
+    instance TEXT COLLATE "C" NOT NULL,
+    ts       BIGINT NOT NULL
+);
+"#;
+
 /// Migrations in order: entry `i` brings a database from version `i` to `i + 1`.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2];
 
 /// Bring the database to [`SCHEMA_VERSION`], or explain why it cannot be.
 pub(crate) fn migrate(client: &mut Client, url: &str) -> Result<(), StoreError> {
-    let err = |what: &str| {
-        let what = what.to_string();
-        move |e: postgres::Error| unavailable_or_open(url, &what, e)
-    };
     let mut tx = client
         .transaction()
-        .map_err(err("cannot begin the migration"))?;
+        .map_err(err(url, "cannot begin the migration"))?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&K_MIGRATE])
-        .map_err(err("cannot lock the database for migration"))?;
+        .map_err(err(url, "cannot lock the database for migration"))?;
     tx.batch_execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
         .map_err(err(
+            url,
             "cannot read the schema (is this database writable by this user?)",
         ))?;
-    let rows = tx
-        .query("SELECT version FROM schema_version", &[])
-        .map_err(err("cannot read the schema version"))?;
-    let current: i32 = match rows.as_slice() {
-        [] => 0,
-        [row] => row
-            .try_get(0)
-            .map_err(err("the stored schema version is not a number"))?,
-        _ => {
-            return Err(StoreError::Open {
-                path: url.to_string(),
+    migrate::migrate(&mut Versioned { tx: &mut tx, url }, url, &MIGRATIONS)?;
+    tx.commit().map_err(err(url, "cannot commit the schema"))
+}
+
+fn err(url: &str, what: &str) -> impl Fn(postgres::Error) -> StoreError {
+    let (url, what) = (url.to_string(), what.to_string());
+    move |e| unavailable_or_open(&url, &what, e)
+}
+
+/// The `schema_version` table, inside the migration transaction.
+struct Versioned<'a, 't> {
+    tx: &'a mut Transaction<'t>,
+    url: &'a str,
+}
+
+impl SchemaTx for Versioned<'_, '_> {
+    fn stored_version(&mut self) -> Result<Option<i64>, StoreError> {
+        let rows = self
+            .tx
+            .query("SELECT version FROM schema_version", &[])
+            .map_err(err(self.url, "cannot read the schema version"))?;
+        match rows.as_slice() {
+            [] => Ok(None),
+            [row] => row
+                .try_get::<_, i32>(0)
+                .map(|v| Some(i64::from(v)))
+                .map_err(err(self.url, "the stored schema version is not a number")),
+            _ => Err(StoreError::Open {
+                path: self.url.to_string(),
                 context: format!(
                     "schema_version holds {} rows instead of one; refusing to guess",
                     rows.len()
                 ),
                 source: None,
-            });
+            }),
         }
-    };
-    if current > SCHEMA_VERSION {
-        return Err(StoreError::Open {
-            path: url.to_string(),
-            context: format!(
-                "the database has schema version {current}, newer than this build's \
-                 {SCHEMA_VERSION}; run a newer trantor (the database was left untouched)"
-            ),
-            source: None,
-        });
     }
-    if current < 0 {
-        return Err(StoreError::Open {
-            path: url.to_string(),
-            context: format!("the stored schema version {current} is invalid"),
-            source: None,
-        });
+
+    fn apply(&mut self, sql: &str) -> Result<(), StoreError> {
+        self.tx
+            .batch_execute(sql)
+            .map_err(err(self.url, "migration"))
     }
-    for (from, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
-        tx.batch_execute(sql)
-            .map_err(err(&format!("migration {from} -> {}", from + 1)))?;
-        tracing::info!(from, to = from + 1, "postgres schema migrated");
+
+    fn record_version(&mut self, version: i64) -> Result<(), StoreError> {
+        let version = i32::try_from(version)
+            .map_err(|e| StoreError::db_from("schema version out of range", e))?;
+        self.tx
+            .execute("DELETE FROM schema_version", &[])
+            .and_then(|_| {
+                self.tx.execute(
+                    "INSERT INTO schema_version(version) VALUES ($1)",
+                    &[&version],
+                )
+            })
+            .map(|_| ())
+            .map_err(err(self.url, "cannot record the schema version"))
     }
-    if current < SCHEMA_VERSION {
-        tx.execute("DELETE FROM schema_version", &[])
-            .map_err(err("cannot record the schema version"))?;
-        tx.execute(
-            "INSERT INTO schema_version(version) VALUES ($1)",
-            &[&SCHEMA_VERSION],
-        )
-        .map_err(err("cannot record the schema version"))?;
-    }
-    tx.commit().map_err(err("cannot commit the schema"))
 }

@@ -1,24 +1,38 @@
-//! The `Store` trait the hub persists through, and its embedded SQLite implementation.
+//! The `Store` trait the hub persists through, and what its backends share.
 //!
 //! The hub keeps no authoritative state in memory: every route runs a closure against a
 //! transaction of the store. Reads see a consistent snapshot; writes are committed (durable
 //! against a process kill) before [`Store::write`] returns, so the HTTP reply that follows never
 //! acknowledges something a `kill -9` could lose.
 //!
-//! The closures are synchronous on purpose: the SQLite backend runs them on its own writer thread
+//! The closures are synchronous on purpose: a backend runs them on its own writer thread
 //! (grouping concurrent writes into one commit) and reader threads, and the domain logic in the
-//! hub stays a plain function of a transaction. The PostgreSQL backend (crate
-//! `trantor-store-postgres`) implements the same traits on blocking connections owned by its own
-//! threads.
+//! hub stays a plain function of a transaction.
+//!
+//! # Layout
+//!
+//! As atuin keeps its server database trait apart from each database, this crate holds what
+//! every backend shares and one crate per backend stands beside it, holding only what differs:
+//!
+//! - here: the traits ([`Store`], [`ReadTx`], [`WriteTx`]) and their types; [`worker`], the
+//!   job queues and loops of the writer and reader threads; [`migrate`], the schema migration
+//!   runner; [`rows`], the decoding of stored rows; and (feature `conformance`) the conformance
+//!   suite every backend runs, [`conformance_suite!`].
+//! - `trantor-store-sqlite`: the embedded file (WAL), the default.
+//! - `trantor-store-postgres`: PostgreSQL, for several hubs on one database.
 
-pub mod sqlite;
+#[cfg(feature = "conformance")]
+pub mod conformance;
+pub mod migrate;
+pub mod rows;
+pub mod worker;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::future::Future;
-use trantor_proto::{Card, Event, Lesson, Message, Peer};
+use trantor_proto::{Card, DeliveryEntry, DeliveryOpenItem, Event, Lesson, Message, Peer};
 
-pub use sqlite::SqliteStore;
+pub use worker::panic_message;
 
 /// The underlying error of a [`StoreError`], shared so a batch that failed as a whole can give
 /// the same error to each of its jobs.
@@ -142,18 +156,6 @@ impl NewMessage {
             kind: self.kind,
             wake: self.wake,
         }
-    }
-}
-
-/// What a panicking store closure said, for the error its caller gets instead (shared by the
-/// backends' worker threads, which catch the panic so one closure cannot take the store down).
-pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "unknown panic".into()
     }
 }
 
@@ -334,6 +336,18 @@ pub trait ReadTx {
     fn counts(&self) -> Result<Counts, StoreError>;
     /// Every lesson, oldest first (for `trantor hub export`).
     fn all_lessons(&self) -> Result<Vec<Lesson>, StoreError>;
+    /// The delivery record of message `id`, in append order (empty when none was written: a
+    /// broadcast, or a message older than the record).
+    fn delivery_states(&self, id: i64) -> Result<Vec<DeliveryEntry>, StoreError>;
+    /// The direct messages to `session` whose latest delivery state is not terminal (`consumed`,
+    /// `failed`), oldest first, at most `limit` (0: no limit), with how many there are in all.
+    fn delivery_open(
+        &self,
+        session: &str,
+        limit: usize,
+    ) -> Result<(Vec<DeliveryOpenItem>, i64), StoreError>;
+    /// The runner instance `session` is fenced to, if any.
+    fn delivery_fence(&self, session: &str) -> Result<Option<String>, StoreError>;
 }
 
 /// Changes available inside a write transaction.
@@ -369,9 +383,22 @@ pub trait WriteTx: ReadTx {
     /// [`WriteTx::insert_message`] ids continue above the highest id, and the tip and counts
     /// stay exact.
     fn put_message(&mut self, msg: &Message, refs: &[i64]) -> Result<bool, StoreError>;
+    /// Append one state to message `id`'s delivery record (`entry.session` is its recipient).
+    /// The record is only ever appended to; a terminal state closes the message for
+    /// [`ReadTx::delivery_open`].
+    fn append_delivery(&mut self, id: i64, entry: &DeliveryEntry) -> Result<(), StoreError>;
+    /// Fence `session` to runner `instance` at `ts`; returns the instance it replaced (`None`
+    /// when there was none).
+    fn set_delivery_fence(
+        &mut self,
+        session: &str,
+        instance: &str,
+        ts: i64,
+    ) -> Result<Option<String>, StoreError>;
     /// Retention: remove messages older than `before_ts` that every recipient has read
-    /// (broadcasts, or direct messages at or below the recipient's `deliveredUpTo`), non-card
-    /// events older than `before_ts`, and `_op` records older than `ops_before_ts`.
+    /// (broadcasts, or direct messages at or below the recipient's `deliveredUpTo`) with their
+    /// delivery records, non-card events older than `before_ts`, and `_op` records older than
+    /// `ops_before_ts`.
     fn prune(&mut self, before_ts: i64, ops_before_ts: i64) -> Result<PruneReport, StoreError>;
 }
 

@@ -425,11 +425,21 @@ pub async fn overseer_status<S: Store>(
     }))
 }
 
+/// Whether a request may name a project (a `project` query parameter, or any POST body), so
+/// [`canon_layer`] has to look at it.
+pub fn may_alias(req: &axum::extract::Request) -> bool {
+    req.method() == axum::http::Method::POST
+        || req
+            .uri()
+            .query()
+            .is_some_and(|q| q.split('&').any(|kv| kv.starts_with("project=")))
+}
+
 /// Route layer: a request naming a project by an alias (`?project=` or a JSON body's
 /// `project`) is served as if it named the canonical project, so a merged lane's old name
 /// keeps working on every route. Costs one kv read, only for requests that name a project.
 pub async fn canon_layer<S: Store>(
-    State(hub): State<AppState<S>>,
+    hub: AppState<S>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {

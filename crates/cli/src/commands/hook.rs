@@ -198,12 +198,7 @@ fn load_cursor(path: &Path) -> Option<Cursor> {
 /// Write the cursor atomically (temp file + rename): a killed hook leaves the old or the new
 /// cursor, never half of one.
 fn save_cursor(path: &Path, c: &Cursor) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(serde_json::to_string(c)?.as_bytes())?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    trantor_proto::fsx::write_atomic(path, serde_json::to_string(c)?.as_bytes())
 }
 
 fn prune_cursors(now: i64) {
@@ -226,25 +221,10 @@ fn prune_cursors(now: i64) {
 /// Peer text made safe to hand to a model: control characters (and bidi overrides) removed,
 /// length capped, every line quoted so it reads as a quotation, not as instructions.
 pub(crate) fn sanitize(text: &str, cap: usize) -> String {
-    let mut clean = String::new();
-    let mut kept = 0usize;
-    let mut dropped = 0usize;
-    for c in text.chars() {
-        let c = match c {
-            '\t' => ' ',
-            '\r' => continue,
-            '\n' => '\n',
-            c if c.is_control() => continue,
-            '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' => continue,
-            c => c,
-        };
-        if kept < cap {
-            clean.push(c);
-            kept += 1;
-        } else {
-            dropped += 1;
-        }
-    }
+    let text = text.replace('\t', " ");
+    let safe = trantor_proto::text::sanitize(&text);
+    let mut clean: String = safe.chars().take(cap).collect();
+    let dropped = safe.chars().count().saturating_sub(cap);
     if dropped > 0 {
         clean.push_str(&format!(" … [{dropped} more characters cut]"));
     }

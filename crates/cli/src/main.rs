@@ -1,6 +1,5 @@
 //! `trantor`: one binary for the hub, the crew runner, the MCP server and the CLI.
 
-mod bench;
 mod commands;
 
 use clap::{Parser, Subcommand};
@@ -28,7 +27,7 @@ enum Command {
     /// Serve the relay_* tools over MCP on stdin/stdout, for an agent CLI to load.
     Mcp(trantor_mcp::McpArgs),
     /// Measure the hub or the runner and print a table.
-    Bench(bench::BenchArgs),
+    Bench(trantor_bench::BenchArgs),
     #[command(flatten)]
     Verb(commands::Command),
 }
@@ -75,7 +74,7 @@ fn main() -> ExitCode {
             },
             Command::Runner(args) => trantor_runner::run(*args).await.map(|_| ExitCode::SUCCESS),
             Command::Mcp(args) => trantor_mcp::run(args).await.map(|_| ExitCode::SUCCESS),
-            Command::Bench(args) => bench::run(args).await.map(|_| ExitCode::SUCCESS),
+            Command::Bench(args) => trantor_bench::run(args).await.map(|_| ExitCode::SUCCESS),
             Command::Verb(cmd) => commands::run(cmd).await,
         }
     });

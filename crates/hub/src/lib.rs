@@ -36,7 +36,8 @@ use std::sync::{Arc, Mutex};
 use tokio::net::TcpListener;
 use tokio::sync::{broadcast, watch};
 use trantor_proto::now_ms;
-use trantor_store::{SqliteStore, Store};
+use trantor_store::Store;
+use trantor_store_sqlite::SqliteStore;
 use wake::WakeRegistry;
 
 /// SSE frames buffered per stream before a slow reader is told it lagged.
@@ -67,7 +68,7 @@ pub async fn run(args: HubArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create data directory {}", cfg.data_dir.display()))?;
     let db = cfg.db_path();
     // Opening runs migrations and reads the schema; keep it off the async workers.
-    let opts = trantor_store::sqlite::SqliteOptions {
+    let opts = trantor_store_sqlite::SqliteOptions {
         sync_full: cfg.sync == SyncLevel::Full,
         ..Default::default()
     };

@@ -10,7 +10,8 @@ use tokio::sync::oneshot;
 use trantor_hub::{Config, HubArgs};
 use trantor_proto::auth::{self, Ed25519Key, InstanceKey, SKEW_MS};
 use trantor_proto::now_ms;
-use trantor_store::{SqliteStore, Store};
+use trantor_store::Store;
+use trantor_store_sqlite::SqliteStore;
 
 /// Only keeps a broken hub from hanging the suite (never a timing bound).
 const GUARD: Duration = Duration::from_secs(30);

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use trantor_hub::{Config, HubArgs};
-use trantor_store::SqliteStore;
+use trantor_store_sqlite::SqliteStore;
 
 /// Bytes currently allocated through the Rust global allocator.
 static LIVE: AtomicIsize = AtomicIsize::new(0);

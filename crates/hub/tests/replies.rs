@@ -12,7 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use trantor_hub::{Config, HubArgs};
-use trantor_store::SqliteStore;
+use trantor_store_sqlite::SqliteStore;
 
 /// A deadline that only keeps a broken hub from hanging the suite (never a timing bound).
 const GUARD: Duration = Duration::from_secs(30);

@@ -36,7 +36,6 @@ pub use schema::SCHEMA_VERSION;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
@@ -44,7 +43,8 @@ use std::time::{Duration, Instant};
 
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, NoTls, Statement};
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::broadcast;
+use trantor_store::worker::{self, BoxedWriteJob, Workers};
 use trantor_store::{Change, LeaseStatus, ReadTx, Store, StoreError, WriteTx};
 
 use tx::PgTx;
@@ -105,8 +105,7 @@ pub struct PgStore {
 struct Inner {
     url: String,
     synchronous: &'static str,
-    writer: Option<mpsc::Sender<Box<dyn WriteJob>>>,
-    reader: Option<mpsc::Sender<ReadJob>>,
+    workers: Workers<Slot>,
     threads: Vec<JoinHandle<()>>,
     stop: Arc<AtomicBool>,
     changes: broadcast::Sender<Change>,
@@ -116,8 +115,7 @@ struct Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        self.writer.take();
-        self.reader.take();
+        self.workers.close();
         for t in self.threads.drain(..) {
             if t.join().is_err() {
                 tracing::error!("a postgres store thread panicked");
@@ -451,70 +449,13 @@ impl Slot {
     }
 }
 
-/// A read closure bound to its reply channel, run by a reader thread.
-type ReadJob = Box<dyn FnOnce(&mut Slot) + Send>;
-
-/// A write closure bound to its reply channel, in two steps so the reply can wait for COMMIT.
-trait WriteJob: Send {
-    /// Run the closure; `true` when it succeeded.
-    fn run(&mut self, tx: &mut PgTx<'_>) -> bool;
-    /// Send the outcome: the closure's own result when the batch committed, else `batch_err`.
-    fn finish(self: Box<Self>, batch_err: Option<&StoreError>);
-}
-
-struct Job<F, R> {
-    f: Option<F>,
-    out: Option<Result<R, StoreError>>,
-    reply: oneshot::Sender<Result<R, StoreError>>,
-}
-
-impl<F, R> WriteJob for Job<F, R>
-where
-    F: FnOnce(&mut dyn WriteTx) -> Result<R, StoreError> + Send,
-    R: Send,
-{
-    fn run(&mut self, tx: &mut PgTx<'_>) -> bool {
-        let Some(f) = self.f.take() else {
-            return false;
-        };
-        let out = catch_unwind(AssertUnwindSafe(|| f(tx))).unwrap_or_else(|p| {
-            Err(StoreError::db(format!(
-                "write closure panicked: {}",
-                trantor_store::panic_message(&p)
-            )))
-        });
-        let ok = out.is_ok();
-        self.out = Some(out);
-        ok
-    }
-
-    fn finish(self: Box<Self>, batch_err: Option<&StoreError>) {
-        let Job { out, reply, .. } = *self;
-        let result = match (out, batch_err) {
-            (Some(Err(e)), _) => Err(e),
-            (_, Some(e)) => Err(e.clone()),
-            (Some(Ok(v)), None) => Ok(v),
-            (None, None) => Err(StoreError::db("write was never run")),
-        };
-        let _ = reply.send(result);
-    }
-}
-
 fn run_read<R>(
     slot: &mut Slot,
     f: impl FnOnce(&dyn ReadTx) -> Result<R, StoreError>,
 ) -> Result<R, StoreError> {
     slot.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
     let conn = slot.get()?;
-    let out = {
-        let tx = PgTx::new(conn);
-        catch_unwind(AssertUnwindSafe(|| f(&tx))).unwrap_or_else(|p| {
-            Err(StoreError::db(format!(
-                "read closure panicked: {}",
-                trantor_store::panic_message(&p)
-            )))
-        })
-    };
+    let out = worker::run_read_closure(&PgTx::new(conn), f);
     if let Some(conn) = slot.conn.as_mut()
         && let Err(e) = conn.batch_execute("COMMIT")
     {
@@ -524,54 +465,13 @@ fn run_read<R>(
     out
 }
 
-fn reader_loop(mut slot: Slot, rx: Arc<Mutex<mpsc::Receiver<ReadJob>>>) {
-    loop {
-        let job = {
-            let guard = match rx.lock() {
-                Ok(g) => g,
-                Err(poisoned) => poisoned.into_inner(),
-            };
-            guard.recv()
-        };
-        match job {
-            Ok(job) => job(&mut slot),
-            Err(_) => break,
-        }
-    }
-}
-
-/// Move the jobs queued right now into `batch`, up to `max_batch` in all.
-fn pull(
-    rx: &mpsc::Receiver<Box<dyn WriteJob>>,
-    batch: &mut Vec<Box<dyn WriteJob>>,
-    max_batch: usize,
-) {
-    while batch.len() < max_batch {
-        match rx.try_recv() {
-            Ok(job) => batch.push(job),
-            Err(_) => break,
-        }
-    }
-}
-
-fn writer_loop(mut slot: Slot, rx: mpsc::Receiver<Box<dyn WriteJob>>, max_batch: usize) {
-    let mut batch: Vec<Box<dyn WriteJob>> = Vec::with_capacity(64);
+fn writer_loop(mut slot: Slot, rx: mpsc::Receiver<BoxedWriteJob>, max_batch: usize) {
+    let mut batch: Vec<BoxedWriteJob> = Vec::with_capacity(64);
     while let Ok(first) = rx.recv() {
         batch.push(first);
-        pull(&rx, &mut batch, max_batch);
+        worker::pull(&rx, &mut batch, max_batch);
         let outcome = run_batch(&mut slot, &mut batch, &rx, max_batch);
-        tracing::trace!(
-            jobs = batch.len(),
-            ok = outcome.is_ok(),
-            "store write batch"
-        );
-        if let Err(e) = &outcome {
-            tracing::error!(error = %e.report(), jobs = batch.len(), "store write batch failed");
-        }
-        let err = outcome.err();
-        for job in batch.drain(..) {
-            job.finish(err.as_ref());
-        }
+        worker::finish_batch(&mut batch, outcome);
     }
 }
 
@@ -585,8 +485,8 @@ fn writer_loop(mut slot: Slot, rx: mpsc::Receiver<Box<dyn WriteJob>>, max_batch:
 /// one job alone runs without savepoints and takes no more).
 fn run_batch(
     slot: &mut Slot,
-    batch: &mut Vec<Box<dyn WriteJob>>,
-    rx: &mpsc::Receiver<Box<dyn WriteJob>>,
+    batch: &mut Vec<BoxedWriteJob>,
+    rx: &mpsc::Receiver<BoxedWriteJob>,
     max_batch: usize,
 ) -> Result<(), StoreError> {
     let single = batch.len() == 1;
@@ -619,7 +519,7 @@ fn run_batch(
             if i == batch.len() {
                 // Writes that arrived while these ran join this transaction, so one commit
                 // serves them too instead of each waiting for a commit of its own.
-                pull(rx, batch, max_batch);
+                worker::pull(rx, batch, max_batch);
             }
         }
         if conn.deferred_failed {
@@ -908,7 +808,7 @@ impl PgStore {
             source: Some(Arc::new(e)),
         };
 
-        let (wtx, wrx) = mpsc::channel::<Box<dyn WriteJob>>();
+        let (workers, wrx, rrx) = Workers::new();
         let pid_slot = Arc::clone(&writer_pid);
         let writer = Slot {
             // The writer thread opens its own connection (set up below) on its first job.
@@ -932,8 +832,6 @@ impl PgStore {
                 .spawn(move || writer_loop(writer, wrx, 256))
                 .map_err(spawn_err)?,
         );
-        let (rtx, rrx) = mpsc::channel::<ReadJob>();
-        let rrx = Arc::new(Mutex::new(rrx));
         for i in 0..opts.readers.max(1) {
             let slot = Slot {
                 conn: None,
@@ -945,7 +843,7 @@ impl PgStore {
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("pg-reader-{i}"))
-                    .spawn(move || reader_loop(slot, rx))
+                    .spawn(move || worker::reader_loop(slot, rx))
                     .map_err(spawn_err)?,
             );
         }
@@ -986,8 +884,7 @@ impl PgStore {
             inner: Arc::new(Inner {
                 url: masked,
                 synchronous,
-                writer: Some(wtx),
-                reader: Some(rtx),
+                workers,
                 threads,
                 stop,
                 changes,
@@ -1003,18 +900,9 @@ impl Store for PgStore {
         F: FnOnce(&dyn ReadTx) -> Result<R, StoreError> + Send + 'static,
         R: Send + 'static,
     {
-        let (tx, rx) = oneshot::channel();
-        let job: ReadJob = Box::new(move |slot: &mut Slot| {
-            let _ = tx.send(run_read(slot, f));
-        });
-        let sent = match &self.inner.reader {
-            Some(s) => s.send(job).map_err(|_| StoreError::Closed),
-            None => Err(StoreError::Closed),
-        };
-        async move {
-            sent?;
-            rx.await.map_err(|_| StoreError::Closed)?
-        }
+        self.inner
+            .workers
+            .read(move |slot: &mut Slot| run_read(slot, f))
     }
 
     fn write<R, F>(&self, f: F) -> impl Future<Output = Result<R, StoreError>> + Send
@@ -1022,20 +910,7 @@ impl Store for PgStore {
         F: FnOnce(&mut dyn WriteTx) -> Result<R, StoreError> + Send + 'static,
         R: Send + 'static,
     {
-        let (tx, rx) = oneshot::channel();
-        let job: Box<dyn WriteJob> = Box::new(Job {
-            f: Some(f),
-            out: None,
-            reply: tx,
-        });
-        let sent = match &self.inner.writer {
-            Some(s) => s.send(job).map_err(|_| StoreError::Closed),
-            None => Err(StoreError::Closed),
-        };
-        async move {
-            sent?;
-            rx.await.map_err(|_| StoreError::Closed)?
-        }
+        self.inner.workers.write(f)
     }
 
     fn describe(&self) -> String {

@@ -5,10 +5,11 @@
 //! cannot both create the tables; PostgreSQL's DDL is transactional, so a failed migration
 //! leaves nothing behind. A database whose version is newer than this build's is refused.
 
-use postgres::Client;
+use postgres::{Client, Transaction};
 
 use crate::{K_MIGRATE, unavailable_or_open};
 use trantor_store::StoreError;
+use trantor_store::migrate::{self, SchemaTx};
 
 /// The schema version this build writes and understands.
 pub const SCHEMA_VERSION: i32 = 2;
@@ -246,68 +247,72 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2];
 
 /// Bring the database to [`SCHEMA_VERSION`], or explain why it cannot be.
 pub(crate) fn migrate(client: &mut Client, url: &str) -> Result<(), StoreError> {
-    let err = |what: &str| {
-        let what = what.to_string();
-        move |e: postgres::Error| unavailable_or_open(url, &what, e)
-    };
     let mut tx = client
         .transaction()
-        .map_err(err("cannot begin the migration"))?;
+        .map_err(err(url, "cannot begin the migration"))?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&K_MIGRATE])
-        .map_err(err("cannot lock the database for migration"))?;
+        .map_err(err(url, "cannot lock the database for migration"))?;
     tx.batch_execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
         .map_err(err(
+            url,
             "cannot read the schema (is this database writable by this user?)",
         ))?;
-    let rows = tx
-        .query("SELECT version FROM schema_version", &[])
-        .map_err(err("cannot read the schema version"))?;
-    let current: i32 = match rows.as_slice() {
-        [] => 0,
-        [row] => row
-            .try_get(0)
-            .map_err(err("the stored schema version is not a number"))?,
-        _ => {
-            return Err(StoreError::Open {
-                path: url.to_string(),
+    migrate::migrate(&mut Versioned { tx: &mut tx, url }, url, &MIGRATIONS)?;
+    tx.commit().map_err(err(url, "cannot commit the schema"))
+}
+
+fn err(url: &str, what: &str) -> impl Fn(postgres::Error) -> StoreError {
+    let (url, what) = (url.to_string(), what.to_string());
+    move |e| unavailable_or_open(&url, &what, e)
+}
+
+/// The `schema_version` table, inside the migration transaction.
+struct Versioned<'a, 't> {
+    tx: &'a mut Transaction<'t>,
+    url: &'a str,
+}
+
+impl SchemaTx for Versioned<'_, '_> {
+    fn stored_version(&mut self) -> Result<Option<i64>, StoreError> {
+        let rows = self
+            .tx
+            .query("SELECT version FROM schema_version", &[])
+            .map_err(err(self.url, "cannot read the schema version"))?;
+        match rows.as_slice() {
+            [] => Ok(None),
+            [row] => row
+                .try_get::<_, i32>(0)
+                .map(|v| Some(i64::from(v)))
+                .map_err(err(self.url, "the stored schema version is not a number")),
+            _ => Err(StoreError::Open {
+                path: self.url.to_string(),
                 context: format!(
                     "schema_version holds {} rows instead of one; refusing to guess",
                     rows.len()
                 ),
                 source: None,
-            });
+            }),
         }
-    };
-    if current > SCHEMA_VERSION {
-        return Err(StoreError::Open {
-            path: url.to_string(),
-            context: format!(
-                "the database has schema version {current}, newer than this build's \
-                 {SCHEMA_VERSION}; run a newer trantor (the database was left untouched)"
-            ),
-            source: None,
-        });
     }
-    if current < 0 {
-        return Err(StoreError::Open {
-            path: url.to_string(),
-            context: format!("the stored schema version {current} is invalid"),
-            source: None,
-        });
+
+    fn apply(&mut self, sql: &str) -> Result<(), StoreError> {
+        self.tx
+            .batch_execute(sql)
+            .map_err(err(self.url, "migration"))
     }
-    for (from, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
-        tx.batch_execute(sql)
-            .map_err(err(&format!("migration {from} -> {}", from + 1)))?;
-        tracing::info!(from, to = from + 1, "postgres schema migrated");
+
+    fn record_version(&mut self, version: i64) -> Result<(), StoreError> {
+        let version = i32::try_from(version)
+            .map_err(|e| StoreError::db_from("schema version out of range", e))?;
+        self.tx
+            .execute("DELETE FROM schema_version", &[])
+            .and_then(|_| {
+                self.tx.execute(
+                    "INSERT INTO schema_version(version) VALUES ($1)",
+                    &[&version],
+                )
+            })
+            .map(|_| ())
+            .map_err(err(self.url, "cannot record the schema version"))
     }
-    if current < SCHEMA_VERSION {
-        tx.execute("DELETE FROM schema_version", &[])
-            .map_err(err("cannot record the schema version"))?;
-        tx.execute(
-            "INSERT INTO schema_version(version) VALUES ($1)",
-            &[&SCHEMA_VERSION],
-        )
-        .map_err(err("cannot record the schema version"))?;
-    }
-    tx.commit().map_err(err("cannot commit the schema"))
 }

@@ -9,8 +9,12 @@ use std::cell::RefCell;
 
 use postgres::Row;
 use postgres::types::{FromSql, ToSql};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use trantor_proto::{BROADCAST, Card, Event, Lesson, Message, Peer};
+use trantor_store::rows::{
+    EventColumns, decode_card, decode_event, decode_json, decode_kv, decode_op, decode_peer,
+    encode, prefix_upper_bound,
+};
 use trantor_store::{
     CardFilter, ContractRow, Counts, EventFilter, LedgerCounts, LedgerQuery, NewEvent, NewMessage,
     OpRecord, OpenGroup, PruneReport, ReadTx, ReapedContract, StoreError, WriteTx,
@@ -103,23 +107,6 @@ fn get<'a, T: FromSql<'a>>(row: &'a Row, idx: usize, table: &'static str) -> Res
     })
 }
 
-/// A row of `table` (named by `context`) that does not decode, with the decoder's error.
-fn corrupt(
-    table: &'static str,
-    context: impl Into<String>,
-    e: impl std::error::Error + Send + Sync + 'static,
-) -> StoreError {
-    StoreError::Corrupt {
-        table,
-        context: context.into(),
-        source: Some(std::sync::Arc::new(e)),
-    }
-}
-
-fn encode(table: &'static str, v: &impl serde::Serialize) -> Result<String, StoreError> {
-    serde_json::to_string(v).map_err(|e| StoreError::db_from(format!("{table}: cannot encode"), e))
-}
-
 /// PostgreSQL's LIMIT: `0` means "no limit" here (`LIMIT NULL`).
 fn sql_limit(limit: usize) -> Option<i64> {
     if limit == 0 {
@@ -127,23 +114,6 @@ fn sql_limit(limit: usize) -> Option<i64> {
     } else {
         Some(i64::try_from(limit).unwrap_or(i64::MAX))
     }
-}
-
-/// The smallest string greater than every string starting with `prefix` (for an index range),
-/// or `None` when there is none.
-fn prefix_upper_bound(prefix: &str) -> Option<String> {
-    let mut chars: Vec<char> = prefix.chars().collect();
-    while let Some(last) = chars.pop() {
-        let mut next = last as u32 + 1;
-        if (0xD800..=0xDFFF).contains(&next) {
-            next = 0xE000;
-        }
-        if let Some(c) = char::from_u32(next) {
-            chars.push(c);
-            return Some(chars.into_iter().collect());
-        }
-    }
-    None
 }
 
 const MSG_COLS: &str = "id, ts, from_s, to_s, project, text, re, kind, wake";
@@ -209,49 +179,28 @@ fn messages(rows: Vec<Row>) -> Result<Vec<Message>, StoreError> {
     rows.iter().map(message_row).collect()
 }
 
-fn decode_peer(r: &Row) -> Result<Peer, StoreError> {
-    let session: String = get(r, 0, "peers")?;
-    let last_seen: i64 = get(r, 1, "peers")?;
-    let delivered: i64 = get(r, 2, "peers")?;
-    let data: String = get(r, 3, "peers")?;
-    // The columns stay authoritative (raise_delivered only touches the column).
-    if let Ok(mut peer) = serde_json::from_str::<Peer>(&data) {
-        peer.session = session;
-        peer.last_seen = last_seen;
-        peer.delivered_up_to = delivered;
-        return Ok(peer);
-    }
-    let mut map: Map<String, Value> =
-        serde_json::from_str(&data).map_err(|e| corrupt("peers", session.as_str(), e))?;
-    map.insert("session".into(), Value::String(session.clone()));
-    map.insert("lastSeen".into(), Value::from(last_seen));
-    map.insert("deliveredUpTo".into(), Value::from(delivered));
-    serde_json::from_value(Value::Object(map)).map_err(|e| corrupt("peers", session.as_str(), e))
+fn peer_row(r: &Row) -> Result<Peer, StoreError> {
+    let t = "peers";
+    let data: String = get(r, 3, t)?;
+    decode_peer(get(r, 0, t)?, get(r, 1, t)?, get(r, 2, t)?, &data)
 }
 
-fn decode_card(r: &Row) -> Result<Card, StoreError> {
-    let id: i64 = get(r, 0, "cards")?;
+fn card_row(r: &Row) -> Result<Card, StoreError> {
     let data: String = get(r, 1, "cards")?;
-    let mut card: Card =
-        serde_json::from_str(&data).map_err(|e| corrupt("cards", format!("#{id}"), e))?;
-    card.id = id;
-    Ok(card)
+    decode_card(get(r, 0, "cards")?, &data)
 }
 
-fn decode_event(r: &Row) -> Result<Event, StoreError> {
+fn event_row(r: &Row) -> Result<Event, StoreError> {
     let t = "events";
-    let id: i64 = get(r, 0, t)?;
-    let data: String = get(r, 5, t)?;
-    let data: Map<String, Value> =
-        serde_json::from_str(&data).map_err(|e| corrupt(t, format!("#{id}"), e))?;
-    Ok(Event {
-        id,
+    let cols = EventColumns {
+        id: get(r, 0, t)?,
         ts: get(r, 1, t)?,
         kind: get(r, 2, t)?,
         project: get(r, 3, t)?,
         by: get(r, 4, t)?,
-        data,
-    })
+        data: get(r, 5, t)?,
+    };
+    decode_event(cols, None)
 }
 
 fn lesson_row(r: &Row) -> Result<Lesson, StoreError> {
@@ -547,7 +496,7 @@ impl ReadTx for PgTx<'_> {
             &[&session],
         )?
         .as_ref()
-        .map(decode_peer)
+        .map(peer_row)
         .transpose()
     }
 
@@ -559,7 +508,7 @@ impl ReadTx for PgTx<'_> {
             &[],
         )?
         .iter()
-        .map(decode_peer)
+        .map(peer_row)
         .collect()
     }
 
@@ -571,7 +520,7 @@ impl ReadTx for PgTx<'_> {
             &[&id],
         )?
         .as_ref()
-        .map(decode_card)
+        .map(card_row)
         .transpose()
     }
 
@@ -599,7 +548,7 @@ impl ReadTx for PgTx<'_> {
         q.sql.push_str(" ORDER BY id");
         self.query("cards", "cards", &q.sql, &q.params())?
             .iter()
-            .map(decode_card)
+            .map(card_row)
             .collect()
     }
 
@@ -661,7 +610,7 @@ impl ReadTx for PgTx<'_> {
         let mut events = self
             .query("events", "events", &q.sql, &q.params())?
             .iter()
-            .map(decode_event)
+            .map(event_row)
             .collect::<Result<Vec<_>, _>>()?;
         events.reverse();
         Ok(events)
@@ -692,7 +641,7 @@ impl ReadTx for PgTx<'_> {
         let row = self.query_opt("kv", "kv", "SELECT value FROM kv WHERE key = $1", &[&key])?;
         row.map(|r| {
             let s: String = get(&r, 0, "kv")?;
-            serde_json::from_str(&s).map_err(|e| corrupt("kv", key, e))
+            decode_json("kv", key, &s)
         })
         .transpose()
     }
@@ -709,11 +658,8 @@ impl ReadTx for PgTx<'_> {
         )?
         .iter()
         .map(|r| {
-            let k: String = get(r, 0, "kv")?;
             let v: String = get(r, 1, "kv")?;
-            serde_json::from_str(&v)
-                .map(|v| (k.clone(), v))
-                .map_err(|e| corrupt("kv", k.as_str(), e))
+            decode_kv(get(r, 0, "kv")?, &v)
         })
         .collect()
     }
@@ -730,10 +676,7 @@ impl ReadTx for PgTx<'_> {
             let ts: i64 = get(&r, 1, "ops")?;
             let code: i32 = get(&r, 2, "ops")?;
             let body: String = get(&r, 3, "ops")?;
-            let code =
-                u16::try_from(code).map_err(|e| corrupt("ops", format!("{id}: code {code}"), e))?;
-            let body = serde_json::from_str(&body).map_err(|e| corrupt("ops", id.as_str(), e))?;
-            Ok(OpRecord { id, ts, code, body })
+            decode_op(id, ts, i64::from(code), &body)
         })
         .transpose()
     }
@@ -1136,19 +1079,5 @@ impl WriteTx for PgTx<'_> {
             events,
             ops: i64::try_from(ops).unwrap_or(i64::MAX),
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::prefix_upper_bound;
-
-    #[test]
-    fn prefix_bounds() {
-        assert_eq!(
-            prefix_upper_bound("presence.").as_deref(),
-            Some("presence/")
-        );
-        assert_eq!(prefix_upper_bound(""), None);
     }
 }

@@ -1,24 +1,38 @@
-//! The `Store` trait the hub persists through, and its embedded SQLite implementation.
+//! The `Store` trait the hub persists through, and what its backends share.
 //!
 //! The hub keeps no authoritative state in memory: every route runs a closure against a
 //! transaction of the store. Reads see a consistent snapshot; writes are committed (durable
 //! against a process kill) before [`Store::write`] returns, so the HTTP reply that follows never
 //! acknowledges something a `kill -9` could lose.
 //!
-//! The closures are synchronous on purpose: the SQLite backend runs them on its own writer thread
+//! The closures are synchronous on purpose: a backend runs them on its own writer thread
 //! (grouping concurrent writes into one commit) and reader threads, and the domain logic in the
-//! hub stays a plain function of a transaction. The PostgreSQL backend (crate
-//! `trantor-store-postgres`) implements the same traits on blocking connections owned by its own
-//! threads.
+//! hub stays a plain function of a transaction.
+//!
+//! # Layout
+//!
+//! As atuin keeps its server database trait apart from each database, this crate holds what
+//! every backend shares and one crate per backend stands beside it, holding only what differs:
+//!
+//! - here: the traits ([`Store`], [`ReadTx`], [`WriteTx`]) and their types; [`worker`], the
+//!   job queues and loops of the writer and reader threads; [`migrate`], the schema migration
+//!   runner; [`rows`], the decoding of stored rows; and (feature `conformance`) the conformance
+//!   suite every backend runs, [`conformance_suite!`].
+//! - `trantor-store-sqlite`: the embedded file (WAL), the default.
+//! - `trantor-store-postgres`: PostgreSQL, for several hubs on one database.
 
-pub mod sqlite;
+#[cfg(feature = "conformance")]
+pub mod conformance;
+pub mod migrate;
+pub mod rows;
+pub mod worker;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::future::Future;
 use trantor_proto::{Card, Event, Lesson, Message, Peer};
 
-pub use sqlite::SqliteStore;
+pub use worker::panic_message;
 
 /// The underlying error of a [`StoreError`], shared so a batch that failed as a whole can give
 /// the same error to each of its jobs.
@@ -142,18 +156,6 @@ impl NewMessage {
             kind: self.kind,
             wake: self.wake,
         }
-    }
-}
-
-/// What a panicking store closure said, for the error its caller gets instead (shared by the
-/// backends' worker threads, which catch the panic so one closure cannot take the store down).
-pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "unknown panic".into()
     }
 }
 

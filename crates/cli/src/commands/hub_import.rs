@@ -14,8 +14,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, anyhow, bail};
 use serde_json::{Map, Value, json};
 use trantor_proto::{Card, Lesson, Message, Peer, now_ms};
-use trantor_store::{CardFilter, SqliteStore, Store};
+use trantor_store::{CardFilter, Store};
 use trantor_store_postgres::{PgOptions, PgStore};
+use trantor_store_sqlite::SqliteStore;
 
 /// `trantor hub`: run the hub, or one of its maintenance verbs.
 #[derive(Debug, clap::Args)]

@@ -34,7 +34,7 @@ pub struct Hub {
     pub data_dir: PathBuf,
     child: Option<Child>,
     in_process: Option<InProcess>,
-    store: Option<trantor_store::SqliteStore>,
+    store: Option<trantor_store_sqlite::SqliteStore>,
     _tmp: Option<tempfile::TempDir>,
 }
 
@@ -65,7 +65,8 @@ impl Hub {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
         let port = listener.local_addr().expect("local addr").port();
         listener.set_nonblocking(true).expect("nonblocking");
-        let store = trantor_store::SqliteStore::open(&cfg.db_path()).expect("open the store");
+        let store =
+            trantor_store_sqlite::SqliteStore::open(&cfg.db_path()).expect("open the store");
         let handle = store.clone();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (done_tx, done) = std::sync::mpsc::channel::<()>();
@@ -148,7 +149,7 @@ impl Hub {
 
     /// The in-process hub's store, to seed rows in bulk (one transaction) where a test is about
     /// reading them back rather than sending them. Panics for a hub process.
-    pub fn store(&self) -> &trantor_store::SqliteStore {
+    pub fn store(&self) -> &trantor_store_sqlite::SqliteStore {
         self.store
             .as_ref()
             .expect("store(): only an in-process hub (Hub::start) shares its store")

@@ -6,10 +6,14 @@
 
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension, Params, Row, params, params_from_iter};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use trantor_proto::{BROADCAST, Card, Event, Lesson, Message, Peer};
 
-use crate::{
+use trantor_store::rows::{
+    EventColumns, decode_card, decode_event, decode_json, decode_kv, decode_op, decode_peer,
+    encode, prefix_upper_bound,
+};
+use trantor_store::{
     CONTRACT_MATCH_MS, CardFilter, ContractRow, Counts, EventFilter, LedgerCounts, LedgerQuery,
     NewEvent, NewMessage, OpRecord, OpenGroup, PruneReport, ReadTx, ReapedContract, StoreError,
     WriteTx, is_ack_contract, is_ask, is_ledger_traffic,
@@ -58,23 +62,6 @@ pub(crate) fn map_err(
     }
 }
 
-/// A row of `table` (named by `context`) that does not decode, with the decoder's error.
-fn corrupt(
-    table: &'static str,
-    context: impl Into<String>,
-    e: impl std::error::Error + Send + Sync + 'static,
-) -> StoreError {
-    StoreError::Corrupt {
-        table,
-        context: context.into(),
-        source: Some(std::sync::Arc::new(e)),
-    }
-}
-
-fn encode(table: &'static str, v: &impl serde::Serialize) -> Result<String, StoreError> {
-    serde_json::to_string(v).map_err(|e| StoreError::db_from(format!("{table}: cannot encode"), e))
-}
-
 /// SQLite's LIMIT: `0` means "no limit" here (LIMIT -1), so a caller that leaves the filter's
 /// default gets everything rather than a silent empty page.
 fn sql_limit(limit: usize) -> i64 {
@@ -83,24 +70,6 @@ fn sql_limit(limit: usize) -> i64 {
     } else {
         i64::try_from(limit).unwrap_or(i64::MAX)
     }
-}
-
-/// The smallest string greater than every string starting with `prefix` (for an index range),
-/// or `None` when there is none (prefix empty or ending in the last code point).
-fn prefix_upper_bound(prefix: &str) -> Option<String> {
-    let mut chars: Vec<char> = prefix.chars().collect();
-    while let Some(last) = chars.pop() {
-        let mut next = last as u32 + 1;
-        // Skip the surrogate gap, which has no `char`.
-        if (0xD800..=0xDFFF).contains(&next) {
-            next = 0xE000;
-        }
-        if let Some(c) = char::from_u32(next) {
-            chars.push(c);
-            return Some(chars.into_iter().collect());
-        }
-    }
-    None
 }
 
 const MSG_COLS: &str = "id, ts, from_s, to_s, project, text, re, kind, wake";
@@ -122,29 +91,12 @@ pub(crate) fn message_row(r: &Row<'_>) -> rusqlite::Result<Message> {
 /// Raw peer columns; the JSON is decoded after the statement is done.
 type PeerRow = (String, i64, i64, String);
 
-fn decode_peer((session, last_seen, delivered, data): PeerRow) -> Result<Peer, StoreError> {
-    // Fast path: rows written by put_peer hold a whole Peer. The columns stay authoritative
-    // (raise_delivered only touches the column).
-    if let Ok(mut peer) = serde_json::from_str::<Peer>(&data) {
-        peer.session = session;
-        peer.last_seen = last_seen;
-        peer.delivered_up_to = delivered;
-        return Ok(peer);
-    }
-    // A bare row (raise_delivered for an unknown session stores `{}`) or an older shape.
-    let mut map: Map<String, Value> =
-        serde_json::from_str(&data).map_err(|e| corrupt("peers", session.as_str(), e))?;
-    map.insert("session".into(), Value::String(session.clone()));
-    map.insert("lastSeen".into(), Value::from(last_seen));
-    map.insert("deliveredUpTo".into(), Value::from(delivered));
-    serde_json::from_value(Value::Object(map)).map_err(|e| corrupt("peers", session.as_str(), e))
+fn peer_row((session, last_seen, delivered, data): PeerRow) -> Result<Peer, StoreError> {
+    decode_peer(session, last_seen, delivered, &data)
 }
 
-fn decode_card((id, data): (i64, String)) -> Result<Card, StoreError> {
-    let mut card: Card =
-        serde_json::from_str(&data).map_err(|e| corrupt("cards", format!("#{id}"), e))?;
-    card.id = id;
-    Ok(card)
+fn card_row((id, data): (i64, String)) -> Result<Card, StoreError> {
+    decode_card(id, &data)
 }
 
 /// Raw event columns: id, ts, type, project, by, data, and for a `message` event stored by
@@ -160,28 +112,24 @@ type EventRow = (
     Option<String>,
 );
 
-/// The event columns [`decode_event`] reads: the message text of an event stored by reference
+/// The event columns [`event_row`] reads: the message text of an event stored by reference
 /// comes from the messages table (a rowid lookup), cut to the characters the event holds.
 const EVENT_COLS: &str = "id, ts, type, project, by_s, data, text_chars,
     (SELECT substr(m.text, 1, events.text_chars) FROM messages m WHERE m.id = events.msg_id)";
 
-fn decode_event(
+fn event_row(
     (id, ts, kind, project, by, data, text_chars, text): EventRow,
 ) -> Result<Event, StoreError> {
-    let mut data: Map<String, Value> =
-        serde_json::from_str(&data).map_err(|e| corrupt("events", format!("#{id}"), e))?;
-    if text_chars.is_some() {
-        // A message pruned under its event (retention removes events first) reads as "".
-        data.insert("text".into(), Value::String(text.unwrap_or_default()));
-    }
-    Ok(Event {
+    let cols = EventColumns {
         id,
         ts,
         kind,
         project,
         by,
         data,
-    })
+    };
+    // A message pruned under its event (retention removes events first) reads as "".
+    decode_event(cols, text_chars.map(|_| text.unwrap_or_default()))
 }
 
 fn lesson_row(r: &Row<'_>) -> rusqlite::Result<Lesson> {
@@ -731,7 +679,7 @@ impl ReadTx for SqlTx<'_> {
             [session],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )?;
-        row.map(decode_peer).transpose()
+        row.map(peer_row).transpose()
     }
 
     fn peers(&self) -> Result<Vec<Peer>, StoreError> {
@@ -742,7 +690,7 @@ impl ReadTx for SqlTx<'_> {
             [],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )?;
-        rows.into_iter().map(decode_peer).collect()
+        rows.into_iter().map(peer_row).collect()
     }
 
     fn card(&self, id: i64) -> Result<Option<Card>, StoreError> {
@@ -753,7 +701,7 @@ impl ReadTx for SqlTx<'_> {
             [id],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
-        row.map(decode_card).transpose()
+        row.map(card_row).transpose()
     }
 
     fn cards(&self, filter: &CardFilter) -> Result<Vec<Card>, StoreError> {
@@ -788,7 +736,7 @@ impl ReadTx for SqlTx<'_> {
             self.rows("cards", "cards", &sql, params_from_iter(args), |r| {
                 Ok((r.get(0)?, r.get(1)?))
             })?;
-        rows.into_iter().map(decode_card).collect()
+        rows.into_iter().map(card_row).collect()
     }
 
     fn events(&self, filter: &EventFilter) -> Result<Vec<Event>, StoreError> {
@@ -863,7 +811,7 @@ impl ReadTx for SqlTx<'_> {
             })?;
         let mut events = rows
             .into_iter()
-            .map(decode_event)
+            .map(event_row)
             .collect::<Result<Vec<_>, _>>()?;
         events.reverse();
         Ok(events)
@@ -902,13 +850,7 @@ impl ReadTx for SqlTx<'_> {
             [prefix, upper.as_str()],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
-        raw.into_iter()
-            .map(|(k, v)| {
-                serde_json::from_str(&v)
-                    .map(|v| (k.clone(), v))
-                    .map_err(|e| corrupt("kv", k.as_str(), e))
-            })
-            .collect()
+        raw.into_iter().map(|(k, v)| decode_kv(k, &v)).collect()
     }
 
     fn kv(&self, key: &str) -> Result<Option<Value>, StoreError> {
@@ -919,8 +861,7 @@ impl ReadTx for SqlTx<'_> {
             [key],
             |r| r.get(0),
         )?;
-        raw.map(|s| serde_json::from_str(&s).map_err(|e| corrupt("kv", key, e)))
-            .transpose()
+        raw.map(|s| decode_json("kv", key, &s)).transpose()
     }
 
     fn op(&self, id: &str) -> Result<Option<OpRecord>, StoreError> {
@@ -931,13 +872,8 @@ impl ReadTx for SqlTx<'_> {
             [id],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )?;
-        row.map(|(id, ts, code, body)| {
-            let code =
-                u16::try_from(code).map_err(|e| corrupt("ops", format!("{id}: code {code}"), e))?;
-            let body = serde_json::from_str(&body).map_err(|e| corrupt("ops", id.as_str(), e))?;
-            Ok(OpRecord { id, ts, code, body })
-        })
-        .transpose()
+        row.map(|(id, ts, code, body)| decode_op(id, ts, code, &body))
+            .transpose()
     }
 
     fn all_lessons(&self) -> Result<Vec<Lesson>, StoreError> {
@@ -1310,20 +1246,5 @@ impl WriteTx for SqlTx<'_> {
             events: n(events),
             ops: n(ops),
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::prefix_upper_bound;
-
-    #[test]
-    fn prefix_bounds() {
-        assert_eq!(
-            prefix_upper_bound("presence.").as_deref(),
-            Some("presence/")
-        );
-        assert_eq!(prefix_upper_bound(""), None);
-        assert_eq!(prefix_upper_bound("a\u{10FFFF}").as_deref(), Some("b"));
     }
 }

@@ -13,7 +13,8 @@ use serde_json::{Map, Value, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use trantor_proto::Card;
-use trantor_store::{NewEvent, NewMessage, SqliteStore, Store};
+use trantor_store::{NewEvent, NewMessage, Store};
+use trantor_store_sqlite::SqliteStore;
 
 /// Cards seeded at every size.
 const CARDS: usize = 10_000;

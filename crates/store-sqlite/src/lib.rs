@@ -1,4 +1,4 @@
-//! The embedded SQLite (WAL) store.
+//! The hub's [`Store`] in an embedded SQLite (WAL) file.
 //!
 //! Threads:
 //! - **One writer thread** owns the only read-write connection. [`Store::write`] hands it a
@@ -19,19 +19,23 @@ mod schema;
 mod tx;
 
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
-use tokio::sync::oneshot;
+use trantor_store::worker::{self, BoxedWriteJob, Workers};
+use trantor_store::{ReadTx, Store, StoreError, WriteTx};
 
-use crate::{ReadTx, Store, StoreError, WriteTx};
 pub use schema::SCHEMA_VERSION;
 use tx::SqlTx;
+
+/// The path this crate had inside `trantor-store` before the backends got crates of their own.
+pub mod sqlite {
+    pub use super::{SCHEMA_VERSION, SqliteOptions, SqliteStore};
+}
 
 /// How to open a [`SqliteStore`].
 #[derive(Debug, Clone)]
@@ -91,8 +95,7 @@ struct Inner {
     /// `PRAGMA synchronous` of the writer connection, read back after setting it.
     synchronous: &'static str,
     stats: Arc<WriteStats>,
-    writer: Option<mpsc::Sender<Box<dyn WriteJob>>>,
-    reader: Option<mpsc::Sender<ReadJob>>,
+    workers: Workers<Connection>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -100,8 +103,7 @@ impl Drop for Inner {
     fn drop(&mut self) {
         // Closing the channels ends the threads; joining makes "drop, then reopen the file"
         // deterministic (the writer's final checkpoint is done when this returns).
-        self.writer.take();
-        self.reader.take();
+        self.workers.close();
         let me = std::thread::current().id();
         for t in self.threads.drain(..) {
             // A closure that captured the last handle drops it on a store thread, which must
@@ -129,57 +131,6 @@ impl fmt::Debug for SqliteStore {
 struct WriteStats {
     batches: AtomicU64,
     jobs: AtomicU64,
-}
-
-/// A read closure bound to its reply channel, run by a reader thread.
-type ReadJob = Box<dyn FnOnce(&Connection) + Send>;
-
-/// A write closure bound to its reply channel, in two steps so the reply can wait for COMMIT.
-trait WriteJob: Send {
-    /// Run the closure; `true` when it succeeded (its savepoint is kept).
-    fn run(&mut self, tx: &mut SqlTx<'_>) -> bool;
-    /// Send the outcome: the closure's own result when the batch committed, else `batch_err`.
-    fn finish(self: Box<Self>, batch_err: Option<&StoreError>);
-}
-
-struct Job<F, R> {
-    f: Option<F>,
-    out: Option<Result<R, StoreError>>,
-    reply: oneshot::Sender<Result<R, StoreError>>,
-}
-
-impl<F, R> WriteJob for Job<F, R>
-where
-    F: FnOnce(&mut dyn WriteTx) -> Result<R, StoreError> + Send,
-    R: Send,
-{
-    fn run(&mut self, tx: &mut SqlTx<'_>) -> bool {
-        let Some(f) = self.f.take() else {
-            return false;
-        };
-        let out = catch_unwind(AssertUnwindSafe(|| f(tx))).unwrap_or_else(|p| {
-            Err(StoreError::db(format!(
-                "write closure panicked: {}",
-                crate::panic_message(&p)
-            )))
-        });
-        let ok = out.is_ok();
-        self.out = Some(out);
-        ok
-    }
-
-    fn finish(self: Box<Self>, batch_err: Option<&StoreError>) {
-        let Job { out, reply, .. } = *self;
-        let result = match (out, batch_err) {
-            // A closure that failed was rolled back either way; its own error says more.
-            (Some(Err(e)), _) => Err(e),
-            (_, Some(e)) => Err(e.clone()),
-            (Some(Ok(v)), None) => Ok(v),
-            (None, None) => Err(StoreError::db("write was never run")),
-        };
-        // The caller may have stopped waiting (request cancelled); the write stands anyway.
-        let _ = reply.send(result);
-    }
 }
 
 fn open_error(
@@ -297,9 +248,7 @@ impl SqliteStore {
             readers.push(conn);
         }
 
-        let (wtx, wrx) = mpsc::channel::<Box<dyn WriteJob>>();
-        let (rtx, rrx) = mpsc::channel::<ReadJob>();
-        let rrx = Arc::new(Mutex::new(rrx));
+        let (workers, wrx, rrx) = Workers::new();
         let mut threads = Vec::new();
         let max_batch = opts.max_batch.max(1);
         let stats = Arc::new(WriteStats::default());
@@ -315,7 +264,7 @@ impl SqliteStore {
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("store-reader-{i}"))
-                    .spawn(move || reader_loop(conn, rx))
+                    .spawn(move || worker::reader_loop(conn, rx))
                     .map_err(|e| open_error(path, "cannot start a reader thread", e))?,
             );
         }
@@ -325,8 +274,7 @@ impl SqliteStore {
                 path: path.to_path_buf(),
                 synchronous,
                 stats,
-                writer: Some(wtx),
-                reader: Some(rtx),
+                workers,
                 threads,
             }),
         })
@@ -347,36 +295,13 @@ impl SqliteStore {
     }
 }
 
-fn reader_loop(conn: Connection, rx: Arc<Mutex<mpsc::Receiver<ReadJob>>>) {
-    loop {
-        // Hold the lock only while waiting for one job, so the other readers take the next.
-        let job = {
-            let guard = match rx.lock() {
-                Ok(g) => g,
-                Err(poisoned) => poisoned.into_inner(),
-            };
-            guard.recv()
-        };
-        match job {
-            Ok(job) => job(&conn),
-            Err(_) => break,
-        }
-    }
-}
-
 fn run_read<R>(
     conn: &Connection,
     f: impl FnOnce(&dyn ReadTx) -> Result<R, StoreError>,
 ) -> Result<R, StoreError> {
     conn.execute_batch("BEGIN DEFERRED")
         .map_err(|e| StoreError::db_from("begin read", e))?;
-    let tx = SqlTx::new(conn);
-    let out = catch_unwind(AssertUnwindSafe(|| f(&tx))).unwrap_or_else(|p| {
-        Err(StoreError::db(format!(
-            "read closure panicked: {}",
-            crate::panic_message(&p)
-        )))
-    });
+    let out = worker::run_read_closure(&SqlTx::new(conn), f);
     // A read transaction has nothing to keep; ending it releases the snapshot so the WAL can be
     // checkpointed past it.
     if let Err(e) = conn.execute_batch("COMMIT") {
@@ -388,39 +313,25 @@ fn run_read<R>(
 
 fn writer_loop(
     conn: Connection,
-    rx: mpsc::Receiver<Box<dyn WriteJob>>,
+    rx: mpsc::Receiver<BoxedWriteJob>,
     max_batch: usize,
     stats: Arc<WriteStats>,
 ) {
-    let mut batch: Vec<Box<dyn WriteJob>> = Vec::with_capacity(64);
-    let drain = |batch: &mut Vec<Box<dyn WriteJob>>| {
-        while batch.len() < max_batch {
-            match rx.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
-    };
+    let mut batch: Vec<BoxedWriteJob> = Vec::with_capacity(64);
     while let Ok(first) = rx.recv() {
         batch.push(first);
-        drain(&mut batch);
+        worker::pull(&rx, &mut batch, max_batch);
         if batch.len() > 1 && batch.len() < max_batch {
             // Under load (writes were already queued behind the first): let the threads
             // producing them run once more, so this commit is shared by more writes. A lone
             // write (an idle hub) is committed at once.
             std::thread::yield_now();
-            drain(&mut batch);
+            worker::pull(&rx, &mut batch, max_batch);
         }
         stats.batches.fetch_add(1, Ordering::Relaxed);
         stats.jobs.fetch_add(batch.len() as u64, Ordering::Relaxed);
         let outcome = run_batch(&conn, &mut batch);
-        if let Err(e) = &outcome {
-            tracing::error!(error = %e, jobs = batch.len(), "store write batch failed");
-        }
-        let err = outcome.err();
-        for job in batch.drain(..) {
-            job.finish(err.as_ref());
-        }
+        worker::finish_batch(&mut batch, outcome);
     }
     // Leaves a small WAL behind for the next open; errors only mean a bigger WAL.
     if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {
@@ -430,7 +341,7 @@ fn writer_loop(
 
 /// Run every job of the batch in one transaction; `Err` when the transaction as a whole did
 /// not commit (then no job's changes are kept).
-fn run_batch(conn: &Connection, batch: &mut [Box<dyn WriteJob>]) -> Result<(), StoreError> {
+fn run_batch(conn: &Connection, batch: &mut [BoxedWriteJob]) -> Result<(), StoreError> {
     let step = |sql: &str| {
         conn.prepare_cached(sql)
             .and_then(|mut st| st.execute([]))
@@ -480,18 +391,9 @@ impl Store for SqliteStore {
         F: FnOnce(&dyn ReadTx) -> Result<R, StoreError> + Send + 'static,
         R: Send + 'static,
     {
-        let (tx, rx) = oneshot::channel();
-        let job: ReadJob = Box::new(move |conn: &Connection| {
-            let _ = tx.send(run_read(conn, f));
-        });
-        let sent = match &self.inner.reader {
-            Some(s) => s.send(job).map_err(|_| StoreError::Closed),
-            None => Err(StoreError::Closed),
-        };
-        async move {
-            sent?;
-            rx.await.map_err(|_| StoreError::Closed)?
-        }
+        self.inner
+            .workers
+            .read(move |conn: &mut Connection| run_read(conn, f))
     }
 
     fn write<R, F>(&self, f: F) -> impl Future<Output = Result<R, StoreError>> + Send
@@ -499,20 +401,7 @@ impl Store for SqliteStore {
         F: FnOnce(&mut dyn WriteTx) -> Result<R, StoreError> + Send + 'static,
         R: Send + 'static,
     {
-        let (tx, rx) = oneshot::channel();
-        let job: Box<dyn WriteJob> = Box::new(Job {
-            f: Some(f),
-            out: None,
-            reply: tx,
-        });
-        let sent = match &self.inner.writer {
-            Some(s) => s.send(job).map_err(|_| StoreError::Closed),
-            None => Err(StoreError::Closed),
-        };
-        async move {
-            sent?;
-            rx.await.map_err(|_| StoreError::Closed)?
-        }
+        self.inner.workers.write(f)
     }
 
     fn describe(&self) -> String {
@@ -527,8 +416,8 @@ impl Store for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{EventFilter, NewEvent, NewMessage};
     use serde_json::{Map, Value, json};
+    use trantor_store::{EventFilter, NewEvent, NewMessage};
 
     fn message_event(msg_id: i64, to: &str, text: &str) -> NewEvent {
         let mut data = Map::new();

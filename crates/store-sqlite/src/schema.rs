@@ -5,8 +5,8 @@
 //! one `BEGIN IMMEDIATE` transaction so two processes opening the same file cannot both apply it.
 
 use rusqlite::{Connection, OptionalExtension};
-
-use crate::StoreError;
+use trantor_store::StoreError;
+use trantor_store::migrate::{self, SchemaTx};
 
 /// The schema version this build writes and understands.
 pub const SCHEMA_VERSION: i64 = 3;
@@ -213,20 +213,27 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3];
 
 /// Bring the database behind `conn` to [`SCHEMA_VERSION`], or explain why it cannot be.
 pub(crate) fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
-    let open_err = |what: &str, e: rusqlite::Error| StoreError::Open {
-        path: path.to_string(),
-        context: what.to_string(),
-        source: Some(std::sync::Arc::new(e)),
-    };
     // IMMEDIATE takes the write lock first, so a concurrent opener waits (busy_timeout) and then
     // sees the version this one wrote instead of racing to create the same tables.
     conn.execute_batch("BEGIN IMMEDIATE")
-        .map_err(|e| open_err("cannot lock the database", e))?;
-    let result = migrate_locked(conn, path);
+        .map_err(|e| open_err(path, "cannot lock the database", e))?;
+    let result = conn
+        .execute_batch(
+            "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) \
+             WITHOUT ROWID",
+        )
+        .map_err(|e| {
+            open_err(
+                path,
+                "cannot read the schema (is this a trantor database?)",
+                e,
+            )
+        })
+        .and_then(|()| migrate::migrate(&mut Meta { conn, path }, path, &MIGRATIONS));
     match result {
         Ok(()) => conn
             .execute_batch("COMMIT")
-            .map_err(|e| open_err("cannot commit the schema", e)),
+            .map_err(|e| open_err(path, "cannot commit the schema", e)),
         Err(e) => {
             if let Err(rb) = conn.execute_batch("ROLLBACK") {
                 tracing::warn!(error = %rb, "rollback after a failed migration failed");
@@ -236,68 +243,64 @@ pub(crate) fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
     }
 }
 
-fn migrate_locked(conn: &Connection, path: &str) -> Result<(), StoreError> {
-    let open_err = |what: &str, e: rusqlite::Error| StoreError::Open {
+fn open_err(path: &str, what: &str, e: rusqlite::Error) -> StoreError {
+    StoreError::Open {
         path: path.to_string(),
         context: what.to_string(),
         source: Some(std::sync::Arc::new(e)),
-    };
-    conn.execute_batch(
-        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
-    )
-    .map_err(|e| open_err("cannot read the schema (is this a trantor database?)", e))?;
-    let stored: Option<String> = conn
-        .query_row(
-            "SELECT value FROM meta WHERE key = 'schema_version'",
-            [],
-            |r| r.get(0),
-        )
-        .optional()
-        .map_err(|e| open_err("cannot read the schema version", e))?;
-    let current = match stored {
-        None => 0,
-        Some(s) => s.trim().parse::<i64>().map_err(|_| StoreError::Open {
-            path: path.to_string(),
-            context: format!("the stored schema version {s:?} is not a number"),
-            source: None,
-        })?,
-    };
-    if current > SCHEMA_VERSION {
-        return Err(StoreError::Open {
-            path: path.to_string(),
-            context: format!(
-                "the database has schema version {current}, newer than this build's \
-                 {SCHEMA_VERSION}; run a newer trantor (the file was left untouched)"
-            ),
-            source: None,
-        });
     }
-    if current < 0 {
-        return Err(StoreError::Open {
-            path: path.to_string(),
-            context: format!("the stored schema version {current} is invalid"),
-            source: None,
-        });
+}
+
+/// The version row of the `meta` table, inside the migration transaction.
+struct Meta<'c> {
+    conn: &'c Connection,
+    path: &'c str,
+}
+
+impl SchemaTx for Meta<'_> {
+    fn stored_version(&mut self) -> Result<Option<i64>, StoreError> {
+        let stored: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| open_err(self.path, "cannot read the schema version", e))?;
+        stored
+            .map(|s| {
+                s.trim().parse::<i64>().map_err(|_| StoreError::Open {
+                    path: self.path.to_string(),
+                    context: format!("the stored schema version {s:?} is not a number"),
+                    source: None,
+                })
+            })
+            .transpose()
     }
-    for (from, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
-        conn.execute_batch(sql)
-            .map_err(|e| open_err(&format!("migration {from} -> {}", from + 1), e))?;
-        if from + 1 == 3 {
-            let n = backfill_contracts(conn)?;
+
+    fn apply(&mut self, sql: &str) -> Result<(), StoreError> {
+        self.conn
+            .execute_batch(sql)
+            .map_err(|e| open_err(self.path, "migration", e))?;
+        if sql == V3 {
+            let n = backfill_contracts(self.conn)?;
             tracing::info!(
                 messages = n,
                 "contract ledger filled from the stored messages"
             );
         }
-        tracing::info!(from, to = from + 1, "store schema migrated");
+        Ok(())
     }
-    if current < SCHEMA_VERSION {
-        conn.execute(
-            "INSERT INTO meta(key, value) VALUES ('schema_version', ?1)
-             ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            [SCHEMA_VERSION.to_string()],
-        )
-        .map_err(|e| open_err("cannot record the schema version", e))?;
+
+    fn record_version(&mut self, version: i64) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO meta(key, value) VALUES ('schema_version', ?1)
+                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                [version.to_string()],
+            )
+            .map(|_| ())
+            .map_err(|e| open_err(self.path, "cannot record the schema version", e))
     }
-    Ok(())
 }

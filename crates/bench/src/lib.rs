@@ -1,4 +1,4 @@
-//! `trantor bench`: benchmarks that hold the product to its bars (docs/architecture.md §6).
+//! `trantor bench` (crate `trantor-bench`): benchmarks that hold the product to its bars (docs/architecture.md §6).
 //!
 //! Limits are measured here, on real processes, never by timed unit tests. Each benchmark
 //! prints a markdown table with the target and a verdict per row, plus the context needed to

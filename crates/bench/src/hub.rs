@@ -14,7 +14,8 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use trantor_store::{NewMessage, SqliteStore, Store};
+use trantor_store::{NewMessage, Store};
+use trantor_store_sqlite::SqliteStore;
 
 /// Options of `trantor bench hub`.
 #[derive(Debug, Clone, clap::Args)]

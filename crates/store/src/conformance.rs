@@ -1,0 +1,805 @@
+//! The store conformance suite: one story per behaviour, written over `S: Store` so every
+//! backend runs the same checks. A backend's test crate runs all of them with
+//! [`crate::conformance_suite!`], naming a [`Fixture`] that opens a fresh store of its kind (as
+//! ripgrep's `rgtest!` runs one body under several configurations).
+//!
+//! Built with the `conformance` feature (a dev-dependency of the backends); test code, so it
+//! asserts and panics.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::json;
+use std::collections::HashSet;
+use trantor_proto::{Card, Lesson, Message, Peer};
+
+use crate::{CardFilter, EventFilter, NewEvent, NewMessage, OpRecord, Store, StoreError};
+
+/// How a backend's tests get a fresh, empty store.
+pub trait Fixture {
+    /// The store.
+    type S: Store;
+    /// Open the store (again: a second call reopens the same data).
+    fn open(&self) -> Self::S;
+    /// Close a store handle (PostgreSQL's blocking client must not be dropped on a runtime
+    /// thread).
+    fn close(&self, s: Self::S) {
+        drop(s);
+    }
+}
+
+/// Run every story of the suite as a test of the calling crate. `$fixture` is an expression of
+/// type `Option<impl Fixture>`, evaluated per test; `None` skips the test (the fixture says
+/// why, and fails instead under CI).
+#[macro_export]
+macro_rules! conformance_suite {
+    ($fixture:expr) => {
+        $crate::conformance_suite!(@stories $fixture;
+            ids_and_delivery, paging_is_exact, delivery_ledger, prune_keeps_unread,
+            savepoint_isolation, events_filters, board_and_documents, imported_ids,
+            panicking_closure_is_isolated);
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn durable_across_reopen() {
+            let Some(fx) = $fixture else { return };
+            $crate::conformance::durable_across_reopen(|| $crate::conformance::Fixture::open(&fx))
+                .await;
+        }
+    };
+    (@stories $fixture:expr; $($name:ident),* $(,)?) => {$(
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $name() {
+            let Some(fx) = $fixture else { return };
+            let s = $crate::conformance::Fixture::open(&fx);
+            $crate::conformance::$name(&s).await;
+            $crate::conformance::Fixture::close(&fx, s);
+        }
+    )*};
+}
+
+/// A panicking closure fails alone: the write grouped with it commits, and the store keeps
+/// working after a panic in a read closure too.
+pub async fn panicking_closure_is_isolated<S: Store>(s: &S) {
+    let bad = s.write(|tx| -> Result<(), StoreError> {
+        tx.insert_message(new_msg("a", "b", 1, "doomed"), &[])?;
+        panic!("boom");
+    });
+    let good = s.write(|tx| tx.insert_message(new_msg("a", "b", 2, "kept"), &[]));
+    let (bad, good) = tokio::join!(bad, good);
+    assert!(bad.is_err());
+    let good = good.expect("the other write commits");
+    let all = s.read(|tx| tx.messages_for("b", 0, 0)).await.expect("read");
+    assert_eq!(all, vec![good]);
+    let r: Result<(), StoreError> = s.read(|_| panic!("read boom")).await;
+    assert!(r.is_err());
+    assert_eq!(s.read(|tx| tx.counts()).await.expect("counts").messages, 1);
+    assert_eq!(s.synchronous(), "full", "the default sync level is full");
+}
+
+pub fn new_msg(from: &str, to: &str, ts: i64, text: &str) -> NewMessage {
+    NewMessage {
+        ts,
+        from: from.into(),
+        to: to.into(),
+        project: "p".into(),
+        text: text.into(),
+        ..Default::default()
+    }
+}
+
+pub async fn send<S: Store>(s: &S, m: NewMessage) -> Message {
+    s.write(move |tx| tx.insert_message(m, &[]))
+        .await
+        .expect("insert")
+}
+
+fn ids(v: &[Message]) -> Vec<i64> {
+    v.iter().map(|m| m.id).collect()
+}
+
+/// Ids are monotonic; the delivery rule (to me or to all, never from me, id > since);
+/// limit and paging; single reads.
+pub async fn ids_and_delivery<S: Store>(s: &S) {
+    assert_eq!(s.read(|tx| tx.tip()).await.expect("tip"), 0);
+    let a_b = send(s, new_msg("a", "b", 1, "a to b")).await;
+    let b_a = send(s, new_msg("b", "a", 2, "b to a")).await;
+    let a_all = send(s, new_msg("a", "all", 3, "a to all")).await;
+    let c_b = send(s, new_msg("c", "b", 4, "c to b")).await;
+    let b_all = send(s, new_msg("b", "all", 5, "b to all")).await;
+    let b_b = send(s, new_msg("b", "b", 6, "b to itself")).await;
+    let all = [&a_b, &b_a, &a_all, &c_b, &b_all, &b_b];
+    for w in all.windows(2) {
+        assert!(w[0].id < w[1].id, "ids must increase");
+    }
+    assert_eq!(s.read(|tx| tx.tip()).await.expect("tip"), b_b.id);
+
+    let for_b = s
+        .read(|tx| tx.messages_for("b", 0, 100))
+        .await
+        .expect("for b");
+    assert_eq!(ids(&for_b), vec![a_b.id, a_all.id, c_b.id]);
+    assert_eq!(for_b[0], a_b);
+    let for_a = s
+        .read(|tx| tx.messages_for("a", 0, 100))
+        .await
+        .expect("for a");
+    assert_eq!(ids(&for_a), vec![b_a.id, b_all.id]);
+    let for_z = s
+        .read(|tx| tx.messages_for("z", 0, 100))
+        .await
+        .expect("for z");
+    assert_eq!(ids(&for_z), vec![a_all.id, b_all.id]);
+
+    // since is exclusive; limit pages oldest first.
+    let page1 = s
+        .read(|tx| tx.messages_for("b", 0, 2))
+        .await
+        .expect("page 1");
+    assert_eq!(ids(&page1), vec![a_b.id, a_all.id]);
+    let cursor = page1[1].id;
+    let page2 = s
+        .read(move |tx| tx.messages_for("b", cursor, 2))
+        .await
+        .expect("page 2");
+    assert_eq!(ids(&page2), vec![c_b.id]);
+    let cursor = page2[0].id;
+    let page3 = s
+        .read(move |tx| tx.messages_for("b", cursor, 2))
+        .await
+        .expect("page 3");
+    assert!(page3.is_empty());
+
+    let id = c_b.id;
+    let one = s.read(move |tx| tx.message(id)).await.expect("message");
+    assert_eq!(one.as_ref(), Some(&c_b));
+    let none = s.read(|tx| tx.message(999_999)).await.expect("message");
+    assert!(none.is_none());
+
+    let recent = s.read(|tx| tx.recent_messages(2)).await.expect("recent");
+    assert_eq!(ids(&recent), vec![b_all.id, b_b.id]);
+
+    let involving = s
+        .read(|tx| tx.direct_messages_involving("b", 2))
+        .await
+        .expect("involving");
+    assert_eq!(ids(&involving), vec![b_a.id, c_b.id, b_b.id]);
+
+    let dispatchers = s
+        .read(|tx| tx.dispatchers_since(2))
+        .await
+        .expect("dispatchers");
+    let d: HashSet<String> = dispatchers.into_iter().collect();
+    assert_eq!(d, HashSet::from(["b".to_string(), "c".to_string()]));
+
+    // Optional fields round-trip.
+    let mut m = new_msg("a", "b", 7, "with extras, #12 and #13");
+    m.re = Some(a_b.id);
+    m.kind = Some("ask".into());
+    m.wake = Some(false);
+    let extra = s
+        .write(move |tx| tx.insert_message(m, &[12, 13]))
+        .await
+        .expect("insert with refs");
+    let id = extra.id;
+    let back = s.read(move |tx| tx.message(id)).await.expect("read back");
+    assert_eq!(back.as_ref(), Some(&extra));
+    assert_eq!(back.and_then(|m| m.wake), Some(false));
+    let citing = s
+        .read(|tx| tx.messages_citing(12, 10))
+        .await
+        .expect("citing");
+    assert_eq!(ids(&citing), vec![extra.id]);
+    let counts = s.read(|tx| tx.counts()).await.expect("counts");
+    assert_eq!(counts.messages, 7);
+}
+
+/// Paging through a large mailbox mixed with broadcasts returns each id exactly once.
+pub async fn paging_is_exact<S: Store>(s: &S) {
+    s.write(|tx| {
+        for i in 0..2_500i64 {
+            let to = match i % 3 {
+                0 => "x",
+                1 => "all",
+                _ => "y",
+            };
+            let from = if i % 5 == 0 { "x" } else { "w" };
+            tx.insert_message(new_msg(from, to, i, "m"), &[])?;
+        }
+        Ok(())
+    })
+    .await
+    .expect("fill");
+    let expected: Vec<i64> = s
+        .read(|tx| tx.messages_for("x", 0, 0))
+        .await
+        .expect("all at once")
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    let mut got = Vec::new();
+    let mut cursor = 0;
+    loop {
+        let page = s
+            .read(move |tx| tx.messages_for("x", cursor, 300))
+            .await
+            .expect("page");
+        if page.is_empty() {
+            break;
+        }
+        assert!(page.len() <= 300);
+        cursor = page[page.len() - 1].id;
+        got.extend(page.iter().map(|m| {
+            assert!(m.deliverable_to("x"));
+            m.id
+        }));
+    }
+    assert_eq!(got, expected);
+    let unique: HashSet<i64> = got.iter().copied().collect();
+    assert_eq!(unique.len(), got.len());
+}
+
+pub fn peer(session: &str, last_seen: i64, delivered: i64) -> Peer {
+    Peer {
+        session: session.into(),
+        last_seen,
+        project: "p".into(),
+        status: "ok".into(),
+        delivered_up_to: delivered,
+        model: Some("m1".into()),
+        ..Default::default()
+    }
+}
+
+/// The delivery ledger only rises, through both `raise_delivered` and `put_peer`.
+pub async fn delivery_ledger<S: Store>(s: &S) {
+    s.write(|tx| tx.put_peer(&peer("a", 100, 5)))
+        .await
+        .expect("put");
+    let v = s
+        .write(|tx| tx.raise_delivered("a", 10))
+        .await
+        .expect("raise");
+    assert_eq!(v, 10);
+    let v = s
+        .write(|tx| tx.raise_delivered("a", 3))
+        .await
+        .expect("lower");
+    assert_eq!(v, 10, "raise_delivered never lowers");
+    s.write(|tx| tx.put_peer(&peer("a", 200, 1)))
+        .await
+        .expect("put lower");
+    let a = s
+        .read(|tx| tx.peer("a"))
+        .await
+        .expect("peer")
+        .expect("a exists");
+    assert_eq!(a.delivered_up_to, 10, "put_peer never lowers");
+    assert_eq!(a.last_seen, 200);
+    assert_eq!(a.model.as_deref(), Some("m1"));
+    // An unknown session gets a ledger too.
+    let v = s
+        .write(|tx| tx.raise_delivered("new", 7))
+        .await
+        .expect("raise new");
+    assert_eq!(v, 7);
+    let n = s
+        .read(|tx| tx.peer("new"))
+        .await
+        .expect("peer")
+        .expect("new exists");
+    assert_eq!(n.delivered_up_to, 7);
+
+    s.write(|tx| tx.put_peer(&peer("old", 50, 0)))
+        .await
+        .expect("put old");
+    let gone = s
+        .write(|tx| tx.delete_peers_before(60))
+        .await
+        .expect("delete");
+    let gone: HashSet<String> = gone.into_iter().collect();
+    assert_eq!(gone, HashSet::from(["old".to_string(), "new".to_string()]));
+    let peers = s.read(|tx| tx.peers()).await.expect("peers");
+    assert_eq!(peers.len(), 1);
+    assert_eq!(s.read(|tx| tx.counts()).await.expect("counts").peers, 1);
+}
+
+/// Retention removes only what was read (or broadcast) and old; the tip never goes down.
+pub async fn prune_keeps_unread<S: Store>(s: &S) {
+    let old_read = send(s, new_msg("a", "r", 10, "old, read")).await;
+    let old_unread = send(s, new_msg("a", "r", 11, "old, unread")).await;
+    let old_unknown = send(s, new_msg("a", "ghost", 12, "old, to nobody")).await;
+    let old_broadcast = send(s, new_msg("a", "all", 13, "old broadcast")).await;
+    let new_read = send(s, new_msg("a", "r", 1_000, "new, read")).await;
+    let tip = new_read.id;
+    s.write(move |tx| {
+        tx.put_peer(&peer("r", 1_000, 0))?;
+        tx.raise_delivered("r", old_read.id)?;
+        tx.put_op(&OpRecord {
+            id: "op-old".into(),
+            ts: 5,
+            code: 200,
+            body: json!({"ok": true}),
+        })?;
+        tx.put_op(&OpRecord {
+            id: "op-new".into(),
+            ts: 500,
+            code: 200,
+            body: json!({"ok": true}),
+        })?;
+        tx.insert_event(NewEvent {
+            ts: 10,
+            kind: "presence.online".into(),
+            ..Default::default()
+        })?;
+        tx.insert_event(NewEvent {
+            ts: 10,
+            kind: "moved".into(),
+            task_id: Some(1),
+            ..Default::default()
+        })?;
+        Ok(())
+    })
+    .await
+    .expect("setup");
+    let report = s.write(|tx| tx.prune(100, 100)).await.expect("prune");
+    assert_eq!(report.messages, 2, "{report:?}");
+    assert_eq!(report.events, 1, "card events are kept: {report:?}");
+    assert_eq!(report.ops, 1);
+    for (m, kept) in [
+        (&old_read, false),
+        (&old_unread, true),
+        (&old_unknown, true),
+        (&old_broadcast, false),
+        (&new_read, true),
+    ] {
+        let id = m.id;
+        let got = s.read(move |tx| tx.message(id)).await.expect("message");
+        assert_eq!(got.is_some(), kept, "{}", m.text);
+    }
+    assert!(s.read(|tx| tx.op("op-new")).await.expect("op").is_some());
+    assert!(s.read(|tx| tx.op("op-old")).await.expect("op").is_none());
+
+    // Everyone has read everything: even the newest message goes, the tip stays.
+    s.write(move |tx| {
+        tx.raise_delivered("r", tip)?;
+        tx.put_peer(&peer("ghost", 1, tip))
+    })
+    .await
+    .expect("read all");
+    s.write(|tx| tx.prune(i64::MAX, 0))
+        .await
+        .expect("prune all");
+    assert_eq!(s.read(|tx| tx.counts()).await.expect("counts").messages, 0);
+    assert_eq!(s.read(|tx| tx.tip()).await.expect("tip"), tip);
+    let next = send(s, new_msg("a", "r", 2_000, "after prune")).await;
+    assert!(next.id > tip, "ids are never reused after pruning");
+}
+
+/// A failing closure rolls back alone, even when grouped with others into one commit.
+pub async fn savepoint_isolation<S: Store>(s: &S) {
+    // Alone first: nothing of it stays, and the store keeps working.
+    let r: Result<(), StoreError> = s
+        .write(|tx| {
+            tx.insert_message(new_msg("w", "r", 0, "alone and doomed"), &[])?;
+            tx.set_kv("alone", &json!(1))?;
+            Err(StoreError::db("deliberate failure alone"))
+        })
+        .await;
+    assert!(r.is_err());
+    assert_eq!(s.read(|tx| tx.kv("alone")).await.expect("kv"), None);
+    assert_eq!(s.read(|tx| tx.counts()).await.expect("counts").messages, 0);
+    let mut handles = Vec::new();
+    for i in 0..200i64 {
+        let s = s.clone();
+        handles.push(tokio::spawn(async move {
+            let fail = i % 7 == 3;
+            let r = s
+                .write(move |tx| {
+                    let m = tx.insert_message(new_msg("w", "r", i, &format!("m{i}")), &[])?;
+                    tx.set_kv(&format!("k{i}"), &json!(i))?;
+                    if fail {
+                        return Err(StoreError::db(format!("deliberate failure {i}")));
+                    }
+                    Ok(m.id)
+                })
+                .await;
+            (i, fail, r)
+        }));
+    }
+    let mut ok_ids = HashSet::new();
+    for h in handles {
+        let (i, fail, r) = h.await.expect("join");
+        match r {
+            Ok(id) => {
+                assert!(!fail, "write {i} should have failed");
+                assert!(ok_ids.insert(id), "duplicate id {id}");
+            }
+            Err(e) => {
+                assert!(fail, "write {i} failed: {e}");
+                assert!(e.to_string().contains("deliberate"), "{e}");
+            }
+        }
+    }
+    let stored = s.read(|tx| tx.messages_for("r", 0, 0)).await.expect("read");
+    let stored_ids: HashSet<i64> = stored.iter().map(|m| m.id).collect();
+    assert_eq!(stored_ids, ok_ids);
+    for m in &stored {
+        let i: i64 = m.text[1..].parse().expect("number");
+        assert_ne!(i % 7, 3, "a failed write's message survived");
+    }
+    for i in [3i64, 10, 4, 11] {
+        let key = format!("k{i}");
+        let v = s.read(move |tx| tx.kv(&key)).await.expect("kv");
+        assert_eq!(v.is_some(), i % 7 != 3, "k{i}");
+    }
+}
+
+/// `events` filters: types (exact and prefix), by, since, project, task (own and cited, or
+/// own only) and a limit that keeps the newest, returned oldest first.
+pub async fn events_filters<S: Store>(s: &S) {
+    let ev = |kind: &str, by: &str, task: Option<i64>, refs: Vec<i64>| NewEvent {
+        ts: 1,
+        kind: kind.into(),
+        project: if by == "c" { "q".into() } else { "p".into() },
+        by: by.into(),
+        task_id: task,
+        refs,
+        data: json!({"n": kind}).as_object().cloned().unwrap_or_default(),
+    };
+    let inserted = s
+        .write(move |tx| {
+            Ok(vec![
+                tx.insert_event(ev("presence.online", "a", None, vec![]))?,
+                tx.insert_event(ev("created", "a", Some(7), vec![]))?,
+                tx.insert_event(ev("message", "b", None, vec![7, 8]))?,
+                tx.insert_event(ev("presence.offline", "b", None, vec![]))?,
+                tx.insert_event(ev("presences", "b", None, vec![]))?,
+                tx.insert_event(ev("moved", "c", Some(7), vec![]))?,
+                tx.insert_event(ev("moved", "a", Some(8), vec![]))?,
+            ])
+        })
+        .await
+        .expect("events");
+    let id = |i: usize| inserted[i].id;
+    let run = |f: EventFilter| async move {
+        s.read(move |tx| tx.events(&f))
+            .await
+            .expect("events")
+            .into_iter()
+            .map(|e| e.id)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run(EventFilter::default()).await.len(), 7);
+    assert_eq!(
+        run(EventFilter {
+            types: Some(vec!["presence.".into()]),
+            ..Default::default()
+        })
+        .await,
+        vec![id(0), id(3)]
+    );
+    assert_eq!(
+        run(EventFilter {
+            types: Some(vec!["presence.".into(), "moved".into()]),
+            ..Default::default()
+        })
+        .await,
+        vec![id(0), id(3), id(5), id(6)]
+    );
+    assert_eq!(
+        run(EventFilter {
+            by: Some("b".into()),
+            ..Default::default()
+        })
+        .await,
+        vec![id(2), id(3), id(4)]
+    );
+    assert_eq!(
+        run(EventFilter {
+            since: Some(id(4)),
+            ..Default::default()
+        })
+        .await,
+        vec![id(5), id(6)]
+    );
+    assert_eq!(
+        run(EventFilter {
+            project: Some("q".into()),
+            ..Default::default()
+        })
+        .await,
+        vec![id(5)]
+    );
+    assert_eq!(
+        run(EventFilter {
+            task_id: Some(7),
+            ..Default::default()
+        })
+        .await,
+        vec![id(1), id(2), id(5)]
+    );
+    // Only the card's own events: the message citing it is left out by the query itself,
+    // so newer citing messages can neither cost the read nor push the card's events out.
+    assert_eq!(
+        run(EventFilter {
+            task_id: Some(7),
+            card_events_only: true,
+            limit: 1,
+            ..Default::default()
+        })
+        .await,
+        vec![id(5)]
+    );
+    assert_eq!(
+        run(EventFilter {
+            task_id: Some(7),
+            card_events_only: true,
+            ..Default::default()
+        })
+        .await,
+        vec![id(1), id(5)]
+    );
+    assert_eq!(
+        run(EventFilter {
+            task_id: Some(7),
+            limit: 2,
+            ..Default::default()
+        })
+        .await,
+        vec![id(2), id(5)]
+    );
+    assert_eq!(
+        run(EventFilter {
+            limit: 3,
+            ..Default::default()
+        })
+        .await,
+        vec![id(4), id(5), id(6)]
+    );
+    assert_eq!(
+        run(EventFilter {
+            types: Some(vec![]),
+            ..Default::default()
+        })
+        .await,
+        Vec::<i64>::new()
+    );
+    let latest = s.read(|tx| tx.latest_event_id()).await.expect("latest");
+    assert_eq!(latest, id(6));
+    let back = s
+        .read(|tx| {
+            tx.events(&EventFilter {
+                types: Some(vec!["message".into()]),
+                ..Default::default()
+            })
+        })
+        .await
+        .expect("message events");
+    assert_eq!(back[0], inserted[2]);
+}
+
+/// Cards, lessons, kv and ops round-trip.
+pub async fn board_and_documents<S: Store>(s: &S) {
+    let card = |title: &str, status: &str, project: &str, assignee: &str| Card {
+        id: 999,
+        title: title.into(),
+        status: status.into(),
+        project: project.into(),
+        assignee: assignee.into(),
+        updated: 5,
+        extra: json!({"costUsd": 1.5})
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+        ..Default::default()
+    };
+    let (c1, c2, c3) = s
+        .write(move |tx| {
+            Ok((
+                tx.insert_card(card("one", "todo", "p", "a"))?,
+                tx.insert_card(card("two", "doing", "p", "b"))?,
+                tx.insert_card(card("three", "todo", "q", "a"))?,
+            ))
+        })
+        .await
+        .expect("cards");
+    assert!(c1.id < c2.id && c2.id < c3.id);
+    assert_ne!(c1.id, 999, "the given id is ignored");
+    let id1 = c1.id;
+    let got = s.read(move |tx| tx.card(id1)).await.expect("card");
+    assert_eq!(got.as_ref(), Some(&c1));
+    let list = |f: CardFilter| async move {
+        s.read(move |tx| tx.cards(&f))
+            .await
+            .expect("cards")
+            .into_iter()
+            .map(|c| c.title)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(list(CardFilter::default()).await, ["one", "two", "three"]);
+    assert_eq!(
+        list(CardFilter {
+            project: Some("p".into()),
+            ..Default::default()
+        })
+        .await,
+        ["one", "two"]
+    );
+    assert_eq!(
+        list(CardFilter {
+            statuses: Some(vec!["todo".into()]),
+            assignee: Some("a".into()),
+            ..Default::default()
+        })
+        .await,
+        ["one", "three"]
+    );
+    assert_eq!(
+        list(CardFilter {
+            ids: Some(vec![c2.id, c3.id]),
+            ..Default::default()
+        })
+        .await,
+        ["two", "three"]
+    );
+    let mut moved = c1.clone();
+    moved.status = "done".into();
+    moved.updated = 9;
+    let m2 = moved.clone();
+    s.write(move |tx| tx.put_card(&m2)).await.expect("put");
+    assert_eq!(
+        s.read(move |tx| tx.card(id1)).await.expect("card"),
+        Some(moved)
+    );
+    let id2 = c2.id;
+    s.write(move |tx| tx.delete_card(id2))
+        .await
+        .expect("delete");
+    assert!(
+        s.read(move |tx| tx.card(id2))
+            .await
+            .expect("card")
+            .is_none()
+    );
+    assert_eq!(s.read(|tx| tx.counts()).await.expect("counts").cards, 2);
+
+    let lesson = |scope: &str, text: &str| Lesson {
+        id: 0,
+        scope: scope.into(),
+        text: text.into(),
+        by: "a".into(),
+        ts: 3,
+        project: String::new(),
+    };
+    let (l1, _l2, l3) = s
+        .write(move |tx| {
+            Ok((
+                tx.insert_lesson(lesson("global", "g"))?,
+                tx.insert_lesson(lesson("codex", "c"))?,
+                tx.insert_lesson(lesson("claude", "k"))?,
+            ))
+        })
+        .await
+        .expect("lessons");
+    let got = s
+        .read(|tx| tx.lessons(&["global".to_string(), "claude".to_string()]))
+        .await
+        .expect("lessons");
+    assert_eq!(got, vec![l1, l3]);
+
+    s.write(|tx| tx.set_kv("policy", &json!({"a": 1})))
+        .await
+        .expect("kv");
+    s.write(|tx| tx.set_kv("policy", &json!({"a": 2})))
+        .await
+        .expect("kv");
+    assert_eq!(
+        s.read(|tx| tx.kv("policy")).await.expect("kv"),
+        Some(json!({"a": 2}))
+    );
+    assert_eq!(s.read(|tx| tx.kv("nope")).await.expect("kv"), None);
+
+    let op = |code: u16| OpRecord {
+        id: "op1".into(),
+        ts: 1,
+        code,
+        body: json!({"id": code}),
+    };
+    s.write(move |tx| tx.put_op(&op(200))).await.expect("op");
+    s.write(move |tx| tx.put_op(&op(409)))
+        .await
+        .expect("op again");
+    assert_eq!(
+        s.read(|tx| tx.op("op1")).await.expect("op").map(|o| o.code),
+        Some(200),
+        "the first record wins"
+    );
+}
+
+/// Imported messages keep their ids (a second import adds nothing); new ids continue above
+/// them, and the tip and counts stay exact across the gaps.
+pub async fn imported_ids<S: Store>(s: &S) {
+    let first = send(s, new_msg("a", "b", 1, "native")).await;
+    assert_eq!(first.id, 1);
+    let put = |id: i64, text: &str| Message {
+        id,
+        ts: id,
+        from: "a".into(),
+        to: "b".into(),
+        project: "p".into(),
+        text: text.into(),
+        re: None,
+        kind: None,
+        wake: None,
+    };
+    let batch = vec![put(10, "ten"), put(5, "five"), put(7, "seven")];
+    let b2 = batch.clone();
+    let added = s
+        .write(move |tx| {
+            let mut n = 0;
+            for m in &b2 {
+                n += usize::from(tx.put_message(m, &[3])?);
+            }
+            Ok(n)
+        })
+        .await
+        .expect("import");
+    assert_eq!(added, 3);
+    let again = s
+        .write(move |tx| {
+            let mut n = 0;
+            for m in &batch {
+                n += usize::from(tx.put_message(m, &[])?);
+            }
+            Ok(n)
+        })
+        .await
+        .expect("import again");
+    assert_eq!(again, 0, "a second import adds nothing");
+    assert_eq!(s.read(|tx| tx.tip()).await.expect("tip"), 10);
+    assert_eq!(s.read(|tx| tx.counts()).await.expect("counts").messages, 4);
+    let next = send(s, new_msg("a", "b", 11, "after")).await;
+    assert_eq!(next.id, 11);
+    let got: Vec<i64> = s
+        .read(|tx| tx.messages_for("b", 0, 0))
+        .await
+        .expect("read")
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(got, vec![1, 5, 7, 10, 11]);
+    let citing: Vec<i64> = s
+        .read(|tx| tx.messages_citing(3, 0))
+        .await
+        .expect("citing")
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(citing, vec![5, 7, 10]);
+    assert_eq!(s.read(|tx| tx.counts()).await.expect("counts").messages, 5);
+}
+
+/// Everything acknowledged survives closing and reopening the store.
+pub async fn durable_across_reopen<S: Store>(open: impl Fn() -> S) {
+    let s = open();
+    let mut sent = Vec::new();
+    for i in 0..50 {
+        sent.push(send(&s, new_msg("a", "b", i, &format!("m{i}"))).await.id);
+    }
+    s.write(|tx| tx.raise_delivered("b", 3))
+        .await
+        .expect("raise");
+    drop(s);
+    let s = open();
+    let got: Vec<i64> = s
+        .read(|tx| tx.messages_for("b", 0, 0))
+        .await
+        .expect("read")
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(got, sent);
+    let p = s.read(|tx| tx.peer("b")).await.expect("peer").expect("b");
+    assert_eq!(p.delivered_up_to, 3);
+    let next = send(&s, new_msg("a", "b", 99, "after reopen")).await;
+    assert!(next.id > sent[sent.len() - 1]);
+}

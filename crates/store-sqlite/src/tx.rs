@@ -563,16 +563,34 @@ impl ReadTx for SqlTx<'_> {
     }
 
     fn ledger_groups(&self, q: &LedgerQuery) -> Result<Vec<OpenGroup>, StoreError> {
+        // Counted per assignee on the open index, which covers every column used unless a
+        // project is asked for (then each row is read): the supersession cut is looked up once
+        // per assignee, not per row.
+        let project = if q.project.is_some() {
+            "AND c.project = ?3"
+        } else {
+            "AND ?3 IS NULL"
+        };
+        let open = format!(
+            "FROM contracts c INDEXED BY contracts_open
+              WHERE c.sender = ?1 AND c.assignee = g.assignee AND c.answer_id IS NULL
+                AND c.ack = 0 AND c.ts >= ?2 {project}"
+        );
+        let cut = "max(COALESCE(p.last_reply, 0), COALESCE(p.last_answered, 0))";
         let sql = format!(
-            "SELECT c.assignee, count(*),
-                    COALESCE(sum(c.ts < ?4 AND {OVERTAKEN}), 0),
-                    COALESCE(sum(NOT (c.ts < ?4 AND {OVERTAKEN}) AND ?5 IS NOT NULL
-                                 AND c.ts <= ?5), 0)
-               FROM contracts c INDEXED BY contracts_open
-               LEFT JOIN contract_peers p ON p.sender = c.sender AND p.peer = c.assignee
-              WHERE c.sender = ?1 AND c.answer_id IS NULL AND c.ack = 0 AND c.ts >= ?2
-                AND (?3 IS NULL OR c.project = ?3)
-              GROUP BY c.assignee ORDER BY c.assignee"
+            "WITH g AS (
+                 SELECT c.assignee AS assignee, count(*) AS n
+                   FROM contracts c INDEXED BY contracts_open
+                  WHERE c.sender = ?1 AND c.answer_id IS NULL AND c.ack = 0 AND c.ts >= ?2
+                        {project}
+                  GROUP BY c.assignee)
+             SELECT g.assignee, g.n,
+                    (SELECT count(*) {open} AND c.ts < ?4 AND c.id < {cut}),
+                    CASE WHEN ?5 IS NULL THEN 0 ELSE
+                      (SELECT count(*) {open} AND c.ts <= ?5
+                          AND NOT (c.ts < ?4 AND c.id < {cut})) END
+               FROM g LEFT JOIN contract_peers p ON p.sender = ?1 AND p.peer = g.assignee
+              ORDER BY g.assignee"
         );
         self.rows(
             "contracts",

@@ -199,6 +199,7 @@ fn insert_duty_message(
         },
         &[],
     )?;
+    crate::routes::delivery::record_stored(tx, &msg)?;
     out.event(
         tx,
         event(

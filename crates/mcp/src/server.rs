@@ -207,6 +207,7 @@ impl Relay {
             ClientError::Request { path, message } => {
                 format!("cannot build the request to {path}: {message}")
             }
+            e @ ClientError::Superseded { .. } => e.to_string(),
             ClientError::Decode { path, message } => format!(
                 "the hub at {} answered {path} with a reply this client does not understand: \
                  {message}",

@@ -95,6 +95,15 @@ pub enum ClientError {
         /// What was wrong.
         message: String,
     },
+    /// `POST /delivery` from a runner instance that is not the session's fenced one: another
+    /// runner took the seat over (docs/protocol.md "Delivery").
+    #[error("superseded: session {session} is fenced by instance {current}")]
+    Superseded {
+        /// The session.
+        session: String,
+        /// The instance the hub holds current.
+        current: String,
+    },
     /// The reply was not the JSON shape expected.
     #[error("hub reply to {path} was not understood: {message}")]
     Decode {
@@ -355,6 +364,61 @@ impl HubClient {
             }
             other => other,
         }
+    }
+
+    /// `POST /delivery/fence`: make `instance` the session's current runner instance.
+    pub async fn delivery_fence(
+        &self,
+        session: &str,
+        instance: &str,
+    ) -> Result<crate::delivery::DeliveryFenceReply, ClientError> {
+        let req = crate::delivery::DeliveryFenceRequest {
+            session: session.to_string(),
+            instance: instance.to_string(),
+        };
+        self.post("/delivery/fence", &req).await
+    }
+
+    /// `POST /delivery`: append one state to a message's record. A 409 (another instance holds
+    /// the session's fence) is [`ClientError::Superseded`].
+    pub async fn delivery_mark(
+        &self,
+        mark: &crate::delivery::DeliveryMark,
+    ) -> Result<crate::delivery::DeliveryMarkReply, ClientError> {
+        match self.post("/delivery", mark).await {
+            Err(ClientError::Http {
+                status: 409, body, ..
+            }) => {
+                let current = body
+                    .extra
+                    .get("current")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                Err(ClientError::Superseded {
+                    session: mark.session.clone(),
+                    current,
+                })
+            }
+            other => other,
+        }
+    }
+
+    /// `GET /delivery?id=N`: the life of one message.
+    pub async fn delivery(&self, id: i64) -> Result<crate::delivery::DeliveryRecord, ClientError> {
+        self.get("/delivery", &[("id", id.to_string())]).await
+    }
+
+    /// `GET /delivery?session=S&open=1`: the session's messages not yet consumed or failed.
+    pub async fn delivery_open(
+        &self,
+        session: &str,
+    ) -> Result<crate::delivery::DeliveryOpen, ClientError> {
+        self.get(
+            "/delivery",
+            &[("session", session.to_string()), ("open", "1".to_string())],
+        )
+        .await
     }
 
     /// `GET /health`.

@@ -260,30 +260,10 @@ impl Identity {
     }
 }
 
-/// A fresh idempotency key for a write (`_op`): 128 bits from the standard library's
-/// per-process random hasher keys, mixed with the time, the process id and a counter.
-///
-/// Uniqueness, not secrecy, is what matters here; this avoids a random-number dependency.
+/// A fresh idempotency key for a write (`_op`): 128 bits from the OS's random-number
+/// generator, as 32 hex digits (the same draw as a signing nonce, [`crate::auth::new_nonce`]).
 pub fn new_op_id() -> String {
-    use std::collections::hash_map::RandomState;
-    use std::hash::{BuildHasher, Hasher};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let mut words = [0u64; 2];
-    for (i, w) in words.iter_mut().enumerate() {
-        let mut h = RandomState::new().build_hasher();
-        h.write_u128(nanos);
-        h.write_u32(std::process::id());
-        h.write_u64(n);
-        h.write_usize(i);
-        *w = h.finish();
-    }
-    format!("{:016x}{:016x}", words[0], words[1])
+    crate::auth::new_nonce()
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 pub mod auth;
 pub mod client;
 pub mod date;
+pub mod delivery;
 pub mod enroll;
 pub mod identity;
 pub mod keys;
@@ -18,6 +19,10 @@ pub mod tls;
 pub mod types;
 
 pub use client::{ClientError, HubClient, Signer};
+pub use delivery::{
+    DeliveryEntry, DeliveryFenceReply, DeliveryFenceRequest, DeliveryMark, DeliveryMarkReply,
+    DeliveryOpen, DeliveryOpenItem, DeliveryRecord, DeliveryState, MarkState,
+};
 pub use types::*;
 
 /// Milliseconds since the Unix epoch, the unit of every timestamp on the wire.

@@ -165,8 +165,8 @@ pub struct RunnerArgs {
         value_parser = clap::value_parser!(u64).range(1000..)
     )]
     pub turn_watchdog_floor_ms: u64,
-    /// The redelivery ladder: comma-separated ms; values that are not positive numbers are
-    /// dropped, and nothing usable left means the default.
+    /// The redelivery ladder: comma-separated ms, each a whole number above 0 (anything else
+    /// is refused at start-up).
     #[arg(
         long,
         env = "TRANTOR_RETRY_MS",
@@ -286,6 +286,11 @@ pub enum ConfigError {
         "the command driver needs CREW_COMMAND (a shell template; the prompt is in $TRANTOR_PROMPT_FILE)"
     )]
     NoCommand,
+    /// `TRANTOR_RETRY_MS` is not a list of positive whole numbers of ms.
+    #[error(
+        "invalid TRANTOR_RETRY_MS {0:?}: use comma-separated whole numbers of ms above 0, e.g. 30000,60000"
+    )]
+    BadRetryLadder(String),
 }
 
 /// The default redelivery ladder (docs/runner.md §5.3).
@@ -386,21 +391,15 @@ pub fn validate_persona(p: &str) -> Result<String, ConfigError> {
     }
 }
 
-/// The redelivery ladder from `TRANTOR_RETRY_MS` (comma-separated ms; only finite values > 0
-/// count); the default when nothing usable remains — never an empty ladder, never 0.
-pub fn retry_ladder(raw: Option<&str>) -> Vec<u64> {
-    let parsed: Vec<u64> = raw
-        .unwrap_or("")
-        .split(',')
-        .filter_map(|s| s.trim().parse::<f64>().ok())
-        .filter(|v| v.is_finite() && *v > 0.0)
-        .map(|v| v.max(1.0) as u64)
-        .collect();
-    if parsed.is_empty() {
-        DEFAULT_RETRY_LADDER_MS.to_vec()
-    } else {
-        parsed
-    }
+/// The redelivery ladder from `TRANTOR_RETRY_MS`: comma-separated ms, each a whole number
+/// above 0; anything else (an empty list included) is refused, as every knob is.
+pub fn retry_ladder(raw: &str) -> Result<Vec<u64>, ConfigError> {
+    raw.split(',')
+        .map(|s| match s.trim().parse::<u64>() {
+            Ok(v) if v > 0 => Ok(v),
+            _ => Err(ConfigError::BadRetryLadder(raw.to_string())),
+        })
+        .collect()
 }
 
 /// The effort level for `driver` from `CREW_EFFORT`: a plain word, a JSON string, or a JSON
@@ -483,7 +482,7 @@ impl Config {
             // Never below the floor (10 minutes unless a drill lowers it) and never derived from
             // the box (docs/runner.md §8.2).
             watchdog_ms: args.turn_watchdog_ms.max(args.turn_watchdog_floor_ms),
-            retry_ladder: retry_ladder(Some(&args.retry_ms)),
+            retry_ladder: retry_ladder(&args.retry_ms)?,
             park_window_ms: args.park_window_ms,
             park_max_ms: args.park_max_ms,
             hub_alert_ttl_ms: i64::try_from(args.hub_alert_ttl_ms).unwrap_or(i64::MAX),
@@ -633,12 +632,18 @@ mod tests {
 
     #[test]
     fn ladder_and_box_defaults() {
-        assert_eq!(retry_ladder(None), DEFAULT_RETRY_LADDER_MS.to_vec());
-        assert_eq!(
-            retry_ladder(Some("abc,0,-5")),
-            DEFAULT_RETRY_LADDER_MS.to_vec()
+        for bad in ["abc,0,-5", "", "3000,", "0", "1.5", "-5", "30000,x"] {
+            assert!(
+                matches!(retry_ladder(bad), Err(ConfigError::BadRetryLadder(_))),
+                "{bad:?} refused"
+            );
+        }
+        assert_eq!(retry_ladder("3000, 5000").expect("ok"), vec![3000, 5000]);
+        let bad = Config::resolve(&args(&["--retry-ms", "30000,soon"]), &env(&[]));
+        assert!(
+            matches!(bad, Err(ConfigError::BadRetryLadder(_))),
+            "{bad:?}"
         );
-        assert_eq!(retry_ladder(Some("3000, 5000")), vec![3000, 5000]);
         let e = env(&[]);
         let c = Config::resolve(&args(&[]), &e).expect("c");
         assert_eq!(c.turn_max_ms, 1_200_000);

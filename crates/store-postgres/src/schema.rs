@@ -12,7 +12,7 @@ use trantor_store::StoreError;
 use trantor_store::migrate::{self, SchemaTx};
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// Version 1: every table the `Store` trait needs.
 ///
@@ -121,13 +121,46 @@ INSERT INTO counters(name, n) VALUES
     ('messages_tip', 0), ('messages_count', 0), ('events_tip', 0), ('events_count', 0);
 "#;
 
-/// Version 2: the contract ledger, kept as messages commit (docs/protocol.md §5.6), so
+/// Version 2: the delivery record (docs/protocol.md "Delivery"), as in the SQLite schema's
+/// version 3: the append-only `delivery` rows, `delivery_open` (the latest state of each message
+/// not yet consumed or failed) and `delivery_fence` (each session's current runner instance).
+/// Retention deletes a pruned message's rows with it (see `prune`).
+const V2: &str = r#"
+CREATE TABLE delivery (
+    seq      BIGSERIAL PRIMARY KEY,
+    msg_id   BIGINT NOT NULL,
+    state    TEXT COLLATE "C" NOT NULL,
+    ts       BIGINT NOT NULL,
+    session  TEXT COLLATE "C" NOT NULL,
+    instance TEXT COLLATE "C",
+    turn     BIGINT,
+    pid      BIGINT,
+    outcome  TEXT,
+    reason   TEXT
+);
+CREATE INDEX delivery_msg ON delivery(msg_id, seq);
+
+CREATE TABLE delivery_open (
+    msg_id  BIGINT PRIMARY KEY,
+    session TEXT COLLATE "C" NOT NULL,
+    seq     BIGINT NOT NULL
+);
+CREATE INDEX delivery_open_session ON delivery_open(session, msg_id);
+
+CREATE TABLE delivery_fence (
+    session  TEXT COLLATE "C" PRIMARY KEY,
+    instance TEXT COLLATE "C" NOT NULL,
+    ts       BIGINT NOT NULL
+);
+"#;
+
+/// Version 3: the contract ledger, kept as messages commit (docs/protocol.md §5.6), so
 /// `/contracts` and the reaper cost the open contracts and the page, not the session's traffic.
-/// The same tables and rules as the embedded store (crates/store, schema v3), kept by an
+/// The same tables and rules as the embedded store (crates/store-sqlite, schema v4), kept by an
 /// `AFTER INSERT` trigger on `messages` so a `/send` costs no extra round trip; the messages
 /// already stored are replayed through the same function, in id order. The plain-reply
 /// horizon (86,400,000 ms) is `trantor_store::CONTRACT_MATCH_MS`.
-const V2: &str = r#"
+const V3: &str = r#"
 CREATE TABLE contracts (
     id            BIGINT PRIMARY KEY,
     sender        TEXT COLLATE "C" NOT NULL,
@@ -243,7 +276,7 @@ END $$;
 "#;
 
 /// Migrations in order: entry `i` brings a database from version `i` to `i + 1`.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3];
 
 /// Bring the database to [`SCHEMA_VERSION`], or explain why it cannot be.
 pub(crate) fn migrate(client: &mut Client, url: &str) -> Result<(), StoreError> {

@@ -22,6 +22,8 @@ use trantor_store::{
 
 use crate::{Conn, NOTIFY_CHANNEL, map_pg};
 
+mod delivery;
+
 /// A statement parameter.
 type Param<'a> = &'a (dyn ToSql + Sync);
 
@@ -235,6 +237,22 @@ impl Query {
 }
 
 impl ReadTx for PgTx<'_> {
+    fn delivery_states(&self, id: i64) -> Result<Vec<trantor_proto::DeliveryEntry>, StoreError> {
+        self.delivery_states_impl(id)
+    }
+
+    fn delivery_open(
+        &self,
+        session: &str,
+        limit: usize,
+    ) -> Result<(Vec<trantor_proto::DeliveryOpenItem>, i64), StoreError> {
+        self.delivery_open_impl(session, limit)
+    }
+
+    fn delivery_fence(&self, session: &str) -> Result<Option<String>, StoreError> {
+        self.delivery_fence_impl(session)
+    }
+
     fn tip(&self) -> Result<i64, StoreError> {
         self.counter("messages_tip")
     }
@@ -720,6 +738,23 @@ impl ReadTx for PgTx<'_> {
 }
 
 impl WriteTx for PgTx<'_> {
+    fn append_delivery(
+        &mut self,
+        id: i64,
+        entry: &trantor_proto::DeliveryEntry,
+    ) -> Result<(), StoreError> {
+        self.append_delivery_impl(id, entry)
+    }
+
+    fn set_delivery_fence(
+        &mut self,
+        session: &str,
+        instance: &str,
+        ts: i64,
+    ) -> Result<Option<String>, StoreError> {
+        self.set_delivery_fence_impl(session, instance, ts)
+    }
+
     fn put_message(&mut self, msg: &Message, refs: &[i64]) -> Result<bool, StoreError> {
         let added = self.scalar(
             "messages",
@@ -1052,6 +1087,8 @@ impl WriteTx for PgTx<'_> {
                      RETURNING id),
                  r AS (DELETE FROM message_refs WHERE msg_id IN (SELECT id FROM d)),
                  k AS (DELETE FROM contracts WHERE id IN (SELECT id FROM d)),
+                 dl AS (DELETE FROM delivery WHERE msg_id IN (SELECT id FROM d)),
+                 dlo AS (DELETE FROM delivery_open WHERE msg_id IN (SELECT id FROM d)),
                  c AS (UPDATE counters SET n = n - (SELECT count(*) FROM d)
                          WHERE name = 'messages_count')
                  SELECT count(*) FROM d"

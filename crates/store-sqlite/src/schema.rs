@@ -9,7 +9,7 @@ use trantor_store::StoreError;
 use trantor_store::migrate::{self, SchemaTx};
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Version 1: every table the `Store` trait needs, with one index per query shape.
 ///
@@ -141,7 +141,55 @@ ALTER TABLE events ADD COLUMN msg_id INTEGER;
 ALTER TABLE events ADD COLUMN text_chars INTEGER;
 "#;
 
-/// Version 3: the contract ledger, kept as messages commit (docs/protocol.md §5.6), so
+/// Version 3: the delivery record (docs/protocol.md "Delivery").
+///
+/// - `delivery` is append-only: one row per state of a direct message, in `seq` order.
+/// - `delivery_open` holds, per message not yet consumed or failed, the `seq` of its latest
+///   state, so a seat's open list is an index range, not a scan of its history.
+/// - `delivery_fence` names each session's current runner instance.
+/// - The message delete trigger also removes a pruned message's record (retention removes only
+///   messages their recipient has read).
+///
+/// Messages stored before this version have no rows; the hub reports a `stored` state from the
+/// message itself for them.
+const V3: &str = r#"
+CREATE TABLE delivery (
+    seq      INTEGER PRIMARY KEY AUTOINCREMENT,
+    msg_id   INTEGER NOT NULL,
+    state    TEXT    NOT NULL,
+    ts       INTEGER NOT NULL,
+    session  TEXT    NOT NULL,
+    instance TEXT,
+    turn     INTEGER,
+    pid      INTEGER,
+    outcome  TEXT,
+    reason   TEXT
+);
+CREATE INDEX delivery_msg ON delivery(msg_id, seq);
+
+CREATE TABLE delivery_open (
+    msg_id  INTEGER PRIMARY KEY,
+    session TEXT    NOT NULL,
+    seq     INTEGER NOT NULL
+);
+CREATE INDEX delivery_open_session ON delivery_open(session, msg_id);
+
+CREATE TABLE delivery_fence (
+    session  TEXT    PRIMARY KEY,
+    instance TEXT    NOT NULL,
+    ts       INTEGER NOT NULL
+) WITHOUT ROWID;
+
+DROP TRIGGER messages_ad;
+CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
+    UPDATE counters SET n = n + 1 WHERE name = 'messages_deleted';
+    DELETE FROM message_refs WHERE msg_id = old.id;
+    DELETE FROM delivery WHERE msg_id = old.id;
+    DELETE FROM delivery_open WHERE msg_id = old.id;
+END;
+"#;
+
+/// Version 4: the contract ledger, kept as messages commit (docs/protocol.md §5.6), so
 /// `/contracts` and the reaper cost the open contracts and the page, not the session's traffic.
 ///
 /// - `contracts`: one row per contract (a direct message between two real sessions), clustered
@@ -155,7 +203,7 @@ ALTER TABLE events ADD COLUMN text_chars INTEGER;
 /// - The message delete trigger also drops the message's contract row (retention).
 ///
 /// Rows for the messages already stored are filled in by [`backfill_contracts`].
-const V3: &str = r#"
+const V4: &str = r#"
 CREATE TABLE contracts (
     sender        TEXT    NOT NULL,
     id            INTEGER NOT NULL,
@@ -184,11 +232,13 @@ DROP TRIGGER messages_ad;
 CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
     UPDATE counters SET n = n + 1 WHERE name = 'messages_deleted';
     DELETE FROM message_refs WHERE msg_id = old.id;
+    DELETE FROM delivery WHERE msg_id = old.id;
+    DELETE FROM delivery_open WHERE msg_id = old.id;
     DELETE FROM contracts WHERE sender = old.from_s AND id = old.id;
 END;
 "#;
 
-/// Fill the contract ledger from the messages already stored (migration to version 3), in id
+/// Fill the contract ledger from the messages already stored (migration to version 4), in id
 /// order, as if each had just committed.
 fn backfill_contracts(conn: &Connection) -> Result<usize, StoreError> {
     let err = super::tx::map_err("messages", "backfill contracts");
@@ -209,7 +259,7 @@ fn backfill_contracts(conn: &Connection) -> Result<usize, StoreError> {
 }
 
 /// Migrations in order: entry `i` brings a database from version `i` to `i + 1`.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4];
 
 /// Bring the database behind `conn` to [`SCHEMA_VERSION`], or explain why it cannot be.
 pub(crate) fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
@@ -283,7 +333,7 @@ impl SchemaTx for Meta<'_> {
         self.conn
             .execute_batch(sql)
             .map_err(|e| open_err(self.path, "migration", e))?;
-        if sql == V3 {
+        if sql == V4 {
             let n = backfill_contracts(self.conn)?;
             tracing::info!(
                 messages = n,

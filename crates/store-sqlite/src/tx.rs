@@ -19,6 +19,8 @@ use trantor_store::{
     WriteTx, is_ack_contract, is_ask, is_ledger_traffic,
 };
 
+mod delivery;
+
 /// Statements of a transaction on `conn` (read-only or read-write, as the connection is).
 pub(crate) struct SqlTx<'c> {
     conn: &'c Connection,
@@ -414,6 +416,22 @@ fn contract_row(r: &Row<'_>) -> rusqlite::Result<ContractRow> {
 }
 
 impl ReadTx for SqlTx<'_> {
+    fn delivery_states(&self, id: i64) -> Result<Vec<trantor_proto::DeliveryEntry>, StoreError> {
+        self.delivery_states_impl(id)
+    }
+
+    fn delivery_open(
+        &self,
+        session: &str,
+        limit: usize,
+    ) -> Result<(Vec<trantor_proto::DeliveryOpenItem>, i64), StoreError> {
+        self.delivery_open_impl(session, limit)
+    }
+
+    fn delivery_fence(&self, session: &str) -> Result<Option<String>, StoreError> {
+        self.delivery_fence_impl(session)
+    }
+
     fn tip(&self) -> Result<i64, StoreError> {
         self.sequence("messages")
     }
@@ -932,6 +950,23 @@ impl ReadTx for SqlTx<'_> {
 }
 
 impl WriteTx for SqlTx<'_> {
+    fn append_delivery(
+        &mut self,
+        id: i64,
+        entry: &trantor_proto::DeliveryEntry,
+    ) -> Result<(), StoreError> {
+        self.append_delivery_impl(id, entry)
+    }
+
+    fn set_delivery_fence(
+        &mut self,
+        session: &str,
+        instance: &str,
+        ts: i64,
+    ) -> Result<Option<String>, StoreError> {
+        self.set_delivery_fence_impl(session, instance, ts)
+    }
+
     fn put_message(&mut self, msg: &Message, refs: &[i64]) -> Result<bool, StoreError> {
         let before = self.sequence("messages")?;
         let n = self.exec(

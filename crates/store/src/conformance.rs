@@ -10,7 +10,7 @@
 
 use serde_json::json;
 use std::collections::HashSet;
-use trantor_proto::{Card, Lesson, Message, Peer};
+use trantor_proto::{Card, DeliveryEntry, DeliveryState, Lesson, Message, Peer};
 
 use crate::{CardFilter, EventFilter, NewEvent, NewMessage, OpRecord, Store, StoreError};
 
@@ -34,7 +34,7 @@ pub trait Fixture {
 macro_rules! conformance_suite {
     ($fixture:expr) => {
         $crate::conformance_suite!(@stories $fixture;
-            ids_and_delivery, paging_is_exact, delivery_ledger, prune_keeps_unread,
+            ids_and_delivery, paging_is_exact, delivery_ledger, delivery_record, prune_keeps_unread,
             savepoint_isolation, events_filters, board_and_documents, imported_ids,
             panicking_closure_is_isolated);
 
@@ -802,4 +802,174 @@ pub async fn durable_across_reopen<S: Store>(open: impl Fn() -> S) {
     assert_eq!(p.delivered_up_to, 3);
     let next = send(&s, new_msg("a", "b", 99, "after reopen")).await;
     assert!(next.id > sent[sent.len() - 1]);
+}
+
+fn entry(state: DeliveryState, ts: i64, session: &str, instance: Option<&str>) -> DeliveryEntry {
+    DeliveryEntry {
+        state,
+        ts,
+        session: session.into(),
+        instance: instance.map(str::to_string),
+        turn: None,
+        pid: None,
+        outcome: None,
+        reason: None,
+    }
+}
+
+/// The delivery record: states come back in append order with every field; a terminal
+/// state closes the message for the open list (which pages oldest first and counts all);
+/// the fence is replaced and reports its predecessor; retention removes a pruned message's
+/// record with it.
+pub async fn delivery_record<S: Store>(s: &S) {
+    let m1 = send(s, new_msg("boss", "seat", 10, "one")).await;
+    let m2 = send(s, new_msg("boss", "seat", 11, "two")).await;
+    let m3 = send(s, new_msg("boss", "seat", 12, "three")).await;
+    let other = send(s, new_msg("boss", "elsewhere", 13, "not mine")).await;
+    let (i1, i2, i3, io) = (m1.id, m2.id, m3.id, other.id);
+    s.write(move |tx| {
+        for (id, ts, to) in [
+            (i1, 10, "seat"),
+            (i2, 11, "seat"),
+            (i3, 12, "seat"),
+            (io, 13, "elsewhere"),
+        ] {
+            tx.append_delivery(id, &entry(DeliveryState::Stored, ts, to, None))?;
+        }
+        assert_eq!(tx.set_delivery_fence("seat", "run-a", 20)?, None);
+        tx.append_delivery(
+            i1,
+            &entry(DeliveryState::Claimed, 21, "seat", Some("run-a")),
+        )?;
+        let mut started = entry(DeliveryState::Started, 22, "seat", Some("run-a"));
+        started.turn = Some(7);
+        started.pid = Some(4242);
+        tx.append_delivery(i1, &started)?;
+        let mut consumed = entry(DeliveryState::Consumed, 23, "seat", Some("run-a"));
+        consumed.turn = Some(7);
+        consumed.outcome = Some("delivered".into());
+        tx.append_delivery(i1, &consumed)?;
+        let mut requeued = entry(DeliveryState::Requeued, 24, "seat", Some("run-a"));
+        requeued.reason = Some("hub down".into());
+        tx.append_delivery(i2, &requeued)?;
+        Ok(())
+    })
+    .await
+    .expect("append");
+
+    let states = s
+        .read(move |tx| tx.delivery_states(i1))
+        .await
+        .expect("states");
+    let kinds: Vec<DeliveryState> = states.iter().map(|e| e.state).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            DeliveryState::Stored,
+            DeliveryState::Claimed,
+            DeliveryState::Started,
+            DeliveryState::Consumed
+        ]
+    );
+    assert_eq!(states[0].instance, None);
+    assert_eq!(states[2].turn, Some(7));
+    assert_eq!(states[2].pid, Some(4242));
+    assert_eq!(states[3].outcome.as_deref(), Some("delivered"));
+    assert_eq!(states[3].ts, 23);
+    assert!(
+        s.read(|tx| tx.delivery_states(999_999))
+            .await
+            .expect("none")
+            .is_empty()
+    );
+
+    let (open, total) = s
+        .read(|tx| tx.delivery_open("seat", 0))
+        .await
+        .expect("open");
+    assert_eq!(total, 2);
+    assert_eq!(open.iter().map(|o| o.id).collect::<Vec<_>>(), vec![i2, i3]);
+    assert_eq!(open[0].state, DeliveryState::Requeued);
+    assert_eq!(open[0].reason.as_deref(), Some("hub down"));
+    assert_eq!(open[0].instance.as_deref(), Some("run-a"));
+    assert_eq!(open[1].state, DeliveryState::Stored);
+    assert_eq!(open[1].to, "seat");
+    let (page, total) = s
+        .read(|tx| tx.delivery_open("seat", 1))
+        .await
+        .expect("page");
+    assert_eq!((page.len(), total), (1, 2));
+    assert_eq!(page[0].id, i2);
+    let (none, zero) = s
+        .read(|tx| tx.delivery_open("nobody", 10))
+        .await
+        .expect("none");
+    assert!(none.is_empty() && zero == 0);
+
+    // A failed message is closed too; a parked one stays open.
+    s.write(move |tx| {
+        tx.append_delivery(i2, &entry(DeliveryState::Failed, 30, "seat", Some("run-a")))?;
+        tx.append_delivery(i3, &entry(DeliveryState::Parked, 31, "seat", Some("run-a")))
+    })
+    .await
+    .expect("close");
+    let (open, total) = s
+        .read(|tx| tx.delivery_open("seat", 0))
+        .await
+        .expect("open");
+    assert_eq!(total, 1);
+    assert_eq!(open[0].id, i3);
+    assert_eq!(open[0].state, DeliveryState::Parked);
+
+    // The fence.
+    assert_eq!(
+        s.read(|tx| tx.delivery_fence("seat"))
+            .await
+            .expect("fence")
+            .as_deref(),
+        Some("run-a")
+    );
+    let prev = s
+        .write(|tx| tx.set_delivery_fence("seat", "run-b", 40))
+        .await
+        .expect("refence");
+    assert_eq!(prev.as_deref(), Some("run-a"));
+    assert_eq!(
+        s.read(|tx| tx.delivery_fence("seat"))
+            .await
+            .expect("fence")
+            .as_deref(),
+        Some("run-b")
+    );
+    assert_eq!(
+        s.read(|tx| tx.delivery_fence("nobody"))
+            .await
+            .expect("none"),
+        None
+    );
+
+    // Retention takes a read message's record with it and leaves the rest.
+    s.write(move |tx| {
+        tx.put_peer(&peer("seat", 1_000, 0))?;
+        tx.raise_delivered("seat", i3)?;
+        tx.prune(100, 0)
+    })
+    .await
+    .expect("prune");
+    assert!(
+        s.read(move |tx| tx.delivery_states(i1))
+            .await
+            .expect("pruned")
+            .is_empty()
+    );
+    let (open, total) = s
+        .read(|tx| tx.delivery_open("seat", 0))
+        .await
+        .expect("open");
+    assert!(open.is_empty() && total == 0, "{open:?}");
+    let kept = s
+        .read(move |tx| tx.delivery_states(io))
+        .await
+        .expect("kept");
+    assert_eq!(kept.len(), 1, "an unread message keeps its record");
 }

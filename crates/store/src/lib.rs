@@ -30,7 +30,7 @@ pub mod worker;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::future::Future;
-use trantor_proto::{Card, Event, Lesson, Message, Peer};
+use trantor_proto::{Card, DeliveryEntry, DeliveryOpenItem, Event, Lesson, Message, Peer};
 
 pub use worker::panic_message;
 
@@ -450,6 +450,18 @@ pub trait ReadTx {
     fn counts(&self) -> Result<Counts, StoreError>;
     /// Every lesson, oldest first (for `trantor hub export`).
     fn all_lessons(&self) -> Result<Vec<Lesson>, StoreError>;
+    /// The delivery record of message `id`, in append order (empty when none was written: a
+    /// broadcast, or a message older than the record).
+    fn delivery_states(&self, id: i64) -> Result<Vec<DeliveryEntry>, StoreError>;
+    /// The direct messages to `session` whose latest delivery state is not terminal (`consumed`,
+    /// `failed`), oldest first, at most `limit` (0: no limit), with how many there are in all.
+    fn delivery_open(
+        &self,
+        session: &str,
+        limit: usize,
+    ) -> Result<(Vec<DeliveryOpenItem>, i64), StoreError>;
+    /// The runner instance `session` is fenced to, if any.
+    fn delivery_fence(&self, session: &str) -> Result<Option<String>, StoreError>;
 }
 
 /// Changes available inside a write transaction.
@@ -494,9 +506,22 @@ pub trait WriteTx: ReadTx {
         ts: i64,
         reason: &str,
     ) -> Result<bool, StoreError>;
+    /// Append one state to message `id`'s delivery record (`entry.session` is its recipient).
+    /// The record is only ever appended to; a terminal state closes the message for
+    /// [`ReadTx::delivery_open`].
+    fn append_delivery(&mut self, id: i64, entry: &DeliveryEntry) -> Result<(), StoreError>;
+    /// Fence `session` to runner `instance` at `ts`; returns the instance it replaced (`None`
+    /// when there was none).
+    fn set_delivery_fence(
+        &mut self,
+        session: &str,
+        instance: &str,
+        ts: i64,
+    ) -> Result<Option<String>, StoreError>;
     /// Retention: remove messages older than `before_ts` that every recipient has read
-    /// (broadcasts, or direct messages at or below the recipient's `deliveredUpTo`), non-card
-    /// events older than `before_ts`, and `_op` records older than `ops_before_ts`.
+    /// (broadcasts, or direct messages at or below the recipient's `deliveredUpTo`) with their
+    /// delivery records, non-card events older than `before_ts`, and `_op` records older than
+    /// `ops_before_ts`.
     fn prune(&mut self, before_ts: i64, ops_before_ts: i64) -> Result<PruneReport, StoreError>;
 }
 

@@ -223,7 +223,9 @@ pub(crate) fn hub_failure(url: &str, e: ClientError) -> anyhow::Error {
             }
             m
         }
-        e @ (ClientError::Decode { .. } | ClientError::Request { .. }) => e.to_string(),
+        e @ (ClientError::Decode { .. }
+        | ClientError::Request { .. }
+        | ClientError::Superseded { .. }) => e.to_string(),
     };
     VerbError::Hub {
         message,

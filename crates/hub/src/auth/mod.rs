@@ -390,6 +390,25 @@ fn target_of(
             };
             Target { project, fence }
         }
+        "/delivery" | "/delivery/fence" => {
+            // A mark or fence acts on the seat's own project; a read of one message, on the
+            // message's project.
+            let session = str_field(body, "session");
+            let session = if session.is_empty() {
+                q.get("session").map(String::as_str).unwrap_or("")
+            } else {
+                session
+            };
+            let project = match (id_field(body, q), session.is_empty()) {
+                (_, false) => peer_project(tx, session)?,
+                (Some(id), true) => tx.message(id)?.map(|m| m.project).unwrap_or_default(),
+                (None, true) => String::new(),
+            };
+            Target {
+                project,
+                fence: String::new(),
+            }
+        }
         "/task" | "/register" => {
             let project = named();
             Target {
@@ -519,7 +538,9 @@ fn authorize(
         "/send" if str_field(body, "from") != id.name => {
             return Ok(refuse(StatusCode::FORBIDDEN, "from must match signer"));
         }
-        "/delivered" | "/register" | "/status" if str_field(body, "session") != id.name => {
+        "/delivered" | "/register" | "/status" | "/delivery" | "/delivery/fence"
+            if *method == Method::POST && str_field(body, "session") != id.name =>
+        {
             return Ok(refuse(StatusCode::FORBIDDEN, "session must match signer"));
         }
         "/inbox" | "/poll" | "/catchup"

@@ -96,6 +96,7 @@ pub async fn send<S: Store>(
                 },
                 &refs,
             )?;
+            super::delivery::record_stored(tx, &msg)?;
             let mut ev = event(
                 now,
                 "message",

@@ -3,6 +3,7 @@
 
 pub mod board;
 pub mod bus;
+pub mod delivery;
 pub mod duty;
 pub mod events;
 pub mod gates;
@@ -242,6 +243,50 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             Some(shape::<DeliveredRequest>),
             Some(shape::<DeliveredReply>),
             post(bus::delivered::<S>),
+        ),
+        r(
+            Verb::Post,
+            "/delivery/fence",
+            "Fence a session to one runner instance (a later fence supersedes)",
+            &[],
+            Some(shape::<trantor_proto::DeliveryFenceRequest>),
+            Some(shape::<trantor_proto::DeliveryFenceReply>),
+            post(delivery::fence::<S>),
+        ),
+        r(
+            Verb::Post,
+            "/delivery",
+            "Append a delivery state of a direct message (404 unknown id, 409 superseded instance)",
+            &[],
+            Some(shape::<trantor_proto::DeliveryMark>),
+            Some(shape::<trantor_proto::DeliveryMarkReply>),
+            post(delivery::mark::<S>),
+        ),
+        r(
+            Verb::Get,
+            "/delivery",
+            "A message's delivery record (id=N), or a session's open messages (session=S[&open=1])",
+            fields![
+                f("id", Int, false, "message id: its whole life"),
+                f(
+                    "session",
+                    Str,
+                    false,
+                    "with open=1: this session's open messages"
+                )
+                .max(limits::SESSION),
+                f(
+                    "open",
+                    Str,
+                    false,
+                    "1 (the default with session: only open messages are listed)"
+                )
+                .pattern("^(1|true|yes|on)$"),
+                f("limit", Int, false, "open page, 1-1000 (default 200)").min(1),
+            ],
+            None,
+            Some(shape::<trantor_proto::delivery::DeliveryReply>),
+            get(delivery::get::<S>),
         ),
         r(
             Verb::Get,

@@ -1,0 +1,250 @@
+//! The delivery record (docs/protocol.md "Delivery"): `POST /delivery/fence`, `POST /delivery`
+//! and `GET /delivery`.
+//!
+//! Every direct message gets a `stored` state in the same commit as the message
+//! ([`record_stored`]); runners append the rest. A session is fenced to one runner instance at a
+//! time, and a mark from any other instance is refused with 409, so a superseded runner (one
+//! whose seat another runner took over) cannot claim or consume anything.
+
+use crate::error::{ApiError, ApiResult, check_len};
+use crate::extract::{JsonBody, Params};
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde_json::json;
+use trantor_proto::delivery::{INSTANCE_MAX, NOTE_MAX, OPEN_DEFAULT, OPEN_MAX};
+use trantor_proto::{
+    BROADCAST, DeliveryEntry, DeliveryFenceReply, DeliveryFenceRequest, DeliveryMark,
+    DeliveryMarkReply, DeliveryOpen, DeliveryRecord, DeliveryState, Message, limits, now_ms,
+};
+use trantor_store::{ReadTx, Store, StoreError, WriteTx};
+
+/// Whether `to` names one session (not the broadcast address, not `*`), so a message to it has
+/// a delivery record.
+pub fn is_direct(to: &str) -> bool {
+    !to.is_empty() && to != BROADCAST && to != "*"
+}
+
+/// Append the hub's `stored` state for a message just inserted in this transaction (nothing for
+/// a broadcast).
+pub fn record_stored(tx: &mut dyn WriteTx, msg: &Message) -> Result<(), StoreError> {
+    if !is_direct(&msg.to) {
+        return Ok(());
+    }
+    tx.append_delivery(
+        msg.id,
+        &DeliveryEntry {
+            state: DeliveryState::Stored,
+            ts: msg.ts,
+            session: msg.to.clone(),
+            instance: None,
+            turn: None,
+            pid: None,
+            outcome: None,
+            reason: None,
+        },
+    )
+}
+
+/// The record of message `msg`: its stored states, or — for a message older than the record —
+/// a `stored` state made from the message itself.
+pub fn record_of(tx: &dyn ReadTx, msg: &Message) -> Result<DeliveryRecord, StoreError> {
+    let mut states = tx.delivery_states(msg.id)?;
+    if states.is_empty() && is_direct(&msg.to) {
+        states.push(DeliveryEntry {
+            state: DeliveryState::Stored,
+            ts: msg.ts,
+            session: msg.to.clone(),
+            instance: None,
+            turn: None,
+            pid: None,
+            outcome: None,
+            reason: None,
+        });
+    }
+    Ok(DeliveryRecord {
+        id: msg.id,
+        to: msg.to.clone(),
+        states,
+    })
+}
+
+fn non_blank(field: &str, v: &str, max: usize) -> ApiResult<String> {
+    let v = v.trim();
+    if v.is_empty() {
+        return Err(ApiError::bad_request(format!("{field} required")));
+    }
+    check_len(field, v, max)?;
+    Ok(v.to_string())
+}
+
+fn superseded(session: &str, current: &str) -> ApiError {
+    ApiError::with(
+        StatusCode::CONFLICT,
+        format!("superseded: session {session} is fenced by instance {current}"),
+        json!({ "current": current }),
+    )
+}
+
+/// `POST /delivery/fence`: make `instance` the session's current runner instance.
+pub async fn fence<S: Store>(
+    State(hub): State<AppState<S>>,
+    JsonBody(req): JsonBody<DeliveryFenceRequest>,
+) -> ApiResult<Json<DeliveryFenceReply>> {
+    let session = non_blank("session", &req.session, limits::SESSION)?;
+    let instance = non_blank("instance", &req.instance, INSTANCE_MAX)?;
+    let now = now_ms();
+    let (s, i) = (session.clone(), instance.clone());
+    let previous = hub
+        .write(move |tx| tx.set_delivery_fence(&s, &i, now))
+        .await?;
+    if let Some(p) = &previous
+        && *p != instance
+    {
+        tracing::info!(%session, %instance, previous = %p, "delivery fence moved");
+    }
+    Ok(Json(DeliveryFenceReply {
+        ok: true,
+        session,
+        previous: previous.filter(|p| *p != instance),
+        instance,
+    }))
+}
+
+/// What a mark came to inside the write.
+enum Marked {
+    Done(bool),
+    NoMessage,
+    NotAddressed(String),
+    Superseded(String),
+}
+
+/// `POST /delivery`: append one state a runner marks.
+pub async fn mark<S: Store>(
+    State(hub): State<AppState<S>>,
+    JsonBody(req): JsonBody<DeliveryMark>,
+) -> ApiResult<Json<DeliveryMarkReply>> {
+    let session = non_blank("session", &req.session, limits::SESSION)?;
+    let instance = non_blank("instance", &req.instance, INSTANCE_MAX)?;
+    if let Some(o) = &req.outcome {
+        check_len("outcome", o, NOTE_MAX)?;
+    }
+    if let Some(r) = &req.reason {
+        check_len("reason", r, NOTE_MAX)?;
+    }
+    if req.turn.is_some_and(|t| i64::try_from(t).is_err()) {
+        return Err(ApiError::bad_request("turn out of range"));
+    }
+    let id = req.id;
+    let state = DeliveryState::from(req.state);
+    let entry = DeliveryEntry {
+        state,
+        ts: now_ms(),
+        session: session.clone(),
+        instance: Some(instance.clone()),
+        turn: req.turn,
+        pid: req.pid,
+        outcome: req.outcome.filter(|o| !o.trim().is_empty()),
+        reason: req.reason.filter(|r| !r.trim().is_empty()),
+    };
+    let marked = hub
+        .write(move |tx| {
+            let Some(msg) = tx.message(id)? else {
+                return Ok(Marked::NoMessage);
+            };
+            if msg.to != entry.session {
+                return Ok(Marked::NotAddressed(msg.to));
+            }
+            let ts = entry.ts;
+            match tx.delivery_fence(&entry.session)? {
+                Some(current) if Some(&current) != entry.instance.as_ref() => {
+                    return Ok(Marked::Superseded(current));
+                }
+                Some(_) => {}
+                None => {
+                    // No fence yet: the first mark fences implicitly.
+                    tx.set_delivery_fence(&entry.session, &instance, ts)?;
+                }
+            }
+            let states = tx.delivery_states(id)?;
+            let again = states.iter().any(|s| {
+                s.state == entry.state && s.instance == entry.instance && s.turn == entry.turn
+            });
+            if again {
+                return Ok(Marked::Done(false));
+            }
+            if states.is_empty() && is_direct(&msg.to) {
+                // A message older than the record: its `stored` first, so the life reads whole.
+                record_stored(tx, &msg)?;
+            }
+            tx.append_delivery(id, &entry)?;
+            Ok(Marked::Done(true))
+        })
+        .await?;
+    match marked {
+        Marked::Done(appended) => Ok(Json(DeliveryMarkReply {
+            ok: true,
+            id,
+            state,
+            appended,
+        })),
+        Marked::NoMessage => Err(ApiError::not_found(format!("no message #{id}"))),
+        Marked::NotAddressed(to) => Err(ApiError::bad_request(format!(
+            "message #{id} is addressed to {to}, not {session}"
+        ))),
+        Marked::Superseded(current) => Err(superseded(&session, &current)),
+    }
+}
+
+/// `GET /delivery?id=N` (one message's life) or `GET /delivery?session=S&open=1` (a session's
+/// open messages).
+pub async fn get<S: Store>(
+    State(hub): State<AppState<S>>,
+    p: Params,
+) -> ApiResult<axum::response::Response> {
+    use axum::response::IntoResponse;
+    if let Some(id) = p.int("id")? {
+        let rec = hub
+            .store
+            .read(move |tx| match tx.message(id)? {
+                Some(m) => record_of(tx, &m).map(Some),
+                None => Ok(None),
+            })
+            .await?;
+        return match rec {
+            Some(r) => Ok(Json(r).into_response()),
+            None => Err(ApiError::not_found(format!("no message #{id}"))),
+        };
+    }
+    // Naming nothing finds nothing: a 404 that says what to name (both parameters are
+    // optional in the document, so a request with neither is not malformed).
+    let Some(session) = p.text("session") else {
+        return Err(ApiError::not_found(
+            "no delivery record named: give id=N (one message's life) or session=S (a \
+             session's open messages)",
+        ));
+    };
+    let session = non_blank("session", session, limits::SESSION)?;
+    // The open messages are the only listing there is: `open=1` says so, and may be left out.
+    if p.get("open").is_some() && !p.flag("open")? {
+        return Err(ApiError::bad_request(
+            "open=0 is not offered: the listing is of open messages only (open=1)",
+        ));
+    }
+    let limit = match p.count("limit")? {
+        None => OPEN_DEFAULT,
+        Some(n) => usize::try_from(n).unwrap_or(OPEN_MAX).clamp(1, OPEN_MAX),
+    };
+    let s = session.clone();
+    let (open, total) = hub
+        .store
+        .read(move |tx| tx.delivery_open(&s, limit))
+        .await?;
+    Ok(Json(DeliveryOpen {
+        session,
+        open,
+        total,
+    })
+    .into_response())
+}

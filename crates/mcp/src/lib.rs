@@ -6,6 +6,7 @@
 //! The crate also holds what the CLI verbs share with the tools: the plain-text renderers
 //! ([`render`]). Identity comes from the one resolver in `trantor_proto::identity`.
 
+pub mod advise;
 pub mod args;
 pub mod render;
 pub mod server;

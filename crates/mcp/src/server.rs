@@ -5,6 +5,8 @@
 //! and refusals into short text an LLM acts on correctly. A tool never panics and never hangs:
 //! hub failures come back as the tool's error text naming the hub URL.
 
+mod crew;
+
 use crate::args::*;
 use crate::render;
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -104,7 +106,7 @@ impl Relay {
             boot_ms: now_ms(),
             seat: std::env::var_os("TRANTOR_SEAT").is_some_and(|v| !v.is_empty()),
             state: Arc::new(Mutex::new(State::default())),
-            tool_router: Self::tool_router(),
+            tool_router: Self::tool_router() + Self::crew_tools(),
         }
     }
 

@@ -5,6 +5,7 @@
 //! is defined once, here. Field names follow the original JavaScript hub (camelCase) so its own
 //! runner and MCP server work against ours unchanged.
 
+pub mod advise;
 pub mod auth;
 pub mod client;
 pub mod date;

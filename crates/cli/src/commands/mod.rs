@@ -20,6 +20,7 @@ macro_rules! say {
     };
 }
 
+mod advise;
 mod autonomy;
 mod board;
 mod bus;
@@ -125,6 +126,12 @@ pub enum Command {
     /// The hub's signed identities (list, revoke) and this session's key (enroll, show).
     #[command(subcommand, after_long_help = identity::IDENTITY_HELP)]
     Identity(identity::IdentityCommand),
+    /// The Advisor: solo, crew or hybrid, a route per package, seats and an estimate.
+    #[command(after_long_help = advise::ADVISE_HELP)]
+    Advise(advise::AdviseArgs),
+    /// Your plan per agent (`set claude=max codex=plus`, `show`), for the Advisor.
+    #[command(subcommand, after_long_help = advise::PROFILE_HELP)]
+    Profile(advise::ProfileCommand),
 }
 
 /// Options every bus verb shares.
@@ -312,6 +319,8 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Ui(a) => ui::ui(a).await,
         Command::Invite(a) => invite::invite(a).await,
         Command::Identity(c) => identity::identity(c).await,
+        Command::Advise(a) => advise::advise(a).await,
+        Command::Profile(c) => advise::profile(c).await,
     };
     match result {
         Ok(code) => Ok(code),

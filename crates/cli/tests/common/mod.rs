@@ -581,3 +581,48 @@ fn install_original() -> Result<PathBuf, String> {
         tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
     ))
 }
+
+/// The directory holding the real `claude`, `codex` and `opencode` pinned by
+/// `tests-compat/install-real-clis.sh` (installed once per machine, `TRANTOR_REAL_CLIS_DIR` or
+/// `<tmp>/trantor-real-clis`). `None` after [`skip_or_fail`] when they cannot be had.
+pub fn real_clis_bin() -> Option<PathBuf> {
+    static BIN: std::sync::Mutex<Option<Result<PathBuf, String>>> = std::sync::Mutex::new(None);
+    if !require_tools(&["node", "npm"]) {
+        return None;
+    }
+    let mut slot = BIN.lock().unwrap_or_else(|e| e.into_inner());
+    let got = slot
+        .get_or_insert_with(|| {
+            let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../tests-compat/install-real-clis.sh");
+            let dir = std::env::var_os("TRANTOR_REAL_CLIS_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| std::env::temp_dir().join("trantor-real-clis"));
+            let out = Command::new("bash")
+                .arg(&script)
+                .arg(&dir)
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+            if out.status.success() {
+                Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+            } else {
+                Err(format!(
+                    "the real agent CLIs could not be installed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                        .lines()
+                        .last()
+                        .unwrap_or("")
+                ))
+            }
+        })
+        .clone();
+    drop(slot);
+    match got {
+        Ok(p) => Some(p),
+        Err(reason) => {
+            skip_or_fail(&reason);
+            None
+        }
+    }
+}

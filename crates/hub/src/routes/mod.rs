@@ -1,6 +1,7 @@
 //! The route table — one entry per route, carrying both its documentation and its handler —
 //! and the router built from it.
 
+pub mod advise;
 pub mod board;
 pub mod bus;
 pub mod delivery;
@@ -11,7 +12,8 @@ pub mod meta;
 pub mod presence;
 
 use crate::error::ApiError;
-use crate::openapi::{self, Field, RouteDoc, Ty, Verb, f, shape};
+use crate::openapi::{self, Field, Ty, f, shape};
+pub use crate::openapi::{RouteDoc, Verb};
 use crate::ops;
 use crate::state::AppState;
 use axum::Router;
@@ -579,6 +581,9 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             get(meta::op_get::<S>),
         ),
     ]
+    .into_iter()
+    .chain(advise::table::<S>())
+    .collect()
 }
 
 /// Refuse a GET whose query breaks a documented limit of its route.

@@ -27,8 +27,12 @@ impl Api {
     fn at(base: &str) -> Api {
         Api {
             base: base.to_string(),
+            // reqwest carries no TLS provider of its own here (proto brings ring's).
             http: reqwest::Client::builder()
                 .no_proxy()
+                .tls_backend_preconfigured(
+                    trantor_proto::tls::no_roots_config().expect("TLS config"),
+                )
                 .build()
                 .expect("client"),
         }

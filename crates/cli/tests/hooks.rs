@@ -485,6 +485,9 @@ fn an_unread_message_is_escalated_once_to_duty() {
     );
     assert!(!all.contains(&format!("#{read} ")), "{all}");
     assert!(mail.iter().all(|t| t.contains("UNDELIVERED")), "{all}");
+    // Each escalation quotes the message it is about, as the original's does.
+    assert!(all.contains("— \"do the thing\" —"), "{all}");
+    assert!(all.contains("— \"and this\" —"), "{all}");
     // Nothing went back to the sender while duty was on, and /health says so.
     assert!(duty_mail(hub.port, "orch:web").is_empty());
     let (_, h) = hub_request(hub.port, "GET", "/health", None).expect("health");
@@ -518,7 +521,7 @@ fn with_duty_dark_the_escalation_goes_back_to_the_sender() {
     );
     assert!(all.contains("is dark"), "{all}");
     assert!(duty_mail(hub.port, "duty:web").is_empty());
-    assert_eq!(events_of(hub.port, "duty.dark").len(), 1);
+    assert_eq!(events_of(hub.port, "duty-dark").len(), 1);
 }
 
 #[test]
@@ -571,10 +574,10 @@ fn a_duty_seat_that_dies_mid_escalation_loses_nothing_and_repeats_nothing() {
         "{to_sender}"
     );
     assert_eq!(
-        events_of(hub.port, "duty.dark").len(),
+        events_of(hub.port, "duty-dark").len(),
         1,
         "{:?}",
-        events_of(hub.port, "duty.")
+        events_of(hub.port, "duty-dark,duty-back")
     );
     // The original message itself is still waiting for its recipient.
     let (_, inbox) = hub_request(
@@ -600,7 +603,7 @@ fn duty_failure_is_for_the_duty_session_only_and_shows_in_health() {
     assert_eq!(v["failure"]["project"], "web");
     let (_, h) = hub_request(hub.port, "GET", "/health", None).expect("health");
     assert_eq!(h["duty"]["failures"][0]["recipient"], "codex:web", "{h}");
-    assert_eq!(events_of(hub.port, "duty.failure").len(), 1);
+    assert_eq!(events_of(hub.port, "duty-failure").len(), 1);
     // `trantor doctor` names it.
     let d = doctor(_tmp.path(), &hub.url());
     let duty = check(&d, "duty");
@@ -617,8 +620,19 @@ fn duty_failure_is_for_the_duty_session_only_and_shows_in_health() {
     let (s, _) = hub_request(hub.port, "POST", "/duty/failure", Some(&bad)).expect("post");
     assert_eq!(s, 400);
     // Without any duty session, nobody may report.
+    // The original MCP server's relay_duty_failure sends no `by`: an unsigned report on a hub
+    // that does not enforce signatures counts as the duty session's.
+    let mut anon = ok.clone();
+    anon.as_object_mut().map(|o| o.remove("by"));
+    anon["recipient"] = json!("kimi:web");
+    let (s, v) = hub_request(hub.port, "POST", "/duty/failure", Some(&anon)).expect("post");
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["failure"]["by"], "duty:web", "{v}");
+    assert_eq!(events_of(hub.port, "duty-failure").len(), 2);
     let plain = Hub::start();
     let (s, _) = hub_request(plain.port, "POST", "/duty/failure", Some(&ok)).expect("post");
+    assert_eq!(s, 403);
+    let (s, _) = hub_request(plain.port, "POST", "/duty/failure", Some(&anon)).expect("post");
     assert_eq!(s, 403);
 }
 
@@ -930,4 +944,61 @@ fn connected_hooks_are_accepted_by_the_installed_claude_cli() {
     let said = claude_startup(&claude, home.path());
     assert!(!said.contains("hooks."), "claude skipped our hooks: {said}");
     assert!(!said.to_lowercase().contains("invalid settings"), "{said}");
+}
+
+/// A seat is not the person: inside a seat (the runner's `TRANTOR_SEAT`, or a seat worktree
+/// under the bus directory) every hook event answers `{}` and touches nothing on the hub — no
+/// registration, no inbox read, no cursor moved — even with mail waiting for the seat.
+#[test]
+fn hooks_inside_a_seat_do_nothing_and_answer_empty() {
+    let hub = Hub::start();
+    let seat = Person::new(&hub.url(), "claude:web");
+    hub_send(
+        hub.port,
+        "lead:web",
+        "claude:web",
+        "web",
+        "SEAT-MAIL: take #1",
+    );
+    let cwd = seat.home.path();
+    let worktree = seat.home.path().join("bus/worktrees/web/claude");
+    std::fs::create_dir_all(&worktree).expect("worktree");
+    let cases: [(&[(&str, &str)], &Path); 3] = [
+        (&[("TRANTOR_SEAT", "web")], cwd),
+        (&[("TRANTOR_TURN", "3")], cwd),
+        (&[], &worktree),
+    ];
+    for (env, dir) in cases {
+        for (arg, name) in [
+            ("session-start", "SessionStart"),
+            ("post-tool-use", "PostToolUse"),
+            ("user-prompt-submit", "UserPromptSubmit"),
+            ("stop", "Stop"),
+            ("something-new", "SomethingNew"),
+        ] {
+            let (v, code, _) = seat.hook_raw(
+                arg,
+                input(name, "seat-sid", dir).to_string().as_bytes(),
+                env,
+            );
+            assert_eq!(
+                (v.clone(), code),
+                (json!({}), 0),
+                "{arg} with {env:?} in {dir:?}: {v}"
+            );
+        }
+    }
+    // Nothing reached the hub on the seat's behalf: no peer row, the cursor untouched.
+    let (st, _) = hub_request(hub.port, "GET", "/peer?session=claude:web", None).expect("peer");
+    assert_eq!(st, 404, "the seat's hooks registered it");
+    let inbox = common::hub_messages(hub.port, "claude:web");
+    assert_eq!(inbox.len(), 1);
+    // The same event from the person's own session (no seat marks) does its work.
+    let me = Person::new(&hub.url(), "claude:web");
+    me.hook(
+        "session-start",
+        &input("SessionStart", "mine", me.home.path()),
+    );
+    let (st, _) = hub_request(hub.port, "GET", "/peer?session=claude:web", None).expect("peer");
+    assert_eq!(st, 200, "the person's session-start registers it");
 }

@@ -32,6 +32,9 @@ Run by Claude Code (installed by `trantor connect`), with the event's JSON on st
   user-prompt-submit   inject new direct messages
   stop                 block going idle once while mail is unread or a contract is stalled
 
+Inside a seat (TRANTOR_SEAT set by the runner, or a seat worktree under the bus directory) every
+event answers {} and does nothing: the runner alone speaks for its seat.
+
 The session is RELAY_SESSION, else <RELAY_AGENT or host>:<project>. Always exits 0 and prints
 valid hook JSON, also when the hub is down or the input is not what was expected (fail-open),
 within TRANTOR_HOOK_TIMEOUT_MS (default 2000).
@@ -316,6 +319,10 @@ pub(crate) async fn hook(a: HookArgs) -> anyhow::Result<ExitCode> {
         .ok()
         .flatten();
     let reply = match (event, raw) {
+        // A seat is not the person: inside a seat the runner alone talks to the hub for it
+        // (registers it, reads its inbox, moves its cursor), so the person's hooks, which Claude
+        // Code also runs there (same HOME), answer "allow" and do nothing.
+        (_, raw) if in_seat(raw.as_deref()) => allow(),
         (Some(event), Some(raw)) => {
             let left = cap.saturating_sub(started.elapsed());
             match tokio::time::timeout(left, answer(event, &raw, left)).await {
@@ -334,6 +341,26 @@ pub(crate) async fn hook(a: HookArgs) -> anyhow::Result<ExitCode> {
     let _ = out.flush();
     // A stdin that never closed leaves its reader thread blocked; do not wait for it.
     std::process::exit(0);
+}
+
+/// Whether this hook runs inside a seat's agent CLI rather than the person's own session: the
+/// runner marks its CLI's environment (`TRANTOR_SEAT`, set by ours and the original's runner;
+/// `TRANTOR_TURN`, ours), and a seat's CLI works in a seat worktree under the bus directory.
+fn in_seat(raw: Option<&[u8]>) -> bool {
+    let set = |k: &str| std::env::var(k).is_ok_and(|v| !v.trim().is_empty());
+    if set("TRANTOR_SEAT") || set("TRANTOR_TURN") {
+        return true;
+    }
+    let Some(cwd) = raw
+        .and_then(|r| serde_json::from_slice::<Input>(r).ok())
+        .and_then(|i| i.cwd)
+    else {
+        return false;
+    };
+    let worktrees =
+        trantor_proto::identity::bus_dir(&trantor_proto::identity::ProcessEnv).join("worktrees");
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    canon(Path::new(&cwd)).starts_with(canon(&worktrees))
 }
 
 /// The identity of the session the hook serves: the environment as for every verb, with the

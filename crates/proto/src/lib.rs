@@ -14,6 +14,7 @@ pub mod enroll;
 pub mod fsx;
 pub mod identity;
 pub mod keys;
+pub mod lanes;
 pub mod limits;
 pub mod secrets;
 pub mod text;

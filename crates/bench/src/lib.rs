@@ -5,6 +5,7 @@
 //! compare runs (date, cores, build, command line).
 
 mod auth;
+mod chaos;
 mod http;
 mod hub;
 mod hub_pg;
@@ -33,6 +34,10 @@ pub enum BenchWhat {
     /// accept loop and `/send` body decoding, nothing stored). Not for direct use.
     #[command(hide = true)]
     CeilingServer(hub::CeilingArgs),
+    /// The seat's promise under faults: contracts acknowledged, lost, duplicated, overlapping
+    /// CLIs and acknowledgement → turn started, with and without `kill -9` of the hub and the
+    /// runners.
+    Chaos(chaos::ChaosBenchArgs),
     /// Signed identity: sign and verify cost per request, and /send throughput signed vs
     /// unsigned against one hub in one run.
     Auth(auth::AuthBenchArgs),
@@ -139,6 +144,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         ),
         BenchWhat::CeilingServer(a) => return hub::ceiling_server(a).await,
         BenchWhat::Auth(a) => (auth::run(a).await?.markdown("trantor bench auth"), &a.out),
+        BenchWhat::Chaos(a) => (chaos::run(a).await?.markdown("trantor bench chaos"), &a.out),
     };
     print!("{md}");
     if let Some(out) = out {

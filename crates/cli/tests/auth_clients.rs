@@ -693,7 +693,7 @@ fn hooks_sign_with_an_instance_key_on_our_enforce_hub() {
 }
 
 /// A hub serving HTTPS in enforce mode: a seat, the CLI and the operator reach it at
-/// `https://` through the client's TLS tunnel, trusting the hub's self-signed certificate from
+/// `https://` through reqwest's rustls support, trusting the hub's self-signed certificate from
 /// `RELAY_CA_CERT`; without it the client says what is missing.
 #[test]
 fn our_seat_joins_an_https_enforce_hub() {

@@ -1,6 +1,6 @@
 //! The typed HTTP client for the hub, used by the runner, the MCP server and the CLI.
 //!
-//! An `https://` hub is reached through a local TLS tunnel (see [`crate::tls`]). Every call has
+//! An `https://` hub is reached over reqwest's rustls support (roots from [`crate::tls`]). Every call has
 //! a timeout; a long-poll's timeout is its hold plus a margin, so a dead hub never
 //! wedges a caller. A client given a [`Signer`] signs every request (`trantor-v1`,
 //! docs/protocol.md §2): the URL is built here and the path and query are signed exactly as they
@@ -136,11 +136,9 @@ impl ClientError {
 #[derive(Debug, Clone)]
 pub struct HubClient {
     base: String,
-    /// Where requests go: `base`, or the local TLS tunnel for an `https://` hub.
-    target: Result<String, String>,
-    /// The `Host` header for a tunnelled hub.
-    host: Option<String>,
-    http: reqwest::Client,
+    /// The HTTP client, or why none could be built (an `https://` hub without usable roots in
+    /// `RELAY_CA_CERT`): every call then fails with that reason, before anything is sent.
+    http: Result<reqwest::Client, String>,
     timeout: Duration,
     signer: Option<Signer>,
 }
@@ -149,25 +147,23 @@ impl HubClient {
     /// A client for the hub at `base` (e.g. `http://127.0.0.1:4477`) with a 10 s call timeout.
     pub fn new(base: impl Into<String>) -> Self {
         let base = base.into().trim_end_matches('/').to_string();
-        // Building a client without TLS or proxies cannot fail in practice; fall back to the
-        // default client rather than panicking if it ever does.
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build()
-            .unwrap_or_default();
-        let (target, host) = if base.starts_with("https://") {
-            match crate::tls::tunnel(&base) {
-                Ok(t) => (Ok(t.base), Some(t.host)),
-                Err(e) => (Err(e), None),
-            }
+        // reqwest carries the TLS of an `https://` hub itself, over rustls on the ring provider
+        // with `RELAY_CA_CERT` as the only roots (crate::tls).
+        let tls = if base.starts_with("https://") {
+            crate::tls::client_config()
         } else {
-            (Ok(base.clone()), None)
+            crate::tls::no_roots_config()
         };
+        let http = tls.and_then(|tls| {
+            reqwest::Client::builder()
+                .no_proxy()
+                .pool_idle_timeout(Duration::from_secs(30))
+                .tls_backend_preconfigured(tls)
+                .build()
+                .map_err(|e| format!("cannot build the HTTP client: {e}"))
+        });
         HubClient {
             base,
-            target,
-            host,
             http,
             timeout: Duration::from_secs(10),
             signer: None,
@@ -218,17 +214,14 @@ impl HubClient {
             path: path.to_string(),
             message,
         };
-        let target = self.target.as_ref().map_err(|e| bad(e.clone()))?;
-        let mut url = reqwest::Url::parse(&format!("{target}{path}"))
+        let http = self.http.as_ref().map_err(|e| bad(e.clone()))?;
+        let mut url = reqwest::Url::parse(&format!("{}{path}", self.base))
             .map_err(|e| bad(format!("{}{path}: {e}", self.base)))?;
         if !query.is_empty() {
             url.query_pairs_mut()
                 .extend_pairs(query.iter().map(|(k, v)| (*k, v.as_str())));
         }
-        let mut req = self.http.request(method.clone(), url.clone());
-        if let Some(host) = &self.host {
-            req = req.header(reqwest::header::HOST, host);
-        }
+        let mut req = http.request(method.clone(), url.clone());
         if let Some(signer) = &self.signer {
             let target = match url.query() {
                 Some(q) => format!("{}?{q}", url.path()),

@@ -47,6 +47,8 @@ pub const RUNNER_ENV_VARS: &[&str] = &[
     "RUNNER_DUTY_NUDGE_STATE",
     "TRANTOR_NO_DESKTOP_NOTIFY",
     "TRANTOR_NO_WORKTREE",
+    "TRANTOR_TAKE_OVER",
+    "TRANTOR_ADOPT_GRACE_MS",
     "TRANTOR_POLL_HOLD_S",
     "TRANTOR_HUB_BACKOFF_MAX_MS",
     "XDG_DATA_HOME",
@@ -221,6 +223,20 @@ pub struct RunnerArgs {
     /// Run turns in the directory itself instead of a seat worktree.
     #[arg(long, env = "TRANTOR_NO_WORKTREE", value_parser = FalseyValueParser::new())]
     pub no_worktree: bool,
+    /// Replace the runner that holds this seat's lock: SIGTERM it, SIGKILL it if it has not let
+    /// go within 10 s, then take the seat (docs/runner.md §24.1). Without it a second runner for
+    /// a seat refuses to start.
+    #[arg(long, env = "TRANTOR_TAKE_OVER", value_parser = FalseyValueParser::new())]
+    pub take_over: bool,
+    /// How long a new runner waits for its predecessor's still-running CLI before ending its
+    /// process group (SIGTERM, then SIGKILL), in ms (docs/runner.md §24.3).
+    #[arg(
+        long,
+        env = "TRANTOR_ADOPT_GRACE_MS",
+        default_value_t = 1_200_000,
+        value_name = "MS"
+    )]
+    pub adopt_grace_ms: u64,
     /// The longest `/poll` hold in seconds (1 to 280).
     #[arg(
         long,
@@ -327,6 +343,10 @@ pub struct Config {
     pub kickoff: Option<String>,
     /// Time box in ms (0 = off).
     pub turn_max_ms: u64,
+    /// Replace a runner that holds the seat lock (docs/runner.md §24.1).
+    pub take_over: bool,
+    /// The wait for a predecessor's CLI before its group is ended, ms (docs/runner.md §24.3).
+    pub adopt_grace_ms: u64,
     /// Liveness-extension ceiling in ms.
     pub turn_ceiling_ms: u64,
     /// Stall window in ms (never derived from the box; at least 10 min).
@@ -478,6 +498,8 @@ impl Config {
             rules: given(&args.rules),
             kickoff: given(&args.kickoff),
             turn_max_ms: args.turn_max_ms,
+            take_over: args.take_over,
+            adopt_grace_ms: args.adopt_grace_ms,
             turn_ceiling_ms: args.turn_ceiling_ms,
             // Never below the floor (10 minutes unless a drill lowers it) and never derived from
             // the box (docs/runner.md §8.2).

@@ -148,14 +148,14 @@ impl Seat {
     }
 
     /// SIGKILL the process group of every CLI `record_pid` noted (a fake CLI still running after
-    /// its runner was killed); returns how many were noted.
+    /// its runner was killed) — the group its turn wrapper leads (docs/runner.md §24.2); returns
+    /// how many were noted.
     pub fn kill_cli_groups(&self) -> usize {
         let pids = self.cli_pids();
         for pid in &pids {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(*pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
+            let pid = nix::unistd::Pid::from_raw(*pid);
+            let group = nix::unistd::getpgid(Some(pid)).unwrap_or(pid);
+            let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
         }
         pids.len()
     }

@@ -6,12 +6,17 @@ use crate::bus::Bus;
 use crate::config::Config;
 use crate::docker::DockerJanitor;
 use crate::drivers::Driver;
+use crate::fence::{SeatLock, Taken};
 use crate::hubio::HubReads;
 use crate::ledger::{self, Ledger};
+use crate::machine::SeatMachine;
 use crate::paths::Paths;
 use crate::pending::{Owner, Pending};
 use crate::release::{self, ReleaseState, ReleaseWatcher};
-use crate::seat::{CliSession, Delivery, HUB_BACKOFF_START, Health, HubLink, Seat, Workspace};
+use crate::seat::{
+    CliSession, Delivery, Fencing, HUB_BACKOFF_START, Health, HubLink, Seat, Workspace,
+};
+use crate::turnrec::TurnRecord;
 use crate::{fsx, gitx, worktree};
 use std::time::Duration;
 use trantor_proto::enroll;
@@ -190,6 +195,33 @@ pub async fn boot(
         None => tracing::info!("{}", cfg.title),
     }
     let paths = Paths::new(&cfg.bus_dir, &cfg.persona, &cfg.project);
+    // One runner per seat (docs/runner.md §24.1), before anything touches the seat's files.
+    let instance = format!("{}.{}", std::process::id(), trantor_proto::now_ms());
+    let seat_lock = {
+        let (path, session, inst, take_over) = (
+            paths.seat_lock.clone(),
+            cfg.session.clone(),
+            instance.clone(),
+            cfg.take_over,
+        );
+        tokio::task::spawn_blocking(move || {
+            SeatLock::acquire(&path, &session, &inst, take_over, Duration::from_secs(10))
+        })
+        .await??
+    };
+    match &seat_lock.1 {
+        Taken::Fresh => {}
+        Taken::Stale(h) => tracing::info!(
+            "seat lock: runner pid {} (instance {}) is gone — its lock was stale; taken",
+            h.pid,
+            h.instance
+        ),
+        Taken::TookOver(h) => tracing::warn!(
+            "seat lock: took the seat over from runner pid {} (instance {})",
+            h.pid,
+            h.instance
+        ),
+    }
     let home = cfg.home.clone();
     let release = match release::installed_path().and_then(ReleaseWatcher::new) {
         Ok(w) => Some(w),
@@ -238,6 +270,7 @@ pub async fn boot(
         None
     };
 
+    let turn_dir_for_lock = turn_dir.clone();
     let hub = HubClient::new(&cfg.hub_url).with_signer(signer);
     let bus = Bus::start(hub.clone(), Duration::from_millis(cfg.hub_backoff_max_ms));
     let _ = bus_slot.set(bus.clone());
@@ -304,6 +337,7 @@ pub async fn boot(
             fails: 0,
             no_delivery_retry: false,
             ask_released: false,
+            replay_upto: 0,
         },
         health: Health::default(),
         cli: CliSession {
@@ -313,7 +347,18 @@ pub async fn boot(
             turn: 0,
             last_turn_at: trantor_proto::now_ms(),
         },
-        runner_id: format!("{}.{}", std::process::id(), trantor_proto::now_ms()),
+        fence: Fencing {
+            _seat_lock: seat_lock.0,
+            cli_lock: crate::fence::cli_lock_path(&cfg.bus_dir, &turn_dir_for_lock),
+            machine: SeatMachine::new(
+                &cfg.session,
+                &instance,
+                cfg.adopt_grace_ms,
+                TurnRecord::load(&paths.turnrec).0,
+            ),
+            mono0: std::time::Instant::now(),
+        },
+        runner_id: instance,
         lessons,
         ledger,
         version,
@@ -322,10 +367,21 @@ pub async fn boot(
         cfg,
     };
 
-    seat.delivery.cursor = match (&rs, swap_cursor) {
-        (Some(s), _) => s.cursor,
-        (None, Some(c)) => c,
-        (None, None) => {
+    let (restored, corrupt) = Pending::load(&seat.paths.pending);
+    let saved = crate::adopt::load_cursor(&seat.paths.cursor);
+    seat.delivery.cursor = match (&rs, swap_cursor, saved) {
+        (Some(s), _, _) => s.cursor,
+        (None, Some(c), _) => c,
+        // A seat that ran before resumes where it stopped, so what was sent while it was down
+        // is not skipped (docs/runner.md §24.4); with its queue unreadable, from the oldest
+        // wake the queue owed (turns that completed are never run again).
+        (None, None, Some((cursor, floor))) => {
+            let from = if corrupt.is_some() { floor } else { cursor };
+            seat.delivery.replay_upto = cursor;
+            tracing::info!("resuming at cursor {from} from the previous run");
+            from
+        }
+        (None, None, None) => {
             tip(
                 &seat.hub.reads,
                 Duration::from_millis(seat.cfg.hub_backoff_max_ms),
@@ -344,7 +400,23 @@ pub async fn boot(
         seat.cfg.agent
     ));
 
-    seat.delivery.q = Pending::load(&seat.paths.pending);
+    seat.delivery.q = restored;
+    if let Some(why) = corrupt {
+        tracing::error!("{why}; re-reading the owed wakes from the hub");
+        seat.alert(format!(
+            "⚠️ {}: {why} — re-reading the owed wakes from the hub",
+            seat.cfg.session
+        ));
+    }
+    let machine = &seat.fence.machine;
+    let before = seat.delivery.q.wake.len();
+    seat.delivery.q.wake.retain(|m| !machine.is_done(m.id));
+    if seat.delivery.q.wake.len() != before {
+        tracing::info!(
+            "{} restored wake(s) belong to turns that completed — not run again",
+            before - seat.delivery.q.wake.len()
+        );
+    }
     let shed = seat.refilter_restored();
     if shed > 0 {
         tracing::info!("{shed} restored message(s) no longer qualify — shed");
@@ -385,6 +457,10 @@ pub async fn boot(
             seat.delivery.q.wake.len()
         );
     }
+    // A predecessor's unfinished turn is adopted before this runner starts one (docs/runner.md §24.3).
+    seat.adopt_predecessor().await;
+    seat.save_pending(false);
+    seat.save_cursor();
     if rs.is_none() {
         seat.kickoff().await;
     } else {

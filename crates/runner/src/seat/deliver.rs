@@ -76,6 +76,7 @@ impl Seat {
                     );
                     self.delivery.consume();
                     self.save_pending(false);
+                    self.save_cursor();
                     return;
                 }
                 directive = nudge::duty_directive(&plan);
@@ -123,8 +124,9 @@ impl Seat {
             tracing::debug!("wake path: card bound {:?} after the wake", t.elapsed());
         }
         let fresh = session::is_fresh(released, card, self.cli.session_card);
+        // A `base:` line moves a fresh seat branch (clean, no commits of its own) whether or not
+        // the batch names a card (docs/runner.md §19.3); a branch with work of its own stays.
         if let Some(b) = &base
-            && fresh
             && self.work.in_worktree
         {
             self.start_at_base(b).await;
@@ -195,7 +197,10 @@ impl Seat {
             )
             .await;
         self.cli.last_turn_at = trantor_proto::now_ms();
+        let outcome = r.j.outcome.clone();
         self.outcome(r, &assigners, duty_plan).await;
+        // Not consumed by the outcome: the contracts stay owed (a no-op after a consume).
+        self.settle_turn(false, &outcome).await;
     }
 
     /// The rules section.
@@ -261,6 +266,7 @@ impl Seat {
         }
         self.delivery.consume();
         self.save_pending(false);
+        self.save_cursor();
     }
 
     async fn plan_duty(&self, escalations: &[nudge::Escalation]) -> nudge::DutyPlan {
@@ -385,8 +391,11 @@ impl Seat {
             ));
             return;
         }
-        // (f) Success — and a blocked verdict, which consumes the wake too.
+        // (f) Success — and a blocked verdict, which consumes the wake too. The turn record
+        // says so first (docs/runner.md §24.2), then the queue drops the ids.
+        self.settle_turn(true, &r.j.outcome).await;
         self.delivery.consume();
+        self.save_cursor();
         self.health.cut_chain.clear();
         self.unpark("a turn landed");
         self.reconcile_seen().await;
@@ -406,7 +415,7 @@ impl Seat {
             self.flush_janitor_notices();
         }
         for a in assigners {
-            let t = receipt::done(&self.cfg.session, r.secs, a);
+            let t = receipt::done(&self.cfg.session, r.secs, r.started_ms, a);
             self.hub.bus.send_outcome(receipt::to_assigner(
                 &self.cfg.session,
                 &self.cfg.project,
@@ -716,9 +725,10 @@ impl Seat {
     /// Mark ids the seat read through its own inbox as seen (docs/runner.md §5.4).
     pub async fn reconcile_seen(&mut self) {
         if let Some(upto) = self.hub.reads.delivered_up_to(&self.cfg.session).await {
+            let from = self.delivery.cursor.max(self.delivery.replay_upto);
             self.delivery
                 .q
-                .reconcile_seen(self.delivery.cursor, upto, trantor_proto::now_ms());
+                .reconcile_seen(from, upto, trantor_proto::now_ms());
         }
     }
 }

@@ -95,15 +95,30 @@ fn number(v: Option<&Value>) -> Option<i64> {
 }
 
 impl Pending {
-    /// Load the queue; a missing or corrupt file gives empty queues, and seen entries without a
-    /// finite id are dropped (docs/runner.md §5.2).
-    pub fn load(path: &Path) -> Pending {
+    /// Load the queue; a missing file gives empty queues, and seen entries without a finite id
+    /// are dropped (docs/runner.md §5.2). A corrupt or truncated file is moved aside
+    /// (`.corrupt-<ms>`) and named in the returned message; the caller re-reads what it held
+    /// from the hub (docs/runner.md §24.4).
+    pub fn load(path: &Path) -> (Pending, Option<String>) {
         let Ok(text) = std::fs::read_to_string(path) else {
-            return Pending::default();
+            return (Pending::default(), None);
         };
-        let Ok(v) = serde_json::from_str::<Value>(&text) else {
-            tracing::warn!("pending file {} is corrupt; starting empty", path.display());
-            return Pending::default();
+        let v = match serde_json::from_str::<Value>(&text) {
+            Ok(v) if v.is_object() => v,
+            Ok(_) | Err(_) => {
+                let why = serde_json::from_str::<Value>(&text)
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_else(|| "not a JSON object".into());
+                let aside = fsx::keep_aside(path);
+                return (
+                    Pending::default(),
+                    Some(format!(
+                        "pending file {} is corrupt ({why}) — kept aside as {aside}",
+                        path.display()
+                    )),
+                );
+            }
         };
         let seen = v
             .get("seen")
@@ -123,7 +138,7 @@ impl Pending {
                     .collect()
             })
             .unwrap_or_default();
-        Pending {
+        let q = Pending {
             wake: messages(v.get("wake")),
             bcast: messages(v.get("bcast")),
             seen,
@@ -133,7 +148,8 @@ impl Pending {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string(),
-        }
+        };
+        (q, None)
     }
 
     /// Nothing queued, nothing seen, no ask held.
@@ -267,7 +283,7 @@ mod tests {
         q.ask = 9;
         q.ask_to = "orch:p".into();
         q.save(&path, &owner(), false).expect("save");
-        let back = Pending::load(&path);
+        let back = Pending::load(&path).0;
         assert_eq!(back, q);
         let raw: Value =
             serde_json::from_str(&std::fs::read_to_string(&path).expect("r")).expect("j");
@@ -288,14 +304,21 @@ mod tests {
         let d = tempfile::tempdir().expect("tmp");
         let path = d.path().join("p.json");
         std::fs::write(&path, "{not json").expect("w");
-        assert_eq!(Pending::load(&path), Pending::default());
+        let (q, why) = Pending::load(&path);
+        assert_eq!(q, Pending::default());
+        assert!(why.expect("reported").contains("kept aside"));
+        assert!(!path.exists(), "moved aside, not left to be overwritten");
+        // Truncated mid-write.
+        std::fs::write(&path, r#"{"wake":[{"id":1,"ts":1,"fr"#).expect("w");
+        assert!(Pending::load(&path).1.is_some());
         std::fs::write(
             &path,
             r#"{"wake":[{"id":1,"ts":1,"from":"a:p","to":"b:p","text":"x"},{"bogus":true}],
                 "seen":[{"id":5,"ts":"7"},{"id":"x"},{"ts":3}],"ask":"2"}"#,
         )
         .expect("w");
-        let q = Pending::load(&path);
+        let (q, why) = Pending::load(&path);
+        assert!(why.is_none());
         assert_eq!(q.wake.len(), 1);
         assert_eq!(q.seen, vec![Seen { id: 5, ts: 7 }]);
         assert_eq!(q.ask, 2);

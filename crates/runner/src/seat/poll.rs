@@ -155,7 +155,12 @@ impl Seat {
             );
         }
         self.delivery.cursor = reply.cursor;
+        let mut reply = reply;
+        // A contract whose turn completed never starts again (docs/runner.md §24.2).
+        let machine = &self.fence.machine;
+        reply.messages.retain(|m| !machine.is_done(m.id));
         if reply.messages.is_empty() {
+            self.save_cursor();
             return;
         }
         self.hub
@@ -231,6 +236,7 @@ impl Seat {
             if dirty {
                 self.save_pending(false);
             }
+            self.save_cursor();
             return;
         }
         // Ask release (docs/runner.md §4.3).
@@ -271,8 +277,13 @@ impl Seat {
                 );
             }
         }
+        let claimed: Vec<i64> = t.wakes.iter().map(|m| m.id).collect();
         self.delivery.q.push_wakes(t.wakes);
+        // The wake is on disk (queue first, then the cursor past it) before the runner relies on
+        // having it (docs/runner.md §24.4).
         self.save_pending(false);
+        self.save_cursor();
+        self.mark_claimed(&claimed);
         tracing::debug!(
             "wake path: queue on disk {:?} after the wake",
             arrived.elapsed()
@@ -316,6 +327,7 @@ impl Seat {
         let r = self
             .run_turn(text, false, "pulse", TurnKind::Pulse, TurnInput::default())
             .await;
+        self.settle_turn(false, &r.j.outcome).await;
         if r.ec != 0 {
             self.report_failure(r.ec, "pulse", self.delivery.q.wake.len(), "pulse");
         } else {
@@ -348,6 +360,7 @@ impl Seat {
                 TurnInput::default(),
             )
             .await;
+        self.settle_turn(false, &r.j.outcome).await;
         if r.ec != 0 {
             let (class, _) = crate::classify::classify_failure(
                 r.real_exit.max(r.ec),

@@ -54,6 +54,30 @@ pub struct Seat {
     pub health: Health,
     /// The agent CLI: its driver, its session, the turn counter.
     pub cli: CliSession,
+    /// Fencing and the turn record: the seat lock, the worktree's CLI lock, the machine.
+    pub fence: Fencing,
+}
+
+/// The seat's fences and its durable turn record (docs/runner.md §24).
+pub struct Fencing {
+    /// The held seat lock (released when the runner ends).
+    pub _seat_lock: crate::fence::SeatLock,
+    /// The turn directory's CLI lock file.
+    pub cli_lock: PathBuf,
+    /// The fencing and adoption rules, with the turn record.
+    pub machine: crate::machine::SeatMachine,
+    /// The monotonic origin of the machine's clock.
+    pub mono0: Instant,
+}
+
+impl Fencing {
+    /// The machine's notion of now.
+    pub fn now(&self) -> crate::machine::Now {
+        crate::machine::Now {
+            wall_ms: trantor_proto::now_ms(),
+            mono_ms: i64::try_from(self.mono0.elapsed().as_millis()).unwrap_or(i64::MAX),
+        }
+    }
 }
 
 /// The seat's link to the hub: reads, the long-poll client, the outbound bus, the cached
@@ -114,6 +138,10 @@ pub struct Delivery {
     pub no_delivery_retry: bool,
     /// An answer released the held ask.
     pub ask_released: bool,
+    /// Resuming below the cursor a predecessor had polled up to (its queue was unreadable,
+    /// docs/runner.md §24.4): ids up to here were the runner's own polls, not the agent's inbox
+    /// reads, so the seen ledger must not claim them.
+    pub replay_upto: i64,
 }
 
 /// The seat's failure state: the park in force, what was announced, the consecutive failures

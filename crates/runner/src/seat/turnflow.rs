@@ -10,7 +10,8 @@ use crate::ledger::{self, Phase};
 use crate::prompt;
 use crate::receipt::Assigner;
 use crate::seat::Seat;
-use crate::turn::{self, TurnEvent, TurnSpec};
+use crate::turn::{self, TurnEvent, TurnSpec, Wrap};
+use crate::turnrec::TurnRecord;
 use crate::watchdog::WatchdogConfig;
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -26,6 +27,18 @@ pub enum TurnKind {
     Pulse,
     /// The one follow-up after a cut.
     FollowUp,
+}
+
+impl TurnKind {
+    /// The kind's word in the turn record.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnKind::Kickoff => "kickoff",
+            TurnKind::Wake => "wake",
+            TurnKind::Pulse => "pulse",
+            TurnKind::FollowUp => "follow-up",
+        }
+    }
 }
 
 /// The state a chain of turns (a turn and its follow-up) is judged against.
@@ -60,6 +73,8 @@ pub struct TurnResult {
     pub reset_at: Option<i64>,
     /// Evidence line of the first cut in the chain.
     pub cut_evidence: Option<String>,
+    /// When the chain's first turn started, ms since the epoch.
+    pub started_ms: i64,
 }
 
 /// Extra inputs of one turn.
@@ -250,6 +265,7 @@ impl Seat {
                 .await;
             f.secs += t_chain;
             f.cut_evidence = f.cut_evidence.or(first_cut);
+            f.started_ms = r.started_ms;
             r = f;
         }
         r
@@ -308,7 +324,39 @@ impl Seat {
             },
             invocation.describe(prompt_text)
         );
+        // Never two CLIs in one worktree: the turn holds the directory's CLI lock (its wrapper
+        // holds it as long as it lives), and the turn is on disk before the CLI starts
+        // (docs/runner.md §24.2).
+        let cli_lock = self.take_cli_lock().await;
+        let ids = match kind {
+            TurnKind::Wake | TurnKind::FollowUp => self.delivery.delivering.clone(),
+            TurnKind::Kickoff | TurnKind::Pulse => Vec::new(),
+        };
+        self.record_turn_start(TurnRecord {
+            turn: self.cli.turn,
+            kind: kind.as_str().into(),
+            ids,
+            started_at: t0,
+            head: start.head.clone(),
+            card,
+            card_status: start.card_before.as_ref().map(|c| c.status.clone()),
+            ..Default::default()
+        })
+        .await;
+        let wrap = match cli_lock.as_ref().map(|l| l.handle()) {
+            Some(Ok(hold)) => Some(Wrap {
+                status_file: self.paths.turnexit.clone(),
+                pid_file: self.paths.turnpid.clone(),
+                hold: std::sync::Arc::new(hold),
+            }),
+            Some(Err(e)) => {
+                tracing::warn!("CLI lock handle: {e} — this turn runs unwrapped");
+                None
+            }
+            None => None,
+        };
         let spec = TurnSpec {
+            wrap,
             invocation,
             cwd: self.work.turn_dir.clone(),
             env: self.turn_env(fresh),
@@ -353,6 +401,7 @@ impl Seat {
             }
         });
         let _ = fwd.await;
+        drop(cli_lock);
         self.work.janitor = janitor;
         if let Some(mut j) = self.work.janitor.take() {
             self.work.janitor = tokio::task::spawn_blocking(move || {
@@ -561,6 +610,7 @@ impl Seat {
             ask,
             reset_at,
             cut_evidence,
+            started_ms: t0,
             j,
         }
     }

@@ -98,6 +98,26 @@ pub fn append_line(path: &Path, line: &str) -> std::io::Result<()> {
     f.write_all(&buf)
 }
 
+/// Move a file that cannot be read aside (`<name>.corrupt-<ms>`, next to it) so a fresh one can
+/// take its place and nothing in it is lost; returns the new path (or the old one, when even the
+/// rename failed).
+pub fn keep_aside(path: &Path) -> String {
+    let aside = path.with_file_name(format!(
+        "{}.corrupt-{}",
+        path.file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default(),
+        trantor_proto::now_ms()
+    ));
+    match std::fs::rename(path, &aside) {
+        Ok(()) => aside.display().to_string(),
+        Err(e) => {
+            tracing::warn!("could not move {} aside: {e}", path.display());
+            path.display().to_string()
+        }
+    }
+}
+
 /// Remove `path`, ignoring "not found".
 pub fn remove(path: &Path) {
     let _ = std::fs::remove_file(path);

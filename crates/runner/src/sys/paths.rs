@@ -57,6 +57,16 @@ pub struct Paths {
     pub ledger: PathBuf,
     /// Operator alerts (shared by every seat).
     pub alerts: PathBuf,
+    /// The seat lock: one runner per seat (docs/runner.md §24.1).
+    pub seat_lock: PathBuf,
+    /// The durable turn record (docs/runner.md §24.2).
+    pub turnrec: PathBuf,
+    /// The exit status the turn wrapper leaves.
+    pub turnexit: PathBuf,
+    /// The turn wrapper's pid (its process group).
+    pub turnpid: PathBuf,
+    /// The poll cursor and the floor of the owed wakes (docs/runner.md §24.4).
+    pub cursor: PathBuf,
 }
 
 impl Paths {
@@ -79,6 +89,11 @@ impl Paths {
             docker: f("docker", ".json"),
             ledger: bus.join("logs").join(format!("{key}.jsonl")),
             alerts: bus.join("alerts.jsonl"),
+            seat_lock: f("seat", ".lock"),
+            turnrec: f("turnrec", ".json"),
+            turnexit: f("turnexit", ".txt"),
+            turnpid: f("turnpid", ".txt"),
+            cursor: f("cursor", ".json"),
         }
     }
 

@@ -474,6 +474,14 @@ pub struct CardSnap {
     pub log: Vec<(i64, String, String)>,
 }
 
+/// Whether a card's move during a turn counts as a delivery (docs/runner.md §11.2): into
+/// `testing` or `done` from outside them, or the tester's own move from `testing` to `done`. A
+/// card that stayed where it was did not move.
+pub fn card_moved(before: &str, after: &str) -> bool {
+    let delivered = |s: &str| s == "testing" || s == "done";
+    delivered(after) && (!delivered(before) || (before == "testing" && after == "done"))
+}
+
 /// Everything the judge needs to know about a finished turn.
 #[derive(Debug, Clone, Default)]
 pub struct TurnFacts {
@@ -604,8 +612,7 @@ pub fn judge(f: &TurnFacts) -> Judgement {
             j.blocked = Some(format!("blocked: {first}"));
             j.empty_turn = false;
         }
-        let delivered = |s: &str| s == "testing" || s == "done";
-        let moved = delivered(&after.status) && !delivered(&before.status);
+        let moved = card_moved(&before.status, &after.status);
         j.no_delivery = !f.new_commit && !moved && f.asked.is_none() && j.blocked.is_none();
     }
     j.verdict = if f.stalled {
@@ -976,6 +983,17 @@ mod tests {
         // Moved to testing: delivery.
         f.card_after = Some(snap("testing", &[]));
         assert_eq!(judge(&f).outcome, "completed");
+
+        // The tester's case: testing → done delivered, commit or not; a card that stayed in
+        // testing, or stayed done, did not.
+        f.card_before = Some(snap("testing", &[]));
+        f.card_after = Some(snap("done", &[]));
+        assert_eq!(judge(&f).outcome, "completed");
+        f.card_after = Some(snap("testing", &[]));
+        assert_eq!(judge(&f).outcome, "no-delivery");
+        f.card_before = Some(snap("done", &[]));
+        f.card_after = Some(snap("done", &[]));
+        assert_eq!(judge(&f).outcome, "no-delivery");
 
         // Asked outranks blocked.
         f.card_before = Some(snap("doing", &[]));

@@ -71,11 +71,15 @@ fn asked(a: &Assigner) -> String {
     format!("asked: \"{}\"", excerpt(&redact(&a.asked), 80))
 }
 
-/// `✅ done on SESSION (exit 0, Ns) · asked: "…" · check the board card and the files for what
-/// changed`.
-pub fn done(session: &str, secs: i64, a: &Assigner) -> String {
+/// `✅ done on SESSION (exit 0, Ns, started HH:MM:SS UTC) · asked: "…" · check the board card
+/// and the files for what changed` — when the turn started, not only that it ended.
+pub fn done(session: &str, secs: i64, started_ms: i64, a: &Assigner) -> String {
+    let s = started_ms.div_euclid(1000).rem_euclid(86_400);
     finish(&format!(
-        "✅ done on {session} (exit 0, {secs}s) · {} · check the board card and the files for what changed",
+        "✅ done on {session} (exit 0, {secs}s, started {:02}:{:02}:{:02} UTC) · {} · check the board card and the files for what changed",
+        s / 3600,
+        (s % 3600) / 60,
+        s % 60,
         asked(a)
     ))
 }
@@ -189,8 +193,11 @@ mod tests {
             id: 1,
             asked: format!("use {key} and {}", "word ".repeat(100)),
         };
-        let t = done("claude:p", 3, &a);
-        assert!(t.starts_with("✅ done on claude:p (exit 0, 3s) · asked: \"use "));
+        let t = done("claude:p", 3, 1_700_000_000_000, &a);
+        assert!(t.contains("started 22:13:20 UTC"), "{t}");
+        assert!(
+            t.starts_with("✅ done on claude:p (exit 0, 3s, started 22:13:20 UTC) · asked: \"use ")
+        );
         assert!(!t.contains(&key));
         assert!(t.chars().count() <= NOTICE_CAP);
         let r = to_assigner("claude:p", "p", &a, t);

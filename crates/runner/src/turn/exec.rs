@@ -81,7 +81,35 @@ pub struct TurnSpec {
     pub kill_grace: Duration,
     /// Echo the redacted output to the runner's stdout (the seat's window).
     pub echo: bool,
+    /// Run the CLI under the turn wrapper (docs/runner.md §24.2), so its exit status and the
+    /// worktree's CLI lock outlive this runner.
+    pub wrap: Option<Wrap>,
 }
+
+/// The turn wrapper: a `/bin/sh` that leads the turn's process group, holds the worktree's CLI
+/// lock as its stdin for as long as it lives, writes its own pid to `pid_file`, runs the CLI
+/// (stdin `/dev/null`) and waits for it, then writes the CLI's exit status to `status_file`
+/// (temp + rename). SIGTERM/SIGINT/SIGHUP to the group end the CLI; the wrapper waits them out
+/// and still writes the status. A SIGKILL of the group leaves no status: the turn died.
+#[derive(Debug, Clone)]
+pub struct Wrap {
+    /// Where the CLI's exit status goes.
+    pub status_file: PathBuf,
+    /// Where the wrapper writes its pid.
+    pub pid_file: PathBuf,
+    /// The held CLI lock's open file (a handle on it becomes the wrapper's stdin).
+    pub hold: Arc<std::fs::File>,
+}
+
+/// The wrapper script (`$0` is `trantor-turn`, `"$@"` the CLI and its arguments).
+const WRAPPER: &str = r#"trap : TERM INT HUP
+printf '%s
+' "$$" > "$TRANTOR_TURN_PID.tmp" && mv -f "$TRANTOR_TURN_PID.tmp" "$TRANTOR_TURN_PID"
+"$@" </dev/null
+s=$?
+printf '%s
+' "$s" > "$TRANTOR_TURN_STATUS.tmp" && mv -f "$TRANTOR_TURN_STATUS.tmp" "$TRANTOR_TURN_STATUS"
+exit $s"#;
 
 /// Something the runner should tell the bus while the turn runs.
 #[derive(Debug, Clone)]
@@ -243,12 +271,34 @@ pub async fn run_turn(spec: TurnSpec, events: UnboundedSender<TurnEvent>) -> Tur
         capture: Capture::default(),
         echo: spec.echo,
     }));
-    let mut cmd = tokio::process::Command::new(&spec.invocation.program);
+    let mut cmd = match &spec.wrap {
+        Some(w) => {
+            let mut c = tokio::process::Command::new("/bin/sh");
+            c.arg("-c")
+                .arg(WRAPPER)
+                .arg("trantor-turn")
+                .arg(&spec.invocation.program)
+                .env("TRANTOR_TURN_STATUS", &w.status_file)
+                .env("TRANTOR_TURN_PID", &w.pid_file);
+            match w.hold.try_clone() {
+                Ok(f) => c.stdin(Stdio::from(f)),
+                Err(e) => {
+                    tracing::warn!("CLI lock handle for the wrapper: {e}");
+                    c.stdin(Stdio::null())
+                }
+            };
+            c
+        }
+        None => {
+            let mut c = tokio::process::Command::new(&spec.invocation.program);
+            c.stdin(Stdio::null());
+            c
+        }
+    };
     cmd.args(&spec.invocation.args)
         .current_dir(&spec.cwd)
         .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .env_remove(crate::release::RELEASE_STATE_ENV)
-        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -449,6 +499,11 @@ pub async fn run_turn(spec: TurnSpec, events: UnboundedSender<TurnEvent>) -> Tur
     }
     CURRENT_GROUP.store(0, std::sync::atomic::Ordering::SeqCst);
     let (exit, signal) = match status {
+        // The wrapper reports a CLI killed by a signal as 128 + signal, the shell's way.
+        Some(st) if spec.wrap.is_some() => match exit_of(st) {
+            (c, None) if (129..160).contains(&c) => (c, Some(c - 128)),
+            other => other,
+        },
         Some(st) => exit_of(st),
         None => (137, Some(9)),
     };
@@ -494,6 +549,44 @@ mod tests {
             snapshot: None,
             kill_grace: Duration::from_millis(500),
             echo: false,
+            wrap: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_wrapper_leaves_the_exit_status_and_holds_the_cli_lock_while_it_lives() {
+        let d = tempfile::tempdir().expect("tmp");
+        let lock_path = crate::fence::cli_lock_path(d.path(), d.path());
+        let lock = crate::fence::CliLock::try_acquire(&lock_path)
+            .expect("io")
+            .expect("free");
+        let mut s = spec(
+            d.path(),
+            "echo \"$T_VAR\"; read -t 1 x && echo stdin-had-data; exit 5",
+            0,
+        );
+        s.wrap = Some(Wrap {
+            status_file: d.path().join("status"),
+            pid_file: d.path().join("pid"),
+            hold: Arc::new(lock.handle().expect("handle")),
+        });
+        drop(lock);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let r = run_turn(s, tx).await;
+        assert_eq!(r.exit, 5);
+        assert!(r.output.contains("hello") && !r.output.contains("stdin-had-data"));
+        assert_eq!(
+            crate::turnrec::read_status(&d.path().join("status")),
+            Some(5)
+        );
+        let pid: u32 = std::fs::read_to_string(d.path().join("pid"))
+            .expect("pid file")
+            .trim()
+            .parse()
+            .expect("a pid");
+        match rx.try_recv() {
+            Ok(TurnEvent::Spawned { pid: spawned, .. }) => assert_eq!(spawned, pid),
+            other => panic!("expected the spawn event, got {other:?}"),
         }
     }
 

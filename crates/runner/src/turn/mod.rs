@@ -7,4 +7,4 @@ mod exec;
 pub(crate) mod snapshot;
 pub(crate) mod watchdog;
 
-pub(crate) use exec::{TurnEvent, TurnSpec, run_turn, stop_current_turn};
+pub(crate) use exec::{TurnEvent, TurnSpec, Wrap, run_turn, stop_current_turn};

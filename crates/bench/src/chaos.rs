@@ -1,0 +1,695 @@
+//! `trantor bench chaos`: the seat's promise under faults (docs/runner.md §24).
+//!
+//! A real hub and N real `trantor runner` seats (the `command` driver with a small agent script
+//! that works 0.3–2.5 s per turn), contracts sent at a steady rate, while the hub and the runner
+//! processes are `kill -9`ed at random and restarted. A runner is killed alone — its CLI leads
+//! its own process group and lives on, as it does after a crash — so the restarted runner must
+//! adopt the orphan. Each agent appends to its seat's ledger the contract tokens it started and
+//! (as its very last act, after its answer reached the runner) completed, and flags two agent
+//! CLIs alive at once in one seat. Counting those files gives: contracts acknowledged (a `/send`
+//! that returned), lost (acknowledged, never completed), duplicated (completed by two turns),
+//! overlapping CLIs, and acknowledgement → turn started (p50/p99). Every file stays in `--dir`
+//! when given, so a test can count them itself (crates/cli/tests/chaos.rs).
+
+use super::hub::percentile;
+use super::{Row, Table};
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use trantor_proto::{HubClient, SendRequest};
+
+/// Which phases to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Kills {
+    /// Only with the kills.
+    On,
+    /// Only without.
+    Off,
+    /// Without, then with (the same load).
+    Both,
+}
+
+/// Options of `trantor bench chaos`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ChaosBenchArgs {
+    /// Seats (runner processes) on the hub.
+    #[arg(long, default_value_t = 4)]
+    pub seats: usize,
+    /// Contracts to send, round-robin over the seats.
+    #[arg(long, default_value_t = 60)]
+    pub contracts: usize,
+    /// The steady rate: one contract every this many ms.
+    #[arg(long, default_value_t = 600)]
+    pub interval_ms: u64,
+    /// The mean time between two kills, ms (each drawn between half and one and a half of it).
+    #[arg(long, default_value_t = 2500)]
+    pub kill_every_ms: u64,
+    /// Which phases to run.
+    #[arg(long, value_enum, default_value_t = Kills::Both)]
+    pub kills: Kills,
+    /// How long to wait, after the last contract, for every one to complete (s).
+    #[arg(long, default_value_t = 120)]
+    pub drain_secs: u64,
+    /// The random seed (printed; the same seed draws the same kills).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Keep every file here (one sub-directory per phase) instead of a temporary directory.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Also write the numbers as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Also write the markdown report to this file.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// One phase's numbers.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ChaosNumbers {
+    /// Kills on.
+    pub kills: bool,
+    /// Contracts acknowledged by the hub.
+    pub acknowledged: usize,
+    /// `/send` attempts that failed (the hub down) and were sent again as a new contract.
+    pub unacknowledged_attempts: usize,
+    /// Acknowledged contracts no completed turn acted on.
+    pub lost: usize,
+    /// Acknowledged contracts acted on by two or more completed turns.
+    pub duplicated: usize,
+    /// Times two agent CLIs were alive at once in one seat.
+    pub overlapping: usize,
+    /// `kill -9` of the hub.
+    pub hub_kills: usize,
+    /// `kill -9` of a runner (alone; its CLI left running).
+    pub runner_kills: usize,
+    /// Acknowledgement → the first turn that carried the contract started, ms, sorted.
+    pub ack_to_start_ms: Vec<f64>,
+    /// Wall time of the phase, s.
+    pub secs: f64,
+    /// The seed.
+    pub seed: u64,
+}
+
+/// xorshift64*: a reproducible draw without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next() % n }
+    }
+}
+
+fn now_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+fn free_port() -> Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").context("no free port")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// The agent: marks itself busy (and flags any other live CLI of the seat), logs the contract
+/// tokens of its prompt as started, works 0.3–2.5 s, answers, and only then logs them done.
+const AGENT: &str = r#"#!/bin/bash
+d="$CHAOS_DIR/$TRANTOR_PERSONA"
+mkdir -p "$d"
+me=$$
+: > "$d/busy-$me"
+for f in "$d"/busy-*; do
+  p=${f##*busy-}
+  # alive: not gone and not a zombie (a killed CLI whose reaper never came)
+  if [ "$p" != "$me" ] && [ -r "/proc/$p/stat" ] && ! sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | grep -q '^Z'; then
+    echo "OVERLAP $(date +%s%N) $me $p" >> "$d/overlap"
+  fi
+done
+tokens=$(grep -o 'CHAOS-[0-9]*-[0-9]*' "$1" 2>/dev/null | sort -u | tr '\n' ' ')
+echo "start $(date +%s%N) $me $TRANTOR_TURN $tokens" >> "$d/ledger"
+ms=$((300 + RANDOM % 2200))
+sleep "$((ms / 1000)).$(printf '%03d' $((ms % 1000)))"
+echo "Chaos agent: read the contract, did the small piece of work it asked for, and is reporting back with a complete, substantive summary of what changed."
+echo "done $(date +%s%N) $me $TRANTOR_TURN $tokens" >> "$d/ledger"
+rm -f "$d/busy-$me"
+exit 0
+"#;
+
+struct Hub {
+    exe: PathBuf,
+    port: u16,
+    data: PathBuf,
+    child: Option<Child>,
+}
+
+impl Hub {
+    fn start(&mut self) -> Result<()> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.data.join("hub.log"))?;
+        let child = Command::new(&self.exe)
+            .arg("hub")
+            .env("RELAY_PORT", self.port.to_string())
+            .env("RELAY_HOST", "127.0.0.1")
+            .env("RELAY_DATA_DIR", &self.data)
+            .env("HOME", &self.data)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .process_group(0)
+            .spawn()
+            .context("starting the hub")?;
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            if Instant::now() > deadline {
+                bail!("the hub did not come up on port {}", self.port);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+struct SeatProc {
+    persona: String,
+    cmd: Box<dyn Fn() -> Command + Send>,
+    child: Option<Child>,
+}
+
+impl SeatProc {
+    fn start(&mut self) -> Result<()> {
+        self.child = Some((self.cmd)().spawn().context("starting a runner")?);
+        Ok(())
+    }
+
+    /// `kill -9` the runner alone: its CLI (its own process group) lives on.
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for SeatProc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // The runner's own group (its git children), then the runner.
+            if let Ok(p) = i32::try_from(c.id()) {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(p),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+            }
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> Result<()> {
+    let st = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .context("git")?;
+    if !st.success() {
+        bail!("git {args:?} failed in {}", dir.display());
+    }
+    Ok(())
+}
+
+/// One parsed ledger line: `start|done <ns> <pid> <turn> <tokens…>`.
+#[derive(Debug, Clone)]
+pub struct LedgerLine {
+    /// `start` or `done`.
+    pub what: String,
+    /// When, ns since the epoch.
+    pub ns: u128,
+    /// The contract tokens.
+    pub tokens: Vec<String>,
+}
+
+/// Read a seat's ledger.
+pub fn read_ledger(path: &Path) -> Vec<LedgerLine> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let what = w.next()?.to_string();
+            let ns = w.next()?.parse().ok()?;
+            let _pid = w.next()?;
+            let _turn = w.next()?;
+            Some(LedgerLine {
+                what,
+                ns,
+                tokens: w.map(str::to_string).collect(),
+            })
+        })
+        .collect()
+}
+
+/// Count a phase's files in `dir`: `(lost, duplicated, overlapping, ack → start ms)` for the
+/// acknowledged tokens in `acked.jsonl`.
+pub fn count(dir: &Path) -> (usize, usize, usize, Vec<f64>, usize) {
+    let acked: Vec<(String, u128)> = std::fs::read_to_string(dir.join("acked.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| {
+            Some((
+                v["token"].as_str()?.to_string(),
+                v["ackNs"].as_str()?.parse().ok()?,
+            ))
+        })
+        .collect();
+    let mut done: BTreeMap<String, usize> = BTreeMap::new();
+    let mut first_start: BTreeMap<String, u128> = BTreeMap::new();
+    let mut overlapping = 0;
+    let chaos = dir.join("chaos");
+    if let Ok(rd) = std::fs::read_dir(&chaos) {
+        for seat in rd.filter_map(Result::ok) {
+            for l in read_ledger(&seat.path().join("ledger")) {
+                for t in &l.tokens {
+                    if l.what == "done" {
+                        *done.entry(t.clone()).or_default() += 1;
+                    } else if l.what == "start" {
+                        let e = first_start.entry(t.clone()).or_insert(l.ns);
+                        *e = (*e).min(l.ns);
+                    }
+                }
+            }
+            overlapping += std::fs::read_to_string(seat.path().join("overlap"))
+                .unwrap_or_default()
+                .lines()
+                .count();
+        }
+    }
+    let lost = acked
+        .iter()
+        .filter(|(t, _)| done.get(t).copied().unwrap_or(0) == 0)
+        .count();
+    let duplicated = acked
+        .iter()
+        .filter(|(t, _)| done.get(t).copied().unwrap_or(0) > 1)
+        .count();
+    let mut lat: Vec<f64> = acked
+        .iter()
+        .filter_map(|(t, ack)| {
+            first_start
+                .get(t)
+                .map(|s| s.saturating_sub(*ack) as f64 / 1e6)
+        })
+        .collect();
+    lat.sort_by(|a, b| a.total_cmp(b));
+    (lost, duplicated, overlapping, lat, acked.len())
+}
+
+fn append(path: &Path, line: &str) -> Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    writeln!(f, "{line}")?;
+    Ok(())
+}
+
+/// One phase: boot the hub and the seats in `dir`, send the contracts, kill and restart (when
+/// `kills`), drain, count.
+pub async fn phase(
+    args: &ChaosBenchArgs,
+    dir: &Path,
+    kills: bool,
+    seed: u64,
+) -> Result<ChaosNumbers> {
+    let started = Instant::now();
+    let exe = std::env::current_exe()?;
+    for d in ["hub", "bus", "home", "chaos", "repo", "logs"] {
+        std::fs::create_dir_all(dir.join(d))?;
+    }
+    let agent = dir.join("agent.sh");
+    std::fs::write(&agent, AGENT)?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755))?;
+    let repo = dir.join("repo");
+    git(&repo, &["init", "-q", "-b", "main"])?;
+    git(&repo, &["config", "user.email", "chaos@example.com"])?;
+    git(&repo, &["config", "user.name", "chaos"])?;
+    std::fs::write(repo.join("README.md"), "chaos\n")?;
+    git(&repo, &["add", "README.md"])?;
+    git(&repo, &["commit", "-q", "-m", "init"])?;
+
+    let port = free_port()?;
+    let hub = Arc::new(Mutex::new(Hub {
+        exe: exe.clone(),
+        port,
+        data: dir.join("hub"),
+        child: None,
+    }));
+    hub.lock()
+        .map_err(|_| anyhow::anyhow!("hub lock"))?
+        .start()?;
+    let url = format!("http://127.0.0.1:{port}");
+    let project = "chaos";
+    let mut seats = Vec::new();
+    for i in 0..args.seats {
+        let persona = format!("s{i}");
+        let (exe, agent, repo, dir2, url2, p2) = (
+            exe.clone(),
+            agent.clone(),
+            repo.clone(),
+            dir.to_path_buf(),
+            url.clone(),
+            persona.clone(),
+        );
+        let boots = Arc::new(AtomicU64::new(0));
+        let cmd = move || {
+            let n = boots.fetch_add(1, Ordering::SeqCst) + 1;
+            let log = std::fs::File::create(dir2.join("logs").join(format!("{p2}-{n}.log")))
+                .or_else(|_| std::fs::File::create("/dev/null"));
+            let mut c = Command::new(&exe);
+            c.arg("runner")
+                .arg("command")
+                .arg(&repo)
+                .env("CREW_COMMAND", format!("{} {{P}}", agent.display()))
+                .env("CREW_PERSONA", &p2)
+                .env("HOME", dir2.join("home"))
+                .env("AGENT_BUS_DIR", dir2.join("bus"))
+                .env("CHAOS_DIR", dir2.join("chaos"))
+                .env("RELAY_URL", &url2)
+                .env("RELAY_PROJECT", project)
+                .env("RELAY_HOST_ID", "orch")
+                .env("TRANTOR_POLL_HOLD_S", "2")
+                .env("TRANTOR_HUB_BACKOFF_MAX_MS", "500")
+                .env("TRANTOR_NO_DESKTOP_NOTIFY", "1")
+                .env("TRANTOR_ADOPT_GRACE_MS", "60000")
+                .env("TRANTOR_LOG", "info")
+                .env_remove("RELAY_SESSION")
+                .env_remove("RUNNER_SESSION")
+                .env_remove("CREW_AGENT")
+                .env_remove("RELAY_DATA_DIR")
+                .stdin(Stdio::null())
+                .process_group(0);
+            match log {
+                Ok(f) => {
+                    let e = f
+                        .try_clone()
+                        .map(Stdio::from)
+                        .unwrap_or_else(|_| Stdio::null());
+                    c.stdout(Stdio::from(f)).stderr(e);
+                }
+                Err(_) => {
+                    c.stdout(Stdio::null()).stderr(Stdio::null());
+                }
+            }
+            c
+        };
+        let mut s = SeatProc {
+            persona,
+            cmd: Box::new(cmd),
+            child: None,
+        };
+        s.start()?;
+        seats.push(s);
+    }
+    let seats = Arc::new(Mutex::new(seats));
+    let client = HubClient::new(url.clone()).with_timeout(Duration::from_secs(3));
+
+    // Every seat boots (its kickoff turn starts) before the first contract.
+    let boot_deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let booted = (0..args.seats)
+            .filter(|i| {
+                dir.join("chaos")
+                    .join(format!("s{i}"))
+                    .join("ledger")
+                    .exists()
+            })
+            .count();
+        if booted == args.seats {
+            break;
+        }
+        if Instant::now() > boot_deadline {
+            bail!(
+                "only {booted} of {} seats ran a kickoff turn within 90 s (logs in {})",
+                args.seats,
+                dir.join("logs").display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // The killer, on its own thread while the contracts go out.
+    let stop = Arc::new(AtomicBool::new(false));
+    let hub_kills = Arc::new(AtomicU64::new(0));
+    let runner_kills = Arc::new(AtomicU64::new(0));
+    let killer = if kills {
+        let (stop, hub, seats, hk, rk) = (
+            stop.clone(),
+            hub.clone(),
+            seats.clone(),
+            hub_kills.clone(),
+            runner_kills.clone(),
+        );
+        let mean = args.kill_every_ms.max(100);
+        let n = args.seats as u64;
+        let kills_log = dir.join("kills.log");
+        Some(std::thread::spawn(move || -> Result<()> {
+            let mut rng = Rng(seed | 1);
+            while !stop.load(Ordering::SeqCst) {
+                let wait = mean / 2 + rng.below(mean);
+                let until = Instant::now() + Duration::from_millis(wait);
+                while Instant::now() < until && !stop.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                let target = rng.below(n + 1);
+                if target == n {
+                    let down = 200 + rng.below(800);
+                    let mut h = hub.lock().map_err(|_| anyhow::anyhow!("hub lock"))?;
+                    h.kill9();
+                    let _ = append(&kills_log, &format!("{} hub down {down}ms", now_ns()));
+                    std::thread::sleep(Duration::from_millis(down));
+                    h.start()?;
+                    hk.fetch_add(1, Ordering::SeqCst);
+                } else {
+                    let down = 50 + rng.below(450);
+                    let mut s = seats.lock().map_err(|_| anyhow::anyhow!("seats lock"))?;
+                    let Some(seat) = s.get_mut(target as usize) else {
+                        continue;
+                    };
+                    seat.kill9();
+                    let _ = append(
+                        &kills_log,
+                        &format!("{} runner {} down {down}ms", now_ns(), seat.persona),
+                    );
+                    std::thread::sleep(Duration::from_millis(down));
+                    seat.start()?;
+                    rk.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+            Ok(())
+        }))
+    } else {
+        None
+    };
+
+    // The contracts, at a steady rate; one that the hub did not acknowledge is sent again as a
+    // new contract (a new token), so only acknowledged ones are counted.
+    let acked_path = dir.join("acked.jsonl");
+    let mut unacked = 0usize;
+    let t0 = Instant::now();
+    for n in 0..args.contracts {
+        let due = t0 + Duration::from_millis(args.interval_ms * n as u64);
+        if let Some(d) = due.checked_duration_since(Instant::now()) {
+            tokio::time::sleep(d).await;
+        }
+        let seat = format!("s{}:{project}", n % args.seats.max(1));
+        let mut attempt = 0;
+        loop {
+            let token = format!("CHAOS-{n}-{attempt}");
+            let req = SendRequest {
+                from: format!("boss:{project}"),
+                to: Some(seat.clone()),
+                text: format!("{token} contract: append one line to the notes and report"),
+                project: Some(project.to_string()),
+                ..Default::default()
+            };
+            match client.send(&req).await {
+                Ok(r) => {
+                    let line = json!({"token": token, "seat": seat, "id": r.id, "ackNs": now_ns().to_string()});
+                    append(&acked_path, &line.to_string())?;
+                    break;
+                }
+                Err(_) => {
+                    unacked += 1;
+                    attempt += 1;
+                    if t0.elapsed() > Duration::from_secs(args.drain_secs + 600) {
+                        bail!("the hub never acknowledged contract {n}");
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    if let Some(k) = killer {
+        match k.join() {
+            Ok(r) => r?,
+            Err(_) => bail!("the killer thread panicked"),
+        }
+    }
+
+    // Drain: every acknowledged contract completes, or the deadline passes.
+    let drain = Instant::now() + Duration::from_secs(args.drain_secs);
+    loop {
+        let (lost, ..) = count(dir);
+        if lost == 0 || Instant::now() > drain {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // A moment for a duplicate in flight to show.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    drop(seats);
+    drop(hub);
+    let (lost, duplicated, overlapping, ack_to_start_ms, acknowledged) = count(dir);
+    Ok(ChaosNumbers {
+        kills,
+        acknowledged,
+        unacknowledged_attempts: unacked,
+        lost,
+        duplicated,
+        overlapping,
+        hub_kills: hub_kills.load(Ordering::SeqCst) as usize,
+        runner_kills: runner_kills.load(Ordering::SeqCst) as usize,
+        ack_to_start_ms,
+        secs: started.elapsed().as_secs_f64(),
+        seed,
+    })
+}
+
+/// Run the chaos benchmark and return its table.
+pub async fn run(args: &ChaosBenchArgs) -> Result<Table> {
+    let seed = args.seed.unwrap_or_else(|| now_ns() as u64);
+    let tmp = tempfile::tempdir()?;
+    let root = args.dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
+    let phases: &[bool] = match args.kills {
+        Kills::On => &[true],
+        Kills::Off => &[false],
+        Kills::Both => &[false, true],
+    };
+    let mut all = Vec::new();
+    for &k in phases {
+        let dir = root.join(if k { "kills" } else { "calm" });
+        std::fs::create_dir_all(&dir)?;
+        eprintln!(
+            "chaos: {} seats, {} contracts every {} ms, kills {} (seed {seed}) in {}",
+            args.seats,
+            args.contracts,
+            args.interval_ms,
+            if k { "on" } else { "off" },
+            dir.display()
+        );
+        all.push(phase(args, &dir, k, seed).await?);
+    }
+    if let Some(p) = &args.json {
+        std::fs::write(p, serde_json::to_vec_pretty(&all)?)?;
+    }
+    let mut t = Table::default();
+    for n in &all {
+        let m = if n.kills {
+            "with kills"
+        } else {
+            "without kills"
+        };
+        t.row(Row::info(
+            format!("{m}: contracts acknowledged"),
+            n.acknowledged.to_string(),
+        ));
+        t.row(Row::check(
+            format!("{m}: lost"),
+            n.lost.to_string(),
+            "0",
+            n.lost == 0,
+        ));
+        t.row(Row::check(
+            format!("{m}: duplicated (two completed turns)"),
+            n.duplicated.to_string(),
+            "0",
+            n.duplicated == 0,
+        ));
+        t.row(Row::check(
+            format!("{m}: two CLIs at once in a seat"),
+            n.overlapping.to_string(),
+            "0",
+            n.overlapping == 0,
+        ));
+        t.row(Row::info(
+            format!("{m}: ack → turn started p50 / p99"),
+            format!(
+                "{:.0} ms / {:.0} ms",
+                percentile(&n.ack_to_start_ms, 0.5),
+                percentile(&n.ack_to_start_ms, 0.99)
+            ),
+        ));
+        if n.kills {
+            t.row(Row::info(
+                format!("{m}: kill -9"),
+                format!("hub {} · runner {}", n.hub_kills, n.runner_kills),
+            ));
+        }
+        t.row(Row::info(
+            format!("{m}: wall time"),
+            format!("{:.0} s", n.secs),
+        ));
+    }
+    t.note(format!(
+        "{} seats, {} contracts one every {} ms, a kill every {}±{} ms, seed {seed}; the agent works 0.3–2.5 s per turn",
+        args.seats, args.contracts, args.interval_ms, args.kill_every_ms, args.kill_every_ms / 2
+    ));
+    t.note("ack → turn started includes the wait behind the seat's running turn (a seat runs one turn at a time) and, with kills, the restart and adoption".into());
+    Ok(t)
+}

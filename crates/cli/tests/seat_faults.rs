@@ -1,0 +1,263 @@
+//! The seat's faults (issue 20, docs/runner.md §24): a second runner and a stale lock, a CLI
+//! that ignores SIGTERM left by a killed runner, a corrupt pending queue, and a hub that is down
+//! when a turn starts or ends — each with a clear message, nothing lost, nothing run twice. The
+//! real hub and `trantor runner`, the fake agent CLI (only a fake can hang on purpose and ignore
+//! SIGTERM); every wait is a condition with a deadline. (A step of the wall clock is a table test
+//! of the seat machine: `seat::machine::tests` in the runner crate.)
+
+mod common;
+
+use common::seat::{Driver, Seat, fake_agent_available};
+use common::{GroupChild, TestHub, hub_messages, hub_send, wait_until};
+use serde_json::Value;
+use std::time::Duration;
+
+const PROJECT: &str = "p";
+const ORCH: &str = "orch:p";
+const LONG: Duration = Duration::from_secs(90);
+
+fn drill_hub() -> Option<TestHub> {
+    if !fake_agent_available() {
+        return None;
+    }
+    TestHub::start(false)
+}
+
+fn new_seat() -> Seat {
+    Seat::new(Driver::Named("claude".into()), "claude", PROJECT)
+        .env("RELAY_HOST_ID", "orch")
+        .env("TRANTOR_POLL_HOLD_S", "3")
+        .env("TRANTOR_HUB_BACKOFF_MAX_MS", "500")
+}
+
+fn done_receipts(port: u16, re: i64) -> Vec<Value> {
+    hub_messages(port, ORCH)
+        .into_iter()
+        .filter(|m| {
+            m["from"] == "claude:p"
+                && m["re"].as_i64() == Some(re)
+                && m["text"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("✅ done on"))
+        })
+        .collect()
+}
+
+/// A live process (a zombie waiting for a reaper that never comes, as in a container whose
+/// init does not reap, is not alive).
+fn pid_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+#[test]
+fn a_second_runner_is_refused_naming_the_holder_take_over_replaces_it_and_a_dead_ones_lock_is_stale()
+ {
+    let Some(hub) = drill_hub() else {
+        return;
+    };
+    let mut seat = new_seat();
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    let first = seat.runner().expect("runner").pid();
+
+    // A second runner for the same seat stops at once and names the holder.
+    let mut second = seat.command(&common::bin(), &hub.url());
+    let status = second.status().expect("second runner");
+    assert!(!status.success(), "a second runner must refuse");
+    let log = seat.runner_log();
+    assert!(
+        log.contains(&format!(
+            "seat claude:p is already run by runner pid {first}"
+        )) && log.contains("--take-over"),
+        "{log}"
+    );
+    assert!(seat.alive(), "the holder keeps running");
+
+    // --take-over replaces it.
+    let mut taker = seat.command(&common::bin(), &hub.url());
+    taker.env("TRANTOR_TAKE_OVER", "1");
+    let mut taker = GroupChild::spawn(taker);
+    wait_until("the holder to stop", LONG, || !seat.alive());
+    wait_until("the take-over to boot", LONG, || {
+        seat.runner_log()
+            .contains(&format!("took the seat over from runner pid {first}"))
+    });
+    wait_until("the new runner to wait on the bus", LONG, || {
+        seat.runner_log().matches("waiting on the bus as").count() >= 2
+    });
+
+    // kill -9 leaves a stale lock: the next runner takes it and says whose it was.
+    let taker_pid = taker.pid();
+    taker.kill_group();
+    seat.start(&hub.url());
+    wait_until("a boot over the stale lock", LONG, || {
+        seat.runner_log().contains(&format!(
+            "seat lock: runner pid {taker_pid} (instance {taker_pid}."
+        ))
+    });
+    let id = hub_send(hub.port, ORCH, "claude:p", PROJECT, "AFTER-STALE: work");
+    wait_until("the wake's receipt", LONG, || {
+        !done_receipts(hub.port, id).is_empty()
+    });
+}
+
+#[test]
+fn an_orphan_cli_that_ignores_sigterm_is_adopted_ended_after_the_grace_and_its_wake_runs_once_more()
+{
+    let Some(hub) = drill_hub() else {
+        return;
+    };
+    let mut seat = new_seat().env("TRANTOR_ADOPT_GRACE_MS", "1500").scenario(
+        r#"case "$FAKE_AGENT_PROMPT" in
+  *STUBBORN*)
+    if [ ! -f "$SEAT_STATE/stubborn-once" ]; then
+      : > "$SEAT_STATE/stubborn-once"
+      trap '' TERM
+      sleep 120
+    fi;;
+esac
+"#,
+    );
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    seat.control(&seat.record_pid());
+    let id = hub_send(hub.port, ORCH, "claude:p", PROJECT, "STUBBORN: long job");
+    wait_until("the turn to start", LONG, || {
+        seat.prompts_with("STUBBORN") == 1 && !seat.cli_pids().is_empty()
+    });
+    let orphan = *seat.cli_pids().last().expect("the CLI's pid");
+    // kill -9 the runner alone: its CLI lives on, ignoring SIGTERM.
+    seat.kill();
+    assert!(pid_alive(orphan), "the orphan CLI outlives its runner");
+    seat.start(&hub.url());
+    wait_until("the redelivered wake's receipt", LONG, || {
+        !done_receipts(hub.port, id).is_empty()
+    });
+    let log = seat.runner_log();
+    assert!(log.contains("adopting turn"), "{log}");
+    assert!(log.contains("ending its process group (SIGTERM)"), "{log}");
+    assert!(log.contains("ignored SIGTERM for 3s — SIGKILL"), "{log}");
+    assert!(
+        log.contains("predecessor turn unfinished, killed after grace"),
+        "{log}"
+    );
+    assert!(!pid_alive(orphan), "the orphan was ended");
+    // Once more, and only once more; never beside the orphan (the kickoff and the redelivery
+    // both started after the orphan's group was killed).
+    assert_eq!(seat.prompts_with("STUBBORN"), 2);
+    assert_eq!(done_receipts(hub.port, id).len(), 1);
+    let kill_at = log.find("SIGKILL").unwrap_or(0);
+    let second_boot_kickoff = log[kill_at..].find("turn 1 (kickoff");
+    assert!(
+        second_boot_kickoff.is_some(),
+        "the new runner's first turn came after the SIGKILL:\n{log}"
+    );
+    assert!(seat.pending_wake_ids().is_empty());
+}
+
+#[test]
+fn a_truncated_pending_queue_is_kept_aside_said_loudly_and_its_wake_comes_back_from_the_hub() {
+    let Some(hub) = drill_hub() else {
+        return;
+    };
+    let mut seat = new_seat();
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    seat.control(&format!("{}FAKE_AGENT_SLEEP=60\n", seat.record_pid()));
+    let id = hub_send(hub.port, ORCH, "claude:p", PROJECT, "CORRUPT-WAKE: job");
+    wait_until("the turn to start", LONG, || {
+        seat.prompts_with("CORRUPT-WAKE") == 1
+    });
+    seat.kill();
+    seat.kill_cli_groups();
+    let pending = seat.bus.join("pending-claude-p.json");
+    std::fs::write(&pending, r#"{"wake":[{"id":"#).expect("truncate the queue");
+    seat.control("");
+    seat.start(&hub.url());
+    let deadline = std::time::Instant::now() + LONG;
+    while done_receipts(hub.port, id).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no receipt for the wake:\n{}",
+            seat.runner_log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let log = seat.runner_log();
+    assert!(
+        log.contains("is corrupt") && log.contains("kept aside"),
+        "{log}"
+    );
+    let aside = std::fs::read_dir(&seat.bus)
+        .expect("bus")
+        .flatten()
+        .any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("pending-claude-p.json.corrupt-")
+        });
+    assert!(aside, "the corrupt queue is kept, not overwritten");
+    assert_eq!(
+        seat.prompts_with("CORRUPT-WAKE"),
+        2,
+        "killed once, redelivered once"
+    );
+    assert_eq!(done_receipts(hub.port, id).len(), 1);
+}
+
+#[test]
+fn a_hub_down_when_a_turn_starts_and_when_it_ends_loses_no_receipt_and_runs_nothing_twice() {
+    let Some(mut hub) = drill_hub() else {
+        return;
+    };
+    let mut seat = new_seat().env("TRANTOR_RETRY_MS", "2500");
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+
+    // Down when the turn ends: the hub dies mid-turn and comes back after the turn was judged.
+    seat.control("FAKE_AGENT_SLEEP=3\n");
+    let a = hub_send(hub.port, ORCH, "claude:p", PROJECT, "HUB-END: job");
+    wait_until("the turn to start", LONG, || {
+        seat.prompts_with("HUB-END") == 1
+    });
+    hub.kill9();
+    wait_until("the turn to be judged", LONG, || {
+        seat.turn_rows().len() >= 2
+    });
+    hub.restart();
+    wait_until("the receipt after the outage", LONG, || {
+        !done_receipts(hub.port, a).is_empty()
+    });
+
+    // Down when the turn starts: the first attempt fails, the hub dies, the redelivery runs
+    // while it is down.
+    seat.control("FAKE_AGENT_EXIT=1\n");
+    let b = hub_send(hub.port, ORCH, "claude:p", PROJECT, "HUB-START: job");
+    wait_until("the failed attempt", LONG, || {
+        seat.prompts_with("HUB-START") == 1 && seat.turn_rows().len() >= 3
+    });
+    seat.control("");
+    hub.kill9();
+    wait_until("the redelivery to run with the hub down", LONG, || {
+        seat.prompts_with("HUB-START") == 2 && seat.turn_rows().len() >= 4
+    });
+    hub.restart();
+    wait_until("the redelivery's receipt", LONG, || {
+        !done_receipts(hub.port, b).is_empty()
+    });
+    // A moment for a duplicate to show, then count.
+    let c = hub_send(hub.port, ORCH, "claude:p", PROJECT, "HUB-AFTER: job");
+    wait_until("a later wake's receipt", LONG, || {
+        !done_receipts(hub.port, c).is_empty()
+    });
+    assert_eq!(seat.prompts_with("HUB-END"), 1, "nothing ran twice");
+    assert_eq!(seat.prompts_with("HUB-START"), 2, "failed once, ran once");
+    assert_eq!(done_receipts(hub.port, a).len(), 1);
+    assert_eq!(done_receipts(hub.port, b).len(), 1);
+    assert!(seat.pending_wake_ids().is_empty());
+}

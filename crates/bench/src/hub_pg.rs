@@ -131,7 +131,7 @@ pub async fn run(args: &HubBenchArgs, url: &str) -> Result<Table> {
     table.note(format!(
         "store: PostgreSQL, scratch database {} on {}",
         scratch.name,
-        trantor_store_postgres::mask_url(&split_url(url)?.0)
+        trantor_proto::text::mask_url(&split_url(url)?.0)
     ));
     let home_a = TempDir::new("pg-a")?;
     let home_b = TempDir::new("pg-b")?;

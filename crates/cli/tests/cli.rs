@@ -680,3 +680,127 @@ fn human_output_strips_terminal_escapes() {
     let j = cli.json(orch, &["board"]);
     assert!(j.to_string().contains("pwned"), "{j}");
 }
+
+/// `trantor trace`: the whole life of a message as the runner marks it, times relative to
+/// `stored`, `--json`; clear errors for a bad id, an unknown id and a hub that is down.
+#[test]
+fn trace_prints_the_life_of_a_message() {
+    let hub = Hub::start();
+    let home = tempfile::tempdir().expect("tmp");
+    let cli = Cli {
+        url: hub.url(),
+        home: home.path(),
+    };
+    let sent = cli.json("orch:shop", &["send", "claude:shop", "take", "#1"]);
+    let id = sent["id"].as_i64().expect("id");
+    let out = cli.ok("orch:shop", &["trace", &id.to_string()]);
+    assert!(
+        out.contains(&format!("message #{id} → claude:shop")),
+        "{out}"
+    );
+    assert!(out.contains("+0.000s  stored"), "{out}");
+    assert!(out.contains("now: stored (waiting on the hub"), "{out}");
+
+    // The runner's marks, as the wire carries them.
+    let mark = |body: Value| {
+        let (st, reply) =
+            common::hub_request(hub.port, "POST", "/delivery", Some(&body)).expect("mark");
+        assert_eq!(st, 200, "{reply}");
+    };
+    let (st, f) = common::hub_request(
+        hub.port,
+        "POST",
+        "/delivery/fence",
+        Some(&serde_json::json!({"session": "claude:shop", "instance": "run-7f"})),
+    )
+    .expect("fence");
+    assert_eq!(st, 200, "{f}");
+    let base = serde_json::json!({"id": id, "session": "claude:shop", "instance": "run-7f"});
+    let with = |extra: Value| {
+        let mut b = base.clone();
+        if let (Some(m), Value::Object(e)) = (b.as_object_mut(), extra) {
+            m.extend(e);
+        }
+        b
+    };
+    mark(with(serde_json::json!({"state": "claimed"})));
+    mark(with(
+        serde_json::json!({"state": "started", "turn": 4, "pid": 4321}),
+    ));
+    mark(with(
+        serde_json::json!({"state": "requeued", "turn": 4, "reason": "runner restarted mid-turn, CLI died"}),
+    ));
+    mark(with(
+        serde_json::json!({"state": "started", "turn": 5, "pid": 4400}),
+    ));
+    mark(with(
+        serde_json::json!({"state": "consumed", "turn": 5, "outcome": "delivered"}),
+    ));
+
+    let out = cli.ok("orch:shop", &["trace", &format!("#{id}")]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 8, "{out}");
+    assert!(
+        lines[2].contains("claimed") && lines[2].contains("instance run-7f"),
+        "{out}"
+    );
+    assert!(
+        lines[3].contains("started")
+            && lines[3].contains("turn 4")
+            && lines[3].contains("pid 4321"),
+        "{out}"
+    );
+    assert!(
+        lines[4].contains("requeued") && lines[4].contains("reason: runner restarted mid-turn"),
+        "{out}"
+    );
+    assert!(
+        lines[6].contains("consumed") && lines[6].contains("outcome delivered"),
+        "{out}"
+    );
+    assert!(lines[7].starts_with("now: consumed (acted on)"), "{out}");
+    for l in &lines[1..7] {
+        assert!(l.trim_start().starts_with('+'), "relative times: {l}");
+    }
+
+    let j = cli.json("orch:shop", &["trace", &id.to_string()]);
+    assert_eq!(j["id"], id);
+    assert_eq!(j["to"], "claude:shop");
+    let states: Vec<&str> = j["states"]
+        .as_array()
+        .expect("states")
+        .iter()
+        .filter_map(|s| s["state"].as_str())
+        .collect();
+    assert_eq!(
+        states,
+        [
+            "stored", "claimed", "started", "requeued", "started", "consumed"
+        ]
+    );
+    assert_eq!(j["states"][2]["pid"], 4321);
+    assert!(j["states"][0]["instance"].is_null());
+
+    // Errors: a bad id is usage (2), an unknown one the hub's refusal (1), no hub 3.
+    let o = cli.run("orch:shop", &["trace", "forty-two"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not a message id"), "{}", stderr(&o));
+    let o = cli.run("orch:shop", &["trace", "999999"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("there is no message #999999"),
+        "{}",
+        stderr(&o)
+    );
+    let dead = Cli {
+        url: format!("http://127.0.0.1:{}", free_port()),
+        home: home.path(),
+    };
+    let o = dead.run("orch:shop", &["trace", &id.to_string()]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&dead.url) && stderr(&o).contains("trantor hub"),
+        "{}",
+        stderr(&o)
+    );
+}

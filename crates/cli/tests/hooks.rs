@@ -931,3 +931,60 @@ fn connected_hooks_are_accepted_by_the_installed_claude_cli() {
     assert!(!said.contains("hooks."), "claude skipped our hooks: {said}");
     assert!(!said.to_lowercase().contains("invalid settings"), "{said}");
 }
+
+/// A seat is not the person: inside a seat (the runner's `TRANTOR_SEAT`, or a seat worktree
+/// under the bus directory) every hook event answers `{}` and touches nothing on the hub — no
+/// registration, no inbox read, no cursor moved — even with mail waiting for the seat.
+#[test]
+fn hooks_inside_a_seat_do_nothing_and_answer_empty() {
+    let hub = Hub::start();
+    let seat = Person::new(&hub.url(), "claude:web");
+    hub_send(
+        hub.port,
+        "lead:web",
+        "claude:web",
+        "web",
+        "SEAT-MAIL: take #1",
+    );
+    let cwd = seat.home.path();
+    let worktree = seat.home.path().join("bus/worktrees/web/claude");
+    std::fs::create_dir_all(&worktree).expect("worktree");
+    let cases: [(&[(&str, &str)], &Path); 3] = [
+        (&[("TRANTOR_SEAT", "web")], cwd),
+        (&[("TRANTOR_TURN", "3")], cwd),
+        (&[], &worktree),
+    ];
+    for (env, dir) in cases {
+        for (arg, name) in [
+            ("session-start", "SessionStart"),
+            ("post-tool-use", "PostToolUse"),
+            ("user-prompt-submit", "UserPromptSubmit"),
+            ("stop", "Stop"),
+            ("something-new", "SomethingNew"),
+        ] {
+            let (v, code, _) = seat.hook_raw(
+                arg,
+                input(name, "seat-sid", dir).to_string().as_bytes(),
+                env,
+            );
+            assert_eq!(
+                (v.clone(), code),
+                (json!({}), 0),
+                "{arg} with {env:?} in {dir:?}: {v}"
+            );
+        }
+    }
+    // Nothing reached the hub on the seat's behalf: no peer row, the cursor untouched.
+    let (st, _) = hub_request(hub.port, "GET", "/peer?session=claude:web", None).expect("peer");
+    assert_eq!(st, 404, "the seat's hooks registered it");
+    let inbox = common::hub_messages(hub.port, "claude:web");
+    assert_eq!(inbox.len(), 1);
+    // The same event from the person's own session (no seat marks) does its work.
+    let me = Person::new(&hub.url(), "claude:web");
+    me.hook(
+        "session-start",
+        &input("SessionStart", "mine", me.home.path()),
+    );
+    let (st, _) = hub_request(hub.port, "GET", "/peer?session=claude:web", None).expect("peer");
+    assert_eq!(st, 200, "the person's session-start registers it");
+}

@@ -733,6 +733,45 @@ async fn a_persons_fresh_session_shows_what_it_has_not_read_and_a_seats_does_not
         ok(&seat, "relay_inbox", json!({})).await,
         "(no new messages)"
     );
+    // A seat is not the person: its own tools see new mail but leave the hub's delivery
+    // ledger to the runner (which skips mail marked read).
+    let ledger = |port: u16| {
+        let (st, p) =
+            common::hub_request(port, "GET", "/peer?session=claude:demo", None).expect("peer");
+        assert_eq!(st, 200, "{p}");
+        p["deliveredUpTo"].as_i64().unwrap_or(-1)
+    };
+    let port = hub.port;
+    let before = tokio::task::spawn_blocking(move || ledger(port))
+        .await
+        .expect("ledger");
+    hub_send(
+        hub.port,
+        "orch:demo",
+        "claude:demo",
+        "demo",
+        "MID-TURN-FOR-SEAT",
+    );
+    let inbox = ok(&seat, "relay_inbox", json!({})).await;
+    assert!(inbox.contains("MID-TURN-FOR-SEAT"), "{inbox}");
+    assert_eq!(
+        ok(&seat, "relay_inbox", json!({})).await,
+        "(no new messages)",
+        "the seat's own cursor still advances"
+    );
+    hub_send(
+        hub.port,
+        "orch:demo",
+        "claude:demo",
+        "demo",
+        "WAITED-FOR-SEAT",
+    );
+    let waited = ok(&seat, "relay_wait", json!({"timeout": 20})).await;
+    assert!(waited.contains("WAITED-FOR-SEAT"), "{waited}");
+    let after = tokio::task::spawn_blocking(move || ledger(port))
+        .await
+        .expect("ledger");
+    assert_eq!(after, before, "the seat's tools moved its delivery ledger");
 
     // relay_inbox and relay_wait advance the ledger, so they are not annotated read-only.
     let tools = seat.list_all_tools().await.expect("tools/list");

@@ -657,6 +657,24 @@ async fn flow_and_timeline_show_the_crew() {
         json!({"from": "dev:acme", "to": "lead:acme", "text": "on it", "re": k}),
     )
     .await;
+    // The contract's delivery record, as dev's runner marks it.
+    api.ok(
+        "/delivery/fence",
+        json!({"session": "dev:acme", "instance": "run-dev"}),
+    )
+    .await;
+    for (state, extra) in [
+        ("claimed", json!({})),
+        ("started", json!({"turn": 1, "pid": 4242})),
+        ("consumed", json!({"turn": 1, "outcome": "delivered"})),
+    ] {
+        let mut body =
+            json!({"id": k, "session": "dev:acme", "instance": "run-dev", "state": state});
+        if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+            b.extend(e.clone());
+        }
+        api.ok("/delivery", body).await;
+    }
     // A contract to a seat that never shows up: undelivered, and overdue (abandoned).
     api.ok(
         "/send",
@@ -754,6 +772,8 @@ async fn flow_and_timeline_show_the_crew() {
         ghost.contains("undelivered") && ghost.contains("overdue"),
         "{ghost}"
     );
+    // Each contract's current delivery state: the ghost's is still only stored on the hub.
+    assert!(ghost.contains("delivery: stored"), "{ghost}");
     let answered = b
         .eval(&format!(
             "document.querySelector('#flow li.msg[data-id=\"{k}\"]').textContent"
@@ -762,6 +782,16 @@ async fn flow_and_timeline_show_the_crew() {
     assert!(
         answered.as_str().unwrap_or("").contains("answered"),
         "{answered}"
+    );
+    let state = b
+        .eval(&format!(
+            "document.querySelector('#flow li.msg[data-id=\"{k}\"] .mark.delivery').dataset.delivery + ' ' + document.querySelector('#flow li.msg[data-id=\"{k}\"] .mark.delivery').title"
+        ))
+        .await;
+    assert_eq!(
+        state.as_str().unwrap_or(""),
+        "consumed turn 1 · by run-dev · delivered",
+        "{state}"
     );
     b.shot("ui-flow").await;
 

@@ -292,22 +292,8 @@ fn store_url(given: Option<&str>) -> Result<Option<String>, ConfigError> {
         Ok(Some(url.to_string()))
     } else {
         Err(ConfigError::StoreUrl {
-            url: mask_password(url),
+            url: trantor_proto::text::mask_url(url),
         })
-    }
-}
-
-/// `scheme://user:secret@host` → `scheme://user:***@host`, for messages and `/health`.
-pub fn mask_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let Some((cred, host)) = rest.split_once('@') else {
-        return url.to_string();
-    };
-    match cred.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_string(),
     }
 }
 
@@ -582,6 +568,9 @@ mod tests {
             c.store_url.as_deref(),
             Some("postgres://postgres@127.0.0.1:5432/t")
         );
-        assert_eq!(mask_password("postgres://a:b@h/d"), "postgres://a:***@h/d");
+        assert_eq!(
+            trantor_proto::text::mask_url("postgres://a:b@h/d"),
+            "postgres://a:***@h/d"
+        );
     }
 }

@@ -167,9 +167,8 @@ pub fn set_plans(bus: &Path, pairs: &[String]) -> anyhow::Result<Profile> {
         }
     }
     doc["updated"] = iso_day(trantor_proto::now_ms()).into();
-    let tmp = profile_path(bus).with_extension("json.tmp");
-    std::fs::write(&tmp, format!("{}\n", serde_json::to_string_pretty(&doc)?))?;
-    std::fs::rename(&tmp, profile_path(bus))?;
+    let text = format!("{}\n", serde_json::to_string_pretty(&doc)?);
+    trantor_proto::fsx::write_atomic(&profile_path(bus), text.as_bytes())?;
     Ok(prof)
 }
 

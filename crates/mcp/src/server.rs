@@ -479,7 +479,7 @@ impl Relay {
     }
 
     #[tool(
-        description = "Read NEW messages addressed to this session (direct and broadcast) since your last read, and mark them read. Non-blocking; to wait for one, use relay_wait.",
+        description = "Read NEW messages addressed to this session (direct and broadcast) since your last read, and mark them read (in a runner seat the runner keeps the read mark: this only looks). Non-blocking; to wait for one, use relay_wait.",
         // Not read-only: reading advances the hub's delivery ledger for this session.
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false)
     )]
@@ -487,7 +487,9 @@ impl Relay {
         let since = self.cursor().await?;
         let reply = self
             .hub
-            .inbox(&self.id.session, since, false)
+            // A seat is not the person: only its runner moves the seat's delivery ledger (a
+            // message read here would otherwise be skipped by the runner as already read).
+            .inbox(&self.id.session, since, self.seat)
             .await
             .map_err(|e| self.hub_error(e))?;
         self.advance(&reply).await;
@@ -507,7 +509,12 @@ impl Relay {
         let since = self.cursor().await?;
         let reply = self
             .hub
-            .poll(&self.id.session, since, Duration::from_secs(secs as u64))
+            .poll_with(
+                &self.id.session,
+                since,
+                Duration::from_secs(secs as u64),
+                self.seat,
+            )
             .await
             .map_err(|e| self.hub_error(e))?;
         self.advance(&reply).await;

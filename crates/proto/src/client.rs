@@ -448,11 +448,26 @@ impl HubClient {
         since: i64,
         wait: Duration,
     ) -> Result<InboxReply, ClientError> {
-        let q = [
+        self.poll_with(session, since, wait, false).await
+    }
+
+    /// `GET /poll`, with `peek` leaving the delivery ledger alone (a seat's own tools: the
+    /// ledger is its runner's).
+    pub async fn poll_with(
+        &self,
+        session: &str,
+        since: i64,
+        wait: Duration,
+        peek: bool,
+    ) -> Result<InboxReply, ClientError> {
+        let mut q = vec![
             ("session", session.to_string()),
             ("since", since.to_string()),
             ("wait", wait.as_secs().to_string()),
         ];
+        if peek {
+            q.push(("peek", "1".to_string()));
+        }
         self.get_with_timeout("/poll", &q, wait + Duration::from_secs(30))
             .await
     }

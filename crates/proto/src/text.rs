@@ -1,19 +1,27 @@
-//! Making text from the hub safe to print on a terminal.
+//! Making text safe to show: the one sanitiser, the one ANSI stripper and the one URL masker
+//! of the workspace.
 //!
 //! Titles, names, statuses and notes are written by any client; printed raw, an ESC sequence in
 //! a card title can clear the operator's screen or retitle the terminal, and a bidi override can
-//! make a line read differently from what it is. Every human-facing renderer prints through
-//! [`sanitize`].
+//! make a line read differently from what it is. Every human-facing renderer (and the hooks
+//! that hand peer text to a model) prints through [`sanitize`].
 
 use std::borrow::Cow;
 
 /// Whether `c` is dropped from terminal output: C0 controls other than newline and tab, DEL,
-/// C1 controls, and the bidirectional embedding, override and isolate controls.
+/// C1 controls, the zero-width space and non-joiner, and the bidirectional marks, embedding,
+/// override and isolate controls.
 fn unsafe_char(c: char) -> bool {
     (c.is_control() && c != '\n' && c != '\t')
         || matches!(
             c,
-            '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+            '\u{061C}'
+                | '\u{200B}'
+                | '\u{200C}'
+                | '\u{200E}'
+                | '\u{200F}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2066}'..='\u{2069}'
         )
 }
 
@@ -27,9 +35,73 @@ pub fn sanitize(text: &str) -> Cow<'_, str> {
     }
 }
 
+/// `text` without ANSI escape sequences: CSI (`ESC [ … final letter`, colours and cursor
+/// moves) and OSC (`ESC ] … BEL` or `ESC ] … ESC \\`, terminal titles and links).
+pub fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\u{1b}' {
+            out.push(c);
+            continue;
+        }
+        match chars.peek() {
+            Some('[') => {
+                chars.next();
+                for d in chars.by_ref() {
+                    if d.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            Some(']') => {
+                chars.next();
+                while let Some(d) = chars.next() {
+                    if d == '\u{7}' {
+                        break;
+                    }
+                    if d == '\u{1b}' && chars.peek() == Some(&'\\') {
+                        chars.next();
+                        break;
+                    }
+                }
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// `scheme://user:secret@host/…` → `scheme://user:***@host/…`, for messages, logs and
+/// `/health`; a URL without a password is returned as is.
+pub fn mask_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let Some((cred, host)) = rest.split_once('@') else {
+        return url.to_string();
+    };
+    match cred.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ansi_and_urls() {
+        assert_eq!(strip_ansi("\u{1b}[32m INFO\u{1b}[0m x"), " INFO x");
+        assert_eq!(
+            strip_ansi("a\u{1b}]0;title\u{7}b\u{1b}]8;;u\u{1b}\\c"),
+            "abc"
+        );
+        assert_eq!(mask_url("postgres://a:b@h/d"), "postgres://a:***@h/d");
+        assert_eq!(mask_url("postgres://a@h/d"), "postgres://a@h/d");
+        assert_eq!(mask_url("plain"), "plain");
+    }
 
     #[test]
     fn strips_escapes_and_bidi_keeps_text() {

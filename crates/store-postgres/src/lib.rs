@@ -294,19 +294,8 @@ impl Conn {
     }
 }
 
-/// `scheme://user:secret@host/db` → `scheme://user:***@host/db`.
-pub fn mask_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let Some((cred, host)) = rest.split_once('@') else {
-        return url.to_string();
-    };
-    match cred.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_string(),
-    }
-}
+/// The one URL masker (`trantor_proto::text::mask_url`), here too for this crate's users.
+pub use trantor_proto::text::mask_url;
 
 /// Whether a driver error means the connection (or the server) is gone rather than the
 /// statement being wrong.

@@ -586,18 +586,7 @@ pub(crate) fn write_with_backup(path: &Path, text: &str) -> std::io::Result<Opti
         std::fs::copy(path, &b)?;
         backup = Some(b);
     }
-    let tmp = dir.join(format!(
-        ".{}.trantor-tmp-{}",
-        path.file_name()
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
-    std::fs::write(&tmp, text)?;
-    if let Some(p) = perms {
-        std::fs::set_permissions(&tmp, p)?;
-    }
-    std::fs::rename(&tmp, path)?;
+    trantor_proto::fsx::write_atomic_with(path, text.as_bytes(), perms)?;
     Ok(backup)
 }
 

@@ -34,6 +34,9 @@ Run by Claude Code (installed by `trantor connect`), with the event's JSON on st
   pre-compact          write a handoff (summary, open contracts, cards in flight, recent
                        traffic) that the next session in this project gets once at its start
 
+Inside a seat (TRANTOR_SEAT set by the runner, or a seat worktree under the bus directory) every
+event answers {} and does nothing: the runner alone speaks for its seat.
+
 The session is RELAY_SESSION, else <RELAY_AGENT or host>:<project>. Always exits 0 and prints
 valid hook JSON, also when the hub is down or the input is not what was expected (fail-open),
 within TRANTOR_HOOK_TIMEOUT_MS (default 2000).
@@ -208,12 +211,7 @@ fn load_cursor(path: &Path) -> Option<Cursor> {
 /// Write the cursor atomically (temp file + rename): a killed hook leaves the old or the new
 /// cursor, never half of one.
 fn save_cursor(path: &Path, c: &Cursor) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(serde_json::to_string(c)?.as_bytes())?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    trantor_proto::fsx::write_atomic(path, serde_json::to_string(c)?.as_bytes())
 }
 
 fn prune_cursors(now: i64) {
@@ -236,25 +234,10 @@ fn prune_cursors(now: i64) {
 /// Peer text made safe to hand to a model: control characters (and bidi overrides) removed,
 /// length capped, every line quoted so it reads as a quotation, not as instructions.
 pub(crate) fn sanitize(text: &str, cap: usize) -> String {
-    let mut clean = String::new();
-    let mut kept = 0usize;
-    let mut dropped = 0usize;
-    for c in text.chars() {
-        let c = match c {
-            '\t' => ' ',
-            '\r' => continue,
-            '\n' => '\n',
-            c if c.is_control() => continue,
-            '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' => continue,
-            c => c,
-        };
-        if kept < cap {
-            clean.push(c);
-            kept += 1;
-        } else {
-            dropped += 1;
-        }
-    }
+    let text = text.replace('\t', " ");
+    let safe = trantor_proto::text::sanitize(&text);
+    let mut clean: String = safe.chars().take(cap).collect();
+    let dropped = safe.chars().count().saturating_sub(cap);
     if dropped > 0 {
         clean.push_str(&format!(" … [{dropped} more characters cut]"));
     }
@@ -349,6 +332,10 @@ pub(crate) async fn hook(a: HookArgs) -> anyhow::Result<ExitCode> {
         .ok()
         .flatten();
     let reply = match (event, raw) {
+        // A seat is not the person: inside a seat the runner alone talks to the hub for it
+        // (registers it, reads its inbox, moves its cursor), so the person's hooks, which Claude
+        // Code also runs there (same HOME), answer "allow" and do nothing.
+        (_, raw) if in_seat(raw.as_deref()) => allow(),
         (Some(event), Some(raw)) => {
             let left = cap.saturating_sub(started.elapsed());
             match tokio::time::timeout(left, answer(event, &raw, left)).await {
@@ -367,6 +354,26 @@ pub(crate) async fn hook(a: HookArgs) -> anyhow::Result<ExitCode> {
     let _ = out.flush();
     // A stdin that never closed leaves its reader thread blocked; do not wait for it.
     std::process::exit(0);
+}
+
+/// Whether this hook runs inside a seat's agent CLI rather than the person's own session: the
+/// runner marks its CLI's environment (`TRANTOR_SEAT`, set by ours and the original's runner;
+/// `TRANTOR_TURN`, ours), and a seat's CLI works in a seat worktree under the bus directory.
+fn in_seat(raw: Option<&[u8]>) -> bool {
+    let set = |k: &str| std::env::var(k).is_ok_and(|v| !v.trim().is_empty());
+    if set("TRANTOR_SEAT") || set("TRANTOR_TURN") {
+        return true;
+    }
+    let Some(cwd) = raw
+        .and_then(|r| serde_json::from_slice::<Input>(r).ok())
+        .and_then(|i| i.cwd)
+    else {
+        return false;
+    };
+    let worktrees =
+        trantor_proto::identity::bus_dir(&trantor_proto::identity::ProcessEnv).join("worktrees");
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    canon(Path::new(&cwd)).starts_with(canon(&worktrees))
 }
 
 /// The identity of the session the hook serves: the environment as for every verb, with the

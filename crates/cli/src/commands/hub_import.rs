@@ -103,7 +103,7 @@ async fn open_pg(url: &str) -> anyhow::Result<PgStore> {
     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
         bail!(
             "{}: not a PostgreSQL URL (postgres://user@host:port/database)",
-            trantor_store_postgres::mask_url(url)
+            trantor_proto::text::mask_url(url)
         );
     }
     let url = url.to_string();

@@ -44,6 +44,7 @@ mod seats;
 mod swap;
 mod sync;
 mod table;
+mod trace;
 mod ui;
 mod up;
 
@@ -81,6 +82,9 @@ pub enum Command {
     /// Stop this project's seats (or the named ones, or every project's with --all).
     #[command(after_long_help = down::DOWN_HELP)]
     Down(down::DownArgs),
+    /// The life of one message: stored, claimed, started, consumed (or requeued, failed, parked).
+    #[command(after_long_help = trace::TRACE_HELP)]
+    Trace(trace::TraceArgs),
     /// Explain from evidence why a seat is (not) answering.
     #[command(after_long_help = seat_why::SEAT_WHY_HELP)]
     SeatWhy(seat_why::SeatWhyArgs),
@@ -313,6 +317,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Up(a) => up::up(a).await,
         Command::Down(a) => down::down(a).await,
         Command::SeatWhy(a) => seat_why::seat_why(a).await,
+        Command::Trace(a) => trace::trace(a).await,
         Command::Integrate(a) => integrate::integrate(a).await,
         Command::Harvest(a) => harvest::harvest(a).await,
         Command::Sync(a) => sync::sync(a).await,

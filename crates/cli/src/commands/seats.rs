@@ -94,13 +94,8 @@ fn hub_record_path() -> PathBuf {
 }
 
 fn write_json<T: Serialize>(path: &Path, v: &T) -> std::io::Result<()> {
-    if let Some(d) = path.parent() {
-        std::fs::create_dir_all(d)?;
-    }
     let bytes = serde_json::to_vec_pretty(v).map_err(std::io::Error::other)?;
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(tmp, path)
+    trantor_proto::fsx::write_atomic(path, &bytes)
 }
 
 /// Save a seat record.
@@ -233,29 +228,10 @@ pub(crate) fn tail(path: &Path, n: usize) -> Vec<String> {
         .unwrap_or_default();
     let lines: Vec<String> = text
         .lines()
-        .map(|l| strip_ansi(l).trim_end().to_string())
+        .map(|l| trantor_proto::text::strip_ansi(l).trim_end().to_string())
         .filter(|l| !l.trim().is_empty())
         .collect();
     lines[lines.len().saturating_sub(n)..].to_vec()
-}
-
-/// Remove terminal colour codes from a log line.
-pub(crate) fn strip_ansi(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' && chars.peek() == Some(&'[') {
-            chars.next();
-            for d in chars.by_ref() {
-                if d.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-            continue;
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// Quote a string for a POSIX shell.
@@ -446,7 +422,10 @@ mod tests {
     #[test]
     fn quoting_and_ansi() {
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
-        assert_eq!(strip_ansi("\u{1b}[32m INFO\u{1b}[0m x"), " INFO x");
+        assert_eq!(
+            trantor_proto::text::strip_ansi("\u{1b}[32m INFO\u{1b}[0m x"),
+            " INFO x"
+        );
     }
 
     #[test]

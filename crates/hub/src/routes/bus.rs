@@ -323,7 +323,7 @@ fn wait_param(p: &Params) -> ApiResult<Duration> {
     ))
 }
 
-/// `GET /poll?session&since&wait`: held until a deliverable message commits or `wait` passes.
+/// `GET /poll?session&since&wait[&peek]`: held until a deliverable message commits or `wait` passes.
 pub async fn poll<S: Store>(
     State(hub): State<AppState<S>>,
     p: Params,
@@ -331,6 +331,8 @@ pub async fn poll<S: Store>(
     let session = session_param(&p)?;
     let since = p.int("since")?.unwrap_or(0).max(0);
     let wait = wait_param(&p)?;
+    // `peek=1`: a seat's own tools wait without moving the ledger, which is its runner's.
+    let raise = !p.flag("peek")?;
     let deadline = tokio::time::Instant::now() + wait;
     let touch = hub.presence.touch(&session, now_ms());
     let _hold = hub.presence.hold(&session);
@@ -345,12 +347,12 @@ pub async fn poll<S: Store>(
         // Arm before querying so a commit racing with the query still wakes us.
         let armed = sub.armed();
         let page = if woken || touch == Touch::CameOnline {
-            deliver(&hub, &session, since, touch, true).await?
+            deliver(&hub, &session, since, touch, raise).await?
         } else {
             let s = session.clone();
             let probe = hub.store.read(move |tx| read_page(tx, &s, since)).await?;
             if probe.has_news() {
-                deliver(&hub, &session, since, Touch::Seen, true).await?
+                deliver(&hub, &session, since, Touch::Seen, raise).await?
             } else {
                 probe
             }

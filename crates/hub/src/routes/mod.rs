@@ -233,6 +233,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                 SESSION_Q,
                 f("since", Int, false, "cursor"),
                 f("wait", Num, false, "seconds to hold (default 25, max 290)"),
+                f("peek", Bool, false, "1: do not advance deliveredUpTo"),
             ],
             None,
             Some(shape::<InboxReply>),

@@ -45,6 +45,7 @@
     projects: new Set(),
     messages: [],
     contracts: new Map(),
+    delivery: new Map(), // message id -> its latest delivery state {state, turn, instance, reason, outcome}
     es: null,
     catching: null,
   };
@@ -408,7 +409,41 @@
         for (const c of l[key] || []) S.contracts.set(c.id, c);
       }
     }
+    await loadDelivery();
     renderFlow();
+  }
+  // Each contract's current delivery state (docs/protocol.md §5.8): one open-list read per
+  // recipient; a contract no longer open is read once by id, and kept once it is terminal
+  // (consumed and failed never change). A hub without the record leaves the marks off.
+  const TERMINAL = new Set(['consumed', 'failed']);
+  async function loadDelivery() {
+    const contracts = S.messages.filter((m) => S.contracts.has(m.id));
+    const recipients = [...new Set(contracts.map((m) => m.to))].slice(0, 40);
+    const open = new Map();
+    const lists = await Promise.all(recipients.map((r) =>
+      getJson(`/delivery?session=${q(r)}&open=1&limit=1000`).catch(() => null)));
+    if (lists.every((l) => l === null) && recipients.length) return;
+    for (const l of lists) for (const o of (l && l.open) || []) open.set(o.id, o);
+    const lookups = [];
+    for (const m of contracts) {
+      if (open.has(m.id)) { S.delivery.set(m.id, open.get(m.id)); continue; }
+      const known = S.delivery.get(m.id);
+      if (known && TERMINAL.has(known.state)) continue;
+      if (lookups.length < 50) lookups.push(m.id);
+    }
+    const recs = await Promise.all(lookups.map((id) => getJson(`/delivery?id=${id}`).catch(() => null)));
+    for (const r of recs) {
+      const last = r && r.states && r.states[r.states.length - 1];
+      if (last) S.delivery.set(r.id, last);
+    }
+  }
+  function deliveryMark(d) {
+    const cls = d.state === 'consumed' ? 'ok' : d.state === 'failed' ? 'bad'
+      : d.state === 'requeued' || d.state === 'parked' ? 'warn' : 'info';
+    const bits = [d.turn != null ? `turn ${d.turn}` : '', d.instance ? `by ${d.instance}` : '',
+      d.outcome || '', d.reason || ''].filter(Boolean);
+    return el('span', { class: `mark delivery ${cls}`, 'data-delivery': d.state,
+      title: bits.join(' · ') || d.state, text: `delivery: ${d.state}` });
   }
   function renderFlow() {
     const delivered = new Map(S.peers.map((p) => [p.session, p.deliveredUpTo || 0]));
@@ -428,10 +463,12 @@
         if ((delivered.get(m.to) || 0) < m.id) marks.push(['undelivered', 'undelivered']);
         if (c && (c.disposition === 'stalled' || c.disposition === 'abandoned')) marks.push(['overdue', `overdue (${c.disposition})`]);
         if (c && c.disposition === 'answered') marks.push(['ok', 'answered']);
+        const d = c ? S.delivery.get(m.id) : null;
         ol.append(el('li', { class: `msg ${kind}`, 'data-id': m.id, tabindex: 0 },
           el('div', null, el('span', { class: 'to', text: `→ ${m.to}` }), ` · ${kind} · ${clock(m.ts)}${m.re ? ` · re ${m.re}` : ''}`),
           el('div', { class: 'tx', text: m.text }),
-          marks.length ? el('div', null, ...marks.map(([cls, t]) => el('span', { class: `mark ${cls}`, text: t }))) : null));
+          marks.length || d ? el('div', null, ...marks.map(([cls, t]) => el('span', { class: `mark ${cls}`, text: t })),
+            d ? deliveryMark(d) : null) : null));
       }
       frag.append(el('section', { class: 'lane', 'data-from': from }, el('h3', { text: from }), ol));
     }

@@ -36,7 +36,9 @@ pub struct HubBenchArgs {
     #[arg(long)]
     pub store: Option<String>,
     /// Instead of the bars: each read route's latency at 1k / 100k / 1M stored messages
-    /// (+10,000 cards), on stores seeded directly (docs/bench-hub.md).
+    /// (+10,000 cards), and with one session holding 1,000 / 200,000 messages in the 24-h
+    /// window, on stores seeded directly (docs/bench-hub.md; `--only window` or `--only sizes`
+    /// runs one of the two tables).
     #[arg(long)]
     pub scaling: bool,
 }
@@ -996,7 +998,12 @@ pub async fn run(args: &HubBenchArgs) -> Result<Table> {
     let sizes = Sizes::new(args.quick);
     let mut table = Table::default();
     if args.scaling {
-        super::scaling::run(args.quick, &mut table).await?;
+        if args.wants("window") {
+            super::scaling::run_window(args.quick, &mut table).await?;
+        }
+        if args.wants("sizes") {
+            super::scaling::run(args.quick, &mut table).await?;
+        }
         return Ok(table);
     }
     let home = TempDir::new("hub")?;

@@ -221,3 +221,183 @@ pub async fn run(quick: bool, table: &mut Table) -> Result<()> {
     ));
     Ok(())
 }
+
+/// The dispatcher of the window table.
+const ORCH: &str = "orch:bench";
+/// Workers it dispatches to.
+const WORKERS: usize = 50;
+
+/// Seed `path` with `messages` messages of one dispatcher, all inside the last 24 h: of every
+/// four, three are its contracts to a worker and one a worker's plain reply (so a third of the
+/// contracts are answered, the rest stay open), each with its `message` event.
+async fn seed_window(path: &Path, messages: usize) -> Result<()> {
+    let store = SqliteStore::open(path)?;
+    let now = trantor_proto::now_ms();
+    // Spread over the last 20 h, oldest first.
+    let step = (20 * 3_600_000 / messages.max(1) as i64).max(1);
+    let base_ts = now - messages as i64 * step;
+    const PER_WRITE: usize = 2_000;
+    let mut next = 0usize;
+    while next < messages {
+        let from = next;
+        let to = (next + PER_WRITE).min(messages);
+        next = to;
+        store
+            .write(move |tx| {
+                for i in from..to {
+                    let worker = format!("w{}:bench", (i / 4) % WORKERS);
+                    let (sender, recipient) = if i % 4 == 1 {
+                        (worker, ORCH.to_string())
+                    } else {
+                        (ORCH.to_string(), worker)
+                    };
+                    let text = format!("window message {i}: do the next step of #12");
+                    let ts = base_ts + i as i64 * step;
+                    let msg = tx.insert_message(
+                        NewMessage {
+                            ts,
+                            from: sender.clone(),
+                            to: recipient.clone(),
+                            project: "bench".into(),
+                            text: text.clone(),
+                            ..Default::default()
+                        },
+                        &[],
+                    )?;
+                    let mut data = Map::new();
+                    data.insert("msgId".into(), json!(msg.id));
+                    data.insert("toSession".into(), json!(recipient));
+                    data.insert("text".into(), json!(text));
+                    tx.insert_event(NewEvent {
+                        ts,
+                        kind: "message".into(),
+                        project: "bench".into(),
+                        by: sender,
+                        task_id: None,
+                        refs: vec![],
+                        data,
+                    })?;
+                }
+                Ok(())
+            })
+            .await?;
+    }
+    drop(store);
+    Ok(())
+}
+
+/// The routes of the window table (`{tip}`: the newest id).
+fn window_routes(tip: i64) -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "/contracts (default page)",
+            format!("/contracts?session={ORCH}"),
+        ),
+        (
+            "/contracts (limit=50)",
+            format!("/contracts?session={ORCH}&limit=50"),
+        ),
+        ("/catchup (peek)", format!("/catchup?session={ORCH}&peek=1")),
+        (
+            "/poll (nothing new, wait=0)",
+            format!("/poll?session={ORCH}&since={tip}&wait=0"),
+        ),
+        (
+            "/inbox (peek, last 200 ids)",
+            format!("/inbox?session={ORCH}&since={}&peek=1", tip - 200),
+        ),
+        ("/recent", "/recent".to_string()),
+        ("/events (newest 50)", "/events?limit=50".to_string()),
+        ("/peers", "/peers".to_string()),
+        ("/health", "/health".to_string()),
+    ]
+}
+
+/// The window table: one dispatcher holding 1,000 and then 200,000 messages in the 24-h window
+/// (quick: 20,000); every read route within 2× of its 1,000-message cost.
+pub async fn run_window(quick: bool, table: &mut Table) -> Result<()> {
+    let sizes: &[usize] = if quick {
+        &[1_000, 20_000]
+    } else {
+        &[1_000, 200_000]
+    };
+    let samples = if quick { 50 } else { 200 };
+    let mut results: Vec<Vec<(f64, f64, usize)>> = Vec::new();
+    for &n in sizes {
+        eprintln!("bench: scaling: one session, {n} messages in the window…");
+        let home = TempDir::new("window")?;
+        let data = home.path().join("data");
+        seed_window(&data.join("hub.db"), n).await?;
+        let mut hub = HubProc::spawn(&data, home.path(), "full")?;
+        hub.wait_healthy(Instant::now(), Duration::from_secs(60))
+            .await?;
+        let mut c = Http::connect(hub.port).await?;
+        let mut out = Vec::new();
+        for (label, path) in window_routes(n as i64) {
+            let mut bytes = 0;
+            for _ in 0..3 {
+                let r = c.get(&path).await?;
+                if r.status != 200 {
+                    bail!(
+                        "{label}: HTTP {}: {}",
+                        r.status,
+                        String::from_utf8_lossy(&r.body)
+                    );
+                }
+                bytes = r.body.len();
+            }
+            let mut lat = Vec::with_capacity(samples);
+            for _ in 0..samples {
+                let t = Instant::now();
+                let r = c.get(&path).await?;
+                lat.push(t.elapsed().as_secs_f64() * 1e6);
+                if r.status != 200 {
+                    bail!("{label}: HTTP {}", r.status);
+                }
+            }
+            lat.sort_by(f64::total_cmp);
+            out.push((percentile(&lat, 0.5), percentile(&lat, 0.99), bytes));
+        }
+        let l: Value = c.get(&format!("/contracts?session={ORCH}")).await?.json()?;
+        table.note(format!(
+            "window {n}: /contracts counts total {}, answered {}, abandoned {}, open {}; {} rows \
+             on the first page, nextCursor {}",
+            l["total"],
+            l["answered"],
+            l["abandoned"],
+            l["open"],
+            [
+                "contracts",
+                "abandonedContracts",
+                "supersededContracts",
+                "ackContracts"
+            ]
+            .iter()
+            .filter_map(|k| l[*k].as_array().map(Vec::len))
+            .sum::<usize>(),
+            l["nextCursor"]
+        ));
+        results.push(out);
+        hub.stop()?;
+    }
+    let (first, last) = (sizes[0], sizes[sizes.len() - 1]);
+    for (i, (route, _)) in window_routes(0).iter().enumerate() {
+        let (a, b) = (results[0][i], results[results.len() - 1][i]);
+        let ratio = b.0 / a.0.max(1.0);
+        table.row(Row::check(
+            format!("{route}: one session, {last} vs {first} messages in the window"),
+            format!(
+                "{:.0} µs (p99 {:.0}, {} B) → {:.0} µs (p99 {:.0}, {} B) = {ratio:.2}×",
+                a.0, a.1, a.2, b.0, b.1, b.2
+            ),
+            "≤ 2×",
+            ratio <= 2.0,
+        ));
+    }
+    table.note(format!(
+        "window table: one dispatcher ({ORCH}), {WORKERS} workers that never registered; of every \
+         four messages three are its contracts and one a worker's plain reply, spread over the \
+         last 20 h; {samples} keep-alive requests per route after 3 warm-up requests"
+    ));
+    Ok(())
+}

@@ -27,8 +27,12 @@ impl Api {
     fn at(base: &str) -> Api {
         Api {
             base: base.to_string(),
+            // reqwest carries no TLS provider of its own here (proto brings ring's).
             http: reqwest::Client::builder()
                 .no_proxy()
+                .tls_backend_preconfigured(
+                    trantor_proto::tls::no_roots_config().expect("TLS config"),
+                )
                 .build()
                 .expect("client"),
         }
@@ -883,6 +887,96 @@ async fn bad_input_gets_clear_4xx_never_5xx() {
         .expect("get");
     assert_eq!(resp.status().as_u16(), 200);
     assert!(resp.headers().get("access-control-allow-origin").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn contracts_come_in_pages_with_counts_of_every_page() {
+    let hub = Hub::start();
+    let api = Api::new(&hub);
+    let o = "orch:p";
+    api.ok("/register", json!({"session": "a:p", "status":"idle"}))
+        .await;
+    // 12 contracts to a seat that never showed up, 6 to a live one; a plain reply answers the
+    // oldest open one to its sender, a reply naming a contract takes that one over and the plain
+    // reply it displaced answers the next.
+    let mut ids = Vec::new();
+    for i in 0..12 {
+        ids.push(api.send(o, "ghost:p", &format!("g{i}")).await);
+    }
+    let mut to_a = Vec::new();
+    for i in 0..6 {
+        to_a.push(api.send(o, "a:p", &format!("a{i}")).await);
+    }
+    ids.extend(&to_a);
+    let plain = api.send("a:p", o, "done with the first").await;
+    let l = api.read(&format!("/contracts?session={o}")).await;
+    let row = |l: &Value, id: i64| -> Value {
+        l["contracts"]
+            .as_array()
+            .and_then(|a| a.iter().find(|c| c["id"] == id).cloned())
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(row(&l, to_a[0])["answer"]["id"], plain, "{l}");
+    api.ok(
+        "/send",
+        json!({"from":"a:p","to":o,"text":"this one","re":to_a[0]}),
+    )
+    .await;
+    let l = api.read(&format!("/contracts?session={o}")).await;
+    assert_eq!(row(&l, to_a[0])["answer"]["text"], "this one", "{l}");
+    assert_eq!(row(&l, to_a[1])["answer"]["id"], plain, "{l}");
+    // The original's clients read one page: small ledgers fit in the default one.
+    assert_eq!(l["total"], 18);
+    assert_eq!(l["abandoned"], 12);
+    assert_eq!(l["answered"], 2);
+    assert_eq!(
+        (l["waiting"].clone(), l["open"].clone()),
+        (json!(4), json!(4))
+    );
+    assert!(l.get("nextCursor").is_none(), "{l}");
+    assert_eq!(l["abandonedContracts"].as_array().map(Vec::len), Some(12));
+
+    // Pages of 5: every row exactly once, in id order, and the same counts on every page.
+    let mut seen = Vec::new();
+    let mut cursor = 0i64;
+    let mut pages = 0;
+    loop {
+        let l = api
+            .read(&format!("/contracts?session={o}&limit=5&cursor={cursor}"))
+            .await;
+        pages += 1;
+        assert_eq!(l["total"], 18, "{l}");
+        assert_eq!(l["abandoned"], 12, "{l}");
+        assert_eq!(l["open"], 4, "{l}");
+        let mut page: Vec<i64> = ["contracts", "abandonedContracts"]
+            .iter()
+            .filter_map(|k| l[*k].as_array())
+            .flatten()
+            .filter_map(|c| c["id"].as_i64())
+            .collect();
+        page.sort_unstable();
+        assert!(page.len() <= 5, "{l}");
+        seen.extend(page);
+        match l["nextCursor"].as_i64() {
+            Some(c) => cursor = c,
+            None => break,
+        }
+        assert!(pages < 10, "paging does not end: {l}");
+    }
+    assert_eq!(pages, 4);
+    assert_eq!(seen, ids);
+    // Bounds the document states are the hub's.
+    let (code, _) = api.get(&format!("/contracts?session={o}&limit=0")).await;
+    assert_eq!(code, 400);
+    let (code, _) = api.get(&format!("/poll?session={o}&wait=-1")).await;
+    assert_eq!(code, 400);
+    let (code, doc) = api.get("/openapi.json").await;
+    assert_eq!(code, 200);
+    let wait = doc["paths"]["/poll"]["get"]["parameters"]
+        .as_array()
+        .and_then(|a| a.iter().find(|p| p["name"] == "wait").cloned())
+        .unwrap_or(Value::Null);
+    assert_eq!(wait["schema"]["minimum"], 0, "{wait}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -242,3 +242,84 @@ fn an_op_retried_through_the_other_hub_replays_instead_of_sending_twice() {
         hub_request(b.port, "GET", "/inbox?session=y:p&since=0&peek=1", None).expect("read");
     assert_eq!(ids(&v).len(), 1, "{v}");
 }
+
+#[test]
+fn the_contract_ledger_is_kept_in_postgres_and_paged_through_either_hub() {
+    let Some(db) = Db::create() else { return };
+    let (da, dbb) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    let a = db.hub(&da, &[]);
+    let b = db.hub(&dbb, &[]);
+    let o = "orch:p";
+    let (s, _) = hub_request(
+        a.port,
+        "POST",
+        "/register",
+        Some(&json!({"session": "w:p", "status": "idle"})),
+    )
+    .expect("register");
+    assert_eq!(s, 200);
+    let mut ids = Vec::new();
+    for i in 0..7 {
+        ids.push(hub_send(a.port, o, "w:p", "p", &format!("job {i}")));
+    }
+    for i in 0..3 {
+        ids.push(hub_send(b.port, o, "ghost:p", "p", &format!("lost {i}")));
+    }
+    // A plain reply answers the oldest open one; a `re` reply takes over #2 of them.
+    let plain = hub_send(b.port, "w:p", o, "p", "done");
+    let (s, v) = hub_request(
+        a.port,
+        "POST",
+        "/send",
+        Some(&json!({"from": "w:p", "to": o, "text": "that one", "re": ids[3]})),
+    )
+    .expect("send");
+    assert_eq!(s, 200, "{v}");
+    let (s, l) =
+        hub_request(b.port, "GET", &format!("/contracts?session={o}"), None).expect("contracts");
+    assert_eq!(s, 200, "{l}");
+    assert_eq!(
+        (
+            l["total"].clone(),
+            l["answered"].clone(),
+            l["waiting"].clone(),
+            l["abandoned"].clone()
+        ),
+        (json!(10), json!(2), json!(5), json!(3)),
+        "{l}"
+    );
+    let first = l["contracts"]
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["id"] == ids[0]).cloned())
+        .unwrap_or(Value::Null);
+    assert_eq!(first["answer"]["id"], plain, "{l}");
+    let mut seen = Vec::new();
+    let mut cursor = 0;
+    loop {
+        let (_, l) = hub_request(
+            a.port,
+            "GET",
+            &format!("/contracts?session={o}&limit=4&cursor={cursor}"),
+            None,
+        )
+        .expect("page");
+        assert_eq!(l["total"], 10, "{l}");
+        let mut page: Vec<i64> = ["contracts", "abandonedContracts"]
+            .iter()
+            .filter_map(|k| l[*k].as_array())
+            .flatten()
+            .filter_map(|c| c["id"].as_i64())
+            .collect();
+        page.sort_unstable();
+        seen.extend(page);
+        match l["nextCursor"].as_i64() {
+            Some(c) => cursor = c,
+            None => break,
+        }
+        assert!(seen.len() <= 10, "{l}");
+    }
+    assert_eq!(seen, ids);
+}

@@ -31,6 +31,7 @@ use metrics::Metrics;
 use presence::Presence;
 use state::Hub;
 use std::collections::HashMap;
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use tokio::net::TcpListener;
 use tokio::sync::{broadcast, watch};
@@ -173,19 +174,12 @@ async fn accept_loop(
     stop_tx: &watch::Sender<bool>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
-    let slots = Arc::new(tokio::sync::Semaphore::new(cap));
     let gauge = Arc::new(ConnGauge::default());
+    let conns = Arc::new(Conns::default());
     // Every connection task holds a clone; `recv` returns `None` once all have ended.
     let (alive_tx, mut alive_rx) = tokio::sync::mpsc::channel::<()>(1);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let permit = tokio::select! {
-            p = slots.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-            _ = &mut shutdown => break,
-        };
         let stream = tokio::select! {
             r = listener.accept() => match r {
                 Ok((s, _)) => s,
@@ -198,25 +192,39 @@ async fn accept_loop(
             },
             _ = &mut shutdown => break,
         };
+        // At the cap, the oldest connection with no request in flight (one that never sent a
+        // whole request head, or an idle keep-alive) is closed to admit this one; when every
+        // connection is busy, this one is refused. The cap stays below the file limit, so the
+        // accept itself never runs out of descriptors.
+        if gauge.live() >= cap && !conns.shed_oldest_idle() {
+            tracing::debug!(
+                cap,
+                "connection cap reached and every connection busy: refused"
+            );
+            drop(stream);
+            continue;
+        }
         let _ = stream.set_nodelay(true);
         let app = app.clone();
         let stop = stop_tx.subscribe();
         let alive = alive_tx.clone();
         let tls = tls.clone();
         let gauge = gauge.clone();
+        let conns = conns.clone();
+        let (key, slot) = conns.add();
         gauge.opened();
         tokio::spawn(async move {
-            let _permit = permit;
             let _alive = alive;
+            let _registered = Registered { conns, key };
             match tls {
-                None => serve_conn(stream, app, header_timeout, stop).await,
+                None => serve_conn(stream, app, header_timeout, stop, slot).await,
                 // Boxed: the TLS session is large, and an inline branch would make every plain
                 // connection's task (a held poll's, too) as large as a TLS one.
                 Some(tls) => {
                     Box::pin(async move {
                         // The handshake gets the same deadline as a request head.
                         match tokio::time::timeout(header_timeout, tls.accept(stream)).await {
-                            Ok(Ok(s)) => serve_conn(s, app, header_timeout, stop).await,
+                            Ok(Ok(s)) => serve_conn(s, app, header_timeout, stop, slot).await,
                             Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
                             Err(_) => tracing::debug!("TLS handshake timed out"),
                         }
@@ -236,6 +244,134 @@ async fn accept_loop(
     let _ = alive_rx.recv().await;
 }
 
+/// One live connection as the shedder sees it.
+#[derive(Debug, Default)]
+struct ConnSlot {
+    /// Requests in flight (a held poll or a streaming reply counts until its body ends).
+    busy: AtomicUsize,
+    /// Told to close (the connection cap needs its descriptor).
+    shed: tokio::sync::Notify,
+}
+
+/// The live connections in the order they were accepted, for shedding the oldest idle one.
+#[derive(Debug, Default)]
+struct Conns {
+    next: std::sync::atomic::AtomicU64,
+    live: Mutex<std::collections::BTreeMap<u64, Arc<ConnSlot>>>,
+}
+
+impl Conns {
+    fn add(&self) -> (u64, Arc<ConnSlot>) {
+        let key = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let slot = Arc::new(ConnSlot::default());
+        self.lock().insert(key, slot.clone());
+        (key, slot)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<u64, Arc<ConnSlot>>> {
+        self.live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Tell the oldest connection with no request in flight to close; `false` when every
+    /// connection is busy.
+    fn shed_oldest_idle(&self) -> bool {
+        let mut live = self.lock();
+        let idle = live
+            .iter()
+            .find(|(_, s)| s.busy.load(std::sync::atomic::Ordering::Acquire) == 0)
+            .map(|(k, _)| *k);
+        match idle.and_then(|k| live.remove(&k)) {
+            Some(slot) => {
+                slot.shed.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Removes a connection from [`Conns`] when its task ends.
+struct Registered {
+    conns: Arc<Conns>,
+    key: u64,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.conns.lock().remove(&self.key);
+    }
+}
+
+/// Marks its connection busy while alive.
+struct Busy(Arc<ConnSlot>);
+
+impl Busy {
+    fn new(slot: &Arc<ConnSlot>) -> Busy {
+        slot.busy.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Busy(slot.clone())
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0
+            .busy
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+/// The router as a hyper service that marks its connection busy from the request head until
+/// the reply's body has been sent.
+struct Tracked {
+    inner: hyper_util::service::TowerToHyperService<axum::Router>,
+    slot: Arc<ConnSlot>,
+}
+
+impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Tracked {
+    type Response = hyper::Response<TrackedBody>;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
+    >;
+
+    fn call(&self, req: hyper::Request<hyper::body::Incoming>) -> Self::Future {
+        let busy = Busy::new(&self.slot);
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let resp = fut.await?;
+            Ok(resp.map(|inner| TrackedBody { inner, _busy: busy }))
+        })
+    }
+}
+
+/// A reply body that keeps its connection marked busy until it is dropped.
+struct TrackedBody {
+    inner: axum::body::Body,
+    _busy: Busy,
+}
+
+impl hyper::body::Body for TrackedBody {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 /// Open connections, and their high-water mark since freed memory was last handed back.
 #[derive(Debug, Default)]
 struct ConnGauge {
@@ -248,6 +384,10 @@ struct ConnGauge {
 const TRIM_BURST: usize = 1_000;
 
 impl ConnGauge {
+    fn live(&self) -> usize {
+        self.live.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn opened(&self) {
         use std::sync::atomic::Ordering::Relaxed;
         let n = self.live.fetch_add(1, Relaxed) + 1;
@@ -319,26 +459,40 @@ async fn serve_conn<I>(
     app: axum::Router,
     header_timeout: std::time::Duration,
     mut stop: watch::Receiver<bool>,
+    slot: Arc<ConnSlot>,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let service = Tracked {
+        inner: hyper_util::service::TowerToHyperService::new(app),
+        slot: slot.clone(),
+    };
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(header_timeout)
-        .serve_connection(
-            hyper_util::rt::TokioIo::new(io),
-            hyper_util::service::TowerToHyperService::new(app),
-        );
+        .serve_connection(hyper_util::rt::TokioIo::new(io), service);
     let mut conn = std::pin::pin!(conn);
-    tokio::select! {
-        r = conn.as_mut() => {
-            if let Err(e) = r {
-                tracing::debug!(error = %e, "connection ended with an error");
+    loop {
+        tokio::select! {
+            r = conn.as_mut() => {
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+                break;
             }
-        }
-        _ = async { stop.wait_for(|s| *s).await.map(|_| ()) } => {
-            conn.as_mut().graceful_shutdown();
-            let _ = conn.await;
+            // Shed at the connection cap: with no request in flight, dropping it loses
+            // nothing. One whose request began since it was picked is served on.
+            _ = slot.shed.notified() => {
+                if slot.busy.load(std::sync::atomic::Ordering::Acquire) == 0 {
+                    tracing::debug!("idle connection shed at the cap");
+                    break;
+                }
+            }
+            _ = async { stop.wait_for(|s| *s).await.map(|_| ()) } => {
+                conn.as_mut().graceful_shutdown();
+                let _ = conn.await;
+                break;
+            }
         }
     }
 }

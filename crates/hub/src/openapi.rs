@@ -68,7 +68,7 @@ pub struct Field {
     pub desc: &'static str,
     /// Longest accepted value (characters for strings, items for arrays), as the hub enforces.
     pub max: Option<usize>,
-    /// Smallest accepted value (integers), as the hub enforces.
+    /// Smallest accepted value (integers and numbers), as the hub enforces.
     pub min: Option<i64>,
     /// A pattern every accepted value matches (ECMA regex), as the hub enforces.
     pub pattern: Option<&'static str>,
@@ -120,6 +120,12 @@ impl Field {
                 )),
                 _ => Ok(()),
             },
+            Ty::Num => match (self.min, value.trim().parse::<f64>()) {
+                (Some(min), Ok(v)) if v < min as f64 => Err(crate::error::ApiError::bad_request(
+                    format!("{} must be at least {min}", self.name),
+                )),
+                _ => Ok(()),
+            },
             _ => Ok(()),
         }
     }
@@ -139,6 +145,11 @@ impl Field {
             if !self.required {
                 return json!({ "anyOf": [s, { "type": "string", "maxLength": 0 }] });
             }
+        }
+        if self.ty == Ty::Num
+            && let Some(min) = self.min
+        {
+            s["minimum"] = json!(min);
         }
         // A required text must be non-blank: the hub refuses "" and "  " with a 400.
         if self.required && self.ty == Ty::Str {

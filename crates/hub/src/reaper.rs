@@ -5,11 +5,9 @@
 //! none loads the whole state.
 
 use crate::cards::{move_card, push_log};
-use crate::contracts::reap_record;
-use crate::routes::bus::{REAP_KEY, compute_ledger};
+use crate::routes::bus::{LedgerPage, REAP_KEY, compute_ledger};
 use crate::state::{AppState, Outbox, event};
 use serde_json::{Map, Value, json};
-use std::collections::HashSet;
 use trantor_proto::now_ms;
 use trantor_store::{CardFilter, Store, StoreError};
 
@@ -210,77 +208,107 @@ async fn reap_cards<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), StoreEr
 async fn reap_contracts<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), StoreError> {
     let window = hub.cfg.contract_window_ms;
     let since = now - window;
-    let (dispatchers, records) = hub
-        .store
-        .read(move |tx| Ok((tx.dispatchers_since(since)?, tx.kv(REAP_KEY)?)))
-        .await?;
-    let mut records: Map<String, Value> = match records {
-        Some(Value::Object(m)) => m,
-        _ => Map::new(),
-    };
-    let before = records.len();
-    // Records of contracts that left the window are dropped.
-    records.retain(|_, r| {
-        r.get("dispatchedTs")
-            .and_then(Value::as_i64)
-            .is_some_and(|t| t >= since)
-    });
-    let mut changed = records.len() != before;
-    let mut new_events = Vec::new();
-    let known: HashSet<String> = records.keys().cloned().collect();
-    for d in dispatchers.iter().filter(|d| !d.starts_with("hub:")) {
-        let ledger = match compute_ledger(hub, d, None, now, window, None).await {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::warn!(dispatcher = %d, error = ?e.body, "contract ledger failed");
-                continue;
-            }
-        };
-        for c in ledger.abandoned_contracts {
-            let key = c.id.to_string();
-            if known.contains(&key) {
-                continue;
-            }
-            let reason = if c.assignee_last_seen_ms.is_none() {
-                "assignee never seen"
-            } else {
-                "assignee not seen within the abandon window"
+    adopt_reap_records(hub).await?;
+    // Only senders with open contracts, and of each only its open rows, page by page: the pass
+    // costs the open contracts, not the traffic.
+    let senders = hub.store.read(move |tx| tx.ledger_senders(since)).await?;
+    let mut total = 0usize;
+    for d in senders.iter().filter(|d| !d.starts_with("hub:")) {
+        let mut after = 0;
+        loop {
+            let page = LedgerPage {
+                after,
+                limit: REAP_PAGE,
+                open_only: true,
             };
-            records.insert(key, reap_record(&c, d, now, reason));
-            new_events.push(event(
-                now,
-                "contract.abandoned",
-                "",
-                "reaper",
-                json!({
-                    "msgId": c.id,
-                    "fromSession": d,
-                    "toSession": c.to,
-                    "reason": reason,
-                    "text": crate::cards::truncate(&c.text, 2000),
-                }),
-            ));
-            changed = true;
+            let ledger = match compute_ledger(hub, d, None, now, window, None, page).await {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!(dispatcher = %d, error = ?e.body, "contract ledger failed");
+                    break;
+                }
+            };
+            let fresh: Vec<_> = ledger
+                .abandoned_contracts
+                .into_iter()
+                .filter(|c| c.reaped.is_none())
+                .collect();
+            if !fresh.is_empty() {
+                let from = d.clone();
+                let out = hub
+                    .write(move |tx| {
+                        let mut out = Outbox::default();
+                        for c in fresh {
+                            let reason = if c.assignee_last_seen_ms.is_none() {
+                                "assignee never seen"
+                            } else {
+                                "assignee not seen within the abandon window"
+                            };
+                            if !tx.mark_reaped(&from, c.id, now, reason)? {
+                                continue;
+                            }
+                            out.event(
+                                tx,
+                                event(
+                                    now,
+                                    "contract.abandoned",
+                                    "",
+                                    "reaper",
+                                    json!({
+                                        "msgId": c.id,
+                                        "fromSession": from,
+                                        "toSession": c.to,
+                                        "reason": reason,
+                                        "text": crate::cards::truncate(&c.text, 2000),
+                                    }),
+                                ),
+                            )?;
+                        }
+                        Ok(out)
+                    })
+                    .await?;
+                total += out.events.len();
+                hub.publish(out);
+            }
+            match ledger.next_cursor {
+                Some(c) => after = c,
+                None => break,
+            }
         }
     }
-    if !changed {
-        return Ok(());
+    if total > 0 {
+        tracing::info!(count = total, "contracts abandoned");
     }
-    let doc = Value::Object(records);
-    let out = hub
-        .write(move |tx| {
-            let mut out = Outbox::default();
-            tx.set_kv(REAP_KEY, &doc)?;
-            for ev in new_events {
-                out.event(tx, ev)?;
-            }
-            Ok(out)
-        })
-        .await?;
-    if !out.events.is_empty() {
-        tracing::info!(count = out.events.len(), "contracts abandoned");
-    }
-    hub.publish(out);
+    Ok(())
+}
+
+/// Rows of a reaper pass's page.
+const REAP_PAGE: usize = 1000;
+
+/// Reaper records kept the original's way (the `contractReap` kv document, as `hub import`
+/// writes it) move into the ledger's rows, and the document is emptied.
+async fn adopt_reap_records<S: Store>(hub: &AppState<S>) -> Result<(), StoreError> {
+    let doc = hub.store.read(|tx| tx.kv(REAP_KEY)).await?;
+    let records = match doc {
+        Some(Value::Object(m)) if !m.is_empty() => m,
+        _ => return Ok(()),
+    };
+    let n = records.len();
+    hub.write(move |tx| {
+        for (k, rec) in &records {
+            let (Ok(id), Some(from)) = (k.parse::<i64>(), rec.get("from").and_then(Value::as_str))
+            else {
+                continue;
+            };
+            let ts = rec.get("ts").and_then(Value::as_i64).unwrap_or(0);
+            let reason = rec.get("reason").and_then(Value::as_str).unwrap_or("");
+            tx.mark_reaped(from, id, ts, reason)?;
+        }
+        tx.set_kv(REAP_KEY, &Value::Object(Map::new()))?;
+        Ok(Outbox::default())
+    })
+    .await?;
+    tracing::info!(records = n, "reaper records moved into the contract ledger");
     Ok(())
 }
 

@@ -69,6 +69,10 @@ pub const POLL_WAIT_MAX_S: u64 = 290;
 pub const POLL_WAIT_DEFAULT_S: u64 = 25;
 /// Largest page of messages returned by `/inbox` and `/poll` (the rest follow on the next call).
 pub const INBOX_PAGE: usize = 1000;
+/// `/contracts` rows per page by default (the counts always cover every page).
+pub const CONTRACTS_PAGE: usize = 500;
+/// `/contracts` largest page.
+pub const CONTRACTS_PAGE_MAX: usize = 5000;
 /// `/recent` page cap.
 pub const RECENT_MAX: usize = 200;
 /// `/events` page cap.

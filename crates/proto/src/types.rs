@@ -819,6 +819,13 @@ pub struct ContractsReply {
     pub ack: i64,
     /// Count of `answered`.
     pub answered: i64,
+    /// Contracts in the window, all dispositions (the counts above add up to it; the lists
+    /// hold one page of them).
+    #[serde(default)]
+    pub total: i64,
+    /// When more rows follow this page: pass it as `cursor` for the next one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<i64>,
 }
 
 /// `GET /_op` reply: the recorded outcome of an idempotent write.

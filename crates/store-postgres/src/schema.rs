@@ -12,7 +12,7 @@ use trantor_store::StoreError;
 use trantor_store::migrate::{self, SchemaTx};
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// Version 1: every table the `Store` trait needs.
 ///
@@ -154,8 +154,129 @@ CREATE TABLE delivery_fence (
 );
 "#;
 
+/// Version 3: the contract ledger, kept as messages commit (docs/protocol.md §5.6), so
+/// `/contracts` and the reaper cost the open contracts and the page, not the session's traffic.
+/// The same tables and rules as the embedded store (crates/store-sqlite, schema v4), kept by an
+/// `AFTER INSERT` trigger on `messages` so a `/send` costs no extra round trip; the messages
+/// already stored are replayed through the same function, in id order. The plain-reply
+/// horizon (86,400,000 ms) is `trantor_store::CONTRACT_MATCH_MS`.
+const V3: &str = r#"
+CREATE TABLE contracts (
+    id            BIGINT PRIMARY KEY,
+    sender        TEXT COLLATE "C" NOT NULL,
+    assignee      TEXT COLLATE "C" NOT NULL,
+    ts            BIGINT  NOT NULL,
+    project       TEXT COLLATE "C" NOT NULL,
+    ack           BOOLEAN NOT NULL,
+    answer_id     BIGINT,
+    by_re         BOOLEAN NOT NULL DEFAULT false,
+    reaped_ts     BIGINT,
+    reaped_reason TEXT
+);
+CREATE INDEX contracts_sender ON contracts(sender, id);
+CREATE INDEX contracts_open ON contracts(sender, assignee, ts, id)
+    WHERE answer_id IS NULL AND NOT ack;
+
+CREATE TABLE contract_peers (
+    sender        TEXT COLLATE "C" NOT NULL,
+    peer          TEXT COLLATE "C" NOT NULL,
+    last_reply    BIGINT NOT NULL DEFAULT 0,
+    last_answered BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (sender, peer)
+);
+
+CREATE FUNCTION trantor_ledger_peer(s TEXT, p TEXT, reply BIGINT, answered BIGINT)
+RETURNS void LANGUAGE sql AS $$
+    INSERT INTO contract_peers(sender, peer, last_reply, last_answered)
+    VALUES (s, p, reply, answered)
+    ON CONFLICT (sender, peer) DO UPDATE SET
+        last_reply = GREATEST(contract_peers.last_reply, excluded.last_reply),
+        last_answered = GREATEST(contract_peers.last_answered, excluded.last_answered)
+$$;
+
+CREATE FUNCTION trantor_ledger_match(s TEXT, a TEXT, reply BIGINT, reply_ts BIGINT)
+RETURNS BIGINT LANGUAGE plpgsql AS $$
+DECLARE
+    c BIGINT;
+BEGIN
+    SELECT id INTO c FROM contracts
+     WHERE sender = s AND assignee = a AND answer_id IS NULL AND NOT ack
+       AND ts >= reply_ts - 86400000 AND id < reply
+     ORDER BY ts, id LIMIT 1;
+    IF c IS NULL THEN
+        RETURN 0;
+    END IF;
+    UPDATE contracts SET answer_id = reply, by_re = false WHERE id = c;
+    RETURN c;
+END $$;
+
+CREATE FUNCTION trantor_ledger_apply(m_id BIGINT, m_ts BIGINT, m_from TEXT, m_to TEXT,
+                                     m_project TEXT, m_re BIGINT, m_kind TEXT, m_wake BOOLEAN)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    c_assignee TEXT;
+    c_answer   BIGINT;
+    c_by_re    BOOLEAN;
+    p_ts       BIGINT;
+    c_id       BIGINT;
+    answered   BIGINT := 0;
+BEGIN
+    IF m_from = '' OR m_to = '' OR m_to = 'all' OR m_to = m_from
+       OR m_from LIKE 'hub:%' OR m_to LIKE 'hub:%' THEN
+        RETURN;
+    END IF;
+    IF m_kind IS DISTINCT FROM 'ask' THEN
+        IF m_re IS NOT NULL THEN
+            SELECT assignee, answer_id, by_re INTO c_assignee, c_answer, c_by_re
+              FROM contracts WHERE id = m_re AND sender = m_to;
+            IF FOUND AND NOT (c_answer IS NOT NULL AND c_by_re) THEN
+                UPDATE contracts SET answer_id = m_id, by_re = true WHERE id = m_re;
+                PERFORM trantor_ledger_peer(m_to, c_assignee, 0, m_re);
+                IF c_answer IS NOT NULL THEN
+                    SELECT ts INTO p_ts FROM messages WHERE id = c_answer;
+                    IF FOUND THEN
+                        c_id := trantor_ledger_match(m_to, c_assignee, c_answer, p_ts);
+                        IF c_id > 0 THEN
+                            PERFORM trantor_ledger_peer(m_to, c_assignee, 0, c_id);
+                        END IF;
+                    END IF;
+                END IF;
+            END IF;
+        ELSE
+            answered := trantor_ledger_match(m_to, m_from, m_id, m_ts);
+        END IF;
+    END IF;
+    PERFORM trantor_ledger_peer(m_to, m_from, m_id, answered);
+    INSERT INTO contracts(id, sender, assignee, ts, project, ack)
+    VALUES (m_id, m_from, m_to, m_ts, m_project,
+            m_wake IS NOT DISTINCT FROM false OR COALESCE(m_kind IN ('receipt', 'status'), false))
+    ON CONFLICT (id) DO NOTHING;
+END $$;
+
+CREATE FUNCTION trantor_ledger_on_message() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM trantor_ledger_apply(NEW.id, NEW.ts, NEW.from_s, NEW.to_s, NEW.project, NEW.re,
+                                 NEW.kind, NEW.wake);
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER messages_ledger AFTER INSERT ON messages
+    FOR EACH ROW EXECUTE FUNCTION trantor_ledger_on_message();
+
+DO $$
+DECLARE
+    m RECORD;
+BEGIN
+    FOR m IN SELECT id, ts, from_s, to_s, project, re, kind, wake FROM messages
+              WHERE to_s <> 'all' ORDER BY id LOOP
+        PERFORM trantor_ledger_apply(m.id, m.ts, m.from_s, m.to_s, m.project, m.re, m.kind,
+                                     m.wake);
+    END LOOP;
+END $$;
+"#;
+
 /// Migrations in order: entry `i` brings a database from version `i` to `i + 1`.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3];
 
 /// Bring the database to [`SCHEMA_VERSION`], or explain why it cannot be.
 pub(crate) fn migrate(client: &mut Client, url: &str) -> Result<(), StoreError> {

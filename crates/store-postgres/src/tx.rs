@@ -16,8 +16,8 @@ use trantor_store::rows::{
     encode, prefix_upper_bound,
 };
 use trantor_store::{
-    CardFilter, Counts, EventFilter, NewEvent, NewMessage, OpRecord, PruneReport, ReadTx,
-    StoreError, WriteTx,
+    CardFilter, ContractRow, Counts, EventFilter, LedgerCounts, LedgerQuery, NewEvent, NewMessage,
+    OpRecord, OpenGroup, PruneReport, ReadTx, ReapedContract, StoreError, WriteTx,
 };
 
 use crate::{Conn, NOTIFY_CHANNEL, map_pg};
@@ -132,6 +132,48 @@ fn message_row(r: &Row) -> Result<Message, StoreError> {
         re: get(r, 6, t)?,
         kind: get(r, 7, t)?,
         wake: get(r, 8, t)?,
+    })
+}
+
+/// The lowest message id a window starting at `$2` can hold: the smallest id among the first
+/// messages in ts order at or after it (two probes of the ts index). Ids are assigned in commit
+/// order under the write lock, so a sender's window is the id range from here.
+const WINDOW_FIRST_ID: &str = "COALESCE((SELECT min(id) FROM messages WHERE ts =
+     (SELECT min(ts) FROM messages WHERE ts >= $2)), 9223372036854775807)";
+
+/// Whether a contract row was overtaken by later traffic with its assignee (supersession).
+const OVERTAKEN: &str = "c.id < GREATEST(COALESCE(p.last_reply, 0), COALESCE(p.last_answered, 0))";
+
+fn contract_row(r: &Row) -> Result<ContractRow, StoreError> {
+    let t = "contracts";
+    let answer_id: Option<i64> = get(r, 10, t)?;
+    let reaped_ts: Option<i64> = get(r, 13, t)?;
+    Ok(ContractRow {
+        contract: Message {
+            id: get(r, 0, t)?,
+            ts: get(r, 1, t)?,
+            from: get(r, 2, t)?,
+            to: get(r, 3, t)?,
+            project: get(r, 4, t)?,
+            text: get::<Option<String>>(r, 5, t)?.unwrap_or_default(),
+            re: get(r, 6, t)?,
+            kind: get(r, 7, t)?,
+            wake: get(r, 8, t)?,
+        },
+        ack: get(r, 9, t)?,
+        answer: match answer_id {
+            Some(id) => Some((
+                id,
+                get::<Option<i64>>(r, 11, t)?.unwrap_or(0),
+                get::<Option<String>>(r, 12, t)?.unwrap_or_default(),
+            )),
+            None => None,
+        },
+        reaped: match reaped_ts {
+            Some(ts) => Some((ts, get::<Option<String>>(r, 14, t)?.unwrap_or_default())),
+            None => None,
+        },
+        overtaken: get(r, 15, t)?,
     })
 }
 
@@ -312,6 +354,141 @@ impl ReadTx for PgTx<'_> {
             .iter()
             .map(|r| get(r, 0, "messages"))
             .collect()
+    }
+
+    fn ledger_senders(&self, since_ts: i64) -> Result<Vec<String>, StoreError> {
+        self.query(
+            "contracts",
+            "ledger_senders",
+            "SELECT DISTINCT sender FROM contracts
+               WHERE answer_id IS NULL AND NOT ack AND ts >= $1 ORDER BY sender",
+            &[&since_ts],
+        )?
+        .iter()
+        .map(|r| get(r, 0, "contracts"))
+        .collect()
+    }
+
+    fn ledger_reaped(&self) -> Result<Vec<ReapedContract>, StoreError> {
+        self.query(
+            "contracts",
+            "ledger_reaped",
+            "SELECT sender, id, assignee, ts, reaped_ts, COALESCE(reaped_reason, '')
+               FROM contracts WHERE reaped_ts IS NOT NULL ORDER BY id",
+            &[],
+        )?
+        .iter()
+        .map(|r| {
+            let t = "contracts";
+            Ok(ReapedContract {
+                sender: get(r, 0, t)?,
+                id: get(r, 1, t)?,
+                assignee: get(r, 2, t)?,
+                ts: get(r, 3, t)?,
+                reaped_ts: get(r, 4, t)?,
+                reason: get(r, 5, t)?,
+            })
+        })
+        .collect()
+    }
+
+    fn ledger_groups(&self, q: &LedgerQuery) -> Result<Vec<OpenGroup>, StoreError> {
+        let sql = format!(
+            "SELECT c.assignee, count(*)::BIGINT,
+                    count(*) FILTER (WHERE c.ts < $4 AND {OVERTAKEN})::BIGINT,
+                    count(*) FILTER (WHERE NOT (c.ts < $4 AND {OVERTAKEN})
+                                       AND $5::BIGINT IS NOT NULL AND c.ts <= $5)::BIGINT
+               FROM contracts c
+               LEFT JOIN contract_peers p ON p.sender = c.sender AND p.peer = c.assignee
+              WHERE c.sender = $1 AND c.answer_id IS NULL AND NOT c.ack AND c.ts >= $2
+                AND ($3::TEXT IS NULL OR c.project = $3)
+              GROUP BY c.assignee ORDER BY c.assignee"
+        );
+        self.query(
+            "contracts",
+            "ledger_groups",
+            &sql,
+            &[
+                &q.sender,
+                &q.since_ts,
+                &q.project,
+                &q.supersede_cut,
+                &q.overdue_cut,
+            ],
+        )?
+        .iter()
+        .map(|r| {
+            Ok(OpenGroup {
+                assignee: get(r, 0, "contracts")?,
+                open: get(r, 1, "contracts")?,
+                superseded: get(r, 2, "contracts")?,
+                overdue: get(r, 3, "contracts")?,
+            })
+        })
+        .collect()
+    }
+
+    fn ledger_counts(&self, q: &LedgerQuery) -> Result<LedgerCounts, StoreError> {
+        let row = self.query_opt(
+            "contracts",
+            "ledger_counts",
+            &format!(
+                "SELECT count(answer_id)::BIGINT,
+                    count(*) FILTER (WHERE answer_id IS NULL AND ack)::BIGINT
+               FROM contracts
+              WHERE sender = $1 AND ts >= $2 AND ($3::TEXT IS NULL OR project = $3)
+                AND id >= {WINDOW_FIRST_ID}
+                AND (answer_id IS NOT NULL OR ack)"
+            ),
+            &[&q.sender, &q.since_ts, &q.project],
+        )?;
+        match row {
+            Some(r) => Ok(LedgerCounts {
+                answered: get(&r, 0, "contracts")?,
+                ack: get(&r, 1, "contracts")?,
+            }),
+            None => Ok(LedgerCounts::default()),
+        }
+    }
+
+    fn ledger_rows(
+        &self,
+        q: &LedgerQuery,
+        after: i64,
+        limit: usize,
+        open_only: bool,
+    ) -> Result<Vec<ContractRow>, StoreError> {
+        let filter = if open_only {
+            "AND c.answer_id IS NULL AND NOT c.ack"
+        } else {
+            ""
+        };
+        let sql = format!(
+            "SELECT c.id, c.ts, c.sender, c.assignee, c.project, m.text, m.re, m.kind, m.wake,
+                    c.ack, c.answer_id, a.ts, a.text, c.reaped_ts, c.reaped_reason, {OVERTAKEN}
+               FROM contracts c
+               LEFT JOIN messages m ON m.id = c.id
+               LEFT JOIN messages a ON a.id = c.answer_id
+               LEFT JOIN contract_peers p ON p.sender = c.sender AND p.peer = c.assignee
+              WHERE c.sender = $1 AND c.ts >= $2 AND ($3::TEXT IS NULL OR c.project = $3)
+                AND c.id > GREATEST($4, {WINDOW_FIRST_ID} - 1) {filter}
+              ORDER BY c.id LIMIT $5"
+        );
+        self.query(
+            "contracts",
+            "ledger_rows",
+            &sql,
+            &[
+                &q.sender,
+                &q.since_ts,
+                &q.project,
+                &after,
+                &sql_limit(limit),
+            ],
+        )?
+        .iter()
+        .map(contract_row)
+        .collect()
     }
 
     fn messages_citing(&self, card: i64, limit: usize) -> Result<Vec<Message>, StoreError> {
@@ -878,6 +1055,23 @@ impl WriteTx for PgTx<'_> {
         Ok(())
     }
 
+    fn mark_reaped(
+        &mut self,
+        sender: &str,
+        id: i64,
+        ts: i64,
+        reason: &str,
+    ) -> Result<bool, StoreError> {
+        let n = self.exec(
+            "contracts",
+            "mark_reaped",
+            "UPDATE contracts SET reaped_ts = $3, reaped_reason = $4
+               WHERE sender = $1 AND id = $2 AND reaped_ts IS NULL",
+            &[&sender, &id, &ts, &reason],
+        )?;
+        Ok(n > 0)
+    }
+
     fn prune(&mut self, before_ts: i64, ops_before_ts: i64) -> Result<PruneReport, StoreError> {
         // A direct message is read when its recipient's ledger has passed it; a recipient with
         // no peer row makes the subquery NULL, so its messages are kept.
@@ -892,6 +1086,7 @@ impl WriteTx for PgTx<'_> {
                                      WHERE p.session = messages.to_s))
                      RETURNING id),
                  r AS (DELETE FROM message_refs WHERE msg_id IN (SELECT id FROM d)),
+                 k AS (DELETE FROM contracts WHERE id IN (SELECT id FROM d)),
                  dl AS (DELETE FROM delivery WHERE msg_id IN (SELECT id FROM d)),
                  dlo AS (DELETE FROM delivery_open WHERE msg_id IN (SELECT id FROM d)),
                  c AS (UPDATE counters SET n = n - (SELECT count(*) FROM d)

@@ -9,7 +9,7 @@ use trantor_store::StoreError;
 use trantor_store::migrate::{self, SchemaTx};
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Version 1: every table the `Store` trait needs, with one index per query shape.
 ///
@@ -189,8 +189,77 @@ CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
 END;
 "#;
 
+/// Version 4: the contract ledger, kept as messages commit (docs/protocol.md §5.6), so
+/// `/contracts` and the reaper cost the open contracts and the page, not the session's traffic.
+///
+/// - `contracts`: one row per contract (a direct message between two real sessions), clustered
+///   by (sender, id) so a sender's window is one contiguous range; `answer_id` is the answering
+///   message (`by_re` when it named the contract), `reaped_*` the reaper's verdict.
+/// - `contracts_open`: the owed, unanswered rows by (sender, assignee, ts): a plain reply finds
+///   the oldest open contract to its sender in one probe, and the per-assignee counts walk only
+///   open rows.
+/// - `contract_peers`: per (sender, peer) the newest message from the peer to the sender and the
+///   newest answered contract to the peer (supersession).
+/// - The message delete trigger also drops the message's contract row (retention).
+///
+/// Rows for the messages already stored are filled in by [`backfill_contracts`].
+const V4: &str = r#"
+CREATE TABLE contracts (
+    sender        TEXT    NOT NULL,
+    id            INTEGER NOT NULL,
+    assignee      TEXT    NOT NULL,
+    ts            INTEGER NOT NULL,
+    project       TEXT    NOT NULL,
+    ack           INTEGER NOT NULL,
+    answer_id     INTEGER,
+    by_re         INTEGER NOT NULL DEFAULT 0,
+    reaped_ts     INTEGER,
+    reaped_reason TEXT,
+    PRIMARY KEY (sender, id)
+) WITHOUT ROWID;
+CREATE INDEX contracts_open ON contracts(sender, assignee, ts)
+    WHERE answer_id IS NULL AND ack = 0;
+
+CREATE TABLE contract_peers (
+    sender        TEXT    NOT NULL,
+    peer          TEXT    NOT NULL,
+    last_reply    INTEGER NOT NULL DEFAULT 0,
+    last_answered INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (sender, peer)
+) WITHOUT ROWID;
+
+DROP TRIGGER messages_ad;
+CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
+    UPDATE counters SET n = n + 1 WHERE name = 'messages_deleted';
+    DELETE FROM message_refs WHERE msg_id = old.id;
+    DELETE FROM delivery WHERE msg_id = old.id;
+    DELETE FROM delivery_open WHERE msg_id = old.id;
+    DELETE FROM contracts WHERE sender = old.from_s AND id = old.id;
+END;
+"#;
+
+/// Fill the contract ledger from the messages already stored (migration to version 4), in id
+/// order, as if each had just committed.
+fn backfill_contracts(conn: &Connection) -> Result<usize, StoreError> {
+    let err = super::tx::map_err("messages", "backfill contracts");
+    let mut st = conn
+        .prepare(&format!(
+            "SELECT id, ts, from_s, to_s, project, '', re, kind, wake FROM messages
+               WHERE to_s != '{}' ORDER BY id",
+            trantor_proto::BROADCAST
+        ))
+        .map_err(&err)?;
+    let tx = super::tx::SqlTx::new(conn);
+    let mut n = 0;
+    for m in st.query_map([], super::tx::message_row).map_err(&err)? {
+        tx.ledger_on_message(&m.map_err(&err)?)?;
+        n += 1;
+    }
+    Ok(n)
+}
+
 /// Migrations in order: entry `i` brings a database from version `i` to `i + 1`.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4];
 
 /// Bring the database behind `conn` to [`SCHEMA_VERSION`], or explain why it cannot be.
 pub(crate) fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
@@ -263,7 +332,15 @@ impl SchemaTx for Meta<'_> {
     fn apply(&mut self, sql: &str) -> Result<(), StoreError> {
         self.conn
             .execute_batch(sql)
-            .map_err(|e| open_err(self.path, "migration", e))
+            .map_err(|e| open_err(self.path, "migration", e))?;
+        if sql == V4 {
+            let n = backfill_contracts(self.conn)?;
+            tracing::info!(
+                messages = n,
+                "contract ledger filled from the stored messages"
+            );
+        }
+        Ok(())
     }
 
     fn record_version(&mut self, version: i64) -> Result<(), StoreError> {

@@ -14,8 +14,9 @@ use trantor_store::rows::{
     encode, prefix_upper_bound,
 };
 use trantor_store::{
-    CardFilter, Counts, EventFilter, NewEvent, NewMessage, OpRecord, PruneReport, ReadTx,
-    StoreError, WriteTx,
+    CONTRACT_MATCH_MS, CardFilter, ContractRow, Counts, EventFilter, LedgerCounts, LedgerQuery,
+    NewEvent, NewMessage, OpRecord, OpenGroup, PruneReport, ReadTx, ReapedContract, StoreError,
+    WriteTx, is_ack_contract, is_ask, is_ledger_traffic,
 };
 
 mod delivery;
@@ -75,7 +76,7 @@ fn sql_limit(limit: usize) -> i64 {
 
 const MSG_COLS: &str = "id, ts, from_s, to_s, project, text, re, kind, wake";
 
-fn message_row(r: &Row<'_>) -> rusqlite::Result<Message> {
+pub(crate) fn message_row(r: &Row<'_>) -> rusqlite::Result<Message> {
     Ok(Message {
         id: r.get(0)?,
         ts: r.get(1)?,
@@ -253,6 +254,167 @@ impl SqlTx<'_> {
     }
 }
 
+/// The lowest message id a window starting at `?2` can hold: the first message in ts order at
+/// or after it (one probe of the ts index). Ids are assigned in commit order and ts is taken
+/// when a write is made, so a sender's window is the id range from here.
+const WINDOW_FIRST_ID: &str = "COALESCE((SELECT id FROM messages INDEXED BY messages_ts
+     WHERE ts >= ?2 ORDER BY ts, id LIMIT 1), 9223372036854775807)";
+
+/// Whether a contract row was overtaken by later traffic with its assignee (supersession).
+const OVERTAKEN: &str = "c.id < max(COALESCE(p.last_reply, 0), COALESCE(p.last_answered, 0))";
+
+impl SqlTx<'_> {
+    /// Keep the contract ledger as message `m` commits (docs/protocol.md §5.6): `m` is a
+    /// contract of its sender, and a reply that may answer one of its recipient's contracts to
+    /// the sender (by `re`, or as the oldest open one within [`CONTRACT_MATCH_MS`]).
+    pub(crate) fn ledger_on_message(&self, m: &Message) -> Result<(), StoreError> {
+        if !is_ledger_traffic(m) {
+            return Ok(());
+        }
+        let mut answered: i64 = 0;
+        if !is_ask(m) {
+            if let Some(re) = m.re {
+                let row = self.row(
+                    "contracts",
+                    "answer by re",
+                    "SELECT assignee, answer_id, by_re FROM contracts
+                       WHERE sender = ?1 AND id = ?2",
+                    params![m.to, re],
+                    |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, Option<i64>>(1)?,
+                            r.get::<_, bool>(2)?,
+                        ))
+                    },
+                )?;
+                if let Some((assignee, answer, by_re)) = row
+                    && !(answer.is_some() && by_re)
+                {
+                    self.exec(
+                        "contracts",
+                        "answer by re",
+                        "UPDATE contracts SET answer_id = ?3, by_re = 1
+                           WHERE sender = ?1 AND id = ?2",
+                        params![m.to, re, m.id],
+                    )?;
+                    self.bump_contract_peer(&m.to, &assignee, 0, re)?;
+                    // A plain reply this one displaced answers the next open contract.
+                    if let Some(plain) = answer {
+                        let ts = self.row(
+                            "messages",
+                            "answer by re",
+                            "SELECT ts FROM messages WHERE id = ?1",
+                            [plain],
+                            |r| r.get::<_, i64>(0),
+                        )?;
+                        if let Some(ts) = ts {
+                            let c = self.match_plain(&m.to, &assignee, plain, ts)?;
+                            if c > 0 {
+                                self.bump_contract_peer(&m.to, &assignee, 0, c)?;
+                            }
+                        }
+                    }
+                }
+            } else {
+                answered = self.match_plain(&m.to, &m.from, m.id, m.ts)?;
+            }
+        }
+        self.bump_contract_peer(&m.to, &m.from, m.id, answered)?;
+        self.exec(
+            "contracts",
+            "insert",
+            "INSERT OR IGNORE INTO contracts(sender, id, assignee, ts, project, ack)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![m.from, m.id, m.to, m.ts, m.project, is_ack_contract(m)],
+        )?;
+        Ok(())
+    }
+
+    /// Let plain reply `reply` (sent at `ts` by `assignee`) answer `sender`'s oldest open
+    /// contract to `assignee` sent before it within the match horizon; returns the contract's
+    /// id (0: none).
+    fn match_plain(
+        &self,
+        sender: &str,
+        assignee: &str,
+        reply: i64,
+        ts: i64,
+    ) -> Result<i64, StoreError> {
+        let c = self.row(
+            "contracts",
+            "answer by reply",
+            "SELECT id FROM contracts INDEXED BY contracts_open
+               WHERE sender = ?1 AND assignee = ?2 AND answer_id IS NULL AND ack = 0
+                 AND ts >= ?3 AND id < ?4
+             ORDER BY ts, id LIMIT 1",
+            params![sender, assignee, ts - CONTRACT_MATCH_MS, reply],
+            |r| r.get::<_, i64>(0),
+        )?;
+        let Some(c) = c else { return Ok(0) };
+        self.exec(
+            "contracts",
+            "answer by reply",
+            "UPDATE contracts SET answer_id = ?3, by_re = 0 WHERE sender = ?1 AND id = ?2",
+            params![sender, c, reply],
+        )?;
+        Ok(c)
+    }
+
+    /// Raise what the ledger knows about traffic between `sender` and `peer`.
+    fn bump_contract_peer(
+        &self,
+        sender: &str,
+        peer: &str,
+        last_reply: i64,
+        last_answered: i64,
+    ) -> Result<(), StoreError> {
+        self.exec(
+            "contract_peers",
+            "upsert",
+            "INSERT INTO contract_peers(sender, peer, last_reply, last_answered)
+                 VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT(sender, peer) DO UPDATE SET
+                 last_reply = max(last_reply, excluded.last_reply),
+                 last_answered = max(last_answered, excluded.last_answered)",
+            params![sender, peer, last_reply, last_answered],
+        )?;
+        Ok(())
+    }
+}
+
+fn contract_row(r: &Row<'_>) -> rusqlite::Result<ContractRow> {
+    let answer_id: Option<i64> = r.get(10)?;
+    let reaped_ts: Option<i64> = r.get(13)?;
+    Ok(ContractRow {
+        contract: Message {
+            id: r.get(0)?,
+            ts: r.get(1)?,
+            from: r.get(2)?,
+            to: r.get(3)?,
+            project: r.get(4)?,
+            text: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
+            re: r.get(6)?,
+            kind: r.get(7)?,
+            wake: r.get(8)?,
+        },
+        ack: r.get(9)?,
+        answer: match answer_id {
+            Some(id) => Some((
+                id,
+                r.get::<_, Option<i64>>(11)?.unwrap_or(0),
+                r.get::<_, Option<String>>(12)?.unwrap_or_default(),
+            )),
+            None => None,
+        },
+        reaped: match reaped_ts {
+            Some(ts) => Some((ts, r.get::<_, Option<String>>(14)?.unwrap_or_default())),
+            None => None,
+        },
+        overtaken: r.get(15)?,
+    })
+}
+
 impl ReadTx for SqlTx<'_> {
     fn delivery_states(&self, id: i64) -> Result<Vec<trantor_proto::DeliveryEntry>, StoreError> {
         self.delivery_states_impl(id)
@@ -385,6 +547,148 @@ impl ReadTx for SqlTx<'_> {
         self.rows("messages", "dispatchers_since", &sql, [since_ts], |r| {
             r.get(0)
         })
+    }
+
+    fn ledger_senders(&self, since_ts: i64) -> Result<Vec<String>, StoreError> {
+        self.rows(
+            "contracts",
+            "ledger_senders",
+            "SELECT DISTINCT sender FROM contracts INDEXED BY contracts_open
+               WHERE answer_id IS NULL AND ack = 0 AND ts >= ?1 ORDER BY sender",
+            [since_ts],
+            |r| r.get(0),
+        )
+    }
+
+    fn ledger_reaped(&self) -> Result<Vec<ReapedContract>, StoreError> {
+        self.rows(
+            "contracts",
+            "ledger_reaped",
+            "SELECT sender, id, assignee, ts, reaped_ts, COALESCE(reaped_reason, '')
+               FROM contracts WHERE reaped_ts IS NOT NULL ORDER BY id",
+            [],
+            |r| {
+                Ok(ReapedContract {
+                    sender: r.get(0)?,
+                    id: r.get(1)?,
+                    assignee: r.get(2)?,
+                    ts: r.get(3)?,
+                    reaped_ts: r.get(4)?,
+                    reason: r.get(5)?,
+                })
+            },
+        )
+    }
+
+    fn ledger_groups(&self, q: &LedgerQuery) -> Result<Vec<OpenGroup>, StoreError> {
+        // Counted per assignee on the open index, which covers every column used unless a
+        // project is asked for (then each row is read): the supersession cut is looked up once
+        // per assignee, not per row.
+        let project = if q.project.is_some() {
+            "AND c.project = ?3"
+        } else {
+            "AND ?3 IS NULL"
+        };
+        let open = format!(
+            "FROM contracts c INDEXED BY contracts_open
+              WHERE c.sender = ?1 AND c.assignee = g.assignee AND c.answer_id IS NULL
+                AND c.ack = 0 AND c.ts >= ?2 {project}"
+        );
+        let cut = "max(COALESCE(p.last_reply, 0), COALESCE(p.last_answered, 0))";
+        let sql = format!(
+            "WITH g AS (
+                 SELECT c.assignee AS assignee, count(*) AS n
+                   FROM contracts c INDEXED BY contracts_open
+                  WHERE c.sender = ?1 AND c.answer_id IS NULL AND c.ack = 0 AND c.ts >= ?2
+                        {project}
+                  GROUP BY c.assignee)
+             SELECT g.assignee, g.n,
+                    (SELECT count(*) {open} AND c.ts < ?4 AND c.id < {cut}),
+                    CASE WHEN ?5 IS NULL THEN 0 ELSE
+                      (SELECT count(*) {open} AND c.ts <= ?5
+                          AND NOT (c.ts < ?4 AND c.id < {cut})) END
+               FROM g LEFT JOIN contract_peers p ON p.sender = ?1 AND p.peer = g.assignee
+              ORDER BY g.assignee"
+        );
+        self.rows(
+            "contracts",
+            "ledger_groups",
+            &sql,
+            params![
+                q.sender,
+                q.since_ts,
+                q.project,
+                q.supersede_cut,
+                q.overdue_cut
+            ],
+            |r| {
+                Ok(OpenGroup {
+                    assignee: r.get(0)?,
+                    open: r.get(1)?,
+                    superseded: r.get(2)?,
+                    overdue: r.get(3)?,
+                })
+            },
+        )
+    }
+
+    fn ledger_counts(&self, q: &LedgerQuery) -> Result<LedgerCounts, StoreError> {
+        let sql = format!(
+            "SELECT count(answer_id), COALESCE(sum(answer_id IS NULL AND ack = 1), 0)
+               FROM contracts
+              WHERE sender = ?1 AND id >= {WINDOW_FIRST_ID} AND ts >= ?2
+                AND (?3 IS NULL OR project = ?3)
+                AND (answer_id IS NOT NULL OR ack = 1)"
+        );
+        Ok(self
+            .row(
+                "contracts",
+                "ledger_counts",
+                &sql,
+                params![q.sender, q.since_ts, q.project],
+                |r| {
+                    Ok(LedgerCounts {
+                        answered: r.get(0)?,
+                        ack: r.get(1)?,
+                    })
+                },
+            )?
+            .unwrap_or_default())
+    }
+
+    fn ledger_rows(
+        &self,
+        q: &LedgerQuery,
+        after: i64,
+        limit: usize,
+        open_only: bool,
+    ) -> Result<Vec<ContractRow>, StoreError> {
+        let (from, filter) = if open_only {
+            (
+                "contracts c INDEXED BY contracts_open",
+                "AND c.answer_id IS NULL AND c.ack = 0",
+            )
+        } else {
+            ("contracts c", "")
+        };
+        let sql = format!(
+            "SELECT c.id, c.ts, c.sender, c.assignee, c.project, m.text, m.re, m.kind, m.wake,
+                    c.ack, c.answer_id, a.ts, a.text, c.reaped_ts, c.reaped_reason, {OVERTAKEN}
+               FROM {from}
+               LEFT JOIN messages m ON m.id = c.id
+               LEFT JOIN messages a ON a.id = c.answer_id
+               LEFT JOIN contract_peers p ON p.sender = c.sender AND p.peer = c.assignee
+              WHERE c.sender = ?1 AND c.ts >= ?2 AND (?3 IS NULL OR c.project = ?3)
+                AND c.id > max(?4, {WINDOW_FIRST_ID} - 1) {filter}
+              ORDER BY c.id LIMIT ?5"
+        );
+        self.rows(
+            "contracts",
+            "ledger_rows",
+            &sql,
+            params![q.sender, q.since_ts, q.project, after, sql_limit(limit)],
+            contract_row,
+        )
     }
 
     fn messages_citing(&self, card: i64, limit: usize) -> Result<Vec<Message>, StoreError> {
@@ -685,6 +989,7 @@ impl WriteTx for SqlTx<'_> {
         if n == 0 {
             return Ok(false);
         }
+        self.ledger_on_message(msg)?;
         // The count is the high-water mark minus the deleted counter: an id that leaves a gap
         // above the mark, or fills a hole below it, shifts the counter so the count stays exact.
         let after = self.sequence("messages")?;
@@ -726,6 +1031,8 @@ impl WriteTx for SqlTx<'_> {
             ],
         )?;
         self.last_message = Some((id, msg.text.clone()));
+        let stored = msg.stored_as(id);
+        self.ledger_on_message(&stored)?;
         for card in refs {
             self.exec(
                 "message_refs",
@@ -734,7 +1041,7 @@ impl WriteTx for SqlTx<'_> {
                 params![card, id],
             )?;
         }
-        Ok(msg.stored_as(id))
+        Ok(stored)
     }
 
     fn put_peer(&mut self, peer: &Peer) -> Result<(), StoreError> {
@@ -939,6 +1246,23 @@ impl WriteTx for SqlTx<'_> {
             params![op.id, op.ts, op.code, body],
         )?;
         Ok(())
+    }
+
+    fn mark_reaped(
+        &mut self,
+        sender: &str,
+        id: i64,
+        ts: i64,
+        reason: &str,
+    ) -> Result<bool, StoreError> {
+        let n = self.exec(
+            "contracts",
+            "mark_reaped",
+            "UPDATE contracts SET reaped_ts = ?3, reaped_reason = ?4
+               WHERE sender = ?1 AND id = ?2 AND reaped_ts IS NULL",
+            params![sender, id, ts, reason],
+        )?;
+        Ok(n > 0)
     }
 
     fn prune(&mut self, before_ts: i64, ops_before_ts: i64) -> Result<PruneReport, StoreError> {

@@ -250,6 +250,102 @@ pub struct PruneReport {
     pub ops: i64,
 }
 
+/// How long after a contract a plain reply (no `re`) from its assignee can still answer it
+/// (docs/protocol.md §5.6). The ledger is kept as messages commit, so this horizon is the
+/// store's, not a request's `windowMs`.
+pub const CONTRACT_MATCH_MS: i64 = 86_400_000;
+
+/// Whether `m` is direct traffic between two real sessions: a contract of its sender and a
+/// possible reply to its recipient's contracts (docs/protocol.md §5.6).
+pub fn is_ledger_traffic(m: &Message) -> bool {
+    !m.from.is_empty()
+        && !m.to.is_empty()
+        && m.to != trantor_proto::BROADCAST
+        && m.to != m.from
+        && !m.from.starts_with("hub:")
+        && !m.to.starts_with("hub:")
+}
+
+/// Whether nothing is owed on contract `m` (sent as context, a receipt or a status).
+pub fn is_ack_contract(m: &Message) -> bool {
+    m.wake == Some(false) || matches!(m.kind.as_deref(), Some("receipt" | "status"))
+}
+
+/// Whether `m` is an ask (it never answers a contract).
+pub fn is_ask(m: &Message) -> bool {
+    m.kind.as_deref() == Some("ask")
+}
+
+/// What a read of the contract ledger (the `contracts` table kept as messages commit) asks for.
+#[derive(Debug, Clone, Default)]
+pub struct LedgerQuery {
+    /// The dispatcher.
+    pub sender: String,
+    /// Only contracts whose message project is exactly this.
+    pub project: Option<String>,
+    /// Only contracts sent at or after this, ms (the window).
+    pub since_ts: i64,
+    /// An open contract sent at or before this is overdue (`None`: no overdue split).
+    pub overdue_cut: Option<i64>,
+    /// An open contract sent before this that later traffic with its assignee overtook (a newer
+    /// answered contract to it, or a later message from it) is superseded.
+    pub supersede_cut: i64,
+}
+
+/// S's open (unanswered, owed) contracts to one assignee, counted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OpenGroup {
+    /// The assignee.
+    pub assignee: String,
+    /// Open contracts to it in the window.
+    pub open: i64,
+    /// Of those, the ones superseded (see [`LedgerQuery::supersede_cut`]).
+    pub superseded: i64,
+    /// Of the rest, the overdue ones (see [`LedgerQuery::overdue_cut`]).
+    pub overdue: i64,
+}
+
+/// Closed contracts of S in the window, counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LedgerCounts {
+    /// Answered (by `re` or by a plain reply).
+    pub answered: i64,
+    /// Nothing owed (sent as context, a receipt or a status) and not answered.
+    pub ack: i64,
+}
+
+/// A contract the reaper recorded as abandoned (for `hub export`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReapedContract {
+    /// The dispatcher.
+    pub sender: String,
+    /// The contract's message id.
+    pub id: i64,
+    /// The assignee.
+    pub assignee: String,
+    /// When the contract was sent, ms.
+    pub ts: i64,
+    /// When the reaper recorded it, ms.
+    pub reaped_ts: i64,
+    /// Why.
+    pub reason: String,
+}
+
+/// One contract of the ledger with what the store knows about it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContractRow {
+    /// The contract's message (its text empty if the message was pruned).
+    pub contract: Message,
+    /// Nothing owed on it.
+    pub ack: bool,
+    /// The answer: id, ts, text.
+    pub answer: Option<(i64, i64, String)>,
+    /// Later traffic with the assignee overtook it (see [`LedgerQuery::supersede_cut`]).
+    pub overtaken: bool,
+    /// The reaper's record: when, why.
+    pub reaped: Option<(i64, String)>,
+}
+
 /// A change another process committed to a shared store, seen through [`Store::watch`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
@@ -309,6 +405,24 @@ pub trait ReadTx {
     ) -> Result<Vec<Message>, StoreError>;
     /// Sessions that sent a direct message with `ts >= since_ts` (for the contract reaper).
     fn dispatchers_since(&self, since_ts: i64) -> Result<Vec<String>, StoreError>;
+    /// Senders with open contracts sent at or after `since_ts` (for the contract reaper; costs
+    /// the open contracts, not the traffic).
+    fn ledger_senders(&self, since_ts: i64) -> Result<Vec<String>, StoreError>;
+    /// Every contract the reaper recorded (a full scan: for `hub export`, not a route).
+    fn ledger_reaped(&self) -> Result<Vec<ReapedContract>, StoreError>;
+    /// The sender's open contracts in the window, counted per assignee (ordered by assignee).
+    fn ledger_groups(&self, q: &LedgerQuery) -> Result<Vec<OpenGroup>, StoreError>;
+    /// The sender's answered and ack contracts in the window, counted.
+    fn ledger_counts(&self, q: &LedgerQuery) -> Result<LedgerCounts, StoreError>;
+    /// Up to `limit` of the sender's contracts in the window with ids above `after`, oldest
+    /// first; `open_only` keeps the unanswered owed ones.
+    fn ledger_rows(
+        &self,
+        q: &LedgerQuery,
+        after: i64,
+        limit: usize,
+        open_only: bool,
+    ) -> Result<Vec<ContractRow>, StoreError>;
     /// The newest `limit` messages citing card `#card`, oldest first.
     fn messages_citing(&self, card: i64, limit: usize) -> Result<Vec<Message>, StoreError>;
     /// One peer row.
@@ -383,6 +497,15 @@ pub trait WriteTx: ReadTx {
     /// [`WriteTx::insert_message`] ids continue above the highest id, and the tip and counts
     /// stay exact.
     fn put_message(&mut self, msg: &Message, refs: &[i64]) -> Result<bool, StoreError>;
+    /// Record the reaper's verdict on contract `id` of `sender` (first record wins); returns
+    /// whether it was recorded now.
+    fn mark_reaped(
+        &mut self,
+        sender: &str,
+        id: i64,
+        ts: i64,
+        reason: &str,
+    ) -> Result<bool, StoreError>;
     /// Append one state to message `id`'s delivery record (`entry.session` is its recipient).
     /// The record is only ever appended to; a terminal state closes the message for
     /// [`ReadTx::delivery_open`].

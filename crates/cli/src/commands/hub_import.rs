@@ -482,7 +482,20 @@ pub async fn export<S: Store>(store: &S) -> anyhow::Result<Value> {
             let policy = tx
                 .kv("policy")?
                 .unwrap_or(json!({"autonomy": {}, "links": []}));
-            let reap = tx.kv("contractReap")?.unwrap_or(json!({}));
+            // The reaper's records live on the ledger's rows; a document `hub import` wrote
+            // that the reaper has not adopted yet is merged in.
+            let mut reap = match tx.kv("contractReap")? {
+                Some(Value::Object(m)) => m,
+                _ => Map::new(),
+            };
+            for r in tx.ledger_reaped()? {
+                reap.insert(
+                    r.id.to_string(),
+                    json!({"ts": r.reaped_ts, "from": r.sender, "to": r.assignee,
+                           "reason": r.reason, "dispatchedTs": r.ts}),
+                );
+            }
+            let reap = Value::Object(reap);
             let duty = tx.kv("dutySession")?.unwrap_or(json!(""));
             let seq = tx.tip()?;
             let task_seq = cards.iter().map(|c| c.id).max().unwrap_or(0);

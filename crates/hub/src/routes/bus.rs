@@ -1,14 +1,14 @@
 //! The message bus: `/send`, `/inbox`, `/poll`, `/delivered`, `/recent`, `/contracts`.
 
 use crate::cards::{card_refs, move_card, push_log, truncate};
-use crate::contracts::{self, Assignee, Reaped};
+use crate::contracts::{self, Assignee};
 use crate::error::{ApiError, ApiResult, check_len, check_opt, check_secrets};
 use crate::extract::{JsonBody, Params};
 use crate::presence::Touch;
 use crate::state::{AppState, Hub, Outbox, event, persist_edge};
 use axum::Json;
 use axum::extract::State;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -425,7 +425,8 @@ pub async fn recent<S: Store>(
     Ok(Json(RecentReply { messages }))
 }
 
-/// `GET /contracts?session&project&windowMs&overdueMs`: the dispatch ledger of a session.
+/// `GET /contracts?session&project&windowMs&overdueMs&limit&cursor`: the dispatch ledger of a
+/// session, one page of rows with the counts of every page.
 pub async fn contracts<S: Store>(
     State(hub): State<AppState<S>>,
     p: Params,
@@ -437,13 +438,42 @@ pub async fn contracts<S: Store>(
         .unwrap_or(hub.cfg.contract_window_ms)
         .max(60_000);
     let overdue = p.count("overdueMs")?;
+    let page = LedgerPage {
+        after: p.count("cursor")?.unwrap_or(0),
+        limit: p
+            .count("limit")?
+            .map(|l| usize::try_from(l).unwrap_or(usize::MAX))
+            .unwrap_or(limits::CONTRACTS_PAGE)
+            .clamp(1, limits::CONTRACTS_PAGE_MAX),
+        open_only: false,
+    };
     let now = now_ms();
-    let reply = compute_ledger(&hub, &session, project.as_deref(), now, window, overdue).await?;
+    let reply = compute_ledger(
+        &hub,
+        &session,
+        project.as_deref(),
+        now,
+        window,
+        overdue,
+        page,
+    )
+    .await?;
     Ok(Json(reply))
 }
 
-/// Gather what the ledger needs from the store and presence, and compute it. Shared with the
-/// contract reaper.
+/// Which rows of the ledger a read returns.
+#[derive(Debug, Clone, Copy)]
+pub struct LedgerPage {
+    /// Rows with ids above this.
+    pub after: i64,
+    /// At most this many.
+    pub limit: usize,
+    /// Only the unanswered owed ones (waiting, stalled, abandoned, superseded).
+    pub open_only: bool,
+}
+
+/// Read the ledger from the store (its counts and one page of rows) and decide what depends on
+/// the clock and presence. Shared with the catch-up and the contract reaper.
 pub async fn compute_ledger<S: Store>(
     hub: &Hub<S>,
     session: &str,
@@ -451,16 +481,25 @@ pub async fn compute_ledger<S: Store>(
     now: i64,
     window_ms: i64,
     overdue_ms: Option<i64>,
+    page: LedgerPage,
 ) -> ApiResult<trantor_proto::ContractsReply> {
-    let s = session.to_string();
-    let (messages, peers, reaped) = hub
+    let params = contracts::Params {
+        session,
+        now,
+        overdue_ms,
+        abandon_ms: hub.cfg.contract_abandon_ms,
+    };
+    let q = params.query(project, window_ms);
+    let (groups, closed, mut rows, peers) = hub
         .store
         .read(move |tx| {
-            let messages = tx.direct_messages_involving(&s, now - window_ms)?;
-            let targets: HashSet<&str> = messages
+            let groups = tx.ledger_groups(&q)?;
+            let closed = tx.ledger_counts(&q)?;
+            let rows = tx.ledger_rows(&q, page.after, page.limit + 1, page.open_only)?;
+            let targets: HashSet<&str> = groups
                 .iter()
-                .filter(|m| contracts::is_contract(m, &s))
-                .map(|m| m.to.as_str())
+                .map(|g| g.assignee.as_str())
+                .chain(rows.iter().map(|r| r.contract.to.as_str()))
                 .collect();
             let mut peers = Vec::with_capacity(targets.len());
             for t in targets {
@@ -468,10 +507,15 @@ pub async fn compute_ledger<S: Store>(
                     peers.push(p);
                 }
             }
-            let reaped = tx.kv(REAP_KEY)?;
-            Ok((messages, peers, reaped))
+            Ok((groups, closed, rows, peers))
         })
         .await?;
+    let next_cursor = if rows.len() > page.limit {
+        rows.truncate(page.limit);
+        rows.last().map(|r| r.contract.id)
+    } else {
+        None
+    };
     let assignees: HashMap<String, Assignee> = peers
         .into_iter()
         .map(|p| {
@@ -486,38 +530,15 @@ pub async fn compute_ledger<S: Store>(
             )
         })
         .collect();
-    let reaped = parse_reaped(reaped.as_ref());
-    let params = contracts::Params {
-        session,
-        project,
-        now,
-        overdue_ms,
-        abandon_ms: hub.cfg.contract_abandon_ms,
-    };
-    Ok(contracts::ledger(&params, &messages, &assignees, &reaped))
+    Ok(contracts::reply(
+        &params,
+        &groups,
+        closed,
+        &rows,
+        &assignees,
+        next_cursor,
+    ))
 }
 
 /// The kv key of the contract reaper's records (`{msgId: {ts, from, to, reason, dispatchedTs}}`).
 pub const REAP_KEY: &str = "contractReap";
-
-fn parse_reaped(v: Option<&Value>) -> HashMap<i64, Reaped> {
-    let mut out = HashMap::new();
-    if let Some(Value::Object(m)) = v {
-        for (k, rec) in m {
-            if let Ok(id) = k.parse::<i64>() {
-                out.insert(
-                    id,
-                    Reaped {
-                        ts: rec.get("ts").and_then(Value::as_i64).unwrap_or(0),
-                        reason: rec
-                            .get("reason")
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .to_string(),
-                    },
-                );
-            }
-        }
-    }
-    out
-}

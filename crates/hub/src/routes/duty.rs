@@ -282,8 +282,21 @@ pub async fn catchup<S: Store>(
             assignee: c.assignee.clone(),
         })
         .collect();
-    let ledger =
-        compute_ledger(&hub, &session, None, now, hub.cfg.contract_window_ms, None).await?;
+    let page = super::bus::LedgerPage {
+        after: 0,
+        limit: 200,
+        open_only: true,
+    };
+    let ledger = compute_ledger(
+        &hub,
+        &session,
+        None,
+        now,
+        hub.cfg.contract_window_ms,
+        None,
+        page,
+    )
+    .await?;
     let open_contracts: Vec<OpenContract> = ledger
         .contracts
         .iter()

@@ -232,7 +232,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             fields![
                 SESSION_Q,
                 f("since", Int, false, "cursor"),
-                f("wait", Num, false, "seconds to hold (default 25, max 290)"),
+                f("wait", Num, false, "seconds to hold (default 25, max 290)").min(0),
                 f("peek", Bool, false, "1: do not advance deliveredUpTo"),
             ],
             None,
@@ -314,6 +314,20 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                     Int,
                     false,
                     "waiting this long counts as stalled"
+                )
+                .min(0),
+                f(
+                    "limit",
+                    Int,
+                    false,
+                    "rows per page (default 500, at most 5000; the counts cover every page)"
+                )
+                .min(1),
+                f(
+                    "cursor",
+                    Int,
+                    false,
+                    "continue after this id (`nextCursor`)"
                 )
                 .min(0),
             ],

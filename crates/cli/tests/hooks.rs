@@ -485,6 +485,9 @@ fn an_unread_message_is_escalated_once_to_duty() {
     );
     assert!(!all.contains(&format!("#{read} ")), "{all}");
     assert!(mail.iter().all(|t| t.contains("UNDELIVERED")), "{all}");
+    // Each escalation quotes the message it is about, as the original's does.
+    assert!(all.contains("— \"do the thing\" —"), "{all}");
+    assert!(all.contains("— \"and this\" —"), "{all}");
     // Nothing went back to the sender while duty was on, and /health says so.
     assert!(duty_mail(hub.port, "orch:web").is_empty());
     let (_, h) = hub_request(hub.port, "GET", "/health", None).expect("health");
@@ -518,7 +521,7 @@ fn with_duty_dark_the_escalation_goes_back_to_the_sender() {
     );
     assert!(all.contains("is dark"), "{all}");
     assert!(duty_mail(hub.port, "duty:web").is_empty());
-    assert_eq!(events_of(hub.port, "duty.dark").len(), 1);
+    assert_eq!(events_of(hub.port, "duty-dark").len(), 1);
 }
 
 #[test]
@@ -571,10 +574,10 @@ fn a_duty_seat_that_dies_mid_escalation_loses_nothing_and_repeats_nothing() {
         "{to_sender}"
     );
     assert_eq!(
-        events_of(hub.port, "duty.dark").len(),
+        events_of(hub.port, "duty-dark").len(),
         1,
         "{:?}",
-        events_of(hub.port, "duty.")
+        events_of(hub.port, "duty-dark,duty-back")
     );
     // The original message itself is still waiting for its recipient.
     let (_, inbox) = hub_request(
@@ -600,7 +603,7 @@ fn duty_failure_is_for_the_duty_session_only_and_shows_in_health() {
     assert_eq!(v["failure"]["project"], "web");
     let (_, h) = hub_request(hub.port, "GET", "/health", None).expect("health");
     assert_eq!(h["duty"]["failures"][0]["recipient"], "codex:web", "{h}");
-    assert_eq!(events_of(hub.port, "duty.failure").len(), 1);
+    assert_eq!(events_of(hub.port, "duty-failure").len(), 1);
     // `trantor doctor` names it.
     let d = doctor(_tmp.path(), &hub.url());
     let duty = check(&d, "duty");
@@ -617,8 +620,19 @@ fn duty_failure_is_for_the_duty_session_only_and_shows_in_health() {
     let (s, _) = hub_request(hub.port, "POST", "/duty/failure", Some(&bad)).expect("post");
     assert_eq!(s, 400);
     // Without any duty session, nobody may report.
+    // The original MCP server's relay_duty_failure sends no `by`: an unsigned report on a hub
+    // that does not enforce signatures counts as the duty session's.
+    let mut anon = ok.clone();
+    anon.as_object_mut().map(|o| o.remove("by"));
+    anon["recipient"] = json!("kimi:web");
+    let (s, v) = hub_request(hub.port, "POST", "/duty/failure", Some(&anon)).expect("post");
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["failure"]["by"], "duty:web", "{v}");
+    assert_eq!(events_of(hub.port, "duty-failure").len(), 2);
     let plain = Hub::start();
     let (s, _) = hub_request(plain.port, "POST", "/duty/failure", Some(&ok)).expect("post");
+    assert_eq!(s, 403);
+    let (s, _) = hub_request(plain.port, "POST", "/duty/failure", Some(&anon)).expect("post");
     assert_eq!(s, 403);
 }
 

@@ -1747,7 +1747,10 @@ async fn reaper_sweeps_presence_and_stale_cards() {
     assert!(
         doing_card["task"]["log"]
             .as_array()
-            .is_some_and(|l| l.iter().any(|e| e["text"] == "owner offline → stale"))
+            .is_some_and(|l| l.iter().any(|e| e["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("owner offline → stale; owner last seen ")
+                    && t.ends_with(" ago"))))
     );
     // A touch after going offline is a new online edge.
     api.ok("/register", json!({"session":"gone:p"})).await;

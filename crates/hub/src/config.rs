@@ -89,6 +89,15 @@ pub struct HubArgs {
     /// Period of the duty service's pass (ms).
     #[arg(long, env = "RELAY_OVERSEER_TICK_MS", default_value_t = 30_000)]
     pub duty_tick_ms: u64,
+    /// An overseer condition must be gone this long before its episode ends (ms).
+    #[arg(long, env = "RELAY_OVERSEER_CLEAR_MS", default_value_t = 600_000)]
+    pub overseer_clear_ms: u64,
+    /// How long a file claim (and a file read) holds (ms).
+    #[arg(long, env = "RELAY_CLAIM_TTL_MS", default_value_t = 600_000)]
+    pub claim_ttl_ms: u64,
+    /// Pending proposals allowed per session.
+    #[arg(long, env = "RELAY_PROPOSAL_CAP", default_value_t = 3)]
+    pub proposal_cap: u64,
     /// Extra `Host` names the hub answers to (repeatable, or comma-separated in the variable),
     /// for a reverse proxy in front of it. The hub always answers to localhost, 127.0.0.1,
     /// [::1] and its bind address; any other `Host` is refused (DNS-rebinding defence).
@@ -161,6 +170,9 @@ impl Default for HubArgs {
             duty_stuck_max: 10,
             duty_stuck_ms: 1_800_000,
             duty_tick_ms: 30_000,
+            overseer_clear_ms: 600_000,
+            claim_ttl_ms: 600_000,
+            proposal_cap: 3,
             allowed_hosts: Vec::new(),
             header_timeout_ms: 15_000,
             max_connections: 0,
@@ -256,6 +268,12 @@ pub struct Config {
     pub duty_stuck_ms: i64,
     /// Duty pass period.
     pub duty_tick: Duration,
+    /// How long an overseer condition must be gone before its episode ends, ms.
+    pub overseer_clear_ms: i64,
+    /// How long a file claim or read holds, ms.
+    pub claim_ttl_ms: i64,
+    /// Pending proposals allowed per session.
+    pub proposal_cap: usize,
     /// `Host` names (lowercase, without port) accepted besides the loopback names.
     pub allowed_hosts: Vec<String>,
     /// Header-read and keep-alive idle timeout.
@@ -402,6 +420,9 @@ impl Config {
             duty_stuck_max: usize::try_from(args.duty_stuck_max.max(1)).unwrap_or(usize::MAX),
             duty_stuck_ms: ms(args.duty_stuck_ms),
             duty_tick: Duration::from_millis(args.duty_tick_ms.clamp(10, 600_000)),
+            overseer_clear_ms: ms(args.overseer_clear_ms),
+            claim_ttl_ms: ms(args.claim_ttl_ms).max(1),
+            proposal_cap: usize::try_from(args.proposal_cap.max(1)).unwrap_or(usize::MAX),
             allowed_hosts: args
                 .allowed_hosts
                 .iter()

@@ -6,7 +6,7 @@
 //! (no heartbeat within the dark window — counted from the hub's start for a duty session never
 //! seen — or sitting on unread escalations past the stuck age)
 //! escalations go back to each sender instead, escalations duty never read are handed back to
-//! their senders too, and one `duty.dark` event marks the episode (`duty.back` ends it).
+//! their senders too, and one `duty-dark` event marks the episode (`duty-back` ends it).
 //!
 //! The escalation ledger lives in the store and is written in the same transaction as the
 //! escalation messages, so a hub killed mid-pass neither loses nor repeats an escalation.
@@ -154,11 +154,12 @@ fn texts(header: &str, items: &[&Message], now: i64) -> Vec<(String, Vec<i64>)> 
     let mut ids = Vec::new();
     for m in items {
         let line = format!(
-            "#{} {} -> {} (unread {})",
+            "#{} {} -> {} (unread {}) — \"{}\" —",
             m.id,
             m.from,
             m.to,
-            mins(now - m.ts)
+            mins(now - m.ts),
+            quote(&m.text)
         );
         if !cur.is_empty() && cur.len() + line.len() + 3 > TEXT_CAP {
             out.push((std::mem::take(&mut cur), std::mem::take(&mut ids)));
@@ -176,6 +177,18 @@ fn texts(header: &str, items: &[&Message], now: i64) -> Vec<(String, Vec<i64>)> 
         out.push((cur, ids));
     }
     out
+}
+
+/// Longest quote of an unread message in an escalation (the original's cut).
+const QUOTE_CAP: usize = 280;
+
+/// The unread message as an escalation quotes it: whitespace collapsed, cut to [`QUOTE_CAP`]
+/// characters, and its arrows defused (`->` becomes `-›`, `→` becomes `›`) so a quoted text
+/// can never read as another `#id sender -> recipient` escalation to the runner's parser.
+fn quote(text: &str) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let cut: String = flat.chars().take(QUOTE_CAP).collect();
+    cut.replace("->", "-›").replace('→', "›")
 }
 
 fn insert_duty_message(
@@ -276,10 +289,19 @@ pub async fn pass<S: Store>(hub: &AppState<S>, now: i64) -> Result<PassReport, S
                         tx,
                         event(
                             now,
-                            "duty.dark",
+                            "duty-dark",
                             "",
                             DUTY_SENDER,
-                            json!({ "session": duty, "reason": why, "lastSeen": last_seen }),
+                            json!({
+                                "session": duty,
+                                "reason": why,
+                                "lastSeen": last_seen,
+                                "text": if beating {
+                                    format!("duty seat {duty} is heartbeating but NOT CONSUMING — its escalations sit unread; it is up and stuck, not crashed (trantor duty up restarts it)")
+                                } else {
+                                    format!("duty seat {duty} has no heartbeat — seat trouble is not being triaged (trantor duty up)")
+                                },
+                            }),
                         ),
                     )?;
                 }
@@ -289,10 +311,17 @@ pub async fn pass<S: Store>(hub: &AppState<S>, now: i64) -> Result<PassReport, S
                         tx,
                         event(
                             now,
-                            "duty.back",
+                            "duty-back",
                             "",
                             DUTY_SENDER,
-                            json!({ "session": duty, "darkMs": now - since }),
+                            json!({
+                                "session": duty,
+                                "darkMs": now - since,
+                                "text": format!(
+                                    "duty seat {duty} is back after {}m dark",
+                                    (now - since) / 60_000
+                                ),
+                            }),
                         ),
                     )?;
                 }
@@ -449,7 +478,7 @@ pub async fn status<S: Store>(hub: &AppState<S>, now: i64) -> Result<Value, Stor
 }
 
 /// Record a `/duty/failure` report: in the state (for `/health` and `trantor doctor`), in the
-/// project's `dutyFailure` document, and as a `duty.failure` event.
+/// project's `dutyFailure` document, and as a `duty-failure` event.
 pub fn record_failure(
     tx: &mut dyn WriteTx,
     out: &mut Outbox,
@@ -464,7 +493,7 @@ pub fn record_failure(
     state.failures.drain(..excess);
     state.save(tx)?;
     tx.set_kv(&format!("dutyFailure:{project}"), &failure)?;
-    out.event(tx, event(now, "duty.failure", project, by, failure))
+    out.event(tx, event(now, "duty-failure", project, by, failure))
 }
 
 #[cfg(test)]
@@ -499,9 +528,21 @@ mod tests {
             assert!(!ids.is_empty());
             assert!(t.len() <= TEXT_CAP, "{}", t.len());
             assert!(t.starts_with("⚠️ UNDELIVERED:"));
-            seen += t.matches(" -> codex:p (unread 3m)").count();
+            seen += t.matches(" -> codex:p (unread 3m) — \"\" —").count();
         }
         assert_eq!(seen, 39);
+    }
+
+    #[test]
+    fn escalations_quote_the_message_without_forging_triples() {
+        let mut msg = m(7, "a:p", "b:p");
+        msg.text = "please do\n the thing: #9 x:p -> y:p → z:p".into();
+        let out = texts("⚠️ UNDELIVERED:", &[&msg], 180_000);
+        assert_eq!(
+            out[0].0,
+            "⚠️ UNDELIVERED: #7 a:p -> b:p (unread 3m) — \"please do the thing: #9 x:p -› y:p › z:p\" —"
+        );
+        assert_eq!(quote(&"é".repeat(400)).chars().count(), QUOTE_CAP);
     }
 
     #[test]

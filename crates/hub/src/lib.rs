@@ -16,6 +16,7 @@ pub mod extract;
 pub mod metrics;
 pub mod openapi;
 pub mod ops;
+pub mod overseer;
 pub mod presence;
 pub mod reaper;
 pub mod routes;
@@ -143,6 +144,7 @@ pub async fn serve<S: Store>(
     let hub = state(store, cfg, stop_rx.clone()).await?;
     reaper::spawn(hub.clone());
     duty::spawn(hub.clone());
+    overseer::spawn(hub.clone());
     cluster::spawn(hub.clone());
     let app = routes::router(hub.clone());
     let addr = listener.local_addr().context("listener has no address")?;

@@ -127,6 +127,20 @@ async fn sweep_presence<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), Sto
     Ok(())
 }
 
+/// A duration as the reaper's notes write it: `42s`, `17m`, `2.5h`, `30h`.
+pub fn human_ms(ms: i64) -> String {
+    let n = ms.max(0);
+    if n < 60_000 {
+        format!("{}s", ((n as f64 / 1000.0).round() as i64).max(1))
+    } else if n < 3_600_000 {
+        format!("{}m", (n as f64 / 60_000.0).round() as i64)
+    } else if n < 36_000_000 {
+        format!("{:.1}h", n as f64 / 3_600_000.0)
+    } else {
+        format!("{:.0}h", n as f64 / 3_600_000.0)
+    }
+}
+
 fn days(ms: i64) -> i64 {
     ms / 86_400_000
 }
@@ -145,17 +159,17 @@ async fn reap_cards<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), StoreEr
     let doing_cut = now - hub.cfg.reap_grace_ms;
     let mut moves: Vec<(i64, String)> = Vec::new();
     for c in &open {
+        // "owner last seen": the latest heartbeat of the assignee, the parent or the creator.
+        let parent = c.extra.get("parent").and_then(Value::as_str).unwrap_or("");
+        let owners = [c.assignee.as_str(), parent, c.by.as_str()];
+        let seen = owners
+            .iter()
+            .filter(|s| !s.is_empty())
+            .filter_map(|s| hub.presence.last_seen(s))
+            .max()
+            .map(|t| format!("{} ago", human_ms(now - t)))
+            .unwrap_or_else(|| "never".into());
         if c.status == "todo" && c.updated < todo_cut {
-            let owner = if c.assignee.is_empty() {
-                &c.by
-            } else {
-                &c.assignee
-            };
-            let seen = hub
-                .presence
-                .last_seen(owner)
-                .map(|t| format!("{}d ago", days(now - t)))
-                .unwrap_or_else(|| "never".into());
             moves.push((
                 c.id,
                 format!(
@@ -164,12 +178,12 @@ async fn reap_cards<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), StoreEr
                 ),
             ));
         } else if c.status == "doing" && c.updated < doing_cut {
-            let parent = c.extra.get("parent").and_then(Value::as_str).unwrap_or("");
-            let anyone = [c.assignee.as_str(), c.by.as_str(), parent]
-                .iter()
-                .any(|s| !s.is_empty() && hub.online(s, now));
+            let anyone = owners.iter().any(|s| !s.is_empty() && hub.online(s, now));
             if !anyone {
-                moves.push((c.id, "owner offline → stale".into()));
+                moves.push((
+                    c.id,
+                    format!("owner offline → stale; owner last seen {seen}"),
+                ));
             }
         }
     }

@@ -15,6 +15,7 @@ pub mod fsx;
 pub mod handoff;
 pub mod identity;
 pub mod keys;
+pub mod lanes;
 pub mod limits;
 pub mod secrets;
 pub mod text;

@@ -472,12 +472,14 @@ pub struct TaskCreateRequest {
     pub ts: Option<i64>,
     /// Cost kind.
     #[serde(default)]
+    #[schemars(length(max = 24))]
     pub cost_kind: Option<String>,
     /// Cost in USD.
     #[serde(default)]
     pub cost_usd: Option<f64>,
     /// Cost note.
     #[serde(default)]
+    #[schemars(length(max = 80))]
     pub cost_note: Option<String>,
 }
 

@@ -136,7 +136,15 @@ pub fn is_public(path: &str) -> bool {
 fn owner_path(path: &str) -> bool {
     matches!(
         path,
-        "/invite" | "/identities" | "/identity/revoke" | "/overseer/duty"
+        "/invite"
+            | "/identities"
+            | "/identity/revoke"
+            | "/overseer/duty"
+            | "/sweep"
+            | "/project/delete"
+            | "/reconcile"
+            | "/import"
+            | "/proposal/decide"
     )
 }
 
@@ -543,8 +551,14 @@ fn authorize(
         {
             return Ok(refuse(StatusCode::FORBIDDEN, "session must match signer"));
         }
-        "/inbox" | "/poll" | "/catchup"
-            if q.get("session").map(String::as_str) != Some(id.name.as_str()) =>
+        "/inbox" | "/poll" if q.get("session").map(String::as_str) != Some(id.name.as_str()) => {
+            return Ok(refuse(StatusCode::FORBIDDEN, "forbidden"));
+        }
+        // The session digest is the session's own; the project digest (no session) needs read
+        // on the project, checked below.
+        "/catchup"
+            if q.contains_key("session")
+                && q.get("session").map(String::as_str) != Some(id.name.as_str()) =>
         {
             return Ok(refuse(StatusCode::FORBIDDEN, "forbidden"));
         }
@@ -601,6 +615,11 @@ fn filtered_list(path: &str) -> Option<&'static str> {
         "/recent" => Some("messages"),
         "/inbox" | "/poll" => Some("messages"),
         "/verify-gates" => Some("gates"),
+        "/history" => Some("events"),
+        "/claims" => Some("claims"),
+        "/proposals" => Some("proposals"),
+        "/grants" => Some("grants"),
+        "/projects" => Some("projects"),
         _ => None,
     }
 }

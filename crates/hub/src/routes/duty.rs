@@ -2,13 +2,14 @@
 //! "what happened since I last looked" digest the session-start hook and `relay_catchup` read
 //! (`docs/protocol.md` §5.7, §11.2, §11.3).
 
+use crate::auth::{AuthContext, AuthMode};
 use crate::duty::{self, APPOINTED_KEY};
 use crate::error::{ApiError, ApiResult, check_len, check_opt};
 use crate::extract::{JsonBody, Params};
 use crate::routes::bus::compute_ledger;
 use crate::state::{AppState, Outbox};
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -55,17 +56,23 @@ pub struct FailureRequest {
 }
 
 /// `POST /duty/failure`: a duty seat reports a nudge it could not make. Only the duty session
-/// may report (this hub has no request signatures, so the caller names itself in `by`).
+/// may report. The reporter is the signer's identity; else `by` (or `session`); else — the
+/// original MCP server's `relay_duty_failure` names nobody — on a hub that does not enforce
+/// signatures, an unsigned report counts as the duty session's (`docs/protocol.md` §11.2).
 pub async fn failure<S: Store>(
     State(hub): State<AppState<S>>,
+    ctx: Option<Extension<AuthContext>>,
     JsonBody(req): JsonBody<FailureRequest>,
 ) -> ApiResult<Json<DutyFailureReply>> {
-    let by = req
+    let signer = ctx.and_then(|Extension(c)| c.identity).map(|i| i.name);
+    let named = req
         .by
         .or(req.session)
         .map(|s| s.trim().to_string())
-        .unwrap_or_default();
-    check_len("by", &by, limits::SESSION)?;
+        .filter(|s| !s.is_empty());
+    check_opt("by", &named, limits::SESSION)?;
+    let anonymous_ok = signer.is_none() && named.is_none() && hub.cfg.auth != AuthMode::Enforce;
+    let by = signer.or(named).unwrap_or_default();
     check_len("recipient", &req.recipient, limits::SESSION)?;
     check_opt("project", &req.project, limits::PROJECT)?;
     let recipient = req.recipient.trim().to_string();
@@ -90,9 +97,10 @@ pub async fn failure<S: Store>(
         .store
         .write(move |tx| {
             let duty = duty::duty_session(cfg_duty.as_deref(), tx)?;
-            if duty.as_deref() != Some(by.as_str()) {
-                return Ok(Err(duty));
-            }
+            let by = match &duty {
+                Some(d) if anonymous_ok || *d == by => d.clone(),
+                _ => return Ok(Err(duty)),
+            };
             let failure = DutyFailure {
                 ts: now,
                 project: project.clone(),

@@ -7,7 +7,7 @@
 
 use crate::error::{ApiError, ApiResult, check_len, check_opt};
 use crate::extract::{JsonBody, Params};
-use crate::state::AppState;
+use crate::state::{AppState, Outbox, event};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -122,23 +122,37 @@ pub async fn post<S: Store>(
                     return Ok(None);
                 };
                 g.status = status;
-                g.resolved_by = Some(by);
-                g.resolved_note = Some(note);
+                g.resolved_by = Some(by.clone());
+                g.resolved_note = Some(note.clone());
                 g.resolved_ts = Some(now);
                 let out = g.clone();
                 tx.set_kv(
                     GATES_KEY,
                     &serde_json::to_value(&doc).unwrap_or(Value::Null),
                 )?;
-                Ok(Some(out))
+                let mut events = Outbox::default();
+                events.event(
+                    tx,
+                    event(
+                        now,
+                        "verify.gate.resolved",
+                        &out.project,
+                        &by,
+                        json!({ "gateId": out.id, "claim": out.claim, "status": out.status, "note": note }),
+                    ),
+                )?;
+                Ok(Some((out, events)))
             })
             .await?;
         return match got {
-            Some(gate) => Ok(Json(VerifyGateReply {
-                ok: true,
-                gate,
-                dedup: false,
-            })),
+            Some((gate, events)) => {
+                hub.publish(events);
+                Ok(Json(VerifyGateReply {
+                    ok: true,
+                    gate,
+                    dedup: false,
+                }))
+            }
             None => Err(ApiError::not_found("no such gate in that project")),
         };
     }
@@ -158,14 +172,14 @@ pub async fn post<S: Store>(
     check_len("howToVerify", &how, TEXT)?;
     crate::error::check_secrets([claim.as_str(), why.as_str(), how.as_str()])?;
     let card = req.card.filter(|c| *c > 0);
-    let (gate, dedup) = hub
+    let (gate, dedup, events) = hub
         .store
         .write(move |tx| {
             let mut doc = load(tx.kv(GATES_KEY)?);
             if let Some(g) = doc.gates.iter().find(|g| {
                 g.status == "open" && g.project.eq_ignore_ascii_case(&project) && g.claim == claim
             }) {
-                return Ok((g.clone(), true));
+                return Ok((g.clone(), true, Outbox::default()));
             }
             doc.seq += 1;
             let g = VerifyGate {
@@ -188,9 +202,21 @@ pub async fn post<S: Store>(
                 GATES_KEY,
                 &serde_json::to_value(&doc).unwrap_or(Value::Null),
             )?;
-            Ok((g, false))
+            let mut events = Outbox::default();
+            events.event(
+                tx,
+                event(
+                    now,
+                    "verify.gate.opened",
+                    &g.project,
+                    &g.by,
+                    json!({ "gateId": g.id, "claim": g.claim, "why": g.why, "howToVerify": g.how_to_verify, "taskId": g.card }),
+                ),
+            )?;
+            Ok((g, false, events))
         })
         .await?;
+    hub.publish(events);
     Ok(Json(VerifyGateReply {
         ok: true,
         gate,

@@ -21,7 +21,8 @@ use trantor_store::Store;
 /// The kv key of the org policy (links and autonomy).
 pub const POLICY_KEY: &str = "policy";
 
-fn project_key(project: &str) -> String {
+/// The kv key of a project's brief.
+pub fn project_key(project: &str) -> String {
     format!("project:{project}")
 }
 
@@ -118,7 +119,8 @@ pub async fn metrics<S: Store>(State(hub): State<AppState<S>>) -> impl IntoRespo
     )
 }
 
-fn policy_from(v: Option<Value>) -> PolicyReply {
+/// The stored policy, with the default autonomy `*: 1`.
+pub fn policy_from(v: Option<Value>) -> PolicyReply {
     let mut p: PolicyReply = v
         .and_then(|v| serde_json::from_value(v).ok())
         .unwrap_or_default();

@@ -4,13 +4,17 @@
 pub mod advise;
 pub mod board;
 pub mod bus;
+pub mod claims;
 pub mod delivery;
 pub mod duty;
 pub mod events;
 pub mod gates;
 pub mod handoff;
+pub mod lanes;
 pub mod meta;
 pub mod presence;
+pub mod projects;
+pub mod proposals;
 
 use crate::error::ApiError;
 use crate::openapi::{self, Field, Ty, f, shape};
@@ -26,12 +30,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use trantor_proto::limits;
 use trantor_proto::{
-    AppointReply, BannerReply, CardReply, CatchupReply, ChecklistToggleRequest, ContractsReply,
-    DeliveredReply, DeliveredRequest, DutyFailureReply, EventsReply, HealthReply, InboxReply,
-    LessonReply, LessonRequest, LessonsReply, OkReply, OpReply, PeerReply, PeersReply, PhaseReply,
-    PhaseRequest, PhasesReply, PolicyReply, PolicyRequest, PolicyWriteReply, ProjectReply,
-    ProjectRequest, ProjectWriteReply, RecentReply, RegisterReply, RegisterRequest, SendReply,
-    SendRequest, TaskCreateRequest, TaskReply, TaskUpdateRequest, TasksReply,
+    AppointReply, BannerReply, CardReply, ChecklistToggleRequest, ContractsReply, DeliveredReply,
+    DeliveredRequest, DutyFailureReply, EventsReply, HealthReply, InboxReply, LessonReply,
+    LessonRequest, LessonsReply, OkReply, OpReply, PeerReply, PeersReply, PhaseReply, PhaseRequest,
+    PhasesReply, PolicyReply, PolicyRequest, PolicyWriteReply, ProjectReply, ProjectRequest,
+    ProjectWriteReply, RecentReply, RegisterReply, RegisterRequest, SendReply, SendRequest,
+    TaskCreateRequest, TaskReply, TaskUpdateRequest, TasksReply,
 };
 use trantor_store::Store;
 
@@ -555,15 +559,23 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
         r(
             Verb::Get,
             "/catchup",
-            "What happened since the session last looked (moves its catch-up cursor)",
+            "With session: what happened since it last looked (moves its catch-up cursor); \
+             with only project: the project digest",
             fields![
-                SESSION_Q,
+                f("session", Str, false, "bus address, e.g. claude:myproject").max(limits::SESSION),
+                f(
+                    "project",
+                    Str,
+                    false,
+                    "without session: the project to digest"
+                )
+                .max(limits::PROJECT),
                 f("since", Int, false, "message id to start after"),
                 f("peek", Bool, false, "1: do not move the cursor"),
             ],
             None,
-            Some(shape::<CatchupReply>),
-            get(duty::catchup::<S>),
+            Some(shape::<trantor_proto::lanes::CatchupAny>),
+            get(lanes::catchup::<S>),
         ),
         r(
             Verb::Get,
@@ -624,7 +636,11 @@ async fn wrong_method() -> ApiError {
 /// Build the router over `hub`: the table, `/openapi.json`, the JSON fallbacks and the front
 /// layers (origin refusal + metrics outermost, then body limit + `_op`).
 pub fn router<S: Store>(hub: AppState<S>) -> Router {
-    let entries = table::<S>();
+    let mut entries = table::<S>();
+    entries.extend(lanes::table::<S>());
+    entries.extend(claims::table::<S>());
+    entries.extend(projects::table::<S>());
+    entries.extend(proposals::table::<S>());
     let mut docs: Vec<RouteDoc> = entries.iter().map(|(d, _)| *d).collect();
     docs.push(RouteDoc {
         verb: Verb::Get,
@@ -670,11 +686,19 @@ pub fn router<S: Store>(hub: AppState<S>) -> Router {
                 async move { axum::Json((*spec).clone()) }
             }),
         )
-        .route_layer(axum::middleware::from_fn(
-            move |req: axum::extract::Request, next: axum::middleware::Next| {
+        .route_layer(axum::middleware::from_fn_with_state(
+            hub.clone(),
+            move |axum::extract::State(hub): axum::extract::State<AppState<S>>,
+                  req: axum::extract::Request,
+                  next: axum::middleware::Next| {
                 let queries = queries.clone();
                 async move {
                     match check_query(&queries, &req) {
+                        // Alias resolution is boxed, so requests that name no project (a held
+                        // poll among them) carry nothing of it.
+                        Ok(()) if lanes::may_alias(&req) => {
+                            Box::pin(lanes::canon_layer(hub, req, next)).await
+                        }
                         Ok(()) => next.run(req).await,
                         Err(e) => e.into_response(),
                     }

@@ -1,0 +1,388 @@
+//! File claims and reads: `POST /claim`, `GET /claims`, `POST /read` (`docs/protocol.md` §15.4).
+//!
+//! A claim says "this session is editing this file (repo-relative) now"; it holds for
+//! `RELAY_CLAIM_TTL_MS`. The reply names every other session holding a live claim on the same
+//! file, which the original's PreToolUse hook hands to the model as a warning. Claims live in
+//! the store's kv (one document per project and file), so they survive a restart and are shared
+//! by hubs on one database; expired entries are dropped when their document is next written.
+
+use crate::error::{ApiError, ApiResult, check_len};
+use crate::extract::{JsonBody, Params};
+use crate::openapi::{Field, RouteDoc, Ty, Verb, f, shape};
+use crate::routes::lanes::canon;
+use crate::state::{AppState, Outbox, event};
+use axum::Json;
+use axum::extract::State;
+use axum::routing::{MethodRouter, get, post};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use trantor_proto::{limits, now_ms};
+use trantor_store::{ReadTx, Store, StoreError, WriteTx};
+
+/// Longest file path accepted.
+const FILE_MAX: usize = 400;
+
+/// `POST /claim` and `POST /read` body.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct ClaimRequest {
+    /// The project.
+    #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = limits::PROJECT))]
+    pub project: String,
+    /// The file, relative to the project's root (absolute paths and `..` are refused).
+    #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = FILE_MAX))]
+    pub file: String,
+    /// The session editing (or reading) it.
+    #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = limits::SESSION))]
+    pub session: String,
+    /// `/read` only: the seat the reader looked at.
+    #[serde(default)]
+    #[schemars(length(max = limits::SESSION))]
+    pub seat: Option<String>,
+}
+
+/// Another session's live claim on the same file.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Conflict {
+    /// The other session.
+    pub session: String,
+    /// When it last claimed the file, ms.
+    pub ts: i64,
+    /// How long ago, seconds.
+    pub ago_sec: i64,
+}
+
+/// `POST /claim` reply.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimReply {
+    /// Always true.
+    pub ok: bool,
+    /// Other sessions editing the same file within the claim window.
+    pub conflicts: Vec<Conflict>,
+    /// The claim window, ms.
+    pub ttl_ms: i64,
+}
+
+/// `POST /read` reply.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadReply {
+    /// Always true.
+    pub ok: bool,
+    /// The throttle window, ms.
+    pub ttl_ms: i64,
+}
+
+/// A live claim.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Claim {
+    /// Project.
+    pub project: String,
+    /// File (repo-relative).
+    pub file: String,
+    /// Claiming session.
+    pub session: String,
+    /// Last claimed, ms.
+    pub ts: i64,
+    /// How long ago, seconds.
+    pub ago_sec: i64,
+}
+
+/// `GET /claims` reply.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ClaimsReply {
+    /// Live claims, newest first.
+    pub claims: Vec<Claim>,
+}
+
+/// A `'static` list of documented fields.
+macro_rules! fields {
+    ($($x:expr),* $(,)?) => {{
+        const F: &[Field] = &[$($x),*];
+        F
+    }};
+}
+
+/// This module's routes, for the route table.
+pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
+    vec![
+        (
+            RouteDoc {
+                verb: Verb::Post,
+                path: "/claim",
+                summary: "Claim a file being edited; the reply names other sessions editing it",
+                query: &[],
+                body: Some(shape::<ClaimRequest>),
+                reply: Some(shape::<ClaimReply>),
+            },
+            post(claim::<S>),
+        ),
+        (
+            RouteDoc {
+                verb: Verb::Get,
+                path: "/claims",
+                summary: "Live file claims, newest first",
+                query: fields![
+                    f("project", Ty::Str, false, "only this project").max(limits::PROJECT)
+                ],
+                body: None,
+                reply: Some(shape::<ClaimsReply>),
+            },
+            get(claims::<S>),
+        ),
+        (
+            RouteDoc {
+                verb: Verb::Post,
+                path: "/read",
+                summary: "A person opened a file (one file.read event per window)",
+                query: &[],
+                body: Some(shape::<ClaimRequest>),
+                reply: Some(shape::<ReadReply>),
+            },
+            post(read::<S>),
+        ),
+    ]
+}
+
+fn doc_key(kind: &str, project: &str, file: &str) -> String {
+    // Length-prefixed, so no project/file pair can collide with another.
+    format!("{kind}:{}:{project}{file}", project.len())
+}
+
+/// The sessions of one claim (or read) document: session → ts.
+fn sessions(doc: &Option<Value>) -> Map<String, Value> {
+    doc.as_ref()
+        .and_then(|d| d.get("sessions"))
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// A file path as claims compare it, or why it is refused: it must lie inside the project
+/// (relative, no `..` component, no NUL).
+fn inside_path(file: &str) -> ApiResult<String> {
+    let f = file.trim();
+    if f.is_empty() {
+        return Err(ApiError::bad_request("project, file and session required"));
+    }
+    check_len("file", f, FILE_MAX)?;
+    let outside = f.starts_with('/')
+        || f.starts_with('\\')
+        || f.starts_with('~')
+        || f.as_bytes().get(1) == Some(&b':')
+        || f.contains('\0')
+        || f.split(['/', '\\']).any(|c| c == "..");
+    if outside {
+        return Err(ApiError::bad_request(format!(
+            "file {f:?} is outside the project: claims name a path relative to the project's \
+             root, without `..`"
+        )));
+    }
+    Ok(f.trim_start_matches("./").to_string())
+}
+
+struct Checked {
+    project: String,
+    file: String,
+    session: String,
+}
+
+fn check(req: &ClaimRequest) -> ApiResult<Checked> {
+    let project = req.project.trim().to_string();
+    let session = req.session.trim().to_string();
+    if project.is_empty() || session.is_empty() {
+        return Err(ApiError::bad_request("project, file and session required"));
+    }
+    check_len("project", &project, limits::PROJECT)?;
+    check_len("session", &session, limits::SESSION)?;
+    let file = inside_path(&req.file)?;
+    check_len("seat", req.seat.as_deref().unwrap_or(""), limits::SESSION)?;
+    Ok(Checked {
+        project,
+        file,
+        session,
+    })
+}
+
+/// Every live claim at `now` (all projects).
+pub fn live_claims(tx: &dyn ReadTx, now: i64) -> Result<Vec<Claim>, StoreError> {
+    live_claims_with_ttl(tx, now, i64::MAX)
+}
+
+/// Every claim younger than `ttl` at `now`.
+pub fn live_claims_with_ttl(tx: &dyn ReadTx, now: i64, ttl: i64) -> Result<Vec<Claim>, StoreError> {
+    let mut out = Vec::new();
+    for (_, doc) in tx.kv_prefix("claim:")? {
+        let project = doc.get("project").and_then(Value::as_str).unwrap_or("");
+        let file = doc.get("file").and_then(Value::as_str).unwrap_or("");
+        let expires = doc.get("ttlMs").and_then(Value::as_i64).unwrap_or(0);
+        let ttl = ttl.min(expires.max(1));
+        for (session, ts) in sessions(&Some(doc.clone())) {
+            let ts = ts.as_i64().unwrap_or(0);
+            if now - ts < ttl {
+                out.push(Claim {
+                    project: project.to_string(),
+                    file: file.to_string(),
+                    session,
+                    ts,
+                    ago_sec: (now - ts) / 1000,
+                });
+            }
+        }
+    }
+    out.sort_by_key(|c| std::cmp::Reverse(c.ts));
+    Ok(out)
+}
+
+/// Write `session`'s touch of (project, file) into a claim or read document; returns the other
+/// live sessions and whether this session already held it.
+fn touch_doc(
+    tx: &mut dyn WriteTx,
+    key: &str,
+    c: &Checked,
+    ttl: i64,
+    now: i64,
+) -> Result<(Vec<Conflict>, bool), StoreError> {
+    let doc = tx.kv(key)?;
+    let mut ss = sessions(&doc);
+    ss.retain(|_, ts| now - ts.as_i64().unwrap_or(0) < ttl);
+    let mine = ss.contains_key(&c.session);
+    let mut others: Vec<Conflict> = ss
+        .iter()
+        .filter(|(s, _)| **s != c.session)
+        .map(|(s, ts)| {
+            let ts = ts.as_i64().unwrap_or(0);
+            Conflict {
+                session: s.clone(),
+                ts,
+                ago_sec: ((now - ts) as f64 / 1000.0).round() as i64,
+            }
+        })
+        .collect();
+    others.sort_by_key(|c| std::cmp::Reverse(c.ts));
+    ss.insert(c.session.clone(), json!(now));
+    tx.set_kv(
+        key,
+        &json!({ "project": c.project, "file": c.file, "sessions": ss, "ttlMs": ttl }),
+    )?;
+    Ok((others, mine))
+}
+
+/// `POST /claim {project, file, session}`.
+pub async fn claim<S: Store>(
+    State(hub): State<AppState<S>>,
+    JsonBody(req): JsonBody<ClaimRequest>,
+) -> ApiResult<Json<ClaimReply>> {
+    let mut c = check(&req)?;
+    let ttl = hub.cfg.claim_ttl_ms;
+    let now = now_ms();
+    let (conflicts, out) = hub
+        .write(move |tx| {
+            c.project = canon(tx, &c.project)?;
+            let key = doc_key("claim", &c.project, &c.file);
+            let (conflicts, mine) = touch_doc(tx, &key, &c, ttl, now)?;
+            let mut out = Outbox::default();
+            if !mine {
+                out.event(
+                    tx,
+                    event(
+                        now,
+                        "file.claim",
+                        &c.project,
+                        &c.session,
+                        json!({ "file": c.file }),
+                    ),
+                )?;
+            }
+            if !conflicts.is_empty() {
+                let with: Vec<&str> = conflicts.iter().map(|x| x.session.as_str()).collect();
+                out.event(
+                    tx,
+                    event(
+                        now,
+                        "file.conflict",
+                        &c.project,
+                        &c.session,
+                        json!({ "file": c.file, "with": with }),
+                    ),
+                )?;
+            }
+            Ok((conflicts, out))
+        })
+        .await?;
+    hub.publish(out);
+    Ok(Json(ClaimReply {
+        ok: true,
+        conflicts,
+        ttl_ms: ttl,
+    }))
+}
+
+/// `GET /claims[?project=P]`: live claims, newest first.
+pub async fn claims<S: Store>(
+    State(hub): State<AppState<S>>,
+    p: Params,
+) -> ApiResult<Json<ClaimsReply>> {
+    let asked = p.text("project").map(str::to_string);
+    let ttl = hub.cfg.claim_ttl_ms;
+    let now = now_ms();
+    let claims = hub
+        .store
+        .read(move |tx| {
+            let project = match &asked {
+                Some(a) => Some(canon(tx, a)?),
+                None => None,
+            };
+            let mut all = live_claims_with_ttl(tx, now, ttl)?;
+            if let Some(p) = project {
+                all.retain(|c| c.project == p);
+            }
+            Ok(all)
+        })
+        .await?;
+    Ok(Json(ClaimsReply { claims }))
+}
+
+/// `POST /read {project, file, session, seat?}`: one `file.read` event per window.
+pub async fn read<S: Store>(
+    State(hub): State<AppState<S>>,
+    JsonBody(req): JsonBody<ClaimRequest>,
+) -> ApiResult<Json<ReadReply>> {
+    let mut c = check(&req)?;
+    let seat = req.seat.clone().unwrap_or_default();
+    check_len("seat", &seat, limits::SESSION)?;
+    let ttl = hub.cfg.claim_ttl_ms;
+    let now = now_ms();
+    let out = hub
+        .write(move |tx| {
+            c.project = canon(tx, &c.project)?;
+            let key = doc_key("fileread", &c.project, &c.file);
+            let (_, mine) = touch_doc(tx, &key, &c, ttl, now)?;
+            let mut out = Outbox::default();
+            if !mine {
+                out.event(
+                    tx,
+                    event(
+                        now,
+                        "file.read",
+                        &c.project,
+                        &c.session,
+                        json!({ "file": c.file, "seat": seat }),
+                    ),
+                )?;
+            }
+            Ok(out)
+        })
+        .await?;
+    hub.publish(out);
+    Ok(Json(ReadReply {
+        ok: true,
+        ttl_ms: ttl,
+    }))
+}

@@ -1,0 +1,526 @@
+//! Project-level routes the original's hooks, CLI and dashboard call: the project digest of
+//! `GET /catchup?project=`, `GET /history`, `POST /sweep` and `GET /overseer/status`
+//! (`docs/protocol.md` §15). Project names are resolved through the alias table
+//! ([`canon`]) that `POST /project/merge` writes.
+
+use crate::cards::move_card;
+use crate::error::{ApiError, ApiResult, check_opt};
+use crate::extract::{JsonBody, Params};
+use crate::openapi::{Field, RouteDoc, Ty, Verb, f, shape};
+use crate::routes::meta::{POLICY_KEY, policy_from, project_key};
+use crate::state::{AppState, Outbox};
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get, post};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use trantor_proto::lanes::{
+    CatchupAny, DigestCard, HistoryReply, OverseerStatus, OverseerWatching, ProjectDigest,
+    SweepCandidate, SweepReply, SweepRequest,
+};
+use trantor_proto::{CARD_STATUSES, Card, limits, now_ms};
+use trantor_store::{CardFilter, EventFilter, ReadTx, Store, StoreError};
+
+/// kv key of the alias table: `{alias: canonical}` (written by `POST /project/merge`).
+pub const ALIASES_KEY: &str = "aliases";
+/// The card event types (the timeline's feed).
+pub const CARD_EVENT_TYPES: [&str; 4] = ["created", "moved", "updated", "deleted"];
+/// Default and largest `/history` page.
+const HISTORY_DEFAULT: i64 = 200;
+const HISTORY_MAX: i64 = 1000;
+
+/// The canonical name of `project`: aliases are followed (at most 8 hops, so a cycle written
+/// by hand cannot hang a request).
+pub fn canon(tx: &dyn ReadTx, project: &str) -> Result<String, StoreError> {
+    let project = project.trim();
+    if project.is_empty() {
+        return Ok(String::new());
+    }
+    let Some(aliases) = tx.kv(ALIASES_KEY)? else {
+        return Ok(project.to_string());
+    };
+    let mut name = project.to_string();
+    for _ in 0..8 {
+        match aliases.get(&name).and_then(Value::as_str) {
+            Some(next) if next != name => name = next.to_string(),
+            _ => break,
+        }
+    }
+    Ok(name)
+}
+
+/// A `'static` list of documented fields.
+macro_rules! fields {
+    ($($x:expr),* $(,)?) => {{
+        const F: &[Field] = &[$($x),*];
+        F
+    }};
+}
+
+/// This module's routes, for the route table.
+pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
+    use Ty::*;
+    vec![
+        (
+            RouteDoc {
+                verb: Verb::Get,
+                path: "/history",
+                summary: "Card events only (the timeline's feed), oldest first",
+                query: fields![
+                    f("project", Str, false, "only this project").max(limits::PROJECT),
+                    f("limit", Int, false, "newest N (default 200, at most 1000)")
+                        .min(0)
+                        .max(HISTORY_MAX as usize),
+                ],
+                body: None,
+                reply: Some(shape::<HistoryReply>),
+            },
+            get(history::<S>),
+        ),
+        (
+            RouteDoc {
+                verb: Verb::Post,
+                path: "/sweep",
+                summary: "Move doing/testing cards untouched past olderMs to stale (owner; \
+                          dryRun counts); refused while a holder is working",
+                query: &[],
+                body: Some(shape::<SweepRequest>),
+                reply: Some(shape::<SweepReply>),
+            },
+            post(sweep::<S>),
+        ),
+        (
+            RouteDoc {
+                verb: Verb::Get,
+                path: "/overseer/status",
+                summary: "The overseer: last pass, duty session and liveness, what it watches, \
+                          standing warnings",
+                query: &[],
+                body: None,
+                reply: Some(shape::<OverseerStatus>),
+            },
+            get(overseer_status::<S>),
+        ),
+    ]
+}
+
+/// `GET /catchup`: with `session`, the session digest; with only `project`, the original's
+/// project digest.
+pub async fn catchup<S: Store>(State(hub): State<AppState<S>>, p: Params) -> ApiResult<Response> {
+    if p.text("session").is_some() {
+        return crate::routes::duty::catchup(State(hub), p)
+            .await
+            .map(|Json(r)| Json(CatchupAny::Session(Box::new(r))).into_response());
+    }
+    let Some(project) = p.text("project").map(str::to_string) else {
+        // Both parameters are optional in the document, so naming neither is schema-valid:
+        // it asks for a catch-up that does not exist (404), not a malformed request.
+        return Err(ApiError::not_found(
+            "no such catch-up: session or project required (?session=S for the session digest, \
+             ?project=P for the project digest)",
+        ));
+    };
+    check_opt("project", &Some(project.clone()), limits::PROJECT)?;
+    let digest = project_digest(&hub, &project).await?;
+    Ok(Json(CatchupAny::Project(Box::new(digest))).into_response())
+}
+
+fn digest_card(c: &Card) -> DigestCard {
+    DigestCard {
+        assignee: c.assignee.clone(),
+        id: c.id,
+        source: c.source.clone(),
+        title: c.title.clone(),
+        updated: c.updated,
+    }
+}
+
+/// The project digest: counts, the newest cards of each open column, the brief.
+pub async fn project_digest<S: Store>(
+    hub: &AppState<S>,
+    project: &str,
+) -> Result<ProjectDigest, StoreError> {
+    let asked = project.to_string();
+    let (project, cards, brief) = hub
+        .store
+        .read(move |tx| {
+            let project = canon(tx, &asked)?;
+            let cards = tx.cards(&CardFilter {
+                project: Some(project.clone()),
+                ..CardFilter::default()
+            })?;
+            let brief = tx.kv(&project_key(&project))?;
+            Ok((project, cards, brief))
+        })
+        .await?;
+    let mut counts: BTreeMap<String, i64> =
+        CARD_STATUSES.iter().map(|s| (s.to_string(), 0)).collect();
+    for c in &cards {
+        *counts.entry(c.status.clone()).or_default() += 1;
+    }
+    let pick = |status: &str, n: usize| -> Vec<DigestCard> {
+        let mut v: Vec<&Card> = cards.iter().filter(|c| c.status == status).collect();
+        v.sort_by(|a, b| b.updated.cmp(&a.updated).then(b.id.cmp(&a.id)));
+        v.into_iter().take(n).map(digest_card).collect()
+    };
+    let brief_ts = brief
+        .as_ref()
+        .and_then(|b| b.get("ts"))
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let last_activity = cards.iter().map(|c| c.updated).fold(brief_ts, i64::max);
+    Ok(ProjectDigest {
+        brief: brief
+            .as_ref()
+            .and_then(|b| b.get("brief"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        total: cards.len() as i64,
+        doing: pick("doing", 8),
+        testing: pick("testing", 8),
+        failed: pick("failed", 8),
+        blocked: pick("blocked", 8),
+        todo: pick("todo", 10),
+        recent_done: pick("done", 8),
+        counts,
+        last_activity,
+        project,
+    })
+}
+
+/// `GET /history[?project=P][&limit=N]`: card events only, the newest N, oldest first.
+pub async fn history<S: Store>(
+    State(hub): State<AppState<S>>,
+    p: Params,
+) -> ApiResult<Json<HistoryReply>> {
+    let limit = p
+        .count("limit")?
+        .unwrap_or(HISTORY_DEFAULT)
+        .min(HISTORY_MAX) as usize;
+    let asked = p.text("project").map(str::to_string);
+    check_opt("project", &asked, limits::PROJECT)?;
+    if limit == 0 {
+        return Ok(Json(HistoryReply { events: Vec::new() }));
+    }
+    let events = hub
+        .store
+        .read(move |tx| {
+            let project = match &asked {
+                Some(a) => Some(canon(tx, a)?),
+                None => None,
+            };
+            tx.events(&EventFilter {
+                project,
+                types: Some(CARD_EVENT_TYPES.map(str::to_string).to_vec()),
+                limit,
+                ..EventFilter::default()
+            })
+        })
+        .await?;
+    Ok(Json(HistoryReply { events }))
+}
+
+/// Whether a peer is at work now: its runner phase is `working`, or (older clients that send
+/// no phase) its status says so.
+fn working(p: &trantor_proto::Peer) -> bool {
+    match p.phase.as_deref() {
+        Some(phase) if !phase.is_empty() => phase == "working",
+        _ => p.status.trim_start().starts_with("working"),
+    }
+}
+
+/// `POST /sweep {project?, olderMs?, dryRun?, by?}`: doing and testing cards untouched for
+/// longer than `olderMs` (default `RELAY_REAP_GRACE_MS`) move to stale. A dry run only counts.
+/// A sweep is refused (409, nothing changed) while a seat holding a candidate is online and
+/// working: its card is not stale, its seat is busy with it.
+pub async fn sweep<S: Store>(
+    State(hub): State<AppState<S>>,
+    JsonBody(req): JsonBody<SweepRequest>,
+) -> ApiResult<Json<SweepReply>> {
+    check_opt("project", &req.project, limits::PROJECT)?;
+    check_opt("by", &req.by, limits::SESSION)?;
+    if req.older_ms.is_some_and(|ms| ms < 0) {
+        return Err(ApiError::bad_request("olderMs must not be negative"));
+    }
+    let older = req.older_ms.unwrap_or(hub.cfg.reap_grace_ms).max(0);
+    let now = now_ms();
+    let cut = now.saturating_sub(older);
+    let asked = req
+        .project
+        .as_deref()
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_string);
+    let (cards, peers) = hub
+        .store
+        .read(move |tx| {
+            let project = match &asked {
+                Some(a) => Some(canon(tx, a)?),
+                None => None,
+            };
+            let cards = tx.cards(&CardFilter {
+                project,
+                statuses: Some(vec!["doing".into(), "testing".into()]),
+                ..CardFilter::default()
+            })?;
+            Ok((cards, tx.peers()?))
+        })
+        .await?;
+    let cands: Vec<&Card> = cards.iter().filter(|c| c.updated < cut).collect();
+    let live: BTreeMap<String, trantor_proto::Peer> = peers
+        .into_iter()
+        .map(|p| hub.live_peer(p, now))
+        .filter(|p| p.online)
+        .map(|p| (p.session.clone(), p))
+        .collect();
+    let mut busy: Vec<String> = cands
+        .iter()
+        .flat_map(|c| {
+            let parent = c.extra.get("parent").and_then(Value::as_str).unwrap_or("");
+            [c.assignee.clone(), parent.to_string()]
+        })
+        .filter(|s| live.get(s).is_some_and(working))
+        .collect();
+    busy.sort();
+    busy.dedup();
+    let view: Vec<SweepCandidate> = cands
+        .iter()
+        .map(|c| SweepCandidate {
+            age_ms: now - c.updated,
+            assignee: c.assignee.clone(),
+            id: c.id,
+            project: c.project.clone(),
+            source: c.source.clone(),
+            status: c.status.clone(),
+            title: c.title.clone(),
+        })
+        .collect();
+    if req.dry_run {
+        return Ok(Json(SweepReply {
+            ok: true,
+            dry_run: Some(true),
+            count: Some(view.len() as i64),
+            swept: None,
+            candidates: view,
+            working: busy,
+        }));
+    }
+    if !busy.is_empty() {
+        return Err(ApiError::with(
+            StatusCode::CONFLICT,
+            format!(
+                "sweep refused: {} working on candidate cards; a working seat's card is not \
+                 stale (nothing was moved; wait for the seats to go idle, or narrow the sweep \
+                 with project/olderMs)",
+                busy.join(", ")
+            ),
+            json!({ "working": busy, "count": view.len() }),
+        ));
+    }
+    let by = req
+        .by
+        .map(|b| b.trim().to_string())
+        .filter(|b| !b.is_empty())
+        .unwrap_or_else(|| "sweep".into());
+    let ids: Vec<i64> = view.iter().map(|c| c.id).collect();
+    let (swept, out) = hub
+        .write(move |tx| {
+            let mut out = Outbox::default();
+            let mut swept = 0i64;
+            for id in &ids {
+                // Re-read inside the write: the card may have moved since the scan.
+                let Some(mut card) = tx.card(*id)? else {
+                    continue;
+                };
+                if !matches!(card.status.as_str(), "doing" | "testing") || card.updated >= cut {
+                    continue;
+                }
+                if let Some(ev) = move_card(&mut card, "stale", &by, None, now) {
+                    card.extra.insert("_reaped".into(), json!(true));
+                    tx.put_card(&card)?;
+                    out.event(tx, ev)?;
+                    swept += 1;
+                }
+            }
+            Ok((swept, out))
+        })
+        .await?;
+    hub.publish(out);
+    Ok(Json(SweepReply {
+        ok: true,
+        dry_run: None,
+        count: None,
+        swept: Some(swept),
+        candidates: view,
+        working: Vec::new(),
+    }))
+}
+
+/// `GET /overseer/status`: is the watcher alive, who is on duty, what it sees.
+pub async fn overseer_status<S: Store>(
+    State(hub): State<AppState<S>>,
+) -> ApiResult<Json<OverseerStatus>> {
+    let now = now_ms();
+    let cfg_duty = hub.cfg.duty_session.clone();
+    let (duty_session, policy, state, peers, claims) = hub
+        .store
+        .read(move |tx| {
+            Ok((
+                crate::duty::duty_session(cfg_duty.as_deref(), tx)?,
+                policy_from(tx.kv(POLICY_KEY)?),
+                crate::overseer::OverseerState::load(tx)?,
+                tx.peers()?,
+                crate::routes::claims::live_claims(tx, now)?,
+            ))
+        })
+        .await?;
+    let duty = crate::duty::status(&hub, now).await?;
+    let mut failures: Vec<Value> = duty
+        .get("failures")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    failures.reverse();
+    let live: Vec<trantor_proto::Peer> = peers
+        .into_iter()
+        .map(|p| hub.live_peer(p, now))
+        .filter(|p| p.online)
+        .collect();
+    let mut projects: Vec<&str> = live
+        .iter()
+        .map(|p| p.project.as_str())
+        .filter(|p| !p.is_empty())
+        .collect();
+    projects.sort_unstable();
+    projects.dedup();
+    Ok(Json(OverseerStatus {
+        engine: true,
+        last_tick_ts: state.last_tick,
+        tick_ms: hub.cfg.duty_tick.as_millis() as i64,
+        clear_ms: hub.cfg.overseer_clear_ms,
+        duty_session: duty_session.clone().unwrap_or_default(),
+        duty_failures: failures,
+        duty: if duty_session.is_some() {
+            duty
+        } else {
+            Value::Null
+        },
+        watching: OverseerWatching {
+            sessions: live.len() as i64,
+            projects: projects.len() as i64,
+            claims: claims.len() as i64,
+            links: policy.links.len() as i64,
+        },
+        autonomy: policy.autonomy.into_iter().collect(),
+        links: policy
+            .links
+            .iter()
+            .map(|l| serde_json::to_value(l).unwrap_or(Value::Null))
+            .collect(),
+        standing: state.episodes.len() as i64,
+        warnings: state.warnings,
+    }))
+}
+
+/// Whether a request may name a project (a `project` query parameter, or any POST body), so
+/// [`canon_layer`] has to look at it.
+pub fn may_alias(req: &axum::extract::Request) -> bool {
+    req.method() == axum::http::Method::POST
+        || req
+            .uri()
+            .query()
+            .is_some_and(|q| q.split('&').any(|kv| kv.starts_with("project=")))
+}
+
+/// Route layer: a request naming a project by an alias (`?project=` or a JSON body's
+/// `project`) is served as if it named the canonical project, so a merged lane's old name
+/// keeps working on every route. Costs one kv read, only for requests that name a project.
+pub async fn canon_layer<S: Store>(
+    hub: AppState<S>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let query_project = req
+        .uri()
+        .query()
+        .and_then(|q| crate::extract::parse_query(q).ok())
+        .and_then(|m| m.get("project").cloned())
+        .filter(|p| !p.trim().is_empty());
+    let is_post = req.method() == axum::http::Method::POST;
+    if query_project.is_none() && !is_post {
+        return next.run(req).await;
+    }
+    let aliases = match hub.store.read(|tx| tx.kv(ALIASES_KEY)).await {
+        Ok(Some(Value::Object(m))) if !m.is_empty() => m,
+        Ok(_) => return next.run(req).await,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let resolve = |p: &str| -> Option<String> {
+        let mut name = p.trim().to_string();
+        let mut changed = false;
+        for _ in 0..8 {
+            match aliases.get(&name).and_then(Value::as_str) {
+                Some(n) if n != name => {
+                    name = n.to_string();
+                    changed = true;
+                }
+                _ => break,
+            }
+        }
+        changed.then_some(name)
+    };
+    let (mut parts, body) = req.into_parts();
+    if let Some(to) = query_project.as_deref().and_then(resolve) {
+        let q = parts.uri.query().unwrap_or("");
+        let rebuilt: Vec<String> = q
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some(("project", _)) => format!("project={}", urlencode(&to)),
+                _ => kv.to_string(),
+            })
+            .collect();
+        let pq = format!("{}?{}", parts.uri.path(), rebuilt.join("&"));
+        if let Ok(uri) = pq.parse() {
+            parts.uri = uri;
+        }
+    }
+    if !is_post {
+        return next
+            .run(axum::extract::Request::from_parts(parts, body))
+            .await;
+    }
+    let bytes = match crate::ops::read_body(body).await {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
+    let rewritten = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|mut v| {
+            let to = v.get("project").and_then(Value::as_str).and_then(resolve)?;
+            v["project"] = Value::String(to);
+            serde_json::to_vec(&v).ok()
+        });
+    let body = match rewritten {
+        Some(b) => {
+            parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+            axum::body::Body::from(b)
+        }
+        None => axum::body::Body::from(bytes),
+    };
+    next.run(axum::extract::Request::from_parts(parts, body))
+        .await
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

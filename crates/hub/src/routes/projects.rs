@@ -1,0 +1,893 @@
+//! The project-grouped views and lane maintenance: `GET /projects`, `GET /phases`,
+//! `POST /project/delete`, `POST /project/merge` (`docs/protocol.md` §15.5).
+
+use crate::error::{ApiError, ApiResult, check_len};
+use crate::extract::{JsonBody, Params};
+use crate::openapi::{Field, RouteDoc, Ty, Verb, f, shape};
+use crate::routes::lanes::{ALIASES_KEY, canon};
+use crate::routes::meta::project_key;
+use crate::state::{AppState, Outbox, event};
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::{MethodRouter, get, post};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+use trantor_proto::{CARD_STATUSES, Card, limits, now_ms};
+use trantor_store::{CardFilter, Store};
+
+/// Time gap that starts a new "Setup N" phase among untagged cards.
+const PHASE_GAP_MS: i64 = 8 * 3_600_000;
+
+/// A session on a project row of `/projects`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectAgent {
+    /// Session.
+    pub session: String,
+    /// Online now.
+    pub online: bool,
+    /// Status line.
+    pub status: String,
+    /// `ok`, `down` or `errored`.
+    pub health: String,
+    /// LLM brand.
+    pub llm: String,
+    /// Model.
+    pub model: String,
+    /// Hook version.
+    pub hook_version: String,
+    /// Whether its hooks are older than the hub.
+    pub stale_hooks: bool,
+}
+
+/// One project of `/projects`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectRow {
+    /// Project (`(unassigned)` for cards and peers without one).
+    pub project: String,
+    /// Brief.
+    pub brief: String,
+    /// Sessions on it.
+    pub agents: Vec<ProjectAgent>,
+    /// Cards by status.
+    pub tasks: BTreeMap<String, i64>,
+    /// Titles of its doing cards.
+    pub doing_titles: Vec<String>,
+    /// Newest activity (presence, card, brief), ms.
+    pub last_activity: i64,
+    /// No session online.
+    pub idle: bool,
+    /// One line: where the project is.
+    pub phase: String,
+}
+
+/// `GET /projects` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ProjectsReply {
+    /// Projects.
+    pub projects: Vec<ProjectRow>,
+}
+
+/// A card in a phase of `/phases`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PhaseNode {
+    /// Card id.
+    pub id: i64,
+    /// Title.
+    pub title: String,
+    /// Assignee.
+    pub assignee: String,
+    /// The assignee's brand (before its colon).
+    pub agent: String,
+    /// Model.
+    pub model: String,
+    /// Status.
+    pub status: String,
+    /// Difficulty.
+    pub difficulty: String,
+    /// Created, ms.
+    pub ts: i64,
+    /// Last change, ms.
+    pub updated: i64,
+    /// Dependencies.
+    pub deps: Vec<i64>,
+    /// Source.
+    pub source: String,
+}
+
+/// A derived phase.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DerivedPhase {
+    /// Phase key (`P3`, `CB`, an explicit card phase, or `Setup N`).
+    pub key: String,
+    /// Label (= key).
+    pub label: String,
+    /// What the phase is about, from its card titles.
+    pub theme: String,
+    /// The goal set with `POST /phase` ("" when none).
+    pub goal: String,
+    /// Earliest card creation, ms.
+    pub start: i64,
+    /// Latest card change, ms.
+    pub end: i64,
+    /// Cards by status.
+    pub counts: BTreeMap<String, i64>,
+    /// Cards.
+    pub total: i64,
+    /// `failed`, `active`, `done`, `blocked` or `planned`.
+    pub status: String,
+    /// Crew brands on it.
+    pub agents: Vec<String>,
+    /// Crew cards.
+    pub crew: Vec<PhaseNode>,
+    /// Orchestrator cards.
+    pub orchestrators: Vec<PhaseNode>,
+}
+
+/// `GET /phases` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PhasesDerivedReply {
+    /// Project.
+    pub project: String,
+    /// Brief.
+    pub brief: String,
+    /// Phases, oldest first.
+    pub phases: Vec<DerivedPhase>,
+    /// Cards.
+    pub total: i64,
+    /// More than half the cards fell into time-clustered `Setup` phases.
+    pub sparse: bool,
+    /// How the phases were derived.
+    pub derived_by: String,
+}
+
+/// `POST /project/delete` body.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct DeleteRequest {
+    /// The project.
+    #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = limits::PROJECT))]
+    pub project: String,
+    /// Delete even with open cards (contracts still refuse).
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// `POST /project/delete` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct DeleteReply {
+    /// Always true.
+    pub ok: bool,
+    /// The project.
+    pub project: String,
+    /// What was removed: `{tasks, peers, messages, events}`.
+    pub removed: BTreeMap<String, i64>,
+}
+
+/// `POST /project/merge` body.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct MergeRequest {
+    /// The lane folded away.
+    #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = limits::PROJECT))]
+    pub from: String,
+    /// The lane it joins.
+    #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = limits::PROJECT))]
+    pub to: String,
+}
+
+/// `POST /project/merge` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct MergeReply {
+    /// Always true.
+    pub ok: bool,
+    /// The lane folded away.
+    pub from: String,
+    /// The lane it joined.
+    pub to: String,
+    /// What moved: `{cards, events, peers, messages}`.
+    pub moved: BTreeMap<String, i64>,
+}
+
+/// A `'static` list of documented fields.
+macro_rules! fields {
+    ($($x:expr),* $(,)?) => {{
+        const F: &[Field] = &[$($x),*];
+        F
+    }};
+}
+
+/// This module's routes, for the route table.
+pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
+    vec![
+        (
+            RouteDoc {
+                verb: Verb::Get,
+                path: "/projects",
+                summary: "Projects with their sessions, card counts, a derived phase line and idleness",
+                query: &[],
+                body: None,
+                reply: Some(shape::<ProjectsReply>),
+            },
+            get(projects::<S>),
+        ),
+        (
+            RouteDoc {
+                verb: Verb::Get,
+                path: "/phases",
+                summary: "A project's cards grouped into derived phases (title prefix, explicit \
+                          phase, time cluster)",
+                query: fields![f("project", Ty::Str, true, "project").max(limits::PROJECT)],
+                body: None,
+                reply: Some(shape::<PhasesDerivedReply>),
+            },
+            get(phases::<S>),
+        ),
+        (
+            RouteDoc {
+                verb: Verb::Post,
+                path: "/project/delete",
+                summary: "Forget a project's cards, brief and phase goals (owner); refused with \
+                          open contracts or, unless force, open cards",
+                query: &[],
+                body: Some(shape::<DeleteRequest>),
+                reply: Some(shape::<DeleteReply>),
+            },
+            post(delete::<S>),
+        ),
+        (
+            RouteDoc {
+                verb: Verb::Post,
+                path: "/project/merge",
+                summary: "Fold one project lane into another; the old name becomes an alias",
+                query: &[],
+                body: Some(shape::<MergeRequest>),
+                reply: Some(shape::<MergeReply>),
+            },
+            post(merge::<S>),
+        ),
+    ]
+}
+
+fn fmt_age(ms: i64) -> String {
+    let m = ms.max(0) / 60_000;
+    if m > 48 * 60 {
+        format!("{}d ago", m / 1440)
+    } else if m > 90 {
+        format!("{}h ago", m / 60)
+    } else {
+        format!("{m}m ago")
+    }
+}
+
+fn zero_counts() -> BTreeMap<String, i64> {
+    CARD_STATUSES.iter().map(|s| (s.to_string(), 0)).collect()
+}
+
+fn brief_of(doc: &Option<Value>) -> String {
+    doc.as_ref()
+        .and_then(|d| d.get("brief"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+/// `GET /projects`: the project-grouped home of the dashboard.
+pub async fn projects<S: Store>(State(hub): State<AppState<S>>) -> ApiResult<Json<ProjectsReply>> {
+    let now = now_ms();
+    let (peers, cards, briefs, aliases) = hub
+        .store
+        .read(|tx| {
+            Ok((
+                tx.peers()?,
+                tx.cards(&CardFilter::default())?,
+                tx.kv_prefix("project:")?,
+                tx.kv(ALIASES_KEY)?.unwrap_or(Value::Null),
+            ))
+        })
+        .await?;
+    let canon_of = |p: &str| -> String {
+        let mut name = p.trim().to_string();
+        for _ in 0..8 {
+            match aliases.get(&name).and_then(Value::as_str) {
+                Some(n) if n != name => name = n.to_string(),
+                _ => break,
+            }
+        }
+        if name.is_empty() {
+            "(unassigned)".into()
+        } else {
+            name
+        }
+    };
+    let briefs: BTreeMap<String, Value> = briefs
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix("project:")?.to_string(), v)))
+        .collect();
+    let mut rows: BTreeMap<String, ProjectRow> = BTreeMap::new();
+    fn mk<'a>(
+        rows: &'a mut BTreeMap<String, ProjectRow>,
+        briefs: &BTreeMap<String, Value>,
+        k: String,
+    ) -> &'a mut ProjectRow {
+        let brief = brief_of(&briefs.get(&k).cloned());
+        let brief_ts = briefs
+            .get(&k)
+            .and_then(|b| b.get("ts"))
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        rows.entry(k.clone()).or_insert_with(|| ProjectRow {
+            project: k,
+            brief,
+            tasks: zero_counts(),
+            last_activity: brief_ts,
+            ..ProjectRow::default()
+        })
+    }
+    for p in peers {
+        let p = hub.live_peer(p, now);
+        let e = mk(&mut rows, &briefs, canon_of(&p.project));
+        e.last_activity = e.last_activity.max(p.last_seen);
+        e.agents.push(ProjectAgent {
+            online: p.online,
+            status: p.status.clone(),
+            health: p.health.clone(),
+            llm: p.llm.clone().unwrap_or_default(),
+            model: p.model.clone().unwrap_or_default(),
+            hook_version: p.hook_version.clone().unwrap_or_default(),
+            stale_hooks: p.stale_hooks,
+            session: p.session,
+        });
+    }
+    for c in &cards {
+        let e = mk(&mut rows, &briefs, canon_of(&c.project));
+        *e.tasks.entry(c.status.clone()).or_default() += 1;
+        if c.status == "doing" {
+            e.doing_titles.push(c.title.clone());
+        }
+        e.last_activity = e.last_activity.max(c.updated);
+    }
+    let mut out: Vec<ProjectRow> = rows.into_values().collect();
+    for e in &mut out {
+        e.idle = !e.agents.iter().any(|a| a.online);
+        let n = |s: &str| e.tasks.get(s).copied().unwrap_or(0);
+        let (todo, doing, testing, failed, done, blocked) = (
+            n("todo"),
+            n("doing"),
+            n("testing"),
+            n("failed"),
+            n("done"),
+            n("blocked"),
+        );
+        let total = todo + doing + testing + failed + done + blocked;
+        let plural = |k: i64| if k > 1 { "s" } else { "" };
+        e.phase = if total == 0 {
+            "no cards yet".into()
+        } else if failed > 0 {
+            format!("{failed} FAILED — fixing")
+        } else if blocked > 0 {
+            format!("blocked on {blocked} card{}", plural(blocked))
+        } else if testing > 0 {
+            format!("verifying: {testing} in test")
+        } else if doing > 0 {
+            let more = if e.doing_titles.len() > 2 { "…" } else { "" };
+            format!(
+                "building: {}{more}",
+                e.doing_titles
+                    .iter()
+                    .take(2)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        } else if done == total {
+            "shipped — all cards done".into()
+        } else if todo > 0 {
+            format!("planned: {todo} card{} queued", plural(todo))
+        } else {
+            "in progress".into()
+        };
+        if e.idle {
+            e.phase = format!(
+                "idle · last activity {}",
+                if e.last_activity > 0 {
+                    fmt_age(now - e.last_activity)
+                } else {
+                    "unknown".into()
+                }
+            );
+        }
+    }
+    Ok(Json(ProjectsReply { projects: out }))
+}
+
+/// The phase family of a card title: `P5a …` → `P5`, `CB…` → `CB`, `FA…` → `FA`,
+/// `RunCost…` → `RunCost`.
+fn phase_family(title: &str) -> Option<String> {
+    let s = title.trim();
+    let b = s.as_bytes();
+    if b.first().is_some_and(|c| c.eq_ignore_ascii_case(&b'p')) {
+        let digits: String = s[1..].chars().take_while(char::is_ascii_digit).collect();
+        if !digits.is_empty() {
+            let mut rest = s[1 + digits.len()..].chars();
+            let mut next = rest.clone().next();
+            if next.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_uppercase()) {
+                rest.next();
+                next = rest.next();
+            }
+            if next.is_none_or(|c| c.is_whitespace() || "-:.".contains(c)) {
+                return Some(format!("P{digits}"));
+            }
+        }
+    }
+    let lower = s.to_ascii_lowercase();
+    let sep_or_digit = |i: usize| s[i..].chars().next();
+    if lower.starts_with("cbfix")
+        || (lower.starts_with("cb")
+            && sep_or_digit(2).is_some_and(|c| {
+                c.is_ascii_digit()
+                    || c.is_whitespace()
+                    || "-:.".contains(c)
+                    || (c == 'v' || c == 'V')
+                        && s[3..].chars().next().is_some_and(|d| d.is_ascii_digit())
+            }))
+    {
+        return Some("CB".into());
+    }
+    if lower.starts_with("fa")
+        && sep_or_digit(2)
+            .is_some_and(|c| c.is_ascii_digit() || c.is_whitespace() || "-:.".contains(c))
+    {
+        return Some("FA".into());
+    }
+    if lower.starts_with("runcost") {
+        return Some("RunCost".into());
+    }
+    None
+}
+
+fn phase_theme(cards: &[&Card]) -> String {
+    let mut subs: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for c in cards {
+        let t = c.title.trim();
+        let t = if phase_family(t).is_some() {
+            t.split_once(|ch: char| ch.is_whitespace() || ch == ':')
+                .map(|(_, r)| r)
+                .unwrap_or("")
+        } else {
+            t
+        };
+        let t = t.trim_start_matches(|ch: char| ch.is_whitespace() || ":-–—#".contains(ch));
+        let subject = t
+            .split(['—', '–'])
+            .next()
+            .unwrap_or("")
+            .split(" - ")
+            .next()
+            .unwrap_or("")
+            .trim();
+        if subject.is_empty() {
+            continue;
+        }
+        let key: String = subject.to_lowercase().chars().take(22).collect();
+        if !seen.insert(key) {
+            continue;
+        }
+        subs.push(subject.chars().take(48).collect());
+        if subs.len() >= 3 {
+            break;
+        }
+    }
+    subs.join(" · ").chars().take(120).collect()
+}
+
+fn brand(a: &str) -> String {
+    match a.find(':') {
+        Some(i) if i > 0 => a[..i].to_string(),
+        _ => a.to_string(),
+    }
+}
+
+fn is_orch(a: &str) -> bool {
+    const CREW: [&str; 10] = [
+        "codex", "gemini", "kimi", "deepseek", "claude", "qwen", "grok", "glm", "mistral", "llama",
+    ];
+    let b = brand(a);
+    !b.is_empty() && !CREW.iter().any(|c| c.eq_ignore_ascii_case(&b))
+}
+
+/// `GET /phases?project=P`: the project's cards grouped into ordered phases.
+pub async fn phases<S: Store>(
+    State(hub): State<AppState<S>>,
+    p: Params,
+) -> ApiResult<Json<PhasesDerivedReply>> {
+    let asked = p.required("project")?.to_string();
+    check_len("project", &asked, limits::PROJECT)?;
+    let (project, mut cards, brief, goals) = hub
+        .store
+        .read(move |tx| {
+            let project = canon(tx, &asked)?;
+            let cards = tx.cards(&CardFilter {
+                project: Some(project.clone()),
+                ..CardFilter::default()
+            })?;
+            let brief = tx.kv(&project_key(&project))?;
+            let goals = tx.kv_prefix(&format!("phase:{project}::"))?;
+            Ok((project, cards, brief, goals))
+        })
+        .await?;
+    cards.sort_by_key(|c| (c.ts, c.id));
+    let mut misc_round = 0;
+    let mut last_misc = 0i64;
+    let mut keyed: Vec<(String, &Card)> = Vec::new();
+    for c in &cards {
+        let explicit = c.phase.trim();
+        let key = if !explicit.is_empty() {
+            explicit.to_string()
+        } else if let Some(f) = phase_family(&c.title) {
+            f
+        } else {
+            if last_misc == 0 || c.ts - last_misc > PHASE_GAP_MS {
+                misc_round += 1;
+            }
+            if c.ts != 0 {
+                last_misc = c.ts;
+            }
+            format!("Setup {misc_round}")
+        };
+        keyed.push((key, c));
+    }
+    let mut order: Vec<String> = Vec::new();
+    let mut groups: BTreeMap<String, Vec<&Card>> = BTreeMap::new();
+    for (k, c) in &keyed {
+        if !groups.contains_key(k) {
+            order.push(k.clone());
+        }
+        groups.entry(k.clone()).or_default().push(c);
+    }
+    let prefix = format!("phase:{project}::");
+    let goal_of = |key: &str| -> String {
+        goals
+            .iter()
+            .find(|(k, _)| k.strip_prefix(&prefix) == Some(key))
+            .and_then(|(_, v)| v.get("goal").and_then(Value::as_str))
+            .unwrap_or("")
+            .to_string()
+    };
+    let node = |c: &Card| PhaseNode {
+        id: c.id,
+        title: c.title.clone(),
+        assignee: c.assignee.clone(),
+        agent: brand(&c.assignee),
+        model: c.model.clone(),
+        status: c.status.clone(),
+        difficulty: c.difficulty.clone(),
+        ts: c.ts,
+        updated: if c.updated > 0 { c.updated } else { c.ts },
+        deps: c.deps.clone(),
+        source: c.source.clone(),
+    };
+    let mut phases: Vec<DerivedPhase> = order
+        .iter()
+        .map(|key| {
+            let cs = &groups[key];
+            let mut counts = zero_counts();
+            for c in cs {
+                *counts.entry(c.status.clone()).or_default() += 1;
+            }
+            let n = |s: &str| counts.get(s).copied().unwrap_or(0);
+            let total = cs.len() as i64;
+            let status = if n("failed") > 0 {
+                "failed"
+            } else if n("doing") > 0 || n("testing") > 0 {
+                "active"
+            } else if total > 0 && n("done") == total {
+                "done"
+            } else if n("blocked") > 0 {
+                "blocked"
+            } else if n("todo") == total {
+                "planned"
+            } else {
+                "active"
+            };
+            let crew: Vec<PhaseNode> = cs
+                .iter()
+                .filter(|c| !is_orch(&c.assignee))
+                .map(|c| node(c))
+                .collect();
+            let orchestrators: Vec<PhaseNode> = cs
+                .iter()
+                .filter(|c| is_orch(&c.assignee))
+                .map(|c| node(c))
+                .collect();
+            let mut agents: Vec<String> = Vec::new();
+            for c in &crew {
+                if !c.agent.is_empty() && !agents.contains(&c.agent) {
+                    agents.push(c.agent.clone());
+                }
+            }
+            DerivedPhase {
+                key: key.clone(),
+                label: key.clone(),
+                theme: phase_theme(cs),
+                goal: goal_of(key),
+                start: cs.iter().map(|c| c.ts).min().unwrap_or(0),
+                end: cs
+                    .iter()
+                    .map(|c| if c.updated > 0 { c.updated } else { c.ts })
+                    .max()
+                    .unwrap_or(0),
+                counts,
+                total,
+                status: status.into(),
+                agents,
+                crew,
+                orchestrators,
+            }
+        })
+        .collect();
+    phases.sort_by_key(|p| p.start);
+    let misc = keyed
+        .iter()
+        .filter(|(k, _)| k.starts_with("Setup "))
+        .count();
+    Ok(Json(PhasesDerivedReply {
+        project,
+        brief: brief_of(&brief),
+        total: cards.len() as i64,
+        sparse: !cards.is_empty() && misc * 2 > cards.len(),
+        derived_by: "title-prefix + time-cluster".into(),
+        phases,
+    }))
+}
+
+/// `POST /project/delete {project, force?}` (owner): forget the project's cards, brief and
+/// phase goals. Refused (409, nothing changed) while a session on the project has open
+/// contracts, and — unless `force` — while it has open cards.
+pub async fn delete<S: Store>(
+    State(hub): State<AppState<S>>,
+    JsonBody(req): JsonBody<DeleteRequest>,
+) -> ApiResult<Json<DeleteReply>> {
+    let asked = req.project.trim().to_string();
+    if asked.is_empty() {
+        return Err(ApiError::bad_request("project required"));
+    }
+    check_len("project", &asked, limits::PROJECT)?;
+    let now = now_ms();
+    let a = asked.clone();
+    let (project, cards, peers) = hub
+        .store
+        .read(move |tx| {
+            let project = canon(tx, &a)?;
+            let cards = tx.cards(&CardFilter {
+                project: Some(project.clone()),
+                ..CardFilter::default()
+            })?;
+            let peers: Vec<String> = tx
+                .peers()?
+                .into_iter()
+                .filter(|p| p.project == project)
+                .map(|p| p.session)
+                .collect();
+            Ok((project, cards, peers))
+        })
+        .await?;
+    if cards.is_empty() && peers.is_empty() {
+        let has_brief = {
+            let k = project_key(&project);
+            hub.store.read(move |tx| tx.kv(&k)).await?.is_some()
+        };
+        if !has_brief {
+            return Err(ApiError::not_found(format!("no such project: {project}")));
+        }
+    }
+    // Open contracts: unanswered dispatches by the project's sessions within the window.
+    let mut open: Vec<Value> = Vec::new();
+    for s in &peers {
+        let ledger = crate::routes::bus::compute_ledger(
+            &hub,
+            s,
+            Some(&project),
+            now,
+            hub.cfg.contract_window_ms,
+            None,
+        )
+        .await?;
+        let unanswered = ledger
+            .contracts
+            .iter()
+            .chain(ledger.abandoned_contracts.iter())
+            .filter(|c| !c.answered);
+        for c in unanswered {
+            open.push(json!({ "id": c.id, "from": s, "to": c.to }));
+        }
+    }
+    if !open.is_empty() {
+        return Err(ApiError::with(
+            StatusCode::CONFLICT,
+            format!(
+                "project {project} has {} open contract(s): answer or let them lapse before \
+                 deleting (nothing was deleted)",
+                open.len()
+            ),
+            json!({ "openContracts": open }),
+        ));
+    }
+    let live = cards
+        .iter()
+        .filter(|c| !matches!(c.status.as_str(), "done" | "stale"))
+        .count();
+    if live > 0 && !req.force {
+        return Err(ApiError::with(
+            StatusCode::CONFLICT,
+            format!(
+                "project {project} has {live} open card(s); pass force:true to delete them too \
+                 (nothing was deleted)"
+            ),
+            json!({ "openCards": live }),
+        ));
+    }
+    let ids: Vec<i64> = cards.iter().map(|c| c.id).collect();
+    let p = project.clone();
+    let gone = cards.clone();
+    let (n, out) = hub
+        .write(move |tx| {
+            let mut out = Outbox::default();
+            for c in &gone {
+                tx.delete_card(c.id)?;
+                out.event(
+                    tx,
+                    crate::cards::card_event(c, "deleted", "hub", now, Some(&c.status), "deleted"),
+                )?;
+            }
+            tx.set_kv(&project_key(&p), &Value::Null)?;
+            for (k, _) in tx.kv_prefix(&format!("phase:{p}::"))? {
+                tx.set_kv(&k, &Value::Null)?;
+            }
+            out.event(
+                tx,
+                event(
+                    now,
+                    "project.deleted",
+                    &p,
+                    "hub",
+                    json!({ "cards": ids.len() }),
+                ),
+            )?;
+            Ok((ids.len() as i64, out))
+        })
+        .await?;
+    hub.publish(out);
+    let mut removed = BTreeMap::new();
+    removed.insert("tasks".to_string(), n);
+    removed.insert("peers".to_string(), 0);
+    removed.insert("messages".to_string(), 0);
+    removed.insert("events".to_string(), 0);
+    Ok(Json(DeleteReply {
+        ok: true,
+        project,
+        removed,
+    }))
+}
+
+/// `POST /project/merge {from, to}`: fold lane `from` into `to`. Cards, peers and the brief move;
+/// `from` becomes an alias of `to` (chains re-pointed), so every route taking a project resolves
+/// the old name to `to`. Refused (400, nothing changed): a missing name, `from` = `to` (also
+/// after aliases), a `to` that does not exist, or a `to` that is itself an alias of `from`.
+pub async fn merge<S: Store>(
+    State(hub): State<AppState<S>>,
+    JsonBody(req): JsonBody<MergeRequest>,
+) -> ApiResult<Json<MergeReply>> {
+    let from = req.from.trim().to_string();
+    let to = req.to.trim().to_string();
+    if from.is_empty() || to.is_empty() {
+        return Err(ApiError::bad_request("distinct from+to required"));
+    }
+    check_len("from", &from, limits::PROJECT)?;
+    check_len("to", &to, limits::PROJECT)?;
+    let now = now_ms();
+    let result = hub
+        .write(move |tx| {
+            let to_c = canon(tx, &to)?;
+            let from_c = canon(tx, &from)?;
+            if from == to || from_c == to_c {
+                return Ok(Err(ApiError::bad_request(format!(
+                    "distinct from+to required: {from} already is {to_c}"
+                ))));
+            }
+            let to_cards = tx.cards(&CardFilter {
+                project: Some(to_c.clone()),
+                ..CardFilter::default()
+            })?;
+            let peers = tx.peers()?;
+            let to_exists = !to_cards.is_empty()
+                || peers.iter().any(|p| p.project == to_c)
+                || tx.kv(&project_key(&to_c))?.is_some_and(|v| !v.is_null());
+            if !to_exists {
+                return Ok(Err(ApiError::bad_request(format!(
+                    "no such project to merge into: {to_c} (it has no cards, sessions or brief)"
+                ))));
+            }
+            let mut out = Outbox::default();
+            let mut cards = 0i64;
+            for mut c in tx.cards(&CardFilter {
+                project: Some(from_c.clone()),
+                ..CardFilter::default()
+            })? {
+                c.project = to_c.clone();
+                tx.put_card(&c)?;
+                cards += 1;
+            }
+            let mut moved_peers = 0i64;
+            for mut p in peers.into_iter().filter(|p| p.project == from_c) {
+                p.project = to_c.clone();
+                tx.put_peer(&p)?;
+                moved_peers += 1;
+            }
+            let fk = project_key(&from_c);
+            if let Some(fb) = tx.kv(&fk)?.filter(|v| !v.is_null()) {
+                let tk = project_key(&to_c);
+                let tb = tx.kv(&tk)?.filter(|v| !v.is_null());
+                let keep_to = tb
+                    .as_ref()
+                    .and_then(|b| b.get("brief"))
+                    .and_then(Value::as_str)
+                    .is_some_and(|b| !b.is_empty());
+                if !keep_to {
+                    tx.set_kv(&tk, &fb)?;
+                }
+                tx.set_kv(&fk, &Value::Null)?;
+            }
+            let mut aliases: Map<String, Value> = tx
+                .kv(ALIASES_KEY)?
+                .and_then(|v| v.as_object().cloned())
+                .unwrap_or_default();
+            aliases.insert(from_c.clone(), json!(to_c));
+            for v in aliases.values_mut() {
+                if v.as_str() == Some(from_c.as_str()) {
+                    *v = json!(to_c);
+                }
+            }
+            aliases.remove(&to_c);
+            tx.set_kv(ALIASES_KEY, &Value::Object(aliases))?;
+            out.event(
+                tx,
+                event(
+                    now,
+                    "project.merged",
+                    &to_c,
+                    "hub",
+                    json!({ "from": from_c, "to": to_c, "cards": cards, "peers": moved_peers }),
+                ),
+            )?;
+            Ok(Ok((from_c, to_c, cards, moved_peers, out)))
+        })
+        .await?;
+    let (from, to, cards, peers, out) = result?;
+    for p in hub.store.read(|tx| tx.peers()).await? {
+        if p.project == to {
+            hub.presence.set_project(&p.session, &to, true);
+        }
+    }
+    hub.publish(out);
+    let mut moved = BTreeMap::new();
+    moved.insert("cards".to_string(), cards);
+    moved.insert("peers".to_string(), peers);
+    moved.insert("events".to_string(), 0);
+    moved.insert("messages".to_string(), 0);
+    Ok(Json(MergeReply {
+        ok: true,
+        from,
+        to,
+        moved,
+    }))
+}

@@ -1,0 +1,711 @@
+//! Agent-proposed permissions: `POST /propose`, `GET /proposals`, `POST /proposal/decide`,
+//! `POST /proposal/withdraw`, `GET /grants` (`docs/protocol.md` §15.6).
+//!
+//! A proposal must state its bound — scope (what), condition (when) and exclusions (what is still
+//! not covered). A session may hold `RELAY_PROPOSAL_CAP` pending proposals; a near-duplicate of a
+//! denied proposal is refused; deciding is the owner's. Proposals live in one kv document.
+
+use crate::auth::AuthContext;
+use crate::duty::DUTY_SENDER;
+use crate::error::{ApiError, ApiResult, check_len};
+use crate::extract::{JsonBody, Params};
+use crate::openapi::{Field, RouteDoc, Ty, Verb, f, shape};
+use crate::routes::lanes::canon;
+use crate::state::{AppState, Outbox, event};
+use axum::Json;
+use axum::extract::{Extension, State};
+use axum::http::StatusCode;
+use axum::routing::{MethodRouter, get, post};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use trantor_proto::{limits, now_ms, session_project};
+use trantor_store::{NewMessage, Store, StoreError, WriteTx};
+
+/// kv key of the proposals document.
+pub const KEY: &str = "proposals";
+/// Longest scope, condition, exclusions and note.
+const TEXT: usize = 300;
+/// Longest capability key.
+const KEY_MAX: usize = 60;
+/// Proposals kept; past it the oldest 100 are dropped.
+const CAP: usize = 500;
+/// Most rows a list returns.
+const PAGE: usize = 200;
+
+/// A proposal.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Proposal {
+    /// Id.
+    pub id: i64,
+    /// Proposing session.
+    pub session: String,
+    /// Project.
+    pub project: String,
+    /// What it would allow.
+    pub scope: String,
+    /// When.
+    pub condition: String,
+    /// What stays not covered.
+    pub exclusions: String,
+    /// Machine-readable capability key ("" when none).
+    pub key: String,
+    /// `pending`, `approved`, `denied`, `revoked` or `withdrawn`.
+    pub status: String,
+    /// Filed, ms.
+    pub ts: i64,
+    /// Decided, ms (0 while pending).
+    pub decided_ts: i64,
+    /// Who decided.
+    pub decided_by: String,
+    /// The decision's note.
+    pub note: String,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Doc {
+    #[serde(default)]
+    seq: i64,
+    #[serde(default)]
+    proposals: Vec<Proposal>,
+}
+
+fn load(v: Option<Value>) -> Doc {
+    v.and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_default()
+}
+
+fn save(tx: &mut dyn WriteTx, doc: &Doc) -> Result<(), StoreError> {
+    let v = serde_json::to_value(doc).map_err(|e| StoreError::db_from("proposals", e))?;
+    tx.set_kv(KEY, &v)
+}
+
+/// `POST /propose` body.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct ProposeRequest {
+    /// The proposing session (or `by`).
+    #[serde(default)]
+    #[schemars(length(max = limits::SESSION))]
+    pub session: Option<String>,
+    /// Alias of `session`.
+    #[serde(default)]
+    #[schemars(length(max = limits::SESSION))]
+    pub by: Option<String>,
+    /// Project (default: the session's).
+    #[serde(default)]
+    #[schemars(length(max = limits::PROJECT))]
+    pub project: Option<String>,
+    /// What it would allow.
+    #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = TEXT))]
+    pub scope: String,
+    /// When.
+    #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = TEXT))]
+    pub condition: String,
+    /// What stays not covered.
+    #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = TEXT))]
+    pub exclusions: String,
+    /// Capability key, a slug `[a-z0-9._-]`.
+    #[serde(default)]
+    #[schemars(length(max = KEY_MAX), regex(pattern = r"^[a-z0-9][a-z0-9._-]*$"))]
+    pub key: Option<String>,
+}
+
+/// `POST /proposal/decide` and `/proposal/withdraw` body.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct DecideRequest {
+    /// Proposal id.
+    #[serde(default)]
+    #[schemars(extend("x-required" = true), range(min = 1))]
+    pub id: i64,
+    /// Decide: `approved`, `denied` or `revoked` (of an approved one).
+    #[serde(default)]
+    #[schemars(extend("enum" = ["approved", "denied", "revoked"]))]
+    pub status: Option<String>,
+    /// Decide: a note to the proposer.
+    #[serde(default)]
+    #[schemars(length(max = TEXT))]
+    pub note: Option<String>,
+    /// Who decides or withdraws.
+    #[serde(default)]
+    #[schemars(length(max = limits::SESSION))]
+    pub by: Option<String>,
+    /// Withdraw: the proposing session.
+    #[serde(default)]
+    #[schemars(length(max = limits::SESSION))]
+    pub session: Option<String>,
+}
+
+/// `POST /propose`, `/proposal/decide`, `/proposal/withdraw` reply.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ProposalReply {
+    /// Always true.
+    pub ok: bool,
+    /// The proposal.
+    pub proposal: Proposal,
+    /// Set when an identical pending proposal answered.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dedup: bool,
+}
+
+/// `GET /proposals` reply.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProposalsReply {
+    /// Matching proposals, oldest first (the newest 200).
+    pub proposals: Vec<Proposal>,
+    /// Pending proposals hub-wide.
+    pub pending_count: i64,
+}
+
+/// An active grant.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Grant {
+    /// Proposal id.
+    pub id: i64,
+    /// Session.
+    pub session: String,
+    /// Project.
+    pub project: String,
+    /// Scope.
+    pub scope: String,
+    /// Condition.
+    pub condition: String,
+    /// Exclusions.
+    pub exclusions: String,
+    /// Capability key.
+    pub key: String,
+    /// Who approved.
+    pub decided_by: String,
+    /// When, ms.
+    pub decided_ts: i64,
+    /// Note.
+    pub note: String,
+}
+
+/// `GET /grants` reply.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct GrantsReply {
+    /// Approved proposals (the newest 200).
+    pub grants: Vec<Grant>,
+}
+
+/// A `'static` list of documented fields.
+macro_rules! fields {
+    ($($x:expr),* $(,)?) => {{
+        const F: &[Field] = &[$($x),*];
+        F
+    }};
+}
+
+/// This module's routes, for the route table.
+pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
+    use Ty::*;
+    vec![
+        (
+            RouteDoc {
+                verb: Verb::Post,
+                path: "/propose",
+                summary: "File a bounded permission proposal (scope, condition, exclusions)",
+                query: &[],
+                body: Some(shape::<ProposeRequest>),
+                reply: Some(shape::<ProposalReply>),
+            },
+            post(propose::<S>),
+        ),
+        (
+            RouteDoc {
+                verb: Verb::Get,
+                path: "/proposals",
+                summary: "Proposals, filtered by project, status, session",
+                query: fields![
+                    f("project", Str, false, "only this project").max(limits::PROJECT),
+                    f(
+                        "status",
+                        Str,
+                        false,
+                        "pending, approved, denied, revoked or withdrawn"
+                    )
+                    .max(20),
+                    f("session", Str, false, "only this proposer").max(limits::SESSION),
+                ],
+                body: None,
+                reply: Some(shape::<ProposalsReply>),
+            },
+            get(proposals::<S>),
+        ),
+        (
+            RouteDoc {
+                verb: Verb::Post,
+                path: "/proposal/decide",
+                summary: "Approve, deny or revoke a proposal (owner); the proposer is told",
+                query: &[],
+                body: Some(shape::<DecideRequest>),
+                reply: Some(shape::<ProposalReply>),
+            },
+            post(decide::<S>),
+        ),
+        (
+            RouteDoc {
+                verb: Verb::Post,
+                path: "/proposal/withdraw",
+                summary: "Withdraw one's own pending proposal",
+                query: &[],
+                body: Some(shape::<DecideRequest>),
+                reply: Some(shape::<ProposalReply>),
+            },
+            post(withdraw::<S>),
+        ),
+        (
+            RouteDoc {
+                verb: Verb::Get,
+                path: "/grants",
+                summary: "Active grants: the approved proposals",
+                query: fields![
+                    f("project", Str, false, "only this project").max(limits::PROJECT),
+                    f("key", Str, false, "only this capability key").max(KEY_MAX),
+                    f("session", Str, false, "only this session").max(limits::SESSION),
+                ],
+                body: None,
+                reply: Some(shape::<GrantsReply>),
+            },
+            get(grants::<S>),
+        ),
+    ]
+}
+
+/// The denial fingerprint: scope and condition, lower-cased, punctuation dropped, whitespace
+/// collapsed.
+fn fingerprint(scope: &str, condition: &str) -> String {
+    let norm = |s: &str| {
+        s.to_lowercase()
+            .chars()
+            .map(|c| if c.is_alphanumeric() { c } else { ' ' })
+            .collect::<String>()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    format!("{}|{}", norm(scope), norm(condition))
+}
+
+fn signer(ctx: &Option<Extension<AuthContext>>) -> Option<String> {
+    ctx.as_ref()
+        .and_then(|Extension(c)| c.identity.as_ref())
+        .map(|i| i.name.clone())
+}
+
+/// `POST /propose`.
+pub async fn propose<S: Store>(
+    State(hub): State<AppState<S>>,
+    ctx: Option<Extension<AuthContext>>,
+    JsonBody(req): JsonBody<ProposeRequest>,
+) -> ApiResult<Json<ProposalReply>> {
+    let session = req
+        .session
+        .or(req.by)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    if session.is_empty() {
+        return Err(ApiError::bad_request("session required"));
+    }
+    check_len("session", &session, limits::SESSION)?;
+    if let Some(me) = signer(&ctx)
+        && me != session
+    {
+        return Err(ApiError::forbidden("session must match signer"));
+    }
+    let scope = req.scope.trim().to_string();
+    let condition = req.condition.trim().to_string();
+    let exclusions = req.exclusions.trim().to_string();
+    if scope.is_empty() || condition.is_empty() || exclusions.is_empty() {
+        return Err(ApiError::bad_request(
+            "a proposal must state its bound: scope (what), condition (when), exclusions (what \
+             is still NOT covered) — a permission without a bound is a blank cheque",
+        ));
+    }
+    for (name, v) in [
+        ("scope", &scope),
+        ("condition", &condition),
+        ("exclusions", &exclusions),
+    ] {
+        check_len(name, v, TEXT)?;
+    }
+    crate::error::check_secrets([scope.as_str(), condition.as_str(), exclusions.as_str()])?;
+    let key = req.key.unwrap_or_default().trim().to_lowercase();
+    check_len("key", &key, KEY_MAX)?;
+    let slug = key.is_empty()
+        || (key
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+            && key
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c)));
+    if !slug {
+        return Err(ApiError::bad_request("key must be a slug: [a-z0-9._-]"));
+    }
+    let asked = req
+        .project
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty());
+    if let Some(p) = &asked {
+        check_len("project", p, limits::PROJECT)?;
+    }
+    let cap = hub.cfg.proposal_cap;
+    let now = now_ms();
+    let result = hub
+        .write(move |tx| {
+            let project = match asked {
+                Some(p) => p,
+                None => tx
+                    .peer(&session)?
+                    .map(|p| p.project)
+                    .filter(|p| !p.is_empty())
+                    .unwrap_or_else(|| session_project(&session).to_string()),
+            };
+            let project = canon(tx, &project)?;
+            let mut doc = load(tx.kv(KEY)?);
+            let fp = fingerprint(&scope, &condition);
+            if let Some(d) = doc.proposals.iter().find(|p| {
+                p.status == "denied"
+                    && p.project == project
+                    && fingerprint(&p.scope, &p.condition) == fp
+            }) {
+                return Ok(Err(ApiError::with(
+                    StatusCode::CONFLICT,
+                    "near-duplicate of a DENIED proposal — do not re-propose; refine the bound \
+                     or move on",
+                    json!({ "deniedId": d.id, "note": d.note, "decidedTs": d.decided_ts }),
+                )));
+            }
+            let pending: Vec<&Proposal> = doc
+                .proposals
+                .iter()
+                .filter(|p| p.status == "pending" && p.session == session)
+                .collect();
+            if let Some(dup) = pending
+                .iter()
+                .find(|p| p.project == project && fingerprint(&p.scope, &p.condition) == fp)
+            {
+                return Ok(Ok(((*dup).clone(), true, Outbox::default())));
+            }
+            if pending.len() >= cap {
+                let list: Vec<Value> = pending
+                    .iter()
+                    .map(|p| json!({ "id": p.id, "scope": p.scope }))
+                    .collect();
+                return Ok(Err(ApiError::with(
+                    StatusCode::CONFLICT,
+                    format!(
+                        "queue full: {}/{cap} pending for this session — withdraw one of yours \
+                         to file another",
+                        pending.len()
+                    ),
+                    json!({ "pending": list }),
+                )));
+            }
+            doc.seq += 1;
+            let pr = Proposal {
+                id: doc.seq,
+                session: session.clone(),
+                project: project.clone(),
+                scope,
+                condition,
+                exclusions,
+                key,
+                status: "pending".into(),
+                ts: now,
+                ..Proposal::default()
+            };
+            doc.proposals.push(pr.clone());
+            if doc.proposals.len() > CAP {
+                doc.proposals.drain(..100);
+            }
+            save(tx, &doc)?;
+            let mut out = Outbox::default();
+            let mut data = json!({
+                "proposalId": pr.id,
+                "scope": pr.scope,
+                "condition": pr.condition,
+                "exclusions": pr.exclusions,
+            });
+            if !pr.key.is_empty() {
+                data["key"] = json!(pr.key);
+            }
+            out.event(tx, event(now, "proposal.filed", &project, &session, data))?;
+            Ok(Ok((pr, false, out)))
+        })
+        .await?;
+    let (proposal, dedup, out) = result?;
+    hub.publish(out);
+    Ok(Json(ProposalReply {
+        ok: true,
+        proposal,
+        dedup,
+    }))
+}
+
+/// `GET /proposals[?project=][&status=][&session=]`.
+pub async fn proposals<S: Store>(
+    State(hub): State<AppState<S>>,
+    p: Params,
+) -> ApiResult<Json<ProposalsReply>> {
+    let project = p.text("project").map(str::to_string);
+    let status = p.text("status").map(str::to_string);
+    let session = p.text("session").map(str::to_string);
+    let (rows, pending) = hub
+        .store
+        .read(move |tx| {
+            let project = match &project {
+                Some(pj) => Some(canon(tx, pj)?),
+                None => None,
+            };
+            let doc = load(tx.kv(KEY)?);
+            let pending = doc
+                .proposals
+                .iter()
+                .filter(|p| p.status == "pending")
+                .count();
+            let mut rows: Vec<Proposal> = doc
+                .proposals
+                .into_iter()
+                .filter(|p| project.as_ref().is_none_or(|x| &p.project == x))
+                .filter(|p| status.as_ref().is_none_or(|x| &p.status == x))
+                .filter(|p| session.as_ref().is_none_or(|x| &p.session == x))
+                .collect();
+            let excess = rows.len().saturating_sub(PAGE);
+            rows.drain(..excess);
+            Ok((rows, pending as i64))
+        })
+        .await?;
+    Ok(Json(ProposalsReply {
+        proposals: rows,
+        pending_count: pending,
+    }))
+}
+
+fn tell(tx: &mut dyn WriteTx, out: &mut Outbox, pr: &Proposal, now: i64) -> Result<(), StoreError> {
+    let verdict = match pr.status.as_str() {
+        "approved" => "You may rely on it within its stated bound.",
+        "revoked" => {
+            "This grant no longer applies — stop relying on it. You may propose a refined bound."
+        }
+        _ => "Do not re-propose this; refine the bound or move on.",
+    };
+    let note = if pr.note.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", pr.note)
+    };
+    let text = format!(
+        "📜 proposal #{} {}{note} — scope was \"{}\". {verdict}",
+        pr.id,
+        pr.status.to_uppercase(),
+        pr.scope
+    );
+    let msg = tx.insert_message(
+        NewMessage {
+            ts: now,
+            from: DUTY_SENDER.into(),
+            to: pr.session.clone(),
+            project: pr.project.clone(),
+            text: text.clone(),
+            re: None,
+            kind: Some("alert".into()),
+            wake: None,
+        },
+        &[],
+    )?;
+    out.event(
+        tx,
+        event(
+            now,
+            "message",
+            &pr.project,
+            DUTY_SENDER,
+            json!({ "msgId": msg.id, "toSession": pr.session, "text": text }),
+        ),
+    )?;
+    out.messages.push(msg);
+    Ok(())
+}
+
+/// `POST /proposal/decide {id, status, note?, by?}` (owner).
+pub async fn decide<S: Store>(
+    State(hub): State<AppState<S>>,
+    ctx: Option<Extension<AuthContext>>,
+    JsonBody(req): JsonBody<DecideRequest>,
+) -> ApiResult<Json<ProposalReply>> {
+    let decision = req.status.clone().unwrap_or_default();
+    if !matches!(decision.as_str(), "approved" | "denied" | "revoked") {
+        return Err(ApiError::bad_request(
+            "status must be 'approved', 'denied' or 'revoked'",
+        ));
+    }
+    let note = req.note.clone().unwrap_or_default();
+    check_len("note", &note, TEXT)?;
+    let by = signer(&ctx)
+        .or(req.by.clone())
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    check_len("by", &by, limits::SESSION)?;
+    let id = req.id;
+    let now = now_ms();
+    let result = hub
+        .write(move |tx| {
+            let mut doc = load(tx.kv(KEY)?);
+            let Some(pr) = doc.proposals.iter_mut().find(|p| p.id == id) else {
+                return Ok(Err(ApiError::not_found("no such proposal")));
+            };
+            if decision == "revoked" {
+                if pr.status != "approved" {
+                    return Ok(Err(ApiError::with(
+                        StatusCode::CONFLICT,
+                        format!("only an approved proposal can be revoked (is {})", pr.status),
+                        json!({ "proposal": pr }),
+                    )));
+                }
+            } else if pr.status != "pending" {
+                return Ok(Err(ApiError::with(
+                    StatusCode::CONFLICT,
+                    format!("already {}", pr.status),
+                    json!({ "proposal": pr }),
+                )));
+            }
+            pr.status = decision.clone();
+            pr.decided_ts = now;
+            pr.decided_by = by.clone();
+            pr.note = note.clone();
+            let pr = pr.clone();
+            save(tx, &doc)?;
+            let mut out = Outbox::default();
+            out.event(
+                tx,
+                event(
+                    now,
+                    "proposal.decided",
+                    &pr.project,
+                    &by,
+                    json!({ "proposalId": pr.id, "scope": pr.scope, "status": decision, "note": note }),
+                ),
+            )?;
+            tell(tx, &mut out, &pr, now)?;
+            Ok(Ok((pr, out)))
+        })
+        .await?;
+    let (proposal, out) = result?;
+    hub.publish(out);
+    Ok(Json(ProposalReply {
+        ok: true,
+        proposal,
+        dedup: false,
+    }))
+}
+
+/// `POST /proposal/withdraw {id, session}`: only the proposer, only while pending.
+pub async fn withdraw<S: Store>(
+    State(hub): State<AppState<S>>,
+    ctx: Option<Extension<AuthContext>>,
+    JsonBody(req): JsonBody<DecideRequest>,
+) -> ApiResult<Json<ProposalReply>> {
+    let claimant = signer(&ctx)
+        .or(req.session.clone())
+        .or(req.by.clone())
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let id = req.id;
+    let now = now_ms();
+    let result = hub
+        .write(move |tx| {
+            let mut doc = load(tx.kv(KEY)?);
+            let Some(pr) = doc.proposals.iter_mut().find(|p| p.id == id) else {
+                return Ok(Err(ApiError::not_found("no such proposal")));
+            };
+            if pr.status != "pending" {
+                return Ok(Err(ApiError::with(
+                    StatusCode::CONFLICT,
+                    format!("already {}", pr.status),
+                    json!({ "proposal": pr }),
+                )));
+            }
+            if claimant != pr.session {
+                return Ok(Err(ApiError::forbidden(
+                    "only the proposing session may withdraw",
+                )));
+            }
+            pr.status = "withdrawn".into();
+            pr.decided_ts = now;
+            pr.decided_by = pr.session.clone();
+            let pr = pr.clone();
+            save(tx, &doc)?;
+            let mut out = Outbox::default();
+            out.event(
+                tx,
+                event(
+                    now,
+                    "proposal.withdrawn",
+                    &pr.project,
+                    &pr.session,
+                    json!({ "proposalId": pr.id, "scope": pr.scope }),
+                ),
+            )?;
+            Ok(Ok((pr, out)))
+        })
+        .await?;
+    let (proposal, out) = result?;
+    hub.publish(out);
+    Ok(Json(ProposalReply {
+        ok: true,
+        proposal,
+        dedup: false,
+    }))
+}
+
+/// `GET /grants[?project=][&key=][&session=]`: the approved proposals.
+pub async fn grants<S: Store>(
+    State(hub): State<AppState<S>>,
+    p: Params,
+) -> ApiResult<Json<GrantsReply>> {
+    let project = p.text("project").map(str::to_string);
+    let key = p.text("key").map(str::to_lowercase);
+    let session = p.text("session").map(str::to_string);
+    let mut rows = hub
+        .store
+        .read(move |tx| {
+            let project = match &project {
+                Some(pj) => Some(canon(tx, pj)?),
+                None => None,
+            };
+            Ok(load(tx.kv(KEY)?)
+                .proposals
+                .into_iter()
+                .filter(|p| p.status == "approved")
+                .filter(|p| project.as_ref().is_none_or(|x| &p.project == x))
+                .filter(|p| key.as_ref().is_none_or(|x| &p.key == x))
+                .filter(|p| session.as_ref().is_none_or(|x| &p.session == x))
+                .map(|p| Grant {
+                    id: p.id,
+                    session: p.session,
+                    project: p.project,
+                    scope: p.scope,
+                    condition: p.condition,
+                    exclusions: p.exclusions,
+                    key: p.key,
+                    decided_by: p.decided_by,
+                    decided_ts: p.decided_ts,
+                    note: p.note,
+                })
+                .collect::<Vec<_>>())
+        })
+        .await?;
+    let excess = rows.len().saturating_sub(PAGE);
+    rows.drain(..excess);
+    Ok(Json(GrantsReply { grants: rows }))
+}

@@ -1,0 +1,193 @@
+//! Wire types of the project-level routes the original's hooks, CLI and dashboard read:
+//! the project digest of `GET /catchup?project=`, `GET /history`, `POST /sweep`,
+//! `GET /overseer/status` (`docs/protocol.md` §15).
+
+use crate::Event;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// A card as the project digest lists it. Fields are in name order.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct DigestCard {
+    /// Assignee (empty when none).
+    pub assignee: String,
+    /// Card id.
+    pub id: i64,
+    /// Where the card came from.
+    pub source: String,
+    /// Title.
+    pub title: String,
+    /// Last change, ms.
+    pub updated: i64,
+}
+
+/// `GET /catchup?project=P` reply: the original's project digest (its SessionStart hook and
+/// `trantor catchup` read it).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectDigest {
+    /// The project (canonical name).
+    pub project: String,
+    /// The project's brief ("" when none).
+    pub brief: String,
+    /// Cards by status; all seven statuses are present.
+    pub counts: BTreeMap<String, i64>,
+    /// Cards in the project.
+    pub total: i64,
+    /// Newest eight doing cards.
+    pub doing: Vec<DigestCard>,
+    /// Newest eight testing cards.
+    pub testing: Vec<DigestCard>,
+    /// Newest eight failed cards.
+    pub failed: Vec<DigestCard>,
+    /// Newest eight blocked cards.
+    pub blocked: Vec<DigestCard>,
+    /// Newest ten todo cards.
+    pub todo: Vec<DigestCard>,
+    /// Newest eight done cards.
+    pub recent_done: Vec<DigestCard>,
+    /// Last change on the board or the brief, ms.
+    pub last_activity: i64,
+}
+
+/// `GET /catchup` reply: the session digest (`?session=`) or the project digest (`?project=`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum CatchupAny {
+    /// `?session=S`.
+    Session(Box<crate::CatchupReply>),
+    /// `?project=P` without a session.
+    Project(Box<ProjectDigest>),
+}
+
+/// `GET /history` reply: card events only, oldest first.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct HistoryReply {
+    /// Card events (`created`, `moved`, `updated`, `deleted`).
+    pub events: Vec<Event>,
+}
+
+/// `POST /sweep` body.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SweepRequest {
+    /// Only this project (default: every project).
+    #[serde(default)]
+    #[schemars(length(max = crate::limits::PROJECT))]
+    pub project: Option<String>,
+    /// Cards untouched for longer than this are candidates (default `RELAY_REAP_GRACE_MS`).
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub older_ms: Option<i64>,
+    /// Only count the candidates; change nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Who sweeps (recorded on the moves; default `sweep`).
+    #[serde(default)]
+    #[schemars(length(max = crate::limits::SESSION))]
+    pub by: Option<String>,
+}
+
+/// A sweep candidate. Fields are in name order.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SweepCandidate {
+    /// Untouched for, ms.
+    pub age_ms: i64,
+    /// Assignee.
+    pub assignee: String,
+    /// Card id.
+    pub id: i64,
+    /// Project.
+    pub project: String,
+    /// Source.
+    pub source: String,
+    /// Status (doing or testing).
+    pub status: String,
+    /// Title.
+    pub title: String,
+}
+
+/// `POST /sweep` reply: `dryRun` + `count`, or `swept`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SweepReply {
+    /// Always true.
+    pub ok: bool,
+    /// Set on a dry run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<bool>,
+    /// Candidates found (dry run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<i64>,
+    /// Cards moved to stale.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swept: Option<i64>,
+    /// The candidates.
+    pub candidates: Vec<SweepCandidate>,
+    /// Online seats that hold a candidate and are working (a sweep that is not a dry run is
+    /// refused while any is).
+    pub working: Vec<String>,
+}
+
+/// What the overseer watches right now.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct OverseerWatching {
+    /// Live sessions.
+    pub sessions: i64,
+    /// Projects with a live session.
+    pub projects: i64,
+    /// Live file claims.
+    pub claims: i64,
+    /// Project links in the policy.
+    pub links: i64,
+}
+
+/// A standing overseer condition.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct OverseerWarning {
+    /// `same-project-sessions` or `file-conflict`.
+    pub kind: String,
+    /// Project.
+    pub project: String,
+    /// Sessions involved.
+    pub sessions: Vec<String>,
+    /// Files involved.
+    pub files: Vec<String>,
+    /// One line.
+    pub detail: String,
+    /// When the episode started, ms.
+    pub since: i64,
+}
+
+/// `GET /overseer/status` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OverseerStatus {
+    /// Whether collision detection runs (always true here).
+    pub engine: bool,
+    /// The last overseer pass, ms (0: none yet).
+    pub last_tick_ts: i64,
+    /// The pass period, ms.
+    pub tick_ms: i64,
+    /// How long a condition must be gone before its episode ends, ms.
+    pub clear_ms: i64,
+    /// The duty session in force ("" when none).
+    pub duty_session: String,
+    /// Recent duty failures, newest first.
+    pub duty_failures: Vec<Value>,
+    /// The duty block of `/health` (null without a duty session).
+    pub duty: Value,
+    /// What is watched.
+    pub watching: OverseerWatching,
+    /// Autonomy levels by project (`*` is the default).
+    pub autonomy: BTreeMap<String, Value>,
+    /// Project links.
+    pub links: Vec<Value>,
+    /// Conditions seen in the last pass.
+    pub warnings: Vec<OverseerWarning>,
+    /// Episodes standing.
+    pub standing: i64,
+}

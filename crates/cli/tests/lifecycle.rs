@@ -253,6 +253,90 @@ fn up_in_tmux_one_window_per_seat() {
     assert!(o.status.success(), "{}", out(&o));
 }
 
+/// `up` tells the truth: under a tmux server that was already running (whose environment is not
+/// the caller's), a seat whose CLI needs a credential from the person's environment gets it and
+/// comes up live once its kickoff turn ran; without the variable its CLI answers "Not logged in"
+/// and `up` names the seat and the reason and exits 1, as `seat-why` does.
+#[test]
+fn up_in_tmux_passes_the_persons_environment_and_refuses_a_seat_that_cannot_work() {
+    if !common::require_tools(&["python3", "tmux"]) {
+        return;
+    }
+    let m = Machine::new();
+    // A tmux server started earlier, from an environment without the credential.
+    let st = Command::new("tmux")
+        .args(["new-session", "-d", "-s", "bystander"])
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", m.home())
+        .env("TMUX_TMPDIR", &m.tmux_dir)
+        .status()
+        .expect("tmux");
+    assert!(st.success(), "a tmux server runs");
+    // The CLI refuses a turn without SEAT_API_KEY, as Claude Code does without its login.
+    let scenario = m.tmp.path().join("needs-key.sh");
+    std::fs::write(
+        &scenario,
+        "if [ \"${SEAT_API_KEY:-}\" != \"sk-test-123\" ]; then\n  echo 'Not logged in · Please run /login' >&2\n  exit 1\nfi\n",
+    )
+    .expect("scenario");
+    let scenario = scenario.to_string_lossy().to_string();
+
+    let mut c = m.cmd(&["up", "claude", "--wait", "60"]);
+    c.env("FAKE_AGENT_SCENARIO", &scenario)
+        .env("SEAT_API_KEY", "sk-test-123")
+        .env("RELAY_SESSION", "me:elsewhere")
+        .env("TRANTOR_SEAT", "not-this-one");
+    let o = c.output().expect("up");
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("claude:shop") && text.contains("✓ live"),
+        "{text}"
+    );
+    // The kickoff turn ran with the credential, and the seat's identity is its own.
+    let calls = std::fs::read_to_string(m.tmp.path().join("fake.jsonl")).expect("fake log");
+    let first: serde_json::Value =
+        serde_json::from_str(calls.lines().next().expect("a call")).expect("json");
+    assert_eq!(first["env"]["RELAY_SESSION"], "claude:shop", "{first}");
+    assert_eq!(first["env"]["TRANTOR_SEAT"], "shop", "{first}");
+    let o = m.run(&["seat-why", "claude"]);
+    assert!(out(&o).contains("claude:shop — live"), "{}", out(&o));
+    // The environment script that carried the credential into tmux is gone.
+    let leftover: Vec<_> = std::fs::read_dir(m.bus().join("logs"))
+        .expect("logs")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".env.sh"))
+        .collect();
+    assert!(leftover.is_empty(), "{leftover:?}");
+    let o = m.run(&["down", "claude"]);
+    assert!(o.status.success(), "{}", out(&o));
+
+    // Without the variable: loud, named, non-zero.
+    let mut c = m.cmd(&["up", "claude", "--wait", "60"]);
+    c.env("FAKE_AGENT_SCENARIO", &scenario)
+        .env_remove("SEAT_API_KEY");
+    let o = c.output().expect("up");
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("claude:shop") && text.contains("cannot run a turn"),
+        "{text}"
+    );
+    assert!(text.contains("Not logged in"), "{text}");
+    assert!(!text.contains("✓ live"), "{text}");
+    assert!(text.contains("0 of 1 seat(s) up"), "{text}");
+    let o = m.run(&["seat-why", "claude"]);
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert!(
+        out(&o).contains("claude:shop — cannot run a turn") && out(&o).contains("Not logged in"),
+        "{}",
+        out(&o)
+    );
+    let o = m.run(&["down", "--all", "--hub"]);
+    assert!(o.status.success(), "{}", out(&o));
+}
+
 #[test]
 fn a_seat_that_does_not_come_up_is_named_with_its_reason() {
     let m = Machine::new();

@@ -15,6 +15,8 @@ Reads the evidence for one seat and says what state it is in, with the advice th
   dead (quota)    parked on an exhausted quota until it resets
   dead (auth)     parked because the CLI's credentials were refused
   crashed         `trantor up` started it and its runner is gone (log tail shown)
+  cannot run a turn  the runner is up but every turn since its boot failed (not logged in,
+                  a missing CLI, credentials refused): the reason and the err file are shown
   no runner       it ran here before and was stopped
   never started   no trace of it on this machine
 Evidence: the hub's /peers row, park-<persona>-<project>.json, err-<persona>-<project>.txt,
@@ -46,6 +48,7 @@ pub(crate) enum Verdict {
     DeadQuota,
     DeadAuth,
     Crashed,
+    CannotWork,
     NoRunner,
     NeverStarted,
 }
@@ -58,6 +61,7 @@ impl Verdict {
             Verdict::DeadQuota => "dead (quota)",
             Verdict::DeadAuth => "dead (auth)",
             Verdict::Crashed => "crashed",
+            Verdict::CannotWork => "cannot run a turn",
             Verdict::NoRunner => "no runner",
             Verdict::NeverStarted => "never started",
         }
@@ -98,6 +102,49 @@ impl Diagnosis {
         for a in &self.advice {
             say!("  advice:   {a}");
         }
+    }
+}
+
+/// Whether a ledger turn row says the CLI could not do the turn (a non-zero exit, or an exit 0
+/// the runner judged a failure, such as "Not logged in"). A turn that exited 0 did what it was
+/// asked, whatever its outcome word (`no-commit` included).
+pub(crate) fn turn_failed(row: &Value) -> bool {
+    let code = |k: &str| row.get(k).and_then(Value::as_i64).unwrap_or(0);
+    code("exit") != 0 || code("effExit") != 0 || row.get("authFailed") == Some(&Value::Bool(true))
+}
+
+/// The turns the runner finished since its latest boot at or after `since_ms` (ms), oldest
+/// first: the evidence for "can this seat run a turn".
+pub(crate) fn turns_since_boot(ledger: &std::path::Path, since_ms: i64) -> Option<Vec<Value>> {
+    let text = std::fs::read_to_string(ledger).ok()?;
+    let rows: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect();
+    let boot = rows.iter().rposition(|r| {
+        r.get("boot") == Some(&Value::Bool(true))
+            && r.get("ts").and_then(Value::as_i64).unwrap_or(0) >= since_ms
+    })?;
+    Some(
+        rows[boot + 1..]
+            .iter()
+            .filter(|r| r.get("turn").is_some() && r.get("exit").is_some())
+            .cloned()
+            .collect(),
+    )
+}
+
+/// What a failed turn row says, for a person: the runner's verdict, else the exit status.
+pub(crate) fn turn_reason(row: &Value) -> String {
+    let verdict = row
+        .get("verdict")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|v| !v.is_empty());
+    let exit = row.get("exit").and_then(Value::as_i64).unwrap_or(0);
+    match verdict {
+        Some(v) => format!("{v} (exit {exit})"),
+        None => format!("the agent CLI exited {exit}"),
     }
 }
 
@@ -286,6 +333,42 @@ pub(crate) async fn diagnose(persona: &str, project: &str, hub: &HubClient) -> D
                 },
             ),
         }
+    } else if let Some(failed) = pid
+        .is_some()
+        .then(|| turns_since_boot(&paths.ledger, 0))
+        .flatten()
+        .filter(|t| !t.is_empty() && t.iter().all(turn_failed))
+    {
+        // The runner polls, but its CLI has not done one turn since it booted: not live.
+        let last = failed.last().cloned().unwrap_or_default();
+        if err_tail.is_empty() {
+            let t = seats::tail(&paths.err, 4);
+            if !t.is_empty() {
+                evidence.push(format!(
+                    "err file {}: {}",
+                    paths.err.display(),
+                    t.join(" ⏎ ")
+                ));
+            }
+        }
+        (
+            Verdict::CannotWork,
+            format!(
+                "its {} CLI cannot run a turn: {} ({} turn(s) since boot, none succeeded)",
+                agent,
+                turn_reason(&last),
+                failed.len()
+            ),
+            vec![format!(
+                "run `{}` by hand in {} with the same environment (a login, an API key or \
+                     base URL the seat must inherit), then: {restart}",
+                agent.split(':').next().unwrap_or(&agent),
+                record
+                    .as_ref()
+                    .map(|r| r.dir.display().to_string())
+                    .unwrap_or_else(|| "the project".into())
+            )],
+        )
     } else if pid.is_some() {
         let online = peer.as_ref().is_some_and(|p| p.online);
         let phase = peer

@@ -19,9 +19,13 @@ same agent gets the persona <agent>-2.
 Seats run `trantor runner <agent> <dir>` for this project: in tmux when it is installed (session
 trantor-<project>, one window per seat; output also in the log), otherwise as background
 processes with logs under <bus dir>/logs/runner-<persona>-<project>.log. If no hub answers at
-the hub URL and it is local, one is started first (log: <bus dir>/logs/hub.log). Each seat must
-show up live on the hub's /peers within --wait seconds; a seat that does not is named with the
-reason `trantor seat-why` finds. Exits 1 when any seat did not come up.
+the hub URL and it is local, one is started first (log: <bus dir>/logs/hub.log). A seat gets
+this shell's environment (its CLI needs the same login, API keys and base URLs), less what is
+per seat (RELAY_SESSION, RELAY_AGENT, CREW_PERSONA, TRANTOR_SEAT, …), in tmux and in the
+background alike. A seat is live when the hub sees its runner polling AND its kickoff turn
+finished (the runner's ledger): within --wait seconds. A seat whose CLI cannot run a turn (not
+logged in, a missing CLI, credentials refused) is named with the reason at once; one that does
+not come up is named with the reason `trantor seat-why` finds. Exits 1 when any seat is not live.
 
 Examples:
   trantor up claude                     one Claude Code seat for the current project
@@ -99,34 +103,45 @@ pub(crate) fn parse_specs(args: &[String]) -> anyhow::Result<Vec<Spec>> {
     Ok(out)
 }
 
-/// The variables a seat needs from this shell. Passed explicitly because a tmux window gets the
-/// tmux server's environment, not ours.
+/// Variables that are per seat, never inherited from the person's shell: who the seat is (the
+/// runner derives them for each seat) and what marks a process as being inside one.
+const PER_SEAT: [&str; 15] = [
+    "RELAY_SESSION",
+    "RELAY_AGENT",
+    "RUNNER_SESSION",
+    "CREW_PERSONA",
+    "CREW_MODEL",
+    "CREW_AGENT",
+    "CREW_RELEASE_STATE",
+    "TRANTOR_SEAT",
+    "TRANTOR_PERSONA",
+    "TRANTOR_TURN",
+    "TRANTOR_TURN_FRESH",
+    "TRANTOR_SESSION_ID",
+    "TRANTOR_PROMPT_FILE",
+    "TMUX",
+    "TMUX_PANE",
+];
+
+/// Whether `k` can be passed through a shell (`export K=...`).
+fn is_env_name(k: &str) -> bool {
+    let mut c = k.chars();
+    c.next()
+        .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
+        && c.all(|x| x.is_ascii_alphanumeric() || x == '_')
+}
+
+/// The environment a seat gets: the person's own (its CLI needs the same login, API keys, base
+/// URLs and proxies the person's would), less what must be per seat ([`PER_SEAT`]). Passed
+/// explicitly to tmux, whose windows get the tmux server's environment, not ours.
 fn forwarded_env() -> Vec<(String, String)> {
     std::env::vars()
-        .filter(|(k, _)| {
-            ["RELAY_", "CREW_", "TRANTOR_", "AGENT_BUS_", "FAKE_AGENT_"]
-                .iter()
-                .any(|p| k.starts_with(p))
-                || matches!(k.as_str(), "HOME" | "PATH" | "USER" | "LANG")
-        })
+        .filter(|(k, _)| is_env_name(k) && !PER_SEAT.contains(&k.as_str()))
         .collect()
 }
 
 fn seat_env(spec: &Spec, url: &str, project: &str) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = forwarded_env()
-        .into_iter()
-        .filter(|(k, _)| {
-            !matches!(
-                k.as_str(),
-                "CREW_PERSONA"
-                    | "CREW_MODEL"
-                    | "RELAY_SESSION"
-                    | "RUNNER_SESSION"
-                    | "CREW_AGENT"
-                    | "TMUX"
-            )
-        })
-        .collect();
+    let mut env: Vec<(String, String)> = forwarded_env();
     env.retain(|(k, _)| k != "RELAY_URL" && k != "RELAY_PROJECT");
     env.push(("RELAY_URL".into(), url.into()));
     env.push(("RELAY_PROJECT".into(), project.into()));
@@ -139,6 +154,32 @@ fn seat_env(spec: &Spec, url: &str, project: &str) -> Vec<(String, String)> {
     env.retain(|(k, _)| !spec.env.iter().any(|(x, _)| x == k));
     env.extend(spec.env.iter().cloned());
     env
+}
+
+/// A shell script that makes the environment exactly `env` (on top of the tmux server's, whose
+/// per-seat variables are removed first), then deletes itself: the seat's secrets do not stay on
+/// disk, nor on a command line anyone can read in `ps`.
+fn env_script(env: &[(String, String)], path: &std::path::Path) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut body = String::new();
+    for k in PER_SEAT {
+        body.push_str(&format!("unset {k}\n"));
+    }
+    for (k, v) in env {
+        body.push_str(&format!("export {k}={}\n", seats::shell_quote(v)));
+    }
+    body.push_str(&format!(
+        "rm -f {}\n",
+        seats::shell_quote(&path.to_string_lossy())
+    ));
+    let _ = std::fs::remove_file(path);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(body.as_bytes())
 }
 
 pub(crate) fn launch(
@@ -181,20 +222,20 @@ pub(crate) fn launch(
             // A window left from a crashed seat: replace it.
             let _ = seats::tmux(&["kill-window", "-t", &format!("={target}")]);
         }
-        let vars: Vec<String> = env
-            .iter()
-            .map(|(k, v)| format!("{k}={}", seats::shell_quote(v)))
-            .collect();
+        let script = log.with_extension("env.sh");
+        env_script(&env, &script).map_err(|e| format!("cannot write {}: {e}", script.display()))?;
         // The pipe keeps a copy of everything the pane shows in the log, so `seat-why` can
         // quote a runner that died before anyone looked at the window.
-        let cmd = format!(
-            "env {} {} runner {} {} 2>&1 | tee -a {}",
-            vars.join(" "),
+        let inner = format!(
+            ". {} && {} runner {} {} 2>&1 | tee -a {}",
+            seats::shell_quote(&script.to_string_lossy()),
             seats::shell_quote(&exe.to_string_lossy()),
             seats::shell_quote(&spec.agent),
             seats::shell_quote(&dir.to_string_lossy()),
             seats::shell_quote(&log.to_string_lossy())
         );
+        // Through sh whatever the person's login shell is (tmux runs the command with it).
+        let cmd = format!("sh -c {}", seats::shell_quote(&inner));
         let dir_s = dir.to_string_lossy().to_string();
         // Open the window on an idle shell, keep it after its process exits, then swap the
         // runner in: a runner that dies at once leaves its last words on screen (and does not
@@ -246,16 +287,14 @@ pub(crate) fn launch(
             .arg(&spec.agent)
             .arg(dir)
             .current_dir(dir)
-            .env_remove("CREW_PERSONA")
-            .env_remove("CREW_MODEL")
-            .env_remove("RELAY_SESSION")
-            .env_remove("RUNNER_SESSION")
-            .env_remove("CREW_AGENT")
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
             // Its own process group: the seat outlives this command and a Ctrl-C here.
             .process_group(0);
+        for k in PER_SEAT {
+            cmd.env_remove(k);
+        }
         for (k, v) in &env {
             cmd.env(k, v);
         }
@@ -421,6 +460,33 @@ pub(crate) async fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
                 Some(pid) => seats::process_alive(pid, "runner"),
                 None => rec.tmux.as_deref().is_none_or(seats::tmux_pane_alive),
             };
+            // Live means the runner polls AND its kickoff turn ran: the runner's own ledger
+            // says how the first turn since this launch ended.
+            let ledger = seats::runner_paths(&rec.persona, &rec.project).ledger;
+            let turns = super::seat_why::turns_since_boot(&ledger, rec.started).unwrap_or_default();
+            let kicked = turns.first();
+            let cannot = kicked.is_some_and(super::seat_why::turn_failed);
+            let live = live.filter(|_| kicked.is_some() && !cannot);
+            if cannot {
+                let d = diagnose(&rec.persona, &rec.project, &hub).await;
+                if tty {
+                    print!("\r\x1b[K");
+                }
+                let reason = kicked.map(super::seat_why::turn_reason).unwrap_or_default();
+                if !json_out {
+                    say!("  {:<24} ✗ cannot run a turn: {reason}", rec.session);
+                    for e in &d.evidence {
+                        say!("  {:<24}   evidence: {e}", "");
+                    }
+                    for adv in &d.advice {
+                        say!("  {:<24}   advice:   {adv}", "");
+                    }
+                }
+                failed += 1;
+                results.push(json!({"session": rec.session, "state": "cannot-work",
+                    "reason": reason, "why": d.json()}));
+                continue;
+            }
             if let Some(p) = live {
                 let secs = started.elapsed().as_secs_f32();
                 if tty {
@@ -442,6 +508,14 @@ pub(crate) async fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
                 let d = diagnose(&rec.persona, &rec.project, &hub).await;
                 if tty {
                     print!("\r\x1b[K");
+                }
+                if !json_out && alive && kicked.is_none() {
+                    say!(
+                        "  {:<24} ✗ its kickoff turn has not finished after {}s (`trantor seat-why {}` tells more later)",
+                        rec.session,
+                        a.wait,
+                        rec.persona
+                    );
                 }
                 if !json_out {
                     say!(

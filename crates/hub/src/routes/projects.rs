@@ -700,6 +700,11 @@ pub async fn delete<S: Store>(
             now,
             hub.cfg.contract_window_ms,
             None,
+            crate::routes::bus::LedgerPage {
+                after: 0,
+                limit: 1000,
+                open_only: true,
+            },
         )
         .await?;
         let unanswered = ledger

@@ -9,6 +9,7 @@ pub mod delivery;
 pub mod duty;
 pub mod events;
 pub mod gates;
+pub mod handoff;
 pub mod lanes;
 pub mod meta;
 pub mod presence;
@@ -596,6 +597,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
     ]
     .into_iter()
     .chain(advise::table::<S>())
+    .chain(handoff::table::<S>())
     .collect()
 }
 

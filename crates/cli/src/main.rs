@@ -49,6 +49,7 @@ fn init_tracing(stderr_only: bool) {
 }
 
 fn main() -> ExitCode {
+    trantor_proto::tls::install_default_provider();
     let cli = Cli::parse();
     init_tracing(matches!(cli.command, Command::Mcp(_)));
     let mut builder = tokio::runtime::Builder::new_multi_thread();

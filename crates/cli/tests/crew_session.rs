@@ -201,3 +201,236 @@ fn advise_refuses_what_it_cannot_route_and_profile_refuses_unknown_plans() {
     );
     assert_eq!(a["seats"]["count"], 0);
 }
+
+/// Run `trantor hook <event>` with Claude Code's JSON on stdin, as Claude Code does.
+fn hook(
+    home: &Path,
+    url: &str,
+    event: &str,
+    input: &Value,
+    env: &[(&str, &str)],
+) -> (Value, Duration) {
+    use std::io::Write;
+    let started = std::time::Instant::now();
+    let mut cmd = Command::new(bin());
+    cmd.args(["hook", event])
+        .env("HOME", home)
+        .env("RELAY_URL", url)
+        .env("RELAY_SESSION", "me:shop")
+        .env("RELAY_PROJECT", "shop")
+        .env_remove("AGENT_BUS_DIR")
+        .env_remove("TRANTOR_SEAT")
+        .env("TRANTOR_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn hook");
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(input.to_string().as_bytes());
+    }
+    let out = child.wait_with_output().expect("hook output");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("hook printed no JSON ({e}): {}", text(&out)));
+    (v, started.elapsed())
+}
+
+fn claude_input(event: &str, instance: &str, cwd: &Path, extra: Value) -> Value {
+    let mut v = json!({
+        "session_id": instance,
+        "transcript_path": cwd.join("t.jsonl"),
+        "cwd": cwd,
+        "hook_event_name": event,
+    });
+    if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+        for (k, x) in e {
+            o.insert(k.clone(), x.clone());
+        }
+    }
+    v
+}
+
+fn handoff_files(home: &Path) -> Vec<Value> {
+    std::fs::read_dir(home.join(".agent-bus/handoffs"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+        .filter_map(|e| serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok())
+        .collect()
+}
+
+#[test]
+fn pre_compact_writes_a_handoff_the_next_session_start_injects_once_with_its_open_threads() {
+    let hub = Hub::start();
+    let home = tempfile::tempdir().expect("tmp");
+    let cwd = home.path();
+    let (code, card) = hub_request(
+        hub.port,
+        "POST",
+        "/task",
+        Some(
+            &json!({"project": "shop", "title": "fix the cart total rounding", "status": "doing",
+                     "assignee": "codex:shop", "by": "me:shop"}),
+        ),
+    )
+    .expect("card");
+    assert_eq!(code, 200, "{card}");
+    // A summary far over the budget: the cut must keep the open threads.
+    let summary = format!("TASK: checkout. {}", "state detail ".repeat(2000));
+    let pre = claude_input(
+        "PreCompact",
+        "sess-old",
+        cwd,
+        json!({"trigger": "manual", "custom_instructions": summary}),
+    );
+    let (out, _) = hook(cwd, &hub.url(), "pre-compact", &pre, &[]);
+    assert_eq!(out, json!({}));
+    let files = handoff_files(cwd);
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_eq!(files[0]["sent"], true);
+    assert_eq!(files[0]["trigger"], "manual");
+    assert!(
+        files[0]["cards"][0]
+            .as_str()
+            .unwrap_or("")
+            .contains("fix the cart total rounding")
+    );
+    let (code, log) = hub_request(hub.port, "GET", "/handoffs?project=shop", None).expect("log");
+    assert_eq!(code, 200);
+    assert_eq!(log["handoffs"][0]["session"], "me:shop");
+    assert_eq!(log["handoffs"][0]["trigger"], "manual");
+    assert_eq!(log["handoffs"][0]["id"], files[0]["id"]);
+    let (_, ev) = hub_request(
+        hub.port,
+        "GET",
+        "/events?project=shop&type=handoff.written",
+        None,
+    )
+    .expect("events");
+    assert_eq!(ev["events"][0]["handoffId"], files[0]["id"], "{ev}");
+
+    // The next session gets it once, within the budget, open threads first.
+    let start = claude_input(
+        "SessionStart",
+        "sess-new",
+        cwd,
+        json!({"source": "startup"}),
+    );
+    let budget = [("TRANTOR_HANDOFF_BUDGET", "2000")];
+    let (v, _) = hook(cwd, &hub.url(), "session-start", &start, &budget);
+    let ctx = v["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let handoff = ctx.split("trantor crew brief").next().unwrap_or("");
+    assert!(handoff.starts_with("trantor handoff: me:shop"), "{ctx}");
+    assert!(handoff.contains("## Open threads"), "{handoff}");
+    assert!(handoff.contains("fix the cart total rounding"), "{handoff}");
+    assert!(handoff.contains("TASK: checkout."), "{handoff}");
+    assert!(handoff.contains("(cut:"), "{handoff}");
+    assert!(handoff.len() <= 2200, "{} characters", handoff.len());
+    assert!(
+        ctx.contains("trantor crew brief"),
+        "the brief still follows: {ctx}"
+    );
+    let (v, _) = hook(
+        cwd,
+        &hub.url(),
+        "session-start",
+        &claude_input("SessionStart", "sess-3", cwd, json!({})),
+        &[],
+    );
+    let again = v["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        !again.contains("trantor handoff:"),
+        "given once only: {again}"
+    );
+}
+
+#[test]
+fn a_hub_down_during_pre_compact_keeps_the_handoff_and_sends_it_later() {
+    let hub = Hub::start();
+    let home = tempfile::tempdir().expect("tmp");
+    let cwd = home.path();
+    let dead = format!("http://127.0.0.1:{}", common::free_port());
+    let pre = claude_input("PreCompact", "sess-a", cwd, json!({"trigger": "auto"}));
+    let (out, took) = hook(
+        cwd,
+        &dead,
+        "pre-compact",
+        &pre,
+        &[("TRANTOR_HOOK_TIMEOUT_MS", "1500")],
+    );
+    assert_eq!(out, json!({}));
+    assert!(took < Duration::from_secs(10), "the hook took {took:?}");
+    let files = handoff_files(cwd);
+    assert_eq!(files.len(), 1);
+    assert_eq!(files[0]["sent"], false);
+    assert!(
+        !files[0]["gaps"]
+            .as_array()
+            .map(Vec::is_empty)
+            .unwrap_or(true),
+        "{}",
+        files[0]
+    );
+    // The hub is back: the next hook sends it.
+    let start = claude_input("SessionStart", "sess-b", cwd, json!({}));
+    let (v, _) = hook(cwd, &hub.url(), "session-start", &start, &[]);
+    assert!(
+        v["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap_or("")
+            .contains("trantor handoff:")
+    );
+    let (_, log) = hub_request(hub.port, "GET", "/handoffs?project=shop", None).expect("log");
+    assert_eq!(log["handoffs"][0]["id"], files[0]["id"], "{log}");
+    assert_eq!(handoff_files(cwd)[0]["sent"], true);
+}
+
+#[test]
+fn handoff_storm_guard_and_the_cli_verb() {
+    let hub = Hub::start();
+    let body = json!({"project": "shop", "session": "me:shop", "trigger": "auto", "id": "h1"});
+    let (c, r) = hub_request(hub.port, "POST", "/handoff", Some(&body)).expect("first");
+    assert_eq!((c, r["allow"].clone()), (200, json!(true)), "{r}");
+    let (c, r) = hub_request(hub.port, "POST", "/handoff", Some(&body)).expect("second");
+    assert_eq!(c, 200);
+    assert_eq!(r["allow"], false, "{r}");
+    assert_eq!(r["reason"], "storm-guard");
+    assert_eq!(r["cooldownSec"], 300);
+    let mut forced = body.clone();
+    forced["force"] = json!(true);
+    let (_, r) = hub_request(hub.port, "POST", "/handoff", Some(&forced)).expect("forced");
+    assert_eq!(r["allow"], true);
+    let (c, r) = hub_request(
+        hub.port,
+        "POST",
+        "/handoff",
+        Some(&json!({"project": "shop"})),
+    )
+    .expect("bad");
+    assert_eq!(c, 400, "{r}");
+
+    let home = tempfile::tempdir().expect("tmp");
+    let o = trantor(home.path(), &hub.url(), "/usr/bin:/bin", &["handoff"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let o = trantor(
+        home.path(),
+        &hub.url(),
+        "/usr/bin:/bin",
+        &["handoff", "TASK: x. NEXT: y."],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("announced to the hub"), "{}", text(&o));
+    let (_, log) =
+        hub_request(hub.port, "GET", "/handoffs?project=shop&limit=1", None).expect("log");
+    assert_eq!(log["handoffs"].as_array().map(Vec::len), Some(1));
+    assert_eq!(log["handoffs"][0]["trigger"], "trantor-handoff");
+}

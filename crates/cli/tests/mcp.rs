@@ -343,6 +343,7 @@ async fn every_tool_against_a_real_hub() {
         "a move to done without a drill must be refused: {}",
         refused.text
     );
+    trantor_proto::tls::install_default_provider();
     let direct = reqwest::Client::new()
         .post(format!("{url}/task/update"))
         .json(&json!({"id": id, "status": "done", "note": "looks fine", "by": "claude:demo"}))

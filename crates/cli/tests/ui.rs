@@ -180,6 +180,7 @@ struct Api {
 
 impl Api {
     fn new(hub: &Hub) -> Api {
+        trantor_proto::tls::install_default_provider();
         Api {
             base: hub.url(),
             http: reqwest::Client::new(),
@@ -1009,6 +1010,7 @@ async fn twenty_seats_and_a_thousand_cards_stay_responsive() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_is_embedded_same_origin_and_json_clients_keep_the_banner() {
     let hub = Hub::start();
+    trantor_proto::tls::install_default_provider();
     let http = reqwest::Client::new();
     let page = http
         .get(format!("{}/", hub.url()))

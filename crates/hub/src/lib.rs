@@ -4,6 +4,32 @@
 //! core so its runner and MCP server work unchanged. In-process parts that are never persisted:
 //! the wake registry ([`wake`]), the presence cache ([`presence`]), the SSE feed ([`sse`]),
 //! metrics, and the in-flight `_op` set.
+//!
+//! # Layout
+//!
+//! ```text
+//! lib.rs        run / serve: open the store, bind, build the router, shut down cleanly
+//!   config      the hub's one clap struct and what it resolves to
+//!   state       the shared state every handler gets (`AppState`): store, caches, metrics
+//!   routes/     one file per route family (bus, board, presence, events, duty, delivery,
+//!               advise, meta); each handler parses its typed request from proto, runs one
+//!               closure against a store transaction, and answers with proto's typed reply
+//!   auth/       signed identity: the verification layer in front of the routes, enrollment
+//!               and invites, the key records, optional TLS
+//!   extract     the JSON body and query extractors (limits, error shapes)
+//!   ops         `_op` idempotency: replay of a recorded reply, the in-flight set
+//!   error       `ApiError`, the one error reply
+//!   cards       the board's rules (the drill gate, the assignee freeze) over a transaction
+//!   contracts   open contracts (dispatch without an answer) over a transaction
+//!   presence    the presence cache            wake   the held-poll wake registry
+//!   sse         the event feed                metrics /metrics
+//!   reaper, duty, cluster   periodic work (and its lease over a shared store)
+//!   openapi     /openapi.json, generated from proto's types
+//!   ui/         the dashboard
+//! ```
+//!
+//! The store is reached only through [`trantor_store::Store`]; wire shapes come from
+//! `trantor_proto`.
 
 pub mod auth;
 pub mod cards;

@@ -76,6 +76,7 @@ impl Hub {
         path: &str,
         body: &str,
     ) -> (u16, serde_json::Value) {
+        trantor_proto::tls::install_default_provider();
         let http = reqwest::Client::new();
         let mut req = http.request(method, format!("{}{path}", self.base));
         if !body.is_empty() {

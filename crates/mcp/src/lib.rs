@@ -8,6 +8,7 @@
 
 pub mod advise;
 pub mod args;
+pub mod handoff;
 pub mod render;
 pub mod server;
 

@@ -106,7 +106,7 @@ impl Relay {
             boot_ms: now_ms(),
             seat: std::env::var_os("TRANTOR_SEAT").is_some_and(|v| !v.is_empty()),
             state: Arc::new(Mutex::new(State::default())),
-            tool_router: Self::tool_router() + Self::crew_tools(),
+            tool_router: Self::tool_router() + Self::crew_tools() + Self::handoff_tools(),
         }
     }
 

@@ -147,6 +147,7 @@ impl HubClient {
     /// A client for the hub at `base` (e.g. `http://127.0.0.1:4477`) with a 10 s call timeout.
     pub fn new(base: impl Into<String>) -> Self {
         let base = base.into().trim_end_matches('/').to_string();
+        crate::tls::install_default_provider();
         // reqwest carries the TLS of an `https://` hub itself, over rustls on the ring provider
         // with `RELAY_CA_CERT` as the only roots (crate::tls).
         let tls = if base.starts_with("https://") {

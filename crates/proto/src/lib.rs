@@ -12,6 +12,7 @@ pub mod date;
 pub mod delivery;
 pub mod enroll;
 pub mod fsx;
+pub mod handoff;
 pub mod identity;
 pub mod keys;
 pub mod lanes;

@@ -13,6 +13,13 @@ use std::sync::Arc;
 /// The environment variable naming the PEM file of roots an `https://` hub must chain to.
 pub const CA_ENV: &str = "RELAY_CA_CERT";
 
+/// Make ring this process's default rustls provider (once; later calls do nothing). reqwest is
+/// built without a provider of its own, so a `reqwest::Client` built without a configuration
+/// from this module (a test's plain client, say) takes this one instead of panicking.
+pub fn install_default_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// The client configuration for an `https://` hub: the roots of `RELAY_CA_CERT` only, or why
 /// there are none.
 pub fn client_config() -> Result<rustls::ClientConfig, String> {

@@ -1117,6 +1117,43 @@ pub struct DutyFailure {
     pub ts: i64,
 }
 
+/// `POST /duty/failure` body.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailureRequest {
+    /// The recipient that could not be nudged.
+    #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::SESSION), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
+    pub recipient: String,
+    /// Its project (default: the recipient's suffix).
+    #[serde(default)]
+    #[schemars(length(max = crate::limits::PROJECT))]
+    pub project: Option<String>,
+    /// `relay-403` or `skipped-nudge`.
+    #[serde(default)]
+    #[schemars(extend("x-required" = true, "enum" = ["relay-403", "skipped-nudge"]))]
+    pub kind: String,
+    /// What happened (longer is cut to 500 characters).
+    #[serde(default)]
+    pub detail: String,
+    /// The reporting session (must be the duty session).
+    #[serde(default)]
+    #[schemars(length(max = crate::limits::SESSION))]
+    pub by: Option<String>,
+    /// Alias of `by`.
+    #[serde(default)]
+    #[schemars(length(max = crate::limits::SESSION))]
+    pub session: Option<String>,
+}
+
+/// `POST /overseer/duty` body.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct AppointRequest {
+    /// The new duty session; empty or absent clears the appointment.
+    #[serde(default)]
+    pub session: Option<String>,
+}
+
 /// `POST /duty/failure` reply.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct DutyFailureReply {

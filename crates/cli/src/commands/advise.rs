@@ -177,3 +177,74 @@ pub(crate) async fn profile(c: ProfileCommand) -> anyhow::Result<ExitCode> {
     say!("agents not listed count as api");
     Ok(ExitCode::SUCCESS)
 }
+
+pub(crate) const HANDOFF_HELP: &str = concat!(
+    "\
+Writes a handoff for this session: the summary (the arguments, or stdin with `-`), your open
+contracts, the project's cards in flight and the recent bus traffic. It is saved under
+<bus dir>/handoffs first and announced to the hub (`handoff.written`); a hub that is down gets
+it with the next hook or handoff. The next Claude Code session started in this project gets it
+once at its start (through `trantor hook session-start`).
+
+Examples:
+  trantor handoff 'TASK: … STATE: … NEXT: …'
+  cat notes.md | trantor handoff -
+
+",
+    exit_codes!()
+);
+
+/// `trantor handoff` options.
+#[derive(Debug, clap::Args)]
+pub struct HandoffArgs {
+    /// The summary (`-`: read it from stdin).
+    #[arg(value_name = "SUMMARY")]
+    pub summary: Vec<String>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+pub(crate) async fn handoff(a: HandoffArgs) -> anyhow::Result<ExitCode> {
+    let summary = if a.summary == ["-"] {
+        std::io::read_to_string(std::io::stdin())?
+    } else {
+        a.summary.join(" ")
+    };
+    if summary.trim().is_empty() {
+        return Err(usage(
+            "no summary: give it as arguments or pipe it in with `-` (task, state, next steps)",
+        ));
+    }
+    let (id, hub) = a.common.connect()?;
+    let bus = trantor_proto::identity::bus_dir(&trantor_proto::identity::ProcessEnv);
+    let (h, path) = trantor_mcp::handoff::write(
+        &hub,
+        &bus,
+        &id.session,
+        &id.project,
+        "",
+        "trantor-handoff",
+        &summary,
+    )
+    .await?;
+    if a.common.json {
+        print_json(&h)?;
+    } else {
+        say!("handoff {} saved: {}", h.id, path.display());
+        if h.sent {
+            say!("announced to the hub ({})", id.hub_url);
+        } else {
+            say!(
+                "the hub at {} did not answer: the handoff is kept and sent with the next hook",
+                id.hub_url
+            );
+        }
+        say!(
+            "the next session started in {} gets it once ({} open contract(s), {} card(s) in flight)",
+            h.project,
+            h.contracts.len(),
+            h.cards.len()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

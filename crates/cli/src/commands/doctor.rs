@@ -407,7 +407,7 @@ fn duty_check(d: &Value) -> Check {
 fn hooks_check(home: &std::path::Path) -> Check {
     let path = super::hook_install::settings_path(home);
     let (ok, detail, fix) = match super::hook_install::installed_hooks(home) {
-        Ok(4) => (
+        Ok(n) if n == super::hook::Event::ALL.len() => (
             true,
             format!(
                 "Claude Code hands crew messages to an interactive session ({}); Codex, OpenCode \
@@ -426,7 +426,11 @@ fn hooks_check(home: &std::path::Path) -> Check {
         ),
         Ok(n) => (
             false,
-            format!("{n} of the 4 Claude Code hooks are in {}", path.display()),
+            format!(
+                "{n} of the {} Claude Code hooks are in {}",
+                super::hook::Event::ALL.len(),
+                path.display()
+            ),
             Some("trantor connect --only claude".to_string()),
         ),
         Err(e) => (false, e, Some(format!("repair {}", path.display()))),

@@ -101,10 +101,18 @@ pub(crate) async fn duty(cmd: DutyCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-async fn appoint_on(hub: &trantor_proto::HubClient, session: &str) -> anyhow::Result<Value> {
-    hub.post::<_, Value>("/overseer/duty", &json!({ "session": session }))
-        .await
-        .hub(hub)
+async fn appoint_on(
+    hub: &trantor_proto::HubClient,
+    session: &str,
+) -> anyhow::Result<trantor_proto::AppointReply> {
+    hub.post::<_, trantor_proto::AppointReply>(
+        "/overseer/duty",
+        &trantor_proto::AppointRequest {
+            session: Some(session.to_string()),
+        },
+    )
+    .await
+    .hub(hub)
 }
 
 async fn up(a: DutyUpArgs) -> anyhow::Result<ExitCode> {
@@ -134,10 +142,10 @@ async fn up(a: DutyUpArgs) -> anyhow::Result<ExitCode> {
     let session = format!("{DUTY_PERSONA}:{}", id.project);
     let reply = appoint_on(&hub, &session).await?;
     if !json_out {
-        match reply["overriddenBy"].as_str() {
+        match &reply.overridden_by {
             Some(v) => say!(
                 "appointed {session} as duty, but the hub's {v} ({}) is in force",
-                reply["dutySession"].as_str().unwrap_or("?")
+                reply.duty_session.as_deref().unwrap_or("?")
             ),
             None => say!("{session} is the duty session on {}", hub.base()),
         }
@@ -208,10 +216,10 @@ async fn appoint(a: AppointArgs) -> anyhow::Result<ExitCode> {
     if a.common.json {
         print_json(&reply)?;
     } else {
-        match (reply["appointed"].as_str(), reply["overriddenBy"].as_str()) {
+        match (&reply.appointed, &reply.overridden_by) {
             (_, Some(v)) => say!(
                 "recorded, but the hub's {v} ({}) is in force",
-                reply["dutySession"].as_str().unwrap_or("?")
+                reply.duty_session.as_deref().unwrap_or("?")
             ),
             (Some(s), None) => say!("{s} is the duty session"),
             (None, None) => say!("duty appointment cleared"),

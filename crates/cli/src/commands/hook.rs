@@ -31,6 +31,8 @@ Run by Claude Code (installed by `trantor connect`), with the event's JSON on st
   post-tool-use        inject new direct messages (at most every TRANTOR_HOOK_INTERVAL_MS)
   user-prompt-submit   inject new direct messages
   stop                 block going idle once while mail is unread or a contract is stalled
+  pre-compact          write a handoff (summary, open contracts, cards in flight, recent
+                       traffic) that the next session in this project gets once at its start
 
 Inside a seat (TRANTOR_SEAT set by the runner, or a seat worktree under the bus directory) every
 event answers {} and does nothing: the runner alone speaks for its seat.
@@ -70,6 +72,7 @@ pub(crate) enum Event {
     PostToolUse,
     UserPromptSubmit,
     Stop,
+    PreCompact,
 }
 
 impl Event {
@@ -85,6 +88,7 @@ impl Event {
             "posttooluse" => Some(Event::PostToolUse),
             "userpromptsubmit" => Some(Event::UserPromptSubmit),
             "stop" => Some(Event::Stop),
+            "precompact" => Some(Event::PreCompact),
             _ => None,
         }
     }
@@ -96,6 +100,7 @@ impl Event {
             Event::PostToolUse => "PostToolUse",
             Event::UserPromptSubmit => "UserPromptSubmit",
             Event::Stop => "Stop",
+            Event::PreCompact => "PreCompact",
         }
     }
 
@@ -106,15 +111,17 @@ impl Event {
             Event::PostToolUse => "post-tool-use",
             Event::UserPromptSubmit => "user-prompt-submit",
             Event::Stop => "stop",
+            Event::PreCompact => "pre-compact",
         }
     }
 
     /// Every event, in install order.
-    pub(crate) const ALL: [Event; 4] = [
+    pub(crate) const ALL: [Event; 5] = [
         Event::SessionStart,
         Event::PostToolUse,
         Event::UserPromptSubmit,
         Event::Stop,
+        Event::PreCompact,
     ];
 }
 
@@ -128,6 +135,12 @@ struct Input {
     cwd: Option<String>,
     #[serde(default)]
     stop_hook_active: Option<bool>,
+    /// PreCompact: `manual` or `auto`.
+    #[serde(default)]
+    trigger: Option<String>,
+    /// PreCompact: what the person typed after `/compact` (becomes the handoff's summary).
+    #[serde(default)]
+    custom_instructions: Option<String>,
 }
 
 /// The reply that lets everything go on.
@@ -431,7 +444,64 @@ async fn answer(event: Event, raw: &[u8], budget: Duration) -> anyhow::Result<Va
     let path = cursor_path(&id.session, &instance);
     let now = now_ms();
     match event {
-        Event::SessionStart => session_start(&id, &hub, &path, now).await,
+        Event::SessionStart => {
+            let bus = trantor_proto::identity::bus_dir(&trantor_proto::identity::ProcessEnv);
+            // The handoff is taken first and always handed over: a slow hub may cost the brief,
+            // never the handoff that was just marked consumed.
+            let handoff = trantor_mcp::handoff::take(&bus, &id.project, &instance).map(|(p, h)| {
+                let budget = env_ms(
+                    "TRANTOR_HANDOFF_BUDGET",
+                    trantor_mcp::handoff::DEFAULT_BUDGET as u64,
+                ) as usize;
+                trantor_mcp::handoff::render(&h, &p, budget)
+            });
+            let left = budget.saturating_sub(Duration::from_millis(300));
+            let brief = tokio::time::timeout(left, session_start(&id, &hub, &path, now)).await;
+            if brief.is_ok() {
+                let pending = tokio::time::timeout(
+                    Duration::from_millis(200),
+                    trantor_mcp::handoff::send_pending(&hub, &bus),
+                );
+                let _ = pending.await;
+            }
+            match (brief, handoff) {
+                (Ok(Ok(v)), Some(h)) => {
+                    let text = v["hookSpecificOutput"]["additionalContext"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string();
+                    Ok(context(Event::SessionStart, format!("{h}\n{text}")))
+                }
+                (_, Some(h)) => Ok(context(Event::SessionStart, h)),
+                (Ok(r), None) => r,
+                (Err(_), None) => Ok(allow()),
+            }
+        }
+        Event::PreCompact => {
+            let bus = trantor_proto::identity::bus_dir(&trantor_proto::identity::ProcessEnv);
+            let trigger = input.trigger.as_deref().unwrap_or("auto");
+            let summary = input.custom_instructions.as_deref().unwrap_or("");
+            let (h, file) = trantor_mcp::handoff::write(
+                &hub,
+                &bus,
+                &id.session,
+                &id.project,
+                &instance,
+                trigger,
+                summary,
+            )
+            .await?;
+            eprintln!(
+                "[trantor] handoff written: {} (trigger {trigger}{})",
+                file.display(),
+                if h.sent {
+                    ""
+                } else {
+                    "; the hub did not answer, it is sent later"
+                }
+            );
+            Ok(allow())
+        }
         Event::PostToolUse | Event::UserPromptSubmit => {
             let mut cursor = match load_cursor(&path) {
                 Some(c) => c,

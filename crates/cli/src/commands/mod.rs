@@ -136,6 +136,9 @@ pub enum Command {
     /// Your plan per agent (`set claude=max codex=plus`, `show`), for the Advisor.
     #[command(subcommand, after_long_help = advise::PROFILE_HELP)]
     Profile(advise::ProfileCommand),
+    /// Write a handoff so a fresh session in this project takes over where this one is.
+    #[command(after_long_help = advise::HANDOFF_HELP)]
+    Handoff(advise::HandoffArgs),
 }
 
 /// Options every bus verb shares.
@@ -326,6 +329,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Identity(c) => identity::identity(c).await,
         Command::Advise(a) => advise::advise(a).await,
         Command::Profile(c) => advise::profile(c).await,
+        Command::Handoff(a) => advise::handoff(a).await,
     };
     match result {
         Ok(code) => Ok(code),

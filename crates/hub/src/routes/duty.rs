@@ -10,12 +10,12 @@ use crate::routes::bus::compute_ledger;
 use crate::state::{AppState, Outbox};
 use axum::Json;
 use axum::extract::{Extension, State};
-use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use trantor_proto::{
-    AppointReply, BROADCAST, CardBrief, CatchupContracts, CatchupPeer, CatchupReply, CatchupSince,
-    DutyFailure, DutyFailureReply, OpenContract, limits, now_ms, session_project,
+    AppointReply, AppointRequest, BROADCAST, CardBrief, CatchupContracts, CatchupPeer,
+    CatchupReply, CatchupSince, DutyFailure, DutyFailureReply, FailureRequest, OpenContract,
+    limits, now_ms, session_project,
 };
 use trantor_store::{CardFilter, EventFilter, Store};
 
@@ -25,35 +25,6 @@ const DETAIL_CAP: usize = 500;
 const CATCHUP_MESSAGES: usize = 50;
 /// Most card events a catch-up returns.
 const CATCHUP_EVENTS: usize = 50;
-
-/// `POST /duty/failure` body.
-#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct FailureRequest {
-    /// The recipient that could not be nudged.
-    #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = limits::SESSION), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
-    pub recipient: String,
-    /// Its project (default: the recipient's suffix).
-    #[serde(default)]
-    #[schemars(length(max = limits::PROJECT))]
-    pub project: Option<String>,
-    /// `relay-403` or `skipped-nudge`.
-    #[serde(default)]
-    #[schemars(extend("x-required" = true, "enum" = ["relay-403", "skipped-nudge"]))]
-    pub kind: String,
-    /// What happened (longer is cut to 500 characters).
-    #[serde(default)]
-    pub detail: String,
-    /// The reporting session (must be the duty session).
-    #[serde(default)]
-    #[schemars(length(max = limits::SESSION))]
-    pub by: Option<String>,
-    /// Alias of `by`.
-    #[serde(default)]
-    #[schemars(length(max = limits::SESSION))]
-    pub session: Option<String>,
-}
 
 /// `POST /duty/failure`: a duty seat reports a nudge it could not make. Only the duty session
 /// may report. The reporter is the signer's identity; else `by` (or `session`); else — the
@@ -127,14 +98,6 @@ pub async fn failure<S: Store>(
             "only the duty session ({d}) may report duty failures"
         ))),
     }
-}
-
-/// `POST /overseer/duty` body.
-#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
-pub struct AppointRequest {
-    /// The new duty session; empty or absent clears the appointment.
-    #[serde(default)]
-    pub session: Option<String>,
 }
 
 /// `POST /overseer/duty {session}`: appoint (or with an empty session, clear) the duty

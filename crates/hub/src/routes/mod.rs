@@ -9,6 +9,7 @@ pub mod delivery;
 pub mod duty;
 pub mod events;
 pub mod gates;
+pub mod handoff;
 pub mod lanes;
 pub mod meta;
 pub mod presence;
@@ -542,7 +543,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/duty/failure",
             "A duty seat reports a nudge it could not make (duty session only)",
             &[],
-            Some(shape::<duty::FailureRequest>),
+            Some(shape::<trantor_proto::FailureRequest>),
             Some(shape::<DutyFailureReply>),
             post(duty::failure::<S>),
         ),
@@ -551,7 +552,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             "/overseer/duty",
             "Appoint the duty session (empty session clears it)",
             &[],
-            Some(shape::<duty::AppointRequest>),
+            Some(shape::<trantor_proto::AppointRequest>),
             Some(shape::<AppointReply>),
             post(duty::appoint::<S>),
         ),
@@ -596,6 +597,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
     ]
     .into_iter()
     .chain(advise::table::<S>())
+    .chain(handoff::table::<S>())
     .collect()
 }
 

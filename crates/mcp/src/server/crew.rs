@@ -45,3 +45,46 @@ impl Relay {
         Ok(crate::advise::render(&advice))
     }
 }
+
+/// `relay_handoff` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct HandoffArgs {
+    /// The complete markdown handoff: TASK, STATE, KEY DECISIONS, NEXT STEPS, KEY FILES.
+    pub summary: String,
+}
+
+#[tool_router(router = handoff_tools, vis = "pub(super)")]
+impl Relay {
+    #[tool(
+        description = "Write a handoff for THIS session so a fresh session can take over with a full context window instead of compacting. Give a complete markdown summary (TASK / STATE / KEY DECISIONS / NEXT STEPS / KEY FILES); your open contracts, the project's cards in flight and the recent bus traffic are added. The next session started in this project gets it once."
+    )]
+    async fn relay_handoff(&self, Parameters(a): Parameters<HandoffArgs>) -> ToolResult {
+        if a.summary.trim().is_empty() {
+            return Err("`summary` is empty: write the handoff (task, state, next steps)".into());
+        }
+        let bus = trantor_proto::identity::bus_dir(&trantor_proto::identity::ProcessEnv);
+        let (h, path) = crate::handoff::write(
+            &self.hub,
+            &bus,
+            &self.id.session,
+            &self.id.project,
+            "",
+            "relay_handoff",
+            &a.summary,
+        )
+        .await
+        .map_err(|e| format!("cannot write the handoff under {}: {e}", bus.display()))?;
+        Ok(format!(
+            "handoff {} saved at {}{}. A fresh session started in {} gets it once: tell the \
+             person to open one there.",
+            h.id,
+            path.display(),
+            if h.sent {
+                " and announced to the hub"
+            } else {
+                " (the hub did not answer: it is sent with the next hook or handoff)"
+            },
+            h.project
+        ))
+    }
+}

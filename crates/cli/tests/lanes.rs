@@ -538,13 +538,13 @@ fn merge_folds_a_lane_and_its_old_name_still_resolves() {
         "/project/merge",
         json!({"from": "shop", "to": "shop"}),
     );
-    assert_eq!(s, 400);
+    assert_eq!(s, 409);
     let (s, v) = post(
         &hub,
         "/project/merge",
         json!({"from": "shop-old", "to": "nowhere"}),
     );
-    assert_eq!(s, 400, "{v}");
+    assert_eq!(s, 404, "{v}");
     assert!(
         v["error"]
             .as_str()
@@ -584,7 +584,7 @@ fn merge_folds_a_lane_and_its_old_name_still_resolves() {
         "/project/merge",
         json!({"from": "shop", "to": "shop-old"}),
     );
-    assert_eq!(s, 400);
+    assert_eq!(s, 409);
 }
 
 #[test]

@@ -1151,6 +1151,7 @@ pub struct FailureRequest {
 pub struct AppointRequest {
     /// The new duty session; empty or absent clears the appointment.
     #[serde(default)]
+    #[schemars(length(max = crate::limits::SESSION))]
     pub session: Option<String>,
 }
 

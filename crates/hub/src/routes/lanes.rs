@@ -123,6 +123,9 @@ pub async fn catchup<S: Store>(State(hub): State<AppState<S>>, p: Params) -> Api
         ));
     };
     check_opt("project", &Some(project.clone()), limits::PROJECT)?;
+    // The session digest's parameters mean nothing here, but a malformed one is still refused.
+    p.int("since")?;
+    p.flag("peek")?;
     let digest = project_digest(&hub, &project).await?;
     Ok(Json(CatchupAny::Project(Box::new(digest))).into_response())
 }

@@ -138,13 +138,17 @@ pub async fn policy_get<S: Store>(State(hub): State<AppState<S>>) -> ApiResult<J
 }
 
 fn project_set(field: &str, projects: &[String]) -> ApiResult<Vec<String>> {
-    let mut set: Vec<String> = projects
-        .iter()
-        .map(|p| p.trim().to_string())
-        .filter(|p| !p.is_empty())
-        .collect();
+    let mut set: Vec<String> = projects.iter().map(|p| p.trim().to_string()).collect();
+    if set.iter().any(String::is_empty) {
+        return Err(ApiError::bad_request(format!(
+            "{field}: a project name is blank"
+        )));
+    }
     set.sort();
     set.dedup();
+    if set.len() != projects.len() {
+        return Err(ApiError::bad_request(format!("{field}: each project once")));
+    }
     for p in &set {
         check_len(field, p, limits::PROJECT)?;
     }

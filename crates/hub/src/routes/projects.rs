@@ -176,11 +176,11 @@ pub struct DeleteReply {
 pub struct MergeRequest {
     /// The lane folded away.
     #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = limits::PROJECT))]
+    #[schemars(extend("x-required" = true), length(min = 1, max = limits::PROJECT), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
     pub from: String,
     /// The lane it joins.
     #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = limits::PROJECT))]
+    #[schemars(extend("x-required" = true), length(min = 1, max = limits::PROJECT), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
     pub to: String,
 }
 
@@ -786,8 +786,9 @@ pub async fn delete<S: Store>(
 
 /// `POST /project/merge {from, to}`: fold lane `from` into `to`. Cards, peers and the brief move;
 /// `from` becomes an alias of `to` (chains re-pointed), so every route taking a project resolves
-/// the old name to `to`. Refused (400, nothing changed): a missing name, `from` = `to` (also
-/// after aliases), a `to` that does not exist, or a `to` that is itself an alias of `from`.
+/// the old name to `to`. Refused, nothing changed: a blank name (400), `from` = `to` (also
+/// after aliases, or a `to` that is itself an alias of `from`: 409), a `to` that does not exist
+/// (404).
 pub async fn merge<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<MergeRequest>,
@@ -805,9 +806,11 @@ pub async fn merge<S: Store>(
             let to_c = canon(tx, &to)?;
             let from_c = canon(tx, &from)?;
             if from == to || from_c == to_c {
-                return Ok(Err(ApiError::bad_request(format!(
-                    "distinct from+to required: {from} already is {to_c}"
-                ))));
+                return Ok(Err(ApiError::with(
+                    StatusCode::CONFLICT,
+                    format!("distinct from+to required: {from} already is {to_c}"),
+                    json!({ "from": from, "to": to_c }),
+                )));
             }
             let to_cards = tx.cards(&CardFilter {
                 project: Some(to_c.clone()),
@@ -818,7 +821,7 @@ pub async fn merge<S: Store>(
                 || peers.iter().any(|p| p.project == to_c)
                 || tx.kv(&project_key(&to_c))?.is_some_and(|v| !v.is_null());
             if !to_exists {
-                return Ok(Err(ApiError::bad_request(format!(
+                return Ok(Err(ApiError::not_found(format!(
                     "no such project to merge into: {to_c} (it has no cards, sessions or brief)"
                 ))));
             }

@@ -81,8 +81,12 @@ fn save(tx: &mut dyn WriteTx, doc: &Doc) -> Result<(), StoreError> {
     tx.set_kv(KEY, &v)
 }
 
-/// `POST /propose` body.
+/// `POST /propose` body: the proposer is `session`, or `by` (one of them non-blank).
 #[derive(Debug, Default, Deserialize, JsonSchema)]
+#[schemars(extend("anyOf" = [
+    {"required": ["session"], "properties": {"session": {"type": "string", "pattern": "[^\\t\\n\\x0B\\x0C\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"}}},
+    {"required": ["by"], "properties": {"by": {"type": "string", "pattern": "[^\\t\\n\\x0B\\x0C\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"}}}
+]))]
 pub struct ProposeRequest {
     /// The proposing session (or `by`).
     #[serde(default)]
@@ -121,22 +125,35 @@ pub struct DecideRequest {
     #[serde(default)]
     #[schemars(extend("x-required" = true), range(min = 1))]
     pub id: i64,
-    /// Decide: `approved`, `denied` or `revoked` (of an approved one).
+    /// `approved`, `denied` or `revoked` (of an approved one).
     #[serde(default)]
-    #[schemars(extend("enum" = ["approved", "denied", "revoked"]))]
+    #[schemars(extend("x-required" = true, "enum" = ["approved", "denied", "revoked"]))]
     pub status: Option<String>,
-    /// Decide: a note to the proposer.
+    /// A note to the proposer.
     #[serde(default)]
     #[schemars(length(max = TEXT))]
     pub note: Option<String>,
-    /// Who decides or withdraws.
+    /// Who decides (the signer when signed).
     #[serde(default)]
     #[schemars(length(max = limits::SESSION))]
     pub by: Option<String>,
-    /// Withdraw: the proposing session.
+}
+
+/// `POST /proposal/withdraw` body.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct WithdrawRequest {
+    /// Proposal id.
+    #[serde(default)]
+    #[schemars(extend("x-required" = true), range(min = 1))]
+    pub id: i64,
+    /// The proposing session (the signer when signed).
     #[serde(default)]
     #[schemars(length(max = limits::SESSION))]
     pub session: Option<String>,
+    /// Alias of `session`.
+    #[serde(default)]
+    #[schemars(length(max = limits::SESSION))]
+    pub by: Option<String>,
 }
 
 /// `POST /propose`, `/proposal/decide`, `/proposal/withdraw` reply.
@@ -255,7 +272,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                 path: "/proposal/withdraw",
                 summary: "Withdraw one's own pending proposal",
                 query: &[],
-                body: Some(shape::<DecideRequest>),
+                body: Some(shape::<WithdrawRequest>),
                 reply: Some(shape::<ProposalReply>),
             },
             post(withdraw::<S>),
@@ -299,17 +316,23 @@ fn signer(ctx: &Option<Extension<AuthContext>>) -> Option<String> {
         .map(|i| i.name.clone())
 }
 
+/// The first of two optional names that is not blank, trimmed.
+fn first_named(a: &Option<String>, b: &Option<String>) -> Option<String> {
+    [a, b]
+        .into_iter()
+        .flatten()
+        .map(|s| s.trim())
+        .find(|s| !s.is_empty())
+        .map(str::to_string)
+}
+
 /// `POST /propose`.
 pub async fn propose<S: Store>(
     State(hub): State<AppState<S>>,
     ctx: Option<Extension<AuthContext>>,
     JsonBody(req): JsonBody<ProposeRequest>,
 ) -> ApiResult<Json<ProposalReply>> {
-    let session = req
-        .session
-        .or(req.by)
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default();
+    let session = first_named(&req.session, &req.by).unwrap_or_default();
     if session.is_empty() {
         return Err(ApiError::bad_request("session required"));
     }
@@ -612,14 +635,11 @@ pub async fn decide<S: Store>(
 pub async fn withdraw<S: Store>(
     State(hub): State<AppState<S>>,
     ctx: Option<Extension<AuthContext>>,
-    JsonBody(req): JsonBody<DecideRequest>,
+    JsonBody(req): JsonBody<WithdrawRequest>,
 ) -> ApiResult<Json<ProposalReply>> {
     let claimant = signer(&ctx)
-        .or(req.session.clone())
-        .or(req.by.clone())
-        .unwrap_or_default()
-        .trim()
-        .to_string();
+        .or_else(|| first_named(&req.session, &req.by))
+        .unwrap_or_default();
     let id = req.id;
     let now = now_ms();
     let result = hub

@@ -11,7 +11,6 @@ pub mod client;
 pub mod date;
 pub mod delivery;
 pub mod enroll;
-pub mod focus;
 pub mod fsx;
 pub mod handoff;
 pub mod identity;

@@ -11,6 +11,7 @@ pub mod client;
 pub mod date;
 pub mod delivery;
 pub mod enroll;
+pub mod focus;
 pub mod fsx;
 pub mod handoff;
 pub mod identity;

@@ -8,6 +8,7 @@ pub mod claims;
 pub mod delivery;
 pub mod duty;
 pub mod events;
+pub mod focus;
 pub mod gates;
 pub mod handoff;
 pub mod lanes;
@@ -598,6 +599,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
     .into_iter()
     .chain(advise::table::<S>())
     .chain(handoff::table::<S>())
+    .chain(focus::table::<S>())
     .collect()
 }
 

@@ -122,6 +122,34 @@ async fn focus_rolls_one_card_per_cc_and_todos_mirror_the_list() {
     assert_eq!(st, 400, "{v}");
     let (st, _) = call(format!("{base}/todos"), Some(json!({"session": s}))).await;
     assert_eq!(st, 400);
+    // Past the limits the OpenAPI document states: refused, not cut.
+    let long = "t".repeat(4001);
+    for body in [
+        json!({"session": "  ", "by": "", "project": "proj", "title": "x"}),
+        json!({"session": s, "project": "proj", "title": long}),
+        json!({"session": s, "project": "proj", "title": "x", "cc": "c".repeat(121)}),
+        json!({"session": "  ", "by": "b".repeat(201), "project": "proj", "title": "x"}),
+    ] {
+        let (st, v) = call(format!("{base}/focus"), Some(body)).await;
+        assert_eq!(st, 400, "{v}");
+    }
+    let (st, _) = call(format!("{base}/focus?cc={}", "c".repeat(121)), None).await;
+    assert_eq!(st, 400);
+    for todo in [
+        json!({"content": long, "status": "pending"}),
+        json!({"content": "x", "status": "s".repeat(41)}),
+    ] {
+        let body = json!({"session": s, "project": "proj", "todos": [todo]});
+        let (st, v) = call(format!("{base}/todos"), Some(body)).await;
+        assert_eq!(st, 400, "{v}");
+    }
+    // `by` stands in for a blank session; keys the body does not name are ignored.
+    let (st, v) = call(
+        format!("{base}/todos"),
+        Some(json!({"session": " ", "by": "other", "project": "proj", "todos": [], "extra": 1})),
+    )
+    .await;
+    assert_eq!((st, &v["ok"]), (200, &json!(true)), "{v}");
 
     // The original's todo-sync body.
     let todos = |list: Value| json!({"session": s, "project": "proj", "by": s, "todos": list});

@@ -8,9 +8,23 @@ use crate::Card;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// `POST /focus` body.
+/// The longest focus title or todo text accepted (the first 200 characters are kept).
+pub const TEXT_MAX: usize = 4000;
+/// The longest `cc` accepted, in a body and in `GET /focus`'s query (an agent CLI's session
+/// id is a UUID; a longer query could pass the hub's request-target limit).
+pub const CC_MAX: usize = 120;
+/// The longest todo status accepted.
+pub const STATUS_MAX: usize = 40;
+/// The most todos one `POST /todos` may carry.
+pub const TODOS_MAX: usize = 200;
+
+/// `POST /focus` body: the session is `session`, or `by` (one of them non-blank).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("anyOf" = [
+    {"required": ["session"], "properties": {"session": {"type": "string", "pattern": "[^\\t\\n\\x0B\\x0C\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"}}},
+    {"required": ["by"], "properties": {"by": {"type": "string", "pattern": "[^\\t\\n\\x0B\\x0C\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"}}}
+]))]
 pub struct FocusRequest {
     /// The session (bus address); `by` stands in when absent.
     #[serde(default)]
@@ -20,17 +34,18 @@ pub struct FocusRequest {
     #[serde(default)]
     #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::PROJECT), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
     pub project: String,
-    /// What the session works on now (whitespace collapsed, at most 200 characters kept).
+    /// What the session works on now (at most 4000 characters; whitespace collapsed, the first
+    /// 200 characters kept).
     #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = 4000), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
+    #[schemars(extend("x-required" = true), length(min = 1, max = TEXT_MAX), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
     pub title: String,
     /// The actor; the session when `session` is absent.
     #[serde(default)]
     #[schemars(length(max = crate::limits::SESSION))]
     pub by: Option<String>,
-    /// The agent CLI's own session id (one rolling card per id; at most 120 characters kept).
+    /// The agent CLI's own session id (one rolling card per id; at most 120 characters).
     #[serde(default)]
-    #[schemars(length(max = 4000))]
+    #[schemars(length(max = CC_MAX))]
     pub cc: Option<String>,
 }
 
@@ -51,19 +66,25 @@ pub struct FocusReply {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TodoItem {
-    /// The todo's text (its key; at most 200 characters kept).
+    /// The todo's text (its key; at most 4000 characters, the first 200 kept; a blank one is
+    /// skipped).
     #[serde(default)]
-    #[schemars(length(max = 4000))]
+    #[schemars(length(max = TEXT_MAX))]
     pub content: String,
-    /// `pending`, `in_progress` or `completed` (anything else is pending).
+    /// `pending`, `in_progress` or `completed` (anything else, at most 40 characters, is
+    /// pending).
     #[serde(default)]
-    #[schemars(length(max = 40))]
+    #[schemars(length(max = STATUS_MAX))]
     pub status: String,
 }
 
-/// `POST /todos` body.
+/// `POST /todos` body: the session is `session`, or `by` (one of them non-blank).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("anyOf" = [
+    {"required": ["session"], "properties": {"session": {"type": "string", "pattern": "[^\\t\\n\\x0B\\x0C\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"}}},
+    {"required": ["by"], "properties": {"by": {"type": "string", "pattern": "[^\\t\\n\\x0B\\x0C\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"}}}
+]))]
 pub struct TodosRequest {
     /// The session (bus address); `by` stands in when absent.
     #[serde(default)]
@@ -79,7 +100,7 @@ pub struct TodosRequest {
     pub by: Option<String>,
     /// The whole list, as TodoWrite last wrote it.
     #[serde(default)]
-    #[schemars(length(max = 200))]
+    #[schemars(length(max = TODOS_MAX))]
     pub todos: Vec<TodoItem>,
 }
 

@@ -180,7 +180,11 @@ async fn solo_work(event: Event, input: &Input, id: &Identity, hub: &HubClient) 
             project: id.project.clone(),
             title: t.chars().take(120).collect(),
             by: session,
-            cc: input.session_id.clone(),
+            // The hub refuses a cc past its limit; a longer one is not an agent CLI's id.
+            cc: input
+                .session_id
+                .clone()
+                .filter(|c| c.chars().count() <= trantor_proto::focus::CC_MAX),
         };
         let _: Result<Value, _> = hub.post("/focus", &body).await;
     } else if input.tool_name.as_deref() == Some("TodoWrite") {
@@ -190,6 +194,19 @@ async fn solo_work(event: Event, input: &Input, id: &Identity, hub: &HubClient) 
         if todos.is_empty() {
             return;
         }
+        // Within the hub's limits (it keeps 200 characters of a todo's text anyway).
+        let todos = todos
+            .into_iter()
+            .take(trantor_proto::focus::TODOS_MAX)
+            .map(|t| trantor_proto::focus::TodoItem {
+                content: t.content.chars().take(200).collect(),
+                status: t
+                    .status
+                    .chars()
+                    .take(trantor_proto::focus::STATUS_MAX)
+                    .collect(),
+            })
+            .collect();
         let body = trantor_proto::focus::TodosRequest {
             session: session.clone(),
             project: id.project.clone(),

@@ -2,7 +2,7 @@
 
 use super::{RouteDoc, Verb};
 use crate::cards::{card_event, created_history, move_card};
-use crate::error::{ApiError, ApiResult, check_len};
+use crate::error::{ApiError, ApiResult, check_len, check_opt};
 use crate::extract::{JsonBody, Params};
 use crate::openapi::{Field, Ty, f, shape};
 use crate::state::{AppState, Outbox, event, persist_edge};
@@ -10,7 +10,9 @@ use axum::Json;
 use axum::extract::State;
 use axum::routing::{MethodRouter, get, post};
 use serde_json::{Value, json};
-use trantor_proto::focus::{FocusReply, FocusRequest, TodosReply, TodosRequest};
+use trantor_proto::focus::{
+    CC_MAX, FocusReply, FocusRequest, STATUS_MAX, TEXT_MAX, TODOS_MAX, TodosReply, TodosRequest,
+};
 use trantor_proto::{Card, limits, now_ms};
 use trantor_store::{CardFilter, Store};
 
@@ -22,8 +24,11 @@ fn extra_str<'a>(c: &'a Card, k: &str) -> &'a str {
     c.extra.get(k).and_then(Value::as_str).unwrap_or("")
 }
 
-/// The session a body names: `session`, else `by`.
+/// The session a body names: `session`, else `by`. Both are bounded as sent (the schema's
+/// `maxLength`), whichever is used.
 fn who(session: &Option<String>, by: &Option<String>) -> ApiResult<String> {
+    check_opt("session", session, limits::SESSION)?;
+    check_opt("by", by, limits::SESSION)?;
     let s = session
         .as_deref()
         .map(str::trim)
@@ -76,6 +81,9 @@ pub async fn post_focus<S: Store>(
     JsonBody(req): JsonBody<FocusRequest>,
 ) -> ApiResult<Json<FocusReply>> {
     let session = who(&req.session, &req.by)?;
+    check_len("project", &req.project, limits::PROJECT)?;
+    check_len("title", &req.title, TEXT_MAX)?;
+    check_opt("cc", &req.cc, CC_MAX)?;
     let project = req.project.trim().to_string();
     let title = cut(
         &req.title.split_whitespace().collect::<Vec<_>>().join(" "),
@@ -84,8 +92,7 @@ pub async fn post_focus<S: Store>(
     if session.is_empty() || project.is_empty() || title.is_empty() {
         return Err(ApiError::bad_request("session, project, title required"));
     }
-    check_len("project", &project, limits::PROJECT)?;
-    let cc = cut(req.cc.as_deref().unwrap_or("").trim(), 120);
+    let cc = req.cc.as_deref().unwrap_or("").trim().to_string();
     let now = now_ms();
     let touch = hub.presence.touch(&session, now);
     let (card, out) = hub
@@ -186,8 +193,8 @@ pub async fn get_focus<S: Store>(
     State(hub): State<AppState<S>>,
     p: Params,
 ) -> ApiResult<Json<FocusReply>> {
-    let session = p.get("session").unwrap_or("").to_string();
-    let cc = p.get("cc").unwrap_or("").to_string();
+    let session = p.get("session").unwrap_or("").trim().to_string();
+    let cc = p.get("cc").unwrap_or("").trim().to_string();
     let cards = hub
         .store
         .read(move |tx| tx.cards(&CardFilter::default()))
@@ -215,13 +222,17 @@ pub async fn post_todos<S: Store>(
     JsonBody(req): JsonBody<TodosRequest>,
 ) -> ApiResult<Json<TodosReply>> {
     let session = who(&req.session, &req.by)?;
+    check_len("project", &req.project, limits::PROJECT)?;
     let project = req.project.trim().to_string();
     if session.is_empty() || project.is_empty() {
         return Err(ApiError::bad_request("session and project required"));
     }
-    check_len("project", &project, limits::PROJECT)?;
-    if req.todos.len() > 200 {
-        return Err(ApiError::too_long("todos", 200));
+    if req.todos.len() > TODOS_MAX {
+        return Err(ApiError::too_long("todos", TODOS_MAX));
+    }
+    for t in &req.todos {
+        check_len("content", &t.content, TEXT_MAX)?;
+        check_len("status", &t.status, STATUS_MAX)?;
     }
     let count = req.todos.len();
     let todos: Vec<(String, &'static str)> = req
@@ -299,7 +310,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             false,
             "the agent CLI's session id (the precise lookup)",
         )
-        .max(4000),
+        .max(CC_MAX),
     ];
     vec![
         (

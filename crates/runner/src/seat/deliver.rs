@@ -115,7 +115,9 @@ impl Seat {
             session::served_contract_card(&wakes, &self.cfg.session)
         };
         let base_missing = match &base {
-            Some(b) if self.work.in_git && base_card > 0 => !gitx::has_commit(&self.cfg.dir, b).await,
+            Some(b) if self.work.in_git && base_card > 0 => {
+                !gitx::has_commit(&self.cfg.dir, b).await
+            }
             _ => false,
         };
         if let Some(b) = &base

@@ -49,8 +49,8 @@ impl Seat {
 
     /// The poll hold: the configured hold, shortened to the next pulse or retry (docs/runner.md §4.1).
     fn hold(&self, now: i64) -> Duration {
-        let pulse_in = (self.cfg.pulse_ms > 0)
-            .then(|| self.cli.last_turn_at + self.cfg.pulse_ms as i64 - now);
+        let pulse_in =
+            (self.cfg.pulse_ms > 0).then(|| self.cli.last_turn_at + self.cfg.pulse_ms as i64 - now);
         Duration::from_secs(crate::rules::poll_hold_secs(
             self.cfg.poll_hold_s,
             pulse_in,

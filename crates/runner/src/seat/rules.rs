@@ -1,5 +1,5 @@
-//! The seat's delivery rules as pure functions (docs/runner.md §4.3, §5, §6, §11.3, §12.3, §14,
-//! §24.2): which held wakes a poll keeps, which a turn carries, when a redelivery is due, what a
+//! The seat's delivery rules as pure functions (docs/runner.md §4.3, §5, §6, §11.3, §12.3, §14):
+//! which held wakes a poll keeps, which a turn carries, when a redelivery is due, what a
 //! batch's arrival does to an ask hold, a back-off and a park, what a judged turn does to its
 //! contracts (consume, requeue with its reason, back off, park, hold for an ask), and when a
 //! batch counts as consumed without a turn. No I/O happens here: the shells in `seat/poll.rs`
@@ -18,7 +18,7 @@ pub fn still_owed(messages: Vec<Message>, is_done: impl Fn(i64) -> bool) -> Vec<
 }
 
 /// The wakes the next turn carries, from the queue oldest first: the oldest [`BATCH_MAX`]; the
-/// rest wait for the next turn (docs/runner.md §5.2a).
+/// rest wait for the next turn (docs/runner.md §5.2).
 pub fn turn_batch(queue: &[Message]) -> &[Message] {
     &queue[..queue.len().min(BATCH_MAX)]
 }
@@ -282,9 +282,7 @@ pub enum AfterFailure {
 pub fn after_failure(f: &park::Facts<'_>, ladder: &[u64]) -> AfterFailure {
     match park::decide(f) {
         Some(d) => AfterFailure::Park(d),
-        None => AfterFailure::RetryAt(
-            f.now + pending::backoff_ms(ladder, f.delivery_fails) as i64,
-        ),
+        None => AfterFailure::RetryAt(f.now + pending::backoff_ms(ladder, f.delivery_fails) as i64),
     }
 }
 
@@ -343,7 +341,10 @@ mod tests {
             (&[], &[1], &[]),
         ];
         for (i, (ids, done, kept)) in table.into_iter().enumerate() {
-            let batch = ids.iter().map(|id| msg(*id, "a:p", "dev:p", None)).collect();
+            let batch = ids
+                .iter()
+                .map(|id| msg(*id, "a:p", "dev:p", None))
+                .collect();
             let got: Vec<i64> = still_owed(batch, |id| done.contains(&id))
                 .iter()
                 .map(|m| m.id)
@@ -432,8 +433,7 @@ mod tests {
     }
 
     #[test]
-    fn rule_a_new_wake_after_a_no_delivery_is_delivered_now_and_a_direct_one_ends_a_bounded_park()
-    {
+    fn rule_a_new_wake_after_a_no_delivery_is_delivered_now_and_a_direct_one_ends_a_bounded_park() {
         let direct = msg(3, "lead:p", "dev:p", None);
         let mention = msg(4, "lead:p", "all", None);
         // (no-delivery retry, park, retry_at, wake, park outcome, next)
@@ -447,7 +447,14 @@ mod tests {
                 OnPark::Nothing,
                 Next::QueuedUntil(5_000),
             ),
-            (true, None, 5_000, &mention, OnPark::EndedByNewWake, Next::Deliver),
+            (
+                true,
+                None,
+                5_000,
+                &mention,
+                OnPark::EndedByNewWake,
+                Next::Deliver,
+            ),
             (
                 true,
                 Some(false),
@@ -456,7 +463,14 @@ mod tests {
                 OnPark::EndedByNewWake,
                 Next::Deliver,
             ),
-            (false, Some(true), 9_000, &direct, OnPark::EndedByDirect, Next::Deliver),
+            (
+                false,
+                Some(true),
+                9_000,
+                &direct,
+                OnPark::EndedByDirect,
+                Next::Deliver,
+            ),
             (
                 false,
                 Some(true),
@@ -646,7 +660,14 @@ mod tests {
     fn rule_a_failure_retries_on_the_ladder_or_parks() {
         // (reason, fails incl. this one, stalled, cut, reset_at, outcome)
         let table = [
-            ("crashed", 1, false, false, None, AfterFailure::RetryAt(31_000)),
+            (
+                "crashed",
+                1,
+                false,
+                false,
+                None,
+                AfterFailure::RetryAt(31_000),
+            ),
             ("backend-error", 2, false, false, None, {
                 AfterFailure::Park(Decision {
                     reason: "api-error".into(),

@@ -12,6 +12,7 @@ pub mod cost;
 pub mod date;
 pub mod delivery;
 pub mod enroll;
+pub mod focus;
 pub mod fsx;
 pub mod handoff;
 pub mod identity;

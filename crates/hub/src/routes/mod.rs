@@ -9,6 +9,7 @@ pub mod cost;
 pub mod delivery;
 pub mod duty;
 pub mod events;
+pub mod focus;
 pub mod gates;
 pub mod handoff;
 pub mod lanes;
@@ -599,6 +600,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
     .into_iter()
     .chain(advise::table::<S>())
     .chain(handoff::table::<S>())
+    .chain(focus::table::<S>())
     .collect()
 }
 

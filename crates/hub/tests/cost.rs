@@ -34,7 +34,13 @@ async fn start(dir: &std::path::Path) -> (HubClient, String, oneshot::Sender<()>
     (HubClient::new(base.clone()), base, stop)
 }
 
-fn turn(session: &str, n: u64, card: i64, usage: Option<TokenUsage>, usd: Option<f64>) -> TurnReport {
+fn turn(
+    session: &str,
+    n: u64,
+    card: i64,
+    usage: Option<TokenUsage>,
+    usd: Option<f64>,
+) -> TurnReport {
     TurnReport {
         session: session.into(),
         instance: "run-1".into(),
@@ -114,7 +120,11 @@ async fn a_cards_cost_is_the_sum_of_its_turns_each_counted_once() {
     assert_eq!(all.by, "card");
     assert_eq!(all.total.turns, 4);
     let keys: Vec<&str> = all.groups.iter().map(|g| g.key.as_str()).collect();
-    assert_eq!(keys, ["0", card.to_string().as_str()], "largest dollars first");
+    assert_eq!(
+        keys,
+        ["0", card.to_string().as_str()],
+        "largest dollars first"
+    );
     let seat = c
         .cost(&[("seat", "claude:proj".into()), ("by", "seat".into())])
         .await

@@ -382,7 +382,10 @@ impl HubClient {
     }
 
     /// `GET /cost` with the given query pairs (`card`, `seat`, `project`, `since`, `by`).
-    pub async fn cost(&self, query: &[(&str, String)]) -> Result<crate::cost::CostReply, ClientError> {
+    pub async fn cost(
+        &self,
+        query: &[(&str, String)],
+    ) -> Result<crate::cost::CostReply, ClientError> {
         self.get("/cost", query).await
     }
 

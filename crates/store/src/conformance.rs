@@ -1056,7 +1056,10 @@ pub async fn cost_ledger<S: Store>(s: &S) {
         .expect("by day");
     let mut days: Vec<(String, u64)> = by_day.iter().map(|(k, c)| (k.clone(), c.turns)).collect();
     days.sort();
-    assert_eq!(days, [("1970-01-11".to_string(), 2), ("1970-01-12".to_string(), 2)]);
+    assert_eq!(
+        days,
+        [("1970-01-11".to_string(), 2), ("1970-01-12".to_string(), 2)]
+    );
     let by_cred = s
         .read(|tx| tx.cost(&CostQuery::default(), CostBy::Credential, 0))
         .await

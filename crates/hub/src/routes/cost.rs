@@ -43,14 +43,35 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                 path: "/cost",
                 summary: "What the recorded turns cost, added up and grouped per card, seat, day or credential",
                 query: fields![
-                    f("card", Ty::Int, false, "only turns that worked on this card").min(0),
-                    f("seat", Ty::Str, false, "only this seat's turns (its session)")
-                        .max(limits::SESSION),
-                    f("project", Ty::Str, false, "only this project's turns")
-                        .max(limits::PROJECT),
-                    f("since", Ty::Int, false, "only turns recorded at or after this, ms").min(0),
-                    f("by", Ty::Str, false, "card (default), seat, day or credential")
-                        .pattern("^(card|seat|day|credential)$"),
+                    f(
+                        "card",
+                        Ty::Int,
+                        false,
+                        "only turns that worked on this card"
+                    )
+                    .min(0),
+                    f(
+                        "seat",
+                        Ty::Str,
+                        false,
+                        "only this seat's turns (its session)"
+                    )
+                    .max(limits::SESSION),
+                    f("project", Ty::Str, false, "only this project's turns").max(limits::PROJECT),
+                    f(
+                        "since",
+                        Ty::Int,
+                        false,
+                        "only turns recorded at or after this, ms"
+                    )
+                    .min(0),
+                    f(
+                        "by",
+                        Ty::Str,
+                        false,
+                        "card (default), seat, day or credential"
+                    )
+                    .pattern("^(card|seat|day|credential)$"),
                 ],
                 body: None,
                 reply: Some(shape::<CostReply>),

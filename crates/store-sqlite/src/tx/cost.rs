@@ -98,10 +98,7 @@ impl SqlTx<'_> {
             String::new()
         } else {
             args.push(SqlValue::Integer(sql_limit(limit)));
-            format!(
-                " GROUP BY 1 ORDER BY 6 DESC, 1 LIMIT ?{}",
-                args.len()
-            )
+            format!(" GROUP BY 1 ORDER BY 6 DESC, 1 LIMIT ?{}", args.len())
         };
         let sql = format!(
             "SELECT {key}, COALESCE(SUM(input), 0), COALESCE(SUM(output), 0),

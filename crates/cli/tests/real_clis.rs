@@ -11,8 +11,8 @@ mod common;
 #[path = "support/model_api.rs"]
 mod model_api;
 
-use common::{GroupChild, Hub, hub_messages, hub_send, init_git_repo, wait_until};
-use model_api::{ModelApi, Script, Step};
+use common::{GroupChild, Hub, hub_messages, hub_request, hub_send, init_git_repo, wait_until};
+use model_api::{ModelApi, Script, Step, Usage};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -421,6 +421,112 @@ fn turns_as(agent: &str, user: Option<(u32, u32)>) {
         rows.iter().all(|r| r["verdict"] != "failed"),
         "{}",
         seat.evidence()
+    );
+}
+
+/// The cost ledger with the real Claude Code (docs/runner.md §15.3): a turn on a card, against a
+/// scripted model that reports distinctive usage on every answer, puts exactly those tokens on
+/// the card (`GET /card` cost) and on `GET /cost`, with Claude Code's own dollars (not an
+/// estimate); a resumed second turn on the same card adds only its own share.
+#[test]
+fn claude_turn_cost_reaches_the_card() {
+    let Some(clis) = clis() else { return };
+    let hub = Hub::start();
+    let api = ModelApi::start();
+    let usage = Usage {
+        input: 1234,
+        output: 56,
+        cache_read: 700,
+        cache_write: 9,
+    };
+    api.report_usage(usage);
+    let mut seat = RealSeat::new("claude", &clis, &api);
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    let (st, card) = hub_request(
+        hub.port,
+        "POST",
+        "/task",
+        Some(&json!({"project": PROJECT, "title": "cost drill", "assignee": seat.session()})),
+    )
+    .expect("card");
+    assert!(st < 300, "{card}");
+    let id = card["task"]["id"].as_i64().expect("card id");
+    let card_cost = || {
+        hub_request(hub.port, "GET", &format!("/card?id={id}"), None)
+            .map(|(_, v)| v["cost"].clone())
+            .unwrap_or(Value::Null)
+    };
+    let anthropic = || {
+        api.requests()
+            .iter()
+            .filter(|r| r.api == model_api::Api::Anthropic)
+            .count() as u64
+    };
+    let mut answered = 0;
+    for (n, marker) in ["COSTONE", "COSTTWO"].into_iter().enumerate() {
+        let before = anthropic();
+        api.script(
+            marker,
+            Script::Steps(vec![
+                Step::Shell("true".into()),
+                Step::Say(format!("{marker} done")),
+            ]),
+        );
+        hub_send(
+            hub.port,
+            ORCH,
+            &seat.session(),
+            PROJECT,
+            &format!("your card #{id}: {marker} run true, then finish"),
+        );
+        seat.wait_idle_after(2 + n);
+        wait_until("the turn's cost on the card", LONG, || {
+            card_cost()["turns"].as_u64() == Some(n as u64 + 1)
+        });
+        answered += anthropic() - before;
+        let cost = card_cost();
+        assert!(answered >= 2, "the scripted turn is two answers at least");
+        assert_eq!(
+            (cost["tokensIn"].as_u64(), cost["tokensOut"].as_u64()),
+            (
+                Some(answered * (usage.input + usage.cache_read + usage.cache_write)),
+                Some(answered * usage.output)
+            ),
+            "{cost}\n{}",
+            seat.evidence()
+        );
+        assert_eq!(
+            cost["cacheRead"].as_u64(),
+            Some(answered * usage.cache_read)
+        );
+        assert_eq!(
+            cost["cacheWrite"].as_u64(),
+            Some(answered * usage.cache_write)
+        );
+        assert_eq!(cost["unknown"], 0, "{cost}");
+        assert_eq!(
+            cost["estimated"], false,
+            "Claude Code's own dollars: {cost}"
+        );
+        let usd = cost["usd"].as_f64().unwrap_or(0.0);
+        assert!(usd > 0.0, "{cost}");
+        // The dollars are the ones the turn rows recorded from Claude Code's report.
+        let logged: f64 = seat
+            .turn_rows()
+            .iter()
+            .filter(|r| r["card"] == id)
+            .filter_map(|r| r["usd"].as_f64())
+            .sum();
+        assert!((usd - logged).abs() < 1e-9, "{usd} vs {logged}");
+    }
+    let (_, all) = hub_request(hub.port, "GET", "/cost?by=seat", None).expect("cost");
+    println!("cost drill: card #{id} {}; all {all}", card_cost());
+    assert_eq!(all["groups"][0]["key"], seat.session(), "{all}");
+    assert_eq!(
+        all["groups"][0]["cost"]["tokensOut"].as_u64(),
+        Some(all["total"]["tokensOut"].as_u64().unwrap_or(0)),
+        "every recorded turn is this seat's: {all}"
     );
 }
 

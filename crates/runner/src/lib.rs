@@ -37,7 +37,7 @@ use periphery::{docker, nudge, release, worktree};
 use seat::{adopt, boot, fence, idle, ledger, machine, pending, rules, turnflow, turnrec};
 use sys::{cmd, fsx, gitx, redact};
 use triage::{classify, prompt, receipt, session, wake};
-use turn::{snapshot, watchdog};
+use turn::{snapshot, usage, watchdog};
 
 pub use config::{RUNNER_ENV_VARS, RunnerArgs};
 pub use seat::park;

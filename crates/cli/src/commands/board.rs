@@ -226,6 +226,22 @@ pub(crate) async fn board(a: BoardArgs) -> anyhow::Result<ExitCode> {
         };
         let card: Card = serde_json::from_value(task)?;
         say!("{}", render::card_detail(&card, now));
+        if reply.cost.turns > 0 {
+            let c = &reply.cost;
+            say!(
+                "cost: {} over {} turn(s) · {} in ({} cache read) · {} out{}",
+                super::cost::dollars(c),
+                c.turns,
+                super::cost::tokens(c.tokens_in),
+                super::cost::tokens(c.cache_read),
+                super::cost::tokens(c.tokens_out),
+                if c.unknown > 0 {
+                    format!(" · {} turn(s) unknown", c.unknown)
+                } else {
+                    String::new()
+                }
+            );
+        }
         if !reply.messages.is_empty() {
             say!("messages citing #{card_id}:");
             for m in reply.messages.iter().rev().take(10).rev() {
@@ -266,7 +282,22 @@ pub(crate) async fn board(a: BoardArgs) -> anyhow::Result<ExitCode> {
         }))?;
         return Ok(ExitCode::SUCCESS);
     }
-    say!("{}", board_table(&id.project, &cards, a.all, now));
+    // What each card cost, from the ledger (a hub without it — the original — has none).
+    let costs: std::collections::HashMap<i64, trantor_proto::CostSummary> = match hub
+        .cost(&[("project", id.project.clone()), ("by", "card".into())])
+        .await
+    {
+        Ok(r) => r
+            .groups
+            .into_iter()
+            .filter_map(|g| Some((g.key.parse().ok()?, g.cost)))
+            .collect(),
+        Err(_) => Default::default(),
+    };
+    say!(
+        "{}",
+        board_table_with_cost(&id.project, &cards, a.all, now, &costs)
+    );
     if !goals.is_empty() {
         say!("{}", phase_goals(&goals, &cards));
     }
@@ -289,6 +320,17 @@ fn phase_goals(goals: &[(String, String)], cards: &[Card]) -> String {
 
 /// The board as a table, in reading order (live work, queue, finished).
 pub(crate) fn board_table(project: &str, cards: &[Card], all: bool, now: i64) -> String {
+    board_table_with_cost(project, cards, all, now, &Default::default())
+}
+
+/// [`board_table`] with a COST column when any shown card has recorded turns.
+pub(crate) fn board_table_with_cost(
+    project: &str,
+    cards: &[Card],
+    all: bool,
+    now: i64,
+    costs: &std::collections::HashMap<i64, trantor_proto::CostSummary>,
+) -> String {
     if cards.is_empty() {
         return format!(
             "{project}: the board is empty (add a card: trantor card add \"title\" --assignee <session>)"
@@ -323,12 +365,29 @@ pub(crate) fn board_table(project: &str, cards: &[Card], all: bool, now: i64) ->
         })
         .collect();
     let mut out = format!("{project} board: {}\n", counts.join(", "));
-    out.push_str(&table::render(
-        &[
-            "ID", "STATUS", "ASSIGNEE", "AGE", "NOTES", "CHECK", "DRILL", "TITLE",
-        ],
-        &rows,
-    ));
+    let mut headers = vec![
+        "ID", "STATUS", "ASSIGNEE", "AGE", "NOTES", "CHECK", "DRILL", "TITLE",
+    ];
+    let shown_cost = rows.iter().any(|r| {
+        r[0].trim_start_matches('#')
+            .parse::<i64>()
+            .is_ok_and(|id| costs.get(&id).is_some_and(|c| c.turns > 0))
+    });
+    if shown_cost {
+        headers.insert(7, "COST");
+        for r in rows.iter_mut() {
+            let c = r[0]
+                .trim_start_matches('#')
+                .parse::<i64>()
+                .ok()
+                .and_then(|id| costs.get(&id))
+                .filter(|c| c.turns > 0)
+                .map(super::cost::dollars)
+                .unwrap_or_default();
+            r.insert(7, c);
+        }
+    }
+    out.push_str(&table::render(&headers, &rows));
     if hidden > 0 {
         out.push_str(&format!(
             "\n({hidden} older done/stale cards hidden; --all shows them)"

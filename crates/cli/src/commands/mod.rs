@@ -25,6 +25,7 @@ mod autonomy;
 mod board;
 mod bus;
 mod connect;
+mod cost;
 mod crew;
 mod demo;
 mod doctor;
@@ -70,6 +71,9 @@ pub enum Command {
     /// Add, move, note or tick cards.
     #[command(subcommand)]
     Card(board::CardCommand),
+    /// What the crew's turns cost: tokens and dollars per card, seat, day or credential.
+    #[command(after_long_help = cost::COST_HELP)]
+    Cost(cost::CostArgs),
     /// List lessons (the guardrails added to every seat's prompt), or add one.
     #[command(after_long_help = lessons::LESSONS_HELP)]
     Lessons(lessons::LessonsArgs),
@@ -308,6 +312,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Board(a) => board::board(a).await,
         Command::Card(c) => board::card(c).await,
         Command::Lessons(a) => lessons::lessons(a).await,
+        Command::Cost(a) => cost::cost(a).await,
         Command::Connect(a) => connect::connect(a).await,
         Command::Hook(a) => hook::hook(a).await,
         Command::Duty(c) => duty::duty(c).await,

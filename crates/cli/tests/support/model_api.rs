@@ -100,6 +100,23 @@ pub struct Recorded {
 struct State {
     scripts: Vec<(String, Script)>,
     requests: Vec<Recorded>,
+    /// The usage every Anthropic answer reports, when set (else 100 in, 10 out).
+    usage: Option<Usage>,
+    /// Answers so far (each Anthropic message gets its own id).
+    answers: u64,
+}
+
+/// The token usage an Anthropic answer reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    /// `input_tokens`.
+    pub input: u64,
+    /// `output_tokens` (the final count, in `message_delta`).
+    pub output: u64,
+    /// `cache_read_input_tokens`.
+    pub cache_read: u64,
+    /// `cache_creation_input_tokens`.
+    pub cache_write: u64,
 }
 
 /// The server; stops when dropped.
@@ -147,6 +164,11 @@ impl ModelApi {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.scripts.retain(|(m, _)| m != marker);
         st.scripts.push((marker.to_string(), script));
+    }
+
+    /// Report `usage` on every Anthropic answer from now on.
+    pub fn report_usage(&self, usage: Usage) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).usage = Some(usage);
     }
 
     /// Every request so far.
@@ -299,9 +321,22 @@ async fn serve(mut sock: TcpStream, st: Arc<Mutex<State>>) -> std::io::Result<()
         respond_json(&mut sock, 200, &[], &json!({"input_tokens": 100})).await;
         return Ok(());
     }
-    let req: Value = serde_json::from_str(&raw).unwrap_or(Value::Null);
+    let mut req: Value = serde_json::from_str(&raw).unwrap_or(Value::Null);
     let (marker, script) = {
         let mut g = st.lock().unwrap_or_else(|e| e.into_inner());
+        g.answers += 1;
+        // What the answer reports rides on the request to the frame builders.
+        if let Some(o) = req.as_object_mut() {
+            o.insert("__drill_answer".into(), json!(g.answers));
+            if let Some(u) = g.usage {
+                o.insert(
+                    "__drill_usage".into(),
+                    json!({"input_tokens": u.input, "output_tokens": u.output,
+                           "cache_read_input_tokens": u.cache_read,
+                           "cache_creation_input_tokens": u.cache_write}),
+                );
+            }
+        }
         let found = g
             .scripts
             .iter()
@@ -616,11 +651,27 @@ fn next_reply(
 }
 
 fn anthropic_start(req: &Value) -> Value {
+    let mut usage = req
+        .get("__drill_usage")
+        .cloned()
+        .unwrap_or_else(|| json!({"input_tokens": 100}));
+    usage["output_tokens"] = json!(1);
     json!({"type": "message_start", "message": {
-        "id": "msg_drill", "type": "message", "role": "assistant",
+        "id": format!("msg_drill_{}", req["__drill_answer"].as_u64().unwrap_or(0)),
+        "type": "message", "role": "assistant",
         "model": req["model"].as_str().unwrap_or("drill"), "content": [],
         "stop_reason": null, "stop_sequence": null,
-        "usage": {"input_tokens": 100, "output_tokens": 1}}})
+        "usage": usage}})
+}
+
+/// The final `message_delta` usage of an Anthropic answer.
+fn anthropic_delta_usage(req: &Value) -> Value {
+    let out = req
+        .get("__drill_usage")
+        .and_then(|u| u.get("output_tokens"))
+        .cloned()
+        .unwrap_or_else(|| json!(10));
+    json!({"output_tokens": out})
 }
 
 fn responses_usage() -> Value {
@@ -657,7 +708,7 @@ fn text_frame(api: Api, req: &Value, text: &str) -> (String, String) {
                 Some("message_delta"),
                 &json!({"type": "message_delta",
                         "delta": {"stop_reason": "end_turn", "stop_sequence": null},
-                        "usage": {"output_tokens": 10}})
+                        "usage": anthropic_delta_usage(req)})
                 .to_string(),
             ) + &sse(
                 Some("message_stop"),
@@ -759,7 +810,7 @@ fn tool_call_events(
                     Some("message_delta"),
                     &json!({"type": "message_delta",
                             "delta": {"stop_reason": "tool_use", "stop_sequence": null},
-                            "usage": {"output_tokens": 10}})
+                            "usage": anthropic_delta_usage(req)})
                     .to_string(),
                 )
                 + &sse(

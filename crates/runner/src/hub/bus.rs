@@ -8,13 +8,15 @@
 //! record's fence and marks (docs/protocol.md "Delivery", docs/runner.md §24) go the same way, in
 //! order and retried through an outage (the hub appends a repeated mark only once); against a
 //! hub without the record (the original's: `/delivery/fence` is 404) they stop, logged once.
+//! Each turn's cost record (`POST /turns`, docs/protocol.md §7.6) goes the same way: retried
+//! through an outage (the hub counts a repeat once), given up on a hub without the ledger.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use trantor_proto::delivery::DeliveryMark;
-use trantor_proto::{ClientError, HubClient, RegisterRequest, SendRequest};
+use trantor_proto::{ClientError, HubClient, RegisterRequest, SendRequest, TurnReport};
 
 /// Sends queued while the hub is down, at most; the oldest go first when over.
 const QUEUE_CAP: usize = 1000;
@@ -32,6 +34,7 @@ enum Out {
         instance: String,
     },
     Mark(Box<DeliveryMark>),
+    Turn(Box<TurnReport>),
 }
 
 /// A handle to the writer task.
@@ -106,6 +109,11 @@ impl Bus {
         let _ = self.tx.send(Out::Mark(Box::new(mark)));
     }
 
+    /// Queue a finished turn's cost record (`POST /turns`, docs/protocol.md §7.6).
+    pub fn turn(&self, report: TurnReport) {
+        let _ = self.tx.send(Out::Turn(Box::new(report)));
+    }
+
     /// Wait (up to `within`) until everything queued so far has been posted.
     pub async fn flush(&self, within: Duration) {
         let (tx, rx) = oneshot::channel();
@@ -133,6 +141,8 @@ async fn writer(
     // The hub keeps no delivery record (an original hub): marks are not sent.
     let mut no_record = false;
     let mut superseded_logged = false;
+    // The hub keeps no cost ledger (an original hub, or one older than it): turns are not sent.
+    let mut no_ledger = false;
     loop {
         let item = match backlog.pop_front() {
             Some(i) => i,
@@ -204,6 +214,29 @@ async fn writer(
                     }
                 }
                 Err(e) => tracing::debug!("delivery mark {} {:?} refused: {e}", m.id, m.state),
+            },
+            Out::Turn(_) if no_ledger => {}
+            Out::Turn(t) => match hub.report_turn(&t).await {
+                Ok(_) => {}
+                Err(e) if retry_later(&e) => {
+                    held(
+                        &mut backlog,
+                        &mut rx,
+                        Out::Turn(t),
+                        &mut down_logged,
+                        &e,
+                        "turn cost record",
+                    );
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(backoff_max);
+                }
+                Err(e) if e.status() == Some(404) => {
+                    no_ledger = true;
+                    tracing::info!(
+                        "the hub keeps no cost ledger (/turns is 404) — turn costs stay in the seat's own log"
+                    );
+                }
+                Err(e) => tracing::warn!("turn {} cost record refused: {e}", t.turn),
             },
             Out::Send { req, outcome, op } => match hub
                 .post_with_op::<SendRequest, trantor_proto::SendReply>("/send", &req, &op)

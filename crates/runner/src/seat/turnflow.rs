@@ -384,6 +384,14 @@ impl Seat {
             kill_grace: Duration::from_secs(3),
             echo: true,
         };
+        // What the CLI's transcript holds before the turn, so its usage report can be told
+        // from the earlier turns' (docs/runner.md §15.3).
+        let transcript = matches!(self.cli.driver, crate::drivers::Driver::Claude).then(|| {
+            crate::usage::TranscriptMark::take(&drivers::claude_transcript_dir(
+                &self.work.turn_dir,
+                &self.work.home,
+            ))
+        });
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let fwd = self.forward_events(rx, input, card);
         let janitor = self.work.janitor.take();
@@ -452,6 +460,19 @@ impl Seat {
         let worktree_changed = new_commit || (porcelain.is_some() && porcelain != start.porcelain);
         let bus_activity = events.is_some_and(|e| !e.is_empty());
         let own_out = classify::strip_prompt_echo(&run.output, prompt_text);
+        let reported = {
+            let (driver, stdout, model) = (
+                self.cli.driver.clone(),
+                run.stdout.clone(),
+                self.cfg.model.clone(),
+            );
+            tokio::task::spawn_blocking(move || {
+                crate::usage::read_turn(&driver, &stdout, transcript.as_ref(), &model)
+            })
+            .await
+            .ok()
+            .flatten()
+        };
         let clean = run.exit == 0 && !run.cut;
         let card_after = if clean && card > 0 && start.card_before.is_some() {
             match self.hub.reads.card(card).await {
@@ -484,7 +505,8 @@ impl Seat {
             new_commit,
             worktree_changed,
             bus_activity,
-            zero_usage: None,
+            // An unreadable report is unknown, never zero (docs/runner.md §11.1).
+            zero_usage: reported.as_ref().map(|r| r.usage.is_zero()),
             asked: asked_verdict,
             card,
             card_before: start.card_before.clone(),
@@ -546,8 +568,36 @@ impl Seat {
                 o.insert("extensions".into(), json!(run.extensions));
                 o.insert("boxMs".into(), json!(run.box_ms));
             }
+            if let Some(r) = &reported {
+                o.insert("usage".into(), json!(r.usage));
+                o.insert("usd".into(), json!(r.usd));
+                o.insert("costEstimated".into(), json!(r.estimated));
+                o.insert("costSource".into(), json!(r.source));
+            }
         }
         self.ledger.append(&row);
+        self.hub.bus.turn(trantor_proto::TurnReport {
+            session: self.cfg.session.clone(),
+            instance: self.runner_id.clone(),
+            turn: self.cli.turn,
+            project: self.cfg.project.clone(),
+            card: card.max(0),
+            agent: self.cfg.agent.clone(),
+            model: reported
+                .as_ref()
+                .map(|r| r.model.clone())
+                .filter(|m| !m.is_empty())
+                .unwrap_or_else(|| self.cfg.model.clone()),
+            credential: None,
+            outcome: j.outcome.clone(),
+            usage: reported.as_ref().map(|r| r.usage),
+            usd: reported.as_ref().and_then(|r| r.usd),
+            estimated: reported.as_ref().is_some_and(|r| r.estimated),
+            source: reported
+                .as_ref()
+                .map(|r| r.source.to_string())
+                .unwrap_or_default(),
+        });
         tracing::info!(
             "turn {} ended: exit {} · {} · {}",
             self.cli.turn,

@@ -5,6 +5,7 @@
 pub mod drivers;
 mod exec;
 pub(crate) mod snapshot;
+pub(crate) mod usage;
 pub(crate) mod watchdog;
 
 pub(crate) use exec::{TurnEvent, TurnSpec, Wrap, run_turn, stop_current_turn};

@@ -73,7 +73,18 @@ fn main() -> ExitCode {
                     .map(|_| ExitCode::SUCCESS),
                 None => trantor_hub::run(cmd.args).await.map(|_| ExitCode::SUCCESS),
             },
-            Command::Runner(args) => trantor_runner::run(*args).await.map(|_| ExitCode::SUCCESS),
+            Command::Runner(args) => match trantor_runner::run(*args).await {
+                Ok(()) => Ok(ExitCode::SUCCESS),
+                // Replaced on the hub's fence: its own status, so a supervisor does not restart
+                // it to fight the runner that has the seat (docs/runner.md §24.1).
+                Err(e) => match e.downcast_ref::<trantor_runner::Superseded>() {
+                    Some(s) => {
+                        eprintln!("trantor runner: {s}");
+                        Ok(ExitCode::from(trantor_runner::EXIT_SUPERSEDED))
+                    }
+                    None => Err(e),
+                },
+            },
             Command::Mcp(args) => trantor_mcp::run(args).await.map(|_| ExitCode::SUCCESS),
             Command::Bench(args) => trantor_bench::run(args).await.map(|_| ExitCode::SUCCESS),
             Command::Verb(cmd) => commands::run(cmd).await,

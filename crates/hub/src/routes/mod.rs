@@ -5,6 +5,7 @@ pub mod advise;
 pub mod board;
 pub mod bus;
 pub mod claims;
+pub mod cost;
 pub mod delivery;
 pub mod duty;
 pub mod events;
@@ -641,6 +642,7 @@ pub fn router<S: Store>(hub: AppState<S>) -> Router {
     let mut entries = table::<S>();
     entries.extend(lanes::table::<S>());
     entries.extend(claims::table::<S>());
+    entries.extend(cost::table::<S>());
     entries.extend(projects::table::<S>());
     entries.extend(proposals::table::<S>());
     let mut docs: Vec<RouteDoc> = entries.iter().map(|(d, _)| *d).collect();

@@ -425,6 +425,22 @@ impl HubClient {
         self.post("/delivery/fence", &req).await
     }
 
+    /// `POST /turns`: record one finished turn and what it cost (docs/protocol.md §7.6).
+    pub async fn report_turn(
+        &self,
+        turn: &crate::cost::TurnReport,
+    ) -> Result<crate::cost::TurnReportReply, ClientError> {
+        self.post("/turns", turn).await
+    }
+
+    /// `GET /cost` with the given query pairs (`card`, `seat`, `project`, `since`, `by`).
+    pub async fn cost(
+        &self,
+        query: &[(&str, String)],
+    ) -> Result<crate::cost::CostReply, ClientError> {
+        self.get("/cost", query).await
+    }
+
     /// `POST /delivery`: append one state to a message's record. A 409 (another instance holds
     /// the session's fence) is [`ClientError::Superseded`].
     pub async fn delivery_mark(

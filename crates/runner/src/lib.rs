@@ -34,7 +34,7 @@ mod turn;
 
 use hub::{bus, hubio};
 use periphery::{docker, nudge, release, worktree};
-use seat::{adopt, boot, fence, idle, ledger, machine, pending, turnflow, turnrec};
+use seat::{adopt, boot, fence, idle, ledger, machine, pending, rules, turnflow, turnrec};
 use sys::{cmd, fsx, gitx, redact};
 use triage::{classify, prompt, receipt, session, wake};
 use turn::{snapshot, watchdog};

@@ -5,9 +5,11 @@ pub mod advise;
 pub mod board;
 pub mod bus;
 pub mod claims;
+pub mod cost;
 pub mod delivery;
 pub mod duty;
 pub mod events;
+pub mod focus;
 pub mod gates;
 pub mod handoff;
 pub mod lanes;
@@ -598,6 +600,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
     .into_iter()
     .chain(advise::table::<S>())
     .chain(handoff::table::<S>())
+    .chain(focus::table::<S>())
     .collect()
 }
 
@@ -646,6 +649,7 @@ pub fn router_with<S: Store>(hub: AppState<S>, extra: Option<Mounted>) -> Router
     let mut entries = table::<S>();
     entries.extend(lanes::table::<S>());
     entries.extend(claims::table::<S>());
+    entries.extend(cost::table::<S>());
     entries.extend(projects::table::<S>());
     entries.extend(proposals::table::<S>());
     let mut docs: Vec<RouteDoc> = entries.iter().map(|(d, _)| *d).collect();

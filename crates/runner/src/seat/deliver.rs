@@ -8,9 +8,9 @@ use crate::hubio::CardRead;
 use crate::ledger::Phase;
 use crate::nudge;
 use crate::park::{self, Park};
-use crate::pending;
 use crate::prompt::{self, Sections};
 use crate::receipt::{self, Assigner};
+use crate::rules;
 use crate::seat::Seat;
 use crate::session;
 use crate::turnflow::{TurnInput, TurnKind, TurnResult};
@@ -51,7 +51,7 @@ impl Seat {
         self.release_check().await;
         self.delivery.no_delivery_retry = false;
         let released = std::mem::take(&mut self.delivery.ask_released);
-        let mut wakes = self.delivery.q.batch().to_vec();
+        let mut wakes = rules::turn_batch(&self.delivery.q.wake).to_vec();
         let queued_behind = self.delivery.q.wake.len() - wakes.len();
         self.delivery.delivering = wakes.iter().map(|m| m.id).collect();
         if queued_behind > 0 {
@@ -70,7 +70,9 @@ impl Seat {
                 let plan = self.plan_duty(&escalations).await;
                 let dropped: BTreeSet<i64> = plan.dropped_escalations.iter().copied().collect();
                 wakes.retain(|m| !dropped.contains(&m.id));
-                if wakes.is_empty() {
+                if rules::before_turn(wakes.is_empty(), false)
+                    == rules::BeforeTurn::ConsumeNudgedElsewhere
+                {
                     tracing::info!(
                         "every escalation in the batch is nudged elsewhere — consumed without a duplicate model wake"
                     );
@@ -112,10 +114,14 @@ impl Seat {
         } else {
             session::served_contract_card(&wakes, &self.cfg.session)
         };
+        let base_missing = match &base {
+            Some(b) if self.work.in_git && base_card > 0 => {
+                !gitx::has_commit(&self.cfg.dir, b).await
+            }
+            _ => false,
+        };
         if let Some(b) = &base
-            && self.work.in_git
-            && base_card > 0
-            && !gitx::has_commit(&self.cfg.dir, b).await
+            && rules::before_turn(false, base_missing) == rules::BeforeTurn::BlockOnBase
         {
             self.block_on_base(base_card, b, &assigners).await;
             return;
@@ -310,90 +316,100 @@ impl Seat {
         duty: Option<nudge::DutyPlan>,
     ) {
         let now = trantor_proto::now_ms();
-        // (a) A clean duty turn that skipped some nudges keeps those wakes owed (docs/runner.md §17).
+        // A clean duty turn audits its nudges (docs/runner.md §17).
+        let mut missing = Vec::new();
         if r.ec == 0
             && let Some(plan) = duty.filter(|p| !p.targets.is_empty())
         {
-            let missing = self.audit_duty(&plan, now - (r.secs + 2) * 1000).await;
-            if !missing.is_empty() {
-                self.delivery.fails += 1;
-                let wait = pending::backoff_ms(&self.cfg.retry_ladder, self.delivery.fails);
-                self.delivery.retry_at = now + wait as i64;
+            missing = self.audit_duty(&plan, now - (r.secs + 2) * 1000).await;
+        }
+        let ended = rules::Ended {
+            ec: r.ec,
+            duty_missing: !missing.is_empty(),
+            asked: match &r.ask {
+                Some((id, to, false)) => Some((*id, to.clone())),
+                _ => None,
+            },
+            no_delivery: r.j.no_delivery,
+            empty_turn: r.j.empty_turn,
+        };
+        let fails_before = self.delivery.fails;
+        let disposition = rules::dispose(&ended, fails_before, &self.cfg.retry_ladder, now);
+        match disposition.clone() {
+            rules::Disposition::DutyRetry { fails, retry_at } => {
+                self.delivery.fails = fails;
+                self.delivery.retry_at = retry_at;
                 tracing::warn!(
                     "duty turn skipped nudges for {} — retrying in {}",
                     missing.join(", "),
-                    park::fmt_duration(wait as i64)
+                    park::fmt_duration(retry_at - now)
                 );
                 self.save_pending(false);
                 return;
             }
-        }
-        // (b) Failure.
-        if r.ec != 0 {
-            self.on_failure(&r, assigners).await;
-            return;
-        }
-        // (c) Asked: the contract is owed, not failed.
-        if let Some((id, to, false)) = &r.ask {
-            self.delivery.q.ask = *id;
-            self.delivery.q.ask_to = to.clone();
-            tracing::info!("turn left ask #{id} to {to} — holding the wake for the answer");
-            self.delivery.fails = 0;
-            self.delivery.retry_at = 0;
-            self.delivery.no_delivery_retry = false;
-            self.save_pending(false);
-            self.report_healthy();
-            return;
-        }
-        // (d) No delivery.
-        if r.j.no_delivery {
-            self.delivery.fails += 1;
-            self.delivery.no_delivery_retry = true;
-            self.save_pending(false);
-            if self.delivery.fails >= 2 {
-                self.park_seat("no-delivery", 0, None, String::new(), assigners)
-                    .await;
+            rules::Disposition::Failed => {
+                self.on_failure(&r, assigners).await;
                 return;
             }
-            let wait = pending::backoff_ms(&self.cfg.retry_ladder, self.delivery.fails);
-            self.delivery.retry_at = now + wait as i64;
-            let status = if r.j.card_status_at_end.is_empty() {
-                "unknown"
-            } else {
-                &r.j.card_status_at_end
-            };
-            for a in assigners {
-                let t = receipt::no_delivery(&self.cfg.session, r.card, status, r.secs, a);
-                self.hub.bus.send_outcome(receipt::to_assigner(
+            // Asked: the contract is owed, not failed.
+            rules::Disposition::HoldForAsk { id, to } => {
+                tracing::info!("turn left ask #{id} to {to} — holding the wake for the answer");
+                self.delivery.q.ask = id;
+                self.delivery.q.ask_to = to;
+                self.delivery.fails = 0;
+                self.delivery.retry_at = 0;
+                self.delivery.no_delivery_retry = false;
+                self.save_pending(false);
+                self.report_healthy();
+                return;
+            }
+            rules::Disposition::NoDelivery { fails, retry_at } => {
+                self.delivery.fails = fails;
+                self.delivery.no_delivery_retry = true;
+                self.save_pending(false);
+                let Some(retry_at) = retry_at else {
+                    self.park_seat("no-delivery", 0, None, String::new(), assigners)
+                        .await;
+                    return;
+                };
+                self.delivery.retry_at = retry_at;
+                let status = if r.j.card_status_at_end.is_empty() {
+                    "unknown"
+                } else {
+                    &r.j.card_status_at_end
+                };
+                for a in assigners {
+                    let t = receipt::no_delivery(&self.cfg.session, r.card, status, r.secs, a);
+                    self.hub.bus.send_outcome(receipt::to_assigner(
+                        &self.cfg.session,
+                        &self.cfg.project,
+                        a,
+                        t,
+                    ));
+                }
+                return;
+            }
+            rules::Disposition::Empty { fails, retry_at } => {
+                self.delivery.fails = fails;
+                self.save_pending(false);
+                let Some(retry_at) = retry_at else {
+                    self.park_seat("empty-turn", 0, None, String::new(), assigners)
+                        .await;
+                    return;
+                };
+                self.delivery.retry_at = retry_at;
+                self.broadcast(receipt::empty(
                     &self.cfg.session,
-                    &self.cfg.project,
-                    a,
-                    t,
+                    r.secs,
+                    &park::fmt_duration(retry_at - now),
                 ));
-            }
-            return;
-        }
-        // (e) Empty turn.
-        if r.j.empty_turn {
-            self.delivery.fails += 1;
-            self.save_pending(false);
-            if self.delivery.fails >= 2 {
-                self.park_seat("empty-turn", 0, None, String::new(), assigners)
-                    .await;
                 return;
             }
-            let wait = pending::backoff_ms(&self.cfg.retry_ladder, self.delivery.fails);
-            self.delivery.retry_at = now + wait as i64;
-            self.broadcast(receipt::empty(
-                &self.cfg.session,
-                r.secs,
-                &park::fmt_duration(wait as i64),
-            ));
-            return;
+            rules::Disposition::Consume => {}
         }
-        // (f) Success — and a blocked verdict, which consumes the wake too. The turn record
-        // says so first (docs/runner.md §24.2), then the queue drops the ids.
-        self.settle_turn(true, &r.j.outcome).await;
+        // Success — and a blocked verdict, which consumes the wake too. The turn record says so
+        // first (docs/runner.md §24.2), then the queue drops the ids.
+        self.settle_turn(disposition.consumes(), &r.j.outcome).await;
         self.delivery.consume();
         self.save_cursor();
         self.health.cut_chain.clear();
@@ -484,40 +500,45 @@ impl Seat {
         tracing::info!("classified {reason} because {matched}");
         self.save_pending(false);
         self.report_failure(r.ec, "message", self.delivery.q.wake.len(), &reason);
-        let decision = park::decide(&park::Facts {
-            reason: &reason,
-            delivery_fails: self.delivery.fails,
-            last_stalled: self.health.last_stalled,
-            last_cut: self.health.last_cut,
-            window_ms: self.cfg.park_window_ms,
-            reset_at: r.reset_at,
-            now,
-        });
-        if decision.is_some() {
-            let evidence = if self.health.cut_chain.len() >= 2 {
-                format!(
-                    "{} cut turns, last: {}",
-                    self.health.cut_chain.len(),
-                    self.health.cut_chain.last().cloned().unwrap_or_default()
+        let next = rules::after_failure(
+            &park::Facts {
+                reason: &reason,
+                delivery_fails: self.delivery.fails,
+                last_stalled: self.health.last_stalled,
+                last_cut: self.health.last_cut,
+                window_ms: self.cfg.park_window_ms,
+                reset_at: r.reset_at,
+                now,
+            },
+            &self.cfg.retry_ladder,
+        );
+        let retry_at = match next {
+            rules::AfterFailure::RetryAt(at) => at,
+            rules::AfterFailure::Park(_) => {
+                let evidence = if self.health.cut_chain.len() >= 2 {
+                    format!(
+                        "{} cut turns, last: {}",
+                        self.health.cut_chain.len(),
+                        self.health.cut_chain.last().cloned().unwrap_or_default()
+                    )
+                } else if class == FailureClass::Exhausted || class == FailureClass::Auth {
+                    crate::redact::redact(&matched).into_owned()
+                } else {
+                    r.cut_evidence.clone().unwrap_or_default()
+                };
+                self.park_seat(
+                    &reason,
+                    self.delivery.q.wake.len(),
+                    r.reset_at,
+                    evidence,
+                    assigners,
                 )
-            } else if class == FailureClass::Exhausted || class == FailureClass::Auth {
-                crate::redact::redact(&matched).into_owned()
-            } else {
-                r.cut_evidence.clone().unwrap_or_default()
-            };
-            self.park_seat(
-                &reason,
-                self.delivery.q.wake.len(),
-                r.reset_at,
-                evidence,
-                assigners,
-            )
-            .await;
-            return;
-        }
-        let wait = pending::backoff_ms(&self.cfg.retry_ladder, self.delivery.fails);
-        self.delivery.retry_at = now + wait as i64;
-        let retry_in = park::fmt_duration(wait as i64);
+                .await;
+                return;
+            }
+        };
+        self.delivery.retry_at = retry_at;
+        let retry_in = park::fmt_duration(retry_at - now);
         for a in assigners {
             let t = if reason == "stalled" {
                 receipt::stalled(&self.cfg.session, &retry_in, a)
@@ -597,19 +618,14 @@ impl Seat {
         assigners: &[Assigner],
     ) {
         let now = trantor_proto::now_ms();
-        let decision = park::decide(&park::Facts {
+        let decision = rules::park_for(&park::Facts {
             reason,
-            delivery_fails: self.delivery.fails.max(2),
+            delivery_fails: self.delivery.fails,
             last_stalled: self.health.last_stalled && reason == "stalled",
             last_cut: self.health.last_cut,
             window_ms: self.cfg.park_window_ms,
             reset_at,
             now,
-        })
-        .unwrap_or(park::Decision {
-            reason: reason.to_string(),
-            until: park::NEVER,
-            bounded: false,
         });
         let held = held.max(self.delivery.q.wake.len());
         let p = Park {

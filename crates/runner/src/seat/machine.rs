@@ -790,4 +790,60 @@ mod tests {
             .is_empty()
         );
     }
+
+    #[test]
+    fn rule_a_turn_left_owed_is_requeued_with_its_outcome_word_as_the_reason() {
+        // (consumed, outcome, consume effect, mark state)
+        let table = [
+            (true, "completed", true, MarkState::Consumed),
+            (true, "blocked", true, MarkState::Consumed),
+            (false, "no-delivery", false, MarkState::Requeued),
+            (false, "api-error", false, MarkState::Requeued),
+            (false, "asked", false, MarkState::Requeued),
+            (false, "empty", false, MarkState::Requeued),
+        ];
+        for (i, (consumed, outcome, consume, state)) in table.into_iter().enumerate() {
+            let mut m = machine();
+            m.handle(Event::TurnStarting { rec: started(&[7]) }, now(0));
+            let out = m.handle(
+                Event::TurnJudged {
+                    consumed,
+                    outcome: outcome.into(),
+                },
+                now(1),
+            );
+            assert_eq!(
+                has(&out, |x| *x == Effect::Consume(vec![7])),
+                consume,
+                "row {i}"
+            );
+            // A live runner's own owed turn keeps its back-off: no requeue-now effect.
+            assert!(!has(&out, |x| matches!(x, Effect::Requeue(_))), "row {i}");
+            assert!(
+                has(&out, |x| *x
+                    == Effect::Mark {
+                        ids: vec![7],
+                        state,
+                        turn: 4,
+                        note: outcome.to_string(),
+                    }),
+                "row {i}: {out:?}"
+            );
+            assert_eq!(m.is_done(7), consumed, "row {i}");
+        }
+        // A kickoff or pulse carries no contracts: nothing to mark or consume.
+        let mut m = machine();
+        m.handle(Event::TurnStarting { rec: started(&[]) }, now(0));
+        let out = m.handle(
+            Event::TurnJudged {
+                consumed: false,
+                outcome: "completed".into(),
+            },
+            now(1),
+        );
+        assert!(!has(&out, |x| matches!(
+            x,
+            Effect::Mark { .. } | Effect::Consume(_) | Effect::Requeue(_)
+        )));
+    }
 }

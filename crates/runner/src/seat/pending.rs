@@ -182,18 +182,13 @@ impl Pending {
     }
 
     /// Queue wake messages (deduped by id), oldest first. Nothing is dropped: a long queue is
-    /// carried by several turns ([`Pending::batch`]).
+    /// carried by several turns ([`crate::rules::turn_batch`]).
     pub fn push_wakes(&mut self, msgs: Vec<Message>) {
         for m in msgs {
             if !self.wake.iter().any(|w| w.id == m.id) {
                 self.wake.push(m);
             }
         }
-    }
-
-    /// The wakes the next turn carries: the oldest [`BATCH_MAX`].
-    pub fn batch(&self) -> &[Message] {
-        &self.wake[..self.wake.len().min(BATCH_MAX)]
     }
 
     /// Remove the wakes a turn consumed (by id); the rest stay queued for the next turn.
@@ -329,15 +324,24 @@ mod tests {
         let mut q = Pending::default();
         q.push_wakes((1..=130).map(msg).collect());
         assert_eq!(q.wake.len(), 130, "no cap drops a wake");
-        let first: Vec<i64> = q.batch().iter().map(|m| m.id).collect();
+        let first: Vec<i64> = crate::rules::turn_batch(&q.wake)
+            .iter()
+            .map(|m| m.id)
+            .collect();
         assert_eq!(first, (1..=BATCH_MAX as i64).collect::<Vec<_>>());
         q.consume_wakes(&first);
         // A wake that arrived while the turn ran stays behind the rest.
         q.push_wakes(vec![msg(131)]);
-        let second: Vec<i64> = q.batch().iter().map(|m| m.id).collect();
+        let second: Vec<i64> = crate::rules::turn_batch(&q.wake)
+            .iter()
+            .map(|m| m.id)
+            .collect();
         assert_eq!(second[0], BATCH_MAX as i64 + 1);
         q.consume_wakes(&second);
-        let third: Vec<i64> = q.batch().iter().map(|m| m.id).collect();
+        let third: Vec<i64> = crate::rules::turn_batch(&q.wake)
+            .iter()
+            .map(|m| m.id)
+            .collect();
         assert_eq!(
             third,
             vec![121, 122, 123, 124, 125, 126, 127, 128, 129, 130, 131]

@@ -5,6 +5,7 @@
 
 use crate::ledger;
 use crate::prompt::{self, Sections};
+use crate::rules;
 use crate::seat::Seat;
 use crate::turnflow::{TurnInput, TurnKind};
 use crate::wake;
@@ -48,19 +49,13 @@ impl Seat {
 
     /// The poll hold: the configured hold, shortened to the next pulse or retry (docs/runner.md §4.1).
     fn hold(&self, now: i64) -> Duration {
-        let max = self.cfg.poll_hold_s.max(1);
-        let mut due: Option<i64> = None;
-        if self.cfg.pulse_ms > 0 {
-            due = Some(self.cli.last_turn_at + self.cfg.pulse_ms as i64 - now);
-        }
-        if let Some(d) = self.delivery.retry_in(now) {
-            due = Some(due.map_or(d, |x| x.min(d)));
-        }
-        let secs = match due {
-            Some(ms) => ((ms.max(0) as u64).div_ceil(1000)).clamp(5.min(max), max),
-            None => max,
-        };
-        Duration::from_secs(secs)
+        let pulse_in =
+            (self.cfg.pulse_ms > 0).then(|| self.cli.last_turn_at + self.cfg.pulse_ms as i64 - now);
+        Duration::from_secs(crate::rules::poll_hold_secs(
+            self.cfg.poll_hold_s,
+            pulse_in,
+            self.delivery.retry_in(now),
+        ))
     }
 
     /// The loop. Returns only for a supervised exit after a park.
@@ -158,7 +153,9 @@ impl Seat {
         let mut reply = reply;
         // A contract whose turn completed never starts again (docs/runner.md §24.2).
         let machine = &self.fence.machine;
-        reply.messages.retain(|m| !machine.is_done(m.id));
+        reply.messages = rules::still_owed(std::mem::take(&mut reply.messages), |id| {
+            machine.is_done(id)
+        });
         if reply.messages.is_empty() {
             self.save_cursor();
             return;
@@ -239,42 +236,47 @@ impl Seat {
             self.save_cursor();
             return;
         }
-        // Ask release (docs/runner.md §4.3).
-        if self.delivery.q.ask != 0 {
-            let released = t.wakes.iter().any(|m| {
-                m.to == self.cfg.session
-                    && (m.re == Some(self.delivery.q.ask) || m.from == self.delivery.q.ask_to)
-            });
-            if released {
-                tracing::info!(
-                    "the answer to ask #{} arrived — resuming the held card",
-                    self.delivery.q.ask
-                );
-                self.delivery.q.ask = 0;
-                self.delivery.q.ask_to.clear();
-                self.delivery.ask_released = true;
+        // What the batch does to the ask hold, a back-off and a park (docs/runner.md §4.3).
+        let arrival = rules::on_arrival(
+            &rules::Held {
+                session: &self.cfg.session,
+                ask: self.delivery.q.ask,
+                ask_to: &self.delivery.q.ask_to,
+                no_delivery_retry: self.delivery.no_delivery_retry,
+                park: self.health.park.as_ref().map(|p| p.bounded),
+                retry_at: self.delivery.retry_at,
+            },
+            &t.wakes,
+            trantor_proto::now_ms(),
+        );
+        if arrival.release_ask {
+            tracing::info!(
+                "the answer to ask #{} arrived — resuming the held card",
+                self.delivery.q.ask
+            );
+            self.delivery.q.ask = 0;
+            self.delivery.q.ask_to.clear();
+            self.delivery.ask_released = true;
+        }
+        match arrival.park {
+            rules::OnPark::Nothing => {}
+            rules::OnPark::EndedByNewWake => {
+                self.unpark("a new wake after a no-delivery");
+                self.delivery.reset_backoff();
             }
-        }
-        // A new wake after a no-delivery backoff is delivered now (docs/runner.md §4.3).
-        if self.delivery.no_delivery_retry {
-            self.unpark("a new wake after a no-delivery");
-            self.delivery.reset_backoff();
-        }
-        // A direct wake ends a bounded park; an unbounded one holds (docs/runner.md §4.3).
-        let direct = t.wakes.iter().any(|m| m.to == self.cfg.session);
-        if let Some(p) = self.health.park.clone()
-            && direct
-        {
-            if p.bounded {
+            rules::OnPark::EndedByDirect => {
                 self.unpark("a direct message ends a bounded park");
                 self.delivery.retry_at = 0;
                 self.delivery.fails = 0;
                 self.health.cut_chain.clear();
-            } else {
-                tracing::info!(
-                    "parked ({}) — holding the new message; a reset or an operator ends this park",
-                    p.reason
-                );
+            }
+            rules::OnPark::Holds => {
+                if let Some(p) = &self.health.park {
+                    tracing::info!(
+                        "parked ({}) — holding the new message; a reset or an operator ends this park",
+                        p.reason
+                    );
+                }
             }
         }
         let claimed: Vec<i64> = t.wakes.iter().map(|m| m.id).collect();
@@ -288,26 +290,34 @@ impl Seat {
             "wake path: queue on disk {:?} after the wake",
             arrived.elapsed()
         );
-        if self.delivery.q.ask != 0 {
-            tracing::info!(
-                "holding for the answer to ask #{} — {} message(s) queued behind it",
-                self.delivery.q.ask,
-                self.delivery.q.wake.len()
-            );
-            return;
-        }
-        let now = trantor_proto::now_ms();
-        if now < self.delivery.retry_at {
-            let in_s = if self.delivery.retry_at == crate::park::NEVER {
-                "never (parked)".to_string()
-            } else {
-                crate::park::fmt_duration(self.delivery.retry_at - now)
-            };
-            tracing::info!(
-                "queued — {} undelivered, next attempt in {in_s}",
-                self.delivery.q.wake.len()
-            );
-            return;
+        // Decided on a fresh clock, after the queue went to disk.
+        let next = rules::after_queued(
+            self.delivery.q.ask,
+            self.delivery.retry_at,
+            trantor_proto::now_ms(),
+        );
+        match next {
+            rules::Next::Deliver => {}
+            rules::Next::HoldForAsk => {
+                tracing::info!(
+                    "holding for the answer to ask #{} — {} message(s) queued behind it",
+                    self.delivery.q.ask,
+                    self.delivery.q.wake.len()
+                );
+                return;
+            }
+            rules::Next::QueuedUntil(at) => {
+                let in_s = if at == crate::park::NEVER {
+                    "never (parked)".to_string()
+                } else {
+                    crate::park::fmt_duration(at - trantor_proto::now_ms())
+                };
+                tracing::info!(
+                    "queued — {} undelivered, next attempt in {in_s}",
+                    self.delivery.q.wake.len()
+                );
+                return;
+            }
         }
         self.deliver(Some(arrived)).await;
     }

@@ -276,13 +276,12 @@ impl Delivery {
 
     /// Held wakes are due for a redelivery (no ask holds them and the back-off has passed).
     pub fn redelivery_due(&self, now: i64) -> bool {
-        !self.q.wake.is_empty() && self.q.ask == 0 && now >= self.retry_at
+        crate::rules::redelivery_due(self.q.wake.len(), self.q.ask, self.retry_at, now)
     }
 
     /// Milliseconds until a scheduled redelivery (None when nothing is scheduled).
     pub fn retry_in(&self, now: i64) -> Option<i64> {
-        (!self.q.wake.is_empty() && self.q.ask == 0 && self.retry_at != crate::park::NEVER)
-            .then(|| self.retry_at - now)
+        crate::rules::retry_in(self.q.wake.len(), self.q.ask, self.retry_at, now)
     }
 
     /// Re-filter a restored queue with the current rules (docs/runner.md §3); returns how many

@@ -65,9 +65,11 @@ impl HttpRelay {
     /// how to name one.
     fn relay_for(&self, ctx: &RequestContext<RoleServer>) -> Result<Relay, String> {
         if !self.opts.header_identity {
-            return Err("this hub enforces signed identity: /mcp cannot speak for a session \
+            return Err(
+                "this hub enforces signed identity: /mcp cannot speak for a session \
                         named by a header; use `trantor mcp` (stdio), which signs its calls"
-                .into());
+                    .into(),
+            );
         }
         let parts = ctx.extensions.get::<axum::http::request::Parts>();
         let header = |name: &str| {
@@ -79,10 +81,12 @@ impl HttpRelay {
                 .map(str::to_string)
         };
         let Some(session) = header(HDR_SESSION) else {
-            return Err("name the bus session this client speaks as with the X-Relay-Session \
+            return Err(
+                "name the bus session this client speaks as with the X-Relay-Session \
                         header (e.g. X-Relay-Session: claude:web) in the MCP client's \
                         configuration"
-                .into());
+                    .into(),
+            );
         };
         let project = match header(HDR_PROJECT) {
             Some(p) => p,
@@ -168,10 +172,7 @@ impl ServerHandler for HttpRelay {
 
 /// The `/mcp` service: Streamable HTTP with in-memory sessions, ended when `shutdown` flips
 /// to true (so a client's open SSE stream never holds up the hub's shutdown).
-pub fn router(
-    opts: HttpOptions,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
-) -> axum::Router {
+pub fn router(opts: HttpOptions, mut shutdown: tokio::sync::watch::Receiver<bool>) -> axum::Router {
     let ct = tokio_util::sync::CancellationToken::new();
     let stop = ct.clone();
     tokio::spawn(async move {

@@ -71,7 +71,9 @@ fn main() -> ExitCode {
                 Some(action) => commands::hub_import::run(action)
                     .await
                     .map(|_| ExitCode::SUCCESS),
-                None => trantor_hub::run(cmd.args).await.map(|_| ExitCode::SUCCESS),
+                None => trantor_hub::run_with(cmd.args, Some(mcp_mount()))
+                    .await
+                    .map(|_| ExitCode::SUCCESS),
             },
             Command::Runner(args) => match trantor_runner::run(*args).await {
                 Ok(()) => Ok(ExitCode::SUCCESS),
@@ -96,5 +98,20 @@ fn main() -> ExitCode {
             eprintln!("trantor: {e:#}");
             ExitCode::from(1)
         }
+    }
+}
+
+/// The hub's `/mcp`: the `relay_*` tools over Streamable HTTP (docs/protocol.md §10.7).
+/// Mounted here because the MCP server's crate sits above the hub's.
+fn mcp_mount() -> trantor_hub::Mount {
+    trantor_hub::Mount {
+        path: "/mcp",
+        build: Box::new(|ctx| {
+            let opts = trantor_mcp::http::HttpOptions {
+                hub_url: ctx.url.clone(),
+                header_identity: ctx.auth != trantor_hub::auth::AuthMode::Enforce,
+            };
+            trantor_mcp::http::router(opts, ctx.shutdown.clone())
+        }),
     }
 }

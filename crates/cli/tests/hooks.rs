@@ -1002,3 +1002,30 @@ fn hooks_inside_a_seat_do_nothing_and_answer_empty() {
     let (st, _) = hub_request(hub.port, "GET", "/peer?session=claude:web", None).expect("peer");
     assert_eq!(st, 200, "the person's session-start registers it");
 }
+
+#[test]
+fn prompts_become_the_focus_card_and_todowrite_lists_become_cards() {
+    let hub = Hub::start();
+    let me = Person::new(&hub.url(), "me:web");
+    let cwd = me.home.path();
+    let mut p = input("UserPromptSubmit", "cc-1", cwd);
+    p["prompt"] = json!("please fix the login redirect");
+    me.hook("user-prompt-submit", &p);
+    let mut ack = input("UserPromptSubmit", "cc-1", cwd);
+    ack["prompt"] = json!("ok");
+    me.hook("user-prompt-submit", &ack);
+    let (s, v) = hub_request(hub.port, "GET", "/focus?cc=cc-1", None).expect("focus");
+    assert_eq!(s, 200);
+    assert_eq!(v["task"]["title"], "please fix the login redirect", "{v}");
+    let mut t = input("PostToolUse", "cc-1", cwd);
+    t["tool_name"] = json!("TodoWrite");
+    t["tool_input"] = json!({"todos": [{"content": "write the fix", "status": "in_progress", "activeForm": "Writing"}]});
+    me.hook("post-tool-use", &t);
+    let (_, v) = hub_request(hub.port, "GET", "/tasks?project=web", None).expect("tasks");
+    let todo: Vec<&Value> = v["tasks"]
+        .as_array()
+        .map(|a| a.iter().filter(|c| c["source"] == "todo").collect())
+        .unwrap_or_default();
+    assert_eq!(todo.len(), 1, "{v}");
+    assert_eq!(todo[0]["status"], "doing", "{v}");
+}

@@ -8,21 +8,25 @@
 pub mod advise;
 pub mod auth;
 pub mod client;
+pub mod cost;
 pub mod date;
 pub mod delivery;
 pub mod enroll;
+pub mod focus;
 pub mod fsx;
 pub mod handoff;
 pub mod identity;
 pub mod keys;
 pub mod lanes;
 pub mod limits;
+pub mod proposals;
 pub mod secrets;
 pub mod text;
 pub mod tls;
 pub mod types;
 
 pub use client::{ClientError, HubClient, Signer};
+pub use cost::{CostGroup, CostReply, CostSummary, TokenUsage, TurnReport, TurnReportReply};
 pub use delivery::{
     DeliveryEntry, DeliveryFenceReply, DeliveryFenceRequest, DeliveryMark, DeliveryMarkReply,
     DeliveryOpen, DeliveryOpenItem, DeliveryRecord, DeliveryState, MarkState,

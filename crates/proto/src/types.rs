@@ -625,6 +625,9 @@ pub struct EventsReply {
 /// `GET /card` reply. Fields are in name order, as the hub has always written them.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct CardReply {
+    /// What the turns that worked on this card cost (docs/protocol.md §7.6).
+    #[serde(default)]
+    pub cost: crate::cost::CostSummary,
     /// Events of this card.
     pub events: Vec<Event>,
     /// Messages whose text cites `#id`.

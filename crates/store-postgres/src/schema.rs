@@ -12,7 +12,7 @@ use trantor_store::StoreError;
 use trantor_store::migrate::{self, SchemaTx};
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// Version 1: every table the `Store` trait needs.
 ///
@@ -275,8 +275,38 @@ BEGIN
 END $$;
 "#;
 
+/// Version 4: the cost ledger (docs/protocol.md §7.6): one row per finished turn of a seat,
+/// keyed by `(session, instance, turn)` so a repeated report is recorded once; `has_usage`
+/// false is a turn whose usage was unknown, `usd` NULL unknown dollars. Kept whole by retention.
+const V4: &str = r#"
+CREATE TABLE turns (
+    session     TEXT COLLATE "C" NOT NULL,
+    instance    TEXT COLLATE "C" NOT NULL,
+    turn        BIGINT  NOT NULL,
+    ts          BIGINT  NOT NULL,
+    project     TEXT COLLATE "C" NOT NULL,
+    card        BIGINT  NOT NULL,
+    agent       TEXT COLLATE "C" NOT NULL,
+    model       TEXT COLLATE "C" NOT NULL,
+    credential  TEXT COLLATE "C" NOT NULL,
+    outcome     TEXT COLLATE "C" NOT NULL,
+    has_usage   BOOLEAN NOT NULL,
+    input       BIGINT  NOT NULL,
+    output      BIGINT  NOT NULL,
+    cache_read  BIGINT  NOT NULL,
+    cache_write BIGINT  NOT NULL,
+    usd         DOUBLE PRECISION,
+    estimated   BOOLEAN NOT NULL,
+    source      TEXT COLLATE "C" NOT NULL,
+    PRIMARY KEY (session, instance, turn)
+);
+CREATE INDEX turns_card    ON turns(card, ts);
+CREATE INDEX turns_ts      ON turns(ts);
+CREATE INDEX turns_project ON turns(project, ts);
+"#;
+
 /// Migrations in order: entry `i` brings a database from version `i` to `i + 1`.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4];
 
 /// Bring the database to [`SCHEMA_VERSION`], or explain why it cannot be.
 pub(crate) fn migrate(client: &mut Client, url: &str) -> Result<(), StoreError> {

@@ -22,6 +22,7 @@ use trantor_store::{
 
 use crate::{Conn, NOTIFY_CHANNEL, map_pg};
 
+mod cost;
 mod delivery;
 
 /// A statement parameter.
@@ -251,6 +252,15 @@ impl ReadTx for PgTx<'_> {
 
     fn delivery_fence(&self, session: &str) -> Result<Option<String>, StoreError> {
         self.delivery_fence_impl(session)
+    }
+
+    fn cost(
+        &self,
+        q: &trantor_store::CostQuery,
+        by: trantor_store::CostBy,
+        limit: usize,
+    ) -> Result<Vec<(String, trantor_proto::CostSummary)>, StoreError> {
+        self.cost_impl(q, by, limit)
     }
 
     fn tip(&self) -> Result<i64, StoreError> {
@@ -738,6 +748,14 @@ impl ReadTx for PgTx<'_> {
 }
 
 impl WriteTx for PgTx<'_> {
+    fn record_turn(
+        &mut self,
+        ts: i64,
+        turn: &trantor_proto::TurnReport,
+    ) -> Result<bool, StoreError> {
+        self.record_turn_impl(ts, turn)
+    }
+
     fn append_delivery(
         &mut self,
         id: i64,

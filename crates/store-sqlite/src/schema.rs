@@ -9,7 +9,7 @@ use trantor_store::StoreError;
 use trantor_store::migrate::{self, SchemaTx};
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// Version 1: every table the `Store` trait needs, with one index per query shape.
 ///
@@ -238,6 +238,38 @@ CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
 END;
 "#;
 
+/// Version 5: the cost ledger (docs/protocol.md §7.6): one row per finished turn of a seat,
+/// keyed by `(session, instance, turn)` so a repeated report is recorded once. `has_usage = 0`
+/// is a turn whose usage was unknown (its counts are zero and not meant as zero); `usd` is NULL
+/// when the dollars are unknown. Kept whole by retention: a row per turn is small, and what a
+/// card cost must not shrink when its messages are pruned.
+const V5: &str = r#"
+CREATE TABLE turns (
+    session     TEXT    NOT NULL,
+    instance    TEXT    NOT NULL,
+    turn        INTEGER NOT NULL,
+    ts          INTEGER NOT NULL,
+    project     TEXT    NOT NULL,
+    card        INTEGER NOT NULL,
+    agent       TEXT    NOT NULL,
+    model       TEXT    NOT NULL,
+    credential  TEXT    NOT NULL,
+    outcome     TEXT    NOT NULL,
+    has_usage   INTEGER NOT NULL,
+    input       INTEGER NOT NULL,
+    output      INTEGER NOT NULL,
+    cache_read  INTEGER NOT NULL,
+    cache_write INTEGER NOT NULL,
+    usd         REAL,
+    estimated   INTEGER NOT NULL,
+    source      TEXT    NOT NULL,
+    PRIMARY KEY (session, instance, turn)
+) WITHOUT ROWID;
+CREATE INDEX turns_card    ON turns(card, ts);
+CREATE INDEX turns_ts      ON turns(ts);
+CREATE INDEX turns_project ON turns(project, ts);
+"#;
+
 /// Fill the contract ledger from the messages already stored (migration to version 4), in id
 /// order, as if each had just committed.
 fn backfill_contracts(conn: &Connection) -> Result<usize, StoreError> {
@@ -259,7 +291,7 @@ fn backfill_contracts(conn: &Connection) -> Result<usize, StoreError> {
 }
 
 /// Migrations in order: entry `i` brings a database from version `i` to `i + 1`.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5];
 
 /// Bring the database behind `conn` to [`SCHEMA_VERSION`], or explain why it cannot be.
 pub(crate) fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {

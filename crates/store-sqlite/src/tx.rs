@@ -19,6 +19,7 @@ use trantor_store::{
     WriteTx, is_ack_contract, is_ask, is_ledger_traffic,
 };
 
+mod cost;
 mod delivery;
 
 /// Statements of a transaction on `conn` (read-only or read-write, as the connection is).
@@ -430,6 +431,15 @@ impl ReadTx for SqlTx<'_> {
 
     fn delivery_fence(&self, session: &str) -> Result<Option<String>, StoreError> {
         self.delivery_fence_impl(session)
+    }
+
+    fn cost(
+        &self,
+        q: &trantor_store::CostQuery,
+        by: trantor_store::CostBy,
+        limit: usize,
+    ) -> Result<Vec<(String, trantor_proto::CostSummary)>, StoreError> {
+        self.cost_impl(q, by, limit)
     }
 
     fn tip(&self) -> Result<i64, StoreError> {
@@ -950,6 +960,14 @@ impl ReadTx for SqlTx<'_> {
 }
 
 impl WriteTx for SqlTx<'_> {
+    fn record_turn(
+        &mut self,
+        ts: i64,
+        turn: &trantor_proto::TurnReport,
+    ) -> Result<bool, StoreError> {
+        self.record_turn_impl(ts, turn)
+    }
+
     fn append_delivery(
         &mut self,
         id: i64,

@@ -34,7 +34,7 @@ pub trait Fixture {
 macro_rules! conformance_suite {
     ($fixture:expr) => {
         $crate::conformance_suite!(@stories $fixture;
-            ids_and_delivery, paging_is_exact, delivery_ledger, delivery_record, prune_keeps_unread,
+            ids_and_delivery, paging_is_exact, delivery_ledger, delivery_record, cost_ledger, prune_keeps_unread,
             savepoint_isolation, events_filters, board_and_documents, imported_ids,
             panicking_closure_is_isolated);
 
@@ -972,4 +972,127 @@ pub async fn delivery_record<S: Store>(s: &S) {
         .await
         .expect("kept");
     assert_eq!(kept.len(), 1, "an unread message keeps its record");
+}
+
+/// The cost ledger: a turn is recorded once per `(session, instance, turn)`; reads add up
+/// tokens and known dollars per card, seat, day and credential with the filters applied; a turn
+/// with unknown usage counts as a turn and as `unknown`, and an estimate marks the sum; nothing
+/// matching is an all-zero total and no groups.
+pub async fn cost_ledger<S: Store>(s: &S) {
+    use crate::{CostBy, CostQuery};
+    use trantor_proto::{TokenUsage, TurnReport};
+    let day = 86_400_000_i64;
+    let t = |session: &str, turn: u64, card: i64, usage: Option<(u64, u64, u64, u64)>| TurnReport {
+        session: session.into(),
+        instance: "run-1".into(),
+        turn,
+        project: "p".into(),
+        card,
+        agent: "claude".into(),
+        model: "m".into(),
+        credential: (session == "a:p").then(|| "work".to_string()),
+        outcome: "completed".into(),
+        usage: usage.map(|(input, output, cache_read, cache_write)| TokenUsage {
+            input,
+            output,
+            cache_read,
+            cache_write,
+        }),
+        usd: usage.map(|_| 0.5),
+        estimated: false,
+        source: "test".into(),
+    };
+    let first = t("a:p", 1, 7, Some((100, 10, 1000, 5)));
+    let again = first.clone();
+    let mut est = t("a:p", 2, 7, Some((1, 2, 0, 0)));
+    est.estimated = true;
+    est.usd = Some(0.25);
+    let unknown = t("b:p", 1, 7, None);
+    let other = t("b:p", 2, 9, Some((3, 4, 0, 0)));
+    let recorded = s
+        .write(move |tx| {
+            Ok([
+                tx.record_turn(10 * day + 5, &first)?,
+                tx.record_turn(10 * day + 6, &again)?,
+                tx.record_turn(10 * day + 7, &est)?,
+                tx.record_turn(11 * day, &unknown)?,
+                tx.record_turn(11 * day + 1, &other)?,
+            ])
+        })
+        .await
+        .expect("record");
+    assert_eq!(recorded, [true, false, true, true, true]);
+    let card7 = CostQuery {
+        card: Some(7),
+        ..Default::default()
+    };
+    let total = s
+        .read(move |tx| tx.cost(&card7, CostBy::Total, 0))
+        .await
+        .expect("cost");
+    assert_eq!(total.len(), 1);
+    let c = &total[0].1;
+    assert_eq!(
+        (c.tokens_in, c.tokens_out, c.cache_read, c.cache_write),
+        (1106, 12, 1000, 5)
+    );
+    assert_eq!((c.turns, c.unknown, c.estimated), (3, 1, true));
+    assert!((c.usd - 0.75).abs() < 1e-9, "{}", c.usd);
+    let by_card = s
+        .read(|tx| tx.cost(&CostQuery::default(), CostBy::Card, 0))
+        .await
+        .expect("by card");
+    let keys: Vec<&str> = by_card.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, ["7", "9"], "largest dollars first");
+    let by_seat = s
+        .read(|tx| tx.cost(&CostQuery::default(), CostBy::Seat, 1))
+        .await
+        .expect("by seat");
+    assert_eq!(by_seat.len(), 1, "the limit applies");
+    assert_eq!(by_seat[0].0, "a:p");
+    let by_day = s
+        .read(|tx| tx.cost(&CostQuery::default(), CostBy::Day, 0))
+        .await
+        .expect("by day");
+    let mut days: Vec<(String, u64)> = by_day.iter().map(|(k, c)| (k.clone(), c.turns)).collect();
+    days.sort();
+    assert_eq!(
+        days,
+        [("1970-01-11".to_string(), 2), ("1970-01-12".to_string(), 2)]
+    );
+    let by_cred = s
+        .read(|tx| tx.cost(&CostQuery::default(), CostBy::Credential, 0))
+        .await
+        .expect("by credential");
+    let mut creds: Vec<&str> = by_cred.iter().map(|(k, _)| k.as_str()).collect();
+    creds.sort();
+    assert_eq!(creds, ["", "work"]);
+    let since = CostQuery {
+        session: Some("b:p".into()),
+        since_ts: Some(11 * day + 1),
+        project: Some("p".into()),
+        cards: Some(vec![9, 10]),
+        ..Default::default()
+    };
+    let late = s
+        .read(move |tx| tx.cost(&since, CostBy::Total, 0))
+        .await
+        .expect("since");
+    assert_eq!((late[0].1.turns, late[0].1.tokens_in), (1, 3));
+    let none = CostQuery {
+        card: Some(12345),
+        ..Default::default()
+    };
+    let empty = s
+        .read(move |tx| {
+            Ok((
+                tx.cost(&none, CostBy::Total, 0)?,
+                tx.cost(&none, CostBy::Card, 0)?,
+            ))
+        })
+        .await
+        .expect("nothing");
+    assert_eq!(empty.0.len(), 1);
+    assert_eq!(empty.0[0].1, trantor_proto::CostSummary::default());
+    assert!(empty.1.is_empty());
 }

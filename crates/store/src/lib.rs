@@ -30,7 +30,9 @@ pub mod worker;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::future::Future;
-use trantor_proto::{Card, DeliveryEntry, DeliveryOpenItem, Event, Lesson, Message, Peer};
+use trantor_proto::{
+    Card, CostSummary, DeliveryEntry, DeliveryOpenItem, Event, Lesson, Message, Peer, TurnReport,
+};
 
 pub use worker::panic_message;
 
@@ -371,6 +373,71 @@ pub struct LeaseStatus {
     pub holder: Option<String>,
 }
 
+/// Which recorded turns a cost read adds up (all filters combine with AND).
+#[derive(Debug, Clone, Default)]
+pub struct CostQuery {
+    /// Only turns that worked on this card.
+    pub card: Option<i64>,
+    /// Only turns that worked on one of these cards.
+    pub cards: Option<Vec<i64>>,
+    /// Only this seat's turns.
+    pub session: Option<String>,
+    /// Only this project's turns.
+    pub project: Option<String>,
+    /// Only turns recorded at or after this, ms.
+    pub since_ts: Option<i64>,
+}
+
+/// How a cost read groups the turns it adds up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CostBy {
+    /// One group of everything (key `""`).
+    #[default]
+    Total,
+    /// Per card (key: the id; turns on no card are card `0`).
+    Card,
+    /// Per seat session.
+    Seat,
+    /// Per UTC day (key `YYYY-MM-DD`).
+    Day,
+    /// Per credential (key: its name, `""` when none was named).
+    Credential,
+}
+
+/// Add one row of a grouped cost read to `s` (the backends read the sums as i64 and a few
+/// flags; this is where they become a [`CostSummary`]).
+#[allow(clippy::too_many_arguments)]
+pub fn cost_summary_of(
+    input: i64,
+    output: i64,
+    cache_read: i64,
+    cache_write: i64,
+    usd: f64,
+    turns: i64,
+    unknown: i64,
+    estimated: bool,
+) -> CostSummary {
+    let u = |v: i64| u64::try_from(v).unwrap_or(0);
+    CostSummary {
+        tokens_in: u(input)
+            .saturating_add(u(cache_read))
+            .saturating_add(u(cache_write)),
+        tokens_out: u(output),
+        cache_read: u(cache_read),
+        cache_write: u(cache_write),
+        usd,
+        turns: u(turns),
+        unknown: u(unknown),
+        estimated,
+    }
+}
+
+/// The UTC day (`YYYY-MM-DD`) of day number `day` (days since the epoch), for [`CostBy::Day`].
+pub fn day_key(day: i64) -> String {
+    let (y, m, d) = trantor_proto::date::civil_from_days(day);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
 /// Queries available inside any transaction.
 pub trait ReadTx {
     /// The highest message id ever assigned (0 when none), even if that message was pruned.
@@ -462,6 +529,15 @@ pub trait ReadTx {
     ) -> Result<(Vec<DeliveryOpenItem>, i64), StoreError>;
     /// The runner instance `session` is fenced to, if any.
     fn delivery_fence(&self, session: &str) -> Result<Option<String>, StoreError>;
+    /// The recorded turns matching `q`, added up per `by` group, at most `limit` groups (0: no
+    /// limit), largest dollars first (then key). [`CostBy::Total`] is one group (all zeros when
+    /// nothing matches).
+    fn cost(
+        &self,
+        q: &CostQuery,
+        by: CostBy,
+        limit: usize,
+    ) -> Result<Vec<(String, CostSummary)>, StoreError>;
 }
 
 /// Changes available inside a write transaction.
@@ -518,6 +594,9 @@ pub trait WriteTx: ReadTx {
         instance: &str,
         ts: i64,
     ) -> Result<Option<String>, StoreError>;
+    /// Record one finished turn's cost at hub time `ts`; `false` (and nothing changed) when a
+    /// turn with the same `(session, instance, turn)` is already recorded.
+    fn record_turn(&mut self, ts: i64, turn: &TurnReport) -> Result<bool, StoreError>;
     /// Retention: remove messages older than `before_ts` that every recipient has read
     /// (broadcasts, or direct messages at or below the recipient's `deliveredUpTo`) with their
     /// delivery records, non-card events older than `before_ts`, and `_op` records older than

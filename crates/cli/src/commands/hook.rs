@@ -28,8 +28,8 @@ use trantor_proto::{ContractsReply, HubClient, InboxReply, Message, RegisterRequ
 pub(crate) const HOOK_HELP: &str = "\
 Run by Claude Code (installed by `trantor connect`), with the event's JSON on stdin:
   session-start        register this session on the hub and inject a crew brief
-  post-tool-use        inject new direct messages (at most every TRANTOR_HOOK_INTERVAL_MS)
-  user-prompt-submit   inject new direct messages
+  post-tool-use        mirror a TodoWrite list as cards (POST /todos); inject new direct messages (at most every TRANTOR_HOOK_INTERVAL_MS)
+  user-prompt-submit   a substantive prompt re-titles the focus card (POST /focus; TRANTOR_NO_FOCUS=1 stops it); inject new direct messages
   stop                 block going idle once while mail is unread or a contract is stalled
   pre-compact          write a handoff (summary, open contracts, cards in flight, recent
                        traffic) that the next session in this project gets once at its start
@@ -141,6 +141,80 @@ struct Input {
     /// PreCompact: what the person typed after `/compact` (becomes the handoff's summary).
     #[serde(default)]
     custom_instructions: Option<String>,
+    /// UserPromptSubmit: the prompt (becomes the session's focus card).
+    #[serde(default)]
+    prompt: Option<String>,
+    /// PostToolUse: the tool's name (`TodoWrite` is mirrored as cards).
+    #[serde(default)]
+    tool_name: Option<String>,
+    /// PostToolUse: only a TodoWrite's `todos` are kept.
+    #[serde(default)]
+    tool_input: Option<ToolInput>,
+}
+
+/// The part of a tool's input the hook reads.
+#[derive(Debug, Default, Deserialize)]
+struct ToolInput {
+    #[serde(default)]
+    todos: Option<Vec<trantor_proto::focus::TodoItem>>,
+}
+
+/// Post the session's focus (a substantive prompt) or its TodoWrite list to the hub
+/// (docs/protocol.md §14.3); failures are ignored, the turn goes on.
+async fn solo_work(event: Event, input: &Input, id: &Identity, hub: &HubClient) {
+    let session = Some(id.session.clone());
+    if event == Event::UserPromptSubmit {
+        let prompt = input.prompt.as_deref().unwrap_or("");
+        let t = prompt.split_whitespace().collect::<Vec<_>>().join(" ");
+        let harness = t.starts_with(['<', '{', '['])
+            || t.contains("<task-notification>")
+            || t.contains("<system-reminder>");
+        if t.chars().count() < 12
+            || harness
+            || std::env::var("TRANTOR_NO_FOCUS").as_deref() == Ok("1")
+        {
+            return;
+        }
+        let body = trantor_proto::focus::FocusRequest {
+            session: session.clone(),
+            project: id.project.clone(),
+            title: t.chars().take(120).collect(),
+            by: session,
+            // The hub refuses a cc past its limit; a longer one is not an agent CLI's id.
+            cc: input
+                .session_id
+                .clone()
+                .filter(|c| c.chars().count() <= trantor_proto::focus::CC_MAX),
+        };
+        let _: Result<Value, _> = hub.post("/focus", &body).await;
+    } else if input.tool_name.as_deref() == Some("TodoWrite") {
+        let Some(todos) = input.tool_input.as_ref().and_then(|t| t.todos.clone()) else {
+            return;
+        };
+        if todos.is_empty() {
+            return;
+        }
+        // Within the hub's limits (it keeps 200 characters of a todo's text anyway).
+        let todos = todos
+            .into_iter()
+            .take(trantor_proto::focus::TODOS_MAX)
+            .map(|t| trantor_proto::focus::TodoItem {
+                content: t.content.chars().take(200).collect(),
+                status: t
+                    .status
+                    .chars()
+                    .take(trantor_proto::focus::STATUS_MAX)
+                    .collect(),
+            })
+            .collect();
+        let body = trantor_proto::focus::TodosRequest {
+            session: session.clone(),
+            project: id.project.clone(),
+            by: session,
+            todos,
+        };
+        let _: Result<Value, _> = hub.post("/todos", &body).await;
+    }
 }
 
 /// The reply that lets everything go on.
@@ -503,6 +577,7 @@ async fn answer(event: Event, raw: &[u8], budget: Duration) -> anyhow::Result<Va
             Ok(allow())
         }
         Event::PostToolUse | Event::UserPromptSubmit => {
+            solo_work(event, &input, &id, &hub).await;
             let mut cursor = match load_cursor(&path) {
                 Some(c) => c,
                 None => fresh_cursor(&id, &hub).await?,

@@ -417,6 +417,22 @@ fn target_of(
                 fence: String::new(),
             }
         }
+        "/cost" => {
+            // A card's cost is read on the card's project; a seat's, on the seat's.
+            let card = q.get("card").and_then(|s| s.trim().parse::<i64>().ok());
+            let project = match (card, named()) {
+                (Some(id), _) => tx.card(id)?.map(|c| c.project).unwrap_or_default(),
+                (None, p) if !p.is_empty() => p,
+                (None, _) => match q.get("seat") {
+                    Some(s) => peer_project(tx, s)?,
+                    None => String::new(),
+                },
+            };
+            Target {
+                project,
+                fence: String::new(),
+            }
+        }
         "/task" | "/register" => {
             let project = named();
             Target {
@@ -546,7 +562,7 @@ fn authorize(
         "/send" if str_field(body, "from") != id.name => {
             return Ok(refuse(StatusCode::FORBIDDEN, "from must match signer"));
         }
-        "/delivered" | "/register" | "/status" | "/delivery" | "/delivery/fence"
+        "/delivered" | "/register" | "/status" | "/delivery" | "/delivery/fence" | "/turns"
             if *method == Method::POST && str_field(body, "session") != id.name =>
         {
             return Ok(refuse(StatusCode::FORBIDDEN, "session must match signer"));

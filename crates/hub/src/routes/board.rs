@@ -506,10 +506,11 @@ pub async fn card<S: Store>(
     let id = p
         .int("id")?
         .ok_or_else(|| ApiError::bad_request("id required"))?;
-    let (card, events, messages) = hub
+    let (card, events, messages, cost) = hub
         .store
         .read(move |tx| {
             let card = tx.card(id)?;
+            let cost = super::cost::card_cost(tx, id)?;
             let events = tx.events(&EventFilter {
                 task_id: Some(id),
                 card_events_only: true,
@@ -517,7 +518,7 @@ pub async fn card<S: Store>(
                 ..EventFilter::default()
             })?;
             let messages = tx.messages_citing(id, limits::CARD_MESSAGES)?;
-            Ok((card, events, messages))
+            Ok((card, events, messages, cost))
         })
         .await?;
     let events: Vec<_> = events
@@ -544,6 +545,7 @@ pub async fn card<S: Store>(
         },
     };
     Ok(Json(CardReply {
+        cost,
         task: Some(task),
         events,
         messages,

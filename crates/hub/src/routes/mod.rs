@@ -5,9 +5,11 @@ pub mod advise;
 pub mod board;
 pub mod bus;
 pub mod claims;
+pub mod cost;
 pub mod delivery;
 pub mod duty;
 pub mod events;
+pub mod focus;
 pub mod gates;
 pub mod handoff;
 pub mod lanes;
@@ -598,6 +600,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
     .into_iter()
     .chain(advise::table::<S>())
     .chain(handoff::table::<S>())
+    .chain(focus::table::<S>())
     .collect()
 }
 
@@ -636,9 +639,17 @@ async fn wrong_method() -> ApiError {
 /// Build the router over `hub`: the table, `/openapi.json`, the JSON fallbacks and the front
 /// layers (origin refusal + metrics outermost, then body limit + `_op`).
 pub fn router<S: Store>(hub: AppState<S>) -> Router {
+    router_with(hub, None)
+}
+
+/// [`router`] with a [`Mounted`] service beside the table: it sits behind the front layer
+/// (Host/Origin refusals, header limits, metrics) but outside signature checks, query limits
+/// and `_op`, which belong to the hub's own JSON routes. It is not in `/openapi.json`.
+pub fn router_with<S: Store>(hub: AppState<S>, extra: Option<Mounted>) -> Router {
     let mut entries = table::<S>();
     entries.extend(lanes::table::<S>());
     entries.extend(claims::table::<S>());
+    entries.extend(cost::table::<S>());
     entries.extend(projects::table::<S>());
     entries.extend(proposals::table::<S>());
     let mut docs: Vec<RouteDoc> = entries.iter().map(|(d, _)| *d).collect();
@@ -650,7 +661,11 @@ pub fn router<S: Store>(hub: AppState<S>) -> Router {
         body: None,
         reply: None,
     });
-    ops::intern_routes(docs.iter().map(|d| d.path));
+    ops::intern_routes(
+        docs.iter()
+            .map(|d| d.path)
+            .chain(extra.as_ref().map(|m| m.path)),
+    );
     ops::intern_post_routes(
         docs.iter()
             .filter(|d| matches!(d.verb, Verb::Post))
@@ -678,7 +693,7 @@ pub fn router<S: Store>(hub: AppState<S>) -> Router {
     for (path, handler) in by_path {
         router = router.route(path, handler);
     }
-    router
+    let router = router
         .route(
             "/openapi.json",
             get(move || {
@@ -714,10 +729,24 @@ pub fn router<S: Store>(hub: AppState<S>) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             hub.clone(),
             crate::auth::layer::<S>,
-        ))
+        ));
+    let router = match extra {
+        Some(m) => router.nest_service(m.path, m.router),
+        None => router,
+    };
+    router
         .layer(axum::middleware::from_fn_with_state(
             hub.clone(),
             ops::front::<S>,
         ))
         .with_state(hub)
+}
+
+/// A service a binary serves beside the hub's routes, under one path (`trantor hub` mounts its
+/// MCP endpoint at `/mcp` this way; docs/protocol.md).
+pub struct Mounted {
+    /// Where it is served (the path and everything below it).
+    pub path: &'static str,
+    /// What serves it.
+    pub router: Router,
 }

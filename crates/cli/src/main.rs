@@ -71,9 +71,22 @@ fn main() -> ExitCode {
                 Some(action) => commands::hub_import::run(action)
                     .await
                     .map(|_| ExitCode::SUCCESS),
-                None => trantor_hub::run(cmd.args).await.map(|_| ExitCode::SUCCESS),
+                None => trantor_hub::run_with(cmd.args, Some(mcp_mount()))
+                    .await
+                    .map(|_| ExitCode::SUCCESS),
             },
-            Command::Runner(args) => trantor_runner::run(*args).await.map(|_| ExitCode::SUCCESS),
+            Command::Runner(args) => match trantor_runner::run(*args).await {
+                Ok(()) => Ok(ExitCode::SUCCESS),
+                // Replaced on the hub's fence: its own status, so a supervisor does not restart
+                // it to fight the runner that has the seat (docs/runner.md §24.1).
+                Err(e) => match e.downcast_ref::<trantor_runner::Superseded>() {
+                    Some(s) => {
+                        eprintln!("trantor runner: {s}");
+                        Ok(ExitCode::from(trantor_runner::EXIT_SUPERSEDED))
+                    }
+                    None => Err(e),
+                },
+            },
             Command::Mcp(args) => trantor_mcp::run(args).await.map(|_| ExitCode::SUCCESS),
             Command::Bench(args) => trantor_bench::run(args).await.map(|_| ExitCode::SUCCESS),
             Command::Verb(cmd) => commands::run(cmd).await,
@@ -85,5 +98,20 @@ fn main() -> ExitCode {
             eprintln!("trantor: {e:#}");
             ExitCode::from(1)
         }
+    }
+}
+
+/// The hub's `/mcp`: the `relay_*` tools over Streamable HTTP (docs/protocol.md §10.7).
+/// Mounted here because the MCP server's crate sits above the hub's.
+fn mcp_mount() -> trantor_hub::Mount {
+    trantor_hub::Mount {
+        path: "/mcp",
+        build: Box::new(|ctx| {
+            let opts = trantor_mcp::http::HttpOptions {
+                hub_url: ctx.url.clone(),
+                header_identity: ctx.auth != trantor_hub::auth::AuthMode::Enforce,
+            };
+            trantor_mcp::http::router(opts, ctx.shutdown.clone())
+        }),
     }
 }

@@ -291,6 +291,11 @@ fn two_seats_integrate_verify_receipts_sync_and_a_based_contract() {
     crew.wait_mark("beta", "MARK-b");
     assert!(crew.worktree("beta").join("beta-wip.txt").is_file());
     let main0 = crew.head("main");
+    // The documented order: the person closes alpha's card before integrating; the card whose
+    // work is merged is noted whatever its status.
+    let close = json!({"id": ca, "status": "done", "by": ORCH, "drill": "test -f alpha.txt"});
+    let (s, v) = hub_request(crew.hub.port, "POST", "/task/update", Some(&close)).expect("close");
+    assert!(s < 300, "{s} {v}");
 
     let (code, out, err) = crew.trantor(&["integrate"]);
     assert_eq!(code, 0, "integrate failed:\n{out}\n{err}");
@@ -322,6 +327,10 @@ fn two_seats_integrate_verify_receipts_sync_and_a_based_contract() {
     for id in [ca, cb] {
         let c = crew.card_json(id).to_string();
         assert!(contains(&c, "harvested"), "card #{id} not noted: {c}");
+        assert!(
+            contains(&out, &format!("#{id}")),
+            "receipt lists no #{id}:\n{out}"
+        );
     }
 
     for seat in ["alpha", "beta"] {
@@ -591,6 +600,34 @@ fn a_failing_verify_leaves_main_and_prints_the_last_lines() {
     assert!(contains(&out, "assertion failed: the answer"), "{out}");
     assert_eq!(crew.head("main"), main0);
     assert!(crew.receipts().is_empty());
+}
+
+/// A Python project with no declared verify: the detected command is the interpreter's module
+/// form, and its failure says how to declare the one that passes; a `.trantor/verify` written
+/// but not committed is then used, and said so.
+#[test]
+fn a_detected_verify_failure_says_how_to_declare_one_and_an_uncommitted_one_is_used() {
+    let crew = Crew::new();
+    crew.commit_main("pyproject.toml", "[project]\nname = \"demo\"\n");
+    crew.hand_seat("one", "a.txt", "a\n");
+    let main0 = crew.head("main");
+    let (code, out, _) = crew.trantor(&["integrate"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(contains(&out, " -m pytest` (detected)"), "{out}");
+    assert!(contains(&out, "was detected, not declared"), "{out}");
+    assert!(contains(&out, "in .trantor/verify and commit it"), "{out}");
+    assert_eq!(crew.head("main"), main0);
+
+    std::fs::create_dir_all(crew.repo.join(".trantor")).expect("mkdir");
+    std::fs::write(crew.repo.join(".trantor/verify"), "test -f a.txt\n").expect("write");
+    let (code, out, err) = crew.trantor(&["integrate"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(contains(&out, "verify passed: `test -f a.txt`"), "{out}");
+    assert!(
+        contains(&out, "not committed: read from the main checkout"),
+        "{out}"
+    );
+    assert_ne!(crew.head("main"), main0);
 }
 
 /// The dials: commit off stops integrate naming the dial; push on pushes after verify.

@@ -190,6 +190,12 @@ fn up_seat_why_down_as_background_processes() {
         "{}",
         out(&o)
     );
+    // Without --hub the hub up started stays, and down says so and how to stop it.
+    assert!(
+        out(&o).contains("left running") && out(&o).contains("trantor down --hub"),
+        "{}",
+        out(&o)
+    );
     let o = m.run(&["down", "--hub"]);
     assert!(
         out(&o).contains("hub") && out(&o).contains("stopped"),

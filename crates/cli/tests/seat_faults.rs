@@ -261,3 +261,55 @@ fn a_hub_down_when_a_turn_starts_and_when_it_ends_loses_no_receipt_and_runs_noth
     assert_eq!(done_receipts(hub.port, b).len(), 1);
     assert!(seat.pending_wake_ids().is_empty());
 }
+
+#[test]
+fn a_superseded_runner_exits_3_saying_so_and_runs_no_turn_for_the_wake_it_holds() {
+    let Some(hub) = drill_hub() else {
+        return;
+    };
+    let mut seat = new_seat();
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+
+    // Another runner instance takes the seat's fence on the hub (as one on another machine, or
+    // one that came back from a partition, would).
+    let fence = serde_json::json!({"session": "claude:p", "instance": "usurper"});
+    let (status, reply) =
+        common::hub_request(hub.port, "POST", "/delivery/fence", Some(&fence)).expect("fence");
+    assert_eq!(status, 200, "{reply}");
+
+    // A wake reaches the old runner: its claim is refused, and it stops before any CLI runs.
+    let id = hub_send(hub.port, ORCH, "claude:p", PROJECT, "SUPERSEDED-WAKE: job");
+    let mut code = None;
+    wait_until("the superseded runner to exit", LONG, || {
+        code = seat
+            .runner()
+            .and_then(|r| r.child.try_wait().ok().flatten())
+            .map(|s| s.code());
+        code.is_some()
+    });
+    let log = seat.runner_log();
+    assert_eq!(code, Some(Some(3)), "exit status 3 (superseded):\n{log}");
+    assert!(
+        log.contains("superseded: seat claude:p is now run by runner instance usurper")
+            && log.contains("stops without running another turn"),
+        "{log}"
+    );
+    assert_eq!(seat.prompts_with("SUPERSEDED-WAKE"), 0, "no turn: {log}");
+    let (_, rec) =
+        common::hub_request(hub.port, "GET", &format!("/delivery?id={id}"), None).expect("rec");
+    let states: Vec<&str> = rec["states"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|s| s["state"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(!states.contains(&"started"), "{rec}");
+    // The wake stays on its disk, owed.
+    assert!(seat.pending_wake_ids().contains(&id), "{}", seat.pending());
+
+    // A runner that takes the seat back fences itself and delivers it, once.
+    seat.start(&hub.url());
+    wait_until("the wake's receipt", LONG, || {
+        !done_receipts(hub.port, id).is_empty()
+    });
+    assert_eq!(seat.prompts_with("SUPERSEDED-WAKE"), 1);
+}

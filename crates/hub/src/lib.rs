@@ -74,6 +74,38 @@ const FEED_CAPACITY: usize = 4096;
 /// binds), open the store (the SQLite file under the data directory, or PostgreSQL with
 /// `--store`), bind, and serve.
 pub async fn run(args: HubArgs) -> anyhow::Result<()> {
+    run_with(args, None).await
+}
+
+/// A service a binary serves beside the hub's routes under `path`, built once the hub listens
+/// (so it knows the hub's own URL). The hub crate knows nothing of what it serves: `trantor hub`
+/// mounts its MCP endpoint this way, since the MCP server lives in a crate above the hub.
+pub struct Mount {
+    /// Where it is served (the path and everything below it).
+    pub path: &'static str,
+    /// Builds the service.
+    pub build: Box<dyn FnOnce(&MountContext) -> axum::Router + Send>,
+}
+
+/// What a [`Mount`] is built from.
+#[derive(Debug, Clone)]
+pub struct MountContext {
+    /// The hub's own base URL (`http://127.0.0.1:4477`), for calls back into its routes.
+    pub url: String,
+    /// The hub's signature mode.
+    pub auth: auth::AuthMode,
+    /// Flips to true when the hub shuts down: long-lived streams must end then.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+impl std::fmt::Debug for Mount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mount").field("path", &self.path).finish()
+    }
+}
+
+/// [`run`] with an extra service mounted beside the hub's routes.
+pub async fn run_with(args: HubArgs, mount: Option<Mount>) -> anyhow::Result<()> {
     let cfg = Config::from_args(&args)?;
     if let Some(url) = cfg.store_url.clone() {
         // Several hubs may share the database: bind first so the lease label names this one.
@@ -89,7 +121,7 @@ pub async fn run(args: HubArgs) -> anyhow::Result<()> {
         })
         .await
         .context("store open task failed")??;
-        return serve(listener, store, cfg, shutdown_signal()).await;
+        return serve_with(listener, store, cfg, shutdown_signal(), mount).await;
     }
     std::fs::create_dir_all(&cfg.data_dir)
         .with_context(|| format!("cannot create data directory {}", cfg.data_dir.display()))?;
@@ -103,7 +135,7 @@ pub async fn run(args: HubArgs) -> anyhow::Result<()> {
         .await
         .context("store open task failed")??;
     let listener = bind(&cfg).await?;
-    serve(listener, store, cfg, shutdown_signal()).await
+    serve_with(listener, store, cfg, shutdown_signal(), mount).await
 }
 
 /// Bind the listening socket, with a clear message when the port is taken.
@@ -160,6 +192,17 @@ pub async fn serve<S: Store>(
     cfg: Config,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    serve_with(listener, store, cfg, shutdown, None).await
+}
+
+/// [`serve`] with an extra service mounted beside the hub's routes (see [`Mount`]).
+pub async fn serve_with<S: Store>(
+    listener: TcpListener,
+    store: S,
+    cfg: Config,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    mount: Option<Mount>,
+) -> anyhow::Result<()> {
     let cap = connection_cap(cfg.max_connections);
     let header_timeout = cfg.header_timeout;
     let tls = match &cfg.tls {
@@ -172,9 +215,20 @@ pub async fn serve<S: Store>(
     duty::spawn(hub.clone());
     overseer::spawn(hub.clone());
     cluster::spawn(hub.clone());
-    let app = routes::router(hub.clone());
     let addr = listener.local_addr().context("listener has no address")?;
     let scheme = if tls.is_some() { "https" } else { "http" };
+    let mounted = mount.map(|m| {
+        let ctx = MountContext {
+            url: format!("{scheme}://{addr}"),
+            auth: hub.cfg.auth,
+            shutdown: stop_rx.clone(),
+        };
+        routes::Mounted {
+            path: m.path,
+            router: (m.build)(&ctx),
+        }
+    });
+    let app = routes::router_with(hub.clone(), mounted);
     tracing::info!(
         url = %format!("{scheme}://{addr}"),
         auth = hub.cfg.auth.as_str(),

@@ -116,6 +116,13 @@ impl Relay {
         self
     }
 
+    /// The same server as a runner seat (`true`) or a person's session (`false`), whatever
+    /// `TRANTOR_SEAT` says (the hub's `/mcp` serves people, never seats).
+    pub fn with_seat(mut self, seat: bool) -> Relay {
+        self.seat = seat;
+        self
+    }
+
     /// The identity this server speaks as.
     pub fn identity(&self) -> &Identity {
         &self.id

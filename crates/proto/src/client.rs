@@ -200,9 +200,6 @@ impl HubClient {
     }
 
     /// Builds, signs and sends one request, and decodes the reply as `T`.
-    ///
-    /// The query is encoded into the URL here and `path + "?" + query` of that URL is what is
-    /// signed, so the signature covers exactly the request target sent.
     async fn call<T: DeserializeOwned>(
         &self,
         method: Method,
@@ -211,6 +208,21 @@ impl HubClient {
         body: Option<Vec<u8>>,
         timeout: Duration,
     ) -> Result<T, ClientError> {
+        let req = self.build(method, path, query, body)?;
+        self.finish(path, timeout, req).await
+    }
+
+    /// Builds and signs one request.
+    ///
+    /// The query is encoded into the URL here and `path + "?" + query` of that URL is what is
+    /// signed, so the signature covers exactly the request target sent.
+    fn build(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<Vec<u8>>,
+    ) -> Result<reqwest::RequestBuilder, ClientError> {
         let bad = |message: String| ClientError::Request {
             path: path.to_string(),
             message,
@@ -238,7 +250,47 @@ impl HubClient {
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(bytes);
         }
-        self.finish(path, timeout, req).await
+        Ok(req)
+    }
+
+    /// Open a signed `GET path?query` whose body is read as it arrives (the SSE `/stream`):
+    /// the response once its status is a success, read with `chunk()`. Only connecting is
+    /// bounded by the client's timeout; the body may stay open for as long as the hub sends.
+    pub async fn open_stream(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> Result<reqwest::Response, ClientError> {
+        let req = self
+            .build(Method::GET, path, query, None)?
+            .header(reqwest::header::ACCEPT, "text/event-stream");
+        let sent = tokio::time::timeout(self.timeout, req.send()).await;
+        let resp = match sent {
+            Err(_) => {
+                return Err(ClientError::Timeout {
+                    path: path.to_string(),
+                    after: self.timeout,
+                });
+            }
+            Ok(r) => r.map_err(|e| ClientError::Unreachable {
+                url: self.base.clone(),
+                source: e,
+            })?,
+        };
+        let status = resp.status().as_u16();
+        if !(200..300).contains(&status) {
+            let bytes = resp.bytes().await.unwrap_or_default();
+            let body = serde_json::from_slice::<ErrorBody>(&bytes).unwrap_or_else(|_| ErrorBody {
+                error: String::from_utf8_lossy(&bytes).chars().take(300).collect(),
+                extra: Default::default(),
+            });
+            return Err(ClientError::Http {
+                path: path.to_string(),
+                status,
+                body,
+            });
+        }
+        Ok(resp)
     }
 
     async fn finish<T: DeserializeOwned>(

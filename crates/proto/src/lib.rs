@@ -19,6 +19,7 @@ pub mod identity;
 pub mod keys;
 pub mod lanes;
 pub mod limits;
+pub mod proposals;
 pub mod secrets;
 pub mod text;
 pub mod tls;

@@ -40,6 +40,7 @@ use triage::{classify, prompt, receipt, session, wake};
 use turn::{snapshot, usage, watchdog};
 
 pub use config::{RUNNER_ENV_VARS, RunnerArgs};
+pub use seat::fence::{EXIT_SUPERSEDED, Superseded};
 pub use seat::park;
 pub use sys::paths;
 /// The agent CLI drivers and the table of CLI versions they were verified against.

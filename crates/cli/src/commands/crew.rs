@@ -399,6 +399,27 @@ pub(crate) async fn open_cards(
     }
 }
 
+/// The seat's cards whose work a harvest brings home: assigned to its session, not deleted, and
+/// either still open or closed without a `harvested …` note yet (in the documented order the
+/// person closes the card before `integrate`; that card is noted too, once). Newest first.
+pub(crate) async fn harvest_cards(
+    hub: &trantor_proto::HubClient,
+    project: &str,
+    session: &str,
+) -> Vec<i64> {
+    match hub.tasks(Some(project)).await {
+        Ok(cards) => cards
+            .into_iter()
+            .filter(|c| c.assignee == session && c.status != "deleted")
+            .filter(|c| {
+                c.status != "done" || !c.log.iter().any(|l| l.text.starts_with("harvested "))
+            })
+            .map(|c| c.id)
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
 /// Add `note` to each card's log (best effort; failures are reported, not fatal).
 pub(crate) async fn note_cards(
     hub: &trantor_proto::HubClient,

@@ -18,6 +18,9 @@ Examples:
   trantor down --all           every project's seats
   trantor down --all --hub     and the hub `trantor up` started
 
+Without --hub, a hub `trantor up` started is left running (other projects and sessions may use
+it), and down says so.
+
 ",
     exit_codes!()
 );
@@ -119,7 +122,30 @@ pub(crate) async fn down(a: DownArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let mut hub_state = Value::Null;
-    if a.hub {
+    if !a.hub {
+        // Say what was done about the hub: left running, on purpose (other projects' seats and
+        // the person's own sessions may use it), and how to stop it.
+        if let Some(h) = seats::load_hub_record().filter(|h| seats::process_alive(h.pid, "hub")) {
+            let others = seats::all_records()
+                .into_iter()
+                .filter(|r| r.stopped.is_none())
+                .count();
+            if !a.common.json {
+                say!(
+                    "hub {} (pid {}, started by trantor up) left running{}: `trantor down --hub` \
+                     stops it",
+                    h.url,
+                    h.pid,
+                    if others > 0 {
+                        format!(" — {others} seat(s) still recorded as up")
+                    } else {
+                        String::new()
+                    }
+                );
+            }
+            hub_state = json!({"url": h.url, "pid": h.pid, "stopped": false, "left": "running"});
+        }
+    } else {
         hub_state = match seats::load_hub_record() {
             Some(h) if seats::process_alive(h.pid, "hub") => {
                 let pid = h.pid;

@@ -91,7 +91,7 @@ pub(crate) async fn harvest(a: HarvestArgs) -> anyhow::Result<ExitCode> {
     crew::read_receipts(&file)?;
     let session = format!("{persona}:{project}");
     let cards = if a.cards.is_empty() {
-        crew::open_cards(&hub, &project, &session).await
+        crew::harvest_cards(&hub, &project, &session).await
     } else {
         a.cards.clone()
     };

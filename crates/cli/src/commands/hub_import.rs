@@ -40,6 +40,12 @@ pub enum HubAction {
     Export(ExportArgs),
     /// Copy the embedded SQLite store into PostgreSQL. Stop the hub first.
     Migrate(MigrateArgs),
+    /// List the per-project hub pins (<bus>/config.json `hubs`) and this project's hub.
+    List,
+    /// Pin a project to a hub: `trantor hub set web http://10.0.0.5:4477`.
+    Set(super::hub_pins::SetArgs),
+    /// Remove a project's pin (it falls back to the global default).
+    Unset(super::hub_pins::UnsetArgs),
 }
 
 /// Which store a verb works on.
@@ -140,6 +146,9 @@ async fn open(target: &Target) -> anyhow::Result<AnyStore> {
 /// Run a verb.
 pub async fn run(action: HubAction) -> anyhow::Result<()> {
     match action {
+        HubAction::List => super::hub_pins::list(),
+        HubAction::Set(a) => super::hub_pins::set(a),
+        HubAction::Unset(a) => super::hub_pins::unset(a),
         HubAction::Import(a) => {
             let text = std::fs::read_to_string(&a.file)
                 .with_context(|| format!("cannot read {}", a.file.display()))?;

@@ -22,7 +22,8 @@ use std::time::Duration;
 pub(crate) const INTEGRATE_HELP: &str = concat!(
     "Run it in the project's main checkout, on the integration branch (usually main).\n\n",
     "Verify command: .trantor/verify (a shell command), else \"verify\" in \
-     .trantor/worktree.json, else detected (cargo test, npm test, pytest, go test ./...).\n",
+     .trantor/worktree.json, else detected (cargo test, npm test, python -m pytest, go test \
+     ./...). A .trantor/verify not yet committed is read from the main checkout, and said so.\n",
     "Dials (trantor autonomy): commit (default on) lets integrate commit and move the branch; \
      push (default off) lets it push after verify passes.\n\n",
     "Examples:\n  trantor integrate --dry-run\n  trantor integrate\n\n",
@@ -136,13 +137,81 @@ pub(crate) fn verify_command(root: &Path) -> Option<(String, String)> {
     } else if has("package.json") {
         "npm test"
     } else if has("pyproject.toml") || has("pytest.ini") || has("setup.py") || has("tox.ini") {
-        "pytest"
+        // The interpreter's module form: it puts the project root on sys.path, where a bare
+        // `pytest` can fail at collection on a layout whose tests import the package.
+        return Some((python_pytest(), "detected".into()));
     } else if has("go.mod") {
         "go test ./..."
     } else {
         return None;
     };
     Some((detected.into(), "detected".into()))
+}
+
+/// `python -m pytest` where `python` is on PATH, else `python3 -m pytest`.
+fn python_pytest() -> String {
+    let on_path = |exe: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(exe).is_file()))
+    };
+    let py = if on_path("python") {
+        "python"
+    } else {
+        "python3"
+    };
+    format!("{py} -m pytest")
+}
+
+/// The verify command for the merged tree `scratch`: a `.trantor/verify` the person wrote in
+/// the main checkout `main` but has not committed is used (and said so), else the merged
+/// tree's own declaration or detection.
+fn verify_for(main: &Path, scratch: &Path) -> Option<(String, String)> {
+    let pending = g(
+        main,
+        &[
+            "status",
+            "--porcelain",
+            "--ignored",
+            "--untracked-files=all",
+            "--",
+            ".trantor/verify",
+        ],
+    )
+    .is_ok_and(|s| !s.trim().is_empty());
+    if pending
+        && let Some((cmd, _)) = verify_command(main).filter(|(_, src)| src == ".trantor/verify")
+    {
+        return Some((
+            cmd,
+            ".trantor/verify, not committed: read from the main checkout; commit it so seats \
+             and the next run see it"
+                .into(),
+        ));
+    }
+    verify_command(scratch)
+}
+
+/// How to get past a failed verify, for the report.
+fn verify_hint(v: &VerifyOutcome) -> String {
+    if v.source == "detected" {
+        format!(
+            "`{}` was detected, not declared: declare the command that passes on this project \
+             (a card's drill is a good one) in .trantor/verify and commit it, e.g. \
+             `echo 'python -m pytest -q' > .trantor/verify && git add .trantor/verify && git \
+             commit -m verify`; then run trantor integrate again",
+            v.command
+        )
+    } else {
+        format!(
+            "fix what fails, or change the command in {} (one shell line; committed), then run \
+             trantor integrate again",
+            if v.source.starts_with(".trantor/worktree.json") {
+                ".trantor/worktree.json's \"verify\""
+            } else {
+                ".trantor/verify"
+            }
+        )
+    }
 }
 
 fn run_verify(dir: &Path, cmd: &str, source: &str, cap: Duration) -> VerifyOutcome {
@@ -433,7 +502,7 @@ pub(crate) async fn integrate(a: IntegrateArgs) -> anyhow::Result<ExitCode> {
                 if let Some(decl) = trantor_runner::crew::read_declaration(&main) {
                     trantor_runner::crew::apply_declaration(&decl, &main, &scratch);
                 }
-                match verify_command(&scratch) {
+                match verify_for(&main, &scratch) {
                     Some((cmd, source)) => {
                         say!(
                             "verifying with `{cmd}` ({source}), cap {}s…",
@@ -457,9 +526,10 @@ pub(crate) async fn integrate(a: IntegrateArgs) -> anyhow::Result<ExitCode> {
                 match &verify {
                     Some(v) if !v.passed => {
                         report.stops.push(format!(
-                            "verify failed (`{}`): {branch} left at {} — nothing merged",
+                            "verify failed (`{}`): {branch} left at {} — nothing merged. {}",
                             v.command,
-                            short(&before)
+                            short(&before),
+                            verify_hint(v)
                         ));
                         for o in report.seats.iter_mut().filter(|o| o.state == "merged") {
                             o.state = "unverified".into();
@@ -470,7 +540,7 @@ pub(crate) async fn integrate(a: IntegrateArgs) -> anyhow::Result<ExitCode> {
                         if hub_ok {
                             for o in report.seats.iter_mut().filter(|o| o.state == "merged") {
                                 let session = format!("{}:{project}", o.seat);
-                                o.cards = crew::open_cards(&hub, &project, &session).await;
+                                o.cards = crew::harvest_cards(&hub, &project, &session).await;
                             }
                         }
                         planned =

@@ -24,6 +24,7 @@ mod advise;
 mod autonomy;
 mod board;
 mod bus;
+mod catchup;
 mod connect;
 mod cost;
 mod crew;
@@ -35,19 +36,23 @@ mod harvest;
 mod hook;
 mod hook_install;
 pub mod hub_import;
+mod hub_pins;
 mod identity;
 mod integrate;
 mod invite;
 mod lessons;
 mod policy;
+mod proposals;
 mod seat_why;
 mod seats;
 mod swap;
+mod sweep;
 mod sync;
 mod table;
 mod trace;
 mod ui;
 mod up;
+mod watch;
 
 use std::process::ExitCode;
 use trantor_mcp::{Identity, Overrides};
@@ -143,6 +148,18 @@ pub enum Command {
     /// Write a handoff so a fresh session in this project takes over where this one is.
     #[command(after_long_help = advise::HANDOFF_HELP)]
     Handoff(advise::HandoffArgs),
+    /// Where are we on this project: brief, cards by lane, recent commits.
+    #[command(after_long_help = catchup::CATCHUP_HELP)]
+    Catchup(catchup::CatchupArgs),
+    /// Move in-progress cards idle past a threshold to the stale lane (previews; --yes moves).
+    #[command(after_long_help = sweep::SWEEP_HELP)]
+    Sweep(sweep::SweepArgs),
+    /// Agents' permission proposals: list, approve, deny (with a reason), revoke.
+    #[command(after_long_help = proposals::PROPOSALS_HELP)]
+    Proposals(proposals::ProposalsArgs),
+    /// A live feed of the bus: every message the hub delivers to a session, as it happens.
+    #[command(after_long_help = watch::WATCH_HELP)]
+    Watch(watch::WatchArgs),
 }
 
 /// Options every bus verb shares.
@@ -335,6 +352,10 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Advise(a) => advise::advise(a).await,
         Command::Profile(c) => advise::profile(c).await,
         Command::Handoff(a) => advise::handoff(a).await,
+        Command::Catchup(a) => catchup::catchup(a).await,
+        Command::Sweep(a) => sweep::sweep(a).await,
+        Command::Proposals(a) => proposals::proposals(a).await,
+        Command::Watch(a) => watch::watch(a).await,
     };
     match result {
         Ok(code) => Ok(code),

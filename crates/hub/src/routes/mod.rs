@@ -639,6 +639,13 @@ async fn wrong_method() -> ApiError {
 /// Build the router over `hub`: the table, `/openapi.json`, the JSON fallbacks and the front
 /// layers (origin refusal + metrics outermost, then body limit + `_op`).
 pub fn router<S: Store>(hub: AppState<S>) -> Router {
+    router_with(hub, None)
+}
+
+/// [`router`] with a [`Mounted`] service beside the table: it sits behind the front layer
+/// (Host/Origin refusals, header limits, metrics) but outside signature checks, query limits
+/// and `_op`, which belong to the hub's own JSON routes. It is not in `/openapi.json`.
+pub fn router_with<S: Store>(hub: AppState<S>, extra: Option<Mounted>) -> Router {
     let mut entries = table::<S>();
     entries.extend(lanes::table::<S>());
     entries.extend(claims::table::<S>());
@@ -654,7 +661,11 @@ pub fn router<S: Store>(hub: AppState<S>) -> Router {
         body: None,
         reply: None,
     });
-    ops::intern_routes(docs.iter().map(|d| d.path));
+    ops::intern_routes(
+        docs.iter()
+            .map(|d| d.path)
+            .chain(extra.as_ref().map(|m| m.path)),
+    );
     ops::intern_post_routes(
         docs.iter()
             .filter(|d| matches!(d.verb, Verb::Post))
@@ -682,7 +693,7 @@ pub fn router<S: Store>(hub: AppState<S>) -> Router {
     for (path, handler) in by_path {
         router = router.route(path, handler);
     }
-    router
+    let router = router
         .route(
             "/openapi.json",
             get(move || {
@@ -718,10 +729,24 @@ pub fn router<S: Store>(hub: AppState<S>) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             hub.clone(),
             crate::auth::layer::<S>,
-        ))
+        ));
+    let router = match extra {
+        Some(m) => router.nest_service(m.path, m.router),
+        None => router,
+    };
+    router
         .layer(axum::middleware::from_fn_with_state(
             hub.clone(),
             ops::front::<S>,
         ))
         .with_state(hub)
+}
+
+/// A service a binary serves beside the hub's routes, under one path (`trantor hub` mounts its
+/// MCP endpoint at `/mcp` this way; docs/protocol.md).
+pub struct Mounted {
+    /// Where it is served (the path and everything below it).
+    pub path: &'static str,
+    /// What serves it.
+    pub router: Router,
 }

@@ -16,52 +16,21 @@ use axum::Json;
 use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::routing::{MethodRouter, get, post};
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use trantor_proto::proposals::{
+    DecideRequest, Grant, GrantsReply, KEY_MAX, Proposal, ProposalReply, ProposalsReply,
+    ProposeRequest, TEXT, WithdrawRequest,
+};
 use trantor_proto::{limits, now_ms, session_project};
 use trantor_store::{NewMessage, Store, StoreError, WriteTx};
 
 /// kv key of the proposals document.
 pub const KEY: &str = "proposals";
-/// Longest scope, condition, exclusions and note.
-const TEXT: usize = 300;
-/// Longest capability key.
-const KEY_MAX: usize = 60;
 /// Proposals kept; past it the oldest 100 are dropped.
 const CAP: usize = 500;
 /// Most rows a list returns.
 const PAGE: usize = 200;
-
-/// A proposal.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Proposal {
-    /// Id.
-    pub id: i64,
-    /// Proposing session.
-    pub session: String,
-    /// Project.
-    pub project: String,
-    /// What it would allow.
-    pub scope: String,
-    /// When.
-    pub condition: String,
-    /// What stays not covered.
-    pub exclusions: String,
-    /// Machine-readable capability key ("" when none).
-    pub key: String,
-    /// `pending`, `approved`, `denied`, `revoked` or `withdrawn`.
-    pub status: String,
-    /// Filed, ms.
-    pub ts: i64,
-    /// Decided, ms (0 while pending).
-    pub decided_ts: i64,
-    /// Who decided.
-    pub decided_by: String,
-    /// The decision's note.
-    pub note: String,
-}
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Doc {
@@ -79,136 +48,6 @@ fn load(v: Option<Value>) -> Doc {
 fn save(tx: &mut dyn WriteTx, doc: &Doc) -> Result<(), StoreError> {
     let v = serde_json::to_value(doc).map_err(|e| StoreError::db_from("proposals", e))?;
     tx.set_kv(KEY, &v)
-}
-
-/// `POST /propose` body: the proposer is `session`, or `by` (one of them non-blank).
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[schemars(extend("anyOf" = [
-    {"required": ["session"], "properties": {"session": {"type": "string", "pattern": "[^\\t\\n\\x0B\\x0C\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"}}},
-    {"required": ["by"], "properties": {"by": {"type": "string", "pattern": "[^\\t\\n\\x0B\\x0C\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"}}}
-]))]
-pub struct ProposeRequest {
-    /// The proposing session (or `by`).
-    #[serde(default)]
-    #[schemars(length(max = limits::SESSION))]
-    pub session: Option<String>,
-    /// Alias of `session`.
-    #[serde(default)]
-    #[schemars(length(max = limits::SESSION))]
-    pub by: Option<String>,
-    /// Project (default: the session's).
-    #[serde(default)]
-    #[schemars(length(max = limits::PROJECT))]
-    pub project: Option<String>,
-    /// What it would allow.
-    #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = TEXT))]
-    pub scope: String,
-    /// When.
-    #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = TEXT))]
-    pub condition: String,
-    /// What stays not covered.
-    #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = TEXT))]
-    pub exclusions: String,
-    /// Capability key, a slug `[a-z0-9._-]`.
-    #[serde(default)]
-    #[schemars(length(max = KEY_MAX), regex(pattern = r"^[a-z0-9][a-z0-9._-]*$"))]
-    pub key: Option<String>,
-}
-
-/// `POST /proposal/decide` and `/proposal/withdraw` body.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-pub struct DecideRequest {
-    /// Proposal id.
-    #[serde(default)]
-    #[schemars(extend("x-required" = true), range(min = 1))]
-    pub id: i64,
-    /// `approved`, `denied` or `revoked` (of an approved one).
-    #[serde(default)]
-    #[schemars(extend("x-required" = true, "enum" = ["approved", "denied", "revoked"]))]
-    pub status: Option<String>,
-    /// A note to the proposer.
-    #[serde(default)]
-    #[schemars(length(max = TEXT))]
-    pub note: Option<String>,
-    /// Who decides (the signer when signed).
-    #[serde(default)]
-    #[schemars(length(max = limits::SESSION))]
-    pub by: Option<String>,
-}
-
-/// `POST /proposal/withdraw` body.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-pub struct WithdrawRequest {
-    /// Proposal id.
-    #[serde(default)]
-    #[schemars(extend("x-required" = true), range(min = 1))]
-    pub id: i64,
-    /// The proposing session (the signer when signed).
-    #[serde(default)]
-    #[schemars(length(max = limits::SESSION))]
-    pub session: Option<String>,
-    /// Alias of `session`.
-    #[serde(default)]
-    #[schemars(length(max = limits::SESSION))]
-    pub by: Option<String>,
-}
-
-/// `POST /propose`, `/proposal/decide`, `/proposal/withdraw` reply.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct ProposalReply {
-    /// Always true.
-    pub ok: bool,
-    /// The proposal.
-    pub proposal: Proposal,
-    /// Set when an identical pending proposal answered.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub dedup: bool,
-}
-
-/// `GET /proposals` reply.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ProposalsReply {
-    /// Matching proposals, oldest first (the newest 200).
-    pub proposals: Vec<Proposal>,
-    /// Pending proposals hub-wide.
-    pub pending_count: i64,
-}
-
-/// An active grant.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Grant {
-    /// Proposal id.
-    pub id: i64,
-    /// Session.
-    pub session: String,
-    /// Project.
-    pub project: String,
-    /// Scope.
-    pub scope: String,
-    /// Condition.
-    pub condition: String,
-    /// Exclusions.
-    pub exclusions: String,
-    /// Capability key.
-    pub key: String,
-    /// Who approved.
-    pub decided_by: String,
-    /// When, ms.
-    pub decided_ts: i64,
-    /// Note.
-    pub note: String,
-}
-
-/// `GET /grants` reply.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct GrantsReply {
-    /// Approved proposals (the newest 200).
-    pub grants: Vec<Grant>,
 }
 
 /// A `'static` list of documented fields.

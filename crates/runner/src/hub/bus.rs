@@ -18,6 +18,10 @@ use tokio::sync::{mpsc, oneshot};
 use trantor_proto::delivery::DeliveryMark;
 use trantor_proto::{ClientError, HubClient, RegisterRequest, SendRequest, TurnReport};
 
+/// How many times in a row a mark refused for a stale fence re-fences before the runner counts
+/// itself superseded.
+const MAX_REFENCES: u32 = 3;
+
 /// Sends queued while the hub is down, at most; the oldest go first when over.
 const QUEUE_CAP: usize = 1000;
 
@@ -37,11 +41,41 @@ enum Out {
     Turn(Box<TurnReport>),
 }
 
+/// What the writer learned that the seat must act on: the hub fenced the session to another
+/// runner instance, and whether the hub is in an outage for the writer.
+#[derive(Debug, Default)]
+pub struct Watch {
+    /// The instance the hub says is the session's current runner, once a mark was refused
+    /// (409 superseded); never cleared.
+    superseded: Mutex<Option<String>>,
+    /// Wakes a task waiting for [`Watch::superseded`].
+    notify: tokio::sync::Notify,
+    /// The writer holds items for a hub that does not answer.
+    outage: std::sync::atomic::AtomicBool,
+}
+
+impl Watch {
+    fn set_superseded(&self, current: &str) {
+        if let Ok(mut s) = self.superseded.lock()
+            && s.is_none()
+        {
+            *s = Some(current.to_string());
+        }
+        self.notify.notify_waiters();
+    }
+
+    fn set_outage(&self, down: bool) {
+        self.outage
+            .store(down, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// A handle to the writer task.
 #[derive(Clone)]
 pub struct Bus {
     tx: mpsc::UnboundedSender<Out>,
     outcomes: Arc<Mutex<HashSet<i64>>>,
+    watch: Arc<Watch>,
     op_prefix: Arc<str>,
     op_seq: Arc<std::sync::atomic::AtomicU64>,
 }
@@ -57,13 +91,21 @@ impl Bus {
     pub fn start(hub: HubClient, backoff_max: Duration) -> Bus {
         let (tx, rx) = mpsc::unbounded_channel();
         let outcomes = Arc::new(Mutex::new(HashSet::new()));
-        tokio::spawn(writer(hub, rx, outcomes.clone(), backoff_max));
+        let watch = Arc::new(Watch::default());
+        tokio::spawn(writer(
+            hub,
+            rx,
+            outcomes.clone(),
+            watch.clone(),
+            backoff_max,
+        ));
         // Each send carries an idempotency key, so a retry after a lost reply never posts twice.
         let op_prefix: Arc<str> =
             format!("runner-{}-{}", std::process::id(), trantor_proto::now_ms()).into();
         Bus {
             tx,
             outcomes,
+            watch,
             op_prefix,
             op_seq: Arc::default(),
         }
@@ -122,6 +164,37 @@ impl Bus {
         }
     }
 
+    /// The instance that superseded this runner on the hub's delivery fence, once the hub
+    /// refused one of its marks (docs/runner.md §24.1).
+    pub fn superseded(&self) -> Option<String> {
+        self.watch.superseded.lock().ok().and_then(|s| s.clone())
+    }
+
+    /// Resolves once the hub has refused this runner as superseded.
+    pub async fn wait_superseded(&self) -> String {
+        loop {
+            let notified = self.watch.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(c) = self.superseded() {
+                return c;
+            }
+            notified.await;
+        }
+    }
+
+    /// Before a turn that carries contracts (docs/runner.md §24.1): wait, up to `within`, for
+    /// the marks queued so far (the batch's `claimed`) to be answered, so a fence that moved to
+    /// another instance is known before a CLI is spawned. No wait while the writer is holding
+    /// items for a hub that does not answer: a hub outage never delays a turn. Returns the
+    /// superseding instance, if any.
+    pub async fn settle_marks(&self, within: Duration) -> Option<String> {
+        if !self.watch.outage.load(std::sync::atomic::Ordering::Relaxed) {
+            self.flush(within).await;
+        }
+        self.superseded()
+    }
+
     /// The ids of this runner's outcome notices.
     pub fn sent_outcomes(&self) -> HashSet<i64> {
         self.outcomes.lock().map(|s| s.clone()).unwrap_or_default()
@@ -132,6 +205,7 @@ async fn writer(
     hub: HubClient,
     mut rx: mpsc::UnboundedReceiver<Out>,
     outcomes: Arc<Mutex<HashSet<i64>>>,
+    watch: Arc<Watch>,
     backoff_max: Duration,
 ) {
     let reg_hub = hub.clone().with_timeout(Duration::from_secs(5));
@@ -143,6 +217,8 @@ async fn writer(
     let mut superseded_logged = false;
     // The hub keeps no cost ledger (an original hub, or one older than it): turns are not sent.
     let mut no_ledger = false;
+    // Fences taken back from a stale holder since the last accepted mark.
+    let mut refences = 0;
     loop {
         let item = match backlog.pop_front() {
             Some(i) => i,
@@ -163,6 +239,7 @@ async fn writer(
             Out::Fence { session, instance } => match hub.delivery_fence(&session, &instance).await
             {
                 Ok(r) => {
+                    watch.set_outage(false);
                     tracing::info!(
                         "delivery record: {session} fenced as instance {instance}{}",
                         r.previous
@@ -171,6 +248,7 @@ async fn writer(
                     );
                 }
                 Err(e) if retry_later(&e) => {
+                    watch.set_outage(true);
                     held(
                         &mut backlog,
                         &mut rx,
@@ -192,8 +270,12 @@ async fn writer(
             },
             Out::Mark(_) if no_record => {}
             Out::Mark(m) => match hub.delivery_mark(&m).await {
-                Ok(_) => {}
+                Ok(_) => {
+                    refences = 0;
+                    watch.set_outage(false);
+                }
                 Err(e) if retry_later(&e) => {
+                    watch.set_outage(true);
                     held(
                         &mut backlog,
                         &mut rx,
@@ -205,7 +287,26 @@ async fn writer(
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(backoff_max);
                 }
+                Err(ClientError::Superseded { session, current })
+                    if refences < MAX_REFENCES
+                        && crate::machine::stale_fence(&current, &m.instance) =>
+                {
+                    // A runner this one replaced got its fence in late: take it back, then
+                    // send the mark again (docs/runner.md §24.1).
+                    refences += 1;
+                    tracing::warn!(
+                        "the hub fenced {session} to instance {current}, which booted before this runner (a predecessor's late fence) — fencing again"
+                    );
+                    let fence = Out::Fence {
+                        session,
+                        instance: m.instance.clone(),
+                    };
+                    backlog.push_front(Out::Mark(m));
+                    backlog.push_front(fence);
+                }
                 Err(ClientError::Superseded { session, current }) => {
+                    watch.set_outage(false);
+                    watch.set_superseded(&current);
                     if !superseded_logged {
                         tracing::error!(
                             "the hub refuses this runner's delivery marks: {session} is fenced by instance {current} (another runner took the seat)"
@@ -243,6 +344,7 @@ async fn writer(
                 .await
             {
                 Ok(r) => {
+                    watch.set_outage(false);
                     backoff = Duration::from_millis(500);
                     if down_logged {
                         tracing::info!("hub reachable again — queued bus messages are going out");
@@ -258,6 +360,7 @@ async fn writer(
                     }
                 }
                 Err(e) if e.is_unreachable() || e.status().is_some_and(|s| s >= 500) => {
+                    watch.set_outage(true);
                     if !down_logged {
                         tracing::warn!(
                             "bus message to {} held: {e} — it will be sent when the hub answers",
@@ -314,5 +417,118 @@ fn held(
     while backlog.len() > QUEUE_CAP {
         backlog.pop_front();
         tracing::warn!("bus backlog over {QUEUE_CAP}: oldest message dropped");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A hub that answers every request after `delay` with 409 superseded (fenced to `J`).
+    async fn fenced_hub(delay: Duration) -> String {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}", l.local_addr().expect("addr"));
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 8192];
+                    let _ = s.read(&mut buf).await;
+                    tokio::time::sleep(delay).await;
+                    let body = r#"{"error":"superseded: session a:p is fenced by instance J","current":"J"}"#;
+                    let reply = format!(
+                        "HTTP/1.1 409 Conflict\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = s.write_all(reply.as_bytes()).await;
+                });
+            }
+        });
+        url
+    }
+
+    #[tokio::test]
+    async fn settling_the_marks_learns_a_moved_fence_before_a_spawn() {
+        let bus = Bus::start(
+            HubClient::new(fenced_hub(Duration::from_millis(300)).await),
+            Duration::from_millis(500),
+        );
+        bus.mark(DeliveryMark::new(
+            7,
+            "a:p",
+            "I",
+            trantor_proto::delivery::MarkState::Claimed,
+        ));
+        // Not known yet at once (the mark is in flight) ...
+        assert_eq!(bus.superseded(), None);
+        // ... but known once the queued marks were answered, which a turn waits for.
+        assert_eq!(
+            bus.settle_marks(Duration::from_secs(5)).await.as_deref(),
+            Some("J")
+        );
+        tokio::time::timeout(Duration::from_secs(1), bus.wait_superseded())
+            .await
+            .expect("a waiter sees it too");
+    }
+
+    /// A hub fenced to a predecessor's late instance `100.1`: it refuses marks (409) until it is
+    /// fenced again. Returns the URL and how many fences it took.
+    async fn stale_fenced_hub() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}", l.local_addr().expect("addr"));
+        let fences = Arc::new(AtomicUsize::new(0));
+        let f2 = fences.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let fences = f2.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 8192];
+                    let n = s.read(&mut buf).await.unwrap_or(0);
+                    let req = String::from_utf8_lossy(&buf[..n]).to_string();
+                    let (status, body) = if req.starts_with("POST /delivery/fence") {
+                        fences.fetch_add(1, Ordering::SeqCst);
+                        (
+                            "200 OK",
+                            r#"{"ok":true,"session":"a:p","instance":"200.5","previous":"100.1"}"#,
+                        )
+                    } else if fences.load(Ordering::SeqCst) == 0 {
+                        (
+                            "409 Conflict",
+                            r#"{"error":"superseded: session a:p is fenced by instance 100.1","current":"100.1"}"#,
+                        )
+                    } else {
+                        (
+                            "200 OK",
+                            r#"{"ok":true,"id":7,"state":"claimed","appended":true}"#,
+                        )
+                    };
+                    let reply = format!(
+                        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = s.write_all(reply.as_bytes()).await;
+                });
+            }
+        });
+        (url, fences)
+    }
+
+    #[tokio::test]
+    async fn a_predecessors_late_fence_is_taken_back_not_obeyed() {
+        let (url, fences) = stale_fenced_hub().await;
+        let bus = Bus::start(HubClient::new(url), Duration::from_millis(500));
+        bus.mark(DeliveryMark::new(
+            7,
+            "a:p",
+            "200.5",
+            trantor_proto::delivery::MarkState::Claimed,
+        ));
+        assert_eq!(bus.settle_marks(Duration::from_secs(5)).await, None);
+        assert_eq!(fences.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 }

@@ -461,7 +461,7 @@ pub async fn boot(
     }
     // A predecessor's unfinished turn is adopted before this runner starts one (docs/runner.md §24.3).
     seat.adopt_predecessor().await;
-    seat.save_pending(false);
+    seat.save_pending_durable(false).await;
     seat.save_cursor();
     // The restored wakes are this instance's now.
     let owed: Vec<i64> = seat.delivery.q.wake.iter().map(|m| m.id).collect();

@@ -202,6 +202,9 @@ impl Seat {
                 },
             )
             .await;
+        if r.superseded {
+            return;
+        }
         self.cli.last_turn_at = trantor_proto::now_ms();
         let outcome = r.j.outcome.clone();
         self.outcome(r, &assigners, duty_plan).await;

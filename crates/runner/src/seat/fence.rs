@@ -63,6 +63,26 @@ pub enum FenceError {
     },
 }
 
+/// The exit status of a runner that stopped because it was superseded (docs/runner.md §24.1):
+/// distinct from a failure (1), so a supervisor can tell that restarting it would only fight
+/// the runner that replaced it.
+pub const EXIT_SUPERSEDED: u8 = 3;
+
+/// The runner stopped because another runner instance took the seat's fence on the hub
+/// (docs/runner.md §24.1): it runs no further turn.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "superseded: seat {session} is now run by runner instance {current} (the hub's delivery fence moved to it) — this runner (instance {instance}) stops without running another turn; its pending queue stays on disk"
+)]
+pub struct Superseded {
+    /// The seat's session.
+    pub session: String,
+    /// This runner's instance.
+    pub instance: String,
+    /// The instance the hub fenced the session to.
+    pub current: String,
+}
+
 /// How a seat lock was taken.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Taken {

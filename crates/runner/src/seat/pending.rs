@@ -158,13 +158,38 @@ impl Pending {
     }
 
     /// Persist: delete the file when everything is empty (unless `force`, the pre-exec write of
-    /// docs/runner.md §5.2), else replace it atomically.
+    /// docs/runner.md §5.2), else replace it atomically. The fsync follows in the background:
+    /// for saves nothing is acknowledged on (see [`Pending::save_durable`]).
     pub fn save(&self, path: &Path, owner: &Owner, force: bool) -> std::io::Result<()> {
+        match self.bytes(owner, force)? {
+            None => match std::fs::remove_file(path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            },
+            Some(bytes) => fsx::write_atomic_sync_later(path, &bytes),
+        }
+    }
+
+    /// Persist durably before the runner relies on the queue (docs/runner.md §24.4): the temp
+    /// file is fsync'd, renamed over the queue, and the directory fsync'd, all before this
+    /// returns — so a `claimed` mark sent after it, or a cursor saved past the wake, never
+    /// outlives the wake in a crash. Blocking: call it off the async workers.
+    pub fn save_durable(
+        &self,
+        path: &Path,
+        owner: &Owner,
+        force: bool,
+    ) -> std::io::Result<fsx::Synced> {
+        match self.bytes(owner, force)? {
+            None => fsx::remove_durable(path),
+            Some(bytes) => fsx::write_durable(path, &bytes),
+        }
+    }
+
+    /// The file's bytes; `None` when the queue is empty and the file is to be deleted.
+    fn bytes(&self, owner: &Owner, force: bool) -> std::io::Result<Option<Vec<u8>>> {
         if self.is_empty() && !force {
-            match std::fs::remove_file(path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-                _ => return Ok(()),
-            }
+            return Ok(None);
         }
         let body = FileOut {
             persona: &owner.persona,
@@ -177,8 +202,9 @@ impl Pending {
             ask: self.ask,
             ask_to: &self.ask_to,
         };
-        let bytes = serde_json::to_vec(&body).map_err(std::io::Error::other)?;
-        fsx::write_atomic_sync_later(path, &bytes)
+        serde_json::to_vec(&body)
+            .map(Some)
+            .map_err(std::io::Error::other)
     }
 
     /// Queue wake messages (deduped by id), oldest first. Nothing is dropped: a long queue is
@@ -292,6 +318,74 @@ mod tests {
             .save(&path, &owner(), true)
             .expect("forced");
         assert!(path.exists());
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .expect("ls")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_durable_save_syncs_the_file_and_its_directory_and_a_crash_mid_write_leaves_the_last_whole_queue()
+     {
+        let d = tempfile::tempdir().expect("tmp");
+        let path = d.path().join("pending-claude-p.json");
+        let mut q = Pending::default();
+        q.push_wakes(vec![msg(3), msg(4)]);
+        let synced = q.save_durable(&path, &owner(), false).expect("save");
+        assert_eq!(
+            synced,
+            fsx::Synced {
+                file: true,
+                dir: true
+            }
+        );
+        assert_eq!(Pending::load(&path).0, q);
+        assert_eq!(
+            names(d.path()),
+            ["pending-claude-p.json"],
+            "no temp file left"
+        );
+
+        // A runner killed between writing the temp file and the rename leaves a torn temp file
+        // beside the queue: the queue itself is the last whole one, and the next save is whole.
+        let torn = d.path().join(format!(
+            ".pending-claude-p.json.{}.99.tmp",
+            std::process::id()
+        ));
+        std::fs::write(&torn, br#"{"wake":[{"id":5"#).expect("torn temp");
+        assert_eq!(Pending::load(&path).0, q, "the torn write is not the queue");
+        q.push_wakes(vec![msg(5)]);
+        q.save_durable(&path, &owner(), false).expect("save");
+        assert_eq!(Pending::load(&path).0, q);
+
+        // Emptied: the file goes, and the removal is synced too.
+        let synced = Pending::default()
+            .save_durable(&path, &owner(), false)
+            .expect("remove");
+        assert_eq!(
+            synced,
+            fsx::Synced {
+                file: true,
+                dir: true
+            }
+        );
+        assert!(!path.exists());
+
+        // A write that cannot land (the target is a directory) fails and leaves no temp file.
+        let blocked = d.path().join("blocked");
+        std::fs::create_dir_all(blocked.join("x")).expect("dir");
+        assert!(q.save_durable(&blocked, &owner(), false).is_err());
+        assert!(
+            !names(d.path()).iter().any(|n| n.starts_with(".blocked")),
+            "{:?}",
+            names(d.path())
+        );
     }
 
     #[test]

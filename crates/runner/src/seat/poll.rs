@@ -34,13 +34,28 @@ impl Seat {
         tracing::info!("a newer runner is installed ({target}) — restarting onto it");
         // The queue goes to disk unconditionally before the exec (docs/runner.md §5.2), and queued bus
         // messages (a receipt of the last turn) go out first: the new image does not have them.
-        self.save_pending(true);
+        self.save_pending_durable(true).await;
         self.hub.bus.flush(Duration::from_secs(5)).await;
         let state = self.release_state();
         if let Some(w) = self.release.as_ref() {
             let e = w.exec(&target, &state);
             tracing::warn!("runner restart failed: {e:#}");
         }
+    }
+
+    /// Stop when another runner instance took the seat's fence on the hub (docs/runner.md
+    /// §24.1): no further turn; the queue is on disk as it was.
+    fn exit_if_superseded(&self) -> Result<(), crate::fence::Superseded> {
+        let Some(current) = self.hub.bus.superseded() else {
+            return Ok(());
+        };
+        let s = crate::fence::Superseded {
+            session: self.cfg.session.clone(),
+            instance: self.runner_id.clone(),
+            current,
+        };
+        tracing::error!("{s}");
+        Err(s)
     }
 
     fn pulse_due(&self, now: i64) -> bool {
@@ -67,6 +82,7 @@ impl Seat {
         // Trim once per return to idle (after boot, then after each turn), not on every poll.
         let mut trimmed_at_turn = u64::MAX;
         loop {
+            self.exit_if_superseded()?;
             self.release_check().await;
             let now = trantor_proto::now_ms();
             if let Some(p) = &self.health.park
@@ -95,7 +111,8 @@ impl Seat {
                 hold
             };
             let asked_at = Instant::now();
-            let answer = {
+            let bus = self.hub.bus.clone();
+            let held = async {
                 let poll = self
                     .hub
                     .poller
@@ -118,6 +135,11 @@ impl Seat {
                 } else {
                     poll.await
                 }
+            };
+            // A superseded runner stops at once, not at the end of the hold.
+            let answer = tokio::select! {
+                a = held => a,
+                _ = bus.wait_superseded() => continue,
             };
             match answer {
                 Ok(reply) => {
@@ -281,9 +303,9 @@ impl Seat {
         }
         let claimed: Vec<i64> = t.wakes.iter().map(|m| m.id).collect();
         self.delivery.q.push_wakes(t.wakes);
-        // The wake is on disk (queue first, then the cursor past it) before the runner relies on
-        // having it (docs/runner.md §24.4).
-        self.save_pending(false);
+        // The wake is on disk, fsync'd (queue first, then the cursor past it), before the runner
+        // relies on having it: before it tells the hub it claimed it (docs/runner.md §24.4).
+        self.save_pending_durable(false).await;
         self.save_cursor();
         self.mark_claimed(&claimed);
         tracing::debug!(
@@ -337,6 +359,9 @@ impl Seat {
         let r = self
             .run_turn(text, false, "pulse", TurnKind::Pulse, TurnInput::default())
             .await;
+        if r.superseded {
+            return;
+        }
         self.settle_turn(false, &r.j.outcome).await;
         if r.ec != 0 {
             self.report_failure(r.ec, "pulse", self.delivery.q.wake.len(), "pulse");
@@ -370,6 +395,9 @@ impl Seat {
                 TurnInput::default(),
             )
             .await;
+        if r.superseded {
+            return;
+        }
         self.settle_turn(false, &r.j.outcome).await;
         if r.ec != 0 {
             let (class, _) = crate::classify::classify_failure(

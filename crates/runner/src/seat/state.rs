@@ -359,6 +359,25 @@ impl Seat {
         self.delivery.save(&self.paths.pending, force);
     }
 
+    /// Persist the pending queue durably — file and directory fsync'd — before the runner relies
+    /// on it: before a `claimed` mark, a cursor past the wake, or an exec (docs/runner.md §24.4).
+    /// The fsync runs on a blocking thread; errors are logged (the queue stays in memory).
+    pub async fn save_pending_durable(&self, force: bool) {
+        let q = self.delivery.q.clone();
+        let owner = self.delivery.owner.clone();
+        let path = self.paths.pending.clone();
+        let r = tokio::task::spawn_blocking(move || q.save_durable(&path, &owner, force)).await;
+        match r {
+            Ok(Ok(s)) if !s.dir => tracing::warn!(
+                "pending file {}: its directory could not be fsync'd — a machine crash could undo this write",
+                self.paths.pending.display()
+            ),
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!("pending file {}: {e}", self.paths.pending.display()),
+            Err(e) => tracing::warn!("pending file {}: {e}", self.paths.pending.display()),
+        }
+    }
+
     /// A `/register` body with the seat's identity (docs/runner.md §1.3).
     pub fn register_body(&self, status: &str) -> RegisterRequest {
         RegisterRequest {

@@ -16,6 +16,9 @@ use crate::watchdog::WatchdogConfig;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
+/// The longest a turn that carries contracts waits for their `claimed` marks before its spawn.
+const SETTLE_MARKS: Duration = Duration::from_secs(1);
+
 /// What started a turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TurnKind {
@@ -75,6 +78,9 @@ pub struct TurnResult {
     pub cut_evidence: Option<String>,
     /// When the chain's first turn started, ms since the epoch.
     pub started_ms: i64,
+    /// No CLI ran: another runner instance took the seat's fence (docs/runner.md §24.1); the
+    /// caller stops without judging anything.
+    pub superseded: bool,
 }
 
 /// Extra inputs of one turn.
@@ -250,7 +256,7 @@ impl Seat {
         let mut r = self
             .one_turn(&prompt_text, fresh, trigger, kind, &input, &start)
             .await;
-        if r.cut && kind != TurnKind::FollowUp {
+        if r.cut && !r.superseded && kind != TurnKind::FollowUp {
             let first_cut = r.cut_evidence.clone();
             let t_chain = r.secs;
             let mut f = self
@@ -280,6 +286,21 @@ impl Seat {
         input: &TurnInput,
         start: &ChainStart,
     ) -> TurnResult {
+        // A turn that carries contracts waits for their `claimed` marks to be answered: a
+        // superseded runner learns it before it spawns anything (docs/runner.md §24.1).
+        let carries = matches!(kind, TurnKind::Wake | TurnKind::FollowUp)
+            && !self.delivery.delivering.is_empty();
+        let superseded = if carries {
+            self.hub.bus.settle_marks(SETTLE_MARKS).await
+        } else {
+            self.hub.bus.superseded()
+        };
+        if superseded.is_some() {
+            return TurnResult {
+                superseded: true,
+                ..Default::default()
+            };
+        }
         self.cli.turn += 1;
         if fresh {
             self.cli.sid.clear();
@@ -328,6 +349,13 @@ impl Seat {
         // holds it as long as it lives), and the turn is on disk before the CLI starts
         // (docs/runner.md §24.2).
         let cli_lock = self.take_cli_lock().await;
+        if self.hub.bus.superseded().is_some() {
+            // Learned while waiting for the worktree: still no spawn.
+            return TurnResult {
+                superseded: true,
+                ..Default::default()
+            };
+        }
         let ids = match kind {
             TurnKind::Wake | TurnKind::FollowUp => self.delivery.delivering.clone(),
             TurnKind::Kickoff | TurnKind::Pulse => Vec::new(),
@@ -662,6 +690,7 @@ impl Seat {
             cut_evidence,
             started_ms: t0,
             j,
+            superseded: false,
         }
     }
 }

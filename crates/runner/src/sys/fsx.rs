@@ -7,11 +7,47 @@ use std::path::Path;
 /// Replace `path` with `bytes` atomically: write a sibling temp file, fsync it, rename it over
 /// the target, then fsync the directory so the rename itself survives a crash.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_durable(path, bytes).map(|_| ())
+}
+
+/// What a durable write synced: the file's data (always, or the write failed) and its
+/// directory entry (a directory that cannot be opened or synced is reported, not fatal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Synced {
+    /// The new file's contents were fsync'd before the rename.
+    pub file: bool,
+    /// The directory was fsync'd after the rename (or the removal).
+    pub dir: bool,
+}
+
+/// [`write_atomic`], saying what it synced.
+pub fn write_durable(path: &Path, bytes: &[u8]) -> std::io::Result<Synced> {
     replace(path, bytes, true)?;
-    if let Some(d) = path.parent().and_then(|d| std::fs::File::open(d).ok()) {
-        let _ = d.sync_all();
+    Ok(Synced {
+        file: true,
+        dir: sync_dir(path),
+    })
+}
+
+/// Remove `path` (missing is fine) and fsync its directory, so the removal survives a crash.
+pub fn remove_durable(path: &Path) -> std::io::Result<Synced> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
     }
-    Ok(())
+    Ok(Synced {
+        file: true,
+        dir: sync_dir(path),
+    })
+}
+
+/// fsync the directory holding `path`; false when it could not be.
+fn sync_dir(path: &Path) -> bool {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).is_ok()
 }
 
 /// Replace `path` atomically (temp file + rename, so a killed runner never leaves it torn)

@@ -1,0 +1,194 @@
+//! The hub's `/mcp`: the same `relay_*` tools as `trantor mcp`, served over MCP's Streamable
+//! HTTP transport (rmcp's server) for agents that connect to a URL instead of starting a binary.
+//!
+//! `trantor hub` mounts [`router`] beside its routes (docs/protocol.md §10.7). Every
+//! MCP session gets one [`HttpRelay`]; each tool call names the bus session it speaks as with the
+//! `X-Relay-Session` header (and optionally `X-Relay-Project`), and is run by a [`Relay`] for that
+//! session which calls the hub's own HTTP routes, exactly as the stdio server does. Host and
+//! Origin are checked by the hub's front layer before a request reaches this service.
+
+use crate::server::Relay;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use trantor_proto::identity::Identity;
+
+/// The header that names the bus session a tool call speaks as.
+pub const HDR_SESSION: &str = "x-relay-session";
+/// The header that names the project (default: the part of the session after its last `:`).
+pub const HDR_PROJECT: &str = "x-relay-project";
+
+/// Bus sessions one MCP session may speak as before the oldest cached one is dropped (each holds
+/// an inbox cursor and an HTTP client).
+const MAX_SESSIONS_PER_CLIENT: usize = 16;
+
+/// How the `/mcp` service is set up.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// The hub's own base URL: tool calls go back to its routes.
+    pub hub_url: String,
+    /// Whether a header may name the calling session: true when the hub's auth mode is `off`
+    /// or `warn` (an unsigned request names its sender in its body there anyway). In `enforce`
+    /// mode tool calls are refused until bearer tokens exist.
+    pub header_identity: bool,
+}
+
+/// The MCP server of one Streamable HTTP session.
+#[derive(Clone)]
+pub struct HttpRelay {
+    opts: Arc<HttpOptions>,
+    /// Lists the tools (its identity is never used).
+    template: Relay,
+    /// One relay per bus session this client has spoken as, with its inbox cursor.
+    relays: Arc<Mutex<HashMap<(String, String), Relay>>>,
+}
+
+impl HttpRelay {
+    /// A server for one MCP session.
+    pub fn new(opts: Arc<HttpOptions>) -> HttpRelay {
+        let template = Relay::new(identity(&opts.hub_url, "", "")).with_seat(false);
+        HttpRelay {
+            opts,
+            template,
+            relays: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// The relay speaking as the session the request names, or the text telling the caller
+    /// how to name one.
+    fn relay_for(&self, ctx: &RequestContext<RoleServer>) -> Result<Relay, String> {
+        if !self.opts.header_identity {
+            return Err(
+                "this hub enforces signed identity: /mcp cannot speak for a session \
+                        named by a header; use `trantor mcp` (stdio), which signs its calls"
+                    .into(),
+            );
+        }
+        let parts = ctx.extensions.get::<axum::http::request::Parts>();
+        let header = |name: &str| {
+            parts
+                .and_then(|p| p.headers.get(name))
+                .and_then(|v| v.to_str().ok())
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
+        };
+        let Some(session) = header(HDR_SESSION) else {
+            return Err(
+                "name the bus session this client speaks as with the X-Relay-Session \
+                        header (e.g. X-Relay-Session: claude:web) in the MCP client's \
+                        configuration"
+                    .into(),
+            );
+        };
+        let project = match header(HDR_PROJECT) {
+            Some(p) => p,
+            None => match trantor_proto::session_project(&session) {
+                "" => {
+                    return Err(format!(
+                        "session {session:?} names no project (<who>:<project>); send the \
+                         project in the X-Relay-Project header"
+                    ));
+                }
+                p => p.to_string(),
+            },
+        };
+        let key = (session, project);
+        let mut relays = self
+            .relays
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(r) = relays.get(&key) {
+            return Ok(r.clone());
+        }
+        if relays.len() >= MAX_SESSIONS_PER_CLIENT
+            && let Some(old) = relays.keys().next().cloned()
+        {
+            relays.remove(&old);
+        }
+        let relay = Relay::new(identity(&self.opts.hub_url, &key.0, &key.1)).with_seat(false);
+        relays.insert(key, relay.clone());
+        Ok(relay)
+    }
+}
+
+fn identity(hub_url: &str, session: &str, project: &str) -> Identity {
+    Identity {
+        session: session.to_string(),
+        project: project.to_string(),
+        hub_url: hub_url.to_string(),
+        hub_via: "the hub serving /mcp".to_string(),
+        session_via: "the X-Relay-Session header".to_string(),
+    }
+}
+
+impl ServerHandler for HttpRelay {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("trantor", trantor_proto::VERSION))
+            .with_instructions(
+                "You are a session on the trantor bus (the X-Relay-Session header names which; \
+                 relay_whoami shows it). relay_inbox / relay_wait read your messages, relay_send \
+                 talks to other sessions (relay_peers lists them), relay_board shows the cards \
+                 (mine=true for yours) and relay_task_move moves them todo -> doing -> testing \
+                 -> done with a note carrying the evidence.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        self.template.list_tools(request, context).await
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.template.get_tool(name)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        // An unknown tool is the protocol error the router gives, whoever calls.
+        if self.template.get_tool(&request.name).is_none() {
+            return self.template.call_tool(request, context).await;
+        }
+        match self.relay_for(&context) {
+            Ok(relay) => relay.call_tool(request, context).await,
+            Err(text) => Ok(CallToolResult::error(vec![ContentBlock::text(text)]).into()),
+        }
+    }
+}
+
+/// The `/mcp` service: Streamable HTTP with in-memory sessions, ended when `shutdown` flips
+/// to true (so a client's open SSE stream never holds up the hub's shutdown).
+pub fn router(opts: HttpOptions, mut shutdown: tokio::sync::watch::Receiver<bool>) -> axum::Router {
+    let ct = tokio_util::sync::CancellationToken::new();
+    let stop = ct.clone();
+    tokio::spawn(async move {
+        let _ = shutdown.wait_for(|s| *s).await;
+        stop.cancel();
+    });
+    let opts = Arc::new(opts);
+    // The hub's front layer checks Host (with --allowed-host) and Origin for every route, this
+    // one included; rmcp's own Host list would refuse the names the hub was told to accept.
+    let config = StreamableHttpServerConfig::default()
+        .disable_allowed_hosts()
+        .with_cancellation_token(ct);
+    let service = StreamableHttpService::new(
+        move || Ok(HttpRelay::new(opts.clone())),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    axum::Router::new().fallback_service(service)
+}

@@ -398,6 +398,13 @@ pub fn read_turn(
 mod tests {
     use super::*;
 
+    /// Tokens, dollars, estimated.
+    type Want = Option<(TokenUsage, Option<f64>, bool)>;
+    /// Tokens, dollars, estimated, source.
+    type WantFrom = Option<(TokenUsage, Option<f64>, bool, &'static str)>;
+    /// Tokens, dollars.
+    type WantPriced = Option<(TokenUsage, Option<f64>)>;
+
     fn tu(input: u64, output: u64, cache_read: u64, cache_write: u64) -> TokenUsage {
         TokenUsage {
             input,
@@ -411,7 +418,7 @@ mod tests {
 
     #[test]
     fn claude_result_events_are_read_from_stdout() {
-        let cases: &[(&str, Option<(TokenUsage, Option<f64>, bool)>)] = &[
+        let cases: &[(&str, Want)] = &[
             (RESULT, Some((tu(1234, 56, 50, 7), Some(0.0061), false))),
             // stream-json: other events first, the result last.
             (
@@ -465,12 +472,7 @@ mod tests {
                 r#"{{"type":"assistant","requestId":"{req}","message":{{"id":"{id}","model":"claude-sonnet-4-5","usage":{{"input_tokens":{input},"output_tokens":{output}}}}}}}"#
             )
         };
-        let cases: Vec<(
-            &str,
-            String,
-            String,
-            Option<(TokenUsage, Option<f64>, bool, &str)>,
-        )> = vec![
+        let cases: Vec<(&str, String, String, WantFrom)> = vec![
             (
                 "a fresh session: the one record is the turn",
                 String::new(),
@@ -529,7 +531,7 @@ mod tests {
     #[test]
     fn codex_json_events_are_summed_and_priced() {
         let done = r#"{"type":"turn.completed","usage":{"input_tokens":1000,"cached_input_tokens":400,"output_tokens":100}}"#;
-        let cases: &[(&str, &str, Option<(TokenUsage, Option<f64>)>)] = &[
+        let cases: &[(&str, &str, WantPriced)] = &[
             (done, "gpt-5", Some((tu(600, 100, 400, 0), Some(0.00180)))),
             (
                 &format!("{{\"type\":\"thread.started\"}}\n{done}\n{done}\n"),

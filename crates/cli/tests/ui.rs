@@ -1131,3 +1131,90 @@ fn trantor_ui_prints_the_url_and_fails_clearly_without_a_hub() {
     assert_eq!(out.status.code(), Some(3), "unreachable hub is exit 3");
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach the trantor hub"));
 }
+
+/// The cost ledger on the dashboard (docs/protocol.md §7.6): a card shows what its turns cost,
+/// the card dialog and the seat say it in full, the Cost tab adds it up per day, seat and card,
+/// and a turn recorded while the page is open reaches the card without a reload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_what_each_card_seat_and_day_cost() {
+    let Some(b) = Browser::start("the_dashboard_shows_what_each_card_seat_and_day_cost").await
+    else {
+        return;
+    };
+    let hub = Hub::start();
+    let api = Api::new(&hub);
+    let p = "ledger";
+    api.ok(
+        "/register",
+        json!({"session": "dev:ledger", "project": p, "status": "idle", "phase": "idle",
+               "agent": "claude"}),
+    )
+    .await;
+    let id = api
+        .card(p, "priced work", json!({"assignee": "dev:ledger"}))
+        .await;
+    let turn = |n: u64, usd: f64, estimated: bool| {
+        json!({"session": "dev:ledger", "instance": "run-1", "turn": n, "project": p,
+               "card": id, "agent": "claude", "outcome": "completed",
+               "usage": {"input": 1000, "output": 200, "cacheRead": 5000, "cacheWrite": 0},
+               "usd": usd, "estimated": estimated, "source": "test"})
+    };
+    api.ok("/turns", turn(1, 0.0421, false)).await;
+    b.open(&hub, p, "board").await;
+    let on_card =
+        format!("document.querySelector('#board li.card[data-id=\"{id}\"] .cost')?.textContent");
+    b.until("the card's cost", &format!("{on_card} === '$0.0421'"))
+        .await;
+    // A turn recorded while the page is open: the next card event brings it in.
+    api.ok("/turns", turn(2, 0.01, true)).await;
+    api.ok(
+        "/task/update",
+        json!({"id": id, "status": "doing", "by": "dev:ledger"}),
+    )
+    .await;
+    b.until(
+        "the card's cost after the second turn",
+        &format!("{on_card} === '~$0.0521'"),
+    )
+    .await;
+    b.eval(&format!(
+        "document.querySelector('#board li.card[data-id=\"{id}\"]').click()"
+    ))
+    .await;
+    b.until(
+        "the card dialog's cost row",
+        "document.getElementById('cd-body').textContent.includes('~$0.0521 over 2 turns')",
+    )
+    .await;
+    b.eval("document.getElementById('card-dialog').close()")
+        .await;
+    b.eval("document.getElementById('tab-cost').click()").await;
+    b.until(
+        "the cost tab",
+        "document.getElementById('cost-total')?.textContent.includes('~$0.0521 over 2 turns')",
+    )
+    .await;
+    let tables = b
+        .eval("[...document.querySelectorAll('#cost table caption')].map(c => c.textContent)")
+        .await;
+    assert_eq!(
+        tables,
+        json!(["Per day (UTC)", "Per seat", "Per card"]),
+        "{tables}"
+    );
+    let seat_row = b
+        .eval("document.querySelector('#cost tr[data-key=\"dev:ledger\"]')?.textContent")
+        .await;
+    assert!(
+        seat_row.as_str().is_some_and(|t| t.contains("~$0.0521")),
+        "{seat_row}"
+    );
+    b.eval("document.getElementById('tab-seats').click()").await;
+    b.until(
+        "the seat's cost",
+        "document.querySelector('#seats li[data-session=\"dev:ledger\"]')?.textContent.includes('cost ~$0.0521')",
+    )
+    .await;
+    b.shot("ui-cost").await;
+    b.no_reload_happened().await;
+}

@@ -46,6 +46,7 @@
     messages: [],
     contracts: new Map(),
     delivery: new Map(), // message id -> its latest delivery state {state, turn, instance, reason, outcome}
+    costs: { card: new Map(), seat: new Map(), day: [], total: null }, // GET /cost per card, seat, day
     es: null,
     catching: null,
   };
@@ -130,6 +131,50 @@
       deps: c.deps || [],
     };
   }
+  // Dollars as the ledger knows them: `~` when estimated, `?` when every turn was unknown.
+  function dollars(c) {
+    if (!c || !c.turns) return '';
+    if (c.unknown === c.turns) return '?';
+    const d = c.usd >= 1 ? c.usd.toFixed(2) : c.usd.toFixed(4);
+    return `${c.estimated ? '~' : ''}$${d}`;
+  }
+  function tokens(n) {
+    n = n || 0;
+    if (n < 10000) return String(n);
+    if (n < 1e6) return `${(n / 1000).toFixed(1)}k`;
+    return `${(n / 1e6).toFixed(1)}M`;
+  }
+  function costLine(c) {
+    return `${dollars(c)} over ${c.turns} turn${c.turns === 1 ? '' : 's'} · ${tokens(c.tokensIn)} in (${tokens(c.cacheRead)} cache read) · ${tokens(c.tokensOut)} out${c.unknown ? ` · ${c.unknown} unknown` : ''}`;
+  }
+  async function loadCosts() {
+    if (!S.project) return;
+    const get = (by) => getJson(`/cost?project=${q(S.project)}&by=${by}`).catch(() => null);
+    const [card, seat, day] = await Promise.all([get('card'), get('seat'), get('day')]);
+    S.costs.card = new Map(((card && card.groups) || []).map((g) => [Number(g.key), g.cost]));
+    S.costs.seat = new Map(((seat && seat.groups) || []).map((g) => [g.key, g.cost]));
+    S.costs.day = ((day && day.groups) || []).slice().sort((a, b) => (a.key < b.key ? 1 : -1));
+    S.costs.total = card ? card.total : null;
+  }
+  function renderCost() {
+    const box = $('cost');
+    const table = (caption, head, rows) => el('table', { class: 'cost-table' },
+      el('caption', { text: caption }),
+      el('thead', null, el('tr', null, ...[head, 'Turns', 'Tokens in', 'Tokens out', 'USD'].map((h) => el('th', { scope: 'col', text: h })))),
+      el('tbody', null, ...rows.map(([k, c]) => el('tr', { 'data-key': k },
+        el('th', { scope: 'row', text: k }), el('td', { text: String(c.turns) }), el('td', { text: tokens(c.tokensIn) }),
+        el('td', { text: tokens(c.tokensOut) }), el('td', { text: dollars(c) }))))); 
+    const t = S.costs.total;
+    if (!t || !t.turns) {
+      box.replaceChildren(el('p', { class: 'hint', text: `no turns recorded in ${S.project || 'this project'} yet` }));
+      return;
+    }
+    box.replaceChildren(
+      el('p', { id: 'cost-total', text: `${S.project}: ${costLine(t)}` }),
+      table('Per day (UTC)', 'Day', S.costs.day.map((g) => [g.key, g.cost])),
+      table('Per seat', 'Seat', [...S.costs.seat.entries()]),
+      table('Per card', 'Card', [...S.costs.card.entries()].map(([id, c]) => [id ? `#${id} ${(S.cards.get(id) || {}).title || ''}` : '(no card)', c])));
+  }
   function columnOf(status) {
     const col = COLUMNS.find((c) => c.holds.includes(status));
     return col ? col.key : 'todo';
@@ -153,7 +198,8 @@
       el('span', { text: c.assignee ? `@${who(c.assignee)}` : 'unassigned' }),
       el('span', { title: 'time in this status', text: ago(c.since) }),
       c.checklistCount ? el('span', { title: 'checklist', text: `☑ ${c.checklistDone}/${c.checklistCount}` }) : null,
-      c.deps.length ? el('span', { text: `deps ${c.deps.map((d) => `#${d}`).join(' ')}` }) : null),
+      c.deps.length ? el('span', { text: `deps ${c.deps.map((d) => `#${d}`).join(' ')}` }) : null,
+      S.costs.card.has(c.id) ? el('span', { class: 'cost', title: costLine(S.costs.card.get(c.id)), text: dollars(S.costs.card.get(c.id)) }) : null),
     c.drill ? el('div', { class: 'drill', text: `drill: ${c.drill}` }) : null,
     marks.childNodes.length ? marks : null,
     sel);
@@ -235,6 +281,7 @@
       try {
         const r = await getJson(`/card?id=${id}`);
         if (r.task && r.task.project === S.project) {
+          if (r.cost && r.cost.turns) S.costs.card.set(id, r.cost);
           if (r.task.status === 'deleted') patchCard({ id }, true);
           else patchCard(derive(r.task));
         }
@@ -260,7 +307,7 @@
     flushCards();
   }
   async function loadBoard() {
-    const r = await getJson(`/tasks?project=${q(S.project)}`);
+    const [r] = await Promise.all([getJson(`/tasks?project=${q(S.project)}`), loadCosts()]);
     S.cards.clear();
     for (const t of r.tasks || []) S.cards.set(t.id, derive(t));
     renderBoard();
@@ -292,6 +339,7 @@
     row('difficulty', t.difficulty);
     row('deps', (t.deps || []).map((d) => `#${d}`).join(' '));
     row('worked by', t.workedBy);
+    if (r.cost && r.cost.turns) row('cost', costLine(r.cost));
     const sel = el('select', { id: 'cd-move', 'aria-label': `Move card #${t.id}` });
     for (const s of STATUSES) sel.append(el('option', { value: s, selected: s === t.status, text: s }));
     const moveErr = el('p', { id: 'cd-move-error', class: 'err', role: 'alert' });
@@ -367,6 +415,7 @@
         el('div', { class: 'name' }, p.session, ' ', el('span', { class: `mark ${st.mark[1]}`, text: st.mark[0] })),
         el('div', { class: 'state', text: st.text }),
         el('div', { class: 'sub', text: [p.agent || p.llm, p.model, p.persona ? `persona ${p.persona}` : '', p.kind].filter(Boolean).join(' · ') || 'not a runner seat' }),
+        S.costs.seat.has(p.session) ? el('div', { class: 'sub cost', text: `cost ${costLine(S.costs.seat.get(p.session))}` }) : null,
         p.status && !st.text.includes(p.status) ? el('div', { class: 'sub', text: `status: ${p.status}` }) : null);
       li.hidden = !matchesSearch(p.session, p.status, p.persona, p.agent, p.model);
       frag.append(li);
@@ -517,6 +566,15 @@
     timeline: debounce(() => { if (S.view === 'timeline') renderTimeline(); }, 150),
     flow: debounce(() => { if (S.view === 'flow') loadFlow().catch(showError); }, 400),
     seats: debounce(() => loadPeers().catch(showError), 300),
+    // A turn ends with the seat's presence and messages: the ledger has moved by then.
+    cost: debounce(async () => {
+      try {
+        await loadCosts();
+        for (const [id, c] of S.cards) if (S.costs.card.has(id)) patchCard(c);
+        if (S.view === 'cost') renderCost();
+        if (S.view === 'seats') renderSeats();
+      } catch (e) { showError(e); }
+    }, 1500),
   };
   function applyEvent(e) {
     if (S.seen.has(e.id)) return; // a replay after a reconnect: already shown
@@ -539,6 +597,7 @@
     if (CARD_EVENTS.has(e.type) && e.project === S.project) onCardEvent(e);
     if (e.type === 'message') { rerender.flow(); }
     if ((e.type || '').startsWith('presence.') || e.type === 'message') rerender.seats();
+    if (e.project === S.project && (e.type === 'message' || CARD_EVENTS.has(e.type))) rerender.cost();
     rerender.timeline();
     stats.lastApplyMs = performance.now() - t0;
   }
@@ -642,7 +701,7 @@
   }
 
   // ---------- views, keyboard ----------
-  const VIEWS = ['board', 'seats', 'flow', 'timeline'];
+  const VIEWS = ['board', 'seats', 'flow', 'timeline', 'cost'];
   function show(view, focus) {
     if (!VIEWS.includes(view)) view = 'board';
     S.view = view;
@@ -657,6 +716,7 @@
     if (view === 'flow') loadFlow().catch(showError);
     if (view === 'timeline') renderTimeline();
     if (view === 'seats') renderSeats();
+    if (view === 'cost') loadCosts().then(renderCost).catch(showError);
   }
   function wire() {
     for (const v of VIEWS) $(`tab-${v}`).addEventListener('click', () => show(v));

@@ -424,23 +424,29 @@ fn turns_as(agent: &str, user: Option<(u32, u32)>) {
     );
 }
 
-/// The cost ledger with the real Claude Code (docs/runner.md §15.3): a turn on a card, against a
+/// The cost ledger with the real CLIs (docs/runner.md §15.3): a turn on a card, against a
 /// scripted model that reports distinctive usage on every answer, puts exactly those tokens on
-/// the card (`GET /card` cost) and on `GET /cost`, with Claude Code's own dollars (not an
-/// estimate); a resumed second turn on the same card adds only its own share.
-#[test]
-fn claude_turn_cost_reaches_the_card() {
+/// the card (`GET /card` cost) and on `GET /cost`; a resumed second turn on the same card adds
+/// only its own share. Claude Code's dollars are its own (not an estimate); Codex reports none,
+/// so its are priced from the runner's table and marked estimated.
+fn turn_cost_reaches_the_card(agent: &str) {
     let Some(clis) = clis() else { return };
     let hub = Hub::start();
     let api = ModelApi::start();
+    let claude = agent == "claude";
     let usage = Usage {
         input: 1234,
         output: 56,
         cache_read: 700,
-        cache_write: 9,
+        // The Responses API has no cache writes.
+        cache_write: if claude { 9 } else { 0 },
     };
     api.report_usage(usage);
-    let mut seat = RealSeat::new("claude", &clis, &api);
+    let mut seat = RealSeat::new(agent, &clis, &api);
+    if !claude {
+        // A model the price table knows (the scripted API answers any).
+        seat.extra.push(("CREW_MODEL".into(), "gpt-5".into()));
+    }
     seat.start(&hub.url());
     seat.wait_idle_after(1);
     let (st, card) = hub_request(
@@ -457,15 +463,11 @@ fn claude_turn_cost_reaches_the_card() {
             .map(|(_, v)| v["cost"].clone())
             .unwrap_or(Value::Null)
     };
-    let anthropic = || {
-        api.requests()
-            .iter()
-            .filter(|r| r.api == model_api::Api::Anthropic)
-            .count() as u64
-    };
+    // Every answer while the card's turn runs is the turn's (the kickoff is over).
+    let answers = || api.requests().len() as u64;
     let mut answered = 0;
     for (n, marker) in ["COSTONE", "COSTTWO"].into_iter().enumerate() {
-        let before = anthropic();
+        let before = answers();
         api.script(
             marker,
             Script::Steps(vec![
@@ -484,7 +486,7 @@ fn claude_turn_cost_reaches_the_card() {
         wait_until("the turn's cost on the card", LONG, || {
             card_cost()["turns"].as_u64() == Some(n as u64 + 1)
         });
-        answered += anthropic() - before;
+        answered += answers() - before;
         let cost = card_cost();
         assert!(answered >= 2, "the scripted turn is two answers at least");
         assert_eq!(
@@ -506,12 +508,12 @@ fn claude_turn_cost_reaches_the_card() {
         );
         assert_eq!(cost["unknown"], 0, "{cost}");
         assert_eq!(
-            cost["estimated"], false,
-            "Claude Code's own dollars: {cost}"
+            cost["estimated"], !claude,
+            "Claude Code's own dollars, Codex's estimated: {cost}"
         );
         let usd = cost["usd"].as_f64().unwrap_or(0.0);
         assert!(usd > 0.0, "{cost}");
-        // The dollars are the ones the turn rows recorded from Claude Code's report.
+        // The dollars are the ones the turn rows recorded from the CLI's report.
         let logged: f64 = seat
             .turn_rows()
             .iter()
@@ -521,13 +523,18 @@ fn claude_turn_cost_reaches_the_card() {
         assert!((usd - logged).abs() < 1e-9, "{usd} vs {logged}");
     }
     let (_, all) = hub_request(hub.port, "GET", "/cost?by=seat", None).expect("cost");
-    println!("cost drill: card #{id} {}; all {all}", card_cost());
+    println!("{agent} cost drill: card #{id} {}; all {all}", card_cost());
     assert_eq!(all["groups"][0]["key"], seat.session(), "{all}");
-    assert_eq!(
-        all["groups"][0]["cost"]["tokensOut"].as_u64(),
-        Some(all["total"]["tokensOut"].as_u64().unwrap_or(0)),
-        "every recorded turn is this seat's: {all}"
-    );
+}
+
+#[test]
+fn claude_turn_cost_reaches_the_card() {
+    turn_cost_reaches_the_card("claude");
+}
+
+#[test]
+fn codex_turn_cost_reaches_the_card() {
+    turn_cost_reaches_the_card("codex");
 }
 
 #[test]

@@ -153,7 +153,8 @@ pub struct CostSummary {
     pub usd: f64,
     /// Turns recorded (with or without usage).
     pub turns: u64,
-    /// Turns whose usage was unknown (counted in `turns`, not in the sums).
+    /// Turns whose dollars are unknown (counted in `turns`, not in `usd`): the CLI reported no
+    /// usage, or tokens on a model no price is known for (those tokens are in the sums).
     pub unknown: u64,
     /// Some of `usd` is the runner's estimate from its price table.
     pub estimated: bool,

@@ -976,7 +976,8 @@ pub async fn delivery_record<S: Store>(s: &S) {
 
 /// The cost ledger: a turn is recorded once per `(session, instance, turn)`; reads add up
 /// tokens and known dollars per card, seat, day and credential with the filters applied; a turn
-/// with unknown usage counts as a turn and as `unknown`, and an estimate marks the sum; nothing
+/// with unknown usage (or tokens without dollars) counts as a turn and as `unknown`, and an
+/// estimate marks the sum; nothing
 /// matching is an all-zero total and no groups.
 pub async fn cost_ledger<S: Store>(s: &S) {
     use crate::{CostBy, CostQuery};
@@ -1009,6 +1010,8 @@ pub async fn cost_ledger<S: Store>(s: &S) {
     est.usd = Some(0.25);
     let unknown = t("b:p", 1, 7, None);
     let other = t("b:p", 2, 9, Some((3, 4, 0, 0)));
+    let mut unpriced = t("c:p", 1, 20, Some((10, 0, 0, 0)));
+    unpriced.usd = None;
     let recorded = s
         .write(move |tx| {
             Ok([
@@ -1017,11 +1020,12 @@ pub async fn cost_ledger<S: Store>(s: &S) {
                 tx.record_turn(10 * day + 7, &est)?,
                 tx.record_turn(11 * day, &unknown)?,
                 tx.record_turn(11 * day + 1, &other)?,
+                tx.record_turn(11 * day + 2, &unpriced)?,
             ])
         })
         .await
         .expect("record");
-    assert_eq!(recorded, [true, false, true, true, true]);
+    assert_eq!(recorded, [true, false, true, true, true, true]);
     let card7 = CostQuery {
         card: Some(7),
         ..Default::default()
@@ -1043,7 +1047,13 @@ pub async fn cost_ledger<S: Store>(s: &S) {
         .await
         .expect("by card");
     let keys: Vec<&str> = by_card.iter().map(|(k, _)| k.as_str()).collect();
-    assert_eq!(keys, ["7", "9"], "largest dollars first");
+    assert_eq!(keys, ["7", "9", "20"], "largest dollars first");
+    let c20 = &by_card[2].1;
+    assert_eq!(
+        (c20.tokens_in, c20.unknown, c20.turns),
+        (10, 1, 1),
+        "tokens without a price: counted, dollars unknown"
+    );
     let by_seat = s
         .read(|tx| tx.cost(&CostQuery::default(), CostBy::Seat, 1))
         .await
@@ -1058,7 +1068,7 @@ pub async fn cost_ledger<S: Store>(s: &S) {
     days.sort();
     assert_eq!(
         days,
-        [("1970-01-11".to_string(), 2), ("1970-01-12".to_string(), 2)]
+        [("1970-01-11".to_string(), 2), ("1970-01-12".to_string(), 3)]
     );
     let by_cred = s
         .read(|tx| tx.cost(&CostQuery::default(), CostBy::Credential, 0))

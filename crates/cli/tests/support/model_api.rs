@@ -674,10 +674,23 @@ fn anthropic_delta_usage(req: &Value) -> Value {
     json!({"output_tokens": out})
 }
 
-fn responses_usage() -> Value {
-    json!({"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0},
-           "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 0},
-           "total_tokens": 110})
+/// A Responses-API usage block: the reported usage when one is set (OpenAI counts the cached
+/// input inside `input_tokens`), else 100 in, 10 out.
+fn responses_usage(req: &Value) -> Value {
+    let (input, cached, output) = match req.get("__drill_usage") {
+        Some(u) => {
+            let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+            (
+                n("input_tokens") + n("cache_read_input_tokens"),
+                n("cache_read_input_tokens"),
+                n("output_tokens"),
+            )
+        }
+        None => (100, 0, 10),
+    };
+    json!({"input_tokens": input, "input_tokens_details": {"cached_tokens": cached},
+           "output_tokens": output, "output_tokens_details": {"reasoning_tokens": 0},
+           "total_tokens": input + output})
 }
 
 fn chat_chunk(req: &Value, delta: Value, finish: Option<&str>) -> Value {
@@ -727,7 +740,7 @@ fn text_frame(api: Api, req: &Value, text: &str) -> (String, String) {
                 .to_string(),
             ),
             // The full text is repeated in the done item, as the API does.
-            responses_close(text),
+            responses_close(req, text),
         ),
         Api::Chat => (
             sse(
@@ -762,7 +775,7 @@ fn text_delta(api: Api, req: &Value, piece: &str) -> String {
 }
 
 /// Close a Responses-API text answer (item done + completed).
-fn responses_close(text: &str) -> String {
+fn responses_close(req: &Value, text: &str) -> String {
     let item = json!({"type": "message", "id": "msg_drill", "role": "assistant",
                       "status": "completed",
                       "content": [{"type": "output_text", "text": text, "annotations": []}]});
@@ -772,7 +785,7 @@ fn responses_close(text: &str) -> String {
     ) + &sse(
         Some("response.completed"),
         &json!({"type": "response.completed",
-                "response": {"id": "resp_drill", "usage": responses_usage()}})
+                "response": {"id": "resp_drill", "usage": responses_usage(req)}})
         .to_string(),
     )
 }
@@ -839,7 +852,7 @@ fn tool_call_events(
             ) + &sse(
                 Some("response.completed"),
                 &json!({"type": "response.completed",
-                        "response": {"id": "resp_drill", "usage": responses_usage()}})
+                        "response": {"id": "resp_drill", "usage": responses_usage(req)}})
                 .to_string(),
             )
         }

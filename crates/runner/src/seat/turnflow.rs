@@ -414,12 +414,22 @@ impl Seat {
         };
         // What the CLI's transcript holds before the turn, so its usage report can be told
         // from the earlier turns' (docs/runner.md §15.3).
-        let transcript = matches!(self.cli.driver, crate::drivers::Driver::Claude).then(|| {
-            crate::usage::TranscriptMark::take(&drivers::claude_transcript_dir(
-                &self.work.turn_dir,
-                &self.work.home,
-            ))
-        });
+        let transcript = match &self.cli.driver {
+            crate::drivers::Driver::Claude => Some(crate::usage::TranscriptMark::take(
+                &drivers::claude_transcript_dir(&self.work.turn_dir, &self.work.home),
+            )),
+            crate::drivers::Driver::Codex => {
+                let home = std::env::var_os("CODEX_HOME")
+                    .map(std::path::PathBuf::from)
+                    .unwrap_or_else(|| self.work.home.join(".codex"));
+                // sessions/YYYY/MM/DD/rollout-*.jsonl
+                Some(crate::usage::TranscriptMark::take_tree(
+                    &home.join("sessions"),
+                    3,
+                ))
+            }
+            _ => None,
+        };
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let fwd = self.forward_events(rx, input, card);
         let janitor = self.work.janitor.take();

@@ -7,7 +7,9 @@
 //!   it. A turn cut before Claude Code wrote it falls back to the `usage` of the assistant
 //!   messages written during the turn, priced from [`PRICES`] and marked estimated.
 //! - Codex: the `turn.completed` events of `codex exec --json` (`usage` input, cached input,
-//!   output), priced from [`PRICES`] (Codex reports no dollars) and marked estimated.
+//!   output); else (plain `codex exec`) the session rollout it writes, whose `token_count`
+//!   events carry the session's running totals. Priced from [`PRICES`] (Codex reports no
+//!   dollars) and marked estimated.
 //! - Nothing readable: `None` — the turn still counts, its cost is unknown.
 //!
 //! The parsers are pure functions of text; [`TranscriptMark`] is the one piece of I/O (the
@@ -31,7 +33,8 @@ pub struct Reported {
     pub estimated: bool,
     /// The model the report names (empty: none).
     pub model: String,
-    /// Where it came from: `claude-result`, `claude-transcript`, `claude-messages`, `codex-json`.
+    /// Where it came from: `claude-result`, `claude-transcript`, `claude-messages`, `codex-json`,
+    /// `codex-rollout`.
     pub source: &'static str,
 }
 
@@ -176,13 +179,16 @@ fn priced(usage: TokenUsage, usd: Option<f64>, model: String, source: &'static s
             model,
             source,
         },
-        None => Reported {
-            usd: estimate(&model, &usage),
-            usage,
-            estimated: true,
-            model,
-            source,
-        },
+        None => {
+            let usd = estimate(&model, &usage);
+            Reported {
+                estimated: usd.is_some(),
+                usd,
+                usage,
+                model,
+                source,
+            }
+        }
     }
 }
 
@@ -314,33 +320,95 @@ pub fn codex_events(stdout: &str, model: &str) -> Option<Reported> {
     Some(priced(total?, None, model.to_string(), "codex-json"))
 }
 
+/// The session totals of a Codex rollout's `token_count` event.
+fn codex_total(v: &Value) -> Option<TokenUsage> {
+    if v.get("type").and_then(Value::as_str) != Some("event_msg") {
+        return None;
+    }
+    let p = v.get("payload")?;
+    if p.get("type").and_then(Value::as_str) != Some("token_count") {
+        return None;
+    }
+    let t = p.get("info")?.get("total_token_usage")?;
+    t.get("input_tokens")?;
+    let cached = u(t, "cached_input_tokens");
+    let written = u(t, "cache_write_input_tokens");
+    Some(TokenUsage {
+        input: u(t, "input_tokens")
+            .saturating_sub(cached)
+            .saturating_sub(written),
+        output: u(t, "output_tokens"),
+        cache_read: cached,
+        cache_write: written,
+    })
+}
+
+/// This turn's cost from a Codex session rollout (`~/.codex/sessions/…/rollout-*.jsonl`), which
+/// plain `codex exec` writes: the last `token_count` total appended during the turn minus the
+/// last one before it, on the model of the last `turn_context` (else `model`), priced from the
+/// table (Codex reports no dollars).
+pub fn codex_rollout(before: &str, during: &str, model: &str) -> Option<Reported> {
+    let now = json_lines(during).filter_map(|v| codex_total(&v)).last()?;
+    let base = json_lines(before).filter_map(|v| codex_total(&v)).last();
+    let usage = match base {
+        Some(b) if b.tokens_in() <= now.tokens_in() => now.minus(&b),
+        _ => now,
+    };
+    let named = json_lines(before)
+        .chain(json_lines(during))
+        .filter(|v| v.get("type").and_then(Value::as_str) == Some("turn_context"))
+        .filter_map(|v| v.get("payload")?.get("model")?.as_str().map(str::to_string))
+        .last();
+    let model = named
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(|| model.to_string());
+    Some(priced(usage, None, model, "codex-rollout"))
+}
+
 /// The sizes of a CLI's transcript files when a turn starts, so what the turn appended can be
 /// told from what was there.
 #[derive(Debug, Clone, Default)]
 pub struct TranscriptMark {
     dir: PathBuf,
+    depth: u32,
     sizes: Vec<(PathBuf, u64)>,
 }
 
-fn jsonl_files(dir: &Path) -> Vec<(PathBuf, u64, std::time::SystemTime)> {
+/// The `.jsonl` files in `dir` and, `depth` levels down, in its subdirectories.
+fn jsonl_files(dir: &Path, depth: u32) -> Vec<(PathBuf, u64, std::time::SystemTime)> {
+    let mut out = Vec::new();
     let Ok(rd) = std::fs::read_dir(dir) else {
-        return Vec::new();
+        return out;
     };
-    rd.filter_map(Result::ok)
-        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
-        .filter_map(|e| {
-            let m = e.metadata().ok()?;
-            Some((e.path(), m.len(), m.modified().ok()?))
-        })
-        .collect()
+    for e in rd.filter_map(Result::ok) {
+        let Ok(m) = e.metadata() else { continue };
+        let p = e.path();
+        if m.is_dir() {
+            if depth > 0 {
+                out.extend(jsonl_files(&p, depth - 1));
+            }
+        } else if p.extension().is_some_and(|x| x == "jsonl")
+            && let Ok(t) = m.modified()
+        {
+            out.push((p, m.len(), t));
+        }
+    }
+    out
 }
 
 impl TranscriptMark {
     /// Note the `.jsonl` files of `dir` and their sizes now.
     pub fn take(dir: &Path) -> TranscriptMark {
+        TranscriptMark::take_tree(dir, 0)
+    }
+
+    /// Note the `.jsonl` files of `dir` and of its subdirectories `depth` levels down (Codex
+    /// files its sessions by date: `sessions/YYYY/MM/DD`).
+    pub fn take_tree(dir: &Path, depth: u32) -> TranscriptMark {
         TranscriptMark {
             dir: dir.to_path_buf(),
-            sizes: jsonl_files(dir)
+            depth,
+            sizes: jsonl_files(dir, depth)
                 .into_iter()
                 .map(|(p, len, _)| (p, len))
                 .collect(),
@@ -350,7 +418,7 @@ impl TranscriptMark {
     /// The file the turn wrote most recently: `(before, during)` — its text up to the size it
     /// had at [`TranscriptMark::take`] and what was appended since (`None`: no file grew).
     pub fn appended(&self) -> Option<(String, String)> {
-        let grown = jsonl_files(&self.dir)
+        let grown = jsonl_files(&self.dir, self.depth)
             .into_iter()
             .filter_map(|(p, len, mtime)| {
                 let was = self
@@ -387,7 +455,10 @@ pub fn read_turn(
             let (before, during) = mark?.appended()?;
             claude_transcript(&before, &during)
         }),
-        Driver::Codex => codex_events(stdout, if model.is_empty() { "gpt-5" } else { model }),
+        Driver::Codex => codex_events(stdout, model).or_else(|| {
+            let (before, during) = mark?.appended()?;
+            codex_rollout(&before, &during, model)
+        }),
         // A `command` seat may run either CLI in its JSON mode.
         Driver::Command { .. } => claude_result(stdout).or_else(|| codex_events(stdout, model)),
         _ => None,
@@ -435,7 +506,7 @@ mod tests {
             // Usage without dollars on a model the table does not know: tokens, no dollars.
             (
                 r#"{"type":"result","usage":{"input_tokens":10,"output_tokens":2}}"#,
-                Some((tu(10, 2, 0, 0), None, true)),
+                Some((tu(10, 2, 0, 0), None, false)),
             ),
             // Plain text, a result without usage, broken JSON: nothing readable.
             ("hello there\n", None),
@@ -547,9 +618,62 @@ mod tests {
                 .map(|r| (r.usage, r.usd.map(|d| (d * 1e5).round() / 1e5)));
             assert_eq!(&got, want, "{text}");
             if let Some(r) = codex_events(text, model) {
-                assert!(r.estimated, "Codex reports no dollars");
+                assert_eq!(r.estimated, r.usd.is_some(), "Codex reports no dollars");
             }
         }
+    }
+
+    #[test]
+    fn a_codex_rollout_gives_the_turns_share_of_the_sessions_totals() {
+        let ctx = |m: &str| format!(r#"{{"type":"turn_context","payload":{{"model":"{m}"}}}}"#);
+        let count = |input: u64, cached: u64, output: u64| {
+            format!(
+                r#"{{"type":"event_msg","payload":{{"type":"token_count","info":{{"total_token_usage":{{"input_tokens":{input},"cached_input_tokens":{cached},"cache_write_input_tokens":0,"output_tokens":{output},"reasoning_output_tokens":0,"total_tokens":0}}}}}}}}"#
+            )
+        };
+        let first = format!("{}\n{}\n", ctx("gpt-5"), count(1000, 200, 100));
+        let cases: Vec<(&str, String, String, WantPriced)> = vec![
+            (
+                "a fresh session",
+                String::new(),
+                first.clone(),
+                Some((tu(800, 100, 200, 0), Some(0.002025))),
+            ),
+            (
+                "a resumed one: the difference",
+                first.clone(),
+                format!("{}\n", count(3000, 1200, 300)),
+                Some((tu(1000, 200, 1000, 0), Some(0.003375))),
+            ),
+            (
+                "a model the table does not know: tokens, no dollars",
+                String::new(),
+                format!("{}\n{}\n", ctx("drill-model"), count(100, 0, 10)),
+                Some((tu(100, 10, 0, 0), None)),
+            ),
+            (
+                "no count appended (cut before the answer)",
+                first.clone(),
+                ctx("gpt-5"),
+                None,
+            ),
+            (
+                "a count without info",
+                String::new(),
+                r#"{"type":"event_msg","payload":{"type":"token_count","info":null}}"#.into(),
+                None,
+            ),
+        ];
+        for (why, before, during, want) in cases {
+            let got = codex_rollout(&before, &during, "fallback")
+                .map(|r| (r.usage, r.usd.map(|d| (d * 1e6).round() / 1e6)));
+            assert_eq!(got, want, "{why}");
+        }
+        assert_eq!(
+            codex_rollout("", &count(1, 0, 1), "gpt-5-mini").map(|r| (r.model, r.source)),
+            Some(("gpt-5-mini".to_string(), "codex-rollout")),
+            "without a turn_context, the seat's model"
+        );
     }
 
     #[test]

@@ -64,7 +64,7 @@ impl PgTx<'_> {
                 "SELECT {key}, COALESCE(SUM(input), 0)::BIGINT, COALESCE(SUM(output), 0)::BIGINT,
                         COALESCE(SUM(cache_read), 0)::BIGINT, COALESCE(SUM(cache_write), 0)::BIGINT,
                         COALESCE(SUM(usd), 0)::DOUBLE PRECISION, count(*)::BIGINT,
-                        COALESCE(SUM(CASE WHEN has_usage THEN 0 ELSE 1 END), 0)::BIGINT,
+                        COALESCE(SUM(CASE WHEN usd IS NULL THEN 1 ELSE 0 END), 0)::BIGINT,
                         COALESCE(BOOL_OR(estimated), false)
                    FROM turns WHERE true"
             ),

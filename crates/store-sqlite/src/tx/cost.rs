@@ -103,7 +103,7 @@ impl SqlTx<'_> {
         let sql = format!(
             "SELECT {key}, COALESCE(SUM(input), 0), COALESCE(SUM(output), 0),
                     COALESCE(SUM(cache_read), 0), COALESCE(SUM(cache_write), 0),
-                    COALESCE(SUM(usd), 0.0), count(*), COALESCE(SUM(1 - has_usage), 0),
+                    COALESCE(SUM(usd), 0.0), count(*), COALESCE(SUM(usd IS NULL), 0),
                     COALESCE(MAX(estimated), 0)
                FROM turns{where_sql}{group}"
         );

@@ -447,6 +447,23 @@ fn turn_cost_reaches_the_card(agent: &str) {
         // A model the price table knows (the scripted API answers any).
         seat.extra.push(("CREW_MODEL".into(), "gpt-5".into()));
     }
+    // The seat runs on a named credential: its variable reaches the CLI's shell, its name the
+    // cost records, and the hub never sees the value.
+    let o = Command::new(common::bin())
+        .args(["credentials", "add", "work", "--agent", agent])
+        .args(["--env", "DRILL_CRED=from-the-work-credential"])
+        .env("AGENT_BUS_DIR", &seat.bus)
+        .env("RELAY_URL", hub.url())
+        .env("HOME", &seat.home)
+        .output()
+        .expect("credentials add");
+    assert!(
+        o.status.success(),
+        "credentials add: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    seat.extra.push(("CREW_CREDENTIAL".into(), "work".into()));
+    let cred_file = seat.repo.join("cred-seen.txt");
     seat.start(&hub.url());
     seat.wait_idle_after(1);
     let (st, card) = hub_request(
@@ -471,7 +488,10 @@ fn turn_cost_reaches_the_card(agent: &str) {
         api.script(
             marker,
             Script::Steps(vec![
-                Step::Shell("true".into()),
+                Step::Shell(format!(
+                    "printf '%s' \"${{DRILL_CRED:-unset}}\" > '{}'",
+                    cred_file.display()
+                )),
                 Step::Say(format!("{marker} done")),
             ]),
         );
@@ -480,7 +500,7 @@ fn turn_cost_reaches_the_card(agent: &str) {
             ORCH,
             &seat.session(),
             PROJECT,
-            &format!("your card #{id}: {marker} run true, then finish"),
+            &format!("your card #{id}: {marker} run the command, then finish"),
         );
         seat.wait_idle_after(2 + n);
         wait_until("the turn's cost on the card", LONG, || {
@@ -525,6 +545,21 @@ fn turn_cost_reaches_the_card(agent: &str) {
     let (_, all) = hub_request(hub.port, "GET", "/cost?by=seat", None).expect("cost");
     println!("{agent} cost drill: card #{id} {}; all {all}", card_cost());
     assert_eq!(all["groups"][0]["key"], seat.session(), "{all}");
+    assert_eq!(
+        std::fs::read_to_string(&cred_file).unwrap_or_default(),
+        "from-the-work-credential",
+        "the credential's variable in the CLI's shell"
+    );
+    let (_, by_cred) =
+        hub_request(hub.port, "GET", "/cost?by=credential", None).expect("by credential");
+    assert_eq!(by_cred["groups"][0]["key"], "work", "{by_cred}");
+    assert_eq!(
+        by_cred["groups"][0]["cost"]["turns"], by_cred["total"]["turns"],
+        "every turn ran on the credential: {by_cred}"
+    );
+    let (_, creds) = hub_request(hub.port, "GET", "/credentials", None).expect("credentials");
+    assert_eq!(creds["credentials"][0]["name"], "work", "{creds}");
+    assert!(!creds.to_string().contains("from-the-work"), "{creds}");
 }
 
 #[test]

@@ -9,6 +9,7 @@ pub mod advise;
 pub mod auth;
 pub mod client;
 pub mod cost;
+pub mod credentials;
 pub mod date;
 pub mod delivery;
 pub mod enroll;

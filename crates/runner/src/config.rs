@@ -27,6 +27,7 @@ pub const RUNNER_ENV_VARS: &[&str] = &[
     "RUNNER_SESSION",
     "CREW_MODEL",
     "CREW_EFFORT",
+    "CREW_CREDENTIAL",
     "CREW_COMMAND",
     "CREW_COMMAND_NEXT",
     "RUNNER_RULES",
@@ -52,6 +53,7 @@ pub const RUNNER_ENV_VARS: &[&str] = &[
     "TRANTOR_POLL_HOLD_S",
     "TRANTOR_HUB_BACKOFF_MAX_MS",
     "XDG_DATA_HOME",
+    "CODEX_HOME",
     "RELAY_INVITE",
     "RELAY_BOOTSTRAP_TOKEN",
     "RELAY_OWNER_IDENTITY",
@@ -114,6 +116,10 @@ pub struct RunnerArgs {
     /// The effort level: a word, a JSON string, or a JSON object keyed by agent or driver.
     #[arg(long, env = "CREW_EFFORT")]
     pub effort: Option<String>,
+    /// The named credential the seat runs on (`trantor credentials add`): its variables go in
+    /// the CLI's environment and its name on every turn's cost record.
+    #[arg(long, env = "CREW_CREDENTIAL", value_name = "NAME")]
+    pub credential: Option<String>,
     /// The `command` driver's shell template for every turn (the prompt is in
     /// $TRANTOR_PROMPT_FILE).
     #[arg(long, env = "CREW_COMMAND", value_name = "TEMPLATE")]
@@ -256,6 +262,9 @@ pub struct RunnerArgs {
     /// Where CLIs keep their data (opencode's sessions) [default: $HOME/.local/share].
     #[arg(long, env = "XDG_DATA_HOME", value_name = "PATH")]
     pub data_home: Option<PathBuf>,
+    /// Where Codex keeps its configuration and session rollouts [default: $HOME/.codex].
+    #[arg(long, env = "CODEX_HOME", value_name = "PATH")]
+    pub codex_home: Option<PathBuf>,
     /// An invite token the seat's key spends when the hub does not know it yet (minted with
     /// `trantor invite --project P --role write`).
     #[arg(
@@ -337,6 +346,8 @@ pub struct Config {
     pub model: String,
     /// The effort level from `CREW_EFFORT` (JSON string, or an object keyed by agent/driver).
     pub effort: Option<String>,
+    /// `CREW_CREDENTIAL`: the named credential the seat runs on.
+    pub credential: Option<String>,
     /// `RUNNER_RULES` override.
     pub rules: Option<String>,
     /// `CREW_KICKOFF` override.
@@ -379,6 +390,8 @@ pub struct Config {
     pub home: PathBuf,
     /// Where CLIs keep their data (`XDG_DATA_HOME`, else `<home>/.local/share`).
     pub data_home: PathBuf,
+    /// Where Codex writes its session rollouts (`CODEX_HOME`, else `<home>/.codex`).
+    pub codex_home: PathBuf,
     /// The shared duty-nudge claim file.
     pub duty_nudge_state: PathBuf,
     /// Turns run in `dir` itself, without a seat worktree.
@@ -494,6 +507,7 @@ impl Config {
             .unwrap_or_else(|| crate::paths::safe(&format!("{agent}-swap")));
         Ok(Config {
             effort: effort_for(given(&args.effort), &agent, &driver),
+            credential: given(&args.credential),
             model: given(&args.model).unwrap_or_default(),
             rules: given(&args.rules),
             kickoff: given(&args.kickoff),
@@ -527,6 +541,11 @@ impl Config {
                 .clone()
                 .filter(|p| !p.as_os_str().is_empty())
                 .unwrap_or_else(|| home.join(".local").join("share")),
+            codex_home: args
+                .codex_home
+                .clone()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or_else(|| home.join(".codex")),
             home,
             swap_stage: given(&args.swap_stage),
             swap_agent: given(&args.swap_agent),

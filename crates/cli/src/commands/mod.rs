@@ -27,6 +27,7 @@ mod bus;
 mod catchup;
 mod connect;
 mod cost;
+mod credentials;
 mod crew;
 mod demo;
 mod doctor;
@@ -79,6 +80,9 @@ pub enum Command {
     /// What the crew's turns cost: tokens and dollars per card, seat, day or credential.
     #[command(after_long_help = cost::COST_HELP)]
     Cost(cost::CostArgs),
+    /// Named credentials (accounts, API keys) seats run on: add, list, remove.
+    #[command(subcommand, after_long_help = credentials::CREDENTIALS_HELP)]
+    Credentials(credentials::CredentialsCommand),
     /// List lessons (the guardrails added to every seat's prompt), or add one.
     #[command(after_long_help = lessons::LESSONS_HELP)]
     Lessons(lessons::LessonsArgs),
@@ -330,6 +334,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Card(c) => board::card(c).await,
         Command::Lessons(a) => lessons::lessons(a).await,
         Command::Cost(a) => cost::cost(a).await,
+        Command::Credentials(c) => credentials::credentials(c).await,
         Command::Connect(a) => connect::connect(a).await,
         Command::Hook(a) => hook::hook(a).await,
         Command::Duty(c) => duty::duty(c).await,

@@ -456,7 +456,12 @@ fn target_of(
                 .unwrap_or("")
                 .to_string(),
         },
-        "/identities" | "/identity/revoke" | "/overseer/duty" | "/policy" => Target {
+        "/identities"
+        | "/identity/revoke"
+        | "/overseer/duty"
+        | "/policy"
+        | "/credentials"
+        | "/credentials/remove" => Target {
             project: if path == "/policy" {
                 String::new()
             } else {

@@ -6,6 +6,7 @@ pub mod board;
 pub mod bus;
 pub mod claims;
 pub mod cost;
+pub mod credentials;
 pub mod delivery;
 pub mod duty;
 pub mod events;
@@ -650,6 +651,7 @@ pub fn router_with<S: Store>(hub: AppState<S>, extra: Option<Mounted>) -> Router
     entries.extend(lanes::table::<S>());
     entries.extend(claims::table::<S>());
     entries.extend(cost::table::<S>());
+    entries.extend(credentials::table::<S>());
     entries.extend(projects::table::<S>());
     entries.extend(proposals::table::<S>());
     let mut docs: Vec<RouteDoc> = entries.iter().map(|(d, _)| *d).collect();

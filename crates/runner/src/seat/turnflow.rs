@@ -115,6 +115,20 @@ impl Seat {
             s("TRANTOR_SESSION_ID", &self.cli.sid),
         ]);
         env.extend(self.cli.driver.cli_env(nix::unistd::geteuid().is_root()));
+        // The seat's credential last: its variables win over the env files (docs/runner.md §15.4).
+        if let Some(name) = &self.cfg.credential {
+            match trantor_proto::credentials::CredentialFile::load(&self.cfg.bus_dir) {
+                Ok(f) => match f.credentials.get(name) {
+                    Some(c) => env.extend(c.env.iter().map(|(k, v)| (k.clone(), v.clone()))),
+                    None => tracing::error!(
+                        "credential {name} is not in {} — this turn runs without it (trantor credentials add {name} …)",
+                        trantor_proto::credentials::CredentialFile::path(&self.cfg.bus_dir)
+                            .display()
+                    ),
+                },
+                Err(e) => tracing::error!("credential {name}: {e} — this turn runs without it"),
+            }
+        }
         env
     }
 
@@ -418,16 +432,11 @@ impl Seat {
             crate::drivers::Driver::Claude => Some(crate::usage::TranscriptMark::take(
                 &drivers::claude_transcript_dir(&self.work.turn_dir, &self.work.home),
             )),
-            crate::drivers::Driver::Codex => {
-                let home = std::env::var_os("CODEX_HOME")
-                    .map(std::path::PathBuf::from)
-                    .unwrap_or_else(|| self.work.home.join(".codex"));
-                // sessions/YYYY/MM/DD/rollout-*.jsonl
-                Some(crate::usage::TranscriptMark::take_tree(
-                    &home.join("sessions"),
-                    3,
-                ))
-            }
+            // sessions/YYYY/MM/DD/rollout-*.jsonl
+            crate::drivers::Driver::Codex => Some(crate::usage::TranscriptMark::take_tree(
+                &self.cfg.codex_home.join("sessions"),
+                3,
+            )),
             _ => None,
         };
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -626,7 +635,7 @@ impl Seat {
                 .map(|r| r.model.clone())
                 .filter(|m| !m.is_empty())
                 .unwrap_or_else(|| self.cfg.model.clone()),
-            credential: None,
+            credential: self.cfg.credential.clone(),
             outcome: j.outcome.clone(),
             usage: reported.as_ref().map(|r| r.usage),
             usd: reported.as_ref().and_then(|r| r.usd),

@@ -1,0 +1,92 @@
+//! Named credentials over HTTP, in process: the hub keeps a name, an agent and a state, refuses
+//! any other field (a secret has nowhere to go), updates by name and removes once.
+
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use trantor_hub::{Config, HubArgs};
+use trantor_store_sqlite::SqliteStore;
+
+async fn post(base: &str, path: &str, body: Value) -> (u16, Value) {
+    trantor_proto::tls::install_default_provider();
+    let r = reqwest::Client::new()
+        .post(format!("{base}{path}"))
+        .json(&body)
+        .send()
+        .await
+        .expect("reply");
+    let st = r.status().as_u16();
+    (st, r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hub_keeps_names_and_states_never_secrets() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = SqliteStore::open(&dir.path().join("hub.db")).expect("store");
+    let cfg = Config::from_args(&HubArgs {
+        data_dir: Some(dir.path().to_path_buf()),
+        port: 0,
+        ..HubArgs::default()
+    })
+    .expect("config");
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(trantor_hub::serve(
+        listener,
+        store,
+        cfg,
+        std::future::pending(),
+    ));
+
+    let (st, r) = post(
+        &base,
+        "/credentials",
+        json!({"name": "work", "agent": "claude"}),
+    )
+    .await;
+    assert_eq!(st, 200, "{r}");
+    assert_eq!(r["credential"]["state"], "ok");
+    post(
+        &base,
+        "/credentials",
+        json!({"name": "alt", "agent": "codex"}),
+    )
+    .await;
+    post(
+        &base,
+        "/credentials",
+        json!({"name": "work", "agent": "codex"}),
+    )
+    .await;
+    for bad in [
+        json!({"name": "work", "agent": "claude", "env": {"ANTHROPIC_API_KEY": "sk-ant-x"}}),
+        json!({"name": "work", "agent": "gemini"}),
+        json!({"name": "a b", "agent": "claude"}),
+        json!({"name": "work"}),
+    ] {
+        let (st, r) = post(&base, "/credentials", bad.clone()).await;
+        assert_eq!(st, 400, "{bad} -> {r}");
+    }
+    let list: Value = reqwest::get(format!("{base}/credentials"))
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json");
+    let names: Vec<(&str, &str)> = list["credentials"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap_or(""),
+                c["agent"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(names, [("alt", "codex"), ("work", "codex")]);
+    assert!(!list.to_string().contains("sk-ant"), "{list}");
+    let (_, r) = post(&base, "/credentials/remove", json!({"name": "work"})).await;
+    assert_eq!(r["removed"], true);
+    let (_, r) = post(&base, "/credentials/remove", json!({"name": "work"})).await;
+    assert_eq!(r["removed"], false);
+}

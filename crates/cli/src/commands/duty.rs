@@ -123,6 +123,7 @@ async fn up(a: DutyUpArgs) -> anyhow::Result<ExitCode> {
         dir: a.dir.clone(),
         wait: a.wait,
         no_tmux: a.no_tmux,
+        credential: None,
         common: a.common,
         seat_override: Some((
             DUTY_PERSONA.into(),

@@ -32,6 +32,7 @@ Examples:
   trantor up claude codex:gpt-5 kimi    three seats, codex on gpt-5
   CREW_COMMAND='my-agent --prompt-file {P}' trantor up command
   trantor up claude --no-tmux --wait 90
+  trantor up claude --credential work   a seat on a named credential (trantor credentials add)
 
 ",
     exit_codes!()
@@ -52,6 +53,10 @@ pub struct UpArgs {
     /// Run seats as background processes even when tmux is installed (also TRANTOR_NO_TMUX=1).
     #[arg(long)]
     pub no_tmux: bool,
+    /// Run the seats on this named credential (`trantor credentials add`): its variables go in
+    /// their CLIs' environment and its name on their turns' cost.
+    #[arg(long, value_name = "NAME")]
+    pub credential: Option<String>,
     #[command(flatten)]
     pub common: Common,
     /// Set by `trantor duty up`: the persona of the (single) seat and extra runner variables.
@@ -105,8 +110,9 @@ pub(crate) fn parse_specs(args: &[String]) -> anyhow::Result<Vec<Spec>> {
 
 /// Variables that are per seat, never inherited from the person's shell: who the seat is (the
 /// runner derives them for each seat) and what marks a process as being inside one.
-const PER_SEAT: [&str; 15] = [
+const PER_SEAT: [&str; 16] = [
     "RELAY_SESSION",
+    "CREW_CREDENTIAL",
     "RELAY_AGENT",
     "RUNNER_SESSION",
     "CREW_PERSONA",
@@ -369,6 +375,25 @@ pub(crate) async fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
         for s in &mut specs {
             s.persona = persona.clone();
             s.env = env.clone();
+        }
+    }
+    if let Some(name) = &a.credential {
+        let bus = trantor_proto::identity::bus_dir(&trantor_proto::identity::ProcessEnv);
+        let file = trantor_proto::credentials::CredentialFile::load(&bus)?;
+        let Some(c) = file.credentials.get(name) else {
+            return Err(usage(format!(
+                "no credential {name} in {} (trantor credentials add {name} --agent … --env KEY=VALUE)",
+                trantor_proto::credentials::CredentialFile::path(&bus).display()
+            )));
+        };
+        for s in &mut specs {
+            if s.agent != c.agent {
+                return Err(usage(format!(
+                    "credential {name} is for {}, not {}",
+                    c.agent, s.agent
+                )));
+            }
+            s.env.push(("CREW_CREDENTIAL".into(), name.clone()));
         }
     }
     let dir = match a.dir {

@@ -296,6 +296,24 @@ async fn enforce_refuses_every_attack_and_changes_nothing() {
         )
         .await;
     refused(&hub, got, 403, "session must match signer", &before).await;
+    // A turn's cost booked on another seat (docs/protocol.md §7.6).
+    let got = seat
+        .post(
+            port,
+            "/turns",
+            json!({"session": "codex:p", "instance": "i", "turn": 1, "project": "p"}),
+        )
+        .await;
+    refused(&hub, got, 403, "session must match signer", &before).await;
+    // Naming a credential needs write on every project (docs/protocol.md §7.7).
+    let got = seat
+        .post(
+            port,
+            "/credentials",
+            json!({"name": "work", "agent": "claude"}),
+        )
+        .await;
+    refused(&hub, got, 403, "forbidden", &before).await;
 
     // Reading another seat's inbox (or long-polling or streaming it).
     let got = seat.get(port, "/inbox?session=codex:p&since=0").await;

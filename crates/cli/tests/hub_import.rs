@@ -51,6 +51,9 @@ fn answers(port: u16) -> Vec<(String, Value)> {
         "/tasks?project=p",
         "/project?project=p",
         "/lessons?agent=alice:p",
+        "/cost?by=card",
+        "/cost?by=credential",
+        "/credentials",
     ];
     paths
         .iter()
@@ -92,6 +95,23 @@ fn make_state(port: u16) -> (i64, i64) {
         json!({"by": "alice:p", "project": "p", "phase": "build", "goal": "ship it"}),
     );
     (m1, card_id)
+}
+
+/// The cost ledger and a named credential (the original hub has neither route).
+fn make_cost_state(port: u16, card_id: i64) {
+    post(
+        port,
+        "/turns",
+        json!({"session": "bob:p", "instance": "run-1", "turn": 1, "project": "p",
+               "card": card_id, "credential": "work", "outcome": "completed",
+               "usage": {"input": 10, "output": 2, "cacheRead": 30, "cacheWrite": 0},
+               "usd": 0.25}),
+    );
+    post(
+        port,
+        "/credentials",
+        json!({"name": "work", "agent": "claude"}),
+    );
 }
 
 fn assert_state(port: u16, m1: i64, card_id: i64) {
@@ -252,7 +272,9 @@ fn sqlite_export_imported_into_postgres_answers_the_same() {
     let port = common::free_port();
     let (m1, card) = {
         let hub = Hub::start_in(data.path(), port, &[]);
-        make_state(hub.port)
+        let (m1, card) = make_state(hub.port);
+        make_cost_state(hub.port, card);
+        (m1, card)
     };
     let before = {
         let hub = Hub::start_in(data.path(), port, &[]);
@@ -279,6 +301,7 @@ fn sqlite_export_imported_into_postgres_answers_the_same() {
     let (ok, out, err) = trantor_hub(&["migrate", "--to", &db2.url], &[("RELAY_DATA_DIR", &d)]);
     assert!(ok, "{out} {err}");
     assert!(out.contains("2 messages"), "{out}");
+    assert_eq!(count(&out, "turns"), 1, "the cost ledger moves too: {out}");
     let hub = db2.hub(&hubdir, &[]);
     assert_eq!(answers(hub.port), before);
 }

@@ -433,6 +433,10 @@ impl ReadTx for SqlTx<'_> {
         self.delivery_fence_impl(session)
     }
 
+    fn all_turns(&self) -> Result<Vec<(i64, trantor_proto::TurnReport)>, StoreError> {
+        self.all_turns_impl()
+    }
+
     fn cost(
         &self,
         q: &trantor_store::CostQuery,

@@ -1005,6 +1005,7 @@ pub async fn cost_ledger<S: Store>(s: &S) {
     };
     let first = t("a:p", 1, 7, Some((100, 10, 1000, 5)));
     let again = first.clone();
+    let first_copy = first.clone();
     let mut est = t("a:p", 2, 7, Some((1, 2, 0, 0)));
     est.estimated = true;
     est.usd = Some(0.25);
@@ -1026,6 +1027,11 @@ pub async fn cost_ledger<S: Store>(s: &S) {
         .await
         .expect("record");
     assert_eq!(recorded, [true, false, true, true, true, true]);
+    let all = s.read(|tx| tx.all_turns()).await.expect("all turns");
+    assert_eq!(all.len(), 5, "the repeat is not a row");
+    assert_eq!(all[0].0, 10 * day + 5);
+    assert_eq!(all[0].1, first_copy, "every field comes back");
+    assert_eq!(all[2].1.usage, None, "unknown usage stays unknown");
     let card7 = CostQuery {
         card: Some(7),
         ..Default::default()

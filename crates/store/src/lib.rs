@@ -529,6 +529,9 @@ pub trait ReadTx {
     ) -> Result<(Vec<DeliveryOpenItem>, i64), StoreError>;
     /// The runner instance `session` is fenced to, if any.
     fn delivery_fence(&self, session: &str) -> Result<Option<String>, StoreError>;
+    /// Every recorded turn with its hub time, oldest first (a full scan: for `hub export`, not
+    /// a route).
+    fn all_turns(&self) -> Result<Vec<(i64, TurnReport)>, StoreError>;
     /// The recorded turns matching `q`, added up per `by` group, at most `limit` groups (0: no
     /// limit), largest dollars first (then key). [`CostBy::Total`] is one group (all zeros when
     /// nothing matches).

@@ -3,7 +3,9 @@
 //!
 //! The dump format is the original's `bus.json` shape (`messages`, `peers`, `tasks`, `lessons`,
 //! `projectMeta`, `phaseMeta`, `orgPolicy`, `contractReap`, `dutySession`, `seq`, `taskSeq`), so
-//! one importer reads both a file the original hub wrote and one `trantor hub export` wrote.
+//! one importer reads both a file the original hub wrote and one `trantor hub export` wrote;
+//! a trantor dump also carries `turns` (the cost ledger, each with its hub `ts`) and
+//! `credentials` (names and agents).
 //! An import is validated completely before anything is written, then written in ONE store
 //! transaction: a malformed or truncated file is refused with the place named, and nothing is
 //! half-imported. Messages and cards keep their ids (a runner's `since` cursor stays valid);
@@ -215,6 +217,8 @@ pub struct Plan {
     cards: Vec<Card>,
     lessons: Vec<Lesson>,
     docs: Vec<(String, Value)>,
+    /// The cost ledger's turns with their hub time (a `trantor hub export` carries them).
+    turns: Vec<(i64, trantor_proto::TurnReport)>,
 }
 
 /// What an import added.
@@ -232,14 +236,22 @@ pub struct ImportReport {
     pub lessons: usize,
     /// Documents (policy, project briefs, phases, contracts, duty) set or changed.
     pub docs: usize,
+    /// New turns of the cost ledger.
+    pub turns: usize,
 }
 
 impl std::fmt::Display for ImportReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} messages, {} peers, {} cards ({} updated), {} lessons, {} documents added",
-            self.messages, self.peers, self.cards, self.cards_updated, self.lessons, self.docs
+            "{} messages, {} peers, {} cards ({} updated), {} lessons, {} documents, {} turns added",
+            self.messages,
+            self.peers,
+            self.cards,
+            self.cards_updated,
+            self.lessons,
+            self.docs,
+            self.turns
         )
     }
 }
@@ -399,6 +411,28 @@ pub fn parse(text: &str, name: &str) -> anyhow::Result<Plan> {
         None | Some(Value::Null) | Some(Value::String(_)) => {}
         Some(other) => bail!("{name}: `dutySession` is {}, not a string", kind(other)),
     }
+    // The cost ledger and the named credentials (a trantor export; the original has neither).
+    for (i, t) in items(&obj, "turns", name)?.iter().enumerate() {
+        let ts = t
+            .get("ts")
+            .and_then(Value::as_i64)
+            .ok_or_else(|| anyhow!("{name}: turns[{i}] has no `ts`"))?;
+        let report: trantor_proto::TurnReport =
+            serde_json::from_value(t.clone()).map_err(|e| anyhow!("{name}: turns[{i}]: {e}"))?;
+        plan.turns.push((ts, report));
+    }
+    match obj.get("credentials") {
+        Some(Value::Array(a)) if !a.is_empty() => {
+            for (i, c) in a.iter().enumerate() {
+                serde_json::from_value::<trantor_proto::credentials::CredentialInfo>(c.clone())
+                    .map_err(|e| anyhow!("{name}: credentials[{i}]: {e}"))?;
+            }
+            plan.docs
+                .push(("credentials".into(), Value::Array(a.clone())));
+        }
+        None | Some(Value::Null) | Some(Value::Array(_)) => {}
+        Some(other) => bail!("{name}: `credentials` is {}, not a list", kind(other)),
+    }
     Ok(plan)
 }
 
@@ -445,6 +479,9 @@ pub async fn import<S: Store>(store: &S, plan: Plan) -> anyhow::Result<ImportRep
                     tx.set_kv(k, v)?;
                     r.docs += 1;
                 }
+            }
+            for (ts, t) in &plan.turns {
+                r.turns += usize::from(tx.record_turn(*ts, t)?);
             }
             Ok(r)
         })
@@ -506,6 +543,20 @@ pub async fn export<S: Store>(store: &S) -> anyhow::Result<Value> {
             }
             let reap = Value::Object(reap);
             let duty = tx.kv("dutySession")?.unwrap_or(json!(""));
+            let credentials = tx
+                .kv(trantor_hub::routes::credentials::KEY)?
+                .unwrap_or(json!([]));
+            let turns: Vec<Value> = tx
+                .all_turns()?
+                .into_iter()
+                .map(|(ts, t)| {
+                    let mut v = serde_json::to_value(&t).unwrap_or(Value::Null);
+                    if let Value::Object(m) = &mut v {
+                        m.insert("ts".into(), json!(ts));
+                    }
+                    v
+                })
+                .collect();
             let seq = tx.tip()?;
             let task_seq = cards.iter().map(|c| c.id).max().unwrap_or(0);
             Ok(json!({
@@ -522,6 +573,8 @@ pub async fn export<S: Store>(store: &S) -> anyhow::Result<Value> {
                 "orgPolicy": policy,
                 "contractReap": reap,
                 "dutySession": if duty.is_null() { json!("") } else { duty },
+                "credentials": credentials,
+                "turns": turns,
             }))
         })
         .await

@@ -46,6 +46,52 @@ impl PgTx<'_> {
         Ok(n == 1)
     }
 
+    pub(super) fn all_turns_impl(&self) -> Result<Vec<(i64, TurnReport)>, StoreError> {
+        let t = "turns";
+        let rows = self.query(
+            t,
+            "all",
+            "SELECT session, instance, turn, ts, project, card, agent, model, credential, outcome, has_usage, input, output, cache_read, cache_write, usd, estimated, source FROM turns ORDER BY ts, session, instance, turn",
+            &[],
+        )?;
+        let n = |r: &postgres::Row, i: usize| -> Result<u64, StoreError> {
+            Ok(u64::try_from(get::<i64>(r, i, t)?).unwrap_or(0))
+        };
+        rows.iter()
+            .map(|r| {
+                let credential: String = get(r, 8, t)?;
+                let has_usage: bool = get(r, 10, t)?;
+                Ok((
+                    get(r, 3, t)?,
+                    TurnReport {
+                        session: get(r, 0, t)?,
+                        instance: get(r, 1, t)?,
+                        turn: n(r, 2)?,
+                        project: get(r, 4, t)?,
+                        card: get(r, 5, t)?,
+                        agent: get(r, 6, t)?,
+                        model: get(r, 7, t)?,
+                        credential: (!credential.is_empty()).then_some(credential),
+                        outcome: get(r, 9, t)?,
+                        usage: if has_usage {
+                            Some(trantor_proto::TokenUsage {
+                                input: n(r, 11)?,
+                                output: n(r, 12)?,
+                                cache_read: n(r, 13)?,
+                                cache_write: n(r, 14)?,
+                            })
+                        } else {
+                            None
+                        },
+                        usd: get(r, 15, t)?,
+                        estimated: get(r, 16, t)?,
+                        source: get(r, 17, t)?,
+                    },
+                ))
+            })
+            .collect()
+    }
+
     pub(super) fn cost_impl(
         &self,
         cq: &CostQuery,

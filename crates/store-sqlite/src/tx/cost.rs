@@ -47,6 +47,49 @@ impl SqlTx<'_> {
         Ok(n == 1)
     }
 
+    pub(super) fn all_turns_impl(&self) -> Result<Vec<(i64, TurnReport)>, StoreError> {
+        self.rows(
+            "turns",
+            "all",
+            "SELECT session, instance, turn, ts, project, card, agent, model, credential, outcome, has_usage, input, output, cache_read, cache_write, usd, estimated, source FROM turns ORDER BY ts, session, instance, turn",
+            [],
+            |r| {
+                let n = |i: usize| -> rusqlite::Result<u64> {
+                    Ok(u64::try_from(r.get::<_, i64>(i)?).unwrap_or(0))
+                };
+                let credential: String = r.get(8)?;
+                let has_usage: bool = r.get(10)?;
+                Ok((
+                    r.get::<_, i64>(3)?,
+                    TurnReport {
+                        session: r.get(0)?,
+                        instance: r.get(1)?,
+                        turn: n(2)?,
+                        project: r.get(4)?,
+                        card: r.get(5)?,
+                        agent: r.get(6)?,
+                        model: r.get(7)?,
+                        credential: (!credential.is_empty()).then_some(credential),
+                        outcome: r.get(9)?,
+                        usage: if has_usage {
+                            Some(trantor_proto::TokenUsage {
+                                input: n(11)?,
+                                output: n(12)?,
+                                cache_read: n(13)?,
+                                cache_write: n(14)?,
+                            })
+                        } else {
+                            None
+                        },
+                        usd: r.get(15)?,
+                        estimated: r.get(16)?,
+                        source: r.get(17)?,
+                    },
+                ))
+            },
+        )
+    }
+
     pub(super) fn cost_impl(
         &self,
         q: &CostQuery,

@@ -23,7 +23,24 @@ fn run_hook(
     project: &str,
     input: &Value,
 ) -> Value {
-    let mut child = Command::new("node")
+    run_hook_env(pkg, script, port, home, session, project, input, &[])
+}
+
+/// [`run_hook`] with extra environment variables (the hooks' own knobs).
+#[allow(clippy::too_many_arguments)]
+fn run_hook_env(
+    pkg: &Path,
+    script: &str,
+    port: u16,
+    home: &Path,
+    session: &str,
+    project: &str,
+    input: &Value,
+    env: &[(&str, &str)],
+) -> Value {
+    let mut cmd = Command::new("node");
+    cmd.envs(env.iter().copied());
+    let mut child = cmd
         .arg(pkg.join("hooks").join(script))
         .env("RELAY_URL", format!("http://127.0.0.1:{port}"))
         .env("RELAY_SESSION", session)
@@ -117,5 +134,305 @@ fn original_file_claim_hook_records_claims_and_warns_of_a_collision() {
             .get("permissionDecision")
             .is_none(),
         "the warning never decides a permission: {second}"
+    );
+}
+
+/// The `additionalContext` a hook handed the model ("" when none).
+fn context_of(out: &Value) -> String {
+    out["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn post(port: u16, path: &str, body: Value) -> Value {
+    let (status, reply) = hub_request(port, "POST", path, Some(&body)).expect("request");
+    assert!(status < 300, "{path}: {status} {reply}");
+    reply
+}
+
+/// SessionStart (`sessionstart.mjs`): the session registers on our hub and the model is handed
+/// the live roster, the project's board digest and the operator's standing grants.
+#[test]
+fn original_sessionstart_hook_registers_and_hands_over_roster_board_and_grants() {
+    let Some(pkg) = common::original_package() else {
+        return;
+    };
+    let hub = Hub::start();
+    let home = tempfile::tempdir().expect("tempdir");
+    post(
+        hub.port,
+        "/register",
+        json!({"session": "codex:web", "project": "web", "status": "idle"}),
+    );
+    post(
+        hub.port,
+        "/project",
+        json!({"project": "web", "brief": "a web shop", "by": "codex:web"}),
+    );
+    post(
+        hub.port,
+        "/task",
+        json!({"title": "build the cart", "project": "web", "status": "doing", "assignee": "codex:web", "by": "codex:web"}),
+    );
+    let grant = post(
+        hub.port,
+        "/propose",
+        json!({"session": "codex:web", "scope": "push to staging", "condition": "tests green", "exclusions": "prod"}),
+    )["proposal"]["id"]
+        .as_i64()
+        .expect("proposal id");
+    post(
+        hub.port,
+        "/proposal/decide",
+        json!({"id": grant, "status": "approved", "by": "admin"}),
+    );
+
+    let out = run_hook(
+        &pkg,
+        "sessionstart.mjs",
+        hub.port,
+        home.path(),
+        "claude:web",
+        "web",
+        &json!({"hook_event_name": "SessionStart", "session_id": "s-1", "source": "startup", "cwd": home.path().to_string_lossy()}),
+    );
+    let ctx = context_of(&out);
+    assert!(
+        ctx.contains("codex:web"),
+        "the roster names the live peer: {out}"
+    );
+    assert!(ctx.contains("**Brief:** a web shop"), "the brief: {ctx}");
+    assert!(ctx.contains("**Cards:** 1 total"), "the digest: {ctx}");
+    assert!(
+        ctx.contains(&format!("[#{grant}]")) && ctx.contains("push to staging"),
+        "the grant: {ctx}"
+    );
+    let (_, peer) = hub_request(hub.port, "GET", "/peer?session=claude:web", None).expect("peer");
+    assert_eq!(peer["online"], true, "the session registered: {peer}");
+}
+
+/// UserPromptSubmit (`prompt-focus.mjs`) and PostToolUse (`todo-sync.mjs`): a substantive prompt
+/// becomes the session's focus card, re-titled in place by the next one; a TodoWrite list becomes
+/// cards by status.
+#[test]
+fn original_prompt_focus_and_todo_sync_hooks_keep_a_solo_sessions_board() {
+    let Some(pkg) = common::original_package() else {
+        return;
+    };
+    let hub = Hub::start();
+    let home = tempfile::tempdir().expect("tempdir");
+    let prompt = |text: &str| json!({"hook_event_name": "UserPromptSubmit", "session_id": "cc-1", "prompt": text, "cwd": home.path().to_string_lossy()});
+    let cards = || -> Vec<Value> {
+        let (_, v) = hub_request(hub.port, "GET", "/tasks?project=web", None).expect("tasks");
+        v.as_array()
+            .cloned()
+            .or_else(|| v["tasks"].as_array().cloned())
+            .unwrap_or_default()
+    };
+    run_hook(
+        &pkg,
+        "prompt-focus.mjs",
+        hub.port,
+        home.path(),
+        "claude:web",
+        "web",
+        &prompt("ok"),
+    );
+    assert!(cards().is_empty(), "an acknowledgement makes no card");
+    run_hook(
+        &pkg,
+        "prompt-focus.mjs",
+        hub.port,
+        home.path(),
+        "claude:web",
+        "web",
+        &prompt("please add a search box to the product list"),
+    );
+    let after = cards();
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert_eq!(after[0]["status"], "doing");
+    assert!(
+        after[0]["title"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("add a search box")),
+        "{after:?}"
+    );
+    run_hook(
+        &pkg,
+        "prompt-focus.mjs",
+        hub.port,
+        home.path(),
+        "claude:web",
+        "web",
+        &prompt("now make the search case-insensitive"),
+    );
+    let after = cards();
+    assert_eq!(
+        after.len(),
+        1,
+        "one rolling focus card per session: {after:?}"
+    );
+
+    let todos = json!({
+        "hook_event_name": "PostToolUse",
+        "tool_name": "TodoWrite",
+        "session_id": "cc-1",
+        "cwd": home.path().to_string_lossy(),
+        "tool_input": {"todos": [
+            {"content": "write the search test", "status": "completed", "activeForm": "writing"},
+            {"content": "wire the search box", "status": "in_progress", "activeForm": "wiring"},
+            {"content": "update the docs", "status": "pending", "activeForm": "updating"}
+        ]}
+    });
+    run_hook(
+        &pkg,
+        "todo-sync.mjs",
+        hub.port,
+        home.path(),
+        "claude:web",
+        "web",
+        &todos,
+    );
+    let by_title = |t: &str| {
+        cards()
+            .into_iter()
+            .find(|c| c["title"] == t)
+            .map(|c| c["status"].as_str().unwrap_or_default().to_string())
+    };
+    assert_eq!(by_title("write the search test").as_deref(), Some("done"));
+    assert_eq!(by_title("wire the search box").as_deref(), Some("doing"));
+    assert_eq!(by_title("update the docs").as_deref(), Some("todo"));
+}
+
+/// PostToolUse (`heartbeat.mjs`, `inbox-deliver.mjs`) and Stop (`stop-inbox.mjs`): a tool call
+/// refreshes presence; a direct message that arrives mid-turn is handed to the model once; a
+/// session about to go idle with a direct message unread is held back once, and let go when the
+/// harness says the hook already blocked.
+#[test]
+fn original_presence_inbox_and_stop_hooks_hand_mail_to_a_busy_session_once() {
+    let Some(pkg) = common::original_package() else {
+        return;
+    };
+    let hub = Hub::start();
+    let home = tempfile::tempdir().expect("tempdir");
+    let tool = json!({"hook_event_name": "PostToolUse", "tool_name": "Bash", "session_id": "cc-2", "cwd": home.path().to_string_lossy()});
+    run_hook(
+        &pkg,
+        "heartbeat.mjs",
+        hub.port,
+        home.path(),
+        "claude:web",
+        "web",
+        &tool,
+    );
+    let (_, peer) = hub_request(hub.port, "GET", "/peer?session=claude:web", None).expect("peer");
+    assert_eq!(
+        peer["online"], true,
+        "the heartbeat registered the session: {peer}"
+    );
+
+    // The first poll anchors the session's cursor; a message sent after it is delivered.
+    let quiet = run_hook_env(
+        &pkg,
+        "inbox-deliver.mjs",
+        hub.port,
+        home.path(),
+        "claude:web",
+        "web",
+        &tool,
+        &[("RELAY_INBOX_POLL_MS", "0")],
+    );
+    assert_eq!(context_of(&quiet), "", "nothing to hand over yet: {quiet}");
+    common::hub_send(
+        hub.port,
+        "codex:web",
+        "claude:web",
+        "web",
+        "the cart test fails on main",
+    );
+    // `RELAY_INBOX_POLL_MS=0` turns off the hook's own throttle, as a tool call past it would.
+    let unthrottled = [("RELAY_INBOX_POLL_MS", "0")];
+    let delivered = context_of(&run_hook_env(
+        &pkg,
+        "inbox-deliver.mjs",
+        hub.port,
+        home.path(),
+        "claude:web",
+        "web",
+        &tool,
+        &unthrottled,
+    ));
+    assert!(
+        delivered.contains("📨 DIRECT from codex:web")
+            && delivered.contains("the cart test fails on main"),
+        "{delivered}"
+    );
+
+    // Stop: the message was handed over already (one ledger), so the stop goes through.
+    let again_tool = context_of(&run_hook_env(
+        &pkg,
+        "inbox-deliver.mjs",
+        hub.port,
+        home.path(),
+        "claude:web",
+        "web",
+        &tool,
+        &unthrottled,
+    ));
+    assert_eq!(again_tool, "", "handed over once, not on every tool call");
+    let stop = json!({"hook_event_name": "Stop", "session_id": "cc-2", "stop_hook_active": false, "cwd": home.path().to_string_lossy()});
+    let out = run_hook(
+        &pkg,
+        "stop-inbox.mjs",
+        hub.port,
+        home.path(),
+        "claude:web",
+        "web",
+        &stop,
+    );
+    assert_ne!(
+        out["decision"], "block",
+        "a message already handed over does not block: {out}"
+    );
+
+    // A new direct message unread at Stop holds the session back, once.
+    common::hub_send(
+        hub.port,
+        "codex:web",
+        "claude:web",
+        "web",
+        "please review #7 before you stop",
+    );
+    let out = run_hook(
+        &pkg,
+        "stop-inbox.mjs",
+        hub.port,
+        home.path(),
+        "claude:web",
+        "web",
+        &stop,
+    );
+    assert_eq!(out["decision"], "block", "{out}");
+    assert!(
+        out["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("please review #7")),
+        "{out}"
+    );
+    let again = json!({"hook_event_name": "Stop", "session_id": "cc-2", "stop_hook_active": true, "cwd": home.path().to_string_lossy()});
+    let out = run_hook(
+        &pkg,
+        "stop-inbox.mjs",
+        hub.port,
+        home.path(),
+        "claude:web",
+        "web",
+        &again,
+    );
+    assert_eq!(
+        out,
+        json!({}),
+        "the harness's loop guard lets the session stop: {out}"
     );
 }

@@ -16,9 +16,18 @@ use std::time::{Duration, Instant};
 /// Scenarios that exercise the reference server's fixtures, not a capability: the reason is the
 /// fixture each one calls (docs/compat-notes.md §9 has the same table).
 const FIXTURE: &[(&str, &str)] = &[
-    ("tools-call-simple-text", "calls the fixture tool test_simple_text"),
-    ("tools-call-image", "calls the fixture tool test_image_content"),
-    ("tools-call-audio", "calls the fixture tool test_audio_content"),
+    (
+        "tools-call-simple-text",
+        "calls the fixture tool test_simple_text",
+    ),
+    (
+        "tools-call-image",
+        "calls the fixture tool test_image_content",
+    ),
+    (
+        "tools-call-audio",
+        "calls the fixture tool test_audio_content",
+    ),
     (
         "tools-call-embedded-resource",
         "calls the fixture tool test_embedded_resource",
@@ -31,13 +40,22 @@ const FIXTURE: &[(&str, &str)] = &[
         "tools-call-with-logging",
         "calls the fixture tool test_tool_with_logging",
     ),
-    ("tools-call-error", "calls the fixture tool test_error_handling"),
+    (
+        "tools-call-error",
+        "calls the fixture tool test_error_handling",
+    ),
     (
         "tools-call-with-progress",
         "calls the fixture tool test_tool_with_progress",
     ),
-    ("tools-call-sampling", "calls the fixture tool test_sampling"),
-    ("tools-call-elicitation", "calls the fixture tool test_elicitation"),
+    (
+        "tools-call-sampling",
+        "calls the fixture tool test_sampling",
+    ),
+    (
+        "tools-call-elicitation",
+        "calls the fixture tool test_elicitation",
+    ),
     (
         "json-schema-2020-12",
         "looks for the fixture tool json_schema_2020_12_tool",
@@ -50,7 +68,10 @@ const FIXTURE: &[(&str, &str)] = &[
         "elicitation-sep1330-enums",
         "calls the fixture tool test_elicitation_sep1330_enums",
     ),
-    ("resources-read-text", "reads the fixture resource test://static-text"),
+    (
+        "resources-read-text",
+        "reads the fixture resource test://static-text",
+    ),
     (
         "resources-read-binary",
         "reads the fixture resource test://static-binary",
@@ -67,7 +88,10 @@ const FIXTURE: &[(&str, &str)] = &[
         "resources-unsubscribe",
         "subscribes to the fixture resource test://watched-resource",
     ),
-    ("prompts-get-simple", "gets the fixture prompt test_simple_prompt"),
+    (
+        "prompts-get-simple",
+        "gets the fixture prompt test_simple_prompt",
+    ),
     (
         "prompts-get-with-args",
         "gets the fixture prompt test_prompt_with_arguments",
@@ -87,7 +111,10 @@ const NOT_YET: &[(&str, &str)] = &[
     ("logging-set-level", "logging/setLevel is not served yet"),
     ("resources-list", "resources are not served yet"),
     ("prompts-list", "prompts are not served yet"),
-    ("completion-complete", "completion/complete is not served yet"),
+    (
+        "completion-complete",
+        "completion/complete is not served yet",
+    ),
 ];
 
 /// One scenario may take this long (the suite's own stream timers are 10 s at most).

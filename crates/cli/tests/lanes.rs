@@ -817,7 +817,11 @@ fn overseer_context_and_narration() {
     let warn = events(&hub, "type=overseer.warn")[0].clone();
     assert_eq!(warn["narrated"], false);
     let id = warn["id"].as_i64().expect("id");
-    let (s, _) = post(&hub, "/overseer/narrate", json!({"eventId": id, "text": "  "}));
+    let (s, _) = post(
+        &hub,
+        "/overseer/narrate",
+        json!({"eventId": id, "text": "  "}),
+    );
     assert_eq!(s, 400);
     let (s, _) = post(
         &hub,

@@ -1007,7 +1007,10 @@ async fn proposal_tools_file_list_and_withdraw() {
                "exclusions": "never force-push"}),
     )
     .await;
-    assert!(again.starts_with("already pending as proposal #1"), "{again}");
+    assert!(
+        again.starts_with("already pending as proposal #1"),
+        "{again}"
+    );
     let unbound = call(
         &c,
         "relay_propose",
@@ -1015,7 +1018,10 @@ async fn proposal_tools_file_list_and_withdraw() {
     )
     .await;
     assert!(
-        unbound.is_error && unbound.text.starts_with("REFUSED: a proposal must state its bound"),
+        unbound.is_error
+            && unbound
+                .text
+                .starts_with("REFUSED: a proposal must state its bound"),
         "{}",
         unbound.text
     );
@@ -1054,7 +1060,8 @@ async fn proposal_tools_file_list_and_withdraw() {
         "{list}"
     );
     assert!(
-        list.contains("#2 ⛔ DENIED — delete release tags") && list.contains("operator: \"tags are forever\""),
+        list.contains("#2 ⛔ DENIED — delete release tags")
+            && list.contains("operator: \"tags are forever\""),
         "{list}"
     );
     let redo = call(
@@ -1067,7 +1074,9 @@ async fn proposal_tools_file_list_and_withdraw() {
     assert!(
         redo.is_error
             && redo.text.contains("DENIED")
-            && redo.text.contains("The operator's note on the prior denial: \"tags are forever\""),
+            && redo
+                .text
+                .contains("The operator's note on the prior denial: \"tags are forever\""),
         "{}",
         redo.text
     );
@@ -1077,7 +1086,10 @@ async fn proposal_tools_file_list_and_withdraw() {
     assert_eq!(w, "proposal #1 withdrawn — one queue slot free");
     let twice = call(&c, "relay_withdraw_proposal", json!({"id": "1"})).await;
     assert!(
-        twice.is_error && twice.text.starts_with("could not withdraw: already withdrawn"),
+        twice.is_error
+            && twice
+                .text
+                .starts_with("could not withdraw: already withdrawn"),
         "{}",
         twice.text
     );

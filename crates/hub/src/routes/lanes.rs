@@ -111,9 +111,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                 summary: "What a session arriving on a project needs to know: its autonomy \
                           level, links, live sessions there and on linked projects, files in \
                           flight, standing warnings",
-                query: fields![
-                    f("project", Str, true, "the project").max(limits::PROJECT),
-                ],
+                query: fields![f("project", Str, true, "the project").max(limits::PROJECT),],
                 body: None,
                 reply: Some(shape::<OverseerContext>),
             },
@@ -157,7 +155,10 @@ fn level_for(autonomy: &serde_json::Map<String, Value>, project: &str) -> i64 {
     let level = |k: &str| {
         autonomy
             .get(k)
-            .and_then(|v| v.as_i64().or_else(|| v.as_str().and_then(|s| s.parse().ok())))
+            .and_then(|v| {
+                v.as_i64()
+                    .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+            })
             .filter(|n| (1..=4).contains(n))
     };
     level(project).or_else(|| level("*")).unwrap_or(1)

@@ -194,7 +194,7 @@ pub async fn overseer_context<S: Store>(
     let links: Vec<ContextLink> = policy
         .links
         .iter()
-        .filter(|l| l.projects.iter().any(|x| *x == project))
+        .filter(|l| l.projects.contains(&project))
         .map(|l| ContextLink {
             projects: l.projects.clone(),
             reason: l.reason.clone(),

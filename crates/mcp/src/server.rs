@@ -6,6 +6,7 @@
 //! hub failures come back as the tool's error text naming the hub URL.
 
 mod crew;
+mod proposals;
 
 use crate::args::*;
 use crate::render;
@@ -106,7 +107,10 @@ impl Relay {
             boot_ms: now_ms(),
             seat: std::env::var_os("TRANTOR_SEAT").is_some_and(|v| !v.is_empty()),
             state: Arc::new(Mutex::new(State::default())),
-            tool_router: Self::tool_router() + Self::crew_tools() + Self::handoff_tools(),
+            tool_router: Self::tool_router()
+                + Self::crew_tools()
+                + Self::handoff_tools()
+                + Self::proposal_tools(),
         }
     }
 

@@ -86,7 +86,12 @@ fn a_missing_or_too_old_claude_says_what_is_needed_and_points_at_connect() {
     std::fs::write(&old, "#!/bin/sh\necho '1.0.88 (Claude Code)'\n").expect("write");
     std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let (code, out) = trantor(
-        &["plugin", "install", "--claude", old.to_str().expect("utf-8")],
+        &[
+            "plugin",
+            "install",
+            "--claude",
+            old.to_str().expect("utf-8"),
+        ],
         home.path(),
     );
     assert_eq!(code, 1, "{out}");
@@ -116,7 +121,9 @@ fn the_plugin_installs_in_the_real_claude_runs_our_hooks_and_removes_cleanly() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("installed"), "{out}");
     assert!(
-        listed(&claude, h).iter().any(|id| id == "trantor@trantor-local"),
+        listed(&claude, h)
+            .iter()
+            .any(|id| id == "trantor@trantor-local"),
         "{out}"
     );
     let (code, details) = run(&claude, &["plugin", "details", "trantor@trantor-local"], h);
@@ -125,9 +132,15 @@ fn the_plugin_installs_in_the_real_claude_runs_our_hooks_and_removes_cleanly() {
         assert!(details.contains(skill), "{details}");
     }
     let settings = std::fs::read_to_string(h.join(".claude/settings.json")).expect("settings");
-    assert!(!settings.contains(" hook "), "connect's hooks left: {settings}");
+    assert!(
+        !settings.contains(" hook "),
+        "connect's hooks left: {settings}"
+    );
     let mcp = std::fs::read_to_string(h.join(".claude.json")).unwrap_or_default();
-    assert!(!mcp.contains("\"trantor\""), "connect's MCP entry left: {mcp}");
+    assert!(
+        !mcp.contains("\"trantor\""),
+        "connect's MCP entry left: {mcp}"
+    );
     let (code, out) = trantor(&["connect", "--only", "claude"], h);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("plugin"), "{out}");
@@ -182,7 +195,9 @@ fn the_plugin_installs_in_the_real_claude_runs_our_hooks_and_removes_cleanly() {
     let (code, out) = trantor(&["plugin", "remove", "--claude", claude_s], h);
     assert_eq!(code, 0, "{out}");
     assert!(
-        !listed(&claude, h).iter().any(|id| id.starts_with("trantor@")),
+        !listed(&claude, h)
+            .iter()
+            .any(|id| id.starts_with("trantor@")),
         "{out}"
     );
     assert!(!dir.exists(), "{out}");

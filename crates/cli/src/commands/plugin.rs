@@ -102,9 +102,11 @@ pub(crate) fn default_dir() -> PathBuf {
 pub(crate) fn enabled(home: &Path) -> bool {
     let path = super::hook_install::settings_path(home);
     matches!(
-        read_json(&path).ok().flatten().as_ref().and_then(|d| d
-            .get("enabledPlugins")
-            .and_then(|p| p.get(PLUGIN_ID))),
+        read_json(&path)
+            .ok()
+            .flatten()
+            .as_ref()
+            .and_then(|d| d.get("enabledPlugins").and_then(|p| p.get(PLUGIN_ID))),
         Some(OJson::Bool(true))
     )
 }
@@ -167,7 +169,10 @@ pub(crate) fn files(exe: &str) -> Result<Vec<(PathBuf, String)>, String> {
         (p.join("README.md"), readme),
     ];
     for (name, text) in SKILLS {
-        out.push((p.join("skills").join(name).join("SKILL.md"), text.to_string()));
+        out.push((
+            p.join("skills").join(name).join("SKILL.md"),
+            text.to_string(),
+        ));
     }
     Ok(out)
 }
@@ -181,7 +186,8 @@ pub(crate) fn write_dir(dir: &Path, exe: &str) -> Result<usize, String> {
             continue;
         }
         if let Some(d) = path.parent() {
-            std::fs::create_dir_all(d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+            std::fs::create_dir_all(d)
+                .map_err(|e| format!("cannot create {}: {e}", d.display()))?;
         }
         trantor_proto::fsx::write_atomic(&path, text.as_bytes())
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
@@ -328,7 +334,9 @@ impl Claude {
 
     /// Whether `claude plugin marketplace list` shows our marketplace.
     async fn has_marketplace(&self) -> Result<bool, ClaudeError> {
-        let out = self.must(&["plugin", "marketplace", "list", "--json"]).await?;
+        let out = self
+            .must(&["plugin", "marketplace", "list", "--json"])
+            .await?;
         Ok(json_list_has(&out, "name", MARKETPLACE))
     }
 }
@@ -447,7 +455,10 @@ pub(crate) async fn install(a: PluginArgs) -> anyhow::Result<ExitCode> {
             steps.push(Step {
                 what: "connect",
                 state,
-                detail: format!("{detail} in {} — the plugin serves it now", t.path.display()),
+                detail: format!(
+                    "{detail} in {} — the plugin serves it now",
+                    t.path.display()
+                ),
             });
         }
     }

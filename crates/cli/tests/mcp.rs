@@ -1023,3 +1023,149 @@ async fn resources_and_prompts_over_stdio_are_the_same_as_over_http() {
     assert!(ids.contains(&id.to_string()), "{ids:?}");
     c.cancel().await.ok();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proposal_tools_file_list_and_withdraw() {
+    let hub = Hub::start();
+    let url = hub.url();
+    let home = tempfile::tempdir().expect("tmp");
+    let c = mcp(&url, "claude:demo", home.path()).await;
+    let tools = c.list_all_tools().await.expect("tools/list");
+    for t in [
+        "relay_propose",
+        "relay_proposals",
+        "relay_withdraw_proposal",
+    ] {
+        assert!(tools.iter().any(|x| x.name == t), "missing {t}");
+    }
+    let none = ok(&c, "relay_proposals", json!({})).await;
+    assert_eq!(none, "no proposals filed by this session");
+
+    let filed = ok(
+        &c,
+        "relay_propose",
+        json!({"scope": "push to main", "condition": "after the suite exits 0",
+               "exclusions": "never force-push", "key": "git.push-main"}),
+    )
+    .await;
+    assert!(
+        filed.starts_with("proposal #1 filed and PENDING"),
+        "{filed}"
+    );
+    let again = ok(
+        &c,
+        "relay_propose",
+        json!({"scope": "push to main", "condition": "after the suite exits 0",
+               "exclusions": "never force-push"}),
+    )
+    .await;
+    assert!(
+        again.starts_with("already pending as proposal #1"),
+        "{again}"
+    );
+    let unbound = call(
+        &c,
+        "relay_propose",
+        json!({"scope": "anything", "condition": "always", "exclusions": " "}),
+    )
+    .await;
+    assert!(
+        unbound.is_error
+            && unbound
+                .text
+                .starts_with("REFUSED: a proposal must state its bound"),
+        "{}",
+        unbound.text
+    );
+    let bad_key = call(
+        &c,
+        "relay_propose",
+        json!({"scope": "x", "condition": "y", "exclusions": "z", "key": "Not A Slug!"}),
+    )
+    .await;
+    assert!(
+        bad_key.is_error && bad_key.text.contains("slug"),
+        "{}",
+        bad_key.text
+    );
+
+    // A second proposal, denied by the operator with a note: the list shows both, and a
+    // near-duplicate of the denied one is refused with the operator's note.
+    ok(
+        &c,
+        "relay_propose",
+        json!({"scope": "delete release tags", "condition": "when asked",
+               "exclusions": "none other"}),
+    )
+    .await;
+    let (code, v) = common::hub_request(
+        hub.port,
+        "POST",
+        "/proposal/decide",
+        Some(&json!({"id": 2, "status": "denied", "note": "tags are forever", "by": "human"})),
+    )
+    .expect("decide");
+    assert_eq!(code, 200, "{v}");
+    let list = ok(&c, "relay_proposals", json!({})).await;
+    assert!(
+        list.contains("#1 ⏳ PENDING — push to main · when: after the suite exits 0 · NOT covered: never force-push"),
+        "{list}"
+    );
+    assert!(
+        list.contains("#2 ⛔ DENIED — delete release tags")
+            && list.contains("operator: \"tags are forever\""),
+        "{list}"
+    );
+    let redo = call(
+        &c,
+        "relay_propose",
+        json!({"scope": "delete release tags", "condition": "when asked",
+               "exclusions": "anything else"}),
+    )
+    .await;
+    assert!(
+        redo.is_error
+            && redo.text.contains("DENIED")
+            && redo
+                .text
+                .contains("The operator's note on the prior denial: \"tags are forever\""),
+        "{}",
+        redo.text
+    );
+
+    // Withdraw: only pending, only one's own.
+    let w = ok(&c, "relay_withdraw_proposal", json!({"id": 1})).await;
+    assert_eq!(w, "proposal #1 withdrawn — one queue slot free");
+    let twice = call(&c, "relay_withdraw_proposal", json!({"id": "1"})).await;
+    assert!(
+        twice.is_error
+            && twice
+                .text
+                .starts_with("could not withdraw: already withdrawn"),
+        "{}",
+        twice.text
+    );
+    let missing = call(&c, "relay_withdraw_proposal", json!({"id": 99})).await;
+    assert!(
+        missing.is_error && missing.text.contains("no such proposal"),
+        "{}",
+        missing.text
+    );
+    let other = mcp(&url, "codex:demo", home.path()).await;
+    ok(
+        &c,
+        "relay_propose",
+        json!({"scope": "run migrations", "condition": "on staging", "exclusions": "prod"}),
+    )
+    .await;
+    let theirs = call(&other, "relay_withdraw_proposal", json!({"id": 3})).await;
+    assert!(
+        theirs.is_error && theirs.text.contains("only the proposing session"),
+        "{}",
+        theirs.text
+    );
+    let list = ok(&c, "relay_proposals", json!({})).await;
+    assert!(list.contains("#1 ↩\u{fe0f} WITHDRAWN"), "{list}");
+    c.cancel().await.ok();
+    other.cancel().await.ok();
+}

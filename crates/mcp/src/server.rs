@@ -7,6 +7,7 @@
 
 mod crew;
 pub mod library;
+mod proposals;
 
 use crate::args::*;
 use crate::render;
@@ -117,7 +118,10 @@ impl Relay {
             seat: std::env::var_os("TRANTOR_SEAT").is_some_and(|v| !v.is_empty()),
             state: Arc::new(Mutex::new(State::default())),
             subs: library::Subscriptions::default(),
-            tool_router: Self::tool_router() + Self::crew_tools() + Self::handoff_tools(),
+            tool_router: Self::tool_router()
+                + Self::crew_tools()
+                + Self::handoff_tools()
+                + Self::proposal_tools(),
         }
     }
 

@@ -42,6 +42,7 @@ mod identity;
 mod integrate;
 mod invite;
 mod lessons;
+mod plugin;
 mod policy;
 mod proposals;
 mod seat_why;
@@ -125,6 +126,9 @@ pub enum Command {
     /// Show or set the dials integrate obeys: `trantor autonomy set push on`.
     #[command(after_long_help = autonomy::AUTONOMY_HELP)]
     Autonomy(autonomy::AutonomyArgs),
+    /// The Claude Code plugin (MCP server, hooks, crew/handoff/research skills): install, remove.
+    #[command(subcommand)]
+    Plugin(plugin::PluginCommand),
     /// Link projects so their seats may act on each other, unlink them, or show the links.
     #[command(subcommand, after_long_help = policy::POLICY_HELP)]
     Policy(policy::PolicyCommand),
@@ -351,6 +355,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Autonomy(a) => autonomy::autonomy(a).await,
         Command::Swap(a) => swap::swap(a).await,
         Command::Policy(c) => policy::policy(c).await,
+        Command::Plugin(c) => plugin::plugin(c).await,
         Command::Ui(a) => ui::ui(a).await,
         Command::Invite(a) => invite::invite(a).await,
         Command::Identity(c) => identity::identity(c).await,

@@ -183,10 +183,21 @@ fn import_and_check(
     assert_eq!(count(&out, "messages"), 2, "{out}");
     assert_eq!(count(&out, "cards"), 1, "{out}");
     assert_eq!(count(&out, "lessons"), 1, "{out}");
-    assert!(count(&out, "events") >= 3, "the original's event log comes along: {out}");
+    assert!(
+        count(&out, "events") >= 3,
+        "the original's event log comes along: {out}"
+    );
     let (ok, again, err) = trantor_hub(&["import", f], env);
     assert!(ok, "second import failed: {again} {err}");
-    for what in ["messages", "peers", "cards", "lessons", "documents", "events", "gates"] {
+    for what in [
+        "messages",
+        "peers",
+        "cards",
+        "lessons",
+        "documents",
+        "events",
+        "gates",
+    ] {
         assert_eq!(
             count(&again, what),
             0,
@@ -361,7 +372,11 @@ fn an_old_bus_json_fills_card_times_and_carries_events_and_gates() {
     let (ok, again, err) = trantor_hub(&["import", f], &env);
     assert!(ok, "{again} {err}");
     for what in ["cards", "events", "gates"] {
-        assert_eq!(count(&again, what), 0, "a second import adds nothing: {again}");
+        assert_eq!(
+            count(&again, what),
+            0,
+            "a second import adds nothing: {again}"
+        );
     }
     assert!(again.contains("0 cards (0 updated)"), "{again}");
 
@@ -390,7 +405,10 @@ fn an_old_bus_json_fills_card_times_and_carries_events_and_gates() {
         .unwrap_or_default();
     assert_eq!(
         kinds,
-        [("created", 1_700_000_000_000_i64), ("moved", 1_700_000_400_000_i64)],
+        [
+            ("created", 1_700_000_000_000_i64),
+            ("moved", 1_700_000_400_000_i64)
+        ],
         "{ev}"
     );
     let hist = get(hub.port, "/events?taskId=1");
@@ -409,8 +427,14 @@ fn an_old_bus_json_fills_card_times_and_carries_events_and_gates() {
         Some(&json!({"id": 1, "status": "done", "note": "Drill: ran it", "by": "bob:p"})),
     )
     .expect("update");
-    assert_eq!(status, 409, "the imported open gate holds the card: {refused}");
-    assert!(refused["error"].as_str().is_some_and(|e| e.contains("#4")), "{refused}");
+    assert_eq!(
+        status, 409,
+        "the imported open gate holds the card: {refused}"
+    );
+    assert!(
+        refused["error"].as_str().is_some_and(|e| e.contains("#4")),
+        "{refused}"
+    );
     // New gates continue above the imported ids.
     let g = post(
         hub.port,

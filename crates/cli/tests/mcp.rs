@@ -1119,12 +1119,21 @@ async fn proposal_tools_file_list_and_withdraw() {
 }
 
 /// `trantor mcp` for `session`, run in `cwd` (a worktree), with extra environment.
-async fn mcp_in(url: &str, session: &str, home: &Path, cwd: &Path, env: &[(&str, String)]) -> Client {
+async fn mcp_in(
+    url: &str,
+    session: &str,
+    home: &Path,
+    cwd: &Path,
+    env: &[(&str, String)],
+) -> Client {
     let url = url.to_string();
     let session = session.to_string();
     let home = home.to_path_buf();
     let cwd = cwd.to_path_buf();
-    let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
     let cmd = Command::new(bin()).configure(move |c| {
         c.arg("mcp")
             .current_dir(&cwd)
@@ -1170,7 +1179,11 @@ async fn task_move_flags_a_hollow_move_and_adds_the_blast_line() {
     // A stand-in for graft: prints graft.json beside it, fails while there is none.
     let tools = tempfile::tempdir().expect("tools");
     let graft = tools.path().join("graft");
-    std::fs::write(&graft, "#!/bin/sh\nexec cat \"$(dirname \"$0\")/graft.json\"\n").expect("graft");
+    std::fs::write(
+        &graft,
+        "#!/bin/sh\nexec cat \"$(dirname \"$0\")/graft.json\"\n",
+    )
+    .expect("graft");
     let mut perm = std::fs::metadata(&graft).expect("meta").permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
     std::fs::set_permissions(&graft, perm).expect("chmod");
@@ -1186,16 +1199,26 @@ async fn task_move_flags_a_hollow_move_and_adds_the_blast_line() {
         hub.port,
         "POST",
         "/task",
-        Some(&json!({"project": "demo", "title": "login form", "assignee": "claude:demo",
-                      "by": "orch:demo", "drill": "open /login"})),
+        Some(
+            &json!({"project": "demo", "title": "login form", "assignee": "claude:demo",
+                      "by": "orch:demo", "drill": "open /login"}),
+        ),
     )
     .expect("task");
     let id = v["task"]["id"].as_i64().expect("id");
 
     // Taken at HEAD; moved to testing with nothing to show: flagged, and the assigner told.
-    ok(&seat, "relay_task_move", json!({"id": id, "status": "doing"})).await;
+    ok(
+        &seat,
+        "relay_task_move",
+        json!({"id": id, "status": "doing"}),
+    )
+    .await;
     let bases = std::fs::read_to_string(r.join(".git/hollow-base.json")).expect("base recorded");
-    assert!(bases.contains(&common::git_in(r, &["rev-parse", "HEAD"])), "{bases}");
+    assert!(
+        bases.contains(&common::git_in(r, &["rev-parse", "HEAD"])),
+        "{bases}"
+    );
     let out = ok(
         &seat,
         "relay_task_move",
@@ -1233,7 +1256,10 @@ async fn task_move_flags_a_hollow_move_and_adds_the_blast_line() {
     )
     .expect("events");
     assert_eq!(
-        ev["events"].as_array().and_then(|e| e.last()).map(|e| e["blast"].clone()),
+        ev["events"]
+            .as_array()
+            .and_then(|e| e.last())
+            .map(|e| e["blast"].clone()),
         Some(json!({"unavailable": true})),
         "{ev}"
     );
@@ -1268,7 +1294,8 @@ async fn task_move_flags_a_hollow_move_and_adds_the_blast_line() {
     )
     .await;
     assert!(
-        last_note(hub.port, id).starts_with("HOLLOW: no verified-at sha in the note — cargo test: 3 passed\nblast: "),
+        last_note(hub.port, id)
+            .starts_with("HOLLOW: no verified-at sha in the note — cargo test: 3 passed\nblast: "),
         "{}",
         last_note(hub.port, id)
     );
@@ -1294,7 +1321,12 @@ async fn task_move_flags_a_hollow_move_and_adds_the_blast_line() {
     )
     .expect("task");
     let other = v["task"]["id"].as_i64().expect("id");
-    ok(&plain, "relay_task_move", json!({"id": other, "status": "doing"})).await;
+    ok(
+        &plain,
+        "relay_task_move",
+        json!({"id": other, "status": "doing"}),
+    )
+    .await;
     ok(
         &plain,
         "relay_task_move",

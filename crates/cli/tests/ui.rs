@@ -1242,15 +1242,37 @@ async fn the_originals_dashboard_fills_from_our_hub() {
         json!({"session": "claude:web", "project": "web", "status": "on the login form"}),
     )
     .await;
-    api.ok("/project", json!({"project": "web", "brief": "the shop's web front", "by": "lead:web"}))
+    api.ok(
+        "/project",
+        json!({"project": "web", "brief": "the shop's web front", "by": "lead:web"}),
+    )
+    .await;
+    let todo = api
+        .card(
+            "web",
+            "write the login form",
+            json!({"assignee": "claude:web"}),
+        )
         .await;
-    let todo = api.card("web", "write the login form", json!({"assignee": "claude:web"})).await;
-    let doing = api.card("web", "wire the session cookie", json!({"assignee": "claude:web"})).await;
+    let doing = api
+        .card(
+            "web",
+            "wire the session cookie",
+            json!({"assignee": "claude:web"}),
+        )
+        .await;
     let done = api
-        .card("web", "pick the font", json!({"assignee": "claude:web", "drill": "look at it"}))
+        .card(
+            "web",
+            "pick the font",
+            json!({"assignee": "claude:web", "drill": "look at it"}),
+        )
         .await;
-    api.ok("/task/update", json!({"id": doing, "status": "doing", "by": "claude:web"}))
-        .await;
+    api.ok(
+        "/task/update",
+        json!({"id": doing, "status": "doing", "by": "claude:web"}),
+    )
+    .await;
     api.ok(
         "/task/update",
         json!({"id": done, "status": "done", "by": "claude:web", "note": "Drill: looked at it"}),
@@ -1266,18 +1288,20 @@ async fn the_originals_dashboard_fills_from_our_hub() {
     let log = logs.path().join("calls.jsonl");
     let port = free_port();
     let mut cmd = Command::new("python3");
-    cmd.arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests-compat/log_proxy.py"))
-        .arg("--listen")
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("--upstream")
-        .arg(hub.url())
-        .arg("--log")
-        .arg(&log)
-        .arg("--static")
-        .arg(format!("/ui={}", pkg.join("ui.html").display()))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    cmd.arg(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests-compat/log_proxy.py"),
+    )
+    .arg("--listen")
+    .arg(format!("127.0.0.1:{port}"))
+    .arg("--upstream")
+    .arg(hub.url())
+    .arg("--log")
+    .arg(&log)
+    .arg("--static")
+    .arg(format!("/ui={}", pkg.join("ui.html").display()))
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
     let _proxy = GroupChild::spawn(cmd);
     let deadline = Instant::now() + GUARD;
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
@@ -1291,8 +1315,11 @@ async fn the_originals_dashboard_fills_from_our_hub() {
         .expect("goto");
     // The board: the project's three cards in their columns, the counters, the brief.
     let proj = r#"document.querySelector('.proj[data-projname="web"]')"#;
-    b.until("the web board", &format!("{proj} && {proj}.querySelectorAll('.tcard').length === 3"))
-        .await;
+    b.until(
+        "the web board",
+        &format!("{proj} && {proj}.querySelectorAll('.tcard').length === 3"),
+    )
+    .await;
     for (id, col) in [(todo, "todo"), (doing, "doing"), (done, "done")] {
         let at = b
             .eval(&format!(
@@ -1302,11 +1329,22 @@ async fn the_originals_dashboard_fills_from_our_hub() {
             .await;
         assert_eq!(at, json!(true), "card #{id} in {col}");
     }
-    assert_eq!(b.eval("document.getElementById('nproj').textContent").await, json!("1"));
-    assert_eq!(b.eval("document.getElementById('ntask').textContent").await, json!("3"));
+    assert_eq!(
+        b.eval("document.getElementById('nproj').textContent").await,
+        json!("1")
+    );
+    assert_eq!(
+        b.eval("document.getElementById('ntask').textContent").await,
+        json!("3")
+    );
     // claude:web, and lead:web (it wrote the cards and the message).
-    assert_eq!(b.eval("document.getElementById('nsess').textContent").await, json!("2"));
-    let brief = b.eval(&format!("{proj}.querySelector('.brief').textContent")).await;
+    assert_eq!(
+        b.eval("document.getElementById('nsess').textContent").await,
+        json!("2")
+    );
+    let brief = b
+        .eval(&format!("{proj}.querySelector('.brief').textContent"))
+        .await;
     assert_eq!(brief, json!("the shop's web front"));
     // The projects strip and the live agent.
     b.until(
@@ -1320,7 +1358,9 @@ async fn the_originals_dashboard_fills_from_our_hub() {
         ))
         .await;
     assert!(
-        agents.as_str().is_some_and(|t| t.contains("claude:web · online")),
+        agents
+            .as_str()
+            .is_some_and(|t| t.contains("claude:web · online")),
         "{agents}"
     );
     // The conversation lane shows the message.
@@ -1363,9 +1403,15 @@ async fn the_originals_dashboard_fills_from_our_hub() {
             assert_eq!(status, 404, "{line}");
             continue;
         }
-        assert!(status > 0 && status < 400, "the page's call was refused: {line}");
+        assert!(
+            status > 0 && status < 400,
+            "the page's call was refused: {line}"
+        );
     }
     for want in ["/projects", "/tasks", "/recent", "/history"] {
-        assert!(seen.contains(want), "the page never called {want}: {seen:?}");
+        assert!(
+            seen.contains(want),
+            "the page never called {want}: {seen:?}"
+        );
     }
 }

@@ -92,10 +92,8 @@ fn read_bases(path: &Path) -> BTreeMap<String, String> {
 /// Record HEAD as card `id`'s base (best effort: outside a git worktree nothing is recorded
 /// and the later check fails open).
 pub async fn mark_doing(cwd: &Path, id: i64) {
-    let (Some(path), Some(head)) = (
-        base_path(cwd).await,
-        git(cwd, &["rev-parse", "HEAD"]).await,
-    ) else {
+    let (Some(path), Some(head)) = (base_path(cwd).await, git(cwd, &["rev-parse", "HEAD"]).await)
+    else {
         return;
     };
     let mut map = read_bases(&path);
@@ -196,7 +194,9 @@ pub async fn blast(cwd: &Path, messages: &[Message]) -> Option<Value> {
     let base = blast_base(cwd, messages).await?;
     let bin = std::env::var("GRAFT_BIN").unwrap_or_else(|_| "graft".into());
     let run = tokio::process::Command::new(&bin)
-        .args(["blast", "--base", &base, "--depth", "all", "--format", "json"])
+        .args([
+            "blast", "--base", &base, "--depth", "all", "--format", "json",
+        ])
         .current_dir(cwd)
         .stdin(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -302,19 +302,27 @@ mod tests {
             "blast: unavailable"
         );
         assert_eq!(
-            blast_line(&json!({"base": "0123456789", "changed": [], "unindexed": [], "dependents": 0})),
+            blast_line(
+                &json!({"base": "0123456789", "changed": [], "unindexed": [], "dependents": 0})
+            ),
             "blast: no committed changes since 0123456"
         );
         assert_eq!(
-            blast_line(&json!({"base": "x", "changed": ["a.toml"], "unindexed": ["a.toml"], "dependents": 0})),
+            blast_line(
+                &json!({"base": "x", "changed": ["a.toml"], "unindexed": ["a.toml"], "dependents": 0})
+            ),
             "blast: not in the graph (a.toml)"
         );
         assert_eq!(
-            blast_line(&json!({"base": "x", "changed": ["a.rs", "b.toml"], "unindexed": ["b.toml"], "dependents": 1})),
+            blast_line(
+                &json!({"base": "x", "changed": ["a.rs", "b.toml"], "unindexed": ["b.toml"], "dependents": 1})
+            ),
             "blast: 1 file depends on the 1 changed (b.toml not in the graph)"
         );
         assert_eq!(
-            blast_line(&json!({"base": "x", "changed": ["a.rs", "c.rs"], "unindexed": [], "dependents": 5})),
+            blast_line(
+                &json!({"base": "x", "changed": ["a.rs", "c.rs"], "unindexed": [], "dependents": 5})
+            ),
             "blast: 5 files depend on the 2 changed"
         );
     }

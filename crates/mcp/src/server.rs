@@ -249,7 +249,11 @@ impl Relay {
         id: i64,
         status: &str,
         note: Option<&str>,
-    ) -> (Option<String>, Option<Value>, Option<(String, Option<String>)>) {
+    ) -> (
+        Option<String>,
+        Option<Value>,
+        Option<(String, Option<String>)>,
+    ) {
         let keep = (note.map(str::to_string), None, None);
         let Ok(cwd) = std::env::current_dir() else {
             return keep;
@@ -265,10 +269,7 @@ impl Relay {
             .hub
             .get(
                 "/card",
-                &[
-                    ("project", self.id.project.clone()),
-                    ("id", id.to_string()),
-                ],
+                &[("project", self.id.project.clone()), ("id", id.to_string())],
             )
             .await
         else {

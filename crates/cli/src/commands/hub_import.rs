@@ -432,8 +432,7 @@ pub fn parse_at(text: &str, name: &str, fallback: i64) -> anyhow::Result<Plan> {
     for (i, v) in items(&obj, "tasks", name)?.iter().enumerate() {
         let mut v = v.clone();
         fill_card_times(&mut v, fallback);
-        let c: Card =
-            serde_json::from_value(v).map_err(|e| anyhow!("{name}: tasks[{i}]: {e}"))?;
+        let c: Card = serde_json::from_value(v).map_err(|e| anyhow!("{name}: tasks[{i}]: {e}"))?;
         if c.id <= 0 {
             bail!("{name}: tasks[{i}]: id {} is not positive", c.id);
         }

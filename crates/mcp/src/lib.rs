@@ -9,6 +9,7 @@
 pub mod advise;
 pub mod args;
 pub mod handoff;
+pub mod hollow;
 pub mod http;
 pub mod render;
 pub mod server;

@@ -251,6 +251,80 @@ impl Relay {
             .map_err(|e| self.hub_error(e))
     }
 
+    /// The seat-side evidence of a move (`docs/protocol.md` §15.7): on `doing`, record HEAD as
+    /// the card's base; on `testing`/`done`, the blast-radius line and the hollow-move check.
+    /// Returns the note to send, the `blast` record, and — for a hollow move — what is missing
+    /// with the assigner to tell (none when that is this session). Never fails the move.
+    async fn evidence(
+        &self,
+        id: i64,
+        status: &str,
+        note: Option<&str>,
+    ) -> (
+        Option<String>,
+        Option<Value>,
+        Option<(String, Option<String>)>,
+    ) {
+        let keep = (note.map(str::to_string), None, None);
+        let Ok(cwd) = std::env::current_dir() else {
+            return keep;
+        };
+        if status == "doing" {
+            crate::hollow::mark_doing(&cwd, id).await;
+            return keep;
+        }
+        if !matches!(status, "testing" | "done") {
+            return keep;
+        }
+        let Ok(card): Result<CardReply, _> = self
+            .hub
+            .get(
+                "/card",
+                &[("project", self.id.project.clone()), ("id", id.to_string())],
+            )
+            .await
+        else {
+            return keep;
+        };
+        let blast = crate::hollow::blast(&cwd, &card.messages).await;
+        let line = blast.as_ref().map(crate::hollow::blast_line);
+        let text = note.unwrap_or("");
+        let checklist = card
+            .task
+            .as_ref()
+            .and_then(|t| t.get("checklist"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let v = crate::hollow::verdict(&cwd, id, text, &checklist).await;
+        let cap = |s: String| -> String { s.chars().take(2000).collect() };
+        if v.checked && v.hollow {
+            let what = format!("no {}", v.missing.join(", no "));
+            let flagged = format!(
+                "HOLLOW: {what} — {}{}",
+                note.unwrap_or("(no note)"),
+                line.as_ref().map(|l| format!("\n{l}")).unwrap_or_default()
+            );
+            let assigner = card
+                .task
+                .as_ref()
+                .and_then(|t| t.get("by"))
+                .and_then(Value::as_str)
+                .filter(|b| !b.is_empty() && *b != self.id.session)
+                .map(str::to_string);
+            return (Some(cap(flagged)), blast, Some((what, assigner)));
+        }
+        let sent = match (note, line) {
+            (n, Some(l)) => {
+                let room = 2000usize.saturating_sub(l.chars().count() + 1);
+                let n: String = n.unwrap_or("").chars().take(room).collect();
+                Some(format!("{n}\n{l}"))
+            }
+            (n, None) => n.map(str::to_string),
+        };
+        (sent, blast, None)
+    }
+
     /// The inbox cursor, seeded on first use. A runner seat starts past every message that
     /// arrived at or before boot (its prompt already carries them). A person's session starts
     /// at the hub's delivery ledger, so what it has not read yet is shown even if it arrived
@@ -659,7 +733,7 @@ impl Relay {
     }
 
     #[tool(
-        description = "Move a card as you progress: todo -> doing -> testing -> done. Never jump straight to done: move to testing when you finish, run the project's tests, then done only if green — or failed (with a relay_send saying what broke). blocked = waiting on something outside. A move to testing or done should carry a `note` with what changed and the evidence (command and pass counts); without one the move is still made, with a warning. The hub refuses one move: to done when the card has no drill line (pass `drill`, or a note naming the test command) — that refusal comes back as this tool's error."
+        description = "Move a card as you progress: todo -> doing -> testing -> done. Never jump straight to done: move to testing when you finish, run the project's tests, then done only if green — or failed (with a relay_send saying what broke). blocked = waiting on something outside. A move to testing or done should carry a `note` with what changed and the evidence (command and pass counts); without one the move is still made, with a warning; a move with no evidence at all (no diff since you took the card, no new files, no ticked item, no test command) or no `verified at <sha>` is flagged HOLLOW: on the card and its assigner is told — unless the note says why there is no code (docs-only, investigated, refused…). The hub refuses one move: to done when the card has no drill line (pass `drill`, or a note naming the test command) — that refusal comes back as this tool's error."
     )]
     async fn relay_task_move(&self, Parameters(a): Parameters<TaskMoveArgs>) -> ToolResult {
         let status = a.status.trim().to_lowercase();
@@ -670,12 +744,14 @@ impl Relay {
             ));
         }
         let note = clean(a.note);
+        let (sent_note, blast, hollow) = self.evidence(a.id, &status, note.as_deref()).await;
         let req = TaskUpdateRequest {
             id: a.id,
             status: Some(status.clone()),
-            note: note.clone(),
+            note: sent_note,
             drill: clean(a.drill),
             by: Some(self.id.session.clone()),
+            blast,
             ..Default::default()
         };
         let reply: TaskReply = self
@@ -693,6 +769,31 @@ impl Relay {
             })?;
         let c = reply.task;
         let mut out = format!("card #{} -> {}", c.id, c.status);
+        if let Some((what, assigner)) = hollow {
+            out.push_str(&format!(
+                " — flagged HOLLOW on the card: {what}. Name the evidence (the diff, the test \
+                 command and counts, `verified at <sha>`) or say why there is no code"
+            ));
+            if let Some(to) = assigner {
+                let text = format!(
+                    "HOLLOW move on #{} -> {status} by {}: {what}. The move landed; the note is \
+                     flagged on the card.",
+                    c.id, self.id.session
+                );
+                let send = SendRequest {
+                    from: self.id.session.clone(),
+                    to: Some(to),
+                    text,
+                    wake: Some(false),
+                    ..Default::default()
+                };
+                let sent: Result<SendReply, String> = self.write("/send", &send).await;
+                if sent.is_err() {
+                    out.push_str(" (the assigner could not be told)");
+                }
+            }
+            return Ok(out);
+        }
         if note.is_some() {
             out.push_str(" (note logged)");
         } else if matches!(status.as_str(), "testing" | "done") {

@@ -420,3 +420,185 @@ async fn resources_prompts_completion_and_subscriptions_over_http() {
     alice.cancel().await.ok();
     bob.cancel().await.ok();
 }
+
+const BOOT: &str = "mcp-http-bootstrap-token-0123456789";
+
+/// `trantor <args>` as the operator whose keys live in `bus`.
+fn operator(bus: &std::path::Path, url: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(common::bin())
+        .args(args)
+        .env("AGENT_BUS_DIR", bus)
+        .env("HOME", bus)
+        .env("RELAY_URL", url)
+        .env("RELAY_SESSION", "orch:web")
+        .env_remove("RELAY_DATA_DIR")
+        .env_remove("RELAY_AGENT")
+        .env_remove("RELAY_PROJECT")
+        .env_remove("RELAY_OWNER_IDENTITY")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run trantor")
+}
+
+fn stdout_of(o: &std::process::Output) -> String {
+    assert!(
+        o.status.success(),
+        "status {:?}\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bearer_tokens_in_enforce_mode_speak_only_as_their_session() {
+    let dir = tempfile::tempdir().expect("hub dir");
+    let hub = Hub::start_in(
+        &dir.path().join("hub"),
+        common::free_port(),
+        &[("RELAY_AUTH", "enforce"), ("RELAY_BOOTSTRAP_TOKEN", BOOT)],
+    );
+    let url = hub.url();
+    let ops = dir.path().join("ops");
+    std::fs::create_dir_all(&ops).expect("ops dir");
+    stdout_of(&operator(
+        &ops,
+        &url,
+        &[
+            "identity",
+            "enroll",
+            "--session",
+            "orch:web",
+            "--bootstrap-token",
+            BOOT,
+        ],
+    ));
+    let web = stdout_of(&operator(
+        &ops,
+        &url,
+        &["token", "mint", "--session", "claude:web", "--ttl", "30d"],
+    ));
+    assert!(web.starts_with("trt_"), "{web}");
+    let other = stdout_of(&operator(
+        &ops,
+        &url,
+        &["token", "mint", "--session", "bob:other", "--ttl", "1h"],
+    ));
+    let bearer = |t: &str| format!("Bearer {t}");
+
+    // The token speaks as its session: whoami, and a message the hub records from it.
+    let alice = connect(&url, &[("authorization", &bearer(&web))]).await;
+    let who = ok(&alice, "relay_whoami", json!({})).await;
+    assert!(
+        who.contains("session=claude:web") && who.contains("project=web"),
+        "{who}"
+    );
+    ok(
+        &alice,
+        "relay_send",
+        json!({"to": "codex:web", "text": "sent with a bearer token"}),
+    )
+    .await;
+    let added = ok(
+        &alice,
+        "relay_task_add",
+        json!({"title": "token card", "assignee": "claude:web"}),
+    )
+    .await;
+    assert!(added.contains('#'), "{added}");
+
+    // It never speaks as another session, named by the header or in a tool's arguments.
+    let spoof = connect(
+        &url,
+        &[
+            ("authorization", &bearer(&web)),
+            ("x-relay-session", "codex:web"),
+        ],
+    )
+    .await;
+    let (text, err) = call(&spoof, "relay_inbox", json!({})).await;
+    assert!(err && text.contains("speaks as claude:web"), "{text}");
+    // The hub's routes refuse the token for another session's inbox, as for a signed caller.
+    let r = http()
+        .get(format!("{url}/inbox?session=codex%3Aweb"))
+        .header("authorization", bearer(&web))
+        .send()
+        .await
+        .expect("inbox reply");
+    assert_eq!(r.status(), 403);
+    let r = http()
+        .post(format!("{url}/send"))
+        .header("authorization", bearer(&web))
+        .header("content-type", "application/json")
+        .body(json!({"from": "codex:web", "to": "orch:web", "text": "forged"}).to_string())
+        .send()
+        .await
+        .expect("send reply");
+    assert_eq!(r.status(), 403);
+
+    // A token for another project cannot act on this one.
+    let bob = connect(&url, &[("authorization", &bearer(&other))]).await;
+    let (text, err) = call(&bob, "relay_board", json!({"project": "web"})).await;
+    assert!(err && text.contains("403"), "{text}");
+    let (text, err) = call(
+        &bob,
+        "relay_task_add",
+        json!({"title": "into web", "project": "web"}),
+    )
+    .await;
+    assert!(err && text.contains("403"), "{text}");
+
+    // No token, or a made-up one: a tool error that says what to send; nothing is sent.
+    let anon = connect(&url, &[("x-relay-session", "claude:web")]).await;
+    let (text, err) = call(&anon, "relay_send", json!({"to": "codex:web", "text": "x"})).await;
+    assert!(err && text.contains("Authorization: Bearer"), "{text}");
+    let fake = connect(&url, &[("authorization", "Bearer trt_not-a-token")]).await;
+    let (text, err) = call(&fake, "relay_whoami", json!({})).await;
+    assert!(
+        err && text.contains("unknown, expired or revoked"),
+        "{text}"
+    );
+    let r = http()
+        .get(format!("{url}/peers"))
+        .header("authorization", "Bearer trt_not-a-token")
+        .send()
+        .await
+        .expect("peers reply");
+    assert_eq!(r.status(), 401);
+
+    // Listed by id, never by token; revoked, it is refused from the next call on.
+    let listed = stdout_of(&operator(&ops, &url, &["token", "list", "--json"]));
+    let listed: Value = serde_json::from_str(&listed).expect("token list JSON");
+    assert!(
+        !listed.to_string().contains(&web),
+        "a token leaked into the list"
+    );
+    let id = listed["tokens"]
+        .as_array()
+        .and_then(|a| a.iter().find(|t| t["session"] == "claude:web"))
+        .and_then(|t| t["id"].as_str())
+        .expect("claude:web's token listed")
+        .to_string();
+    let revoked = stdout_of(&operator(&ops, &url, &["token", "revoke", &id]));
+    assert!(revoked.contains("revoked"), "{revoked}");
+    let (text, err) = call(&alice, "relay_whoami", json!({})).await;
+    assert!(
+        err && text.contains("unknown, expired or revoked"),
+        "{text}"
+    );
+    // Only the owner mints: the other token cannot.
+    let r = http()
+        .post(format!("{url}/token/mint"))
+        .header("authorization", bearer(&other))
+        .header("content-type", "application/json")
+        .body(json!({"session": "bob:other"}).to_string())
+        .send()
+        .await
+        .expect("mint reply");
+    assert_eq!(r.status(), 403);
+
+    for c in [alice, spoof, bob, anon, fake] {
+        c.cancel().await.ok();
+    }
+}

@@ -47,6 +47,7 @@ mod policy;
 mod proposals;
 mod seat_why;
 mod seats;
+mod setup;
 mod swap;
 mod reconcile;
 mod sweep;
@@ -130,6 +131,12 @@ pub enum Command {
     /// The Claude Code plugin (MCP server, hooks, crew/handoff/research skills): install, remove.
     #[command(subcommand)]
     Plugin(plugin::PluginCommand),
+    /// Set up this machine: the hub as a user service, config, connect, the plugin, doctor.
+    #[command(after_long_help = setup::SETUP_HELP)]
+    Setup(setup::SetupArgs),
+    /// Keep a background hub running (internal: started by `trantor setup`).
+    #[command(hide = true)]
+    SetupSupervise(setup::SuperviseArgs),
     /// Link projects so their seats may act on each other, unlink them, or show the links.
     #[command(subcommand, after_long_help = policy::POLICY_HELP)]
     Policy(policy::PolicyCommand),
@@ -361,6 +368,8 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Swap(a) => swap::swap(a).await,
         Command::Policy(c) => policy::policy(c).await,
         Command::Plugin(c) => plugin::plugin(c).await,
+        Command::Setup(a) => setup::setup(a).await,
+        Command::SetupSupervise(a) => setup::supervise(a).await,
         Command::Ui(a) => ui::ui(a).await,
         Command::Invite(a) => invite::invite(a).await,
         Command::Identity(c) => identity::identity(c).await,

@@ -324,10 +324,19 @@ fn reconcile_closes_what_a_commit_names_and_stales_what_nobody_holds() {
             .as_i64()
             .expect("id")
     };
-    let shipped = card("build the cart", "doing", "ghost:shop", "add an item, see it in the cart");
+    let shipped = card(
+        "build the cart",
+        "doing",
+        "ghost:shop",
+        "add an item, see it in the cart",
+    );
     let undrilled = card("price rounding", "testing", "ghost:shop", "");
     let abandoned = card("wishlist", "doing", "ghost:shop", "");
-    post(&hub, "/register", json!({"session": "live:shop", "project": "shop"}));
+    post(
+        &hub,
+        "/register",
+        json!({"session": "live:shop", "project": "shop"}),
+    );
     let held = card("checkout", "doing", "live:shop", "");
     let queued = card("write the docs", "todo", "", "");
     common::git_in(h, &["init", "-q", "-b", "main"]);
@@ -351,22 +360,45 @@ fn reconcile_closes_what_a_commit_names_and_stales_what_nobody_holds() {
             .to_string()
     };
 
-    let preview = ok(&trantor(h, u, &["reconcile", "--project", "shop", "--older", "0"]));
-    assert!(preview.contains("trantor reconcile — \"shop\""), "{preview}");
-    assert!(preview.contains("✓ DONE — already shipped, will close (2):"), "{preview}");
+    let preview = ok(&trantor(
+        h,
+        u,
+        &["reconcile", "--project", "shop", "--older", "0"],
+    ));
+    assert!(
+        preview.contains("trantor reconcile — \"shop\""),
+        "{preview}"
+    );
+    assert!(
+        preview.contains("✓ DONE — already shipped, will close (2):"),
+        "{preview}"
+    );
     assert!(
         preview.contains(&format!("#{shipped} [doing] build the cart"))
             && preview.contains(&format!(": commit names #{shipped}: the cart (#{shipped})")),
         "{preview}"
     );
-    assert!(preview.contains("🗑  STALE — abandoned, will move to Stale (1):"), "{preview}");
+    assert!(
+        preview.contains("🗑  STALE — abandoned, will move to Stale (1):"),
+        "{preview}"
+    );
     assert!(
         preview.contains("ghost:shop is not live on the hub, and no commit names it"),
         "{preview}"
     );
-    assert!(preview.contains("• ACTIVE — still relevant, leaving alone (2):"), "{preview}");
-    assert!(preview.contains("2 card(s) → done, 1 → stale. Re-run to apply:"), "{preview}");
-    for (id, was) in [(shipped, "doing"), (undrilled, "testing"), (abandoned, "doing")] {
+    assert!(
+        preview.contains("• ACTIVE — still relevant, leaving alone (2):"),
+        "{preview}"
+    );
+    assert!(
+        preview.contains("2 card(s) → done, 1 → stale. Re-run to apply:"),
+        "{preview}"
+    );
+    for (id, was) in [
+        (shipped, "doing"),
+        (undrilled, "testing"),
+        (abandoned, "doing"),
+    ] {
         assert_eq!(status(id), was, "a preview moves nothing");
     }
 
@@ -384,7 +416,8 @@ fn reconcile_closes_what_a_commit_names_and_stales_what_nobody_holds() {
     assert_eq!(status(abandoned), "stale");
     assert_eq!(status(held), "doing");
     assert_eq!(status(queued), "todo");
-    let (_, c) = hub_request(hub.port, "GET", &format!("/card?id={undrilled}"), None).expect("card");
+    let (_, c) =
+        hub_request(hub.port, "GET", &format!("/card?id={undrilled}"), None).expect("card");
     let note = c["task"]["log"]
         .as_array()
         .and_then(|l| l.last())
@@ -393,12 +426,18 @@ fn reconcile_closes_what_a_commit_names_and_stales_what_nobody_holds() {
         .to_string();
     assert!(
         note.starts_with("reconcile: judged shipped at ")
-            && note.ends_with("; no drill line on the card, so it waits at testing for the orchestrator's drill"),
+            && note.ends_with(
+                "; no drill line on the card, so it waits at testing for the orchestrator's drill"
+            ),
         "{note}"
     );
     // Run again, only the parked card is still judged shipped (it waits for its drill line);
     // a bad duration is a usage error.
-    let again = ok(&trantor(h, u, &["reconcile", "--project", "shop", "--older", "0"]));
+    let again = ok(&trantor(
+        h,
+        u,
+        &["reconcile", "--project", "shop", "--older", "0"],
+    ));
     assert!(again.contains("1 card(s) → done, 0 → stale."), "{again}");
     let bad = trantor(h, u, &["reconcile", "--older", "soon"]);
     assert_eq!(bad.status.code(), Some(2));

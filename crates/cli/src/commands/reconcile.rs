@@ -156,7 +156,10 @@ pub(crate) fn judge(
         if let Some(k) = commits.iter().find(|k| names_card(&k.message, id)) {
             v.verdict = "done".into();
             v.commit = k.sha.chars().take(12).collect();
-            v.reason = format!("commit names #{id}: {}", k.subject.chars().take(80).collect::<String>());
+            v.reason = format!(
+                "commit names #{id}: {}",
+                k.subject.chars().take(80).collect::<String>()
+            );
         } else if matches!(status, "doing" | "testing") && !live.contains(assignee) {
             v.verdict = "stale".into();
             v.reason = if assignee.is_empty() {
@@ -189,13 +192,9 @@ async fn move_card(
         by: Some("reconcile".into()),
         ..Default::default()
     };
-    hub.post_with_op::<_, Value>(
-        "/task/update",
-        &req,
-        &trantor_proto::identity::new_op_id(),
-    )
-    .await
-    .map(|_| ())
+    hub.post_with_op::<_, Value>("/task/update", &req, &trantor_proto::identity::new_op_id())
+        .await
+        .map(|_| ())
 }
 
 /// Close a card judged shipped; without a drill line it waits at testing.
@@ -394,9 +393,15 @@ mod tests {
         let live: BTreeSet<String> = ["a:p".to_string()].into();
         let v = judge(&cards, &commits, &live, 2 * 3_600_000, now);
         let got: Vec<(i64, &str)> = v.iter().map(|v| (v.id, v.verdict.as_str())).collect();
-        assert_eq!(got, [(1, "done"), (2, "stale"), (3, "active"), (7, "active")]);
+        assert_eq!(
+            got,
+            [(1, "done"), (2, "stale"), (3, "active"), (7, "active")]
+        );
         assert_eq!(v[0].commit, "0123456789ab");
         assert_eq!(v[0].reason, "commit names #1: the login form");
-        assert_eq!(v[1].reason, "gone:p is not live on the hub, and no commit names it");
+        assert_eq!(
+            v[1].reason,
+            "gone:p is not live on the hub, and no commit names it"
+        );
     }
 }

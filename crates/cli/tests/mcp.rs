@@ -973,6 +973,58 @@ async fn verify_gate_holds_a_card_until_resolved() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resources_and_prompts_over_stdio_are_the_same_as_over_http() {
+    use rmcp::model::{GetPromptRequestParams, ReadResourceRequestParams};
+    let hub = Hub::spawn();
+    let home = tempfile::tempdir().expect("home");
+    let c = mcp(&hub.url(), "claude:web", home.path()).await;
+    let id = card_id(
+        &ok(
+            &c,
+            "relay_task_add",
+            json!({"title": "stdio reads cards too", "assignee": "claude:web", "drill": "cargo test"}),
+        )
+        .await,
+    );
+    let uri = format!("trantor://card/{id}");
+    let listed: Vec<String> = c
+        .list_all_resources()
+        .await
+        .expect("resources/list")
+        .into_iter()
+        .map(|r| r.uri)
+        .collect();
+    assert!(
+        listed.contains(&uri) && listed.iter().any(|u| u == "trantor://board/web"),
+        "{listed:?}"
+    );
+    let read = c
+        .read_resource(ReadResourceRequestParams::new(uri.clone()))
+        .await
+        .expect("resources/read");
+    let body = serde_json::to_string(&read.contents).expect("contents");
+    assert!(body.contains("stdio reads cards too") && body.contains("drill: cargo test"));
+    let prompt = c
+        .get_prompt(
+            GetPromptRequestParams::new("card_contract")
+                .with_arguments(json!({"card": id}).as_object().cloned().unwrap_or_default()),
+        )
+        .await
+        .expect("prompts/get");
+    assert!(
+        serde_json::to_string(&prompt.messages)
+            .expect("messages")
+            .contains("stdio reads cards too")
+    );
+    let ids = c
+        .complete_prompt_simple("card_contract", "card", "")
+        .await
+        .expect("completion/complete");
+    assert!(ids.contains(&id.to_string()), "{ids:?}");
+    c.cancel().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proposal_tools_file_list_and_withdraw() {
     let hub = Hub::start();
     let url = hub.url();

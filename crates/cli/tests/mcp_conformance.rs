@@ -107,15 +107,7 @@ const FIXTURE: &[(&str, &str)] = &[
 ];
 
 /// Capabilities `/mcp` does not offer yet (each would pass once it does; emptied as they land).
-const NOT_YET: &[(&str, &str)] = &[
-    ("logging-set-level", "logging/setLevel is not served yet"),
-    ("resources-list", "resources are not served yet"),
-    ("prompts-list", "prompts are not served yet"),
-    (
-        "completion-complete",
-        "completion/complete is not served yet",
-    ),
-];
+const NOT_YET: &[(&str, &str)] = &[];
 
 /// One scenario may take this long (the suite's own stream timers are 10 s at most).
 const SCENARIO_DEADLINE: Duration = Duration::from_secs(120);

@@ -46,6 +46,7 @@ mod new;
 mod plugin;
 mod policy;
 mod proposals;
+mod reconcile;
 mod seat_why;
 mod seats;
 mod setup;
@@ -173,6 +174,10 @@ pub enum Command {
     /// Move in-progress cards idle past a threshold to the stale lane (previews; --yes moves).
     #[command(after_long_help = sweep::SWEEP_HELP)]
     Sweep(sweep::SweepArgs),
+    /// Judge this project's stuck cards against the recent commits: close the shipped ones,
+    /// stale the abandoned ones (previews; --yes applies).
+    #[command(after_long_help = reconcile::RECONCILE_HELP)]
+    Reconcile(reconcile::ReconcileArgs),
     /// Agents' permission proposals: list, approve, deny (with a reason), revoke.
     #[command(after_long_help = proposals::PROPOSALS_HELP)]
     Proposals(proposals::ProposalsArgs),
@@ -378,6 +383,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Handoff(a) => advise::handoff(a).await,
         Command::Catchup(a) => catchup::catchup(a).await,
         Command::Sweep(a) => sweep::sweep(a).await,
+        Command::Reconcile(a) => reconcile::reconcile(a).await,
         Command::Proposals(a) => proposals::proposals(a).await,
         Command::Watch(a) => watch::watch(a).await,
     };

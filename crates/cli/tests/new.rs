@@ -84,7 +84,7 @@ fn new_makes_a_marked_git_project_posts_the_brief_and_a_first_card() {
     .expect("json");
     assert_eq!(marker["id"], "shop");
     assert!(
-        std::fs::read_to_string(dir.join("docs/PRD.md"))
+        std::fs::read_to_string(dir.join("BRIEF.md"))
             .expect("PRD")
             .contains("a cart and a checkout")
     );

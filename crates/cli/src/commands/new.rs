@@ -1,6 +1,6 @@
 //! `trantor new <name>`: a new project folder with git on `main`, the `.trantor/project.json`
 //! marker that names the project (so a moved or renamed checkout stays the same project; the
-//! identity resolver reads it first), the brief in `docs/PRD.md` and on the hub, and a first card.
+//! identity resolver reads it first), the brief in `BRIEF.md` and on the hub, and a first card.
 //! It never starts a session.
 
 use super::{Common, HubResult, print_json, usage};
@@ -16,7 +16,7 @@ Creates <dir>/<name> (the directory must not exist, or be empty) with:
   .git                    `git init`, branch main, one first commit
   .trantor/project.json   {\"id\": \"<name>\", …}: the project's name on the hub, read before the
                           folder's name, so moving or renaming the folder keeps the project
-  docs/PRD.md             the brief (--brief FILE), kept in the repository
+  BRIEF.md                the brief (--brief FILE), kept in the repository
 then posts the brief to the hub (POST /project, the first 600 characters) and adds the first card
 \"genesis: <name>\". A hub that does not answer is said plainly: the folder is made all the same,
 and `trantor card add` adds the card later. No agent session is started.
@@ -36,7 +36,7 @@ Examples:
 pub struct NewArgs {
     /// The project's name (also the folder's).
     pub name: String,
-    /// A file with the project's brief (markdown), stored as docs/PRD.md and posted to the hub.
+    /// A file with the project's brief (markdown), stored as BRIEF.md and posted to the hub.
     #[arg(long, value_name = "FILE")]
     pub brief: Option<PathBuf>,
     /// The folder the project is created in [default: the current directory].
@@ -131,12 +131,12 @@ pub(crate) async fn new(a: NewArgs) -> anyhow::Result<ExitCode> {
         &(serde_json::to_string_pretty(&marker)? + "\n"),
     )?;
     let readme = match &brief {
-        Some(_) => format!("# {name}\n\nThe project's brief is in `docs/PRD.md`.\n"),
+        Some(_) => format!("# {name}\n\nThe project's brief is in `BRIEF.md`.\n"),
         None => format!("# {name}\n"),
     };
     write(&dir.join("README.md"), &readme)?;
     if let Some(b) = &brief {
-        write(&dir.join("docs/PRD.md"), &format!("{b}\n"))?;
+        write(&dir.join("BRIEF.md"), &format!("{b}\n"))?;
     }
     git(&dir, &["add", "-A"])?;
     // A machine without a git identity still gets its first commit.
@@ -183,7 +183,7 @@ pub(crate) async fn new(a: NewArgs) -> anyhow::Result<ExitCode> {
                 "project created by trantor new in {}{}",
                 dir.display(),
                 if brief.is_some() {
-                    "; the brief is in docs/PRD.md"
+                    "; the brief is in BRIEF.md"
                 } else {
                     ""
                 }
@@ -211,7 +211,7 @@ pub(crate) async fn new(a: NewArgs) -> anyhow::Result<ExitCode> {
     say!("✓ {} (git, branch main, first commit)", dir.display());
     say!("✓ {PROJECT_MARKER} names the project {name}: moving or renaming the folder keeps it");
     if brief.is_some() {
-        say!("✓ docs/PRD.md holds the brief");
+        say!("✓ BRIEF.md holds the brief");
     }
     match (card, &hub_error) {
         (Some(c), _) => say!(

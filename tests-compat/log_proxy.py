@@ -2,12 +2,16 @@
 """Tiny logging HTTP reverse proxy for wire-compat work (stdlib only).
 
 Usage: log_proxy.py --listen 127.0.0.1:PORT --upstream http://127.0.0.1:HUBPORT --log calls.jsonl
+                    [--static /ui=FILE ...]
 
 Forwards every request unchanged (method, path+query, headers, body) to the upstream hub and
 streams the response back (works for long-polls and SSE). Appends one JSON line per request:
   {"ts", "method", "path", "query", "signed", "instance", "body", "status", "resp", "ms"}
 `signed` is true when x-trantor-sig is present, `instance` when x-trantor-inst is present.
 Request signatures cover only path+query+body (not host), so signed clients verify through it.
+`--static PATH=FILE` answers GET PATH (query ignored) with FILE as text/html instead of forwarding
+it (logged with "static": true) — so a page such as the original's ui.html, which fetches
+relative paths, is served from this origin and its calls reach the upstream hub.
 Prints "READY <port>" on stdout once listening. Stop it with SIGTERM.
 """
 import argparse, http.client, json, signal, sys, threading, time, urllib.parse
@@ -22,7 +26,9 @@ def main():
     ap.add_argument("--upstream", required=True)
     ap.add_argument("--log", required=True)
     ap.add_argument("--max-resp", type=int, default=4000, help="max chars of response body kept")
+    ap.add_argument("--static", action="append", default=[], help="PATH=FILE served as text/html")
     a = ap.parse_args()
+    static = dict(x.split("=", 1) for x in a.static)
     up = urllib.parse.urlparse(a.upstream)
     host, port = a.listen.rsplit(":", 1)
     logf = open(a.log, "a", buffering=1)
@@ -46,6 +52,17 @@ def main():
             if body:
                 try: rec["body"] = json.loads(body)
                 except Exception: rec["body_raw"] = body.decode("utf8", "replace")[:2000]
+            if self.command == "GET" and u.path in static:
+                page = open(static[u.path], "rb").read()
+                self.send_response(200)
+                self.send_header("content-type", "text/html; charset=utf-8")
+                self.send_header("content-length", str(len(page)))
+                self.end_headers()
+                self.wfile.write(page)
+                rec.update({"status": 200, "static": True, "ms": int((time.time() - t0) * 1000)})
+                with lock:
+                    logf.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                return
             try:
                 c = http.client.HTTPConnection(up.hostname, up.port, timeout=600)
                 c.request(self.command, self.path, body=body or None, headers=hdrs)

@@ -183,9 +183,21 @@ fn import_and_check(
     assert_eq!(count(&out, "messages"), 2, "{out}");
     assert_eq!(count(&out, "cards"), 1, "{out}");
     assert_eq!(count(&out, "lessons"), 1, "{out}");
+    assert!(
+        count(&out, "events") >= 3,
+        "the original's event log comes along: {out}"
+    );
     let (ok, again, err) = trantor_hub(&["import", f], env);
     assert!(ok, "second import failed: {again} {err}");
-    for what in ["messages", "peers", "cards", "lessons", "documents"] {
+    for what in [
+        "messages",
+        "peers",
+        "cards",
+        "lessons",
+        "documents",
+        "events",
+        "gates",
+    ] {
         assert_eq!(
             count(&again, what),
             0,
@@ -304,4 +316,130 @@ fn sqlite_export_imported_into_postgres_answers_the_same() {
     assert_eq!(count(&out, "turns"), 1, "the cost ledger moves too: {out}");
     let hub = db2.hub(&hubdir, &[]);
     assert_eq!(answers(hub.port), before);
+}
+
+/// An old bus.json: cards written with `ts: 0` get the original's fill (first history entry,
+/// else `updated`, else the file's time), card-log entries without a time get the card's; the
+/// event log (an old file's `cardEvents`) and the verification gates come along, an open gate
+/// still holds its card out of done, and a second import adds nothing.
+#[test]
+fn an_old_bus_json_fills_card_times_and_carries_events_and_gates() {
+    let data = tempfile::tempdir().expect("data");
+    let d = data.path().to_str().expect("path").to_string();
+    let env = [("RELAY_DATA_DIR", d.as_str())];
+    let old = json!({
+        "seq": 0,
+        "tasks": [
+            {"id": 1, "project": "p", "title": "from history", "status": "doing", "ts": 0,
+             "updated": 1_700_000_500_000_i64, "assignee": "bob:p", "by": "alice:p",
+             "history": [{"to": "todo", "by": "alice:p", "ts": 1_700_000_000_000_i64}],
+             "log": [{"by": "bob:p", "text": "started", "ts": 0}]},
+            {"id": 2, "project": "p", "title": "from updated", "status": "todo", "ts": 0,
+             "updated": 1_700_000_900_000_i64, "by": "alice:p"},
+            {"id": 3, "project": "p", "title": "no time at all", "status": "todo", "by": "alice:p"}
+        ],
+        "taskSeq": 3,
+        "cardEvents": [
+            {"id": 7, "ts": 1_700_000_000_000_i64, "type": "created", "project": "p",
+             "by": "alice:p", "taskId": 1, "title": "from history", "to": "todo"},
+            {"id": 8, "ts": 1_700_000_400_000_i64, "type": "moved", "project": "p",
+             "by": "bob:p", "taskId": 1, "title": "from history", "from": "todo", "to": "doing"}
+        ],
+        "verifyGates": [
+            {"id": 4, "project": "p", "claim": "the formula holds", "why": "money",
+             "howToVerify": "recompute table 2", "status": "open", "by": "alice:p",
+             "ts": 1_700_000_100_000_i64, "card": 1},
+            {"id": 5, "project": "p", "claim": "old claim", "status": "verified",
+             "by": "alice:p", "ts": 1_700_000_000_000_i64, "resolvedBy": "carol:p",
+             "resolvedNote": "checked", "resolvedTs": 1_700_000_200_000_i64}
+        ],
+        "verifyGateSeq": 5
+    });
+    let file = data.path().join("old-bus.json");
+    std::fs::write(&file, old.to_string()).expect("write");
+    let mtime = std::fs::metadata(&file)
+        .and_then(|m| m.modified())
+        .expect("mtime")
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("epoch")
+        .as_millis() as i64;
+    let f = file.to_str().expect("path");
+    let (ok, out, err) = trantor_hub(&["import", f], &env);
+    assert!(ok, "{out} {err}");
+    assert_eq!(count(&out, "cards"), 3, "{out}");
+    assert_eq!(count(&out, "events"), 2, "{out}");
+    assert_eq!(count(&out, "gates"), 2, "{out}");
+    let (ok, again, err) = trantor_hub(&["import", f], &env);
+    assert!(ok, "{again} {err}");
+    for what in ["cards", "events", "gates"] {
+        assert_eq!(
+            count(&again, what),
+            0,
+            "a second import adds nothing: {again}"
+        );
+    }
+    assert!(again.contains("0 cards (0 updated)"), "{again}");
+
+    let hub = Hub::start_in(data.path(), common::free_port(), &[]);
+    let tasks = get(hub.port, "/tasks?project=p");
+    let card = |id: i64| -> Value {
+        tasks["tasks"]
+            .as_array()
+            .and_then(|t| t.iter().find(|c| c["id"] == id))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(card(1)["ts"], 1_700_000_000_000_i64, "{tasks}");
+    assert_eq!(card(1)["log"][0]["ts"], 1_700_000_000_000_i64, "{tasks}");
+    assert_eq!(card(2)["ts"], 1_700_000_900_000_i64, "{tasks}");
+    assert_eq!(card(3)["ts"], mtime, "{tasks}");
+
+    let ev = get(hub.port, "/events?project=p&type=created,moved");
+    let kinds: Vec<(&str, i64)> = ev["events"]
+        .as_array()
+        .map(|e| {
+            e.iter()
+                .filter_map(|e| Some((e["type"].as_str()?, e["ts"].as_i64()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        kinds,
+        [
+            ("created", 1_700_000_000_000_i64),
+            ("moved", 1_700_000_400_000_i64)
+        ],
+        "{ev}"
+    );
+    let hist = get(hub.port, "/events?taskId=1");
+    assert!(
+        hist["events"].as_array().is_some_and(|e| e.len() >= 2),
+        "the card's own events are found by its id: {hist}"
+    );
+
+    let gates = get(hub.port, "/verify-gates?project=p");
+    assert_eq!(gates["gates"].as_array().map(Vec::len), Some(1), "{gates}");
+    assert_eq!(gates["gates"][0]["claim"], "the formula holds");
+    let (status, refused) = hub_request(
+        hub.port,
+        "POST",
+        "/task/update",
+        Some(&json!({"id": 1, "status": "done", "note": "Drill: ran it", "by": "bob:p"})),
+    )
+    .expect("update");
+    assert_eq!(
+        status, 409,
+        "the imported open gate holds the card: {refused}"
+    );
+    assert!(
+        refused["error"].as_str().is_some_and(|e| e.contains("#4")),
+        "{refused}"
+    );
+    // New gates continue above the imported ids.
+    let g = post(
+        hub.port,
+        "/verify-gate",
+        json!({"project": "p", "claim": "a new claim", "by": "alice:p"}),
+    );
+    assert_eq!(g["gate"]["id"], 6, "{g}");
 }

@@ -748,3 +748,111 @@ fn proposals_need_a_bound_queue_and_are_decided_by_the_owner() {
     );
     assert_eq!(s, 404);
 }
+
+#[test]
+fn overseer_context_and_narration() {
+    let hub = Hub::start_with(|a| a.duty_tick_ms = 100);
+    let (s, v) = get(&hub, "/overseer/context");
+    assert_eq!((s, v["error"].as_str()), (400, Some("project required")));
+    let (s, v) = get(&hub, "/overseer/context?project=web");
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        v,
+        json!({"level": 1, "links": [], "peers": [], "inflight": [], "warnings": []})
+    );
+    ok(
+        &hub,
+        "/register",
+        json!({"session": "claude:web", "project": "web", "llm": "claude"}),
+    );
+    ok(
+        &hub,
+        "/register",
+        json!({"session": "codex:web", "project": "web"}),
+    );
+    ok(
+        &hub,
+        "/register",
+        json!({"session": "claude:api", "project": "api"}),
+    );
+    ok(
+        &hub,
+        "/register",
+        json!({"session": "claude:other", "project": "other"}),
+    );
+    ok(
+        &hub,
+        "/policy",
+        json!({"autonomy": {"web": 3, "*": 2}, "link": {"projects": ["web", "api"], "reason": "shared auth"}}),
+    );
+    wait_until("the overseer warning", LONG, || {
+        !events(&hub, "type=overseer.warn").is_empty()
+    });
+    let (_, v) = get(&hub, "/overseer/context?project=web");
+    assert_eq!(v["level"], 3);
+    assert_eq!(
+        v["links"],
+        json!([{"projects": ["api", "web"], "reason": "shared auth"}])
+    );
+    let peers: Vec<&str> = v["peers"]
+        .as_array()
+        .expect("peers")
+        .iter()
+        .filter_map(|p| p["session"].as_str())
+        .collect();
+    assert_eq!(peers, ["claude:api", "claude:web", "codex:web"], "{v}");
+    assert_eq!(v["peers"][1]["llm"], "claude");
+    let w = &v["warnings"][0];
+    assert_eq!(w["kind"], "same-project-sessions", "{v}");
+    assert!(w["since"].as_i64().unwrap_or(0) > 0, "{v}");
+    assert!(
+        w["detail"]
+            .as_str()
+            .is_some_and(|d| d.ends_with("(same-project for <1m)")),
+        "{v}"
+    );
+    assert_eq!(get(&hub, "/overseer/context?project=api").1["level"], 2);
+
+    // Narration: only of an overseer.warn event, never blank, and /events shows it.
+    let warn = events(&hub, "type=overseer.warn")[0].clone();
+    assert_eq!(warn["narrated"], false);
+    let id = warn["id"].as_i64().expect("id");
+    let (s, _) = post(
+        &hub,
+        "/overseer/narrate",
+        json!({"eventId": id, "text": "  "}),
+    );
+    assert_eq!(s, 400);
+    let (s, _) = post(
+        &hub,
+        "/overseer/narrate",
+        json!({"eventId": id, "text": "x".repeat(301)}),
+    );
+    assert_eq!(s, 400);
+    let (s, _) = post(&hub, "/overseer/narrate", json!({"text": "hello"}));
+    assert_eq!(s, 400);
+    card(&hub, "web", "a card", "todo", "claude:web");
+    let other = events(&hub, "type=created")[0]["id"]
+        .as_i64()
+        .expect("an event that is not a warning");
+    let (s, v) = post(
+        &hub,
+        "/overseer/narrate",
+        json!({"eventId": other, "text": "nope"}),
+    );
+    assert_eq!(
+        (s, v["error"].as_str()),
+        (404, Some("no such overseer.warn event"))
+    );
+    ok(
+        &hub,
+        "/overseer/narrate",
+        json!({"eventId": id, "text": "Two sessions share web; they were introduced."}),
+    );
+    let warn = events(&hub, "type=overseer.warn")[0].clone();
+    assert_eq!(warn["narrated"], true, "{warn}");
+    assert_eq!(
+        warn["narration"],
+        "Two sessions share web; they were introduced."
+    );
+}

@@ -971,3 +971,421 @@ async fn verify_gate_holds_a_card_until_resolved() {
         bad.text
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resources_and_prompts_over_stdio_are_the_same_as_over_http() {
+    use rmcp::model::{GetPromptRequestParams, ReadResourceRequestParams};
+    let hub = Hub::spawn();
+    let home = tempfile::tempdir().expect("home");
+    let c = mcp(&hub.url(), "claude:web", home.path()).await;
+    let id = card_id(
+        &ok(
+            &c,
+            "relay_task_add",
+            json!({"title": "stdio reads cards too", "assignee": "claude:web", "drill": "cargo test"}),
+        )
+        .await,
+    );
+    let uri = format!("trantor://card/{id}");
+    let listed: Vec<String> = c
+        .list_all_resources()
+        .await
+        .expect("resources/list")
+        .into_iter()
+        .map(|r| r.uri)
+        .collect();
+    assert!(
+        listed.contains(&uri) && listed.iter().any(|u| u == "trantor://board/web"),
+        "{listed:?}"
+    );
+    let read = c
+        .read_resource(ReadResourceRequestParams::new(uri.clone()))
+        .await
+        .expect("resources/read");
+    let body = serde_json::to_string(&read.contents).expect("contents");
+    assert!(body.contains("stdio reads cards too") && body.contains("drill: cargo test"));
+    let prompt = c
+        .get_prompt(
+            GetPromptRequestParams::new("card_contract")
+                .with_arguments(json!({"card": id}).as_object().cloned().unwrap_or_default()),
+        )
+        .await
+        .expect("prompts/get");
+    assert!(
+        serde_json::to_string(&prompt.messages)
+            .expect("messages")
+            .contains("stdio reads cards too")
+    );
+    let ids = c
+        .complete_prompt_simple("card_contract", "card", "")
+        .await
+        .expect("completion/complete");
+    assert!(ids.contains(&id.to_string()), "{ids:?}");
+    c.cancel().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proposal_tools_file_list_and_withdraw() {
+    let hub = Hub::start();
+    let url = hub.url();
+    let home = tempfile::tempdir().expect("tmp");
+    let c = mcp(&url, "claude:demo", home.path()).await;
+    let tools = c.list_all_tools().await.expect("tools/list");
+    for t in [
+        "relay_propose",
+        "relay_proposals",
+        "relay_withdraw_proposal",
+    ] {
+        assert!(tools.iter().any(|x| x.name == t), "missing {t}");
+    }
+    let none = ok(&c, "relay_proposals", json!({})).await;
+    assert_eq!(none, "no proposals filed by this session");
+
+    let filed = ok(
+        &c,
+        "relay_propose",
+        json!({"scope": "push to main", "condition": "after the suite exits 0",
+               "exclusions": "never force-push", "key": "git.push-main"}),
+    )
+    .await;
+    assert!(
+        filed.starts_with("proposal #1 filed and PENDING"),
+        "{filed}"
+    );
+    let again = ok(
+        &c,
+        "relay_propose",
+        json!({"scope": "push to main", "condition": "after the suite exits 0",
+               "exclusions": "never force-push"}),
+    )
+    .await;
+    assert!(
+        again.starts_with("already pending as proposal #1"),
+        "{again}"
+    );
+    let unbound = call(
+        &c,
+        "relay_propose",
+        json!({"scope": "anything", "condition": "always", "exclusions": " "}),
+    )
+    .await;
+    assert!(
+        unbound.is_error
+            && unbound
+                .text
+                .starts_with("REFUSED: a proposal must state its bound"),
+        "{}",
+        unbound.text
+    );
+    let bad_key = call(
+        &c,
+        "relay_propose",
+        json!({"scope": "x", "condition": "y", "exclusions": "z", "key": "Not A Slug!"}),
+    )
+    .await;
+    assert!(
+        bad_key.is_error && bad_key.text.contains("slug"),
+        "{}",
+        bad_key.text
+    );
+
+    // A second proposal, denied by the operator with a note: the list shows both, and a
+    // near-duplicate of the denied one is refused with the operator's note.
+    ok(
+        &c,
+        "relay_propose",
+        json!({"scope": "delete release tags", "condition": "when asked",
+               "exclusions": "none other"}),
+    )
+    .await;
+    let (code, v) = common::hub_request(
+        hub.port,
+        "POST",
+        "/proposal/decide",
+        Some(&json!({"id": 2, "status": "denied", "note": "tags are forever", "by": "human"})),
+    )
+    .expect("decide");
+    assert_eq!(code, 200, "{v}");
+    let list = ok(&c, "relay_proposals", json!({})).await;
+    assert!(
+        list.contains("#1 ⏳ PENDING — push to main · when: after the suite exits 0 · NOT covered: never force-push"),
+        "{list}"
+    );
+    assert!(
+        list.contains("#2 ⛔ DENIED — delete release tags")
+            && list.contains("operator: \"tags are forever\""),
+        "{list}"
+    );
+    let redo = call(
+        &c,
+        "relay_propose",
+        json!({"scope": "delete release tags", "condition": "when asked",
+               "exclusions": "anything else"}),
+    )
+    .await;
+    assert!(
+        redo.is_error
+            && redo.text.contains("DENIED")
+            && redo
+                .text
+                .contains("The operator's note on the prior denial: \"tags are forever\""),
+        "{}",
+        redo.text
+    );
+
+    // Withdraw: only pending, only one's own.
+    let w = ok(&c, "relay_withdraw_proposal", json!({"id": 1})).await;
+    assert_eq!(w, "proposal #1 withdrawn — one queue slot free");
+    let twice = call(&c, "relay_withdraw_proposal", json!({"id": "1"})).await;
+    assert!(
+        twice.is_error
+            && twice
+                .text
+                .starts_with("could not withdraw: already withdrawn"),
+        "{}",
+        twice.text
+    );
+    let missing = call(&c, "relay_withdraw_proposal", json!({"id": 99})).await;
+    assert!(
+        missing.is_error && missing.text.contains("no such proposal"),
+        "{}",
+        missing.text
+    );
+    let other = mcp(&url, "codex:demo", home.path()).await;
+    ok(
+        &c,
+        "relay_propose",
+        json!({"scope": "run migrations", "condition": "on staging", "exclusions": "prod"}),
+    )
+    .await;
+    let theirs = call(&other, "relay_withdraw_proposal", json!({"id": 3})).await;
+    assert!(
+        theirs.is_error && theirs.text.contains("only the proposing session"),
+        "{}",
+        theirs.text
+    );
+    let list = ok(&c, "relay_proposals", json!({})).await;
+    assert!(list.contains("#1 ↩\u{fe0f} WITHDRAWN"), "{list}");
+    c.cancel().await.ok();
+    other.cancel().await.ok();
+}
+
+/// `trantor mcp` for `session`, run in `cwd` (a worktree), with extra environment.
+async fn mcp_in(
+    url: &str,
+    session: &str,
+    home: &Path,
+    cwd: &Path,
+    env: &[(&str, String)],
+) -> Client {
+    let url = url.to_string();
+    let session = session.to_string();
+    let home = home.to_path_buf();
+    let cwd = cwd.to_path_buf();
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
+    let cmd = Command::new(bin()).configure(move |c| {
+        c.arg("mcp")
+            .current_dir(&cwd)
+            .env("RELAY_URL", &url)
+            .env("RELAY_SESSION", &session)
+            .env_remove("RELAY_PROJECT")
+            .env_remove("RELAY_AGENT")
+            .env_remove("TRANTOR_SEAT")
+            .env("HOME", &home)
+            .env("TRANTOR_LOG", "warn");
+        for (k, v) in &env {
+            c.env(k, v);
+        }
+    });
+    let transport = TokioChildProcess::new(cmd).expect("spawn trantor mcp");
+    ().serve(transport).await.expect("MCP handshake")
+}
+
+/// The newest card-log entry of card `id`.
+fn last_note(port: u16, id: i64) -> String {
+    let (_, v) = common::hub_request(port, "GET", &format!("/card?id={id}"), None).expect("card");
+    v["task"]["log"]
+        .as_array()
+        .and_then(|l| l.last())
+        .and_then(|e| e["text"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_move_flags_a_hollow_move_and_adds_the_blast_line() {
+    let hub = Hub::start();
+    let url = hub.url();
+    let home = tempfile::tempdir().expect("tmp");
+    let repo = tempfile::tempdir().expect("repo");
+    let r = repo.path();
+    common::git_in(r, &["init", "-q", "-b", "main"]);
+    common::git_in(r, &["config", "user.email", "t@example.com"]);
+    common::git_in(r, &["config", "user.name", "t"]);
+    std::fs::write(r.join("a.rs"), "fn a() {}\n").expect("write");
+    common::git_in(r, &["add", "."]);
+    common::git_in(r, &["commit", "-q", "-m", "one"]);
+    // A stand-in for graft: prints graft.json beside it, fails while there is none.
+    let tools = tempfile::tempdir().expect("tools");
+    let graft = tools.path().join("graft");
+    std::fs::write(
+        &graft,
+        "#!/bin/sh\nexec cat \"$(dirname \"$0\")/graft.json\"\n",
+    )
+    .expect("graft");
+    let mut perm = std::fs::metadata(&graft).expect("meta").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&graft, perm).expect("chmod");
+    let seat = mcp_in(
+        &url,
+        "claude:demo",
+        home.path(),
+        r,
+        &[("GRAFT_BIN", graft.to_string_lossy().into_owned())],
+    )
+    .await;
+    let (_, v) = common::hub_request(
+        hub.port,
+        "POST",
+        "/task",
+        Some(
+            &json!({"project": "demo", "title": "login form", "assignee": "claude:demo",
+                      "by": "orch:demo", "drill": "open /login"}),
+        ),
+    )
+    .expect("task");
+    let id = v["task"]["id"].as_i64().expect("id");
+
+    // Taken at HEAD; moved to testing with nothing to show: flagged, and the assigner told.
+    ok(
+        &seat,
+        "relay_task_move",
+        json!({"id": id, "status": "doing"}),
+    )
+    .await;
+    let bases = std::fs::read_to_string(r.join(".git/hollow-base.json")).expect("base recorded");
+    assert!(
+        bases.contains(&common::git_in(r, &["rev-parse", "HEAD"])),
+        "{bases}"
+    );
+    let out = ok(
+        &seat,
+        "relay_task_move",
+        json!({"id": id, "status": "testing", "note": "looked at it"}),
+    )
+    .await;
+    assert!(out.contains("flagged HOLLOW"), "{out}");
+    let what = "no diff, no new files, no ticked checklist items, no test command in the note, \
+                no verified-at sha in the note";
+    assert_eq!(
+        last_note(hub.port, id),
+        format!("HOLLOW: {what} — looked at it\nblast: unavailable")
+    );
+    let (_, inbox) = common::hub_request(
+        hub.port,
+        "GET",
+        "/inbox?session=orch:demo&since=0&peek=1",
+        None,
+    )
+    .expect("inbox");
+    let told = format!(
+        "HOLLOW move on #{id} -> testing by claude:demo: {what}. The move landed; the note is flagged on the card."
+    );
+    assert!(
+        inbox["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["text"] == told.as_str())),
+        "{inbox}"
+    );
+    let (_, ev) = common::hub_request(
+        hub.port,
+        "GET",
+        &format!("/events?taskId={id}&type=moved"),
+        None,
+    )
+    .expect("events");
+    assert_eq!(
+        ev["events"]
+            .as_array()
+            .and_then(|e| e.last())
+            .map(|e| e["blast"].clone()),
+        Some(json!({"unavailable": true})),
+        "{ev}"
+    );
+
+    // Work committed, graft answering: the note keeps its words, with the blast line.
+    std::fs::write(r.join("a.rs"), "fn a() { b() }\n").expect("write");
+    common::git_in(r, &["commit", "-q", "-am", "two"]);
+    let sha = common::git_in(r, &["rev-parse", "--short", "HEAD"]);
+    std::fs::write(
+        tools.path().join("graft.json"),
+        r#"{"changed":[{"path":"a.rs"},{"path":"Cargo.toml"}],"unindexed":["Cargo.toml"],"impacted":[{"path":"b.rs"},{"path":"c.rs"},{"path":"a.rs"}]}"#,
+    )
+    .expect("graft.json");
+    let note = format!("cargo test: 3 passed, verified at {sha}");
+    let out = ok(
+        &seat,
+        "relay_task_move",
+        json!({"id": id, "status": "testing", "note": note}),
+    )
+    .await;
+    assert!(!out.contains("HOLLOW"), "{out}");
+    assert_eq!(
+        last_note(hub.port, id),
+        format!("{note}\nblast: 2 files depend on the 1 changed (Cargo.toml not in the graph)")
+    );
+
+    // Evidence but no verified-at sha: only that is named.
+    ok(
+        &seat,
+        "relay_task_move",
+        json!({"id": id, "status": "testing", "note": "cargo test: 3 passed"}),
+    )
+    .await;
+    assert!(
+        last_note(hub.port, id)
+            .starts_with("HOLLOW: no verified-at sha in the note — cargo test: 3 passed\nblast: "),
+        "{}",
+        last_note(hub.port, id)
+    );
+    // A declared no-code outcome is never flagged; a card taken outside a worktree is not checked.
+    ok(
+        &seat,
+        "relay_task_move",
+        json!({"id": id, "status": "testing", "note": "investigated: the bug is upstream"}),
+    )
+    .await;
+    assert!(
+        last_note(hub.port, id).starts_with("investigated: the bug is upstream\nblast: "),
+        "{}",
+        last_note(hub.port, id)
+    );
+    let elsewhere = tempfile::tempdir().expect("not a repo");
+    let plain = mcp_in(&url, "codex:demo", home.path(), elsewhere.path(), &[]).await;
+    let (_, v) = common::hub_request(
+        hub.port,
+        "POST",
+        "/task",
+        Some(&json!({"project": "demo", "title": "notes", "assignee": "codex:demo", "by": "orch:demo"})),
+    )
+    .expect("task");
+    let other = v["task"]["id"].as_i64().expect("id");
+    ok(
+        &plain,
+        "relay_task_move",
+        json!({"id": other, "status": "doing"}),
+    )
+    .await;
+    ok(
+        &plain,
+        "relay_task_move",
+        json!({"id": other, "status": "testing", "note": "wrote them"}),
+    )
+    .await;
+    assert_eq!(last_note(hub.port, other), "wrote them");
+    seat.cancel().await.ok();
+    plain.cancel().await.ok();
+}

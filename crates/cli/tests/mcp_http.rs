@@ -179,3 +179,244 @@ async fn foreign_origin_and_host_are_refused_and_unknown_sessions_are_404() {
     .expect("reply");
     assert_eq!(r.status(), 404);
 }
+
+fn card_id(text: &str) -> i64 {
+    // "card #12 added to …"
+    text.split('#')
+        .nth(1)
+        .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no card id in {text}"))
+}
+
+/// A client that hands every `notifications/resources/updated` URI to a channel.
+#[derive(Clone)]
+struct Watcher(tokio::sync::mpsc::UnboundedSender<String>);
+
+impl rmcp::ClientHandler for Watcher {
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        let _ = self.0.send(params.uri);
+    }
+}
+
+fn texts(r: &rmcp::model::ReadResourceResult) -> Vec<(String, String)> {
+    r.contents
+        .iter()
+        .filter_map(|c| match c {
+            rmcp::model::ResourceContents::TextResourceContents {
+                mime_type, text, ..
+            } => Some((mime_type.clone().unwrap_or_default(), text.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(deprecated)]
+async fn resources_prompts_completion_and_subscriptions_over_http() {
+    use rmcp::model::{
+        GetPromptRequestParams, LoggingLevel, ReadResourceRequestParams, SetLevelRequestParams,
+        SubscribeRequestParams, UnsubscribeRequestParams,
+    };
+    let hub = Hub::spawn();
+    let url = hub.url();
+    let alice = connect(&url, &[("x-relay-session", "claude:web")]).await;
+    let added = ok(
+        &alice,
+        "relay_task_add",
+        json!({"title": "serve the board as a resource", "assignee": "claude:web",
+               "drill": "cargo test -p trantor --test mcp_http", "checklist": ["list", "read"]}),
+    )
+    .await;
+    let id = card_id(&added);
+    ok(
+        &alice,
+        "relay_project_brief",
+        json!({"brief": "the web shop, rebuilt"}),
+    )
+    .await;
+    let card_uri = format!("trantor://card/{id}");
+
+    // List: the board, the brief, the caller's open card and the lessons.
+    let listed: Vec<String> = alice
+        .list_all_resources()
+        .await
+        .expect("resources/list")
+        .into_iter()
+        .map(|r| r.uri)
+        .collect();
+    for want in [
+        "trantor://board/web",
+        "trantor://brief/web",
+        card_uri.as_str(),
+        "trantor://lessons",
+    ] {
+        assert!(listed.iter().any(|u| u == want), "{want} in {listed:?}");
+    }
+    let templates: Vec<String> = alice
+        .list_all_resource_templates()
+        .await
+        .expect("resources/templates/list")
+        .into_iter()
+        .map(|t| t.uri_template)
+        .collect();
+    assert!(
+        templates.iter().any(|t| t == "trantor://card/{id}")
+            && templates.iter().any(|t| t == "trantor://board/{project}"),
+        "{templates:?}"
+    );
+
+    // Read: the card as text and as JSON, with drill and checklist; the board; the brief.
+    let read = |uri: String| alice.read_resource(ReadResourceRequestParams::new(uri));
+    let card = texts(&read(card_uri.clone()).await.expect("read the card"));
+    let (_, text) = card.iter().find(|(m, _)| m == "text/plain").expect("text");
+    assert!(
+        text.contains("serve the board as a resource")
+            && text.contains("drill: cargo test")
+            && text.contains("[ ] list"),
+        "{text}"
+    );
+    let (_, doc) = card
+        .iter()
+        .find(|(m, _)| m == "application/json")
+        .expect("json");
+    let doc: Value = serde_json::from_str(doc).expect("card JSON");
+    assert_eq!(doc["task"]["id"], id);
+    let board = texts(&read("trantor://board/web".into()).await.expect("board"));
+    assert!(board[0].1.contains(&format!("#{id}")), "{board:?}");
+    let brief = texts(&read("trantor://brief/web".into()).await.expect("brief"));
+    assert!(brief[0].1.contains("the web shop, rebuilt"), "{brief:?}");
+    let err = read("test://static-text".into())
+        .await
+        .expect_err("a foreign URI is an error");
+    assert!(err.to_string().contains("no such resource"), "{err}");
+    let err = read("trantor://card/999999".into())
+        .await
+        .expect_err("an unknown card is an error");
+    assert!(err.to_string().contains("no such resource"), "{err}");
+
+    // Prompts, with their arguments.
+    let prompts: Vec<String> = alice
+        .list_all_prompts()
+        .await
+        .expect("prompts/list")
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    assert_eq!(prompts, ["crew_playbook", "handoff", "card_contract"]);
+    let args = |v: Value| v.as_object().cloned().unwrap_or_default();
+    let contract = alice
+        .get_prompt(
+            GetPromptRequestParams::new("card_contract")
+                .with_arguments(args(json!({"card": id.to_string(), "base": "abc123"}))),
+        )
+        .await
+        .expect("card_contract");
+    let all = serde_json::to_string(&contract.messages).expect("messages");
+    assert!(
+        all.contains("serve the board as a resource")
+            && all.contains("base: abc123")
+            && all.contains(&card_uri),
+        "{all}"
+    );
+    let handoff = alice
+        .get_prompt(
+            GetPromptRequestParams::new("handoff")
+                .with_arguments(args(json!({"to": "codex:web", "card": id}))),
+        )
+        .await
+        .expect("handoff");
+    let all = serde_json::to_string(&handoff.messages).expect("messages");
+    assert!(
+        all.contains("codex:web") && all.contains("relay_handoff"),
+        "{all}"
+    );
+    let playbook = alice
+        .get_prompt(GetPromptRequestParams::new("crew_playbook"))
+        .await
+        .expect("crew_playbook");
+    let all = serde_json::to_string(&playbook.messages).expect("messages");
+    assert!(all.contains("claude:web") && all.contains("web"), "{all}");
+    let err = alice
+        .get_prompt(GetPromptRequestParams::new("handoff"))
+        .await
+        .expect_err("a missing required argument is an error");
+    assert!(err.to_string().contains("`to`"), "{err}");
+
+    // Completion: card ids, projects, sessions; nothing for what is not ours.
+    let ids = alice
+        .complete_prompt_simple("card_contract", "card", "")
+        .await
+        .expect("complete card");
+    assert!(ids.contains(&id.to_string()), "{ids:?}");
+    let projects = alice
+        .complete_resource_simple("trantor://board/{project}", "project", "w")
+        .await
+        .expect("complete project");
+    assert_eq!(projects, ["web"]);
+    let sessions = alice
+        .complete_prompt_simple("handoff", "to", "cla")
+        .await
+        .expect("complete session");
+    assert_eq!(sessions, ["claude:web"]);
+    let none = alice
+        .complete_prompt_simple("test_prompt_with_arguments", "arg1", "x")
+        .await
+        .expect("complete a foreign prompt");
+    assert!(none.is_empty());
+
+    // Logging level, then a subscription: a move of the card notifies its URI.
+    alice
+        .set_level(SetLevelRequestParams::new(LoggingLevel::Info))
+        .await
+        .expect("logging/setLevel");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut map = HashMap::new();
+    map.insert(
+        reqwest::header::HeaderName::from_static("x-relay-session"),
+        reqwest::header::HeaderValue::from_static("codex:web"),
+    );
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(format!("{url}/mcp")).custom_headers(map);
+    let transport = StreamableHttpClientTransport::with_client(http(), config);
+    let bob = Watcher(tx)
+        .serve(transport)
+        .await
+        .expect("watcher handshake");
+    bob.subscribe(SubscribeRequestParams::new(card_uri.clone()))
+        .await
+        .expect("resources/subscribe");
+    let err = bob
+        .subscribe(SubscribeRequestParams::new("test://watched-resource"))
+        .await
+        .expect_err("a foreign URI cannot be subscribed");
+    assert!(err.to_string().contains("no such resource"), "{err}");
+    // The follower opens the hub's feed beside the reply: move the card until one arrives.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut notes = 0;
+    let got = loop {
+        notes += 1;
+        ok(
+            &alice,
+            "relay_task_move",
+            json!({"id": id, "status": "doing", "note": format!("step {notes}")}),
+        )
+        .await;
+        match tokio::time::timeout(Duration::from_millis(500), rx.recv()).await {
+            Ok(Some(uri)) => break uri,
+            _ if tokio::time::Instant::now() > deadline => panic!("no resources/updated"),
+            _ => {}
+        }
+    };
+    assert_eq!(got, card_uri);
+    bob.unsubscribe(UnsubscribeRequestParams::new(card_uri.clone()))
+        .await
+        .expect("resources/unsubscribe");
+
+    alice.cancel().await.ok();
+    bob.cancel().await.ok();
+}

@@ -436,3 +436,70 @@ fn original_presence_inbox_and_stop_hooks_hand_mail_to_a_busy_session_once() {
         "the harness's loop guard lets the session stop: {out}"
     );
 }
+
+/// SessionStart (`overseer-warn.mjs`): a session arriving on a project where the policy gives
+/// level 2 is told, from our `GET /overseer/context`, the declared links, the live sessions,
+/// the files in flight and the standing warning; at level 1 (observe) it is told nothing.
+#[test]
+fn original_overseer_warn_hook_narrates_our_overseer_context() {
+    let Some(pkg) = common::original_package() else {
+        return;
+    };
+    let hub = Hub::start();
+    let home = tempfile::tempdir().expect("tempdir");
+    let input = json!({"hook_event_name": "SessionStart", "cwd": home.path().to_string_lossy()});
+    post(
+        hub.port,
+        "/register",
+        json!({"session": "claude:web", "project": "web", "llm": "claude", "model": "opus", "status": "on the login form"}),
+    );
+    post(
+        hub.port,
+        "/register",
+        json!({"session": "codex:web", "project": "web", "llm": "codex"}),
+    );
+    post(
+        hub.port,
+        "/claim",
+        json!({"project": "web", "file": "src/login.rs", "session": "claude:web"}),
+    );
+    // Level 1 (the default) observes: the hook says nothing.
+    let quiet = run_hook(
+        &pkg,
+        "overseer-warn.mjs",
+        hub.port,
+        home.path(),
+        "gemini:web",
+        "web",
+        &input,
+    );
+    assert_eq!(quiet, json!({}), "level 1 narrates nothing: {quiet}");
+
+    post(
+        hub.port,
+        "/policy",
+        json!({"autonomy": {"web": 2}, "link": {"projects": ["web", "api"], "reason": "shared auth"}}),
+    );
+    let out = run_hook(
+        &pkg,
+        "overseer-warn.mjs",
+        hub.port,
+        home.path(),
+        "gemini:web",
+        "web",
+        &input,
+    );
+    assert_eq!(out["hookSpecificOutput"]["hookEventName"], "SessionStart");
+    let text = context_of(&out);
+    assert!(text.starts_with("⚠️ trantor overseer: "), "{text}");
+    for want in [
+        "Linked projects (declared codependence): api + web — shared auth.",
+        "claude:web (claude·opus), on the login form",
+        "codex:web (codex)",
+        "Files in flight right now: src/login.rs — claude:web (",
+        "Overseer warnings: claude:web, codex:web are live on project web",
+        "coordinate over the bus (relay_send)",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in {text}");
+    }
+}

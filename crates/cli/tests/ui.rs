@@ -1218,3 +1218,200 @@ async fn the_dashboard_shows_what_each_card_seat_and_day_cost() {
     b.shot("ui-cost").await;
     b.no_reload_happened().await;
 }
+
+/// The original's dashboard (`ui.html` from the npm package `trantor@0.18.72`), served from a
+/// loopback origin whose other paths reach our hub (`tests-compat/log_proxy.py --static`): its
+/// board, its project strip and its timeline fill from our hub, and every call it makes is
+/// answered — apart from the insights routes this hub does not serve (docs/compat-notes.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_originals_dashboard_fills_from_our_hub() {
+    let Some(pkg) = common::original_package() else {
+        return;
+    };
+    if find_exe(&["python3"]).is_none() {
+        common::skip_or_fail("the_originals_dashboard_fills_from_our_hub: python3 is needed");
+        return;
+    }
+    let Some(b) = Browser::start("the_originals_dashboard_fills_from_our_hub").await else {
+        return;
+    };
+    let hub = Hub::start();
+    let api = Api::new(&hub);
+    api.ok(
+        "/register",
+        json!({"session": "claude:web", "project": "web", "status": "on the login form"}),
+    )
+    .await;
+    api.ok(
+        "/project",
+        json!({"project": "web", "brief": "the shop's web front", "by": "lead:web"}),
+    )
+    .await;
+    let todo = api
+        .card(
+            "web",
+            "write the login form",
+            json!({"assignee": "claude:web"}),
+        )
+        .await;
+    let doing = api
+        .card(
+            "web",
+            "wire the session cookie",
+            json!({"assignee": "claude:web"}),
+        )
+        .await;
+    let done = api
+        .card(
+            "web",
+            "pick the font",
+            json!({"assignee": "claude:web", "drill": "look at it"}),
+        )
+        .await;
+    api.ok(
+        "/task/update",
+        json!({"id": doing, "status": "doing", "by": "claude:web"}),
+    )
+    .await;
+    api.ok(
+        "/task/update",
+        json!({"id": done, "status": "done", "by": "claude:web", "note": "Drill: looked at it"}),
+    )
+    .await;
+    api.ok(
+        "/send",
+        json!({"from": "lead:web", "to": "claude:web", "text": "start with the login form"}),
+    )
+    .await;
+
+    let logs = tempfile::tempdir().expect("logs");
+    let log = logs.path().join("calls.jsonl");
+    let port = free_port();
+    let mut cmd = Command::new("python3");
+    cmd.arg(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests-compat/log_proxy.py"),
+    )
+    .arg("--listen")
+    .arg(format!("127.0.0.1:{port}"))
+    .arg("--upstream")
+    .arg(hub.url())
+    .arg("--log")
+    .arg(&log)
+    .arg("--static")
+    .arg(format!("/ui={}", pkg.join("ui.html").display()))
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    let _proxy = GroupChild::spawn(cmd);
+    let deadline = Instant::now() + GUARD;
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the proxy did not listen");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    b.client
+        .goto(&format!("http://127.0.0.1:{port}/ui"))
+        .await
+        .expect("goto");
+    // The board: the project's three cards in their columns, the counters, the brief.
+    let proj = r#"document.querySelector('.proj[data-projname="web"]')"#;
+    b.until(
+        "the web board",
+        &format!("{proj} && {proj}.querySelectorAll('.tcard').length === 3"),
+    )
+    .await;
+    for (id, col) in [(todo, "todo"), (doing, "doing"), (done, "done")] {
+        let at = b
+            .eval(&format!(
+                "(() => {{ const c = {proj}.querySelector('.tcard[data-id=\"{id}\"]'); \
+                 return c && c.closest('.col').classList.contains('{col}'); }})()"
+            ))
+            .await;
+        assert_eq!(at, json!(true), "card #{id} in {col}");
+    }
+    assert_eq!(
+        b.eval("document.getElementById('nproj').textContent").await,
+        json!("1")
+    );
+    assert_eq!(
+        b.eval("document.getElementById('ntask').textContent").await,
+        json!("3")
+    );
+    // claude:web, and lead:web (it wrote the cards and the message).
+    assert_eq!(
+        b.eval("document.getElementById('nsess').textContent").await,
+        json!("2")
+    );
+    let brief = b
+        .eval(&format!("{proj}.querySelector('.brief').textContent"))
+        .await;
+    assert_eq!(brief, json!("the shop's web front"));
+    // The projects strip and the live agent.
+    b.until(
+        "the live project tab",
+        r#"document.querySelector('#ptabs .ptab.live[data-proj="web"]')"#,
+    )
+    .await;
+    let agents = b
+        .eval(&format!(
+            "[...{proj}.querySelectorAll('.agent')].map(a => a.getAttribute('title')).join('|')"
+        ))
+        .await;
+    assert!(
+        agents
+            .as_str()
+            .is_some_and(|t| t.contains("claude:web · online")),
+        "{agents}"
+    );
+    // The conversation lane shows the message.
+    b.until(
+        "the message in the project's chat",
+        &format!("{proj}.querySelector('.chatlog') && {proj}.querySelector('.chatlog').textContent.includes('start with the login form')"),
+    )
+    .await;
+    // The timeline: created and moved, from /history.
+    b.eval(r#"document.querySelector('.vbtn[data-view="timeline"][data-proj="web"]').click()"#)
+        .await;
+    b.until(
+        "the timeline",
+        r#"document.querySelectorAll('.timeline[data-proj="web"] .tevent').length >= 5"#,
+    )
+    .await;
+    let timeline = b
+        .eval(r#"document.querySelector('.timeline[data-proj="web"]').textContent"#)
+        .await;
+    let timeline = timeline.as_str().unwrap_or_default();
+    assert!(
+        timeline.contains("created \"write the login form\" as todo")
+            && timeline.contains("moved \"pick the font\" todo → done"),
+        "{timeline}"
+    );
+    b.shot("original-ui").await;
+
+    // Every call the page made was answered; only the insights routes are not served here.
+    let calls = std::fs::read_to_string(&log).expect("proxy log");
+    let mut seen = std::collections::BTreeSet::new();
+    for line in calls.lines() {
+        let c: Value = serde_json::from_str(line).expect("log line");
+        let path = c["path"].as_str().unwrap_or_default().to_string();
+        let status = c["status"].as_i64().unwrap_or(0);
+        seen.insert(path.clone());
+        if path == "/favicon.ico" {
+            continue; // the browser's own request, not the page's (the original 404s it too)
+        }
+        if ["/learning", "/economics", "/balances"].contains(&path.as_str()) {
+            assert_eq!(status, 404, "{line}");
+            continue;
+        }
+        assert!(
+            status > 0 && status < 400,
+            "the page's call was refused: {line}"
+        );
+    }
+    for want in ["/projects", "/tasks", "/recent", "/history"] {
+        assert!(
+            seen.contains(want),
+            "the page never called {want}: {seen:?}"
+        );
+    }
+}

@@ -88,7 +88,7 @@ pub fn spawn<S: Store>(hub: AppState<S>) {
 }
 
 /// The conditions standing at `now`.
-fn detect(
+pub(crate) fn detect(
     live: &[trantor_proto::Peer],
     claims: &[crate::routes::claims::Claim],
 ) -> Vec<OverseerWarning> {
@@ -145,7 +145,8 @@ fn detect(
     out
 }
 
-fn key_of(w: &OverseerWarning) -> String {
+/// The episode key of a condition: `<project> <kind> [<files>]`.
+pub(crate) fn key_of(w: &OverseerWarning) -> String {
     if w.files.is_empty() {
         format!("{} {}", w.project, w.kind)
     } else {

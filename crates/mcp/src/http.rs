@@ -9,9 +9,13 @@
 
 use crate::server::Relay;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerConfig, Tool,
 };
+#[allow(deprecated)]
+use rmcp::model::{SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams};
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -44,7 +48,8 @@ pub struct HttpOptions {
 #[derive(Clone)]
 pub struct HttpRelay {
     opts: Arc<HttpOptions>,
-    /// Lists the tools (its identity is never used).
+    /// Lists the tools and prompts, reads for a client that names no session, and holds this
+    /// MCP session's subscriptions and logging level.
     template: Relay,
     /// One relay per bus session this client has spoken as, with its inbox cursor.
     relays: Arc<Mutex<HashMap<(String, String), Relay>>>,
@@ -119,6 +124,15 @@ impl HttpRelay {
     }
 }
 
+impl HttpRelay {
+    /// The relay that answers a read: the named session's, else the anonymous one (reads need
+    /// no identity on a hub that takes header identities).
+    fn reader(&self, ctx: &RequestContext<RoleServer>) -> Relay {
+        self.relay_for(ctx)
+            .unwrap_or_else(|_| self.template.clone())
+    }
+}
+
 fn identity(hub_url: &str, session: &str, project: &str) -> Identity {
     Identity {
         session: session.to_string(),
@@ -131,7 +145,7 @@ fn identity(hub_url: &str, session: &str, project: &str) -> Identity {
 
 impl ServerHandler for HttpRelay {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(crate::server::library::capabilities())
             .with_server_info(Implementation::new("trantor", trantor_proto::VERSION))
             .with_instructions(
                 "You are a session on the trantor bus (the X-Relay-Session header names which; \
@@ -152,6 +166,83 @@ impl ServerHandler for HttpRelay {
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.template.get_tool(name)
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.reader(&context).list_resources(request, context).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.template
+            .list_resource_templates(request, context)
+            .await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.reader(&context).read_resource(request, context).await
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.template.subscribe(request, context).await
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.template.unsubscribe(request, context).await
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        self.template.list_prompts(request, context).await
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        self.reader(&context).get_prompt(request, context).await
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        self.reader(&context).complete(request, context).await
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.template.set_level(request, context).await
     }
 
     async fn call_tool(

@@ -6,13 +6,22 @@
 //! hub failures come back as the tool's error text naming the hub URL.
 
 mod crew;
+pub mod library;
+mod proposals;
 
 use crate::args::*;
 use crate::render;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
-use rmcp::{ServerHandler, tool, tool_handler, tool_router};
+use rmcp::model::{
+    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse,
+    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerConfig,
+};
+#[allow(deprecated)]
+use rmcp::model::{SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,6 +58,8 @@ pub struct Relay {
     /// Run by `trantor runner` for a seat (`TRANTOR_SEAT` set), not opened by a person.
     seat: bool,
     state: Arc<Mutex<State>>,
+    /// This MCP session's resource subscriptions and logging level.
+    subs: library::Subscriptions,
     tool_router: ToolRouter<Relay>,
 }
 
@@ -106,7 +117,11 @@ impl Relay {
             boot_ms: now_ms(),
             seat: std::env::var_os("TRANTOR_SEAT").is_some_and(|v| !v.is_empty()),
             state: Arc::new(Mutex::new(State::default())),
-            tool_router: Self::tool_router() + Self::crew_tools() + Self::handoff_tools(),
+            subs: library::Subscriptions::default(),
+            tool_router: Self::tool_router()
+                + Self::crew_tools()
+                + Self::handoff_tools()
+                + Self::proposal_tools(),
         }
     }
 
@@ -234,6 +249,80 @@ impl Relay {
             .post_with_op(path, body, &new_op_id())
             .await
             .map_err(|e| self.hub_error(e))
+    }
+
+    /// The seat-side evidence of a move (`docs/protocol.md` §15.7): on `doing`, record HEAD as
+    /// the card's base; on `testing`/`done`, the blast-radius line and the hollow-move check.
+    /// Returns the note to send, the `blast` record, and — for a hollow move — what is missing
+    /// with the assigner to tell (none when that is this session). Never fails the move.
+    async fn evidence(
+        &self,
+        id: i64,
+        status: &str,
+        note: Option<&str>,
+    ) -> (
+        Option<String>,
+        Option<Value>,
+        Option<(String, Option<String>)>,
+    ) {
+        let keep = (note.map(str::to_string), None, None);
+        let Ok(cwd) = std::env::current_dir() else {
+            return keep;
+        };
+        if status == "doing" {
+            crate::hollow::mark_doing(&cwd, id).await;
+            return keep;
+        }
+        if !matches!(status, "testing" | "done") {
+            return keep;
+        }
+        let Ok(card): Result<CardReply, _> = self
+            .hub
+            .get(
+                "/card",
+                &[("project", self.id.project.clone()), ("id", id.to_string())],
+            )
+            .await
+        else {
+            return keep;
+        };
+        let blast = crate::hollow::blast(&cwd, &card.messages).await;
+        let line = blast.as_ref().map(crate::hollow::blast_line);
+        let text = note.unwrap_or("");
+        let checklist = card
+            .task
+            .as_ref()
+            .and_then(|t| t.get("checklist"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let v = crate::hollow::verdict(&cwd, id, text, &checklist).await;
+        let cap = |s: String| -> String { s.chars().take(2000).collect() };
+        if v.checked && v.hollow {
+            let what = format!("no {}", v.missing.join(", no "));
+            let flagged = format!(
+                "HOLLOW: {what} — {}{}",
+                note.unwrap_or("(no note)"),
+                line.as_ref().map(|l| format!("\n{l}")).unwrap_or_default()
+            );
+            let assigner = card
+                .task
+                .as_ref()
+                .and_then(|t| t.get("by"))
+                .and_then(Value::as_str)
+                .filter(|b| !b.is_empty() && *b != self.id.session)
+                .map(str::to_string);
+            return (Some(cap(flagged)), blast, Some((what, assigner)));
+        }
+        let sent = match (note, line) {
+            (n, Some(l)) => {
+                let room = 2000usize.saturating_sub(l.chars().count() + 1);
+                let n: String = n.unwrap_or("").chars().take(room).collect();
+                Some(format!("{n}\n{l}"))
+            }
+            (n, None) => n.map(str::to_string),
+        };
+        (sent, blast, None)
     }
 
     /// The inbox cursor, seeded on first use. A runner seat starts past every message that
@@ -644,7 +733,7 @@ impl Relay {
     }
 
     #[tool(
-        description = "Move a card as you progress: todo -> doing -> testing -> done. Never jump straight to done: move to testing when you finish, run the project's tests, then done only if green — or failed (with a relay_send saying what broke). blocked = waiting on something outside. A move to testing or done should carry a `note` with what changed and the evidence (command and pass counts); without one the move is still made, with a warning. The hub refuses one move: to done when the card has no drill line (pass `drill`, or a note naming the test command) — that refusal comes back as this tool's error."
+        description = "Move a card as you progress: todo -> doing -> testing -> done. Never jump straight to done: move to testing when you finish, run the project's tests, then done only if green — or failed (with a relay_send saying what broke). blocked = waiting on something outside. A move to testing or done should carry a `note` with what changed and the evidence (command and pass counts); without one the move is still made, with a warning; a move with no evidence at all (no diff since you took the card, no new files, no ticked item, no test command) or no `verified at <sha>` is flagged HOLLOW: on the card and its assigner is told — unless the note says why there is no code (docs-only, investigated, refused…). The hub refuses one move: to done when the card has no drill line (pass `drill`, or a note naming the test command) — that refusal comes back as this tool's error."
     )]
     async fn relay_task_move(&self, Parameters(a): Parameters<TaskMoveArgs>) -> ToolResult {
         let status = a.status.trim().to_lowercase();
@@ -655,12 +744,14 @@ impl Relay {
             ));
         }
         let note = clean(a.note);
+        let (sent_note, blast, hollow) = self.evidence(a.id, &status, note.as_deref()).await;
         let req = TaskUpdateRequest {
             id: a.id,
             status: Some(status.clone()),
-            note: note.clone(),
+            note: sent_note,
             drill: clean(a.drill),
             by: Some(self.id.session.clone()),
+            blast,
             ..Default::default()
         };
         let reply: TaskReply = self
@@ -678,6 +769,31 @@ impl Relay {
             })?;
         let c = reply.task;
         let mut out = format!("card #{} -> {}", c.id, c.status);
+        if let Some((what, assigner)) = hollow {
+            out.push_str(&format!(
+                " — flagged HOLLOW on the card: {what}. Name the evidence (the diff, the test \
+                 command and counts, `verified at <sha>`) or say why there is no code"
+            ));
+            if let Some(to) = assigner {
+                let text = format!(
+                    "HOLLOW move on #{} -> {status} by {}: {what}. The move landed; the note is \
+                     flagged on the card.",
+                    c.id, self.id.session
+                );
+                let send = SendRequest {
+                    from: self.id.session.clone(),
+                    to: Some(to),
+                    text,
+                    wake: Some(false),
+                    ..Default::default()
+                };
+                let sent: Result<SendReply, String> = self.write("/send", &send).await;
+                if sent.is_err() {
+                    out.push_str(" (the assigner could not be told)");
+                }
+            }
+            return Ok(out);
+        }
         if note.is_some() {
             out.push_str(" (note logged)");
         } else if matches!(status.as_str(), "testing" | "done") {
@@ -941,8 +1057,88 @@ impl Relay {
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Relay {
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.resource_list().await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            library::templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        Ok(self.resource_read(&request.uri).await?.into())
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subs.subscribe(&request.uri, &self.hub, context.peer)
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subs.unsubscribe(&request.uri);
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(library::prompts()))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let args = library::prompt_args(request.arguments.as_ref());
+        Ok(self.prompt_get(&request.name, &args).await?.into())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        self.complete_arg(&request).await
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subs.set_level(&library::level_name(&request.level));
+        Ok(())
+    }
+
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(library::capabilities())
             .with_server_info(Implementation::new("trantor", trantor_proto::VERSION))
             .with_instructions(format!(
                 "You are {} on the trantor bus (project {}, hub {}). relay_inbox / relay_wait \

@@ -191,3 +191,76 @@ pub struct OverseerStatus {
     /// Episodes standing.
     pub standing: i64,
 }
+
+/// A project link as `GET /overseer/context` lists it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ContextLink {
+    /// The linked projects.
+    pub projects: Vec<String>,
+    /// Why they are linked.
+    pub reason: String,
+}
+
+/// A live session on the project (or a linked one), as `GET /overseer/context` lists it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ContextPeer {
+    /// Bus address.
+    pub session: String,
+    /// Its project.
+    pub project: String,
+    /// Agent CLI family ("" when not reported).
+    pub llm: String,
+    /// Model ("" when not reported).
+    pub model: String,
+    /// Its one-line status.
+    pub status: String,
+}
+
+/// A file in flight: a live claim on the project.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ContextFile {
+    /// File (repo-relative).
+    pub file: String,
+    /// Claiming session.
+    pub session: String,
+    /// Claimed how long ago, seconds.
+    #[serde(rename = "agoSec")]
+    pub ago_sec: i64,
+}
+
+/// `GET /overseer/context?project=P` reply: what a session arriving on P needs to know.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct OverseerContext {
+    /// The project's autonomy level (1 observe … 4; the `*` level, else 1, when unset).
+    pub level: i64,
+    /// Links naming the project.
+    pub links: Vec<ContextLink>,
+    /// Live sessions on the project and its linked projects.
+    pub peers: Vec<ContextPeer>,
+    /// Live file claims on the project.
+    pub inflight: Vec<ContextFile>,
+    /// Conditions standing now on the project and its linked projects; a standing episode's
+    /// detail ends with how long it has stood.
+    pub warnings: Vec<OverseerWarning>,
+}
+
+/// `POST /overseer/narrate` body: a narration of one `overseer.warn` event.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NarrateRequest {
+    /// The `overseer.warn` event's id.
+    #[serde(default)]
+    #[schemars(extend("x-required" = true), range(min = 1))]
+    pub event_id: i64,
+    /// The narration (at most 300 characters, not blank).
+    #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = 300), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
+    pub text: String,
+}
+
+/// `POST /overseer/narrate` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct NarrateReply {
+    /// Always true.
+    pub ok: bool,
+}

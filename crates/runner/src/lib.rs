@@ -59,6 +59,12 @@ pub mod crew {
     pub use crate::turn::snapshot::{SnapshotOutcome, SnapshotWhy, snapshot_wip};
 }
 
+/// The rules and kickoff a seat runs under, for the MCP server's `crew_playbook` prompt (so a
+/// person's session reads the same playbook as a seat).
+pub mod playbook {
+    pub use crate::triage::prompt::{default_kickoff, default_rules};
+}
+
 /// Run the seat daemon until interrupted.
 pub async fn run(args: RunnerArgs) -> anyhow::Result<()> {
     // First, before anything reads the environment: a release boot's state leaves the env here.

@@ -34,8 +34,10 @@ Examples:
   trantor connect --remove            take out the entries and hooks connect wrote
 
 Claude Code also gets hooks in ~/.claude/settings.json (SessionStart, PostToolUse,
-UserPromptSubmit, Stop → `trantor hook <event>`) that hand the crew's messages to an interactive
-session; your own hooks there are kept.
+UserPromptSubmit, Stop, PreCompact → `trantor hook <event>`) that hand the crew's messages to an
+interactive session; your own hooks there are kept. While the trantor Claude Code plugin is
+enabled (`trantor plugin install`), Claude Code is left to it: the plugin carries the same MCP
+server and hooks, and nothing runs twice.
 
 ",
     exit_codes!()
@@ -628,6 +630,20 @@ pub(crate) async fn connect(a: ConnectArgs) -> anyhow::Result<ExitCode> {
                 failed |= state == "error";
                 report.push(hooks_row(&home, state, detail));
             }
+            continue;
+        }
+        // The plugin wires Claude Code itself (its MCP server and hooks); a second wiring would
+        // run every hook twice.
+        if t.name == "claude" && super::plugin::enabled(&home) {
+            report.push(serde_json::json!({
+                "cli": t.name, "label": t.label, "path": t.path.display().to_string(),
+                "state": "plugin",
+                "detail": format!(
+                    "the trantor plugin ({}) provides the MCP server and hooks; `trantor plugin \
+                     remove` hands Claude Code back to connect",
+                    super::plugin::PLUGIN_ID
+                ),
+            }));
             continue;
         }
         let (state, detail) = if !a.all && a.only.is_empty() && !t.installed() {

@@ -254,7 +254,16 @@ pub(crate) async fn doctor(a: DoctorArgs) -> anyhow::Result<ExitCode> {
         let on_path = find_on_path(t.binary);
         any_agent |= on_path.is_some();
         let wiring = inspect(&t);
+        let plugin = t.name == "claude" && super::plugin::enabled(&home);
         let (ok, detail, fix) = match (&on_path, wiring) {
+            (_, Wiring::Missing) if plugin => (
+                true,
+                format!(
+                    "loads `trantor mcp` through the trantor plugin ({}, `trantor plugin install`)",
+                    super::plugin::PLUGIN_ID
+                ),
+                None,
+            ),
             (None, Wiring::Missing) => (true, "not installed".to_string(), None),
             (_, Wiring::Ours(cmd)) => {
                 let exists = std::path::Path::new(&cmd).is_absolute()
@@ -406,6 +415,18 @@ fn duty_check(d: &Value) -> Check {
 /// Whether the Claude Code hooks are installed; the other CLIs have none to wire.
 fn hooks_check(home: &std::path::Path) -> Check {
     let path = super::hook_install::settings_path(home);
+    if super::plugin::enabled(home) {
+        return Check {
+            name: "hooks".into(),
+            ok: true,
+            detail: format!(
+                "Claude Code runs the trantor hooks through the plugin {} (Codex, OpenCode and \
+                 Kimi get no session hooks: their seats receive messages through the runner)",
+                super::plugin::PLUGIN_ID
+            ),
+            fix: None,
+        };
+    }
     let (ok, detail, fix) = match super::hook_install::installed_hooks(home) {
         Ok(n) if n == super::hook::Event::ALL.len() => (
             true,

@@ -181,10 +181,8 @@ pub(crate) fn apply(home: &Path, exe: &str, remove: bool, dry_run: bool) -> Outc
     let what = if remove {
         "removed the trantor hooks (your own hooks are kept)".to_string()
     } else {
-        format!(
-            "hooks SessionStart, PostToolUse, UserPromptSubmit, Stop run `{} hook <event>`",
-            exe
-        )
+        let names: Vec<&str> = Event::ALL.iter().map(|e| e.claude_name()).collect();
+        format!("hooks {} run `{exe} hook <event>`", names.join(", "))
     };
     if new == doc || (remove && !exists) {
         return (

@@ -5,7 +5,11 @@
 //! `projectMeta`, `phaseMeta`, `orgPolicy`, `contractReap`, `dutySession`, `seq`, `taskSeq`), so
 //! one importer reads both a file the original hub wrote and one `trantor hub export` wrote;
 //! a trantor dump also carries `turns` (the cost ledger, each with its hub `ts`) and
-//! `credentials` (names and agents).
+//! `credentials` (names and agents). The event log (`events`, or an old file's `cardEvents`)
+//! and the verification gates (`verifyGates`, `verifyGateSeq`) come along too. A card written
+//! by an old hub with `ts: 0` gets the original's fill on load: its first history entry's time,
+//! else `updated`, else the file's modification time (so importing the same file twice gives the
+//! same card); card-log entries without a time get the card's.
 //! An import is validated completely before anything is written, then written in ONE store
 //! transaction: a malformed or truncated file is refused with the place named, and nothing is
 //! half-imported. Messages and cards keep their ids (a runner's `since` cursor stays valid);
@@ -154,7 +158,15 @@ pub async fn run(action: HubAction) -> anyhow::Result<()> {
         HubAction::Import(a) => {
             let text = std::fs::read_to_string(&a.file)
                 .with_context(|| format!("cannot read {}", a.file.display()))?;
-            let plan = parse(&text, &a.file.display().to_string())?;
+            // A card with no time at all gets the file's modification time, so the same file
+            // imports to the same cards every time.
+            let fallback = std::fs::metadata(&a.file)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .and_then(|d| i64::try_from(d.as_millis()).ok())
+                .unwrap_or_else(now_ms);
+            let plan = parse_at(&text, &a.file.display().to_string(), fallback)?;
             let store = open(&a.target).await?;
             let (report, describe) = match &store {
                 AnyStore::Sqlite(s) => (import(s, plan).await?, s.describe()),
@@ -219,6 +231,11 @@ pub struct Plan {
     docs: Vec<(String, Value)>,
     /// The cost ledger's turns with their hub time (a `trantor hub export` carries them).
     turns: Vec<(i64, trantor_proto::TurnReport)>,
+    /// The event log, oldest first (ids are the store's own on import).
+    events: Vec<trantor_store::NewEvent>,
+    /// The verification gates and the file's gate id high-water mark.
+    gates: Vec<trantor_proto::VerifyGate>,
+    gate_seq: i64,
 }
 
 /// What an import added.
@@ -238,20 +255,27 @@ pub struct ImportReport {
     pub docs: usize,
     /// New turns of the cost ledger.
     pub turns: usize,
+    /// New events.
+    pub events: usize,
+    /// Verification gates added or changed.
+    pub gates: usize,
 }
 
 impl std::fmt::Display for ImportReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} messages, {} peers, {} cards ({} updated), {} lessons, {} documents, {} turns added",
+            "{} messages, {} peers, {} cards ({} updated), {} lessons, {} documents, {} turns, \
+             {} events, {} gates added",
             self.messages,
             self.peers,
             self.cards,
             self.cards_updated,
             self.lessons,
             self.docs,
-            self.turns
+            self.turns,
+            self.events,
+            self.gates
         )
     }
 }
@@ -287,8 +311,89 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
-/// Parse and validate a bus.json (or export) completely; the error names the place.
+/// Parse and validate a bus.json (or export) completely; the error names the place. A card
+/// without a time gets `now` as the last resort (see [`parse_at`]).
 pub fn parse(text: &str, name: &str) -> anyhow::Result<Plan> {
+    parse_at(text, name, now_ms())
+}
+
+/// A positive integer field of `v`.
+fn pos(v: &Value, key: &str) -> Option<i64> {
+    v.get(key).and_then(Value::as_i64).filter(|t| *t > 0)
+}
+
+/// The original's fill for a card an old hub wrote with `ts: 0` (or none): the first history
+/// entry's time, else `updated`, else `fallback`; card-log entries without a time get the
+/// card's.
+fn fill_card_times(card: &mut Value, fallback: i64) {
+    let first_history = card
+        .get("history")
+        .and_then(Value::as_array)
+        .and_then(|h| h.first())
+        .and_then(|h| pos(h, "ts"));
+    let ts = pos(card, "ts")
+        .or(first_history)
+        .or_else(|| pos(card, "updated"))
+        .unwrap_or(fallback);
+    let Value::Object(m) = card else {
+        return;
+    };
+    m.insert("ts".into(), json!(ts));
+    if let Some(Value::Array(log)) = m.get_mut("log") {
+        for e in log.iter_mut() {
+            if pos(e, "ts").is_none()
+                && let Value::Object(e) = e
+            {
+                e.insert("ts".into(), json!(ts));
+            }
+        }
+    }
+}
+
+/// An event of the file as the store takes it (its id is the store's to give).
+fn new_event(v: &Value, at: &str) -> anyhow::Result<trantor_store::NewEvent> {
+    let Value::Object(m) = v else {
+        bail!("{at} is {}, not an object", kind(v));
+    };
+    let mut data = m.clone();
+    let text = |data: &mut Map<String, Value>, k: &str| -> anyhow::Result<String> {
+        match data.remove(k) {
+            None | Some(Value::Null) => Ok(String::new()),
+            Some(Value::String(s)) => Ok(s),
+            Some(other) => bail!("{at}: `{k}` is {}, not a string", kind(&other)),
+        }
+    };
+    data.remove("id");
+    let kind_ = text(&mut data, "type")?;
+    if kind_.is_empty() {
+        bail!("{at} has no `type`");
+    }
+    let ts = data
+        .remove("ts")
+        .and_then(|t| t.as_i64())
+        .ok_or_else(|| anyhow!("{at} has no `ts`"))?;
+    let project = text(&mut data, "project")?;
+    let by = text(&mut data, "by")?;
+    let task_id = data.get("taskId").and_then(Value::as_i64);
+    let refs = data
+        .get("refs")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_i64).collect())
+        .unwrap_or_default();
+    Ok(trantor_store::NewEvent {
+        ts,
+        kind: kind_,
+        project,
+        by,
+        task_id,
+        refs,
+        data,
+    })
+}
+
+/// Parse and validate a bus.json (or export) completely, filling a card's missing time with
+/// `fallback` as the last resort; the error names the place.
+pub fn parse_at(text: &str, name: &str, fallback: i64) -> anyhow::Result<Plan> {
     let doc: Value = serde_json::from_str(text).map_err(|e| {
         anyhow!(
             "{name}: line {} column {}: {e} (truncated or not JSON); nothing was imported",
@@ -325,8 +430,9 @@ pub fn parse(text: &str, name: &str) -> anyhow::Result<Plan> {
         }
     }
     for (i, v) in items(&obj, "tasks", name)?.iter().enumerate() {
-        let c: Card =
-            serde_json::from_value(v.clone()).map_err(|e| anyhow!("{name}: tasks[{i}]: {e}"))?;
+        let mut v = v.clone();
+        fill_card_times(&mut v, fallback);
+        let c: Card = serde_json::from_value(v).map_err(|e| anyhow!("{name}: tasks[{i}]: {e}"))?;
         if c.id <= 0 {
             bail!("{name}: tasks[{i}]: id {} is not positive", c.id);
         }
@@ -421,6 +527,37 @@ pub fn parse(text: &str, name: &str) -> anyhow::Result<Plan> {
             serde_json::from_value(t.clone()).map_err(|e| anyhow!("{name}: turns[{i}]: {e}"))?;
         plan.turns.push((ts, report));
     }
+    // The event log (an old file keeps only the card events, under `cardEvents`).
+    let key = if obj.get("events").is_some_and(|e| !e.is_null()) {
+        "events"
+    } else {
+        "cardEvents"
+    };
+    let events = items(&obj, key, name)?;
+    let mut events: Vec<(i64, trantor_store::NewEvent)> = events
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let id = v.get("id").and_then(Value::as_i64).unwrap_or(0);
+            new_event(v, &format!("{name}: {key}[{i}]")).map(|e| (id, e))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    events.sort_by_key(|(id, e)| (*id, e.ts));
+    plan.events = events.into_iter().map(|(_, e)| e).collect();
+    for (i, v) in items(&obj, "verifyGates", name)?.iter().enumerate() {
+        let g: trantor_proto::VerifyGate = serde_json::from_value(v.clone())
+            .map_err(|e| anyhow!("{name}: verifyGates[{i}]: {e}"))?;
+        if g.id <= 0 {
+            bail!("{name}: verifyGates[{i}]: id {} is not positive", g.id);
+        }
+        plan.gates.push(g);
+    }
+    plan.gate_seq = match obj.get("verifyGateSeq") {
+        None | Some(Value::Null) => 0,
+        Some(v) => v
+            .as_i64()
+            .ok_or_else(|| anyhow!("{name}: `verifyGateSeq` is {}, not an integer", kind(v)))?,
+    };
     match obj.get("credentials") {
         Some(Value::Array(a)) if !a.is_empty() => {
             for (i, c) in a.iter().enumerate() {
@@ -483,11 +620,64 @@ pub async fn import<S: Store>(store: &S, plan: Plan) -> anyhow::Result<ImportRep
             for (ts, t) in &plan.turns {
                 r.turns += usize::from(tx.record_turn(*ts, t)?);
             }
+            if !plan.events.is_empty() {
+                // An event already in the store (same time, type, project, actor and fields)
+                // is not added again.
+                let have: std::collections::HashSet<String> = tx
+                    .events(&trantor_store::EventFilter {
+                        limit: usize::try_from(i64::MAX).unwrap_or(usize::MAX),
+                        ..Default::default()
+                    })?
+                    .into_iter()
+                    .map(|e| event_key(e.ts, &e.kind, &e.project, &e.by, &e.data))
+                    .collect();
+                for e in &plan.events {
+                    if !have.contains(&event_key(e.ts, &e.kind, &e.project, &e.by, &e.data)) {
+                        tx.insert_event(e.clone())?;
+                        r.events += 1;
+                    }
+                }
+            }
+            if !plan.gates.is_empty() || plan.gate_seq > 0 {
+                let key = trantor_hub::routes::gates::GATES_KEY;
+                let mut doc = trantor_hub::routes::gates::load(tx.kv(key)?);
+                let before = serde_json::to_value(&doc).unwrap_or(Value::Null);
+                for g in &plan.gates {
+                    match doc.gates.iter_mut().find(|x| x.id == g.id) {
+                        Some(x) if x != g => {
+                            *x = g.clone();
+                            r.gates += 1;
+                        }
+                        Some(_) => {}
+                        None => {
+                            doc.gates.push(g.clone());
+                            r.gates += 1;
+                        }
+                    }
+                }
+                doc.gates.sort_by_key(|g| g.id);
+                let top = doc.gates.iter().map(|g| g.id).max().unwrap_or(0);
+                doc.seq = doc.seq.max(plan.gate_seq).max(top);
+                let after = serde_json::to_value(&doc).unwrap_or(Value::Null);
+                if after != before {
+                    tx.set_kv(key, &after)?;
+                }
+            }
             Ok(r)
         })
         .await
         .map_err(|e| anyhow!("import failed, nothing was written: {}", e.report()))?;
     Ok(report)
+}
+
+/// What makes two events the same for an import.
+fn event_key(ts: i64, kind: &str, project: &str, by: &str, data: &Map<String, Value>) -> String {
+    let mut data = data.clone();
+    data.remove("id");
+    format!(
+        "{ts}\u{1}{kind}\u{1}{project}\u{1}{by}\u{1}{}",
+        Value::Object(data)
+    )
 }
 
 /// The whole store as a bus.json-shaped document.
@@ -557,6 +747,12 @@ pub async fn export<S: Store>(store: &S) -> anyhow::Result<Value> {
                     v
                 })
                 .collect();
+            let events = tx.events(&trantor_store::EventFilter {
+                limit: usize::try_from(i64::MAX).unwrap_or(usize::MAX),
+                ..Default::default()
+            })?;
+            let gates =
+                trantor_hub::routes::gates::load(tx.kv(trantor_hub::routes::gates::GATES_KEY)?);
             let seq = tx.tip()?;
             let task_seq = cards.iter().map(|c| c.id).max().unwrap_or(0);
             Ok(json!({
@@ -575,6 +771,9 @@ pub async fn export<S: Store>(store: &S) -> anyhow::Result<Value> {
                 "dutySession": if duty.is_null() { json!("") } else { duty },
                 "credentials": credentials,
                 "turns": turns,
+                "events": events,
+                "verifyGates": gates.gates,
+                "verifyGateSeq": gates.seq,
             }))
         })
         .await

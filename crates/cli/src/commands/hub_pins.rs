@@ -32,7 +32,7 @@ fn config_path() -> PathBuf {
 
 /// The config document; a missing file is an empty one, a file that is not a JSON object is an
 /// error (rewriting it would lose what the person wrote).
-fn read(path: &Path) -> anyhow::Result<Map<String, Value>> {
+pub(crate) fn read(path: &Path) -> anyhow::Result<Map<String, Value>> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Map::new()),
@@ -54,7 +54,7 @@ fn read(path: &Path) -> anyhow::Result<Map<String, Value>> {
     }
 }
 
-fn write(path: &Path, cfg: &Map<String, Value>) -> anyhow::Result<()> {
+pub(crate) fn write(path: &Path, cfg: &Map<String, Value>) -> anyhow::Result<()> {
     let mut bytes = serde_json::to_vec_pretty(cfg)?;
     bytes.push(b'\n');
     trantor_proto::fsx::write_atomic(path, &bytes)

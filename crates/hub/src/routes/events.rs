@@ -42,11 +42,19 @@ pub async fn events<S: Store>(
     let (events, latest) = hub
         .store
         .read(move |tx| {
-            let events = if filter.limit == 0 {
+            let mut events = if filter.limit == 0 {
                 Vec::new()
             } else {
                 tx.events(&filter)?
             };
+            // A narrated overseer warning carries its narration (`POST /overseer/narrate`).
+            for e in events.iter_mut().filter(|e| e.kind == "overseer.warn") {
+                let key = format!("{}{}", crate::routes::lanes::NARRATION_PREFIX, e.id);
+                if let Some(text) = tx.kv(&key)? {
+                    e.data.insert("narrated".into(), json!(true));
+                    e.data.insert("narration".into(), text);
+                }
+            }
             Ok((events, tx.latest_event_id()?))
         })
         .await?;

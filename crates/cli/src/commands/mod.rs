@@ -42,6 +42,7 @@ mod identity;
 mod integrate;
 mod invite;
 mod lessons;
+mod new;
 mod plugin;
 mod policy;
 mod proposals;
@@ -128,6 +129,9 @@ pub enum Command {
     /// Show or set the dials integrate obeys: `trantor autonomy set push on`.
     #[command(after_long_help = autonomy::AUTONOMY_HELP)]
     Autonomy(autonomy::AutonomyArgs),
+    /// Make a project: a folder with git on main, its .trantor/project.json, the brief, a card.
+    #[command(after_long_help = new::NEW_HELP)]
+    New(new::NewArgs),
     /// The Claude Code plugin (MCP server, hooks, crew/handoff/research skills): install, remove.
     #[command(subcommand)]
     Plugin(plugin::PluginCommand),
@@ -194,7 +198,7 @@ pub struct Common {
     /// Act as this session [default: RELAY_SESSION, else <RELAY_AGENT or host>:<project>].
     #[arg(long, value_name = "SESSION")]
     pub session: Option<String>,
-    /// Project [default: RELAY_PROJECT, else the git root's directory name].
+    /// Project [default: RELAY_PROJECT, else .trantor/project.json's id, else the git root's name].
     #[arg(long, value_name = "PROJECT")]
     pub project: Option<String>,
 }
@@ -368,6 +372,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Swap(a) => swap::swap(a).await,
         Command::Policy(c) => policy::policy(c).await,
         Command::Plugin(c) => plugin::plugin(c).await,
+        Command::New(a) => new::new(a).await,
         Command::Setup(a) => setup::setup(a).await,
         Command::SetupSupervise(a) => setup::supervise(a).await,
         Command::Ui(a) => ui::ui(a).await,

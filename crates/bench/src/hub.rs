@@ -27,7 +27,7 @@ pub struct HubBenchArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Run only these measurements (comma-separated: wake, idle, throughput, loss, rss,
-    /// polls, restart); all by default.
+    /// polls, delivery, restart); all by default.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Measure hubs on PostgreSQL instead: a `postgres://` URL of a server (the benchmark
@@ -983,6 +983,98 @@ pub(super) async fn throughput(
     })
 }
 
+/// The delivery record's cost (docs/protocol.md §5.8): the same `/send` load and the same
+/// wake samples against a hub that keeps the record and one started with
+/// `--no-delivery-record`, both at `--sync full`, alternated over two rounds in one run so a
+/// drift of the machine shows instead of favouring one side.
+async fn delivery_cost(sizes: &Sizes, table: &mut Table) -> Result<()> {
+    let load = LoadGen::detect();
+    let mut hubs = Vec::new();
+    for off in [false, true] {
+        let home = TempDir::new(if off { "no-record" } else { "record" })?;
+        let data = home.path().join("data");
+        let mut hub = HubProc::spawn_with(home.path(), |cmd, _| {
+            cmd.arg("hub")
+                .env("RELAY_DATA_DIR", &data)
+                .env("TRANTOR_SYNC", "full")
+                .env(
+                    "TRANTOR_NO_DELIVERY_RECORD",
+                    if off { "true" } else { "false" },
+                );
+        })?;
+        hub.wait_healthy(Instant::now(), Duration::from_secs(20))
+            .await?;
+        hubs.push((home, hub));
+    }
+    let mut rate = [Vec::new(), Vec::new()];
+    let mut cpu = [Vec::new(), Vec::new()];
+    for round in 1..=2 {
+        for (i, (_, hub)) in hubs.iter().enumerate() {
+            eprintln!(
+                "bench: delivery record {}: /send throughput, round {round}…",
+                if i == 0 { "on" } else { "off" }
+            );
+            let t = throughput(hub.port, hub.pid(), sizes, &load).await?;
+            rate[i].push(t.rate);
+            cpu[i].push(t.hub_us);
+        }
+    }
+    let mut wake = [Vec::new(), Vec::new()];
+    for (i, (_, hub)) in hubs.iter().enumerate() {
+        eprintln!(
+            "bench: delivery record {}: wake latency…",
+            if i == 0 { "on" } else { "off" }
+        );
+        wake[i] = wake_latency(hub.port, "bench-wake", sizes.wake_samples, 0).await?;
+    }
+    // What each hub kept: the record hub answers a message's life, the other 404.
+    let mut kept = [0u16; 2];
+    for (i, (_, hub)) in hubs.iter().enumerate() {
+        let mut c = Http::connect(hub.port).await?;
+        kept[i] = c.get("/delivery?id=1").await?.status;
+    }
+    if kept != [200, 404] {
+        bail!("GET /delivery?id=1 answered {kept:?}; expected 200 with the record, 404 without");
+    }
+    for (_, hub) in &mut hubs {
+        hub.stop()?;
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let (on, off) = (mean(&rate[0]), mean(&rate[1]));
+    table.row(Row::info(
+        format!(
+            "/send with the delivery record vs without (--no-delivery-record), {} connections, \
+             --sync full, 2 alternated rounds each",
+            sizes.throughput_clients
+        ),
+        format!(
+            "{on:.0} vs {off:.0} sends/s (rounds {:.0}/{:.0} vs {:.0}/{:.0}): the record costs \
+             {:.1} % of the rate; hub CPU {:.1} vs {:.1} µs per send",
+            rate[0][0],
+            rate[0][1],
+            rate[1][0],
+            rate[1][1],
+            (1.0 - on / off.max(1.0)) * 100.0,
+            mean(&cpu[0]),
+            mean(&cpu[1])
+        ),
+    ));
+    table.row(Row::info(
+        format!(
+            "wake latency with the delivery record vs without, p50 / p99 ({} samples each)",
+            sizes.wake_samples
+        ),
+        format!(
+            "{:.0} / {:.0} µs vs {:.0} / {:.0} µs",
+            percentile(&wake[0], 0.50),
+            percentile(&wake[0], 0.99),
+            percentile(&wake[1], 0.50),
+            percentile(&wake[1], 0.99)
+        ),
+    ));
+    Ok(())
+}
+
 /// Flush dirty pages and drop the OS page cache (needs root); the error says why not.
 fn drop_page_cache() -> Result<()> {
     nix::unistd::sync();
@@ -1185,6 +1277,10 @@ pub async fn run(args: &HubBenchArgs) -> Result<Table> {
 
     hub.stop()?;
     drop(hub);
+
+    if args.wants("delivery") {
+        delivery_cost(&sizes, &mut table).await?;
+    }
 
     if args.wants("restart") {
         eprintln!(

@@ -306,3 +306,139 @@ fn watch_prints_messages_live_and_reads_back_what_it_missed_while_the_hub_was_do
     let _ = child.wait();
     drop(hub2);
 }
+
+#[test]
+fn reconcile_closes_what_a_commit_names_and_stales_what_nobody_holds() {
+    let hub = Hub::start();
+    let home = tempfile::tempdir().expect("tmp");
+    let h = home.path();
+    let url = hub.url();
+    let u = Some(url.as_str());
+    let card = |title: &str, status: &str, assignee: &str, drill: &str| -> i64 {
+        post(
+            &hub,
+            "/task",
+            json!({"title": title, "project": "shop", "status": status, "assignee": assignee,
+                   "by": "me:shop", "drill": drill}),
+        )["task"]["id"]
+            .as_i64()
+            .expect("id")
+    };
+    let shipped = card(
+        "build the cart",
+        "doing",
+        "ghost:shop",
+        "add an item, see it in the cart",
+    );
+    let undrilled = card("price rounding", "testing", "ghost:shop", "");
+    let abandoned = card("wishlist", "doing", "ghost:shop", "");
+    post(
+        &hub,
+        "/register",
+        json!({"session": "live:shop", "project": "shop"}),
+    );
+    let held = card("checkout", "doing", "live:shop", "");
+    let queued = card("write the docs", "todo", "", "");
+    common::git_in(h, &["init", "-q", "-b", "main"]);
+    common::git_in(h, &["config", "user.email", "t@example.com"]);
+    common::git_in(h, &["config", "user.name", "t"]);
+    for (file, msg) in [
+        ("cart.rs", format!("the cart (#{shipped})")),
+        ("round.rs", format!("round prices\n\nFixes #{undrilled}.")),
+        ("other.rs", format!("unrelated #{}0", abandoned)),
+    ] {
+        std::fs::write(h.join(file), "x").expect("write");
+        common::git_in(h, &["add", file]);
+        common::git_in(h, &["commit", "-q", "-m", &msg]);
+    }
+    let status = |id: i64| {
+        hub_request(hub.port, "GET", &format!("/card?id={id}"), None)
+            .expect("card")
+            .1["task"]["status"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+
+    let preview = ok(&trantor(
+        h,
+        u,
+        &["reconcile", "--project", "shop", "--older", "0"],
+    ));
+    assert!(
+        preview.contains("trantor reconcile — \"shop\""),
+        "{preview}"
+    );
+    assert!(
+        preview.contains("✓ DONE — already shipped, will close (2):"),
+        "{preview}"
+    );
+    assert!(
+        preview.contains(&format!("#{shipped} [doing] build the cart"))
+            && preview.contains(&format!(": commit names #{shipped}: the cart (#{shipped})")),
+        "{preview}"
+    );
+    assert!(
+        preview.contains("🗑  STALE — abandoned, will move to Stale (1):"),
+        "{preview}"
+    );
+    assert!(
+        preview.contains("ghost:shop is not live on the hub, and no commit names it"),
+        "{preview}"
+    );
+    assert!(
+        preview.contains("• ACTIVE — still relevant, leaving alone (2):"),
+        "{preview}"
+    );
+    assert!(
+        preview.contains("2 card(s) → done, 1 → stale. Re-run to apply:"),
+        "{preview}"
+    );
+    for (id, was) in [
+        (shipped, "doing"),
+        (undrilled, "testing"),
+        (abandoned, "doing"),
+    ] {
+        assert_eq!(status(id), was, "a preview moves nothing");
+    }
+
+    let applied = ok(&trantor(
+        h,
+        u,
+        &["reconcile", "--project", "shop", "--older", "0", "--yes"],
+    ));
+    assert!(
+        applied.contains("✓ reconciled: 1 closed as done, 1 parked at testing (no drill line), 1 moved to stale. 2 left active."),
+        "{applied}"
+    );
+    assert_eq!(status(shipped), "done");
+    assert_eq!(status(undrilled), "testing");
+    assert_eq!(status(abandoned), "stale");
+    assert_eq!(status(held), "doing");
+    assert_eq!(status(queued), "todo");
+    let (_, c) =
+        hub_request(hub.port, "GET", &format!("/card?id={undrilled}"), None).expect("card");
+    let note = c["task"]["log"]
+        .as_array()
+        .and_then(|l| l.last())
+        .and_then(|e| e["text"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        note.starts_with("reconcile: judged shipped at ")
+            && note.ends_with(
+                "; no drill line on the card, so it waits at testing for the orchestrator's drill"
+            ),
+        "{note}"
+    );
+    // Run again, only the parked card is still judged shipped (it waits for its drill line);
+    // a bad duration is a usage error.
+    let again = ok(&trantor(
+        h,
+        u,
+        &["reconcile", "--project", "shop", "--older", "0"],
+    ));
+    assert!(again.contains("1 card(s) → done, 0 → stale."), "{again}");
+    let bad = trantor(h, u, &["reconcile", "--older", "soon"]);
+    assert_eq!(bad.status.code(), Some(2));
+}

@@ -205,3 +205,47 @@ fn the_plugin_installs_in_the_real_claude_runs_our_hooks_and_removes_cleanly() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("unchanged"), "{out}");
 }
+
+/// connect and the plugin wire the `trantor` found on PATH, unresolved, when it is this binary (a
+/// package manager's link survives an upgrade; the resolved versioned path would not), and this
+/// binary's own path otherwise.
+#[test]
+fn the_trantor_on_path_is_wired_as_found_when_it_is_this_binary() {
+    let home = tempfile::tempdir().expect("home");
+    let h = home.path();
+    let bin_dir = h.join("bin");
+    std::fs::create_dir_all(&bin_dir).expect("mkdir");
+    let link = bin_dir.join("trantor");
+    std::os::unix::fs::symlink(bin(), &link).expect("symlink");
+    let wire = |path: &str| {
+        let out = Command::new(bin())
+            .args(["connect", "--only", "claude", "--json"])
+            .env("HOME", h)
+            .env("PATH", path)
+            .env_remove("AGENT_BUS_DIR")
+            .env_remove("RELAY_DATA_DIR")
+            .output()
+            .expect("connect");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let cfg: Value = serde_json::from_str(
+            &std::fs::read_to_string(h.join(".claude.json")).expect("claude.json"),
+        )
+        .expect("json");
+        cfg["mcpServers"]["trantor"]["command"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let on_path = format!("{}:/usr/bin:/bin", bin_dir.display());
+    assert_eq!(wire(&on_path), link.display().to_string());
+    // Not this binary on PATH (another program named trantor): this binary's own path.
+    std::fs::remove_file(&link).expect("rm");
+    std::fs::write(&link, "#!/bin/sh\n").expect("write");
+    std::fs::set_permissions(&link, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let exe = std::fs::canonicalize(bin()).expect("exe");
+    assert_eq!(wire(&on_path), exe.display().to_string());
+}

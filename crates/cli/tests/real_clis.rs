@@ -562,6 +562,132 @@ fn turn_cost_reaches_the_card(agent: &str) {
     assert!(!creds.to_string().contains("from-the-work"), "{creds}");
 }
 
+/// A seat is not the person (docs/runner.md §1.3), with the real Claude Code: `trantor
+/// connect` has written the person's hooks (SessionStart, Stop, …) into the same HOME the seat
+/// runs in, and a contract reaches the hub while the seat's kickoff turn is still running. The
+/// kickoff's Stop hook must not read the contract away from the runner: the contract gets a turn
+/// of its own, the sender its answer and a receipt, once, and its delivery record ends consumed.
+#[test]
+fn claude_contract_sent_during_the_kickoff_is_answered_with_the_persons_hooks_installed() {
+    let Some(clis) = clis() else { return };
+    let hub = Hub::start();
+    let api = ModelApi::start();
+    let mut seat = RealSeat::new("claude", &clis, &api);
+    // connect wrote the person's Claude Code hooks where the seat's CLI reads them.
+    let settings = std::fs::read_to_string(seat.home.join(".claude").join("settings.json"))
+        .unwrap_or_default();
+    assert!(
+        settings.contains("\"Stop\"") && settings.contains("hook stop"),
+        "connect wrote no Stop hook into the seat's HOME: {settings}"
+    );
+    // The kickoff blocks in its shell step until the test opens the gate: the contract below
+    // arrives while it runs.
+    let waiting = seat.tmp.path().join("kickoff-waiting");
+    let gate = seat.tmp.path().join("kickoff-gate");
+    api.script(
+        "KICKOFFGATE",
+        Script::Steps(vec![
+            Step::Shell(format!(
+                "touch '{}'; while [ ! -f '{}' ]; do sleep 0.1; done",
+                waiting.display(),
+                gate.display()
+            )),
+            Step::Say("KICKOFF-DONE".into()),
+        ]),
+    );
+    seat.extra.push((
+        "CREW_KICKOFF".into(),
+        "KICKOFFGATE: run the gate command, then wait for messages.".into(),
+    ));
+    seat.start(&hub.url());
+    wait_until("the kickoff turn to block on its gate", LONG, || {
+        waiting.exists()
+    });
+
+    api.script(
+        "DURINGKICK",
+        Script::Steps(vec![
+            Step::Tool(
+                "relay_send".into(),
+                json!({"to": ORCH, "text": "ANSWER-DURINGKICK", "wake": false}),
+            ),
+            Step::Say("DURINGKICK-DONE".into()),
+        ]),
+    );
+    let id = hub_send(
+        hub.port,
+        ORCH,
+        &seat.session(),
+        PROJECT,
+        "DURINGKICK: answer orch, then finish",
+    );
+    let states = |id: i64| -> Vec<String> {
+        let (_, v) = hub_request(hub.port, "GET", &format!("/delivery?id={id}"), None)
+            .unwrap_or((0, Value::Null));
+        v["states"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s["state"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // The contract is on the hub while the kickoff still runs (a runner polls between turns) ...
+    assert_eq!(states(id), ["stored"], "the contract's record mid-kickoff");
+    assert!(
+        !gate.exists() && seat.turn_rows().is_empty(),
+        "the kickoff ended before the contract arrived\n{}",
+        seat.evidence()
+    );
+    // ... then the kickoff ends, and its Stop hook runs in the seat.
+    std::fs::write(&gate, "go").expect("open the gate");
+
+    wait_until("the seat's answer to orch", LONG, || {
+        !from_seat(hub.port, &seat, "ANSWER-DURINGKICK").is_empty()
+    });
+    wait_until("the receipt for the contract", LONG, || {
+        hub_messages(hub.port, ORCH)
+            .iter()
+            .any(|m| m["kind"] == "receipt" && m["re"].as_i64() == Some(id))
+    });
+    seat.wait_idle_after(2);
+    let receipts: Vec<Value> = hub_messages(hub.port, ORCH)
+        .into_iter()
+        .filter(|m| m["kind"] == "receipt" && m["re"].as_i64() == Some(id))
+        .collect();
+    assert_eq!(receipts.len(), 1, "one receipt: {receipts:#?}");
+    assert_eq!(
+        from_seat(hub.port, &seat, "ANSWER-DURINGKICK").len(),
+        1,
+        "answered once\n{}",
+        seat.evidence()
+    );
+    let rows = seat.turn_rows();
+    assert_eq!(
+        rows.len(),
+        2,
+        "the kickoff and one turn\n{}",
+        seat.evidence()
+    );
+    assert_eq!(rows[0]["trigger"], "kickoff", "{rows:#?}");
+    assert!(
+        !seat
+            .runner_log()
+            .contains("already read through the seat's own inbox"),
+        "{}",
+        seat.evidence()
+    );
+    let life = states(id);
+    assert_eq!(life.first().map(String::as_str), Some("stored"), "{life:?}");
+    assert_eq!(
+        life.last().map(String::as_str),
+        Some("consumed"),
+        "{life:?}"
+    );
+    assert!(life.iter().any(|s| s == "started"), "{life:?}");
+}
+
 #[test]
 fn claude_turn_cost_reaches_the_card() {
     turn_cost_reaches_the_card("claude");

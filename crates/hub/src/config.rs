@@ -129,6 +129,12 @@ pub struct HubArgs {
     /// share one database.
     #[arg(long = "store", env = "RELAY_DATABASE_URL")]
     pub store: Option<String>,
+    /// Keep no delivery record (docs/protocol.md §5.8): no `stored` row beside each direct
+    /// message, and `/delivery` answers 404 as the original's hub does, so runners carry on
+    /// from their own disk. For measuring the record's cost (`trantor bench hub --only
+    /// delivery`) and for a disk-bound hub that wants one row fewer per send.
+    #[arg(long, env = "TRANTOR_NO_DELIVERY_RECORD")]
+    pub no_delivery_record: bool,
 }
 
 /// The store's durability level (`--sync`, `TRANTOR_SYNC`).
@@ -179,6 +185,7 @@ impl Default for HubArgs {
             anon_peer_ttl_ms: 3_600_000,
             sync: SyncLevel::Full,
             store: None,
+            no_delivery_record: false,
         }
     }
 }
@@ -294,6 +301,8 @@ pub struct Config {
     pub tls: Option<(PathBuf, PathBuf)>,
     /// PostgreSQL URL of the store; `None` keeps the embedded SQLite file under `data_dir`.
     pub store_url: Option<String>,
+    /// `--no-delivery-record`: no `stored` row per direct message, `/delivery` answers 404.
+    pub no_delivery_record: bool,
 }
 
 /// The PostgreSQL URL asked for, from `--store` / `RELAY_DATABASE_URL`, else `DATABASE_URL`;
@@ -443,6 +452,7 @@ impl Config {
                 .map(str::to_string),
             tls,
             store_url: store_url(args.store.as_deref())?,
+            no_delivery_record: args.no_delivery_record,
         })
     }
 

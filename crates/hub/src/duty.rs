@@ -197,6 +197,7 @@ fn insert_duty_message(
     to: &str,
     text: String,
     now: i64,
+    keep_record: bool,
 ) -> Result<Message, StoreError> {
     let project = trantor_proto::session_project(to).to_string();
     let msg = tx.insert_message(
@@ -212,7 +213,9 @@ fn insert_duty_message(
         },
         &[],
     )?;
-    crate::routes::delivery::record_stored(tx, &msg)?;
+    if keep_record {
+        crate::routes::delivery::record_stored(tx, &msg)?;
+    }
     out.event(
         tx,
         event(
@@ -251,6 +254,7 @@ pub async fn pass<S: Store>(hub: &AppState<S>, now: i64) -> Result<PassReport, S
     let beating = now - last_seen.max(hub.started_ms) <= hub.cfg.duty_dark_ms;
     let stuck_ms = hub.cfg.duty_stuck_ms;
     let stuck_max = hub.cfg.duty_stuck_max;
+    let keep_record = !hub.cfg.no_delivery_record;
 
     let (report, out) = hub
         .store
@@ -356,7 +360,7 @@ pub async fn pass<S: Store>(hub: &AppState<S>, now: i64) -> Result<PassReport, S
                          recipient has not read it):"
                     );
                     for (text, ids) in texts(&header, &items, now) {
-                        let esc = insert_duty_message(tx, &mut out, sender, text, now)?;
+                        let esc = insert_duty_message(tx, &mut out, sender, text, now, keep_record)?;
                         for m in &items {
                             if ids.contains(&m.id) {
                                 state.escalated.insert(
@@ -381,7 +385,7 @@ pub async fn pass<S: Store>(hub: &AppState<S>, now: i64) -> Result<PassReport, S
                     mins(window)
                 );
                 for (text, ids) in texts(&header, &fresh, now) {
-                    let esc = insert_duty_message(tx, &mut out, &duty, text, now)?;
+                    let esc = insert_duty_message(tx, &mut out, &duty, text, now, keep_record)?;
                     for m in &fresh {
                         if ids.contains(&m.id) {
                             state.escalated.insert(

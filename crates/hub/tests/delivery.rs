@@ -22,10 +22,16 @@ struct Hub {
 
 impl Hub {
     async fn start(dir: &std::path::Path) -> Hub {
+        Hub::start_with(dir, false).await
+    }
+
+    /// A hub started with `--no-delivery-record` when `no_record`.
+    async fn start_with(dir: &std::path::Path, no_record: bool) -> Hub {
         let store = SqliteStore::open(&dir.join("hub.db")).expect("store");
         let cfg = Config::from_args(&HubArgs {
             data_dir: Some(dir.to_path_buf()),
             port: 0,
+            no_delivery_record: no_record,
             ..HubArgs::default()
         })
         .expect("config");
@@ -330,5 +336,53 @@ async fn bad_marks_and_queries_are_refused_clearly() {
     );
     assert!(doc["paths"]["/delivery"]["post"].is_object());
     assert!(doc["paths"]["/delivery/fence"]["post"].is_object());
+    hub.stop().await;
+}
+
+/// `--no-delivery-record` (docs/protocol.md §5.8): the hub behaves as one that never had the
+/// record — every `/delivery` route is 404, which the runner's client reads as "no record here"
+/// — and a restart with the record back on reports the messages sent meanwhile from the
+/// messages themselves, with nothing written for them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_without_the_record_answers_404_and_writes_none() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hub = Hub::start_with(dir.path(), true).await;
+    let id = hub.send("seat:proj", "do the thing").await;
+    let (st, body) = hub
+        .raw(reqwest::Method::GET, &format!("/delivery?id={id}"), "")
+        .await;
+    assert_eq!(st, 404, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("--no-delivery-record")),
+        "{body}"
+    );
+    let (st, _) = hub
+        .raw(
+            reqwest::Method::POST,
+            "/delivery/fence",
+            r#"{"session":"seat:proj","instance":"I"}"#,
+        )
+        .await;
+    assert_eq!(st, 404);
+    let marked = hub
+        .client
+        .delivery_mark(&mark(id, "I", MarkState::Claimed))
+        .await;
+    assert!(
+        matches!(&marked, Err(e) if e.status() == Some(404)),
+        "{marked:?}"
+    );
+    hub.stop().await;
+
+    // Back on: the message has no stored row, so its record is made from the message, and
+    // the open listing (which reads the rows) does not list it.
+    let hub = Hub::start(dir.path()).await;
+    let rec = hub.client.delivery(id).await.expect("record");
+    assert_eq!(rec.states.len(), 1);
+    assert_eq!(rec.states[0].state, DeliveryState::Stored);
+    let open = hub.client.delivery_open("seat:proj").await.expect("open");
+    assert_eq!(open.total, 0, "{open:?}");
     hub.stop().await;
 }

@@ -31,7 +31,7 @@ pub struct McpArgs {
     /// Bus session to speak as [default: RELAY_SESSION, else <RELAY_AGENT or host>:<project>].
     #[arg(long)]
     pub session: Option<String>,
-    /// Project [default: RELAY_PROJECT, else the git root's directory name].
+    /// Project [default: RELAY_PROJECT, else .trantor/project.json's id, else the git root's name].
     #[arg(long)]
     pub project: Option<String>,
     /// Hub URL [default: RELAY_URL, else ~/.agent-bus/config.json, else http://127.0.0.1:4477].

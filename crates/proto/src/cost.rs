@@ -94,7 +94,7 @@ pub struct TurnReport {
     pub project: String,
     /// The card the turn worked on (0 = none).
     #[serde(default)]
-    #[schemars(range(min = 0, max = 9_007_199_254_740_991_i64))]
+    #[schemars(range(min = 0, max = 9_223_372_036_854_775_807_i64))]
     pub card: i64,
     /// The agent (driver) name.
     #[serde(default)]

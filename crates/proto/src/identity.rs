@@ -4,8 +4,11 @@
 //!
 //! * home: `HOME`, else `/tmp` (a process without a home still needs somewhere for its files);
 //! * bus directory: `AGENT_BUS_DIR`, else `RELAY_DATA_DIR`, else `<home>/.agent-bus`;
-//! * project: `RELAY_PROJECT`, else the basename of the git root above the directory (a `.git`
-//!   directory or file marks it), else the directory's basename;
+//! * project: `RELAY_PROJECT`, else the id in the nearest `.trantor/project.json` marker at or
+//!   above the directory (never looking past the first git root, so a nested repository does not
+//!   inherit its parent's name; `trantor new` writes it, and a moved or renamed checkout keeps its
+//!   project), else the basename of the git root above the directory (a `.git` directory or file
+//!   marks it), else the directory's basename;
 //! * host id: `RELAY_HOST_ID`, else `<bus>/machine-id`, else the host name, kept whole (a dotted
 //!   name such as `box.example.com` is not cut at its first dot);
 //! * session: `RELAY_SESSION`, else `<RELAY_AGENT>:<project>` (or `RELAY_AGENT_FALLBACK`), else
@@ -99,11 +102,52 @@ pub fn git_root_name(dir: &Path) -> Option<String> {
         .filter(|n| !n.is_empty())
 }
 
-/// The project for `dir`: `RELAY_PROJECT`, else the git root's basename, else `dir`'s basename
-/// (else `default`).
+/// Where a checkout records its project, relative to its root.
+pub const PROJECT_MARKER: &str = ".trantor/project.json";
+
+/// Whether `id` can name a project: 1–80 letters, digits, `.`, `_` or `-`, starting with a
+/// letter or digit, without `..`.
+pub fn is_project_id(id: &str) -> bool {
+    let mut chars = id.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && id.len() <= crate::limits::PROJECT
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && !id.contains("..")
+}
+
+/// The project id the marker in `root` records (`{"id": …}`), if it holds a valid one.
+pub fn read_marker(root: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(root.join(PROJECT_MARKER)).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let id = v.get("id")?.as_str()?.trim();
+    is_project_id(id).then(|| id.to_string())
+}
+
+/// The project the nearest marker at or above `dir` names, stopping at the first git root.
+pub fn marker_project(dir: &Path) -> Option<String> {
+    for d in dir.ancestors().take(64) {
+        if let Some(id) = read_marker(d) {
+            return Some(id);
+        }
+        if d.join(".git").exists() {
+            return None;
+        }
+    }
+    None
+}
+
+/// The project of the checkout `dir` is in: its marker, else its git root's basename.
+pub fn checkout_project(dir: &Path) -> Option<String> {
+    marker_project(dir).or_else(|| git_root_name(dir))
+}
+
+/// The project for `dir`: `RELAY_PROJECT`, else the checkout's marker, else the git root's
+/// basename, else `dir`'s basename (else `default`).
 pub fn project_for(env: &dyn Env, dir: &Path) -> String {
     env.get("RELAY_PROJECT")
-        .or_else(|| git_root_name(dir))
+        .or_else(|| checkout_project(dir))
         .or_else(|| {
             dir.file_name()
                 .map(|n| n.to_string_lossy().to_string())
@@ -320,6 +364,32 @@ mod tests {
 
     /// A dotted host id stays whole, and the runner's orchestrator address and the CLI's own
     /// session come out the same.
+    #[test]
+    fn the_marker_names_the_project_before_the_folder() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let root = tmp.path().join("renamed-folder");
+        let deep = root.join("src/lib");
+        std::fs::create_dir_all(&deep).expect("mkdir");
+        std::fs::create_dir_all(root.join(".git")).expect("git");
+        assert_eq!(project_for(&env(&[]), &deep), "renamed-folder");
+        std::fs::create_dir_all(root.join(".trantor")).expect("mkdir");
+        std::fs::write(
+            root.join(PROJECT_MARKER),
+            r#"{"id":"shop","since":"2026-12-03"}"#,
+        )
+        .expect("marker");
+        assert_eq!(project_for(&env(&[]), &deep), "shop");
+        assert_eq!(project_for(&env(&[("RELAY_PROJECT", "p")]), &deep), "p");
+        // A nested repository does not inherit its parent's marker.
+        let nested = root.join("vendor/dep");
+        std::fs::create_dir_all(nested.join(".git")).expect("git");
+        assert_eq!(project_for(&env(&[]), &nested), "dep");
+        // A marker that does not hold a valid id is ignored.
+        std::fs::write(root.join(PROJECT_MARKER), r#"{"id":"../etc"}"#).expect("marker");
+        assert_eq!(project_for(&env(&[]), &deep), "renamed-folder");
+        assert!(is_project_id("a.b_c-9") && !is_project_id("-x") && !is_project_id("a..b"));
+    }
+
     #[test]
     fn dotted_host_id_is_kept_whole_and_agrees() {
         let tmp = tempfile::tempdir().expect("tmp");

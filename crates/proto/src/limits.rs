@@ -87,3 +87,16 @@ pub const CARD_MESSAGES: usize = 200;
 /// different sets in ECMAScript, Python and Rust. The wire types' schemas spell the same class.
 pub const NON_BLANK_PATTERN: &str =
     r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]";
+
+/// The JSON Schema pattern of a file path inside a project, exactly as the hub's claim routes
+/// accept one after trimming [`NON_BLANK_PATTERN`]'s white space: not blank, no leading `/`, `\`
+/// or `~`, no drive letter (`c:`), no NUL and no `..` component. Lookaheads, because each rule
+/// refuses; the same explicit white-space class, because `\s` differs between engines.
+pub const PROJECT_PATH_PATTERN: &str = concat!(
+    r"^(?![\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]*[/\\~])",
+    r"(?![\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]*[\x00-\x08\x0E-\x1F!-\x7F]:)",
+    r"(?![\s\S]*\x00)",
+    r"(?![\s\S]*(?:^[\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]*|[/\\])\.\.",
+    r"(?:[/\\]|[\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]*$))",
+    r"[\s\S]*[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"
+);

@@ -100,7 +100,7 @@ pub struct RunnerArgs {
     /// Who the seat is on the bus (bus name, files, branch) [default: the agent].
     #[arg(long, env = "CREW_PERSONA")]
     pub persona: Option<String>,
-    /// The project key [default: the git root's name].
+    /// The project key [default: .trantor/project.json's id, else the git root's name].
     #[arg(long, env = "RELAY_PROJECT")]
     pub project: Option<String>,
     /// The hub URL [default: <bus>/config.json `hubs[project]`, then its `url`, then
@@ -486,9 +486,8 @@ impl Config {
         let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
         let project = match given(&args.project) {
             Some(p) => p,
-            None => {
-                identity::git_root_name(&dir).ok_or_else(|| ConfigError::NoProject(dir.clone()))?
-            }
+            None => identity::checkout_project(&dir)
+                .ok_or_else(|| ConfigError::NoProject(dir.clone()))?,
         };
         let session = given(&args.session).unwrap_or_else(|| format!("{persona}:{project}"));
         let bus = identity::bus_dir(env);

@@ -58,7 +58,8 @@ pub struct ConnectArgs {
     /// Replace a `trantor` entry that something else wrote.
     #[arg(long)]
     pub force: bool,
-    /// The command the entry runs [default: this binary's absolute path].
+    /// The command the entry runs [default: the `trantor` on PATH when it is this binary (kept
+    /// unresolved, so an upgrade through it stays wired), else this binary's absolute path].
     #[arg(long, value_name = "PATH")]
     pub command: Option<PathBuf>,
     /// Print the outcome as JSON.
@@ -592,13 +593,32 @@ pub(crate) fn write_with_backup(path: &Path, text: &str) -> std::io::Result<Opti
     Ok(backup)
 }
 
-/// The command `connect` writes: `--command`, else this binary's absolute path.
+/// The command `connect` (and the plugin, and setup's unit) writes: `--command`, else the
+/// `trantor` on PATH when it is this binary, else this binary's absolute path.
+///
+/// The PATH entry is kept as found, not resolved: a package manager links it to a versioned
+/// folder, and an upgrade through it moves the link, so the resolved path would leave the old
+/// binary wired (or none at all once the old version is removed).
 pub(crate) fn our_command(explicit: Option<&Path>) -> String {
-    explicit
-        .map(Path::to_path_buf)
-        .or_else(|| std::env::current_exe().ok())
-        .map(|p| p.to_string_lossy().to_string())
+    if let Some(p) = explicit {
+        return p.to_string_lossy().to_string();
+    }
+    let exe = std::env::current_exe().ok();
+    if let (Some(exe), Some(on_path)) = (&exe, find_on_path("trantor"))
+        && same_file(exe, &on_path)
+    {
+        return on_path.to_string_lossy().to_string();
+    }
+    exe.map(|p| p.to_string_lossy().to_string())
         .unwrap_or_else(|| "trantor".into())
+}
+
+/// Whether two paths name the same file once links are followed.
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
 }
 
 pub(crate) async fn connect(a: ConnectArgs) -> anyhow::Result<ExitCode> {

@@ -42,9 +42,11 @@ mod identity;
 mod integrate;
 mod invite;
 mod lessons;
+mod new;
 mod plugin;
 mod policy;
 mod proposals;
+mod reconcile;
 mod seat_why;
 mod seats;
 mod setup;
@@ -128,6 +130,9 @@ pub enum Command {
     /// Show or set the dials integrate obeys: `trantor autonomy set push on`.
     #[command(after_long_help = autonomy::AUTONOMY_HELP)]
     Autonomy(autonomy::AutonomyArgs),
+    /// Make a project: a folder with git on main, its .trantor/project.json, the brief, a card.
+    #[command(after_long_help = new::NEW_HELP)]
+    New(new::NewArgs),
     /// The Claude Code plugin (MCP server, hooks, crew/handoff/research skills): install, remove.
     #[command(subcommand)]
     Plugin(plugin::PluginCommand),
@@ -174,6 +179,10 @@ pub enum Command {
     /// Move in-progress cards idle past a threshold to the stale lane (previews; --yes moves).
     #[command(after_long_help = sweep::SWEEP_HELP)]
     Sweep(sweep::SweepArgs),
+    /// Judge this project's stuck cards against the recent commits: close the shipped ones,
+    /// stale the abandoned ones (previews; --yes applies).
+    #[command(after_long_help = reconcile::RECONCILE_HELP)]
+    Reconcile(reconcile::ReconcileArgs),
     /// Agents' permission proposals: list, approve, deny (with a reason), revoke.
     #[command(after_long_help = proposals::PROPOSALS_HELP)]
     Proposals(proposals::ProposalsArgs),
@@ -194,7 +203,7 @@ pub struct Common {
     /// Act as this session [default: RELAY_SESSION, else <RELAY_AGENT or host>:<project>].
     #[arg(long, value_name = "SESSION")]
     pub session: Option<String>,
-    /// Project [default: RELAY_PROJECT, else the git root's directory name].
+    /// Project [default: RELAY_PROJECT, else .trantor/project.json's id, else the git root's name].
     #[arg(long, value_name = "PROJECT")]
     pub project: Option<String>,
 }
@@ -368,6 +377,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Swap(a) => swap::swap(a).await,
         Command::Policy(c) => policy::policy(c).await,
         Command::Plugin(c) => plugin::plugin(c).await,
+        Command::New(a) => new::new(a).await,
         Command::Setup(a) => setup::setup(a).await,
         Command::SetupSupervise(a) => setup::supervise(a).await,
         Command::Ui(a) => ui::ui(a).await,
@@ -379,6 +389,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Handoff(a) => advise::handoff(a).await,
         Command::Catchup(a) => catchup::catchup(a).await,
         Command::Sweep(a) => sweep::sweep(a).await,
+        Command::Reconcile(a) => reconcile::reconcile(a).await,
         Command::Proposals(a) => proposals::proposals(a).await,
         Command::Watch(a) => watch::watch(a).await,
     };

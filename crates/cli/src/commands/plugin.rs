@@ -85,7 +85,8 @@ pub struct PluginArgs {
     /// The Claude Code CLI to run [default: `claude` on PATH].
     #[arg(long, value_name = "PATH", env = "TRANTOR_CLAUDE")]
     pub claude: Option<PathBuf>,
-    /// The trantor binary the plugin runs [default: this binary's absolute path].
+    /// The trantor binary the plugin runs [default: the `trantor` on PATH when it is this
+    /// binary, else this binary's absolute path].
     #[arg(long, value_name = "PATH")]
     pub command: Option<PathBuf>,
     /// Print the outcome as JSON.

@@ -71,6 +71,7 @@ pub async fn send<S: Store>(
     let learn_project = known_project.is_none();
 
     let sender = from.clone();
+    let keep_record = !hub.cfg.no_delivery_record;
     let result = hub
         .write(move |tx| {
             let mut out = Outbox::default();
@@ -96,7 +97,9 @@ pub async fn send<S: Store>(
                 },
                 &refs,
             )?;
-            super::delivery::record_stored(tx, &msg)?;
+            if keep_record {
+                super::delivery::record_stored(tx, &msg)?;
+            }
             let mut ev = event(
                 now,
                 "message",

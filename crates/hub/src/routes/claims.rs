@@ -28,15 +28,27 @@ const FILE_MAX: usize = 400;
 pub struct ClaimRequest {
     /// The project.
     #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = limits::PROJECT))]
+    #[schemars(
+        extend("x-required" = true),
+        length(min = 1, max = limits::PROJECT),
+        regex(pattern = limits::NON_BLANK_PATTERN)
+    )]
     pub project: String,
     /// The file, relative to the project's root (absolute paths and `..` are refused).
     #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = FILE_MAX))]
+    #[schemars(
+        extend("x-required" = true),
+        length(min = 1, max = FILE_MAX),
+        regex(pattern = limits::PROJECT_PATH_PATTERN)
+    )]
     pub file: String,
     /// The session editing (or reading) it.
     #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = limits::SESSION))]
+    #[schemars(
+        extend("x-required" = true),
+        length(min = 1, max = limits::SESSION),
+        regex(pattern = limits::NON_BLANK_PATTERN)
+    )]
     pub session: String,
     /// `/read` only: the seat the reader looked at.
     #[serde(default)]

@@ -70,6 +70,16 @@ pub fn record_of(tx: &dyn ReadTx, msg: &Message) -> Result<DeliveryRecord, Store
     })
 }
 
+/// 404 on a hub started with `--no-delivery-record`, as on a hub that never had the record.
+fn record_kept<S: Store>(hub: &AppState<S>) -> ApiResult<()> {
+    if hub.cfg.no_delivery_record {
+        return Err(ApiError::not_found(
+            "this hub keeps no delivery record (started with --no-delivery-record)",
+        ));
+    }
+    Ok(())
+}
+
 fn non_blank(field: &str, v: &str, max: usize) -> ApiResult<String> {
     let v = v.trim();
     if v.is_empty() {
@@ -92,6 +102,7 @@ pub async fn fence<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<DeliveryFenceRequest>,
 ) -> ApiResult<Json<DeliveryFenceReply>> {
+    record_kept(&hub)?;
     let session = non_blank("session", &req.session, limits::SESSION)?;
     let instance = non_blank("instance", &req.instance, INSTANCE_MAX)?;
     let now = now_ms();
@@ -125,6 +136,7 @@ pub async fn mark<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<DeliveryMark>,
 ) -> ApiResult<Json<DeliveryMarkReply>> {
+    record_kept(&hub)?;
     let session = non_blank("session", &req.session, limits::SESSION)?;
     let instance = non_blank("instance", &req.instance, INSTANCE_MAX)?;
     if let Some(o) = &req.outcome {
@@ -203,6 +215,7 @@ pub async fn get<S: Store>(
     State(hub): State<AppState<S>>,
     p: Params,
 ) -> ApiResult<axum::response::Response> {
+    record_kept(&hub)?;
     use axum::response::IntoResponse;
     if let Some(id) = p.int("id")? {
         let rec = hub

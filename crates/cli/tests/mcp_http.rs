@@ -602,3 +602,132 @@ async fn bearer_tokens_in_enforce_mode_speak_only_as_their_session() {
         c.cancel().await.ok();
     }
 }
+
+/// `trantor connect --http` with HOME at `home`.
+fn connect_http(home: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(common::bin())
+        .args(["connect", "--http", "--all"])
+        .args(args)
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env_remove("TRANTOR_MCP_TOKEN")
+        .env_remove("RELAY_URL")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run trantor connect")
+}
+
+#[test]
+fn connect_http_points_claude_codex_and_opencode_at_the_hubs_mcp_with_the_token() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("dir");
+    let hub = Hub::start_in(
+        &dir.path().join("hub"),
+        common::free_port(),
+        &[("RELAY_AUTH", "enforce"), ("RELAY_BOOTSTRAP_TOKEN", BOOT)],
+    );
+    let url = hub.url();
+    let ops = dir.path().join("ops");
+    std::fs::create_dir_all(&ops).expect("ops dir");
+    stdout_of(&operator(
+        &ops,
+        &url,
+        &[
+            "identity",
+            "enroll",
+            "--session",
+            "orch:web",
+            "--bootstrap-token",
+            BOOT,
+        ],
+    ));
+    let token = stdout_of(&operator(
+        &ops,
+        &url,
+        &["token", "mint", "--session", "claude:web", "--ttl", "1h"],
+    ));
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    // A person's own server in Claude Code's file stays.
+    std::fs::write(
+        home.join(".claude.json"),
+        r#"{"mcpServers": {"mine": {"type": "stdio", "command": "my-server"}}}"#,
+    )
+    .expect("claude.json");
+    let out = stdout_of(&connect_http(&home, &["--token", &token, "--url", &url]));
+    assert!(!out.contains(&token), "the token is never printed: {out}");
+    let mcp = format!("{url}/mcp");
+    let bearer = format!("Bearer {token}");
+
+    let claude: Value = serde_json::from_str(
+        &std::fs::read_to_string(home.join(".claude.json")).expect("claude.json"),
+    )
+    .expect("claude.json is JSON");
+    assert_eq!(claude["mcpServers"]["mine"]["command"], "my-server");
+    let entry = &claude["mcpServers"]["trantor"];
+    assert_eq!(entry["type"], "http");
+    assert_eq!(entry["url"], mcp.as_str());
+    assert_eq!(entry["headers"]["Authorization"], bearer.as_str());
+    let mode = std::fs::metadata(home.join(".claude.json"))
+        .expect("meta")
+        .permissions()
+        .mode();
+    assert_eq!(
+        mode & 0o077,
+        0,
+        "a file holding a token is private: {mode:o}"
+    );
+    let codex = std::fs::read_to_string(home.join(".codex/config.toml")).expect("codex");
+    let doc: toml_edit::DocumentMut = codex.parse().expect("codex config is TOML");
+    let t = &doc["mcp_servers"]["trantor"];
+    assert_eq!(t["url"].as_str(), Some(mcp.as_str()));
+    assert_eq!(
+        t["http_headers"]["Authorization"].as_str(),
+        Some(bearer.as_str())
+    );
+    assert!(t.get("command").is_none(), "{codex}");
+    let opencode: Value = serde_json::from_str(
+        &std::fs::read_to_string(home.join(".config/opencode/opencode.json")).expect("opencode"),
+    )
+    .expect("opencode.json is JSON");
+    assert_eq!(opencode["mcp"]["trantor"]["type"], "remote");
+    assert_eq!(
+        opencode["mcp"]["trantor"]["headers"]["Authorization"],
+        bearer.as_str()
+    );
+    // Again: nothing changes.
+    let again = stdout_of(&connect_http(&home, &["--token", &token, "--url", &url]));
+    assert_eq!(again.matches("unchanged").count(), 3, "{again}");
+
+    // The real CLIs read the entries; Claude Code and OpenCode connect with the token.
+    let Some(bin) = common::real_clis_bin() else {
+        return;
+    };
+    let run = |cli: &str, args: &[&str]| {
+        let o = std::process::Command::new(bin.join(cli))
+            .args(args)
+            .current_dir(&home)
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run the real CLI");
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    let claude = run("claude", &["mcp", "list"]);
+    assert!(
+        claude.contains(&format!("trantor: {mcp} (HTTP)")) && claude.contains("Connected"),
+        "{claude}"
+    );
+    let opencode = run("opencode", &["mcp", "list"]);
+    assert!(
+        opencode.contains("trantor") && opencode.contains("connected"),
+        "{opencode}"
+    );
+    let codex = run("codex", &["mcp", "list"]);
+    assert!(codex.contains("trantor") && codex.contains(&mcp), "{codex}");
+}

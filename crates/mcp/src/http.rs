@@ -335,6 +335,7 @@ pub fn router(opts: HttpOptions, mut shutdown: tokio::sync::watch::Receiver<bool
         stop.cancel();
     });
     let opts = Arc::new(opts);
+    let gate_opts = opts.clone();
     // The hub's front layer checks Host (with --allowed-host) and Origin for every route, this
     // one included; rmcp's own Host list would refuse the names the hub was told to accept.
     let config = StreamableHttpServerConfig::default()
@@ -345,5 +346,76 @@ pub fn router(opts: HttpOptions, mut shutdown: tokio::sync::watch::Receiver<bool
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    axum::Router::new().fallback_service(service)
+    axum::Router::new()
+        .fallback_service(service)
+        .layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                let opts = gate_opts.clone();
+                async move { gate(&opts, req, next).await }
+            },
+        ))
+}
+
+/// The token of an `Authorization: Bearer …` header.
+fn bearer_of(headers: &axum::http::HeaderMap) -> Option<String> {
+    let v = headers.get("authorization")?.to_str().ok()?;
+    let (scheme, token) = v.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then(|| token.to_string())
+}
+
+/// A 401 whose body is a JSON-RPC error (id null) a client can show.
+fn unauthorized(error: &str, message: &str) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32001, "message": message},
+    });
+    (
+        axum::http::StatusCode::UNAUTHORIZED,
+        [
+            (
+                axum::http::header::WWW_AUTHENTICATE,
+                format!("Bearer error=\"{error}\""),
+            ),
+            (
+                axum::http::header::CONTENT_TYPE,
+                "application/json".to_string(),
+            ),
+        ],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// In front of every `/mcp` request: a bearer token that is unknown, expired or revoked is a
+/// 401 (in any mode), and so is a request without one on a hub that takes no header identity
+/// (`enforce`), so a client learns at `initialize` rather than at its first tool call.
+async fn gate(
+    opts: &HttpOptions,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    match (bearer_of(req.headers()), opts.tokens.as_ref()) {
+        (Some(token), Some(resolve)) => {
+            if resolve(token).await.is_none() {
+                return unauthorized(
+                    "invalid_token",
+                    "the bearer token is unknown, expired or revoked: ask the hub's owner for a \
+                     new one (trantor token mint --session <who>:<project>)",
+                );
+            }
+        }
+        (None, _) if !opts.header_identity => {
+            return unauthorized(
+                "invalid_request",
+                "this hub enforces signed identity: send the bearer token the hub's owner \
+                 minted for this session (trantor token mint --session <who>:<project>) as \
+                 `Authorization: Bearer <token>`",
+            );
+        }
+        _ => {}
+    }
+    next.run(req).await
 }

@@ -397,25 +397,24 @@ async fn gate(
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    match (bearer_of(req.headers()), opts.tokens.as_ref()) {
-        (Some(token), Some(resolve)) => {
-            if resolve(token).await.is_none() {
-                return unauthorized(
-                    "invalid_token",
-                    "the bearer token is unknown, expired or revoked: ask the hub's owner for a \
-                     new one (trantor token mint --session <who>:<project>)",
-                );
-            }
-        }
-        (None, _) if !opts.header_identity => {
-            return unauthorized(
-                "invalid_request",
-                "this hub enforces signed identity: send the bearer token the hub's owner \
-                 minted for this session (trantor token mint --session <who>:<project>) as \
-                 `Authorization: Bearer <token>`",
-            );
-        }
-        _ => {}
+    let refusal = match (bearer_of(req.headers()), opts.tokens.as_ref()) {
+        (Some(token), Some(resolve)) => resolve(token).await.is_none().then(|| {
+            unauthorized(
+                "invalid_token",
+                "the bearer token is unknown, expired or revoked: ask the hub's owner for a \
+                 new one (trantor token mint --session <who>:<project>)",
+            )
+        }),
+        (None, _) if !opts.header_identity => Some(unauthorized(
+            "invalid_request",
+            "this hub enforces signed identity: send the bearer token the hub's owner \
+             minted for this session (trantor token mint --session <who>:<project>) as \
+             `Authorization: Bearer <token>`",
+        )),
+        _ => None,
+    };
+    if let Some(r) = refusal {
+        return r;
     }
     next.run(req).await
 }

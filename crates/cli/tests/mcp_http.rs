@@ -506,7 +506,59 @@ async fn bearer_tokens_in_enforce_mode_speak_only_as_their_session() {
         json!({"title": "token card", "assignee": "claude:web"}),
     )
     .await;
-    assert!(added.contains('#'), "{added}");
+    let id = card_id(&added);
+    let card_uri = format!("trantor://card/{id}");
+
+    // Subscriptions work with a token (the hub's own feed), and only for what it may read.
+    let watcher = |token: &str| {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut map = HashMap::new();
+        map.insert(
+            reqwest::header::AUTHORIZATION,
+            reqwest::header::HeaderValue::from_str(&format!("Bearer {token}")).expect("header"),
+        );
+        let config =
+            StreamableHttpClientTransportConfig::with_uri(format!("{url}/mcp")).custom_headers(map);
+        (
+            Watcher(tx).serve(StreamableHttpClientTransport::with_client(http(), config)),
+            rx,
+        )
+    };
+    let (w, mut rx) = watcher(&web);
+    let w = w.await.expect("watcher handshake");
+    #[allow(deprecated)]
+    w.subscribe(rmcp::model::SubscribeRequestParams::new(card_uri.clone()))
+        .await
+        .expect("resources/subscribe with a token");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut step = 0;
+    let got = loop {
+        step += 1;
+        ok(
+            &alice,
+            "relay_task_move",
+            json!({"id": id, "status": "doing", "note": format!("step {step}")}),
+        )
+        .await;
+        match tokio::time::timeout(Duration::from_millis(500), rx.recv()).await {
+            Ok(Some(uri)) => break uri,
+            _ if tokio::time::Instant::now() > deadline => panic!("no resources/updated"),
+            _ => {}
+        }
+    };
+    assert_eq!(got, card_uri);
+    let (wb, _rxb) = watcher(&other);
+    let wb = wb.await.expect("other watcher handshake");
+    #[allow(deprecated)]
+    let refused = wb
+        .subscribe(rmcp::model::SubscribeRequestParams::new(card_uri.clone()))
+        .await;
+    assert!(
+        refused.is_err(),
+        "a token for another project subscribed: {refused:?}"
+    );
+    w.cancel().await.ok();
+    wb.cancel().await.ok();
 
     // It never speaks as another session, named by the header or in a tool's arguments.
     let spoof = connect(

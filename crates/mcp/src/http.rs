@@ -45,6 +45,8 @@ pub struct HttpOptions {
     /// Resolves an `Authorization: Bearer` token to the session, project and role it is bound
     /// to (the hub's own token store).
     pub tokens: Option<trantor_proto::auth::TokenResolver>,
+    /// The hub's in-process event feed, for resource subscriptions.
+    pub events: Option<tokio::sync::broadcast::Sender<Arc<trantor_proto::Event>>>,
 }
 
 impl std::fmt::Debug for HttpOptions {
@@ -71,7 +73,9 @@ pub struct HttpRelay {
 impl HttpRelay {
     /// A server for one MCP session.
     pub fn new(opts: Arc<HttpOptions>) -> HttpRelay {
-        let template = Relay::new(identity(&opts.hub_url, "", "")).with_seat(false);
+        let template = Relay::new(identity(&opts.hub_url, "", ""))
+            .with_seat(false)
+            .with_feed(opts.events.clone());
         HttpRelay {
             opts,
             template,
@@ -261,7 +265,13 @@ impl ServerHandler for HttpRelay {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.template.subscribe(request, context).await
+        // The subscriber must be able to read the resource as itself (its token's session in
+        // enforce mode); the follower then reads the hub's own feed.
+        self.reader(&context)
+            .await
+            .resource_read(&request.uri)
+            .await?;
+        self.template.subscribe_uri(&request.uri, context.peer)
     }
 
     #[allow(deprecated)]

@@ -88,7 +88,7 @@ pub struct Mount {
 }
 
 /// What a [`Mount`] is built from.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct MountContext {
     /// The hub's own base URL (`http://127.0.0.1:4477`), for calls back into its routes.
     pub url: String,
@@ -96,6 +96,17 @@ pub struct MountContext {
     pub auth: auth::AuthMode,
     /// Flips to true when the hub shuts down: long-lived streams must end then.
     pub shutdown: watch::Receiver<bool>,
+    /// Resolves a bearer token to its live record (docs/protocol.md §2.6).
+    pub tokens: trantor_proto::auth::TokenResolver,
+}
+
+impl std::fmt::Debug for MountContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MountContext")
+            .field("url", &self.url)
+            .field("auth", &self.auth)
+            .finish_non_exhaustive()
+    }
 }
 
 impl std::fmt::Debug for Mount {
@@ -218,10 +229,16 @@ pub async fn serve_with<S: Store>(
     let addr = listener.local_addr().context("listener has no address")?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let mounted = mount.map(|m| {
+        let resolver_hub = hub.clone();
+        let tokens: trantor_proto::auth::TokenResolver = Arc::new(move |token: String| {
+            let hub = resolver_hub.clone();
+            Box::pin(async move { auth::resolve_token(&hub, &token).await.ok().flatten() })
+        });
         let ctx = MountContext {
             url: format!("{scheme}://{addr}"),
             auth: hub.cfg.auth,
             shutdown: stop_rx.clone(),
+            tokens,
         };
         routes::Mounted {
             path: m.path,

@@ -131,6 +131,13 @@ impl Relay {
         self
     }
 
+    /// The same server sending `token` as `Authorization: Bearer` on every hub call instead of
+    /// signing (the hub's `/mcp` serving a client that presented the token).
+    pub fn with_bearer(mut self, token: &str) -> Relay {
+        self.hub = self.hub.with_bearer(token);
+        self
+    }
+
     /// The same server as a runner seat (`true`) or a person's session (`false`), whatever
     /// `TRANTOR_SEAT` says (the hub's `/mcp` serves people, never seats).
     pub fn with_seat(mut self, seat: bool) -> Relay {

@@ -799,3 +799,87 @@ fn connect_http_points_claude_codex_and_opencode_at_the_hubs_mcp_with_the_token(
     let codex = run("codex", &["mcp", "list"]);
     assert!(codex.contains("trantor") && codex.contains(&mcp), "{codex}");
 }
+
+/// The hub process's resident memory, KB (Linux).
+fn rss_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_idle_sessions_stay_bounded_and_one_more_is_a_503() {
+    let dir = tempfile::tempdir().expect("hub dir");
+    let hub = Hub::start_in(
+        &dir.path().join("hub"),
+        common::free_port(),
+        &[("RELAY_MCP_MAX_SESSIONS", "1000")],
+    );
+    let mcp = format!("{}/mcp", hub.url());
+    let pid = hub.pid().expect("hub pid");
+    let client = http();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "idle", "version": "1"}}})
+    .to_string();
+    let open = |c: reqwest::Client| {
+        let mcp = mcp.clone();
+        let init = init.clone();
+        async move {
+            c.post(&mcp)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .body(init)
+                .send()
+                .await
+                .expect("initialize reply")
+        }
+    };
+    // Warm the hub (its first session builds the shared tool table) before measuring.
+    let first = open(client.clone()).await;
+    assert_eq!(first.status(), 200);
+    let first_id = first
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("session id")
+        .to_string();
+    let before = rss_kb(pid);
+    for _ in 1..1000 {
+        let r = open(client.clone()).await;
+        assert_eq!(r.status(), 200);
+        let _ = r.bytes().await;
+    }
+    let after = rss_kb(pid);
+    let grown_mb = after.saturating_sub(before) / 1024;
+    assert!(
+        grown_mb < 200,
+        "1000 idle MCP sessions grew the hub by {grown_mb} MB ({before} -> {after} KB)"
+    );
+    // One more is refused with a JSON-RPC error, until a session ends.
+    let r = open(client.clone()).await;
+    assert_eq!(r.status(), 503);
+    let body: Value = r.json().await.expect("JSON-RPC error");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("1000 MCP sessions")),
+        "{body}"
+    );
+    let r = client
+        .delete(&mcp)
+        .header("mcp-session-id", &first_id)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .expect("delete reply");
+    assert!(r.status().is_success(), "{}", r.status());
+    let c = connect(&hub.url(), &[("x-relay-session", "claude:web")]).await;
+    assert!(!c.list_all_tools().await.expect("tools/list").is_empty());
+    c.cancel().await.ok();
+    eprintln!("1000 idle MCP sessions: hub RSS {before} -> {after} KB (+{grown_mb} MB)");
+}

@@ -47,7 +47,13 @@ pub struct HttpOptions {
     pub tokens: Option<trantor_proto::auth::TokenResolver>,
     /// The hub's in-process event feed, for resource subscriptions.
     pub events: Option<tokio::sync::broadcast::Sender<Arc<trantor_proto::Event>>>,
+    /// Most MCP sessions at once; an `initialize` beyond it is a 503 (idle sessions end after
+    /// five minutes).
+    pub max_sessions: usize,
 }
+
+/// The default of [`HttpOptions::max_sessions`] (about 60 KB each while idle).
+pub const DEFAULT_MAX_SESSIONS: usize = 2000;
 
 impl std::fmt::Debug for HttpOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -55,6 +61,7 @@ impl std::fmt::Debug for HttpOptions {
             .field("hub_url", &self.hub_url)
             .field("header_identity", &self.header_identity)
             .field("tokens", &self.tokens.is_some())
+            .field("max_sessions", &self.max_sessions)
             .finish()
     }
 }
@@ -63,6 +70,8 @@ impl std::fmt::Debug for HttpOptions {
 #[derive(Clone)]
 pub struct HttpRelay {
     opts: Arc<HttpOptions>,
+    /// The one HTTP client of every session's calls back into the hub.
+    client: trantor_proto::HubClient,
     /// Lists the tools and prompts, reads for a client that names no session, and holds this
     /// MCP session's subscriptions and logging level.
     template: Relay,
@@ -72,12 +81,13 @@ pub struct HttpRelay {
 
 impl HttpRelay {
     /// A server for one MCP session.
-    pub fn new(opts: Arc<HttpOptions>) -> HttpRelay {
-        let template = Relay::new(identity(&opts.hub_url, "", ""))
+    pub fn new(opts: Arc<HttpOptions>, client: trantor_proto::HubClient) -> HttpRelay {
+        let template = Relay::with_client(identity(&opts.hub_url, "", ""), client.clone())
             .with_seat(false)
             .with_feed(opts.events.clone());
         HttpRelay {
             opts,
+            client,
             template,
             relays: Arc::new(Mutex::new(HashMap::new())),
         }
@@ -125,7 +135,9 @@ impl HttpRelay {
             return Ok(self.cached(key, || {
                 let mut id = identity(&self.opts.hub_url, &rec.session, &rec.project);
                 id.session_via = "the bearer token".into();
-                Relay::new(id).with_seat(false).with_bearer(&token)
+                Relay::with_client(id, self.client.clone())
+                    .with_seat(false)
+                    .with_bearer(&token)
             }));
         }
         if !self.opts.header_identity {
@@ -158,7 +170,8 @@ impl HttpRelay {
         };
         let url = self.opts.hub_url.clone();
         Ok(self.cached((session.clone(), project.clone()), || {
-            Relay::new(identity(&url, &session, &project)).with_seat(false)
+            Relay::with_client(identity(&url, &session, &project), self.client.clone())
+                .with_seat(false)
         }))
     }
 
@@ -346,14 +359,17 @@ pub fn router(opts: HttpOptions, mut shutdown: tokio::sync::watch::Receiver<bool
     });
     let opts = Arc::new(opts);
     let gate_opts = opts.clone();
+    let sessions = Arc::new(LocalSessionManager::default());
+    let gate_sessions = sessions.clone();
     // The hub's front layer checks Host (with --allowed-host) and Origin for every route, this
     // one included; rmcp's own Host list would refuse the names the hub was told to accept.
     let config = StreamableHttpServerConfig::default()
         .disable_allowed_hosts()
         .with_cancellation_token(ct);
+    let client = trantor_proto::HubClient::new(opts.hub_url.clone());
     let service = StreamableHttpService::new(
-        move || Ok(HttpRelay::new(opts.clone())),
-        Arc::new(LocalSessionManager::default()),
+        move || Ok(HttpRelay::new(opts.clone(), client.clone())),
+        sessions,
         config,
     );
     axum::Router::new()
@@ -361,7 +377,8 @@ pub fn router(opts: HttpOptions, mut shutdown: tokio::sync::watch::Receiver<bool
         .layer(axum::middleware::from_fn(
             move |req: axum::extract::Request, next: axum::middleware::Next| {
                 let opts = gate_opts.clone();
-                async move { gate(&opts, req, next).await }
+                let sessions = gate_sessions.clone();
+                async move { gate(&opts, &sessions, req, next).await }
             },
         ))
 }
@@ -372,6 +389,31 @@ fn bearer_of(headers: &axum::http::HeaderMap) -> Option<String> {
     let (scheme, token) = v.trim().split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then(|| token.to_string())
+}
+
+/// A 503 whose body is a JSON-RPC error: the session table is full.
+fn full(max: usize) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32000, "message": format!(
+            "this hub already holds {max} MCP sessions (RELAY_MCP_MAX_SESSIONS); idle ones end \
+             after five minutes, retry then"
+        )},
+    });
+    (
+        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+        [
+            (axum::http::header::RETRY_AFTER, "60".to_string()),
+            (
+                axum::http::header::CONTENT_TYPE,
+                "application/json".to_string(),
+            ),
+        ],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 /// A 401 whose body is a JSON-RPC error (id null) a client can show.
@@ -401,9 +443,11 @@ fn unauthorized(error: &str, message: &str) -> axum::response::Response {
 
 /// In front of every `/mcp` request: a bearer token that is unknown, expired or revoked is a
 /// 401 (in any mode), and so is a request without one on a hub that takes no header identity
-/// (`enforce`), so a client learns at `initialize` rather than at its first tool call.
+/// (`enforce`), so a client learns at `initialize` rather than at its first tool call; a new
+/// session beyond [`HttpOptions::max_sessions`] is a 503.
 async fn gate(
     opts: &HttpOptions,
+    sessions: &LocalSessionManager,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
@@ -425,6 +469,12 @@ async fn gate(
     };
     if let Some(r) = refusal {
         return r;
+    }
+    // A POST without a session id opens one: bounded, so idle clients cannot grow the hub.
+    let opens =
+        req.method() == axum::http::Method::POST && !req.headers().contains_key("mcp-session-id");
+    if opens && sessions.sessions.read().await.len() >= opts.max_sessions {
+        return full(opts.max_sessions);
     }
     next.run(req).await
 }

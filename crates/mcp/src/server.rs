@@ -62,7 +62,7 @@ pub struct Relay {
     subs: library::Subscriptions,
     /// The hub's in-process event feed, when this server runs inside the hub (its `/mcp`).
     feed: Option<tokio::sync::broadcast::Sender<Arc<trantor_proto::Event>>>,
-    tool_router: ToolRouter<Relay>,
+    tool_router: Arc<ToolRouter<Relay>>,
 }
 
 fn is_open(status: &str) -> bool {
@@ -112,19 +112,34 @@ fn words(title: &str) -> Vec<String> {
 impl Relay {
     /// A server for `id`.
     pub fn new(id: Identity) -> Relay {
-        let hub = HubClient::new(id.hub_url.clone()).with_timeout(Duration::from_secs(8));
+        let hub = HubClient::new(id.hub_url.clone());
+        Relay::with_client(id, hub)
+    }
+
+    /// A server for `id` calling the hub through `hub` (a clone shares its connection pool, so
+    /// the hub's `/mcp` holds one HTTP client for all its sessions, not one each).
+    pub fn with_client(id: Identity, hub: HubClient) -> Relay {
+        // The tool table (names, descriptions, schemas) is built once per process and shared.
+        static TOOLS: std::sync::OnceLock<Arc<ToolRouter<Relay>>> = std::sync::OnceLock::new();
+        let tool_router = TOOLS
+            .get_or_init(|| {
+                Arc::new(
+                    Self::tool_router()
+                        + Self::crew_tools()
+                        + Self::handoff_tools()
+                        + Self::proposal_tools(),
+                )
+            })
+            .clone();
         Relay {
             id: Arc::new(id),
-            hub,
+            hub: hub.with_timeout(Duration::from_secs(8)),
             boot_ms: now_ms(),
             seat: std::env::var_os("TRANTOR_SEAT").is_some_and(|v| !v.is_empty()),
             state: Arc::new(Mutex::new(State::default())),
             subs: library::Subscriptions::default(),
             feed: None,
-            tool_router: Self::tool_router()
-                + Self::crew_tools()
-                + Self::handoff_tools()
-                + Self::proposal_tools(),
+            tool_router,
         }
     }
 

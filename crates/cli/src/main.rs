@@ -110,6 +110,8 @@ fn mcp_mount() -> trantor_hub::Mount {
             let opts = trantor_mcp::http::HttpOptions {
                 hub_url: ctx.url.clone(),
                 header_identity: ctx.auth != trantor_hub::auth::AuthMode::Enforce,
+                tokens: Some(ctx.tokens.clone()),
+                events: Some(ctx.events.clone()),
             };
             trantor_mcp::http::router(opts, ctx.shutdown.clone())
         }),

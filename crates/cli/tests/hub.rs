@@ -2060,3 +2060,46 @@ fn health_answers_beside_1100_idle_connections() {
     drop(idle);
     child.kill_group();
 }
+
+/// The documented order — the seat moves its card to testing, the person closes it — keeps the
+/// seat as the card's worker and shows the person as its closer (issue 21).
+#[tokio::test]
+async fn a_person_closing_a_seats_card_keeps_the_seat_as_worker_and_shows_the_closer() {
+    let hub = Hub::start();
+    let api = Api::new(&hub);
+    let t = api
+        .ok(
+            "/task",
+            json!({"title":"fix","project":"p","by":"me:p","assignee":"claude:p",
+                   "drill":"python -m pytest -q passes"}),
+        )
+        .await["task"]
+        .clone();
+    let id = t["id"].as_i64().expect("id");
+    api.ok(
+        "/task/update",
+        json!({"id":id,"status":"doing","by":"claude:p"}),
+    )
+    .await;
+    api.ok(
+        "/task/update",
+        json!({"id":id,"status":"testing","by":"claude:p"}),
+    )
+    .await;
+    let r = api
+        .ok(
+            "/task/update",
+            json!({"id":id,"status":"done","by":"me:p","note":"ran python -m pytest -q: 467 passed"}),
+        )
+        .await;
+    assert_eq!(r["task"]["workedBy"], "claude:p", "{r}");
+    assert_eq!(r["task"]["closedBy"], "me:p", "{r}");
+    let r = api
+        .ok(
+            "/task/update",
+            json!({"id":id,"status":"doing","by":"codex:p"}),
+        )
+        .await;
+    assert_eq!(r["task"]["workedBy"], "codex:p", "{r}");
+    assert!(r["task"].get("closedBy").is_none(), "{r}");
+}

@@ -420,3 +420,382 @@ async fn resources_prompts_completion_and_subscriptions_over_http() {
     alice.cancel().await.ok();
     bob.cancel().await.ok();
 }
+
+const BOOT: &str = "mcp-http-bootstrap-token-0123456789";
+
+/// `trantor <args>` as the operator whose keys live in `bus`.
+fn operator(bus: &std::path::Path, url: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(common::bin())
+        .args(args)
+        .env("AGENT_BUS_DIR", bus)
+        .env("HOME", bus)
+        .env("RELAY_URL", url)
+        .env("RELAY_SESSION", "orch:web")
+        .env_remove("RELAY_DATA_DIR")
+        .env_remove("RELAY_AGENT")
+        .env_remove("RELAY_PROJECT")
+        .env_remove("RELAY_OWNER_IDENTITY")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run trantor")
+}
+
+fn stdout_of(o: &std::process::Output) -> String {
+    assert!(
+        o.status.success(),
+        "status {:?}\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bearer_tokens_in_enforce_mode_speak_only_as_their_session() {
+    let dir = tempfile::tempdir().expect("hub dir");
+    let hub = Hub::start_in(
+        &dir.path().join("hub"),
+        common::free_port(),
+        &[("RELAY_AUTH", "enforce"), ("RELAY_BOOTSTRAP_TOKEN", BOOT)],
+    );
+    let url = hub.url();
+    let ops = dir.path().join("ops");
+    std::fs::create_dir_all(&ops).expect("ops dir");
+    stdout_of(&operator(
+        &ops,
+        &url,
+        &[
+            "identity",
+            "enroll",
+            "--session",
+            "orch:web",
+            "--bootstrap-token",
+            BOOT,
+        ],
+    ));
+    let web = stdout_of(&operator(
+        &ops,
+        &url,
+        &["token", "mint", "--session", "claude:web", "--ttl", "30d"],
+    ));
+    assert!(web.starts_with("trt_"), "{web}");
+    let other = stdout_of(&operator(
+        &ops,
+        &url,
+        &["token", "mint", "--session", "bob:other", "--ttl", "1h"],
+    ));
+    let bearer = |t: &str| format!("Bearer {t}");
+
+    // The token speaks as its session: whoami, and a message the hub records from it.
+    let alice = connect(&url, &[("authorization", &bearer(&web))]).await;
+    let who = ok(&alice, "relay_whoami", json!({})).await;
+    assert!(
+        who.contains("session=claude:web") && who.contains("project=web"),
+        "{who}"
+    );
+    ok(
+        &alice,
+        "relay_send",
+        json!({"to": "codex:web", "text": "sent with a bearer token"}),
+    )
+    .await;
+    let added = ok(
+        &alice,
+        "relay_task_add",
+        json!({"title": "token card", "assignee": "claude:web"}),
+    )
+    .await;
+    let id = card_id(&added);
+    let card_uri = format!("trantor://card/{id}");
+
+    // Subscriptions work with a token (the hub's own feed), and only for what it may read.
+    let watcher = |token: &str| {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut map = HashMap::new();
+        map.insert(
+            reqwest::header::AUTHORIZATION,
+            reqwest::header::HeaderValue::from_str(&format!("Bearer {token}")).expect("header"),
+        );
+        let config =
+            StreamableHttpClientTransportConfig::with_uri(format!("{url}/mcp")).custom_headers(map);
+        (
+            Watcher(tx).serve(StreamableHttpClientTransport::with_client(http(), config)),
+            rx,
+        )
+    };
+    let (w, mut rx) = watcher(&web);
+    let w = w.await.expect("watcher handshake");
+    #[allow(deprecated)]
+    w.subscribe(rmcp::model::SubscribeRequestParams::new(card_uri.clone()))
+        .await
+        .expect("resources/subscribe with a token");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut step = 0;
+    let got = loop {
+        step += 1;
+        ok(
+            &alice,
+            "relay_task_move",
+            json!({"id": id, "status": "doing", "note": format!("step {step}")}),
+        )
+        .await;
+        match tokio::time::timeout(Duration::from_millis(500), rx.recv()).await {
+            Ok(Some(uri)) => break uri,
+            _ if tokio::time::Instant::now() > deadline => panic!("no resources/updated"),
+            _ => {}
+        }
+    };
+    assert_eq!(got, card_uri);
+    let (wb, _rxb) = watcher(&other);
+    let wb = wb.await.expect("other watcher handshake");
+    #[allow(deprecated)]
+    let refused = wb
+        .subscribe(rmcp::model::SubscribeRequestParams::new(card_uri.clone()))
+        .await;
+    assert!(
+        refused.is_err(),
+        "a token for another project subscribed: {refused:?}"
+    );
+    w.cancel().await.ok();
+    wb.cancel().await.ok();
+
+    // It never speaks as another session, named by the header or in a tool's arguments.
+    let spoof = connect(
+        &url,
+        &[
+            ("authorization", &bearer(&web)),
+            ("x-relay-session", "codex:web"),
+        ],
+    )
+    .await;
+    let (text, err) = call(&spoof, "relay_inbox", json!({})).await;
+    assert!(err && text.contains("speaks as claude:web"), "{text}");
+    // The hub's routes refuse the token for another session's inbox, as for a signed caller.
+    let r = http()
+        .get(format!("{url}/inbox?session=codex%3Aweb"))
+        .header("authorization", bearer(&web))
+        .send()
+        .await
+        .expect("inbox reply");
+    assert_eq!(r.status(), 403);
+    let r = http()
+        .post(format!("{url}/send"))
+        .header("authorization", bearer(&web))
+        .header("content-type", "application/json")
+        .body(json!({"from": "codex:web", "to": "orch:web", "text": "forged"}).to_string())
+        .send()
+        .await
+        .expect("send reply");
+    assert_eq!(r.status(), 403);
+
+    // A token for another project cannot act on this one.
+    let bob = connect(&url, &[("authorization", &bearer(&other))]).await;
+    let (text, err) = call(&bob, "relay_board", json!({"project": "web"})).await;
+    assert!(err && text.contains("403"), "{text}");
+    let (text, err) = call(
+        &bob,
+        "relay_task_add",
+        json!({"title": "into web", "project": "web"}),
+    )
+    .await;
+    assert!(err && text.contains("403"), "{text}");
+
+    // No token, or a made-up one: 401 at initialize, with a JSON-RPC error saying what to send.
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}});
+    for (auth, says) in [
+        (None, "Authorization: Bearer"),
+        (
+            Some("Bearer trt_not-a-token"),
+            "unknown, expired or revoked",
+        ),
+    ] {
+        let mut req = http()
+            .post(format!("{url}/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("x-relay-session", "claude:web")
+            .body(init.to_string());
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        let r = req.send().await.expect("initialize reply");
+        assert_eq!(r.status(), 401);
+        assert!(r.headers().contains_key("www-authenticate"));
+        let body: Value = r.json().await.expect("JSON-RPC error");
+        let msg = body["error"]["message"].as_str().unwrap_or("");
+        assert!(msg.contains(says), "{body}");
+    }
+    let r = http()
+        .get(format!("{url}/peers"))
+        .header("authorization", "Bearer trt_not-a-token")
+        .send()
+        .await
+        .expect("peers reply");
+    assert_eq!(r.status(), 401);
+
+    // Listed by id, never by token; revoked, it is refused from the next call on.
+    let listed = stdout_of(&operator(&ops, &url, &["token", "list", "--json"]));
+    let listed: Value = serde_json::from_str(&listed).expect("token list JSON");
+    assert!(
+        !listed.to_string().contains(&web),
+        "a token leaked into the list"
+    );
+    let id = listed["tokens"]
+        .as_array()
+        .and_then(|a| a.iter().find(|t| t["session"] == "claude:web"))
+        .and_then(|t| t["id"].as_str())
+        .expect("claude:web's token listed")
+        .to_string();
+    let revoked = stdout_of(&operator(&ops, &url, &["token", "revoke", &id]));
+    assert!(revoked.contains("revoked"), "{revoked}");
+    let after = alice
+        .call_tool(CallToolRequestParams::new("relay_whoami"))
+        .await;
+    assert!(after.is_err(), "a revoked token still answered: {after:?}");
+    // Only the owner mints: the other token cannot.
+    let r = http()
+        .post(format!("{url}/token/mint"))
+        .header("authorization", bearer(&other))
+        .header("content-type", "application/json")
+        .body(json!({"session": "bob:other"}).to_string())
+        .send()
+        .await
+        .expect("mint reply");
+    assert_eq!(r.status(), 403);
+
+    for c in [alice, spoof, bob] {
+        c.cancel().await.ok();
+    }
+}
+
+/// `trantor connect --http` with HOME at `home`.
+fn connect_http(home: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(common::bin())
+        .args(["connect", "--http", "--all"])
+        .args(args)
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env_remove("TRANTOR_MCP_TOKEN")
+        .env_remove("RELAY_URL")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run trantor connect")
+}
+
+#[test]
+fn connect_http_points_claude_codex_and_opencode_at_the_hubs_mcp_with_the_token() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("dir");
+    let hub = Hub::start_in(
+        &dir.path().join("hub"),
+        common::free_port(),
+        &[("RELAY_AUTH", "enforce"), ("RELAY_BOOTSTRAP_TOKEN", BOOT)],
+    );
+    let url = hub.url();
+    let ops = dir.path().join("ops");
+    std::fs::create_dir_all(&ops).expect("ops dir");
+    stdout_of(&operator(
+        &ops,
+        &url,
+        &[
+            "identity",
+            "enroll",
+            "--session",
+            "orch:web",
+            "--bootstrap-token",
+            BOOT,
+        ],
+    ));
+    let token = stdout_of(&operator(
+        &ops,
+        &url,
+        &["token", "mint", "--session", "claude:web", "--ttl", "1h"],
+    ));
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    // A person's own server in Claude Code's file stays.
+    std::fs::write(
+        home.join(".claude.json"),
+        r#"{"mcpServers": {"mine": {"type": "stdio", "command": "my-server"}}}"#,
+    )
+    .expect("claude.json");
+    let out = stdout_of(&connect_http(&home, &["--token", &token, "--url", &url]));
+    assert!(!out.contains(&token), "the token is never printed: {out}");
+    let mcp = format!("{url}/mcp");
+    let bearer = format!("Bearer {token}");
+
+    let claude: Value = serde_json::from_str(
+        &std::fs::read_to_string(home.join(".claude.json")).expect("claude.json"),
+    )
+    .expect("claude.json is JSON");
+    assert_eq!(claude["mcpServers"]["mine"]["command"], "my-server");
+    let entry = &claude["mcpServers"]["trantor"];
+    assert_eq!(entry["type"], "http");
+    assert_eq!(entry["url"], mcp.as_str());
+    assert_eq!(entry["headers"]["Authorization"], bearer.as_str());
+    let mode = std::fs::metadata(home.join(".claude.json"))
+        .expect("meta")
+        .permissions()
+        .mode();
+    assert_eq!(
+        mode & 0o077,
+        0,
+        "a file holding a token is private: {mode:o}"
+    );
+    let codex = std::fs::read_to_string(home.join(".codex/config.toml")).expect("codex");
+    let doc: toml_edit::DocumentMut = codex.parse().expect("codex config is TOML");
+    let t = &doc["mcp_servers"]["trantor"];
+    assert_eq!(t["url"].as_str(), Some(mcp.as_str()));
+    assert_eq!(
+        t["http_headers"]["Authorization"].as_str(),
+        Some(bearer.as_str())
+    );
+    assert!(t.get("command").is_none(), "{codex}");
+    let opencode: Value = serde_json::from_str(
+        &std::fs::read_to_string(home.join(".config/opencode/opencode.json")).expect("opencode"),
+    )
+    .expect("opencode.json is JSON");
+    assert_eq!(opencode["mcp"]["trantor"]["type"], "remote");
+    assert_eq!(
+        opencode["mcp"]["trantor"]["headers"]["Authorization"],
+        bearer.as_str()
+    );
+    // Again: nothing changes.
+    let again = stdout_of(&connect_http(&home, &["--token", &token, "--url", &url]));
+    assert_eq!(again.matches("unchanged").count(), 3, "{again}");
+
+    // The real CLIs read the entries; Claude Code and OpenCode connect with the token.
+    let Some(bin) = common::real_clis_bin() else {
+        return;
+    };
+    let run = |cli: &str, args: &[&str]| {
+        let o = std::process::Command::new(bin.join(cli))
+            .args(args)
+            .current_dir(&home)
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run the real CLI");
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    let claude = run("claude", &["mcp", "list"]);
+    assert!(
+        claude.contains(&format!("trantor: {mcp} (HTTP)")) && claude.contains("Connected"),
+        "{claude}"
+    );
+    let opencode = run("opencode", &["mcp", "list"]);
+    assert!(
+        opencode.contains("trantor") && opencode.contains("connected"),
+        "{opencode}"
+    );
+    let codex = run("codex", &["mcp", "list"]);
+    assert!(codex.contains("trantor") && codex.contains(&mcp), "{codex}");
+}

@@ -162,7 +162,8 @@ pub fn card_event(
     )
 }
 
-/// Move `card` to `to`: history entry, `updated`, `workedBy`, and the `moved` event to write.
+/// Move `card` to `to`: history entry, `updated`, `workedBy` (and `closedBy` when someone else
+/// closes it), and the `moved` event to write.
 /// Returns `None` (and changes nothing) when the card already has that status.
 pub fn move_card(
     card: &mut Card,
@@ -185,8 +186,20 @@ pub fn move_card(
             note: note.map(str::to_string),
         },
     );
-    if matches!(to, "doing" | "testing" | "done") && !by.is_empty() {
-        card.worked_by = Some(by.to_string());
+    if from == "done" {
+        card.closed_by = None;
+    }
+    if !by.is_empty() {
+        match to {
+            "doing" | "testing" => card.worked_by = Some(by.to_string()),
+            // Closing keeps who did the work; the closer is shown beside it.
+            "done" => match card.worked_by.as_deref().filter(|w| !w.is_empty()) {
+                None => card.worked_by = Some(by.to_string()),
+                Some(w) if w != by => card.closed_by = Some(by.to_string()),
+                Some(_) => {}
+            },
+            _ => {}
+        }
     }
     card.updated = now;
     let mut ev = card_event(card, "moved", by, now, Some(&from), to);
@@ -294,6 +307,30 @@ mod tests {
         assert_eq!(c.worked_by.as_deref(), Some("a:p"));
         assert_eq!(c.history.len(), 1);
         assert!(move_card(&mut c, "doing", "a:p", None, 11).is_none());
+        // The person closing a seat's card: the seat stays its worker, the person its closer.
+        let mut w = Card {
+            id: 5,
+            status: "testing".into(),
+            worked_by: Some("claude:p".into()),
+            ..Card::default()
+        };
+        move_card(&mut w, "done", "me:p", None, 20).expect("moved");
+        assert_eq!(w.worked_by.as_deref(), Some("claude:p"));
+        assert_eq!(w.closed_by.as_deref(), Some("me:p"));
+        move_card(&mut w, "doing", "codex:p", None, 21).expect("reopened");
+        assert_eq!(w.worked_by.as_deref(), Some("codex:p"));
+        assert_eq!(w.closed_by, None);
+        // Closed by its own worker, or with no worker yet: no separate closer.
+        move_card(&mut w, "done", "codex:p", None, 22).expect("moved");
+        assert_eq!(w.closed_by, None);
+        let mut fresh = Card {
+            id: 6,
+            status: "todo".into(),
+            ..Card::default()
+        };
+        move_card(&mut fresh, "done", "me:p", None, 23).expect("moved");
+        assert_eq!(fresh.worked_by.as_deref(), Some("me:p"));
+        assert_eq!(fresh.closed_by, None);
         for i in 0..(limits::HISTORY_ENTRIES + 5) {
             let to = if i % 2 == 0 { "todo" } else { "doing" };
             move_card(&mut c, to, "a:p", None, 12);

@@ -88,7 +88,7 @@ pub struct Mount {
 }
 
 /// What a [`Mount`] is built from.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct MountContext {
     /// The hub's own base URL (`http://127.0.0.1:4477`), for calls back into its routes.
     pub url: String,
@@ -96,6 +96,19 @@ pub struct MountContext {
     pub auth: auth::AuthMode,
     /// Flips to true when the hub shuts down: long-lived streams must end then.
     pub shutdown: watch::Receiver<bool>,
+    /// Resolves a bearer token to its live record (docs/protocol.md §2.6).
+    pub tokens: trantor_proto::auth::TokenResolver,
+    /// Every event the hub commits, as it commits it (the feed `/stream?events=1` reads).
+    pub events: tokio::sync::broadcast::Sender<Arc<trantor_proto::Event>>,
+}
+
+impl std::fmt::Debug for MountContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MountContext")
+            .field("url", &self.url)
+            .field("auth", &self.auth)
+            .finish_non_exhaustive()
+    }
 }
 
 impl std::fmt::Debug for Mount {
@@ -218,10 +231,36 @@ pub async fn serve_with<S: Store>(
     let addr = listener.local_addr().context("listener has no address")?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let mounted = mount.map(|m| {
+        let resolver_hub = hub.clone();
+        let tokens: trantor_proto::auth::TokenResolver = Arc::new(move |token: String| {
+            let hub = resolver_hub.clone();
+            Box::pin(async move { auth::resolve_token(&hub, &token).await.ok().flatten() })
+        });
+        let (events, _) = tokio::sync::broadcast::channel(4096);
+        let forward = events.clone();
+        let mut feed = hub.feed.subscribe();
+        let mut stop = stop_rx.clone();
+        tokio::spawn(async move {
+            use tokio::sync::broadcast::error::RecvError;
+            loop {
+                tokio::select! {
+                    item = feed.recv() => match item {
+                        Ok(state::FeedItem::Event(e)) => {
+                            let _ = forward.send(e);
+                        }
+                        Ok(_) | Err(RecvError::Lagged(_)) => {}
+                        Err(RecvError::Closed) => return,
+                    },
+                    _ = stop.changed() => return,
+                }
+            }
+        });
         let ctx = MountContext {
             url: format!("{scheme}://{addr}"),
             auth: hub.cfg.auth,
             shutdown: stop_rx.clone(),
+            tokens,
+            events,
         };
         routes::Mounted {
             path: m.path,

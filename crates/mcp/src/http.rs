@@ -34,14 +34,29 @@ pub const HDR_PROJECT: &str = "x-relay-project";
 const MAX_SESSIONS_PER_CLIENT: usize = 16;
 
 /// How the `/mcp` service is set up.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct HttpOptions {
     /// The hub's own base URL: tool calls go back to its routes.
     pub hub_url: String,
     /// Whether a header may name the calling session: true when the hub's auth mode is `off`
     /// or `warn` (an unsigned request names its sender in its body there anyway). In `enforce`
-    /// mode tool calls are refused until bearer tokens exist.
+    /// mode only a bearer token names the caller.
     pub header_identity: bool,
+    /// Resolves an `Authorization: Bearer` token to the session, project and role it is bound
+    /// to (the hub's own token store).
+    pub tokens: Option<trantor_proto::auth::TokenResolver>,
+    /// The hub's in-process event feed, for resource subscriptions.
+    pub events: Option<tokio::sync::broadcast::Sender<Arc<trantor_proto::Event>>>,
+}
+
+impl std::fmt::Debug for HttpOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpOptions")
+            .field("hub_url", &self.hub_url)
+            .field("header_identity", &self.header_identity)
+            .field("tokens", &self.tokens.is_some())
+            .finish()
+    }
 }
 
 /// The MCP server of one Streamable HTTP session.
@@ -58,7 +73,9 @@ pub struct HttpRelay {
 impl HttpRelay {
     /// A server for one MCP session.
     pub fn new(opts: Arc<HttpOptions>) -> HttpRelay {
-        let template = Relay::new(identity(&opts.hub_url, "", "")).with_seat(false);
+        let template = Relay::new(identity(&opts.hub_url, "", ""))
+            .with_seat(false)
+            .with_feed(opts.events.clone());
         HttpRelay {
             opts,
             template,
@@ -68,14 +85,7 @@ impl HttpRelay {
 
     /// The relay speaking as the session the request names, or the text telling the caller
     /// how to name one.
-    fn relay_for(&self, ctx: &RequestContext<RoleServer>) -> Result<Relay, String> {
-        if !self.opts.header_identity {
-            return Err(
-                "this hub enforces signed identity: /mcp cannot speak for a session \
-                        named by a header; use `trantor mcp` (stdio), which signs its calls"
-                    .into(),
-            );
-        }
+    async fn relay_for(&self, ctx: &RequestContext<RoleServer>) -> Result<Relay, String> {
         let parts = ctx.extensions.get::<axum::http::request::Parts>();
         let header = |name: &str| {
             parts
@@ -85,6 +95,47 @@ impl HttpRelay {
                 .filter(|v| !v.is_empty())
                 .map(str::to_string)
         };
+        let bearer = header("authorization").and_then(|v| {
+            let (scheme, token) = v.split_once(' ')?;
+            let token = token.trim();
+            (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then(|| token.to_string())
+        });
+        if let (Some(token), Some(resolve)) = (bearer, self.opts.tokens.as_ref()) {
+            let Some(rec) = resolve(token.clone()).await else {
+                return Err(
+                    "the bearer token is unknown, expired or revoked: ask the hub's \
+                            owner for a new one (trantor token mint --session <who>:<project>)"
+                        .into(),
+                );
+            };
+            if let Some(named) = header(HDR_SESSION).filter(|s| *s != rec.session) {
+                return Err(format!(
+                    "this token speaks as {}, not {named}: a token never speaks as another \
+                     session (drop the X-Relay-Session header or mint a token for {named})",
+                    rec.session
+                ));
+            }
+            if let Some(named) = header(HDR_PROJECT).filter(|p| *p != rec.project) {
+                return Err(format!(
+                    "this token is for project {}, not {named}",
+                    rec.project
+                ));
+            }
+            let key = (format!("token:{}", rec.id), rec.project.clone());
+            return Ok(self.cached(key, || {
+                let mut id = identity(&self.opts.hub_url, &rec.session, &rec.project);
+                id.session_via = "the bearer token".into();
+                Relay::new(id).with_seat(false).with_bearer(&token)
+            }));
+        }
+        if !self.opts.header_identity {
+            return Err(
+                "this hub enforces signed identity: send the bearer token the hub's owner \
+                 minted for this session (trantor token mint --session <who>:<project>) as \
+                 `Authorization: Bearer <token>`, or use `trantor mcp` (stdio), which signs"
+                    .into(),
+            );
+        }
         let Some(session) = header(HDR_SESSION) else {
             return Err(
                 "name the bus session this client speaks as with the X-Relay-Session \
@@ -105,30 +156,38 @@ impl HttpRelay {
                 p => p.to_string(),
             },
         };
-        let key = (session, project);
+        let url = self.opts.hub_url.clone();
+        Ok(self.cached((session.clone(), project.clone()), || {
+            Relay::new(identity(&url, &session, &project)).with_seat(false)
+        }))
+    }
+
+    /// The relay cached under `key`, made with `make` the first time.
+    fn cached(&self, key: (String, String), make: impl FnOnce() -> Relay) -> Relay {
         let mut relays = self
             .relays
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(r) = relays.get(&key) {
-            return Ok(r.clone());
+            return r.clone();
         }
         if relays.len() >= MAX_SESSIONS_PER_CLIENT
             && let Some(old) = relays.keys().next().cloned()
         {
             relays.remove(&old);
         }
-        let relay = Relay::new(identity(&self.opts.hub_url, &key.0, &key.1)).with_seat(false);
+        let relay = make();
         relays.insert(key, relay.clone());
-        Ok(relay)
+        relay
     }
 }
 
 impl HttpRelay {
     /// The relay that answers a read: the named session's, else the anonymous one (reads need
     /// no identity on a hub that takes header identities).
-    fn reader(&self, ctx: &RequestContext<RoleServer>) -> Relay {
+    async fn reader(&self, ctx: &RequestContext<RoleServer>) -> Relay {
         self.relay_for(ctx)
+            .await
             .unwrap_or_else(|_| self.template.clone())
     }
 }
@@ -173,7 +232,10 @@ impl ServerHandler for HttpRelay {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        self.reader(&context).list_resources(request, context).await
+        self.reader(&context)
+            .await
+            .list_resources(request, context)
+            .await
     }
 
     async fn list_resource_templates(
@@ -191,7 +253,10 @@ impl ServerHandler for HttpRelay {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        self.reader(&context).read_resource(request, context).await
+        self.reader(&context)
+            .await
+            .read_resource(request, context)
+            .await
     }
 
     #[allow(deprecated)]
@@ -200,7 +265,13 @@ impl ServerHandler for HttpRelay {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.template.subscribe(request, context).await
+        // The subscriber must be able to read the resource as itself (its token's session in
+        // enforce mode); the follower then reads the hub's own feed.
+        self.reader(&context)
+            .await
+            .resource_read(&request.uri)
+            .await?;
+        self.template.subscribe_uri(&request.uri, context.peer)
     }
 
     #[allow(deprecated)]
@@ -225,7 +296,10 @@ impl ServerHandler for HttpRelay {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        self.reader(&context).get_prompt(request, context).await
+        self.reader(&context)
+            .await
+            .get_prompt(request, context)
+            .await
     }
 
     async fn complete(
@@ -233,7 +307,7 @@ impl ServerHandler for HttpRelay {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        self.reader(&context).complete(request, context).await
+        self.reader(&context).await.complete(request, context).await
     }
 
     #[allow(deprecated)]
@@ -254,7 +328,7 @@ impl ServerHandler for HttpRelay {
         if self.template.get_tool(&request.name).is_none() {
             return self.template.call_tool(request, context).await;
         }
-        match self.relay_for(&context) {
+        match self.relay_for(&context).await {
             Ok(relay) => relay.call_tool(request, context).await,
             Err(text) => Ok(CallToolResult::error(vec![ContentBlock::text(text)]).into()),
         }
@@ -271,6 +345,7 @@ pub fn router(opts: HttpOptions, mut shutdown: tokio::sync::watch::Receiver<bool
         stop.cancel();
     });
     let opts = Arc::new(opts);
+    let gate_opts = opts.clone();
     // The hub's front layer checks Host (with --allowed-host) and Origin for every route, this
     // one included; rmcp's own Host list would refuse the names the hub was told to accept.
     let config = StreamableHttpServerConfig::default()
@@ -281,5 +356,75 @@ pub fn router(opts: HttpOptions, mut shutdown: tokio::sync::watch::Receiver<bool
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    axum::Router::new().fallback_service(service)
+    axum::Router::new()
+        .fallback_service(service)
+        .layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                let opts = gate_opts.clone();
+                async move { gate(&opts, req, next).await }
+            },
+        ))
+}
+
+/// The token of an `Authorization: Bearer …` header.
+fn bearer_of(headers: &axum::http::HeaderMap) -> Option<String> {
+    let v = headers.get("authorization")?.to_str().ok()?;
+    let (scheme, token) = v.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then(|| token.to_string())
+}
+
+/// A 401 whose body is a JSON-RPC error (id null) a client can show.
+fn unauthorized(error: &str, message: &str) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32001, "message": message},
+    });
+    (
+        axum::http::StatusCode::UNAUTHORIZED,
+        [
+            (
+                axum::http::header::WWW_AUTHENTICATE,
+                format!("Bearer error=\"{error}\""),
+            ),
+            (
+                axum::http::header::CONTENT_TYPE,
+                "application/json".to_string(),
+            ),
+        ],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// In front of every `/mcp` request: a bearer token that is unknown, expired or revoked is a
+/// 401 (in any mode), and so is a request without one on a hub that takes no header identity
+/// (`enforce`), so a client learns at `initialize` rather than at its first tool call.
+async fn gate(
+    opts: &HttpOptions,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let refusal = match (bearer_of(req.headers()), opts.tokens.as_ref()) {
+        (Some(token), Some(resolve)) => resolve(token).await.is_none().then(|| {
+            unauthorized(
+                "invalid_token",
+                "the bearer token is unknown, expired or revoked: ask the hub's owner for a \
+                 new one (trantor token mint --session <who>:<project>)",
+            )
+        }),
+        (None, _) if !opts.header_identity => Some(unauthorized(
+            "invalid_request",
+            "this hub enforces signed identity: send the bearer token the hub's owner \
+             minted for this session (trantor token mint --session <who>:<project>) as \
+             `Authorization: Bearer <token>`",
+        )),
+        _ => None,
+    };
+    if let Some(r) = refusal {
+        return r;
+    }
+    next.run(req).await
 }

@@ -218,6 +218,9 @@ pub fn card_detail(c: &Card, now: i64) -> String {
     if let Some(w) = c.worked_by.as_deref().filter(|w| !w.is_empty()) {
         let _ = write!(s, "\nworked by: {w}");
     }
+    if let Some(w) = c.closed_by.as_deref().filter(|w| !w.is_empty()) {
+        let _ = write!(s, "\nclosed by: {w}");
+    }
     for (label, v) in [
         ("difficulty", &c.difficulty),
         ("model", &c.model),

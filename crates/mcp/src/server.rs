@@ -60,6 +60,8 @@ pub struct Relay {
     state: Arc<Mutex<State>>,
     /// This MCP session's resource subscriptions and logging level.
     subs: library::Subscriptions,
+    /// The hub's in-process event feed, when this server runs inside the hub (its `/mcp`).
+    feed: Option<tokio::sync::broadcast::Sender<Arc<trantor_proto::Event>>>,
     tool_router: ToolRouter<Relay>,
 }
 
@@ -118,6 +120,7 @@ impl Relay {
             seat: std::env::var_os("TRANTOR_SEAT").is_some_and(|v| !v.is_empty()),
             state: Arc::new(Mutex::new(State::default())),
             subs: library::Subscriptions::default(),
+            feed: None,
             tool_router: Self::tool_router()
                 + Self::crew_tools()
                 + Self::handoff_tools()
@@ -129,6 +132,32 @@ impl Relay {
     pub fn with_signer(mut self, signer: trantor_proto::Signer) -> Relay {
         self.hub = self.hub.with_signer(signer);
         self
+    }
+
+    /// The same server sending `token` as `Authorization: Bearer` on every hub call instead of
+    /// signing (the hub's `/mcp` serving a client that presented the token).
+    pub fn with_bearer(mut self, token: &str) -> Relay {
+        self.hub = self.hub.with_bearer(token);
+        self
+    }
+
+    /// The same server following `feed` (the hub's own events) for resource subscriptions.
+    pub fn with_feed(
+        mut self,
+        feed: Option<tokio::sync::broadcast::Sender<Arc<trantor_proto::Event>>>,
+    ) -> Relay {
+        self.feed = feed;
+        self
+    }
+
+    /// Add `uri` to this MCP session's subscriptions, notified through `peer`. The caller has
+    /// checked that the subscriber may read it.
+    pub fn subscribe_uri(&self, uri: &str, peer: rmcp::Peer<RoleServer>) -> Result<(), ErrorData> {
+        let feed = match &self.feed {
+            Some(tx) => library::Feed::Local(tx.clone()),
+            None => library::Feed::Stream(self.hub.clone()),
+        };
+        self.subs.subscribe(uri, feed, peer)
     }
 
     /// The same server as a runner seat (`true`) or a person's session (`false`), whatever
@@ -1089,7 +1118,9 @@ impl ServerHandler for Relay {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.subs.subscribe(&request.uri, &self.hub, context.peer)
+        // Only what this session may read: the read is the hub's authorization of it.
+        self.resource_read(&request.uri).await?;
+        self.subscribe_uri(&request.uri, context.peer)
     }
 
     #[allow(deprecated)]

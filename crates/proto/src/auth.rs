@@ -674,6 +674,121 @@ pub struct RevokeReply {
     pub revoked: Vec<IdentityView>,
 }
 
+/// What a bearer token starts with (the rest is 64 hex digits of randomness).
+pub const TOKEN_PREFIX: &str = "trt_";
+/// Longest token lifetime, seconds (366 days).
+pub const TOKEN_TTL_MAX_SEC: f64 = 366.0 * 86_400.0;
+/// Default token lifetime, seconds (30 days).
+pub const TOKEN_TTL_SEC: f64 = 30.0 * 86_400.0;
+
+/// A bearer token as the hub keeps it: never the token, only its SHA-256 (the store key) and
+/// what it is bound to — one session, one project, one role.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenRecord {
+    /// Its id: the first 16 hex of the token's SHA-256 (what `token revoke` names).
+    pub id: String,
+    /// The bus session every request with it speaks as.
+    pub session: String,
+    /// The one project it may act on.
+    pub project: String,
+    /// Its role on that project (read or write).
+    pub role: Role,
+    /// Minted, epoch ms.
+    pub created_at: i64,
+    /// Expires, epoch ms.
+    pub expires_at: i64,
+    /// The owner that minted it (identity name; empty on a hub not checking signatures).
+    #[serde(default)]
+    pub created_by: String,
+    /// When an owner revoked it (absent while it is live).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<i64>,
+}
+
+impl TokenRecord {
+    /// Whether it may be used at `now`.
+    pub fn live(&self, now: i64) -> bool {
+        self.revoked_at.is_none() && now < self.expires_at
+    }
+}
+
+/// Body of `POST /token/mint` (owner of `*`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TokenMintRequest {
+    /// The session the token speaks as (`<who>:<project>`).
+    #[schemars(regex(pattern = r"^[^\s:]{1,100}:[A-Za-z0-9][A-Za-z0-9._-]{0,79}$"))]
+    pub session: String,
+    /// The project it may act on [default: the session's part after its last `:`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$"))]
+    pub project: Option<String>,
+    /// read or write (default write; a token is never an owner).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(read|write)$"))]
+    pub role: Option<String>,
+    /// Seconds until it expires: default 30 days, clamped to 1 s … 366 days.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_sec: Option<f64>,
+}
+
+/// Reply of `POST /token/mint`: the token, shown this once.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct TokenMintReply {
+    /// Always true.
+    pub ok: bool,
+    /// The token (`trt_…`); the hub keeps only its hash.
+    pub token: String,
+    /// What it is bound to.
+    pub record: TokenRecord,
+}
+
+/// Reply of `GET /tokens` (owner of `*`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct TokensReply {
+    /// Always true.
+    pub ok: bool,
+    /// Every token, revoked and expired ones included, oldest first.
+    pub tokens: Vec<TokenRecord>,
+}
+
+/// Body of `POST /token/revoke` (owner of `*`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TokenRevokeRequest {
+    /// The token's id (from `GET /tokens`), or the token itself.
+    #[schemars(regex(pattern = r"^[^\s]{1,200}$"))]
+    pub id: String,
+}
+
+/// Reply of `POST /token/revoke`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct TokenRevokeReply {
+    /// Always true.
+    pub ok: bool,
+    /// Whether this call revoked it (false: it already was).
+    pub revoked: bool,
+    /// The token.
+    pub record: TokenRecord,
+}
+
+/// Looks a bearer token up on the hub: its live record, or `None` for an unknown, expired or
+/// revoked one (the hub hands one to the services it mounts, e.g. `/mcp`).
+pub type TokenResolver = std::sync::Arc<
+    dyn Fn(
+            String,
+        )
+            -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<TokenRecord>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// The SHA-256 of a token, hex: its store key (its first 16 characters are its id).
+pub fn token_hash(token: &str) -> String {
+    hex::encode(Sha256::digest(token.trim().as_bytes()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -141,6 +141,8 @@ pub struct HubClient {
     http: Result<reqwest::Client, String>,
     timeout: Duration,
     signer: Option<Signer>,
+    /// A bearer token sent as `Authorization: Bearer …` instead of a signature.
+    bearer: Option<String>,
 }
 
 impl HubClient {
@@ -168,7 +170,16 @@ impl HubClient {
             http,
             timeout: Duration::from_secs(10),
             signer: None,
+            bearer: None,
         }
+    }
+
+    /// The same client sending `Authorization: Bearer <token>` on every request (a token
+    /// minted with `POST /token/mint`) instead of signing.
+    pub fn with_bearer(mut self, token: impl Into<String>) -> Self {
+        self.bearer = Some(token.into());
+        self.signer = None;
+        self
     }
 
     /// The same client signing every request with `signer`.
@@ -235,6 +246,9 @@ impl HubClient {
                 .extend_pairs(query.iter().map(|(k, v)| (*k, v.as_str())));
         }
         let mut req = http.request(method.clone(), url.clone());
+        if let Some(token) = &self.bearer {
+            req = req.bearer_auth(token);
+        }
         if let Some(signer) = &self.signer {
             let target = match url.query() {
                 Some(q) => format!("{}?{q}", url.path()),

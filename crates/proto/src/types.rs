@@ -394,9 +394,14 @@ pub struct Card {
     /// The drill line: how to prove the card is done.
     #[serde(default)]
     pub drill: String,
-    /// Who last moved it to doing/testing/done.
+    /// Who last moved it to doing or testing (the seat that did the work); the one who moved it
+    /// to done only when no one had.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worked_by: Option<String>,
+    /// Who moved it to done, when that is not who worked it (a person closing a seat's card).
+    /// Cleared when the card leaves done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed_by: Option<String>,
     /// Cost bookkeeping and any other fields clients attach, kept as given.
     #[serde(flatten)]
     pub extra: Map<String, Value>,

@@ -36,7 +36,7 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@stories $fixture;
             ids_and_delivery, paging_is_exact, delivery_ledger, delivery_record, cost_ledger, prune_keeps_unread,
             savepoint_isolation, events_filters, board_and_documents, imported_ids,
-            panicking_closure_is_isolated);
+            panicking_closure_is_isolated, auth_documents);
 
         #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn durable_across_reopen() {
@@ -712,6 +712,65 @@ pub async fn board_and_documents<S: Store>(s: &S) {
         s.read(|tx| tx.op("op1")).await.expect("op").map(|o| o.code),
         Some(200),
         "the first record wins"
+    );
+}
+
+/// The hub's auth documents (identities, invites, bearer tokens: `auth:<kind>:<key>`) live in
+/// kv and are found by prefix: a prefix read returns exactly the keys under it, with their
+/// values, whatever `%` or `_` the prefix or its neighbours hold (no pattern leaks), and a
+/// replaced document (a revocation) is read back replaced.
+pub async fn auth_documents<S: Store>(s: &S) {
+    let token_key = |h: &str| format!("auth:token:{h}");
+    s.write(move |tx| {
+        tx.set_kv(
+            &token_key("aa11"),
+            &json!({"id": "aa11", "session": "claude:web"}),
+        )?;
+        tx.set_kv(
+            &token_key("bb22"),
+            &json!({"id": "bb22", "session": "bob:other"}),
+        )?;
+        tx.set_kv("auth:tokenx:cc33", &json!({"id": "cc33"}))?;
+        tx.set_kv("auth:identity:ff00", &json!({"name": "orch:web"}))?;
+        tx.set_kv("auth_token_dd44", &json!({"id": "dd44"}))?;
+        tx.set_kv("auth:invite:%_", &json!({"kind": "agent"}))?;
+        Ok(())
+    })
+    .await
+    .expect("auth documents");
+    let mut tokens = s
+        .read(|tx| tx.kv_prefix("auth:token:"))
+        .await
+        .expect("token prefix");
+    tokens.sort_by(|a, b| a.0.cmp(&b.0));
+    let keys: Vec<&str> = tokens.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, ["auth:token:aa11", "auth:token:bb22"]);
+    assert_eq!(tokens[1].1["session"], "bob:other");
+    let invites = s
+        .read(|tx| tx.kv_prefix("auth:invite:%"))
+        .await
+        .expect("invite prefix");
+    assert_eq!(invites.len(), 1, "{invites:?}");
+    assert!(
+        s.read(|tx| tx.kv_prefix("auth:invite:_x"))
+            .await
+            .expect("no match")
+            .is_empty()
+    );
+    s.write(|tx| {
+        tx.set_kv(
+            "auth:token:aa11",
+            &json!({"id": "aa11", "session": "claude:web", "revokedAt": 5}),
+        )
+    })
+    .await
+    .expect("revoke");
+    assert_eq!(
+        s.read(|tx| tx.kv("auth:token:aa11"))
+            .await
+            .expect("kv")
+            .map(|v| v["revokedAt"].clone()),
+        Some(json!(5))
     );
 }
 

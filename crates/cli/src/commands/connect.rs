@@ -32,6 +32,10 @@ Examples:
   trantor connect --only claude,codex
   trantor connect --all               also CLIs that are not installed yet
   trantor connect --remove            take out the entries and hooks connect wrote
+  trantor connect --http --token \"$(trantor token mint --session claude:web)\"
+                                      point Claude Code, Codex and OpenCode at the hub's /mcp
+                                      with the token instead (no local binary, no hooks;
+                                      --session S sends X-Relay-Session on a hub not enforcing)
 
 Claude Code also gets hooks in ~/.claude/settings.json (SessionStart, PostToolUse,
 UserPromptSubmit, Stop, PreCompact → `trantor hook <event>`) that hand the crew's messages to an
@@ -69,6 +73,50 @@ pub struct ConnectArgs {
     /// person's own entries and hooks stay).
     #[arg(long)]
     pub remove: bool,
+    /// Point the entries at the hub's `/mcp` (MCP over Streamable HTTP) instead of running this
+    /// binary: Claude Code, Codex and OpenCode (Kimi keeps stdio), no hooks.
+    #[arg(long, conflicts_with = "remove")]
+    pub http: bool,
+    /// With --http: the bearer token the entries send (`trantor token mint`), as
+    /// `Authorization: Bearer <token>`; needed by a hub in enforce mode.
+    #[arg(
+        long,
+        env = "TRANTOR_MCP_TOKEN",
+        hide_env_values = true,
+        requires = "http"
+    )]
+    pub token: Option<String>,
+    /// With --http and no token: the bus session the entries speak as (`X-Relay-Session`).
+    #[arg(long, value_name = "SESSION", requires = "http")]
+    pub session: Option<String>,
+    /// With --http: the hub URL [default: RELAY_URL, else ~/.agent-bus/config.json, else
+    /// http://127.0.0.1:4477].
+    #[arg(long, value_name = "URL", requires = "http")]
+    pub url: Option<String>,
+}
+
+/// What an `--http` entry points at: the hub's `/mcp` and the headers it sends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HttpEntry {
+    /// `<hub>/mcp`.
+    pub url: String,
+    /// Header name and value pairs (`Authorization: Bearer …` or `X-Relay-Session: …`).
+    pub headers: Vec<(String, String)>,
+}
+
+impl HttpEntry {
+    /// Whether a header carries a secret (the file is then kept private).
+    fn secret(&self) -> bool {
+        self.headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+    }
+}
+
+/// Whether `url` is a hub's `/mcp` (what an `--http` entry points at).
+fn is_mcp_url(url: &str) -> bool {
+    (url.starts_with("http://") || url.starts_with("https://"))
+        && url.trim_end_matches('/').ends_with("/mcp")
 }
 
 /// The config formats we know how to edit.
@@ -357,8 +405,16 @@ pub(crate) fn json_entry(format: Format, command: &str) -> (&'static str, OJson)
     }
 }
 
-/// The command of a JSON entry and whether it is `trantor mcp`.
+/// The command of a JSON entry and whether it is `trantor mcp` (or a hub's `/mcp` URL, which
+/// `connect --http` writes).
 pub(crate) fn json_wiring(format: Format, entry: &OJson) -> Wiring {
+    if let Some(url) = entry.get("url").and_then(OJson::str) {
+        return if is_mcp_url(url) {
+            Wiring::Ours(url.to_string())
+        } else {
+            Wiring::Foreign(url.to_string())
+        };
+    }
     let (cmd, args) = match format {
         Format::OpenCodeJson => {
             let parts = entry.get("command").map(OJson::strings).unwrap_or_default();
@@ -448,6 +504,13 @@ pub(crate) fn toml_wiring(doc: &toml_edit::DocumentMut) -> Wiring {
     let Some(entry) = doc.get("mcp_servers").and_then(|s| s.get("trantor")) else {
         return Wiring::Missing;
     };
+    if let Some(url) = entry.get("url").and_then(|u| u.as_str()) {
+        return if is_mcp_url(url) {
+            Wiring::Ours(url.to_string())
+        } else {
+            Wiring::Foreign(url.to_string())
+        };
+    }
     let cmd = entry
         .get("command")
         .and_then(|c| c.as_str())
@@ -564,6 +627,105 @@ fn edited(target: &Target, command: &str) -> Result<Option<String>, String> {
     }
 }
 
+/// The JSON entry `--http` writes, per format (`None`: the format keeps stdio).
+fn json_http_entry(format: Format, h: &HttpEntry) -> Option<OJson> {
+    let headers = OJson::Obj(
+        h.headers
+            .iter()
+            .map(|(k, v)| (k.clone(), ostr(v)))
+            .collect(),
+    );
+    match format {
+        Format::ClaudeJson => Some(OJson::Obj(vec![
+            ("type".into(), ostr("http")),
+            ("url".into(), ostr(&h.url)),
+            ("headers".into(), headers),
+        ])),
+        Format::OpenCodeJson => Some(OJson::Obj(vec![
+            ("type".into(), ostr("remote")),
+            ("url".into(), ostr(&h.url)),
+            ("headers".into(), headers),
+            ("enabled".into(), OJson::Bool(true)),
+        ])),
+        Format::KimiJson | Format::CodexToml => None,
+    }
+}
+
+/// The new file contents with an `--http` entry, or `None` when the file is already right.
+/// Keys a person added to our entry stay; the stdio keys (command, args, env_vars) go.
+fn edited_http(target: &Target, h: &HttpEntry) -> Result<Option<String>, String> {
+    const STDIO_KEYS: [&str; 4] = ["command", "args", "env_vars", "environment"];
+    match target.format {
+        Format::CodexToml => {
+            let mut doc = read_toml(&target.path)?.unwrap_or_default();
+            let servers = doc
+                .entry("mcp_servers")
+                .or_insert_with(|| {
+                    let mut t = toml_edit::Table::new();
+                    t.set_implicit(true);
+                    toml_edit::Item::Table(t)
+                })
+                .as_table_like_mut()
+                .ok_or_else(|| "mcp_servers in the Codex config is not a table".to_string())?;
+            let before = servers.get("trantor").and_then(|t| t.as_table()).cloned();
+            let mut entry = before.clone().unwrap_or_default();
+            for k in STDIO_KEYS {
+                entry.remove(k);
+            }
+            entry.insert("url", toml_edit::value(h.url.as_str()));
+            let mut headers = toml_edit::InlineTable::new();
+            for (k, v) in &h.headers {
+                headers.insert(k, v.as_str().into());
+            }
+            entry.insert("http_headers", toml_edit::value(headers));
+            entry.insert(CODEX_APPROVAL_KEY, toml_edit::value(CODEX_APPROVAL));
+            if before.as_ref().map(|t| t.to_string()) == Some(entry.to_string()) {
+                return Ok(None);
+            }
+            servers.insert("trantor", toml_edit::Item::Table(entry));
+            Ok(Some(doc.to_string()))
+        }
+        f => {
+            let Some(entry) = json_http_entry(f, h) else {
+                return Err(format!("{} takes no HTTP entry from connect", target.label));
+            };
+            let mut doc = read_json(&target.path)?.unwrap_or(OJson::Obj(Vec::new()));
+            if !matches!(doc, OJson::Obj(_)) {
+                return Err(format!(
+                    "{} does not hold a JSON object",
+                    target.path.display()
+                ));
+            }
+            let (key, _) = json_entry(f, "");
+            let servers = doc.object_mut(key).ok_or_else(|| {
+                format!("\"{key}\" in {} is not an object", target.path.display())
+            })?;
+            let before = servers.get("trantor").cloned();
+            let mut merged = match &before {
+                Some(OJson::Obj(kv)) => OJson::Obj(
+                    kv.iter()
+                        .filter(|(k, _)| !STDIO_KEYS.contains(&k.as_str()))
+                        .cloned()
+                        .collect(),
+                ),
+                _ => OJson::Obj(Vec::new()),
+            };
+            if let OJson::Obj(kv) = &entry {
+                for (k, v) in kv {
+                    merged.set(k, v.clone());
+                }
+            }
+            if before.as_ref() == Some(&merged) {
+                return Ok(None);
+            }
+            servers.set("trantor", merged);
+            let mut text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+            text.push('\n');
+            Ok(Some(text))
+        }
+    }
+}
+
 /// Replace `path` with `text` atomically, keeping its permissions; back the old file up first.
 pub(crate) fn write_with_backup(path: &Path, text: &str) -> std::io::Result<Option<PathBuf>> {
     let dir = path
@@ -622,6 +784,9 @@ fn same_file(a: &Path, b: &Path) -> bool {
 }
 
 pub(crate) async fn connect(a: ConnectArgs) -> anyhow::Result<ExitCode> {
+    if a.http {
+        return connect_http(a).await;
+    }
     let home = trantor_proto::identity::home(&trantor_proto::identity::ProcessEnv);
     let command = our_command(a.command.as_deref());
     let all = targets(&home);
@@ -741,6 +906,159 @@ pub(crate) async fn connect(a: ConnectArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// `trantor connect --http`: entries for Claude Code, Codex and OpenCode that reach the hub's
+/// `/mcp` with a header, no local binary (docs/protocol.md §10.7).
+async fn connect_http(a: ConnectArgs) -> anyhow::Result<ExitCode> {
+    let home = trantor_proto::identity::home(&trantor_proto::identity::ProcessEnv);
+    let hub = match a.url.as_deref().map(str::trim).filter(|u| !u.is_empty()) {
+        Some(u) => u.trim_end_matches('/').to_string(),
+        None => trantor_proto::identity::Identity::resolve_with(&Default::default()).hub_url,
+    };
+    if !(hub.starts_with("http://") || hub.starts_with("https://")) {
+        return Err(usage(format!(
+            "--url {hub}: use http://HOST:PORT or https://…"
+        )));
+    }
+    let token = a.token.as_deref().map(str::trim).filter(|t| !t.is_empty());
+    let session = a
+        .session
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    let header = match (token, session) {
+        (Some(t), _) => ("Authorization".to_string(), format!("Bearer {t}")),
+        (None, Some(s)) => ("X-Relay-Session".to_string(), s.to_string()),
+        (None, None) => {
+            return Err(usage(
+                "--http needs --token (trantor token mint) or, on a hub not enforcing \
+                 signatures, --session <who>:<project>",
+            ));
+        }
+    };
+    if header.1.chars().any(|c| c.is_control()) {
+        return Err(usage("the token or session holds a control character"));
+    }
+    let entry = HttpEntry {
+        url: format!("{}/mcp", hub.trim_end_matches('/')),
+        headers: vec![header],
+    };
+    let all = targets(&home);
+    for o in &a.only {
+        if !all.iter().any(|t| t.name == o.as_str()) {
+            return Err(usage(format!(
+                "unknown CLI '{o}': use claude, codex, opencode or kimi"
+            )));
+        }
+    }
+    let shown = match token {
+        Some(_) => "Authorization: Bearer …".to_string(),
+        None => format!("X-Relay-Session: {}", session.unwrap_or_default()),
+    };
+    let mut report = Vec::new();
+    let mut failed = false;
+    for t in all {
+        if !a.only.is_empty() && !a.only.iter().any(|o| o == t.name) {
+            continue;
+        }
+        let (state, detail) = if t.format == Format::KimiJson {
+            (
+                "skipped",
+                "Kimi is wired over stdio only (trantor connect)".to_string(),
+            )
+        } else if t.name == "claude" && super::plugin::enabled(&home) {
+            (
+                "plugin",
+                "the trantor plugin wires Claude Code; `trantor plugin remove` first".to_string(),
+            )
+        } else if !a.all && a.only.is_empty() && !t.installed() {
+            (
+                "not-installed",
+                format!("no `{}` on PATH and no {}", t.binary, t.path.display()),
+            )
+        } else {
+            match (inspect(&t), a.force) {
+                (Wiring::Broken(e), _) => {
+                    failed = true;
+                    ("error", e)
+                }
+                (Wiring::Foreign(cmd), false) => (
+                    "kept",
+                    format!(
+                        "its `trantor` entry runs `{cmd}`, which trantor connect did not write; --force replaces it"
+                    ),
+                ),
+                _ => match edited_http(&t, &entry) {
+                    Err(e) => {
+                        failed = true;
+                        ("error", e)
+                    }
+                    Ok(None) => ("unchanged", format!("already points at {}", entry.url)),
+                    Ok(Some(_)) if a.dry_run => (
+                        "would-write",
+                        format!("would point at {} with {shown}", entry.url),
+                    ),
+                    Ok(Some(text)) => match write_with_backup(&t.path, &text) {
+                        Ok(backup) => {
+                            if entry.secret() {
+                                keep_private(&t.path);
+                            }
+                            let b = backup
+                                .map(|b| format!(" (backup: {})", b.display()))
+                                .unwrap_or_else(|| " (new file)".into());
+                            (
+                                "written",
+                                format!("points at {} with {shown}{b}", entry.url),
+                            )
+                        }
+                        Err(e) => {
+                            failed = true;
+                            ("error", format!("cannot write {}: {e}", t.path.display()))
+                        }
+                    },
+                },
+            }
+        };
+        report.push(serde_json::json!({
+            "cli": t.name,
+            "label": t.label,
+            "path": t.path.display().to_string(),
+            "state": state,
+            "detail": detail,
+        }));
+    }
+    if a.json {
+        print_json(&serde_json::json!({"url": entry.url, "dryRun": a.dry_run, "clis": report}))?;
+    } else {
+        for r in &report {
+            say!(
+                "{:<12} {:<14} {}\n             {}",
+                r["label"].as_str().unwrap_or(""),
+                r["state"].as_str().unwrap_or(""),
+                r["path"].as_str().unwrap_or(""),
+                r["detail"].as_str().unwrap_or("")
+            );
+        }
+        if a.dry_run {
+            say!("(dry run: nothing was written)");
+        }
+    }
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// A config file holding a bearer token is readable by its owner only.
+fn keep_private(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(m) = std::fs::metadata(path)
+        && m.permissions().mode() & 0o077 != 0
+    {
+        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+    }
 }
 
 /// The report row of the Claude Code hooks.

@@ -54,6 +54,7 @@ mod swap;
 mod sweep;
 mod sync;
 mod table;
+mod token;
 mod trace;
 mod ui;
 mod up;
@@ -156,6 +157,10 @@ pub enum Command {
     /// Mint a one-use invite token for a seat or person on another machine (owner key).
     #[command(after_long_help = invite::INVITE_HELP)]
     Invite(invite::InviteArgs),
+    /// Bearer tokens for agents that connect to the hub's /mcp with a header (mint, list,
+    /// revoke; owner key).
+    #[command(subcommand, after_long_help = token::TOKEN_HELP)]
+    Token(token::TokenCommand),
     /// The hub's signed identities (list, revoke) and this session's key (enroll, show).
     #[command(subcommand, after_long_help = identity::IDENTITY_HELP)]
     Identity(identity::IdentityCommand),
@@ -377,6 +382,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::SetupSupervise(a) => setup::supervise(a).await,
         Command::Ui(a) => ui::ui(a).await,
         Command::Invite(a) => invite::invite(a).await,
+        Command::Token(c) => token::run(c).await,
         Command::Identity(c) => identity::identity(c).await,
         Command::Advise(a) => advise::advise(a).await,
         Command::Profile(c) => advise::profile(c).await,

@@ -585,6 +585,10 @@ fn connect_args(dry_run: bool, remove: bool) -> ConnectArgs {
         command: None,
         json: false,
         remove,
+        http: false,
+        token: None,
+        session: None,
+        url: None,
     }
 }
 

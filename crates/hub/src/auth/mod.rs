@@ -23,7 +23,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use trantor_proto::auth::{
     self as pauth, ANY_PROJECT, AuthError, HDR_DURABLE, HDR_ENDORSE, HDR_INST, HDR_INST_TS,
-    IdentityKind, IdentityRecord, Role, SKEW_MS, scopes_allow,
+    IdentityKind, IdentityRecord, Role, SKEW_MS, TokenRecord, scopes_allow,
 };
 use trantor_proto::{now_ms, session_project};
 use trantor_store::{ReadTx, Store, StoreError};
@@ -139,6 +139,9 @@ fn owner_path(path: &str) -> bool {
         "/invite"
             | "/identities"
             | "/identity/revoke"
+            | "/tokens"
+            | "/token/mint"
+            | "/token/revoke"
             | "/overseer/duty"
             | "/sweep"
             | "/project/delete"
@@ -217,6 +220,9 @@ async fn authenticate<S: Store>(
             Authn::Refuse(StatusCode::UNAUTHORIZED, reason)
         }
     };
+    if let Some(token) = bearer(headers) {
+        return bearer_authn(hub, token, facts, soft).await;
+    }
     if !pauth::has_signature_headers(|h| header(headers, h)) {
         return Ok(if mode == AuthMode::Warn {
             tracing::warn!(%method, target, "auth warn: unsigned");
@@ -312,6 +318,97 @@ async fn authenticate<S: Store>(
         },
         verdict,
     ))
+}
+
+/// The token of an `Authorization: Bearer …` header, if the request has one.
+pub fn bearer(headers: &HeaderMap) -> Option<String> {
+    let v = header(headers, "authorization")?;
+    let (scheme, token) = v.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then(|| token.to_string())
+}
+
+/// The live token record of `token`, if any (unknown, expired and revoked tokens are none).
+pub async fn resolve_token<S: Store>(
+    hub: &AppState<S>,
+    token: &str,
+) -> Result<Option<TokenRecord>, StoreError> {
+    let t = token.to_string();
+    let rec = hub.store.read(move |tx| store::token(tx, &t)).await?;
+    Ok(rec.filter(|r| r.live(now_ms())))
+}
+
+/// The identity a token stands for: its session, with its one scope. Authorization treats it
+/// exactly as the signed identity of that session would be treated.
+pub fn token_identity(rec: &TokenRecord) -> IdentityRecord {
+    IdentityRecord {
+        name: rec.session.clone(),
+        kind: IdentityKind::Agent,
+        pubkey: format!("token:{}", rec.id),
+        created_at: rec.created_at,
+        enrolled_by: trantor_proto::auth::EnrolledBy::Invite,
+        scopes: vec![trantor_proto::auth::Scope {
+            project: rec.project.clone(),
+            role: rec.role.min(Role::Write),
+        }],
+        revoked_at: None,
+    }
+}
+
+/// Authenticates and authorizes a request carrying a bearer token (docs/protocol.md §2.6).
+async fn bearer_authn<S: Store>(
+    hub: &AppState<S>,
+    token: String,
+    facts: Facts,
+    soft: impl Fn(String) -> Authn,
+) -> Result<Authn, StoreError> {
+    let mode = hub.cfg.auth;
+    let cfg = hub.cfg.clone();
+    let now = now_ms();
+    let looked = hub
+        .store
+        .read(move |tx| {
+            let Some(rec) = store::token(tx, &token)? else {
+                return Ok(None);
+            };
+            if !rec.live(now) {
+                return Ok(Some((rec, None)));
+            }
+            let id = token_identity(&rec);
+            let v = authorize(
+                tx,
+                &cfg,
+                &id,
+                &facts.method,
+                &facts.path,
+                &facts.body,
+                &facts.query,
+            )?;
+            let view = if filtered_list(&facts.path).is_some() && v.is_ok() {
+                Some(ReadView {
+                    all: false,
+                    scopes: id.scopes.clone(),
+                    links: policy_links(tx)?,
+                })
+            } else {
+                None
+            };
+            Ok(Some((rec, Some((id, (v, view))))))
+        })
+        .await?;
+    Ok(match looked {
+        None => soft("unknown token".into()),
+        Some((rec, None)) if rec.revoked_at.is_some() => soft("token revoked".into()),
+        Some((_, None)) => soft("token expired".into()),
+        Some((_, Some((identity, verdict)))) => Authn::Pass(
+            AuthContext {
+                mode,
+                identity: Some(identity),
+                warning: None,
+            },
+            verdict,
+        ),
+    })
 }
 
 /// The hub's in-process auth state.
@@ -458,6 +555,9 @@ fn target_of(
         },
         "/identities"
         | "/identity/revoke"
+        | "/tokens"
+        | "/token/mint"
+        | "/token/revoke"
         | "/overseer/duty"
         | "/policy"
         | "/credentials"

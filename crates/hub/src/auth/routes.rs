@@ -13,7 +13,8 @@ use subtle::ConstantTimeEq as _;
 use trantor_proto::auth::{
     self as pauth, ANY_PROJECT, EnrollReply, EnrollRequest, EnrolledBy, IDENTITY_KINDS,
     IdentitiesReply, IdentityKind, IdentityRecord, InviteRecord, InviteReply, InviteRequest,
-    RevokeReply, RevokeRequest, Role, Scope,
+    RevokeReply, RevokeRequest, Role, Scope, TokenMintReply, TokenMintRequest, TokenRecord,
+    TokenRevokeReply, TokenRevokeRequest, TokensReply,
 };
 use trantor_proto::{now_ms, session_project};
 use trantor_store::Store;
@@ -326,6 +327,149 @@ pub async fn revoke<S: Store>(
                 revoked.push(i.view());
             }
             Ok(Ok(RevokeReply { ok: true, revoked }))
+        })
+        .await??;
+    Ok(Json(reply))
+}
+
+/// Most bearer tokens a hub keeps (revoked and expired ones count until removed).
+pub const MAX_TOKENS: usize = 1000;
+
+/// `POST /token/mint` (owner of `*`): a bearer token bound to one session, one project and one
+/// role, for the hub's `/mcp` and its routes (docs/protocol.md §2.6). The reply carries the
+/// token this once; the hub keeps its SHA-256.
+pub async fn token_mint<S: Store>(
+    State(hub): State<AppState<S>>,
+    ctx: Option<Extension<AuthContext>>,
+    body: Bytes,
+) -> ApiResult<Json<TokenMintReply>> {
+    let ctx = ctx.map(|Extension(c)| c);
+    require_signed(hub.cfg.auth, ctx.as_ref())?;
+    let req: TokenMintRequest = decode_json(&body)?;
+    // Whitespace anywhere is refused rather than trimmed: the names are taken as written.
+    let session = req.session.clone();
+    let (who, suffix) = session.rsplit_once(':').unwrap_or(("", ""));
+    if who.is_empty() || suffix.is_empty() || session.chars().any(char::is_whitespace) {
+        return Err(ApiError::bad_request(
+            "session: a bus session <who>:<project>, e.g. claude:web",
+        ));
+    }
+    crate::error::check_len("session", &session, trantor_proto::limits::SESSION)?;
+    let project = req
+        .project
+        .clone()
+        .unwrap_or_else(|| session_project(&session).to_string());
+    if project.is_empty() || project == ANY_PROJECT || project.chars().any(char::is_whitespace) {
+        return Err(ApiError::bad_request(
+            "project: a token acts on one named project",
+        ));
+    }
+    crate::error::check_len("project", &project, trantor_proto::limits::PROJECT)?;
+    let role = match req.role.as_deref() {
+        None | Some("write") => Role::Write,
+        Some("read") => Role::Read,
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "role: read or write (a token is never an owner)",
+            ));
+        }
+    };
+    let ttl = req
+        .ttl_sec
+        .filter(|t| t.is_finite() && *t > 0.0)
+        .unwrap_or(pauth::TOKEN_TTL_SEC)
+        .clamp(1.0, pauth::TOKEN_TTL_MAX_SEC);
+    let token = {
+        let mut b = [0u8; 32];
+        rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut b);
+        format!("{}{}", pauth::TOKEN_PREFIX, hex::encode(b))
+    };
+    let hash = pauth::token_hash(&token);
+    let now = now_ms();
+    let record = TokenRecord {
+        id: hash[..16].to_string(),
+        session,
+        project,
+        role,
+        created_at: now,
+        expires_at: now + (ttl * 1000.0) as i64,
+        created_by: ctx
+            .and_then(|c| c.identity)
+            .map(|i| i.name)
+            .unwrap_or_default(),
+        revoked_at: None,
+    };
+    let rec = record.clone();
+    hub.write(move |tx| {
+        if store::tokens(&*tx)?.len() >= MAX_TOKENS {
+            return Ok(Err(ApiError::with(
+                StatusCode::CONFLICT,
+                format!("at most {MAX_TOKENS} tokens; revoke some first"),
+                json!(null),
+            )));
+        }
+        store::put_token(tx, &hash, &rec)?;
+        Ok(Ok(()))
+    })
+    .await??;
+    tracing::info!(id = %record.id, session = %record.session, project = %record.project, "token minted");
+    Ok(Json(TokenMintReply {
+        ok: true,
+        token,
+        record,
+    }))
+}
+
+/// `GET /tokens` (owner of `*`): every bearer token's record (never a token).
+pub async fn tokens<S: Store>(
+    State(hub): State<AppState<S>>,
+    ctx: Option<Extension<AuthContext>>,
+) -> ApiResult<Json<TokensReply>> {
+    require_signed(hub.cfg.auth, ctx.map(|Extension(c)| c).as_ref())?;
+    let tokens = hub
+        .store
+        .read(|tx| store::tokens(tx))
+        .await?
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect();
+    Ok(Json(TokensReply { ok: true, tokens }))
+}
+
+/// `POST /token/revoke` (owner of `*`): revoke a token by its id (or the token itself); it is
+/// refused from its next request on, on `/mcp` too.
+pub async fn token_revoke<S: Store>(
+    State(hub): State<AppState<S>>,
+    ctx: Option<Extension<AuthContext>>,
+    body: Bytes,
+) -> ApiResult<Json<TokenRevokeReply>> {
+    require_signed(hub.cfg.auth, ctx.map(|Extension(c)| c).as_ref())?;
+    let req: TokenRevokeRequest = decode_json(&body)?;
+    let wanted = req.id.trim().to_string();
+    if wanted.is_empty() {
+        return Err(ApiError::bad_request("id required"));
+    }
+    let by_hash = pauth::token_hash(&wanted);
+    let reply = hub
+        .write(move |tx| {
+            let found = store::tokens(&*tx)?
+                .into_iter()
+                .find(|(k, r)| r.id == wanted.to_ascii_lowercase() || k.ends_with(&by_hash));
+            let Some((key, mut rec)) = found else {
+                return Ok(Err(ApiError::not_found("no such token")));
+            };
+            let revoked = rec.revoked_at.is_none();
+            if revoked {
+                rec.revoked_at = Some(now_ms());
+                let hash = key.trim_start_matches(store::TOKEN_PREFIX).to_string();
+                store::put_token(tx, &hash, &rec)?;
+                tracing::info!(id = %rec.id, session = %rec.session, "token revoked");
+            }
+            Ok(Ok(TokenRevokeReply {
+                ok: true,
+                revoked,
+                record: rec,
+            }))
         })
         .await??;
     Ok(Json(reply))

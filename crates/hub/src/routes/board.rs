@@ -156,6 +156,7 @@ pub async fn create<S: Store>(
         checklist,
         drill,
         worked_by: None,
+        closed_by: None,
         extra,
     };
     created_history(&mut card, &by, now);

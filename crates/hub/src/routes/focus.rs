@@ -69,6 +69,7 @@ fn new_card(
         checklist: Vec::new(),
         drill: String::new(),
         worked_by: None,
+        closed_by: None,
         extra: serde_json::Map::new(),
     };
     created_history(&mut c, session, now);

@@ -339,6 +339,7 @@
     row('difficulty', t.difficulty);
     row('deps', (t.deps || []).map((d) => `#${d}`).join(' '));
     row('worked by', t.workedBy);
+    row('closed by', t.closedBy);
     if (r.cost && r.cost.turns) row('cost', costLine(r.cost));
     const sel = el('select', { id: 'cd-move', 'aria-label': `Move card #${t.id}` });
     for (const s of STATUSES) sel.append(el('option', { value: s, selected: s === t.status, text: s }));

@@ -4,6 +4,7 @@
 
 use crate::classify::{self, CardSnap, Judgement, TurnFacts};
 use crate::drivers::{self, TurnArgs};
+use crate::fence::CliLock;
 use crate::gitx;
 use crate::hubio::CardRead;
 use crate::ledger::{self, Phase};
@@ -51,6 +52,23 @@ pub struct ChainStart {
     porcelain: Option<String>,
     card_before: Option<CardSnap>,
     events_latest: i64,
+}
+
+/// A turn that got past its supersession checks and is on disk, about to spawn.
+struct Begun {
+    t0: i64,
+    started: Instant,
+    card: i64,
+    invocation: drivers::Invocation,
+    cli_lock: Option<CliLock>,
+}
+
+/// What the post-turn reads made of a turn.
+struct Judged {
+    j: Judgement,
+    own_out: String,
+    reported: Option<crate::usage::Reported>,
+    ask: Option<(i64, String, bool)>,
 }
 
 /// How a turn (or its chain) ended.
@@ -300,6 +318,45 @@ impl Seat {
         input: &TurnInput,
         start: &ChainStart,
     ) -> TurnResult {
+        let Some(begun) = self
+            .begin_turn(prompt_text, fresh, trigger, kind, input, start)
+            .await
+        else {
+            return TurnResult {
+                superseded: true,
+                ..Default::default()
+            };
+        };
+        let Begun {
+            t0,
+            started,
+            card,
+            invocation,
+            cli_lock,
+        } = begun;
+        let spec = self.turn_spec(invocation, fresh, cli_lock.as_ref());
+        let transcript = self.transcript_mark();
+        let (run, containers) = self.spawn_and_wait(spec, input, card, cli_lock).await;
+        let judged = self
+            .judge_turn(&run, prompt_text, kind, start, card, t0, transcript)
+            .await;
+        let secs = started.elapsed().as_secs() as i64;
+        self.record_turn(&run, &judged, trigger, card, started, &containers);
+        self.end_turn(run, judged, trigger, card, t0, secs)
+    }
+
+    /// Everything before the spawn: the supersession checks, the turn number, the phase and
+    /// prompt files, the invocation, the worktree's CLI lock and the durable turn record.
+    /// `None` when the runner learned it is superseded (docs/runner.md §24.1): nothing spawns.
+    async fn begin_turn(
+        &mut self,
+        prompt_text: &str,
+        fresh: bool,
+        trigger: &str,
+        kind: TurnKind,
+        input: &TurnInput,
+        start: &ChainStart,
+    ) -> Option<Begun> {
         // A turn that carries contracts waits for their `claimed` marks to be answered: a
         // superseded runner learns it before it spawns anything (docs/runner.md §24.1).
         let carries = matches!(kind, TurnKind::Wake | TurnKind::FollowUp)
@@ -310,10 +367,7 @@ impl Seat {
             self.hub.bus.superseded()
         };
         if superseded.is_some() {
-            return TurnResult {
-                superseded: true,
-                ..Default::default()
-            };
+            return None;
         }
         self.cli.turn += 1;
         if fresh {
@@ -365,10 +419,7 @@ impl Seat {
         let cli_lock = self.take_cli_lock().await;
         if self.hub.bus.superseded().is_some() {
             // Learned while waiting for the worktree: still no spawn.
-            return TurnResult {
-                superseded: true,
-                ..Default::default()
-            };
+            return None;
         }
         let ids = match kind {
             TurnKind::Wake | TurnKind::FollowUp => self.delivery.delivering.clone(),
@@ -385,7 +436,24 @@ impl Seat {
             ..Default::default()
         })
         .await;
-        let wrap = match cli_lock.as_ref().map(|l| l.handle()) {
+        Some(Begun {
+            t0,
+            started,
+            card,
+            invocation,
+            cli_lock,
+        })
+    }
+
+    /// The executor's spec for this turn: the wrapper that leaves the exit status (when the
+    /// CLI lock's handle could be had), the environment, the boxes and the watchdog.
+    fn turn_spec(
+        &self,
+        invocation: drivers::Invocation,
+        fresh: bool,
+        cli_lock: Option<&CliLock>,
+    ) -> TurnSpec {
+        let wrap = match cli_lock.map(|l| l.handle()) {
             Some(Ok(hold)) => Some(Wrap {
                 status_file: self.paths.turnexit.clone(),
                 pid_file: self.paths.turnpid.clone(),
@@ -397,7 +465,7 @@ impl Seat {
             }
             None => None,
         };
-        let spec = TurnSpec {
+        TurnSpec {
             wrap,
             invocation,
             cwd: self.work.turn_dir.clone(),
@@ -425,10 +493,13 @@ impl Seat {
                 .then(|| (self.work.turn_dir.clone(), self.cfg.persona.clone())),
             kill_grace: Duration::from_secs(3),
             echo: true,
-        };
-        // What the CLI's transcript holds before the turn, so its usage report can be told
-        // from the earlier turns' (docs/runner.md §15.3).
-        let transcript = match &self.cli.driver {
+        }
+    }
+
+    /// What the CLI's transcript holds before the turn, so its usage report can be told from
+    /// the earlier turns' (docs/runner.md §15.3).
+    fn transcript_mark(&self) -> Option<crate::usage::TranscriptMark> {
+        match &self.cli.driver {
             crate::drivers::Driver::Claude => Some(crate::usage::TranscriptMark::take(
                 &drivers::claude_transcript_dir(&self.work.turn_dir, &self.work.home),
             )),
@@ -438,7 +509,19 @@ impl Seat {
                 3,
             )),
             _ => None,
-        };
+        }
+    }
+
+    /// Spawn the CLI and wait for it (its events forwarded to the bus meanwhile), with the
+    /// container janitor's passes around it; the CLI lock is let go once the CLI is gone.
+    /// Returns the run and the containers the turn started.
+    async fn spawn_and_wait(
+        &mut self,
+        spec: TurnSpec,
+        input: &TurnInput,
+        card: i64,
+        cli_lock: Option<CliLock>,
+    ) -> (turn::TurnRun, Vec<String>) {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let fwd = self.forward_events(rx, input, card);
         let janitor = self.work.janitor.take();
@@ -482,8 +565,22 @@ impl Seat {
                 tracing::warn!("cut WIP snapshot failed: {why}");
             }
         }
+        (run, containers)
+    }
 
-        // Post-turn reads.
+    /// The post-turn reads (HEAD, the tree, the seat's own bus events, the card, an ask, the
+    /// CLI's usage report) and the verdict judged from them (docs/runner.md §11).
+    #[allow(clippy::too_many_arguments)]
+    async fn judge_turn(
+        &mut self,
+        run: &turn::TurnRun,
+        prompt_text: &str,
+        kind: TurnKind,
+        start: &ChainStart,
+        card: i64,
+        t0: i64,
+        transcript: Option<crate::usage::TranscriptMark>,
+    ) -> Judged {
         let dir = self.work.turn_dir.clone();
         let (head, porcelain, events) = tokio::join!(
             async {
@@ -582,8 +679,31 @@ impl Seat {
         {
             self.cli.sid = sid;
         }
-        let secs = started.elapsed().as_secs() as i64;
-        let tokens = classify::tokens(&own_out);
+        Judged {
+            j,
+            own_out,
+            reported,
+            ask,
+        }
+    }
+
+    /// The turn's row in the seat's ledger and its cost report to the hub (`POST /turns`).
+    fn record_turn(
+        &mut self,
+        run: &turn::TurnRun,
+        judged: &Judged,
+        trigger: &str,
+        card: i64,
+        started: Instant,
+        containers: &[String],
+    ) {
+        let Judged {
+            j,
+            own_out,
+            reported,
+            ..
+        } = judged;
+        let tokens = classify::tokens(own_out);
         let mut row = json!({
             "ts": trantor_proto::now_ms(), "persona": self.cfg.persona, "agent": self.cfg.agent,
             "project": self.cfg.project, "turn": self.cli.turn, "trigger": trigger, "card": card,
@@ -615,7 +735,7 @@ impl Seat {
                 o.insert("extensions".into(), json!(run.extensions));
                 o.insert("boxMs".into(), json!(run.box_ms));
             }
-            if let Some(r) = &reported {
+            if let Some(r) = reported {
                 o.insert("usage".into(), json!(r.usage));
                 o.insert("usd".into(), json!(r.usd));
                 o.insert("costEstimated".into(), json!(r.estimated));
@@ -652,7 +772,22 @@ impl Seat {
             j.outcome,
             j.verdict
         );
+    }
 
+    /// After the record: a cut's phase and evidence, the seat's health, and the result the
+    /// delivery code acts on.
+    fn end_turn(
+        &mut self,
+        run: turn::TurnRun,
+        judged: Judged,
+        trigger: &str,
+        card: i64,
+        t0: i64,
+        secs: i64,
+    ) -> TurnResult {
+        let Judged {
+            j, own_out, ask, ..
+        } = judged;
         let mut cut_evidence = None;
         if run.cut {
             let phase = if run.stalled {

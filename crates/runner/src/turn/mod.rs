@@ -8,4 +8,4 @@ pub(crate) mod snapshot;
 pub(crate) mod usage;
 pub(crate) mod watchdog;
 
-pub(crate) use exec::{TurnEvent, TurnSpec, Wrap, run_turn, stop_current_turn};
+pub(crate) use exec::{TurnEvent, TurnRun, TurnSpec, Wrap, run_turn, stop_current_turn};

@@ -166,6 +166,34 @@ async fn foreign_origin_and_host_are_refused_and_unknown_sessions_are_404() {
     assert_eq!(r.status(), 200);
     assert!(r.headers().contains_key("mcp-session-id"));
 
+    // A body that is not JSON, or not JSON-RPC: 400 with the JSON-RPC error for it.
+    for (body, code) in [
+        ("{\"jsonrpc\":", -32700),
+        ("[1,2,3]", -32600),
+        ("{}", -32600),
+    ] {
+        let r = http()
+            .post(&mcp)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body)
+            .send()
+            .await
+            .expect("reply");
+        assert_eq!(r.status(), 400, "{body}");
+        let v: Value = r.json().await.expect("JSON-RPC error body");
+        assert_eq!(v["error"]["code"], code, "{body}: {v}");
+    }
+    // Oversized: 413 before anything is parsed.
+    let r = http()
+        .post(&mcp)
+        .header("content-type", "application/json")
+        .body(vec![b' '; 5 * 1024 * 1024])
+        .send()
+        .await
+        .expect("reply");
+    assert_eq!(r.status(), 413);
+
     // A session id this hub never issued (or has ended): 404, so the client re-initializes.
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
     let r = post(

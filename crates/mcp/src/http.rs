@@ -391,6 +391,51 @@ fn bearer_of(headers: &axum::http::HeaderMap) -> Option<String> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then(|| token.to_string())
 }
 
+/// Largest `/mcp` POST body read (the hub's own body limit is the same, and runs first).
+const MAX_BODY: usize = 4 * 1024 * 1024;
+
+/// Whether `body` is a JSON-RPC 2.0 message (or a batch of them): the JSON-RPC error code and
+/// text when it is not.
+fn check_jsonrpc(body: &[u8]) -> Result<(), (i32, String)> {
+    let v: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|e| (-32700, format!("parse error: the body is not JSON ({e})")))?;
+    let one = |m: &serde_json::Value| {
+        m.get("jsonrpc").and_then(serde_json::Value::as_str) == Some("2.0")
+            && (m.get("method").is_some_and(serde_json::Value::is_string)
+                || m.get("result").is_some()
+                || m.get("error").is_some())
+    };
+    let ok = match &v {
+        serde_json::Value::Array(items) => !items.is_empty() && items.iter().all(one),
+        m => one(m),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err((
+            -32600,
+            "invalid request: not a JSON-RPC 2.0 message ({\"jsonrpc\":\"2.0\", \"method\", …})"
+                .into(),
+        ))
+    }
+}
+
+/// A reply of `status` whose body is the JSON-RPC error `code` (id null).
+fn rpc_error(status: axum::http::StatusCode, code: i32, message: &str) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": code, "message": message},
+    });
+    (
+        status,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
 /// A 503 whose body is a JSON-RPC error: the session table is full.
 fn full(max: usize) -> axum::response::Response {
     use axum::response::IntoResponse;
@@ -476,5 +521,24 @@ async fn gate(
     if opens && sessions.sessions.read().await.len() >= opts.max_sessions {
         return full(opts.max_sessions);
     }
+    // A body that is not JSON-RPC is a 400 with the JSON-RPC error for it (-32700 not JSON,
+    // -32600 not a request), not the transport's bare 415. The hub's body limit (413) ran
+    // before this, so the buffer is bounded.
+    let req = if req.method() == axum::http::Method::POST {
+        let (parts, body) = req.into_parts();
+        let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
+            return rpc_error(
+                axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                -32600,
+                &format!("the request body is over {MAX_BODY} bytes"),
+            );
+        };
+        if let Err((code, message)) = check_jsonrpc(&bytes) {
+            return rpc_error(axum::http::StatusCode::BAD_REQUEST, code, &message);
+        }
+        axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))
+    } else {
+        req
+    };
     next.run(req).await
 }

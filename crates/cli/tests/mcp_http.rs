@@ -794,6 +794,35 @@ fn connect_http_points_claude_codex_and_opencode_at_the_hubs_mcp_with_the_token(
     // Again: nothing changes.
     let again = stdout_of(&connect_http(&home, &["--token", &token, "--url", &url]));
     assert_eq!(again.matches("unchanged").count(), 3, "{again}");
+    // doctor knows such an entry; connect --remove takes it out again.
+    let doctor = std::process::Command::new(common::bin())
+        .arg("doctor")
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("RELAY_URL", &url)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run trantor doctor");
+    let doctor = String::from_utf8_lossy(&doctor.stdout).to_string();
+    assert!(
+        doctor.contains(&format!("reaches the hub's MCP at {mcp} over HTTP")),
+        "{doctor}"
+    );
+    let removed = std::process::Command::new(common::bin())
+        .args(["connect", "--remove", "--only", "opencode"])
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run trantor connect --remove");
+    assert!(removed.status.success());
+    let opencode_after = std::fs::read_to_string(home.join(".config/opencode/opencode.json"))
+        .expect("opencode after remove");
+    assert!(!opencode_after.contains("trantor"), "{opencode_after}");
+    stdout_of(&connect_http(
+        &home,
+        &["--only", "opencode", "--token", &token, "--url", &url],
+    ));
 
     // The real CLIs read the entries; Claude Code and OpenCode connect with the token.
     let Some(bin) = common::real_clis_bin() else {

@@ -940,3 +940,57 @@ async fn a_thousand_idle_sessions_stay_bounded_and_one_more_is_a_503() {
     c.cancel().await.ok();
     eprintln!("1000 idle MCP sessions: hub RSS {before} -> {after} KB (+{grown_mb} MB)");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_resumed_with_a_stale_event_id_ends_empty() {
+    let hub = Hub::spawn();
+    let mcp = format!("{}/mcp", hub.url());
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "resume", "version": "1"}}});
+    let r = http()
+        .post(&mcp)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(init.to_string())
+        .send()
+        .await
+        .expect("initialize");
+    let sid = r
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("session id")
+        .to_string();
+    let _ = r.bytes().await;
+    let r = http()
+        .post(&mcp)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &sid)
+        .header("mcp-protocol-version", "2025-06-18")
+        .body(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string())
+        .send()
+        .await
+        .expect("initialized");
+    assert_eq!(r.status(), 202);
+    // An event id of a stream this session never had: an empty stream that ends at once (an
+    // error status would make an EventSource retry the same id forever), nothing replayed.
+    for stale in ["9999/0", "not-an-event-id"] {
+        let r = http()
+            .get(&mcp)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &sid)
+            .header("mcp-protocol-version", "2025-06-18")
+            .header("last-event-id", stale)
+            .send()
+            .await
+            .expect("resume");
+        assert_eq!(r.status(), 200, "{stale}");
+        let body = tokio::time::timeout(Duration::from_secs(10), r.text())
+            .await
+            .unwrap_or_else(|_| panic!("the stream resumed at {stale} did not end"))
+            .expect("body");
+        assert!(!body.contains("jsonrpc"), "{stale} replayed: {body}");
+    }
+}

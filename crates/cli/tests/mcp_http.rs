@@ -427,7 +427,7 @@ async fn resources_prompts_completion_and_subscriptions_over_http() {
         .subscribe(SubscribeRequestParams::new("trantor://brief/web"))
         .await
         .expect_err("a brief cannot be subscribed");
-    assert!(err.to_string().contains("writes no event"), "{err}");
+    assert!(err.to_string().contains("records no event"), "{err}");
     // The follower opens the hub's feed beside the reply: move the card until one arrives.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let mut notes = 0;

@@ -111,6 +111,12 @@ fn mcp_mount() -> trantor_hub::Mount {
                 hub_url: ctx.url.clone(),
                 header_identity: ctx.auth != trantor_hub::auth::AuthMode::Enforce,
                 tokens: Some(ctx.tokens.clone()),
+                events: Some(ctx.events.clone()),
+                max_sessions: std::env::var("RELAY_MCP_MAX_SESSIONS")
+                    .ok()
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+                    .filter(|n| *n > 0)
+                    .unwrap_or(trantor_mcp::http::DEFAULT_MAX_SESSIONS),
             };
             trantor_mcp::http::router(opts, ctx.shutdown.clone())
         }),

@@ -856,3 +856,120 @@ fn overseer_context_and_narration() {
         "Two sessions share web; they were introduced."
     );
 }
+
+#[test]
+fn import_adopts_a_project_from_another_hub() {
+    let hub = Hub::start();
+    let taken = card(&hub, "elsewhere", "already here", "todo", "a:elsewhere");
+    let body = json!({
+        "project": "shop",
+        "by": "owner",
+        "tasks": [
+            {"id": taken, "project": "old-name", "title": "build the cart", "status": "doing",
+             "assignee": "claude:shop", "by": "orch:shop", "ts": 1_700_000_000_000_i64,
+             "log": [{"ts": 1_700_000_100_000_i64, "by": "claude:shop", "text": "started"}]},
+            {"id": 900, "title": "write the docs", "status": "todo"}
+        ],
+        "events": [
+            {"id": 55, "ts": 1_700_000_000_000_i64, "type": "created", "project": "old-name",
+             "by": "orch:shop", "taskId": taken, "title": "build the cart", "to": "doing"}
+        ],
+        "messages": [
+            {"id": 77, "ts": 1_700_000_200_000_i64, "from": "orch:shop", "to": "claude:shop",
+             "text": "take the cart"}
+        ]
+    });
+    // Bad input: nothing written.
+    let (s, v) = post(&hub, "/import", json!({"tasks": []}));
+    assert_eq!((s, v["error"].as_str()), (400, Some("project required")));
+    let mut bad = body.clone();
+    bad["messages"][0]["text"] = json!("  ");
+    let (s, v) = post(&hub, "/import", bad);
+    assert_eq!(
+        (s, v["error"].as_str()),
+        (400, Some("messages[0].text required"))
+    );
+    let mut bad = body.clone();
+    bad["tasks"][1]["id"] = json!("nine hundred");
+    let (s, _) = post(&hub, "/import", bad);
+    assert_eq!(s, 400);
+    let mut bad = body.clone();
+    bad["messages"] = json!(vec![
+        json!({"from": "a:shop", "to": "b:shop", "text": "x"});
+        201
+    ]);
+    let (s, v) = post(&hub, "/import", bad);
+    assert_eq!(
+        (s, v["error"].as_str()),
+        (400, Some("messages too long")),
+        "{v}"
+    );
+    // An integer spelled 3.0 is an integer.
+    let mut floaty = body.clone();
+    floaty["tasks"][1]["ts"] = json!(1_700_000_300_000.0_f64);
+    assert!(
+        get(&hub, "/tasks?project=shop").1["tasks"]
+            .as_array()
+            .is_some_and(|t| t.is_empty())
+    );
+
+    let body = floaty;
+    let v = ok(&hub, "/import", body.clone());
+    assert_eq!(
+        (
+            v["tasks"].as_i64(),
+            v["events"].as_i64(),
+            v["messages"].as_i64()
+        ),
+        (Some(2), Some(1), Some(1)),
+        "{v}"
+    );
+    let tasks = get(&hub, "/tasks?project=shop").1["tasks"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(tasks.len(), 2);
+    let cart = tasks
+        .iter()
+        .find(|t| t["title"] == "build the cart")
+        .expect("cart");
+    let cart_id = cart["id"].as_i64().expect("id");
+    assert_ne!(cart_id, taken, "a taken id gets a fresh one");
+    assert_eq!(cart["status"], "doing");
+    assert_eq!(cart["log"][0]["text"], "started");
+    assert_eq!(cart["ts"], 1_700_000_000_000_i64);
+    let docs = tasks
+        .iter()
+        .find(|t| t["title"] == "write the docs")
+        .expect("docs");
+    assert_eq!(docs["ts"], 1_700_000_300_000_i64);
+    // The event follows its card; the message lands in the project; the adoption is logged.
+    let ev = events(&hub, "project=shop&type=created");
+    assert!(
+        ev.iter()
+            .any(|e| e["taskId"] == cart_id && e["ts"] == 1_700_000_000_000_i64),
+        "{ev:?}"
+    );
+    let adopted = events(&hub, "type=project.adopted");
+    assert_eq!(adopted[0]["project"], "shop");
+    assert_eq!(adopted[0]["counts"]["tasks"], 2);
+    let (_, inbox) = get(&hub, "/inbox?session=claude:shop&since=0&peek=1");
+    assert!(
+        inbox["messages"].as_array().is_some_and(|m| m
+            .iter()
+            .any(|m| m["text"] == "take the cart" && m["project"] == "shop")),
+        "{inbox}"
+    );
+    // Again: the project has cards now.
+    let (s, v) = post(&hub, "/import", body.clone());
+    assert_eq!((s, v["existing"].as_i64()), (409, Some(2)), "{v}");
+    let mut forced = body;
+    forced["force"] = json!(true);
+    ok(&hub, "/import", forced);
+    assert_eq!(
+        get(&hub, "/tasks?project=shop").1["tasks"]
+            .as_array()
+            .map(Vec::len),
+        Some(4)
+    );
+}

@@ -1409,3 +1409,177 @@ fn opencode_overload_retries_are_not_liveness() {
     );
     println!("opencode: overloaded turn cut as stalled after {took} ms");
 }
+
+/// The real Claude Code and Codex, with nothing of trantor on the machine but the entries
+/// `trantor connect --http --token` wrote, call a tool on the hub's `/mcp` (enforce mode) and
+/// the hub records it as the token's session.
+#[test]
+fn claude_and_codex_call_tools_over_http_with_a_bearer_token() {
+    let Some(clis) = clis() else { return };
+    const BOOT: &str = "real-clis-http-bootstrap-0123456789";
+    let tmp = tempfile::tempdir().expect("tmp");
+    let hub = Hub::start_in(
+        &tmp.path().join("hub"),
+        common::free_port(),
+        &[("RELAY_AUTH", "enforce"), ("RELAY_BOOTSTRAP_TOKEN", BOOT)],
+    );
+    let ops = tmp.path().join("ops");
+    std::fs::create_dir_all(&ops).expect("ops");
+    let trantor = |args: &[&str], home: &Path| {
+        let o = Command::new(common::bin())
+            .args(args)
+            .env("AGENT_BUS_DIR", &ops)
+            .env("HOME", home)
+            .env("RELAY_URL", hub.url())
+            .env("RELAY_SESSION", "orch:web")
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("RELAY_DATA_DIR")
+            .env_remove("RELAY_PROJECT")
+            .env_remove("RELAY_OWNER_IDENTITY")
+            .env_remove("TRANTOR_MCP_TOKEN")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run trantor");
+        assert!(
+            o.status.success(),
+            "trantor {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    trantor(
+        &[
+            "identity",
+            "enroll",
+            "--session",
+            "orch:web",
+            "--bootstrap-token",
+            BOOT,
+        ],
+        &ops,
+    );
+    let reader = trantor(
+        &["token", "mint", "--session", "orch:web", "--role", "read"],
+        &ops,
+    );
+    let api = ModelApi::start();
+    let inbox = || -> Vec<Value> {
+        let body = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("rt")
+            .block_on(async {
+                trantor_proto::tls::install_default_provider();
+                let r = reqwest::Client::new()
+                    .get(format!(
+                        "{}/inbox?session=orch%3Aweb&since=0&peek=1",
+                        hub.url()
+                    ))
+                    .bearer_auth(&reader)
+                    .send()
+                    .await
+                    .ok()?;
+                r.json::<Value>().await.ok()
+            })
+            .unwrap_or_default();
+        body["messages"].as_array().cloned().unwrap_or_default()
+    };
+
+    for agent in ["claude", "codex"] {
+        let session = format!("{agent}:web");
+        let token = trantor(&["token", "mint", "--session", &session], &ops);
+        let home = tmp.path().join(format!("home-{agent}"));
+        std::fs::create_dir_all(&home).expect("home");
+        if agent == "codex" {
+            let dir = home.join(".codex");
+            std::fs::create_dir_all(&dir).expect("codex dir");
+            std::fs::write(
+                dir.join("config.toml"),
+                format!(
+                    "model = \"drill-model\"\nmodel_provider = \"drill\"\n\n\
+                     [model_providers.drill]\nname = \"drill\"\nbase_url = \"{}/v1\"\n\
+                     env_key = \"DRILL_API_KEY\"\nwire_api = \"responses\"\n\
+                     request_max_retries = 0\nstream_max_retries = 0\n",
+                    api.url()
+                ),
+            )
+            .expect("codex config");
+        }
+        trantor(
+            &[
+                "connect",
+                "--http",
+                "--only",
+                agent,
+                "--token",
+                &token,
+                "--url",
+                &hub.url(),
+            ],
+            &home,
+        );
+        let marker = format!("OVERHTTP{agent}");
+        let text = format!("{agent} over streamable http {marker}");
+        api.script(
+            &marker,
+            Script::Steps(vec![
+                Step::Tool(
+                    "relay_send".into(),
+                    json!({"to": "orch:web", "text": text, "wake": false}),
+                ),
+                Step::Say(format!("SENT {marker}")),
+            ]),
+        );
+        let prompt = format!("{marker}: send the note to orch:web with relay_send, then stop.");
+        let mut cmd = Command::new(clis.join(agent));
+        match agent {
+            "claude" => cmd.args(["-p", &prompt, "--dangerously-skip-permissions"]),
+            _ => cmd.args([
+                "exec",
+                "--skip-git-repo-check",
+                "--dangerously-bypass-approvals-and-sandbox",
+                &prompt,
+            ]),
+        };
+        let path = format!(
+            "{}:{}",
+            clis.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        cmd.current_dir(&home)
+            .env("HOME", &home)
+            .env("PATH", path)
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("RELAY_URL")
+            .env_remove("RELAY_SESSION")
+            .env("ANTHROPIC_BASE_URL", api.url())
+            .env("ANTHROPIC_API_KEY", "sk-ant-drill")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .env("CLAUDE_CODE_MAX_RETRIES", "0")
+            .env("DRILL_API_KEY", "drill-key")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if nix::unistd::geteuid().is_root() {
+            cmd.env("IS_SANDBOX", "1");
+        }
+        let child = cmd.spawn().expect("run the real CLI");
+        let out = child.wait_with_output().expect("CLI output");
+        let said = format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        wait_until(
+            &format!("{agent}'s message over /mcp on the hub"),
+            Duration::from_secs(30),
+            || {
+                inbox()
+                    .iter()
+                    .any(|m| m["from"] == session.as_str() && m["text"] == text.as_str())
+            },
+        );
+        assert!(said.contains(&format!("SENT {marker}")), "{agent}: {said}");
+    }
+}

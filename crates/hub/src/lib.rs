@@ -98,6 +98,8 @@ pub struct MountContext {
     pub shutdown: watch::Receiver<bool>,
     /// Resolves a bearer token to its live record (docs/protocol.md §2.6).
     pub tokens: trantor_proto::auth::TokenResolver,
+    /// Every event the hub commits, as it commits it (the feed `/stream?events=1` reads).
+    pub events: tokio::sync::broadcast::Sender<Arc<trantor_proto::Event>>,
 }
 
 impl std::fmt::Debug for MountContext {
@@ -234,11 +236,31 @@ pub async fn serve_with<S: Store>(
             let hub = resolver_hub.clone();
             Box::pin(async move { auth::resolve_token(&hub, &token).await.ok().flatten() })
         });
+        let (events, _) = tokio::sync::broadcast::channel(4096);
+        let forward = events.clone();
+        let mut feed = hub.feed.subscribe();
+        let mut stop = stop_rx.clone();
+        tokio::spawn(async move {
+            use tokio::sync::broadcast::error::RecvError;
+            loop {
+                tokio::select! {
+                    item = feed.recv() => match item {
+                        Ok(state::FeedItem::Event(e)) => {
+                            let _ = forward.send(e);
+                        }
+                        Ok(_) | Err(RecvError::Lagged(_)) => {}
+                        Err(RecvError::Closed) => return,
+                    },
+                    _ = stop.changed() => return,
+                }
+            }
+        });
         let ctx = MountContext {
             url: format!("{scheme}://{addr}"),
             auth: hub.cfg.auth,
             shutdown: stop_rx.clone(),
             tokens,
+            events,
         };
         routes::Mounted {
             path: m.path,

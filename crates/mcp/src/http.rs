@@ -45,7 +45,15 @@ pub struct HttpOptions {
     /// Resolves an `Authorization: Bearer` token to the session, project and role it is bound
     /// to (the hub's own token store).
     pub tokens: Option<trantor_proto::auth::TokenResolver>,
+    /// The hub's in-process event feed, for resource subscriptions.
+    pub events: Option<tokio::sync::broadcast::Sender<Arc<trantor_proto::Event>>>,
+    /// Most MCP sessions at once; an `initialize` beyond it is a 503 (idle sessions end after
+    /// five minutes).
+    pub max_sessions: usize,
 }
+
+/// The default of [`HttpOptions::max_sessions`] (about 60 KB each while idle).
+pub const DEFAULT_MAX_SESSIONS: usize = 2000;
 
 impl std::fmt::Debug for HttpOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -53,6 +61,7 @@ impl std::fmt::Debug for HttpOptions {
             .field("hub_url", &self.hub_url)
             .field("header_identity", &self.header_identity)
             .field("tokens", &self.tokens.is_some())
+            .field("max_sessions", &self.max_sessions)
             .finish()
     }
 }
@@ -61,6 +70,8 @@ impl std::fmt::Debug for HttpOptions {
 #[derive(Clone)]
 pub struct HttpRelay {
     opts: Arc<HttpOptions>,
+    /// The one HTTP client of every session's calls back into the hub.
+    client: trantor_proto::HubClient,
     /// Lists the tools and prompts, reads for a client that names no session, and holds this
     /// MCP session's subscriptions and logging level.
     template: Relay,
@@ -70,10 +81,13 @@ pub struct HttpRelay {
 
 impl HttpRelay {
     /// A server for one MCP session.
-    pub fn new(opts: Arc<HttpOptions>) -> HttpRelay {
-        let template = Relay::new(identity(&opts.hub_url, "", "")).with_seat(false);
+    pub fn new(opts: Arc<HttpOptions>, client: trantor_proto::HubClient) -> HttpRelay {
+        let template = Relay::with_client(identity(&opts.hub_url, "", ""), client.clone())
+            .with_seat(false)
+            .with_feed(opts.events.clone());
         HttpRelay {
             opts,
+            client,
             template,
             relays: Arc::new(Mutex::new(HashMap::new())),
         }
@@ -121,7 +135,9 @@ impl HttpRelay {
             return Ok(self.cached(key, || {
                 let mut id = identity(&self.opts.hub_url, &rec.session, &rec.project);
                 id.session_via = "the bearer token".into();
-                Relay::new(id).with_seat(false).with_bearer(&token)
+                Relay::with_client(id, self.client.clone())
+                    .with_seat(false)
+                    .with_bearer(&token)
             }));
         }
         if !self.opts.header_identity {
@@ -154,7 +170,8 @@ impl HttpRelay {
         };
         let url = self.opts.hub_url.clone();
         Ok(self.cached((session.clone(), project.clone()), || {
-            Relay::new(identity(&url, &session, &project)).with_seat(false)
+            Relay::with_client(identity(&url, &session, &project), self.client.clone())
+                .with_seat(false)
         }))
     }
 
@@ -261,7 +278,13 @@ impl ServerHandler for HttpRelay {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.template.subscribe(request, context).await
+        // The subscriber must be able to read the resource as itself (its token's session in
+        // enforce mode); the follower then reads the hub's own feed.
+        self.reader(&context)
+            .await
+            .resource_read(&request.uri)
+            .await?;
+        self.template.subscribe_uri(&request.uri, context.peer)
     }
 
     #[allow(deprecated)]
@@ -335,15 +358,187 @@ pub fn router(opts: HttpOptions, mut shutdown: tokio::sync::watch::Receiver<bool
         stop.cancel();
     });
     let opts = Arc::new(opts);
+    let gate_opts = opts.clone();
+    let sessions = Arc::new(LocalSessionManager::default());
+    let gate_sessions = sessions.clone();
     // The hub's front layer checks Host (with --allowed-host) and Origin for every route, this
     // one included; rmcp's own Host list would refuse the names the hub was told to accept.
     let config = StreamableHttpServerConfig::default()
         .disable_allowed_hosts()
         .with_cancellation_token(ct);
+    let client = trantor_proto::HubClient::new(opts.hub_url.clone());
     let service = StreamableHttpService::new(
-        move || Ok(HttpRelay::new(opts.clone())),
-        Arc::new(LocalSessionManager::default()),
+        move || Ok(HttpRelay::new(opts.clone(), client.clone())),
+        sessions,
         config,
     );
-    axum::Router::new().fallback_service(service)
+    axum::Router::new()
+        .fallback_service(service)
+        .layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                let opts = gate_opts.clone();
+                let sessions = gate_sessions.clone();
+                async move { gate(&opts, &sessions, req, next).await }
+            },
+        ))
+}
+
+/// The token of an `Authorization: Bearer …` header.
+fn bearer_of(headers: &axum::http::HeaderMap) -> Option<String> {
+    let v = headers.get("authorization")?.to_str().ok()?;
+    let (scheme, token) = v.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then(|| token.to_string())
+}
+
+/// Largest `/mcp` POST body read (the hub's own body limit is the same, and runs first).
+const MAX_BODY: usize = 4 * 1024 * 1024;
+
+/// Whether `body` is a JSON-RPC 2.0 message (or a batch of them): the JSON-RPC error code and
+/// text when it is not.
+fn check_jsonrpc(body: &[u8]) -> Result<(), (i32, String)> {
+    let v: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|e| (-32700, format!("parse error: the body is not JSON ({e})")))?;
+    let one = |m: &serde_json::Value| {
+        m.get("jsonrpc").and_then(serde_json::Value::as_str) == Some("2.0")
+            && (m.get("method").is_some_and(serde_json::Value::is_string)
+                || m.get("result").is_some()
+                || m.get("error").is_some())
+    };
+    let ok = match &v {
+        serde_json::Value::Array(items) => !items.is_empty() && items.iter().all(one),
+        m => one(m),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err((
+            -32600,
+            "invalid request: not a JSON-RPC 2.0 message ({\"jsonrpc\":\"2.0\", \"method\", …})"
+                .into(),
+        ))
+    }
+}
+
+/// A reply of `status` whose body is the JSON-RPC error `code` (id null).
+fn rpc_error(status: axum::http::StatusCode, code: i32, message: &str) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": code, "message": message},
+    });
+    (
+        status,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// A 503 whose body is a JSON-RPC error: the session table is full.
+fn full(max: usize) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32000, "message": format!(
+            "this hub already holds {max} MCP sessions (RELAY_MCP_MAX_SESSIONS); idle ones end \
+             after five minutes, retry then"
+        )},
+    });
+    (
+        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+        [
+            (axum::http::header::RETRY_AFTER, "60".to_string()),
+            (
+                axum::http::header::CONTENT_TYPE,
+                "application/json".to_string(),
+            ),
+        ],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// A 401 whose body is a JSON-RPC error (id null) a client can show.
+fn unauthorized(error: &str, message: &str) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32001, "message": message},
+    });
+    (
+        axum::http::StatusCode::UNAUTHORIZED,
+        [
+            (
+                axum::http::header::WWW_AUTHENTICATE,
+                format!("Bearer error=\"{error}\""),
+            ),
+            (
+                axum::http::header::CONTENT_TYPE,
+                "application/json".to_string(),
+            ),
+        ],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// In front of every `/mcp` request: a bearer token that is unknown, expired or revoked is a
+/// 401 (in any mode), and so is a request without one on a hub that takes no header identity
+/// (`enforce`), so a client learns at `initialize` rather than at its first tool call; a new
+/// session beyond [`HttpOptions::max_sessions`] is a 503.
+async fn gate(
+    opts: &HttpOptions,
+    sessions: &LocalSessionManager,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let refusal = match (bearer_of(req.headers()), opts.tokens.as_ref()) {
+        (Some(token), Some(resolve)) => resolve(token).await.is_none().then(|| {
+            unauthorized(
+                "invalid_token",
+                "the bearer token is unknown, expired or revoked: ask the hub's owner for a \
+                 new one (trantor token mint --session <who>:<project>)",
+            )
+        }),
+        (None, _) if !opts.header_identity => Some(unauthorized(
+            "invalid_request",
+            "this hub enforces signed identity: send the bearer token the hub's owner \
+             minted for this session (trantor token mint --session <who>:<project>) as \
+             `Authorization: Bearer <token>`",
+        )),
+        _ => None,
+    };
+    if let Some(r) = refusal {
+        return r;
+    }
+    // A POST without a session id opens one: bounded, so idle clients cannot grow the hub.
+    let opens =
+        req.method() == axum::http::Method::POST && !req.headers().contains_key("mcp-session-id");
+    if opens && sessions.sessions.read().await.len() >= opts.max_sessions {
+        return full(opts.max_sessions);
+    }
+    // A body that is not JSON-RPC is a 400 with the JSON-RPC error for it (-32700 not JSON,
+    // -32600 not a request), not the transport's bare 415. The hub's body limit (413) ran
+    // before this, so the buffer is bounded.
+    let req = if req.method() == axum::http::Method::POST {
+        let (parts, body) = req.into_parts();
+        let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
+            return rpc_error(
+                axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                -32600,
+                &format!("the request body is over {MAX_BODY} bytes"),
+            );
+        };
+        if let Err((code, message)) = check_jsonrpc(&bytes) {
+            return rpc_error(axum::http::StatusCode::BAD_REQUEST, code, &message);
+        }
+        axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))
+    } else {
+        req
+    };
+    next.run(req).await
 }

@@ -60,7 +60,9 @@ pub struct Relay {
     state: Arc<Mutex<State>>,
     /// This MCP session's resource subscriptions and logging level.
     subs: library::Subscriptions,
-    tool_router: ToolRouter<Relay>,
+    /// The hub's in-process event feed, when this server runs inside the hub (its `/mcp`).
+    feed: Option<tokio::sync::broadcast::Sender<Arc<trantor_proto::Event>>>,
+    tool_router: Arc<ToolRouter<Relay>>,
 }
 
 fn is_open(status: &str) -> bool {
@@ -110,18 +112,34 @@ fn words(title: &str) -> Vec<String> {
 impl Relay {
     /// A server for `id`.
     pub fn new(id: Identity) -> Relay {
-        let hub = HubClient::new(id.hub_url.clone()).with_timeout(Duration::from_secs(8));
+        let hub = HubClient::new(id.hub_url.clone());
+        Relay::with_client(id, hub)
+    }
+
+    /// A server for `id` calling the hub through `hub` (a clone shares its connection pool, so
+    /// the hub's `/mcp` holds one HTTP client for all its sessions, not one each).
+    pub fn with_client(id: Identity, hub: HubClient) -> Relay {
+        // The tool table (names, descriptions, schemas) is built once per process and shared.
+        static TOOLS: std::sync::OnceLock<Arc<ToolRouter<Relay>>> = std::sync::OnceLock::new();
+        let tool_router = TOOLS
+            .get_or_init(|| {
+                Arc::new(
+                    Self::tool_router()
+                        + Self::crew_tools()
+                        + Self::handoff_tools()
+                        + Self::proposal_tools(),
+                )
+            })
+            .clone();
         Relay {
             id: Arc::new(id),
-            hub,
+            hub: hub.with_timeout(Duration::from_secs(8)),
             boot_ms: now_ms(),
             seat: std::env::var_os("TRANTOR_SEAT").is_some_and(|v| !v.is_empty()),
             state: Arc::new(Mutex::new(State::default())),
             subs: library::Subscriptions::default(),
-            tool_router: Self::tool_router()
-                + Self::crew_tools()
-                + Self::handoff_tools()
-                + Self::proposal_tools(),
+            feed: None,
+            tool_router,
         }
     }
 
@@ -136,6 +154,25 @@ impl Relay {
     pub fn with_bearer(mut self, token: &str) -> Relay {
         self.hub = self.hub.with_bearer(token);
         self
+    }
+
+    /// The same server following `feed` (the hub's own events) for resource subscriptions.
+    pub fn with_feed(
+        mut self,
+        feed: Option<tokio::sync::broadcast::Sender<Arc<trantor_proto::Event>>>,
+    ) -> Relay {
+        self.feed = feed;
+        self
+    }
+
+    /// Add `uri` to this MCP session's subscriptions, notified through `peer`. The caller has
+    /// checked that the subscriber may read it.
+    pub fn subscribe_uri(&self, uri: &str, peer: rmcp::Peer<RoleServer>) -> Result<(), ErrorData> {
+        let feed = match &self.feed {
+            Some(tx) => library::Feed::Local(tx.clone()),
+            None => library::Feed::Stream(self.hub.clone()),
+        };
+        self.subs.subscribe(uri, feed, peer)
     }
 
     /// The same server as a runner seat (`true`) or a person's session (`false`), whatever
@@ -1096,7 +1133,9 @@ impl ServerHandler for Relay {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.subs.subscribe(&request.uri, &self.hub, context.peer)
+        // Only what this session may read: the read is the hub's authorization of it.
+        self.resource_read(&request.uri).await?;
+        self.subscribe_uri(&request.uri, context.peer)
     }
 
     #[allow(deprecated)]

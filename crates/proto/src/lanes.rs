@@ -264,3 +264,190 @@ pub struct NarrateReply {
     /// Always true.
     pub ok: bool,
 }
+
+/// A message carried by `POST /import` (its id is the receiving hub's to give).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ImportMessage {
+    /// Sender.
+    #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::SESSION), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
+    pub from: String,
+    /// Recipient (`all` for a broadcast).
+    #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::SESSION), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
+    pub to: String,
+    /// Text.
+    #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::MESSAGE_TEXT), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
+    pub text: String,
+    /// When it was sent on the other hub, ms (default: now).
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub ts: Option<i64>,
+    /// The message it answers (an id on the other hub).
+    #[serde(default)]
+    pub re: Option<i64>,
+    /// `receipt`, `alert`, … as sent.
+    #[serde(default)]
+    #[schemars(length(max = 40))]
+    pub kind: Option<String>,
+}
+
+/// An event carried by `POST /import` (its id is the receiving hub's; its project is the
+/// imported one).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportEvent {
+    /// Event type.
+    #[serde(default, rename = "type")]
+    #[schemars(extend("x-required" = true), length(min = 1, max = 80), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
+    pub kind: String,
+    /// When, ms (default: now).
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub ts: Option<i64>,
+    /// Actor.
+    #[serde(default)]
+    #[schemars(length(max = crate::limits::SESSION))]
+    pub by: Option<String>,
+    /// The card it is about (an id on the other hub; re-pointed when the card got a new id).
+    #[serde(default)]
+    pub task_id: Option<i64>,
+    /// Type-specific fields (not described in the schema).
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub data: serde_json::Map<String, Value>,
+}
+
+/// A card carried by `POST /import`. The schema names its scalar fields; its log, history,
+/// checklist and whatever else the other hub kept on it come along too (kept when this hub's
+/// cards can hold them).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ImportCard {
+    /// Its id on the other hub (events naming it are re-pointed to the new id).
+    #[serde(default)]
+    pub id: Option<i64>,
+    /// Title.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Status.
+    #[serde(default)]
+    pub status: Option<String>,
+    /// Assignee.
+    #[serde(default)]
+    pub assignee: Option<String>,
+    /// Creator (the assigner).
+    #[serde(default)]
+    pub by: Option<String>,
+    /// Created, ms.
+    #[serde(default)]
+    pub ts: Option<i64>,
+    /// Last change, ms.
+    #[serde(default)]
+    pub updated: Option<i64>,
+    /// Its drill line.
+    #[serde(default)]
+    pub drill: Option<String>,
+    /// Everything else (log, history, checklist, …; not described in the schema).
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: serde_json::Map<String, Value>,
+}
+
+impl ImportCard {
+    /// The card this hub stores for it, in `project` (id 0: the store gives the id). A field
+    /// of `extra` that this hub's cards cannot hold as given is dropped.
+    pub fn to_card(&self, project: &str) -> crate::Card {
+        let mut base = crate::Card {
+            project: project.to_string(),
+            title: self.title.clone().unwrap_or_default(),
+            status: self.status.clone().unwrap_or_else(|| "todo".into()),
+            assignee: self.assignee.clone().unwrap_or_default(),
+            by: self.by.clone().unwrap_or_default(),
+            ts: self.ts.unwrap_or(0),
+            updated: self.updated.or(self.ts).unwrap_or(0),
+            drill: self.drill.clone().unwrap_or_default(),
+            ..crate::Card::default()
+        };
+        let mut v = serde_json::to_value(&base).unwrap_or(Value::Null);
+        for (k, x) in &self.extra {
+            if matches!(k.as_str(), "id" | "project") {
+                continue;
+            }
+            let mut trial = v.clone();
+            trial[k.as_str()] = x.clone();
+            if let Ok(c) = serde_json::from_value::<crate::Card>(trial.clone()) {
+                base = c;
+                v = trial;
+            }
+        }
+        base.id = 0;
+        base.project = project.to_string();
+        base
+    }
+}
+
+/// A JSON document with every integral float (`3.0`) written as an integer, as JSON Schema's
+/// `integer` allows. A float within two units in the last place of an integer counts as that
+/// integer: the JSON parser's float reading is not always correctly rounded (`3721959777483514.0`
+/// may read as `…513.5`).
+pub fn integral(v: Value) -> Value {
+    match v {
+        Value::Number(n) if !n.is_i64() && !n.is_u64() => match n.as_f64() {
+            Some(f)
+                if f.is_finite()
+                    && f.round().abs() < 9.2e18
+                    && (f - f.round()).abs() <= 2.0 * f64::EPSILON * f.abs() =>
+            {
+                Value::from(f.round() as i64)
+            }
+            _ => Value::Number(n),
+        },
+        Value::Array(a) => Value::Array(a.into_iter().map(integral).collect()),
+        Value::Object(m) => Value::Object(m.into_iter().map(|(k, x)| (k, integral(x))).collect()),
+        other => other,
+    }
+}
+
+/// `POST /import` body: one project's rows brought from another hub (owner).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ImportRequest {
+    /// The project they land in.
+    #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::PROJECT), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
+    pub project: String,
+    /// Import even when the project already has cards here.
+    #[serde(default)]
+    pub force: bool,
+    /// Who imports (recorded on the `project.adopted` event).
+    #[serde(default)]
+    #[schemars(length(max = crate::limits::SESSION))]
+    pub by: Option<String>,
+    /// Cards (each gets this hub's next id).
+    #[serde(default)]
+    #[schemars(length(max = 200))]
+    pub tasks: Vec<ImportCard>,
+    /// Events, oldest first.
+    #[serde(default)]
+    #[schemars(length(max = 200))]
+    pub events: Vec<ImportEvent>,
+    /// Messages, oldest first.
+    #[serde(default)]
+    #[schemars(length(max = 200))]
+    pub messages: Vec<ImportMessage>,
+}
+
+/// `POST /import` reply: what was added.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ImportReply {
+    /// Always true.
+    pub ok: bool,
+    /// Cards added.
+    pub tasks: i64,
+    /// Events added.
+    pub events: i64,
+    /// Messages added.
+    pub messages: i64,
+    /// Cards that got a fresh id.
+    pub remapped: i64,
+}

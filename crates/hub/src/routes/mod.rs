@@ -1,6 +1,7 @@
 //! The route table — one entry per route, carrying both its documentation and its handler —
 //! and the router built from it.
 
+pub mod adopt;
 pub mod advise;
 pub mod board;
 pub mod bus;
@@ -681,6 +682,7 @@ pub fn router_with<S: Store>(hub: AppState<S>, extra: Option<Mounted>) -> Router
     entries.extend(credentials::table::<S>());
     entries.extend(projects::table::<S>());
     entries.extend(proposals::table::<S>());
+    entries.extend(adopt::table::<S>());
     let mut docs: Vec<RouteDoc> = entries.iter().map(|(d, _)| *d).collect();
     docs.push(RouteDoc {
         verb: Verb::Get,

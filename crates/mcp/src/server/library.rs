@@ -625,11 +625,16 @@ fn touched(ev: &Value) -> Vec<String> {
         }
     }
     let kind = ev["type"].as_str().unwrap_or("");
-    if kind.contains("brief") || kind.starts_with("project") {
-        out.push(Uri::Brief(project.to_string()).render());
-    }
     if kind.starts_with("lesson") {
+        // A global lesson is in every agent's list; a scoped one in its agent's.
         out.push(Uri::Lessons(None).render());
+        match ev["scope"]
+            .as_str()
+            .filter(|s| !s.is_empty() && *s != "global")
+        {
+            Some(agent) => out.push(Uri::Lessons(Some(agent.to_string())).render()),
+            None => out.push(format!("{SCHEME}lessons/*")),
+        }
     }
     out
 }
@@ -707,6 +712,16 @@ impl Drop for SubsInner {
 /// Most URIs one MCP session may subscribe to.
 pub const MAX_SUBSCRIPTIONS: usize = 256;
 
+/// Where a subscription follower reads the hub's events from.
+#[derive(Clone)]
+pub enum Feed {
+    /// The hub's `/stream?events=1`, through this client (the stdio server).
+    Stream(HubClient),
+    /// The hub's in-process event feed (the hub's own `/mcp`: no call back into itself, and
+    /// no read on `*` needed, since each subscription's read was checked when it was made).
+    Local(tokio::sync::broadcast::Sender<Arc<trantor_proto::Event>>),
+}
+
 impl Subscriptions {
     /// `logging/setLevel`.
     pub fn set_level(&self, level: &str) {
@@ -722,10 +737,17 @@ impl Subscriptions {
     pub fn subscribe(
         &self,
         uri: &str,
-        hub: &HubClient,
+        feed: Feed,
         peer: Peer<RoleServer>,
     ) -> Result<(), ErrorData> {
         let parsed = Uri::parse(uri).ok_or_else(|| not_found(uri))?;
+        if matches!(parsed, Uri::Brief(_)) {
+            return Err(ErrorData::invalid_params(
+                "a brief cannot be subscribed to: the hub records no event when a brief is \
+                 set, so nothing would ever notify it (read it again instead)",
+                None,
+            ));
+        }
         let canonical = parsed.render();
         {
             let mut uris = self
@@ -747,12 +769,13 @@ impl Subscriptions {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if follower.as_ref().is_none_or(|h| h.is_finished()) {
-            *follower = Some(tokio::spawn(follow(
-                hub.clone(),
-                peer,
-                self.inner.uris.clone(),
-                self.inner.level.clone(),
-            )));
+            let uris = self.inner.uris.clone();
+            *follower = Some(match feed {
+                Feed::Stream(hub) => {
+                    tokio::spawn(follow(hub, peer, uris, self.inner.level.clone()))
+                }
+                Feed::Local(tx) => tokio::spawn(follow_local(tx.subscribe(), peer, uris)),
+            });
         }
         Ok(())
     }
@@ -786,6 +809,74 @@ async fn log(peer: &Peer<RoleServer>, want: &Mutex<Option<String>>, level: &str,
         let mut p = rmcp::model::LoggingMessageNotificationParam::new(lvl, json!(text));
         p.logger = Some("trantor".into());
         let _ = peer.notify_logging_message(p).await;
+    }
+}
+
+/// Tell `peer` of every subscribed URI `ev` changes; false once the client is gone.
+async fn notify_hits(peer: &Peer<RoleServer>, uris: &Mutex<BTreeSet<String>>, ev: &Value) -> bool {
+    let hits: Vec<String> = {
+        let subs = uris
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let touched = touched(ev);
+        // `lessons/*` stands for every agent's list (a global lesson is in each of them).
+        let every_agent = touched.iter().any(|u| u.ends_with("lessons/*"));
+        subs.iter()
+            .filter(|u| {
+                touched.contains(u) || (every_agent && u.starts_with(&format!("{SCHEME}lessons/")))
+            })
+            .cloned()
+            .collect()
+    };
+    for uri in hits {
+        let sent = peer
+            .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+            .await;
+        if sent.is_err() {
+            return false;
+        }
+    }
+    true
+}
+
+/// Follow the hub's in-process feed until the client or the hub goes away. A follower that
+/// fell behind notifies every subscribed URI once (something it missed may have changed them).
+async fn follow_local(
+    mut rx: tokio::sync::broadcast::Receiver<Arc<trantor_proto::Event>>,
+    peer: Peer<RoleServer>,
+    uris: Arc<Mutex<BTreeSet<String>>>,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        match rx.recv().await {
+            Ok(ev) => {
+                let v = serde_json::to_value(&*ev).unwrap_or_default();
+                if !notify_hits(&peer, &uris, &v).await {
+                    return;
+                }
+            }
+            Err(RecvError::Lagged(_)) => {
+                let all: Vec<String> = uris
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .iter()
+                    .cloned()
+                    .collect();
+                for uri in all {
+                    if peer
+                        .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+            Err(RecvError::Closed) => return,
+        }
+        if peer.is_transport_closed() {
+            return;
+        }
     }
 }
 
@@ -836,22 +927,8 @@ async fn follow(
         while let Ok(Some(bytes)) = resp.chunk().await {
             buf.push_str(&String::from_utf8_lossy(&bytes));
             for ev in take_events(&mut buf) {
-                let hits: Vec<String> = {
-                    let subs = uris
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    touched(&ev)
-                        .into_iter()
-                        .filter(|u| subs.contains(u))
-                        .collect()
-                };
-                for uri in hits {
-                    let sent = peer
-                        .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
-                        .await;
-                    if sent.is_err() {
-                        return;
-                    }
+                if !notify_hits(&peer, &uris, &ev).await {
+                    return;
                 }
             }
         }
@@ -894,6 +971,11 @@ mod tests {
 
     #[test]
     fn a_card_event_touches_its_card_and_board() {
+        let ev = json!({"type": "lesson", "project": "web", "scope": "codex"});
+        assert_eq!(
+            touched(&ev),
+            vec!["trantor://lessons", "trantor://lessons/codex"]
+        );
         let ev = json!({"type": "moved", "project": "web", "taskId": 7});
         assert_eq!(
             touched(&ev),

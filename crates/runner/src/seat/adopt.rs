@@ -191,7 +191,7 @@ impl Seat {
     /// `✅ done` receipts for contracts an adopted turn acted on.
     fn adopted_receipts(&self, owed: &[trantor_proto::Message], secs: i64, started_ms: i64) {
         for a in crate::receipt::assigners(owed, &self.cfg.session) {
-            let t = crate::receipt::done(&self.cfg.session, secs, started_ms, &a);
+            let t = crate::receipt::done(&self.cfg.session, secs, started_ms, None, &a);
             self.hub.bus.send_outcome(crate::receipt::to_assigner(
                 &self.cfg.session,
                 &self.cfg.project,

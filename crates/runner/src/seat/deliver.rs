@@ -434,7 +434,8 @@ impl Seat {
             self.flush_janitor_notices();
         }
         for a in assigners {
-            let t = receipt::done(&self.cfg.session, r.secs, r.started_ms, a);
+            let card = (r.card > 0).then_some((r.card, r.j.card_status_at_end.as_str()));
+            let t = receipt::done(&self.cfg.session, r.secs, r.started_ms, card, a);
             self.hub.bus.send_outcome(receipt::to_assigner(
                 &self.cfg.session,
                 &self.cfg.project,

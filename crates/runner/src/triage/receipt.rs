@@ -71,12 +71,25 @@ fn asked(a: &Assigner) -> String {
     format!("asked: \"{}\"", excerpt(&redact(&a.asked), 80))
 }
 
-/// `✅ done on SESSION (exit 0, Ns, started HH:MM:SS UTC) · asked: "…" · check the board card
-/// and the files for what changed` — when the turn started, not only that it ended.
-pub fn done(session: &str, secs: i64, started_ms: i64, a: &Assigner) -> String {
+/// `✅ done on SESSION (turn finished: exit 0, Ns, started HH:MM:SS UTC) · card #N waits in
+/// testing, not done yet · asked: "…" · check the board card and the files for what changed` —
+/// when the turn started, and where its card stands: a turn that finished is not a card that is
+/// done. `card` is the turn's card and its status at the turn's end, when it had one.
+pub fn done(
+    session: &str,
+    secs: i64,
+    started_ms: i64,
+    card: Option<(i64, &str)>,
+    a: &Assigner,
+) -> String {
     let s = started_ms.div_euclid(1000).rem_euclid(86_400);
+    let card = match card {
+        Some((id, "testing")) if id > 0 => format!(" · card #{id} waits in testing, not done yet"),
+        Some((id, status)) if id > 0 && !status.is_empty() => format!(" · card #{id} {status}"),
+        _ => String::new(),
+    };
     finish(&format!(
-        "✅ done on {session} (exit 0, {secs}s, started {:02}:{:02}:{:02} UTC) · {} · check the board card and the files for what changed",
+        "✅ done on {session} (turn finished: exit 0, {secs}s, started {:02}:{:02}:{:02} UTC){card} · {} · check the board card and the files for what changed",
         s / 3600,
         (s % 3600) / 60,
         s % 60,
@@ -193,11 +206,19 @@ mod tests {
             id: 1,
             asked: format!("use {key} and {}", "word ".repeat(100)),
         };
-        let t = done("claude:p", 3, 1_700_000_000_000, &a);
+        let t = done("claude:p", 3, 1_700_000_000_000, None, &a);
         assert!(t.contains("started 22:13:20 UTC"), "{t}");
+        assert!(t.starts_with(
+            "✅ done on claude:p (turn finished: exit 0, 3s, started 22:13:20 UTC) · asked: \"use "
+        ));
+        // A card waiting in testing is said to be not done; a done card is said done.
+        let t = done("claude:p", 3, 0, Some((4, "testing")), &a);
         assert!(
-            t.starts_with("✅ done on claude:p (exit 0, 3s, started 22:13:20 UTC) · asked: \"use ")
+            t.contains(") · card #4 waits in testing, not done yet · asked:"),
+            "{t}"
         );
+        let t = done("claude:p", 3, 0, Some((4, "done")), &a);
+        assert!(t.contains(") · card #4 done · asked:"), "{t}");
         assert!(!t.contains(&key));
         assert!(t.chars().count() <= NOTICE_CAP);
         let r = to_assigner("claude:p", "p", &a, t);

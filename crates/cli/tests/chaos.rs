@@ -145,10 +145,52 @@ fn kill_9_of_hub_and_runners_loses_no_contract_runs_none_twice_and_never_overlap
         twice.len(),
         overlaps.len()
     );
-    assert!(
-        lost.is_empty(),
-        "acknowledged contracts never completed: {lost:?}"
-    );
+    if !lost.is_empty() {
+        // Keep the run for a post-mortem and say what each lost contract's seat was doing.
+        let kept = tmp.keep();
+        let mut why = String::new();
+        for t in &lost {
+            let Some((_, seat)) = acked.iter().find(|(tok, _)| tok == t) else {
+                continue;
+            };
+            let persona = seat.split(':').next().unwrap_or_default();
+            let ack = std::fs::read_to_string(kept.join("kills/acked.jsonl")).unwrap_or_default();
+            let id = ack
+                .lines()
+                .find(|l| l.contains(&format!("\"{t}\"")))
+                .and_then(|l| serde_json::from_str::<Value>(l).ok())
+                .and_then(|v| v["id"].as_i64())
+                .unwrap_or(0);
+            let record = std::fs::read_to_string(kept.join("kills/delivery.jsonl"))
+                .unwrap_or_default()
+                .lines()
+                .find(|l| l.starts_with(&format!("{{\"id\":{id},")))
+                .unwrap_or("(no record)")
+                .to_string();
+            why.push_str(&format!("\n{t} (#{id}, seat {persona}): {record}\n"));
+            let mut logs: Vec<_> = std::fs::read_dir(kept.join("kills/logs"))
+                .map(|d| d.flatten().map(|e| e.path()).collect())
+                .unwrap_or_default();
+            logs.retain(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&format!("{persona}-")))
+            });
+            logs.sort();
+            if let Some(last) = logs.last() {
+                let text = std::fs::read_to_string(last).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(25).collect();
+                why.push_str(&format!("  last runner log {}:\n", last.display()));
+                for l in tail.iter().rev() {
+                    why.push_str(&format!("    {l}\n"));
+                }
+            }
+        }
+        panic!(
+            "acknowledged contracts never completed: {lost:?} (run kept in {}){why}",
+            kept.display()
+        );
+    }
     assert!(
         twice.is_empty(),
         "contracts completed by two turns: {twice:?}"

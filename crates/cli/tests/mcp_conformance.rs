@@ -112,41 +112,60 @@ const NOT_YET: &[(&str, &str)] = &[];
 /// One scenario may take this long (the suite's own stream timers are 10 s at most).
 const SCENARIO_DEADLINE: Duration = Duration::from_secs(120);
 
-/// The node 22 binary and the suite's entry script, installed once per machine outside the repo
-/// (`TRANTOR_MCP_CONFORMANCE_DIR` or `<tmp>/trantor-mcp-conformance`); `None` after
-/// [`skip_or_fail`] when they cannot be had.
-fn suite() -> Option<(PathBuf, PathBuf)> {
+/// The node 22 binary, the suite's entry script and the MCP Inspector's, installed once per
+/// machine outside the repo (`TRANTOR_MCP_CONFORMANCE_DIR` or `<tmp>/trantor-mcp-conformance`);
+/// `None` after [`skip_or_fail`] when they cannot be had.
+fn installed() -> Option<(PathBuf, PathBuf, PathBuf)> {
+    type Got = Result<(PathBuf, PathBuf, PathBuf), String>;
+    // One install per test binary: the two tests run in parallel and must not run npm into
+    // the same directory at once.
+    static ONCE: std::sync::Mutex<Option<Got>> = std::sync::Mutex::new(None);
     if !require_tools(&["npm"]) {
         return None;
     }
+    let mut slot = ONCE.lock().unwrap_or_else(|e| e.into_inner());
+    let got = slot.get_or_insert_with(install).clone();
+    drop(slot);
+    match got {
+        Ok(paths) => Some(paths),
+        Err(reason) => {
+            skip_or_fail(&reason);
+            None
+        }
+    }
+}
+
+fn install() -> Result<(PathBuf, PathBuf, PathBuf), String> {
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests-compat/install-mcp-conformance.sh");
     let dir = std::env::var_os("TRANTOR_MCP_CONFORMANCE_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| std::env::temp_dir().join("trantor-mcp-conformance"));
-    let out = match Command::new("bash")
+    let out = Command::new("bash")
         .arg(&script)
         .arg(&dir)
         .stdin(Stdio::null())
         .output()
-    {
-        Ok(out) => out,
-        Err(e) => {
-            skip_or_fail(&format!("cannot run {}: {e}", script.display()));
-            return None;
-        }
-    };
+        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let mut lines = stdout.lines().map(str::trim).filter(|l| !l.is_empty());
-    match (out.status.success(), lines.next(), lines.next()) {
-        (true, Some(node), Some(entry)) => Some((PathBuf::from(node), PathBuf::from(entry))),
+    match (
+        out.status.success(),
+        lines.next(),
+        lines.next(),
+        lines.next(),
+    ) {
+        (true, Some(node), Some(entry), Some(inspector)) => Ok((
+            PathBuf::from(node),
+            PathBuf::from(entry),
+            PathBuf::from(inspector),
+        )),
         _ => {
             let err = String::from_utf8_lossy(&out.stderr);
-            skip_or_fail(&format!(
+            Err(format!(
                 "the MCP conformance suite could not be installed from npm (offline?): {}",
                 err.lines().last().unwrap_or("")
-            ));
-            None
+            ))
         }
     }
 }
@@ -261,7 +280,7 @@ fn run_scenario(node: &Path, entry: &Path, url: &str, name: &str, out: &Path) ->
 
 #[test]
 fn the_official_conformance_suite_passes_against_the_hubs_mcp() {
-    let Some((node, entry)) = suite() else {
+    let Some((node, entry, _)) = installed() else {
         return;
     };
     let all = scenarios(&node, &entry);
@@ -310,4 +329,85 @@ fn the_official_conformance_suite_passes_against_the_hubs_mcp() {
         passed.join("\n  "),
         failed.join("\n\n")
     );
+}
+
+/// The official MCP Inspector (CLI mode) lists the hub's resources, templates and prompts and
+/// reads a card, over `/mcp`.
+#[test]
+fn the_mcp_inspector_lists_the_resources_and_prompts() {
+    let Some((node, _, inspector)) = installed() else {
+        return;
+    };
+    let hub = Hub::spawn();
+    let home = tempfile::tempdir().expect("inspector home");
+    let (status, card) = common::hub_request(
+        hub.port,
+        "POST",
+        "/task",
+        Some(
+            &serde_json::json!({"title": "seen by the inspector", "project": "web",
+                                  "by": "claude:web", "assignee": "claude:web"}),
+        ),
+    )
+    .expect("create a card");
+    assert_eq!(status, 200, "{card}");
+    let id = card["task"]["id"].as_i64().expect("card id");
+    let mcp = format!("{}/mcp", hub.url());
+    let ask = |args: &[&str]| -> serde_json::Value {
+        let out = Command::new(&node)
+            .arg(&inspector)
+            .args(["--cli", &mcp, "--header", "X-Relay-Session: claude:web"])
+            .args(args)
+            .env("HOME", home.path())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run the MCP Inspector");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "inspector {args:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("inspector {args:?}: {e}: {text}"))
+    };
+    let card_uri = format!("trantor://card/{id}");
+    let listed = ask(&["--method", "resources/list"]);
+    let uris: Vec<&str> = listed["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["uri"].as_str())
+        .collect();
+    assert!(
+        uris.contains(&"trantor://board/web") && uris.contains(&card_uri.as_str()),
+        "{listed}"
+    );
+    let templates = ask(&["--method", "resources/templates/list"]);
+    assert!(
+        templates.to_string().contains("trantor://card/{id}"),
+        "{templates}"
+    );
+    let prompts = ask(&["--method", "prompts/list"]);
+    let names: Vec<&str> = prompts["prompts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["crew_playbook", "handoff", "card_contract"],
+        "{prompts}"
+    );
+    let read = ask(&["--method", "resources/read", "--uri", &card_uri]);
+    assert!(read.to_string().contains("seen by the inspector"), "{read}");
+    let got = ask(&[
+        "--method",
+        "prompts/get",
+        "--prompt-name",
+        "card_contract",
+        "--prompt-args",
+        &format!("card={id}"),
+    ]);
+    assert!(got.to_string().contains("seen by the inspector"), "{got}");
 }

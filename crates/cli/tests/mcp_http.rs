@@ -423,6 +423,11 @@ async fn resources_prompts_completion_and_subscriptions_over_http() {
         .await
         .expect_err("a foreign URI cannot be subscribed");
     assert!(err.to_string().contains("no such resource"), "{err}");
+    let err = bob
+        .subscribe(SubscribeRequestParams::new("trantor://brief/web"))
+        .await
+        .expect_err("a brief cannot be subscribed");
+    assert!(err.to_string().contains("records no event"), "{err}");
     // The follower opens the hub's feed beside the reply: move the card until one arrives.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let mut notes = 0;
@@ -794,6 +799,35 @@ fn connect_http_points_claude_codex_and_opencode_at_the_hubs_mcp_with_the_token(
     // Again: nothing changes.
     let again = stdout_of(&connect_http(&home, &["--token", &token, "--url", &url]));
     assert_eq!(again.matches("unchanged").count(), 3, "{again}");
+    // doctor knows such an entry; connect --remove takes it out again.
+    let doctor = std::process::Command::new(common::bin())
+        .arg("doctor")
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("RELAY_URL", &url)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run trantor doctor");
+    let doctor = String::from_utf8_lossy(&doctor.stdout).to_string();
+    assert!(
+        doctor.contains(&format!("reaches the hub's MCP at {mcp} over HTTP")),
+        "{doctor}"
+    );
+    let removed = std::process::Command::new(common::bin())
+        .args(["connect", "--remove", "--only", "opencode"])
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run trantor connect --remove");
+    assert!(removed.status.success());
+    let opencode_after = std::fs::read_to_string(home.join(".config/opencode/opencode.json"))
+        .expect("opencode after remove");
+    assert!(!opencode_after.contains("trantor"), "{opencode_after}");
+    stdout_of(&connect_http(
+        &home,
+        &["--only", "opencode", "--token", &token, "--url", &url],
+    ));
 
     // The real CLIs read the entries; Claude Code and OpenCode connect with the token.
     let Some(bin) = common::real_clis_bin() else {
@@ -910,4 +944,58 @@ async fn a_thousand_idle_sessions_stay_bounded_and_one_more_is_a_503() {
     assert!(!c.list_all_tools().await.expect("tools/list").is_empty());
     c.cancel().await.ok();
     eprintln!("1000 idle MCP sessions: hub RSS {before} -> {after} KB (+{grown_mb} MB)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_resumed_with_a_stale_event_id_ends_empty() {
+    let hub = Hub::spawn();
+    let mcp = format!("{}/mcp", hub.url());
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "resume", "version": "1"}}});
+    let r = http()
+        .post(&mcp)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(init.to_string())
+        .send()
+        .await
+        .expect("initialize");
+    let sid = r
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("session id")
+        .to_string();
+    let _ = r.bytes().await;
+    let r = http()
+        .post(&mcp)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &sid)
+        .header("mcp-protocol-version", "2025-06-18")
+        .body(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string())
+        .send()
+        .await
+        .expect("initialized");
+    assert_eq!(r.status(), 202);
+    // An event id of a stream this session never had: an empty stream that ends at once (an
+    // error status would make an EventSource retry the same id forever), nothing replayed.
+    for stale in ["9999/0", "not-an-event-id"] {
+        let r = http()
+            .get(&mcp)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &sid)
+            .header("mcp-protocol-version", "2025-06-18")
+            .header("last-event-id", stale)
+            .send()
+            .await
+            .expect("resume");
+        assert_eq!(r.status(), 200, "{stale}");
+        let body = tokio::time::timeout(Duration::from_secs(10), r.text())
+            .await
+            .unwrap_or_else(|_| panic!("the stream resumed at {stale} did not end"))
+            .expect("body");
+        assert!(!body.contains("jsonrpc"), "{stale} replayed: {body}");
+    }
 }

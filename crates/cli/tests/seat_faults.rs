@@ -313,3 +313,48 @@ fn a_superseded_runner_exits_3_saying_so_and_runs_no_turn_for_the_wake_it_holds(
     });
     assert_eq!(seat.prompts_with("SUPERSEDED-WAKE"), 1);
 }
+
+/// A runner killed just after the hub answered its held poll (the chaos run found it under
+/// load, docs/runner.md §5.4): the hub moved the seat's delivery ledger past the contract, the
+/// runner never wrote it down. Its successor resumes from the saved cursor, and its kickoff's
+/// seen-ledger reconcile must not take that ledger move for the agent's own inbox reading: the
+/// contract runs, once.
+#[test]
+fn a_poll_answered_to_a_runner_that_died_before_keeping_it_still_runs_after_the_restart() {
+    let Some(hub) = drill_hub() else {
+        return;
+    };
+    let mut seat = new_seat();
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    seat.kill();
+    // The contract, and the poll the dead runner had held: answered, so the hub's ledger for
+    // the seat moves past it, and never kept.
+    let id = hub_send(hub.port, ORCH, "claude:p", PROJECT, "ORPHAN-POLL: job");
+    let (st, page) = common::hub_request(
+        hub.port,
+        "GET",
+        "/poll?session=claude%3Ap&since=0&wait=0",
+        None,
+    )
+    .expect("poll");
+    assert_eq!(st, 200, "{page}");
+    assert!(
+        page["messages"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|m| m["id"].as_i64() == Some(id))),
+        "the stand-in poll took the contract: {page}"
+    );
+    seat.start(&hub.url());
+    wait_until("the contract's receipt after the restart", LONG, || {
+        !done_receipts(hub.port, id).is_empty()
+    });
+    assert_eq!(seat.prompts_with("ORPHAN-POLL"), 1, "ran once");
+    assert!(
+        !seat
+            .runner_log()
+            .contains("already read through the seat's own inbox"),
+        "{}",
+        seat.runner_log()
+    );
+}

@@ -1,7 +1,10 @@
-//! `trantor mcp`: the stdio MCP server that gives an agent CLI the `relay_*` tools.
+//! `trantor mcp`: the stdio MCP server that gives an agent CLI the `relay_*` tools, and the
+//! same server over Streamable HTTP for the hub's `/mcp` ([`http`]).
 //!
 //! The agent's CLI starts this process and speaks MCP on its stdin/stdout; every tool is a call
-//! to the hub as this session. Logs go to stderr only, because stdout is the protocol channel.
+//! to the hub as this session. Beside the tools both transports serve the same resources,
+//! prompts, completion and logging (`server::library`). Logs go to stderr only, because stdout
+//! is the protocol channel.
 //!
 //! The crate also holds what the CLI verbs share with the tools: the plain-text renderers
 //! ([`render`]). Identity comes from the one resolver in `trantor_proto::identity`.

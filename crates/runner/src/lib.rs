@@ -9,8 +9,8 @@
 //! The folders are layers; a module uses its own layer and the ones above it in this list.
 //!
 //! - `config.rs`: who the seat is and how it runs (identity and knobs).
-//! - `sys/`: small helpers every layer uses (atomic files, bounded git reads, per-seat paths,
-//!   redaction).
+//! - `sys/`: small helpers every layer uses (atomic files, the one git command builder and the
+//!   bounded git reads on it, per-seat paths, redaction).
 //! - `triage/`: pure decisions, no I/O: what a poll batch means, the prompt, the verdict of a
 //!   turn, the receipts.
 //! - `hub/`: the seat's traffic with the hub (tolerant reads, the ordered outbound sender).
@@ -51,11 +51,11 @@ pub use turn::drivers;
 /// verb and the runner agree on every path and every safety rule.
 pub mod crew {
     pub use crate::periphery::worktree::{
-        GitError, apply_declaration, git, git_command, git_raw, read_declaration,
-        seat_worktree_path,
+        GitError, apply_declaration, git, git_raw, read_declaration, seat_worktree_path,
     };
     pub use crate::sys::cmd::{BoundedError, run_bounded};
     pub use crate::sys::fsx::write_atomic;
+    pub use crate::sys::gitx::git_command;
     pub use crate::turn::snapshot::{SnapshotOutcome, SnapshotWhy, snapshot_wip};
 }
 

@@ -205,6 +205,8 @@ pub(crate) enum Wiring {
     Missing,
     /// An entry that runs `trantor mcp` through this command.
     Ours(String),
+    /// An entry `connect --http` wrote: the hub's `/mcp` at this URL.
+    Http(String),
     /// An entry named `trantor` that runs something else.
     Foreign(String),
     /// The file cannot be read or parsed.
@@ -410,7 +412,7 @@ pub(crate) fn json_entry(format: Format, command: &str) -> (&'static str, OJson)
 pub(crate) fn json_wiring(format: Format, entry: &OJson) -> Wiring {
     if let Some(url) = entry.get("url").and_then(OJson::str) {
         return if is_mcp_url(url) {
-            Wiring::Ours(url.to_string())
+            Wiring::Http(url.to_string())
         } else {
             Wiring::Foreign(url.to_string())
         };
@@ -506,7 +508,7 @@ pub(crate) fn toml_wiring(doc: &toml_edit::DocumentMut) -> Wiring {
     };
     if let Some(url) = entry.get("url").and_then(|u| u.as_str()) {
         return if is_mcp_url(url) {
-            Wiring::Ours(url.to_string())
+            Wiring::Http(url.to_string())
         } else {
             Wiring::Foreign(url.to_string())
         };

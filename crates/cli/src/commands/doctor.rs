@@ -287,6 +287,18 @@ pub(crate) async fn doctor(a: DoctorArgs) -> anyhow::Result<ExitCode> {
                     )
                 }
             }
+            (_, Wiring::Http(url)) => (
+                true,
+                format!(
+                    "{}; reaches the hub's MCP at {url} over HTTP, no local binary ({})",
+                    on_path
+                        .as_ref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_else(|| "not on PATH".into()),
+                    t.path.display()
+                ),
+                None,
+            ),
             (_, Wiring::Foreign(cmd)) => (
                 false,
                 format!("its `trantor` MCP entry runs `{cmd}`, not `trantor mcp`"),

@@ -219,7 +219,7 @@ pub(crate) fn remove_mcp(target: &Target, dry_run: bool) -> Outcome {
             );
         }
         Wiring::Broken(e) => return ("error", e),
-        Wiring::Ours(_) => {}
+        Wiring::Ours(_) | Wiring::Http(_) => {}
     }
     let text = match target.format {
         Format::CodexToml => {

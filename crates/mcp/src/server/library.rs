@@ -625,11 +625,16 @@ fn touched(ev: &Value) -> Vec<String> {
         }
     }
     let kind = ev["type"].as_str().unwrap_or("");
-    if kind.contains("brief") || kind.starts_with("project") {
-        out.push(Uri::Brief(project.to_string()).render());
-    }
     if kind.starts_with("lesson") {
+        // A global lesson is in every agent's list; a scoped one in its agent's.
         out.push(Uri::Lessons(None).render());
+        match ev["scope"]
+            .as_str()
+            .filter(|s| !s.is_empty() && *s != "global")
+        {
+            Some(agent) => out.push(Uri::Lessons(Some(agent.to_string())).render()),
+            None => out.push(format!("{SCHEME}lessons/*")),
+        }
     }
     out
 }
@@ -736,6 +741,13 @@ impl Subscriptions {
         peer: Peer<RoleServer>,
     ) -> Result<(), ErrorData> {
         let parsed = Uri::parse(uri).ok_or_else(|| not_found(uri))?;
+        if matches!(parsed, Uri::Brief(_)) {
+            return Err(ErrorData::invalid_params(
+                "a brief cannot be subscribed to: the hub records no event when a brief is \
+                 set, so nothing would ever notify it (read it again instead)",
+                None,
+            ));
+        }
         let canonical = parsed.render();
         {
             let mut uris = self
@@ -806,9 +818,14 @@ async fn notify_hits(peer: &Peer<RoleServer>, uris: &Mutex<BTreeSet<String>>, ev
         let subs = uris
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        touched(ev)
-            .into_iter()
-            .filter(|u| subs.contains(u))
+        let touched = touched(ev);
+        // `lessons/*` stands for every agent's list (a global lesson is in each of them).
+        let every_agent = touched.iter().any(|u| u.ends_with("lessons/*"));
+        subs.iter()
+            .filter(|u| {
+                touched.contains(u) || (every_agent && u.starts_with(&format!("{SCHEME}lessons/")))
+            })
+            .cloned()
             .collect()
     };
     for uri in hits {
@@ -954,6 +971,11 @@ mod tests {
 
     #[test]
     fn a_card_event_touches_its_card_and_board() {
+        let ev = json!({"type": "lesson", "project": "web", "scope": "codex"});
+        assert_eq!(
+            touched(&ev),
+            vec!["trantor://lessons", "trantor://lessons/codex"]
+        );
         let ev = json!({"type": "moved", "project": "web", "taskId": 7});
         assert_eq!(
             touched(&ev),

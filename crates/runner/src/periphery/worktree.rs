@@ -7,26 +7,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::cmd::{BoundedError, run_bounded};
+use crate::gitx::git_command;
 
 /// How long one git call of the worktree set-up may take.
 const GIT_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// A `git` command rooted at `dir`, insulated from the environment the runner inherited.
-///
-/// `GIT_DIR`, `GIT_WORK_TREE` and `GIT_INDEX_FILE` are removed: a runner started from inside a git
-/// hook (or any tool that exports them) would otherwise point every call at another repository.
-pub fn git_command(dir: &Path) -> Command {
-    let mut cmd = Command::new("git");
-    cmd.arg("-C")
-        .arg(dir)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .env_remove("GIT_COMMON_DIR")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("LC_ALL", "C");
-    cmd
-}
 
 /// Why a git call failed.
 #[derive(Debug, thiserror::Error)]

@@ -173,35 +173,18 @@ async fn enroll_seat_key(cfg: &Config) -> anyhow::Result<Signer> {
     Ok(Signer::Durable(std::sync::Arc::new(key)))
 }
 
-/// Boot the seat.
-pub async fn boot(
-    cfg: Config,
-    rs: Option<ReleaseState>,
-    bus_slot: &std::sync::OnceLock<Bus>,
-) -> anyhow::Result<Seat> {
-    std::fs::create_dir_all(cfg.bus_dir.join("logs"))?;
-    let signer = enroll_seat_key(&cfg).await?;
-    let swap_cursor = if rs.is_none() {
-        await_swap_release(
-            &HubClient::new(&cfg.hub_url).with_signer(signer.clone()),
-            &cfg,
-        )
-        .await?
-    } else {
-        None
-    };
-    match &cfg.about {
-        Some(about) => tracing::info!("{} — {about}", cfg.title),
-        None => tracing::info!("{}", cfg.title),
-    }
-    let paths = Paths::new(&cfg.bus_dir, &cfg.persona, &cfg.project);
-    // One runner per seat (docs/runner.md §24.1), before anything touches the seat's files.
-    let instance = format!("{}.{}", std::process::id(), trantor_proto::now_ms());
+/// One runner per seat (docs/runner.md §24.1): the seat lock, taken before anything touches
+/// the seat's files; a stale or taken-over holder is said.
+async fn take_seat_lock(
+    cfg: &Config,
+    paths: &Paths,
+    instance: &str,
+) -> anyhow::Result<(SeatLock, Taken)> {
     let seat_lock = {
         let (path, session, inst, take_over) = (
             paths.seat_lock.clone(),
             cfg.session.clone(),
-            instance.clone(),
+            instance.to_string(),
             cfg.take_over,
         );
         tokio::task::spawn_blocking(move || {
@@ -222,19 +205,15 @@ pub async fn boot(
             h.instance
         ),
     }
-    let home = cfg.home.clone();
-    let release = match release::installed_path().and_then(ReleaseWatcher::new) {
-        Ok(w) => Some(w),
-        Err(e) => {
-            tracing::warn!("self-restart is off: {e:#}");
-            None
-        }
-    };
-    let version = release
-        .as_ref()
-        .map(|w| w.running_version().to_string())
-        .unwrap_or_else(|| trantor_proto::VERSION.to_string());
+    Ok(seat_lock)
+}
 
+/// Where the seat's turns run: its own worktree (docs/runner.md §20), else the project
+/// directory, said once; whether that is a git repository, a linked worktree, and its common
+/// git directory.
+async fn prepare_workspace(
+    cfg: &Config,
+) -> (std::path::PathBuf, bool, bool, Option<std::path::PathBuf>) {
     let (dir, bus_dir, project, persona) = (
         cfg.dir.clone(),
         cfg.bus_dir.clone(),
@@ -270,6 +249,158 @@ pub async fn boot(
         None
     };
 
+    (turn_dir, in_git, in_worktree, git_common)
+}
+
+impl Seat {
+    /// After the seat is assembled: its cursor and pending queue from disk (or a swap's or a
+    /// self-restart's state), the boot broadcast, a predecessor's turn adopted, the restored
+    /// wakes claimed, then the kickoff (or the restart notice).
+    async fn restore(&mut self, rs: Option<ReleaseState>, swap_cursor: Option<i64>) {
+        let (restored, corrupt) = Pending::load(&self.paths.pending);
+        let saved = crate::adopt::load_cursor(&self.paths.cursor);
+        self.delivery.cursor = match (&rs, swap_cursor, saved) {
+            (Some(s), _, _) => s.cursor,
+            (None, Some(c), _) => c,
+            // A seat that ran before resumes where it stopped, so what was sent while it was down
+            // is not skipped (docs/runner.md §24.4); with its queue unreadable, from the oldest
+            // wake the queue owed (turns that completed are never run again).
+            (None, None, Some((cursor, floor))) => {
+                let from = if corrupt.is_some() { floor } else { cursor };
+                self.delivery.replay_upto = cursor;
+                tracing::info!("resuming at cursor {from} from the previous run");
+                from
+            }
+            (None, None, None) => {
+                tip(
+                    &self.hub.reads,
+                    Duration::from_millis(self.cfg.hub_backoff_max_ms),
+                )
+                .await
+            }
+        };
+        self.register_status("crew member booting");
+        let model = if self.cfg.model.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", self.cfg.model)
+        };
+        self.broadcast(format!(
+            "{} reporting — ready for a contract{model}",
+            self.cfg.agent
+        ));
+
+        self.delivery.q = restored;
+        if let Some(why) = corrupt {
+            tracing::error!("{why}; re-reading the owed wakes from the hub");
+            self.alert(format!(
+                "⚠️ {}: {why} — re-reading the owed wakes from the hub",
+                self.cfg.session
+            ));
+        }
+        let machine = &self.fence.machine;
+        let before = self.delivery.q.wake.len();
+        self.delivery.q.wake.retain(|m| !machine.is_done(m.id));
+        if self.delivery.q.wake.len() != before {
+            tracing::info!(
+                "{} restored wake(s) belong to turns that completed — not run again",
+                before - self.delivery.q.wake.len()
+            );
+        }
+        let shed = self.refilter_restored();
+        if shed > 0 {
+            tracing::info!("{shed} restored message(s) no longer qualify — shed");
+            self.save_pending(false);
+        }
+        if rs.is_none() {
+            // A park belongs to the runner that made it; a fresh boot re-parks if it must.
+            fsx::remove(&self.paths.park);
+        }
+        if let Some(s) = &rs {
+            self.cli.turn = s.turn;
+            self.cli.sid = s.sid.clone();
+            self.cli.session_card = s.session_card;
+            self.delivery.retry_at = s.retry_at;
+            self.delivery.fails = s.delivery_fails;
+            self.delivery.no_delivery_retry = s.no_delivery_retry;
+            self.delivery.ask_released = s.ask_released;
+            if s.last_turn_at > 0 {
+                self.cli.last_turn_at = s.last_turn_at;
+            }
+        }
+        if !self.delivery.q.seen.is_empty() {
+            tracing::info!(
+                "{} consumed message id(s) restored — the poll keeps standing down on them",
+                self.delivery.q.seen.len()
+            );
+        }
+        if self.delivery.q.ask != 0 {
+            tracing::info!(
+                "holding for the answer to ask #{} (to {})",
+                self.delivery.q.ask,
+                self.delivery.q.ask_to
+            );
+        }
+        if !self.delivery.q.wake.is_empty() {
+            tracing::info!(
+                "{} message(s) survived from a previous run — redelivering",
+                self.delivery.q.wake.len()
+            );
+        }
+        // A predecessor's unfinished turn is adopted before this runner starts one (docs/runner.md §24.3).
+        self.adopt_predecessor().await;
+        self.save_pending_durable(false).await;
+        self.save_cursor();
+        // The restored wakes are this instance's now.
+        let owed: Vec<i64> = self.delivery.q.wake.iter().map(|m| m.id).collect();
+        self.mark_claimed(&owed);
+        if rs.is_none() {
+            self.kickoff().await;
+        } else {
+            self.announce_restart();
+        }
+    }
+}
+
+/// Boot the seat.
+pub async fn boot(
+    cfg: Config,
+    rs: Option<ReleaseState>,
+    bus_slot: &std::sync::OnceLock<Bus>,
+) -> anyhow::Result<Seat> {
+    std::fs::create_dir_all(cfg.bus_dir.join("logs"))?;
+    let signer = enroll_seat_key(&cfg).await?;
+    let swap_cursor = if rs.is_none() {
+        await_swap_release(
+            &HubClient::new(&cfg.hub_url).with_signer(signer.clone()),
+            &cfg,
+        )
+        .await?
+    } else {
+        None
+    };
+    match &cfg.about {
+        Some(about) => tracing::info!("{} — {about}", cfg.title),
+        None => tracing::info!("{}", cfg.title),
+    }
+    let paths = Paths::new(&cfg.bus_dir, &cfg.persona, &cfg.project);
+    // One runner per seat (docs/runner.md §24.1), before anything touches the seat's files.
+    let instance = format!("{}.{}", std::process::id(), trantor_proto::now_ms());
+    let seat_lock = take_seat_lock(&cfg, &paths, &instance).await?;
+    let home = cfg.home.clone();
+    let release = match release::installed_path().and_then(ReleaseWatcher::new) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            tracing::warn!("self-restart is off: {e:#}");
+            None
+        }
+    };
+    let version = release
+        .as_ref()
+        .map(|w| w.running_version().to_string())
+        .unwrap_or_else(|| trantor_proto::VERSION.to_string());
+
+    let (turn_dir, in_git, in_worktree, git_common) = prepare_workspace(&cfg).await;
     let turn_dir_for_lock = turn_dir.clone();
     let hub = HubClient::new(&cfg.hub_url).with_signer(signer);
     let bus = Bus::start(hub.clone(), Duration::from_millis(cfg.hub_backoff_max_ms));
@@ -340,6 +471,7 @@ pub async fn boot(
             no_delivery_retry: false,
             ask_released: false,
             replay_upto: 0,
+            ledger_at_turn: None,
         },
         health: Health::default(),
         cli: CliSession {
@@ -369,107 +501,6 @@ pub async fn boot(
         cfg,
     };
 
-    let (restored, corrupt) = Pending::load(&seat.paths.pending);
-    let saved = crate::adopt::load_cursor(&seat.paths.cursor);
-    seat.delivery.cursor = match (&rs, swap_cursor, saved) {
-        (Some(s), _, _) => s.cursor,
-        (None, Some(c), _) => c,
-        // A seat that ran before resumes where it stopped, so what was sent while it was down
-        // is not skipped (docs/runner.md §24.4); with its queue unreadable, from the oldest
-        // wake the queue owed (turns that completed are never run again).
-        (None, None, Some((cursor, floor))) => {
-            let from = if corrupt.is_some() { floor } else { cursor };
-            seat.delivery.replay_upto = cursor;
-            tracing::info!("resuming at cursor {from} from the previous run");
-            from
-        }
-        (None, None, None) => {
-            tip(
-                &seat.hub.reads,
-                Duration::from_millis(seat.cfg.hub_backoff_max_ms),
-            )
-            .await
-        }
-    };
-    seat.register_status("crew member booting");
-    let model = if seat.cfg.model.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", seat.cfg.model)
-    };
-    seat.broadcast(format!(
-        "{} reporting — ready for a contract{model}",
-        seat.cfg.agent
-    ));
-
-    seat.delivery.q = restored;
-    if let Some(why) = corrupt {
-        tracing::error!("{why}; re-reading the owed wakes from the hub");
-        seat.alert(format!(
-            "⚠️ {}: {why} — re-reading the owed wakes from the hub",
-            seat.cfg.session
-        ));
-    }
-    let machine = &seat.fence.machine;
-    let before = seat.delivery.q.wake.len();
-    seat.delivery.q.wake.retain(|m| !machine.is_done(m.id));
-    if seat.delivery.q.wake.len() != before {
-        tracing::info!(
-            "{} restored wake(s) belong to turns that completed — not run again",
-            before - seat.delivery.q.wake.len()
-        );
-    }
-    let shed = seat.refilter_restored();
-    if shed > 0 {
-        tracing::info!("{shed} restored message(s) no longer qualify — shed");
-        seat.save_pending(false);
-    }
-    if rs.is_none() {
-        // A park belongs to the runner that made it; a fresh boot re-parks if it must.
-        fsx::remove(&seat.paths.park);
-    }
-    if let Some(s) = &rs {
-        seat.cli.turn = s.turn;
-        seat.cli.sid = s.sid.clone();
-        seat.cli.session_card = s.session_card;
-        seat.delivery.retry_at = s.retry_at;
-        seat.delivery.fails = s.delivery_fails;
-        seat.delivery.no_delivery_retry = s.no_delivery_retry;
-        seat.delivery.ask_released = s.ask_released;
-        if s.last_turn_at > 0 {
-            seat.cli.last_turn_at = s.last_turn_at;
-        }
-    }
-    if !seat.delivery.q.seen.is_empty() {
-        tracing::info!(
-            "{} consumed message id(s) restored — the poll keeps standing down on them",
-            seat.delivery.q.seen.len()
-        );
-    }
-    if seat.delivery.q.ask != 0 {
-        tracing::info!(
-            "holding for the answer to ask #{} (to {})",
-            seat.delivery.q.ask,
-            seat.delivery.q.ask_to
-        );
-    }
-    if !seat.delivery.q.wake.is_empty() {
-        tracing::info!(
-            "{} message(s) survived from a previous run — redelivering",
-            seat.delivery.q.wake.len()
-        );
-    }
-    // A predecessor's unfinished turn is adopted before this runner starts one (docs/runner.md §24.3).
-    seat.adopt_predecessor().await;
-    seat.save_pending_durable(false).await;
-    seat.save_cursor();
-    // The restored wakes are this instance's now.
-    let owed: Vec<i64> = seat.delivery.q.wake.iter().map(|m| m.id).collect();
-    seat.mark_claimed(&owed);
-    if rs.is_none() {
-        seat.kickoff().await;
-    } else {
-        seat.announce_restart();
-    }
+    seat.restore(rs, swap_cursor).await;
     Ok(seat)
 }

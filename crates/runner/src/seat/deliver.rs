@@ -754,10 +754,19 @@ impl Seat {
         crate::fsx::remove(&self.paths.park);
     }
 
-    /// Mark ids the seat read through its own inbox as seen (docs/runner.md §5.4).
+    /// Mark ids the seat read through its own inbox during the last turn as seen (docs/runner.md
+    /// §5.4): only past the ledger as it stood when that turn started, never past what a
+    /// predecessor's answered-but-unpersisted poll moved it to; with that unknown, nothing.
     pub async fn reconcile_seen(&mut self) {
+        let Some(at_turn) = self.delivery.ledger_at_turn.take() else {
+            return;
+        };
         if let Some(upto) = self.hub.reads.delivered_up_to(&self.cfg.session).await {
-            let from = self.delivery.cursor.max(self.delivery.replay_upto);
+            let from = self
+                .delivery
+                .cursor
+                .max(self.delivery.replay_upto)
+                .max(at_turn);
             self.delivery
                 .q
                 .reconcile_seen(from, upto, trantor_proto::now_ms());

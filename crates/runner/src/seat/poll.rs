@@ -10,7 +10,7 @@ use crate::seat::Seat;
 use crate::turnflow::{TurnInput, TurnKind};
 use crate::wake;
 use std::time::{Duration, Instant};
-use trantor_proto::InboxReply;
+use trantor_proto::{InboxReply, Message};
 
 /// When (into a held poll after a turn) the seat gives memory back: soon, then again after the
 /// runtime's idle blocking threads (10 s keep-alive) and the client's idle connections (30 s)
@@ -220,40 +220,7 @@ impl Seat {
         if t.shed > 0 {
             tracing::info!("shed {} expired hub alert(s)", t.shed);
         }
-        for m in &t.refused {
-            let sp = wake::sender_project(&m.from).unwrap_or("");
-            tracing::warn!("cross-project wake #{} from {} refused", m.id, m.from);
-            let mut req = self.status_msg(
-                &m.from,
-                format!(
-                    "⛔ cross-project: {s} is {p}'s seat, not {sp}'s — dropped without acting. Link them first: trantor policy link {p} {sp} --reason \"<why>\"",
-                    s = self.cfg.session,
-                    p = self.cfg.project
-                ),
-                "status",
-            );
-            req.project = Some(sp.to_string());
-            self.hub.bus.send(req);
-        }
-        let mut told = std::collections::HashSet::new();
-        for m in &t.demoted {
-            if told.insert(m.from.clone()) {
-                let p = wake::sender_project(&m.from)
-                    .unwrap_or(&self.cfg.project)
-                    .to_string();
-                let mut req = self.status_msg(
-                    &m.from,
-                    format!(
-                        "ℹ️ {} did not turn on your direct message — demoted to context: \"{}\". Re-send citing a card if it still needs a turn",
-                        self.cfg.session,
-                        crate::receipt::excerpt(&m.text, 120)
-                    ),
-                    "status",
-                );
-                req.project = Some(p);
-                self.hub.bus.send(req);
-            }
-        }
+        self.tell_refused_and_demoted(&t.refused, &t.demoted);
         if !t.context.is_empty() {
             self.delivery.q.push_context(t.context);
             dirty = true;
@@ -278,6 +245,72 @@ impl Seat {
             &t.wakes,
             trantor_proto::now_ms(),
         );
+        self.apply_arrival(&arrival);
+        let claimed: Vec<i64> = t.wakes.iter().map(|m| m.id).collect();
+        self.delivery.q.push_wakes(t.wakes);
+        // The wake is on disk, fsync'd (queue first, then the cursor past it), before the runner
+        // relies on having it: before it tells the hub it claimed it (docs/runner.md §24.4).
+        self.save_pending_durable(false).await;
+        self.save_cursor();
+        self.mark_claimed(&claimed);
+        tracing::debug!(
+            "wake path: queue on disk {:?} after the wake",
+            arrived.elapsed()
+        );
+        // Decided on a fresh clock, after the queue went to disk.
+        let next = rules::after_queued(
+            self.delivery.q.ask,
+            self.delivery.retry_at,
+            trantor_proto::now_ms(),
+        );
+        if self.hold_after_queue(next) {
+            return;
+        }
+        self.deliver(Some(arrived)).await;
+    }
+
+    /// Tell each refused cross-project sender why nothing happened, and each sender whose
+    /// messages were demoted to context (once per sender) how to get a turn (docs/runner.md §4.2).
+    fn tell_refused_and_demoted(&mut self, refused: &[Message], demoted: &[Message]) {
+        for m in refused {
+            let sp = wake::sender_project(&m.from).unwrap_or("");
+            tracing::warn!("cross-project wake #{} from {} refused", m.id, m.from);
+            let mut req = self.status_msg(
+                &m.from,
+                format!(
+                    "⛔ cross-project: {s} is {p}'s seat, not {sp}'s — dropped without acting. Link them first: trantor policy link {p} {sp} --reason \"<why>\"",
+                    s = self.cfg.session,
+                    p = self.cfg.project
+                ),
+                "status",
+            );
+            req.project = Some(sp.to_string());
+            self.hub.bus.send(req);
+        }
+        let mut told = std::collections::HashSet::new();
+        for m in demoted {
+            if told.insert(m.from.clone()) {
+                let p = wake::sender_project(&m.from)
+                    .unwrap_or(&self.cfg.project)
+                    .to_string();
+                let mut req = self.status_msg(
+                    &m.from,
+                    format!(
+                        "ℹ️ {} did not turn on your direct message — demoted to context: \"{}\". Re-send citing a card if it still needs a turn",
+                        self.cfg.session,
+                        crate::receipt::excerpt(&m.text, 120)
+                    ),
+                    "status",
+                );
+                req.project = Some(p);
+                self.hub.bus.send(req);
+            }
+        }
+    }
+
+    /// What a batch's arrival does to the ask hold and to a park or back-off (docs/runner.md
+    /// §4.3), as [`rules::on_arrival`] decided it.
+    fn apply_arrival(&mut self, arrival: &rules::Arrival) {
         if arrival.release_ask {
             tracing::info!(
                 "the answer to ask #{} arrived — resuming the held card",
@@ -308,32 +341,20 @@ impl Seat {
                 }
             }
         }
-        let claimed: Vec<i64> = t.wakes.iter().map(|m| m.id).collect();
-        self.delivery.q.push_wakes(t.wakes);
-        // The wake is on disk, fsync'd (queue first, then the cursor past it), before the runner
-        // relies on having it: before it tells the hub it claimed it (docs/runner.md §24.4).
-        self.save_pending_durable(false).await;
-        self.save_cursor();
-        self.mark_claimed(&claimed);
-        tracing::debug!(
-            "wake path: queue on disk {:?} after the wake",
-            arrived.elapsed()
-        );
-        // Decided on a fresh clock, after the queue went to disk.
-        let next = rules::after_queued(
-            self.delivery.q.ask,
-            self.delivery.retry_at,
-            trantor_proto::now_ms(),
-        );
+    }
+
+    /// Whether the queued wakes wait (for an ask's answer, or until a back-off or park ends)
+    /// instead of being delivered now, said in the log.
+    fn hold_after_queue(&self, next: rules::Next) -> bool {
         match next {
-            rules::Next::Deliver => {}
+            rules::Next::Deliver => false,
             rules::Next::HoldForAsk => {
                 tracing::info!(
                     "holding for the answer to ask #{} — {} message(s) queued behind it",
                     self.delivery.q.ask,
                     self.delivery.q.wake.len()
                 );
-                return;
+                true
             }
             rules::Next::QueuedUntil(at) => {
                 let in_s = if at == crate::park::NEVER {
@@ -345,10 +366,9 @@ impl Seat {
                     "queued — {} undelivered, next attempt in {in_s}",
                     self.delivery.q.wake.len()
                 );
-                return;
+                true
             }
         }
-        self.deliver(Some(arrived)).await;
     }
 
     async fn pulse(&mut self) {

@@ -142,6 +142,11 @@ pub struct Delivery {
     /// docs/runner.md §24.4): ids up to here were the runner's own polls, not the agent's inbox
     /// reads, so the seen ledger must not claim them.
     pub replay_upto: i64,
+    /// The hub's `deliveredUpTo` for this seat when the last turn started (`None`: unread, or
+    /// consumed by the seen-ledger reconcile after that turn). Only ids read past it *during*
+    /// a turn are the agent's own inbox reads (docs/runner.md §5.4); a predecessor's poll that
+    /// the hub answered just before it was killed moved the ledger too, and its wakes are owed.
+    pub ledger_at_turn: Option<i64>,
 }
 
 /// The seat's failure state: the park in force, what was announced, the consecutive failures

@@ -52,6 +52,8 @@ pub struct ChainStart {
     porcelain: Option<String>,
     card_before: Option<CardSnap>,
     events_latest: i64,
+    /// The hub's `deliveredUpTo` for the seat before the chain (docs/runner.md §5.4).
+    ledger: Option<i64>,
 }
 
 /// A turn that got past its supersession checks and is on disk, about to spawn.
@@ -179,7 +181,7 @@ impl Seat {
                 None => None,
             }
         };
-        let (head, porcelain, card_before, events_latest) = tokio::join!(
+        let (head, porcelain, card_before, events_latest, ledger) = tokio::join!(
             async { if git { gitx::head(&dir).await } else { None } },
             async {
                 if git {
@@ -190,6 +192,7 @@ impl Seat {
             },
             card_fut,
             self.hub.reads.events_latest(),
+            self.hub.reads.delivered_up_to(&self.cfg.session),
         );
         let (head, porcelain) = match cached {
             Some(c) => c,
@@ -200,6 +203,7 @@ impl Seat {
             porcelain,
             card_before,
             events_latest,
+            ledger,
         }
     }
 
@@ -279,6 +283,7 @@ impl Seat {
     ) -> TurnResult {
         let card = self.cli.session_card;
         let start = self.chain_start(card, input.card_read.clone()).await;
+        self.delivery.ledger_at_turn = start.ledger;
         if let Some(t) = input.wake_at {
             tracing::debug!(
                 "wake path: pre-turn reads done {:?} after the wake",

@@ -1,19 +1,47 @@
-//! The few git reads a turn needs around the CLI (HEAD, status, object checks), async and
-//! time-bounded so a wedged git never wedges the seat. The worktree itself is managed by
-//! [`crate::worktree`].
+//! The runner's one git command builder ([`git_command`]), and the few git reads a turn needs
+//! around the CLI (HEAD, status, object checks), async and time-bounded so a wedged git never
+//! wedges the seat. The worktree itself is managed by [`crate::worktree`], with the same builder.
 
 use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 const GIT_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// The variables that point git at another repository, index or object store. git exports them
+/// to its hooks (and a tool may export them on its own), so a runner started from inside one
+/// would otherwise read or write the wrong repository.
+const REPO_ENV: &[&str] = &[
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_PREFIX",
+];
+
+/// A `git` command rooted at `dir`, insulated from the environment the runner inherited: every
+/// git call of the runner (the worktree set-up, the snapshot, a turn's before/after reads) and of
+/// the CLI's crew verbs is built here.
+///
+/// The repository-locating variables (`GIT_DIR`, `GIT_WORK_TREE`, `GIT_INDEX_FILE`,
+/// `GIT_COMMON_DIR`, `GIT_OBJECT_DIRECTORY`, `GIT_ALTERNATE_OBJECT_DIRECTORIES`, `GIT_PREFIX`) are
+/// removed, prompts are off (`GIT_TERMINAL_PROMPT=0`) and the locale is C (`LC_ALL=C`), so what
+/// git reads and prints does not depend on who started the runner.
+pub fn git_command(dir: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C").arg(dir);
+    for var in REPO_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.env("GIT_TERMINAL_PROMPT", "0").env("LC_ALL", "C");
+    cmd
+}
+
 async fn git(dir: &Path, args: &[&str]) -> Option<String> {
-    let mut cmd = std::process::Command::new("git");
-    cmd.arg("-C")
-        .arg(dir)
-        .args(args)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE");
+    let mut cmd = git_command(dir);
+    cmd.args(args);
     let run = tokio::task::spawn_blocking(move || crate::cmd::run_bounded(cmd, GIT_TIMEOUT));
     match run.await {
         Ok(Ok(out)) if out.status.success() => {
@@ -124,5 +152,115 @@ mod tests {
         assert_eq!(head(r).await.as_deref(), Some(sha.as_str()));
         assert!(has_commit(r, &sha).await);
         assert!(!has_commit(r, "0000000000000000000000000000000000000000").await);
+    }
+
+    #[test]
+    fn the_builder_removes_the_repo_variables_and_sets_a_c_locale() {
+        let cmd = git_command(Path::new("/nowhere"));
+        let envs: Vec<_> = cmd.get_envs().collect();
+        for var in REPO_ENV {
+            assert!(
+                envs.contains(&(std::ffi::OsStr::new(var), None)),
+                "{var} is not removed: {envs:?}"
+            );
+        }
+        let set = |k: &str| {
+            envs.iter()
+                .find(|(n, _)| *n == k)
+                .and_then(|(_, v)| *v)
+                .and_then(|v| v.to_str())
+        };
+        assert_eq!(set("LC_ALL"), Some("C"));
+        assert_eq!(set("GIT_TERMINAL_PROMPT"), Some("0"));
+    }
+
+    /// The variable that hands [`stray_index_child`] its repository; unset, the child does nothing.
+    const PROBE_ENV: &str = "TRANTOR_GITX_STRAY_INDEX_PROBE";
+
+    /// A stray `GIT_INDEX_FILE` in the runner's own environment (a runner started from a git
+    /// hook) does not change what the builder's git sees. The environment is the process's, so
+    /// the check runs in a child (this test binary, running only [`stray_index_child`]) rather
+    /// than changing the environment under the other tests.
+    #[test]
+    fn a_stray_git_index_file_does_not_reach_the_builders_git() {
+        let d = tempfile::tempdir().expect("tmp");
+        let r = d.path().join("repo");
+        std::fs::create_dir(&r).expect("mkdir");
+        git_sync(&r, &["init", "-q", "-b", "main"]);
+        std::fs::write(r.join("a"), "a").expect("w");
+        git_sync(&r, &["add", "a"]);
+        git_sync(
+            &r,
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-qm",
+                "a",
+            ],
+        );
+        assert_eq!(
+            git_sync(&r, &["status", "--porcelain"]),
+            "",
+            "repo is clean"
+        );
+        let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+            .args([
+                "--exact",
+                "sys::gitx::tests::stray_index_child",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(PROBE_ENV, &r)
+            .env("GIT_INDEX_FILE", d.path().join("stray-index"))
+            .env("LC_ALL", "de_DE.UTF-8")
+            .output()
+            .expect("run the child");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "child failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains("1 passed"),
+            "the child ran no test:\n{stdout}"
+        );
+    }
+
+    #[tokio::test]
+    #[ignore = "run as a child by a_stray_git_index_file_does_not_reach_the_builders_git"]
+    async fn stray_index_child() {
+        let Some(repo) = std::env::var_os(PROBE_ENV).map(std::path::PathBuf::from) else {
+            return;
+        };
+        let stray = std::env::var_os("GIT_INDEX_FILE").expect("the parent set GIT_INDEX_FILE");
+        // The builder's git, and the turn's before/after reads built on it, see the repo's own.
+        let out = git_command(&repo)
+            .args(["status", "--porcelain", "--untracked-files=all"])
+            .output()
+            .expect("git");
+        assert!(out.status.success());
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "");
+        assert_eq!(porcelain(&repo).await.as_deref(), Some(""));
+        assert!(head(&repo).await.is_some());
+        assert!(
+            !std::path::Path::new(&stray).exists(),
+            "the builder's git wrote the stray index"
+        );
+        // A git that inherits the variable reads the (missing) stray index: `a` looks deleted.
+        let inherited = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(["status", "--porcelain"])
+            .output()
+            .expect("git");
+        assert!(
+            !String::from_utf8_lossy(&inherited.stdout).trim().is_empty(),
+            "the stray index {stray:?} should matter to a plain git"
+        );
     }
 }

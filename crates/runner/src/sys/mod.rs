@@ -1,6 +1,6 @@
 //! Small helpers every layer uses: the bounded-command runner, atomic and append-only files,
-//! bounded git reads, the
-//! per-seat file layout, and output redaction.
+//! the one git command builder and the bounded git reads on it, the per-seat file layout, and
+//! output redaction.
 
 pub(crate) mod cmd;
 pub(crate) mod fsx;

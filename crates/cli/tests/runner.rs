@@ -1205,3 +1205,135 @@ fn runner_help_names_every_variable_the_runner_reads() {
         "defaults are shown:\n{help}"
     );
 }
+
+/// The circuit breaker (issue 23, docs/runner.md §12.5): two seats on one credential; seat A's
+/// turn hits the usage limit with a reset 20 s ahead and marks the credential exhausted on the
+/// hub; seat B, sent a contract right after, parks without spawning its CLI; at the reset both
+/// resume by themselves, each held contract runs once, and the bus says so once.
+#[test]
+fn a_credential_proved_exhausted_parks_every_seat_on_it_until_the_reset() {
+    let Some(hub) = drill_hub(false) else {
+        return;
+    };
+    let (st, r) = hub_request(
+        hub.port,
+        "POST",
+        "/credentials",
+        Some(&json!({"name": "work", "agent": "claude"})),
+    )
+    .expect("name the credential");
+    assert_eq!(st, 200, "{r}");
+    let root = tempfile::tempdir().expect("tmp");
+    let seat = |persona: &str| {
+        Seat::in_dir(
+            root.path(),
+            Driver::Named("claude".into()),
+            persona,
+            PROJECT,
+        )
+        .env("RELAY_HOST_ID", "orch")
+        .env("TRANTOR_POLL_HOLD_S", "3")
+        .env("CREW_CREDENTIAL", "work")
+    };
+    let (mut a, mut b) = (seat("alice"), seat("bob"));
+    a.start(&hub.url());
+    b.start(&hub.url());
+    a.wait_idle_after(1);
+    b.wait_idle_after(1);
+    let cred = || {
+        let (_, v) = hub_request(hub.port, "GET", "/credentials", None).expect("credentials");
+        v["credentials"][0].clone()
+    };
+    wait_until("both seats listed on the credential", LONG, || {
+        cred()["seats"] == json!(["alice:p", "bob:p"])
+    });
+    a.control(&once(
+        "FAKE_AGENT_EXIT=1\nFAKE_AGENT_OUTPUT='Error: You have hit your usage limit. Try again in 20s.'",
+    ));
+    let before = trantor_now();
+    let id_a = hub_send(hub.port, ORCH, "alice:p", PROJECT, "BREAKER-A: build it");
+    wait_until("the credential marked exhausted", LONG, || {
+        cred()["state"] == "exhausted"
+    });
+    let c = cred();
+    let until = c["until"].as_i64().expect("until");
+    assert!(
+        until >= before + 15_000 && until <= trantor_now() + 21_000,
+        "until {until} is not about 20 s out: {c}"
+    );
+    assert_eq!(c["provedBy"], "alice:p", "{c}");
+    assert!(
+        c["lastEvidence"]
+            .as_str()
+            .is_some_and(|e| e.contains("usage limit")),
+        "{c}"
+    );
+    let b_calls = b.calls().len();
+    let id_b = hub_send(hub.port, ORCH, "bob:p", PROJECT, "BREAKER-B: and this");
+    let b_park = b.bus.join("park-bob-p.json");
+    wait_until("seat B parked", LONG, || b_park.exists());
+    let park: Value =
+        serde_json::from_str(&std::fs::read_to_string(&b_park).expect("park")).expect("json");
+    assert_eq!(park["reason"], "exhausted", "{park}");
+    assert_eq!(park["until"].as_i64(), Some(until), "{park}");
+    assert!(trantor_now() < until, "B parked before the reset");
+    assert_eq!(b.calls().len(), b_calls, "B spawned no turn");
+    // A second proof of the same exhaustion marks nothing; a reset in the past is ignored.
+    let (_, again) = hub_request(
+        hub.port,
+        "POST",
+        "/credentials/state",
+        Some(&json!({"name": "work", "state": "exhausted", "until": until, "session": "bob:p"})),
+    )
+    .expect("again");
+    assert_eq!(again["marked"], false, "{again}");
+    let (st, past) = hub_request(
+        hub.port,
+        "POST",
+        "/credentials/state",
+        Some(&json!({"name": "work", "state": "exhausted", "until": 1000, "session": "bob:p"})),
+    )
+    .expect("past");
+    assert_eq!(st, 200);
+    assert_eq!(past["marked"], false, "{past}");
+    assert!(
+        past["ignored"]
+            .as_str()
+            .is_some_and(|t| t.contains("not in the future")),
+        "{past}"
+    );
+    // At the reset both resume by themselves and run their held contracts once.
+    wait_until("both done receipts after the reset", LONG, || {
+        !received(hub.port, ORCH, "alice:p", "done on").is_empty()
+            && !received(hub.port, ORCH, "bob:p", "done on").is_empty()
+    });
+    assert!(trantor_now() >= until, "nothing ran before the reset");
+    let done_a = received(hub.port, ORCH, "alice:p", "done on");
+    let done_b = received(hub.port, ORCH, "bob:p", "done on");
+    assert_eq!(done_a.len(), 1, "{done_a:#?}");
+    assert_eq!(done_b.len(), 1, "{done_b:#?}");
+    assert_eq!(done_a[0]["re"].as_i64(), Some(id_a));
+    assert_eq!(done_b[0]["re"].as_i64(), Some(id_b));
+    assert_eq!(
+        a.prompts_with("BREAKER-A"),
+        2,
+        "the failed turn and the one after the reset"
+    );
+    assert_eq!(b.prompts_with("BREAKER-B"), 1);
+    assert_eq!(
+        b.calls().len(),
+        b_calls + 1,
+        "B's only turn since is the held contract: {:#?}",
+        b.prompts()
+    );
+    wait_until("the parks over", LONG, || {
+        !b_park.exists() && !a.bus.join("park-alice-p.json").exists()
+    });
+    wait_until("the resume notice", LONG, || {
+        !received(hub.port, "observer:p", "hub:quota", "has quota again").is_empty()
+    });
+    assert_eq!(cred()["state"], "ok");
+    let said = |m: &str| received(hub.port, "observer:p", "hub:quota", m).len();
+    assert_eq!(said("EXHAUSTED"), 1, "the mark said once");
+    assert_eq!(said("has quota again"), 1, "the resume said once");
+}

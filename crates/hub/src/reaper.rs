@@ -84,6 +84,8 @@ pub async fn reap<S: Store>(hub: &AppState<S>) -> Result<(), StoreError> {
     reap_cards(hub, now).await?;
     reap_contracts(hub, now).await?;
     retention(hub, now).await?;
+    // A reset that passed while the hub was down (its timer died with it).
+    crate::routes::credentials::resume_due(hub).await?;
     Ok(())
 }
 

@@ -90,3 +90,116 @@ async fn the_hub_keeps_names_and_states_never_secrets() {
     let (_, r) = post(&base, "/credentials/remove", json!({"name": "work"})).await;
     assert_eq!(r["removed"], false);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proof_of_exhaustion_marks_once_and_bad_reports_are_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = SqliteStore::open(&dir.path().join("hub.db")).expect("store");
+    let cfg = Config::from_args(&HubArgs {
+        data_dir: Some(dir.path().to_path_buf()),
+        port: 0,
+        ..HubArgs::default()
+    })
+    .expect("config");
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(trantor_hub::serve(
+        listener,
+        store,
+        cfg,
+        std::future::pending(),
+    ));
+    post(
+        &base,
+        "/credentials",
+        json!({"name": "work", "agent": "claude"}),
+    )
+    .await;
+    let now = trantor_proto::now_ms();
+    let until = now + 3_600_000;
+    for (bad, status) in [
+        (
+            json!({"name": "nope", "state": "exhausted", "until": until, "session": "a:p"}),
+            404,
+        ),
+        (
+            json!({"name": "work", "state": "tired", "session": "a:p"}),
+            400,
+        ),
+        (json!({"name": "work", "state": "ok", "session": " "}), 400),
+        (
+            json!({"name": "work", "state": "ok", "session": "a:p", "key": "sk"}),
+            400,
+        ),
+    ] {
+        let (st, r) = post(&base, "/credentials/state", bad.clone()).await;
+        assert_eq!(st, status, "{bad} -> {r}");
+    }
+    let (st, r) = post(
+        &base,
+        "/credentials/state",
+        json!({"name": "work", "state": "ok", "session": "b:p"}),
+    )
+    .await;
+    assert_eq!((st, &r["marked"]), (200, &json!(false)), "{r}");
+    assert_eq!(r["credential"]["state"], "ok");
+    let (st, r) = post(
+        &base,
+        "/credentials/state",
+        json!({"name": "work", "state": "exhausted", "session": "b:p"}),
+    )
+    .await;
+    assert_eq!((st, &r["marked"]), (200, &json!(false)), "{r}");
+    assert!(
+        r["ignored"]
+            .as_str()
+            .is_some_and(|t| t.contains("needs the reset time"))
+    );
+    let first = json!({"name": "work", "state": "exhausted", "until": until, "session": "a:p", "evidence": "usage limit"});
+    let (_, r) = post(&base, "/credentials/state", first.clone()).await;
+    assert_eq!(r["marked"], true, "{r}");
+    let (_, r) = post(&base, "/credentials/state", first).await;
+    assert_eq!(r["marked"], false, "{r}");
+    assert!(
+        r["ignored"]
+            .as_str()
+            .is_some_and(|t| t.contains("already exhausted"))
+    );
+    let (_, r) = post(
+        &base,
+        "/credentials/state",
+        json!({"name": "work", "state": "exhausted", "until": now - 1, "session": "a:p"}),
+    )
+    .await;
+    assert_eq!(r["marked"], false, "{r}");
+    assert!(
+        r["ignored"]
+            .as_str()
+            .is_some_and(|t| t.contains("not in the future"))
+    );
+    let list: Value = reqwest::get(format!("{base}/credentials"))
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json");
+    let c = &list["credentials"][0];
+    assert_eq!(c["state"], "exhausted", "{c}");
+    assert_eq!(c["until"].as_i64(), Some(until));
+    assert_eq!(c["seats"], json!(["a:p", "b:p"]));
+    assert_eq!(c["lastEvidence"], "usage limit");
+    assert_eq!(c["provedBy"], "a:p");
+    let inbox: Value = reqwest::get(format!("{base}/inbox?session=x:p&since=0&peek=1"))
+        .await
+        .expect("inbox")
+        .json()
+        .await
+        .expect("json");
+    let notices: Vec<&Value> = inbox["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["from"] == "hub:quota")
+        .collect();
+    assert_eq!(notices.len(), 1, "marked once, said once: {notices:?}");
+}

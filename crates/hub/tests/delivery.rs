@@ -253,10 +253,10 @@ async fn bad_marks_and_queries_are_refused_clearly() {
     let err = c.delivery(999_999).await.expect_err("unknown id");
     assert_eq!(err.status(), Some(404), "{err}");
 
-    // Not addressed to the marking session: 400.
+    // Not addressed to the marking session: 403.
     let wrong = DeliveryMark::new(id, "other:proj", "run-1", MarkState::Claimed);
     let err = c.delivery_mark(&wrong).await.expect_err("not addressed");
-    assert_eq!(err.status(), Some(400), "{err}");
+    assert_eq!(err.status(), Some(403), "{err}");
     assert!(err.to_string().contains("addressed to seat:proj"), "{err}");
 
     // `stored` is the hub's, and unknown states are refused.

@@ -62,7 +62,7 @@ pub struct CredentialInfo {
     pub name: String,
     /// The agent it is for.
     pub agent: String,
-    /// `ok` (the only state until quota is tracked).
+    /// `ok`, or `exhausted` (a turn proved its quota spent) until `until`.
     pub state: String,
     /// Until when the state holds, ms (`null`: open-ended).
     pub until: Option<i64>,
@@ -70,8 +70,80 @@ pub struct CredentialInfo {
     pub seats: Vec<String>,
     /// What last proved its state (`null`: nothing yet).
     pub last_evidence: Option<String>,
+    /// The seat whose turn last proved it exhausted (`null`: none yet).
+    #[serde(default)]
+    pub proved_by: Option<String>,
     /// When it was named, ms.
     pub since: i64,
+}
+
+/// The states a credential may be in.
+pub const STATES: &[&str] = &["ok", "exhausted"];
+/// Most seats listed on one credential.
+pub const SEATS_MAX: usize = 100;
+/// Longest evidence text kept.
+pub const EVIDENCE_MAX: usize = 500;
+
+/// `POST /credentials/state` body: a seat says what its turn proved about its credential
+/// (docs/protocol.md §7.7). `exhausted` needs `until`, the reset time the CLI printed;
+/// `ok` only says the seat runs on it (it joins `seats`) and never ends an exhaustion early.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CredentialStateReport {
+    /// The credential's name.
+    #[schemars(
+        length(min = 1, max = 64),
+        regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    )]
+    pub name: String,
+    /// `exhausted` or `ok`.
+    #[schemars(regex(pattern = r"^(ok|exhausted)$"))]
+    pub state: String,
+    /// The reset time, ms (required for `exhausted`; a time already past is ignored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<i64>,
+    /// The seat reporting.
+    #[schemars(length(min = 1, max = crate::limits::SESSION), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
+    pub session: String,
+    /// What proved it (the CLI's usage-limit line, redacted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 500))]
+    pub evidence: Option<String>,
+}
+
+/// `POST /credentials/state` reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CredentialStateReply {
+    /// Always true.
+    pub ok: bool,
+    /// This report marked the credential exhausted (false when it already was, or when
+    /// the report was ignored).
+    pub marked: bool,
+    /// Why the report changed nothing (`null` when it was taken).
+    pub ignored: Option<String>,
+    /// The credential now.
+    pub credential: Option<CredentialInfo>,
+}
+
+impl CredentialInfo {
+    /// The state in force at `now`: an exhaustion whose reset has passed is `ok`, whether or
+    /// not the hub has written that yet.
+    pub fn effective(mut self, now: i64) -> CredentialInfo {
+        if self.state == "exhausted" && self.until.is_none_or(|u| u <= now) {
+            self.state = "ok".into();
+            self.until = None;
+        }
+        self
+    }
+
+    /// Exhausted at `now`: until when.
+    pub fn exhausted_until(&self, now: i64) -> Option<i64> {
+        (self.state == "exhausted")
+            .then_some(self.until)
+            .flatten()
+            .filter(|u| *u > now)
+    }
 }
 
 /// `POST /credentials` reply.

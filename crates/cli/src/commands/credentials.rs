@@ -192,8 +192,18 @@ async fn list(a: ListArgs) -> anyhow::Result<ExitCode> {
                     .or_else(|| on_hub.map(|c| c.agent.clone()))
                     .unwrap_or_default(),
                 on_hub
-                    .map(|c| c.state.clone())
+                    .map(|c| match c.until {
+                        Some(u) => format!(
+                            "{} until {}",
+                            c.state,
+                            trantor_proto::date::fmt_utc_minutes(u)
+                        ),
+                        None => c.state.clone(),
+                    })
                     .unwrap_or_else(|| "not on the hub".into()),
+                on_hub
+                    .map(|c| c.seats.len().to_string())
+                    .unwrap_or_default(),
                 // Variable names only: the values are secrets.
                 local
                     .map(|l| l.env.keys().cloned().collect::<Vec<_>>().join(" "))
@@ -203,7 +213,7 @@ async fn list(a: ListArgs) -> anyhow::Result<ExitCode> {
         .collect();
     say!(
         "{}",
-        table::render(&["NAME", "AGENT", "STATE", "VARIABLES"], &rows)
+        table::render(&["NAME", "AGENT", "STATE", "SEATS", "VARIABLES"], &rows)
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -359,7 +359,14 @@ pub async fn token_mint<S: Store>(
         .project
         .clone()
         .unwrap_or_else(|| session_project(&session).to_string());
-    if project.is_empty() || project == ANY_PROJECT || project.chars().any(char::is_whitespace) {
+    // The documented pattern: a letter or digit, then letters, digits, `.`, `_`, `-` (≤ 80).
+    let plain = |p: &str| {
+        let mut c = p.chars();
+        c.next().is_some_and(|f| f.is_ascii_alphanumeric())
+            && p.len() <= 80
+            && c.all(|x| x.is_ascii_alphanumeric() || matches!(x, '.' | '_' | '-'))
+    };
+    if project.is_empty() || project == ANY_PROJECT || !plain(&project) {
         return Err(ApiError::bad_request(
             "project: a token acts on one named project",
         ));

@@ -202,7 +202,9 @@ pub async fn mark<S: Store>(
             appended,
         })),
         Marked::NoMessage => Err(ApiError::not_found(format!("no message #{id}"))),
-        Marked::NotAddressed(to) => Err(ApiError::bad_request(format!(
+        // 403, not 400: the request is well formed, the session may not mark another's message
+        // (404 and 409 mean "no record kept" and "superseded" to a runner).
+        Marked::NotAddressed(to) => Err(ApiError::forbidden(format!(
             "message #{id} is addressed to {to}, not {session}"
         ))),
         Marked::Superseded(current) => Err(superseded(&session, &current)),

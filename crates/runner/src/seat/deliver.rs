@@ -49,6 +49,13 @@ impl Seat {
             );
         }
         self.release_check().await;
+        // The circuit breaker: another seat proved the credential exhausted — no turn.
+        if self
+            .park_if_credential_exhausted(crate::seat::quota::TURN_CHECK_MS)
+            .await
+        {
+            return;
+        }
         self.delivery.no_delivery_retry = false;
         let released = std::mem::take(&mut self.delivery.ask_released);
         let mut wakes = rules::turn_batch(&self.delivery.q.wake).to_vec();
@@ -530,6 +537,11 @@ impl Seat {
                 } else {
                     r.cut_evidence.clone().unwrap_or_default()
                 };
+                if reason == "exhausted"
+                    && let Some(until) = r.reset_at
+                {
+                    self.report_exhausted(until, &evidence).await;
+                }
                 self.park_seat(
                     &reason,
                     self.delivery.q.wake.len(),

@@ -12,6 +12,7 @@ pub(crate) mod machine;
 pub mod park;
 pub(crate) mod pending;
 pub(crate) mod poll;
+pub(crate) mod quota;
 pub(crate) mod rules;
 mod state;
 pub(crate) mod turnflow;

@@ -94,6 +94,7 @@ impl Seat {
                     return Ok(());
                 }
             }
+            self.unpark_after_reset(now);
             if self.pulse_due(now) {
                 self.pulse().await;
                 continue;
@@ -101,6 +102,12 @@ impl Seat {
             if self.delivery.redelivery_due(now) {
                 self.deliver(None).await;
                 continue;
+            }
+            // An idle seat parks too when another seat proves its credential exhausted
+            // (asked at most every IDLE_CHECK_MS), so its status says so before a wake comes.
+            if self.health.park.is_none() && self.cfg.credential.is_some() {
+                self.park_if_credential_exhausted(crate::seat::quota::IDLE_CHECK_MS)
+                    .await;
             }
             let trim_now = trimmed_at_turn != self.cli.turn;
             trimmed_at_turn = self.cli.turn;
@@ -365,6 +372,13 @@ impl Seat {
     }
 
     async fn pulse(&mut self) {
+        if self
+            .park_if_credential_exhausted(crate::seat::quota::TURN_CHECK_MS)
+            .await
+        {
+            self.cli.last_turn_at = trantor_proto::now_ms();
+            return;
+        }
         let mission = self.cfg.mission_file.to_string_lossy().to_string();
         let text = prompt::compose(Sections {
             rules: self.rules(),
@@ -395,6 +409,12 @@ impl Seat {
 
     /// The kickoff turn of a normal boot (docs/runner.md §3): never parks.
     pub async fn kickoff(&mut self) {
+        if self
+            .park_if_credential_exhausted(crate::seat::quota::TURN_CHECK_MS)
+            .await
+        {
+            return;
+        }
         let base = self
             .cfg
             .kickoff

@@ -167,6 +167,8 @@ pub struct Health {
     pub last_cut: bool,
     /// The last turn was a stall.
     pub last_stalled: bool,
+    /// What the seat last heard of its credential's quota (docs/runner.md §12.5).
+    pub quota: crate::seat::quota::Quota,
 }
 
 /// The agent CLI as the seat drives it: the driver, the CLI session and the card it belongs

@@ -1,0 +1,193 @@
+//! The circuit breaker on the seat's side (docs/runner.md §12.5): a turn that proves the
+//! seat's credential exhausted tells the hub (`POST /credentials/state`), and before every
+//! turn — and, less often, on an idle poll — the seat asks the hub how its credential stands
+//! and parks `exhausted` until the reset without spawning the CLI when another seat proved it.
+//!
+//! The check is the same route with state `ok` ("this seat runs on it; how does it stand?"),
+//! so it needs nothing but the seat's own project on an enforce-mode hub. Before a turn it is
+//! always asked ([`TURN_CHECK_MS`] is 0: one small request is nothing beside a turn, and a
+//! cached "ok" would let a turn through in the moments after another seat's proof); while idle
+//! the answer is reused for [`IDLE_CHECK_MS`]. It fails open: a hub that does not answer (or
+//! does not know the route) blocks nothing.
+
+use crate::seat::Seat;
+use std::time::{Duration, Instant};
+use trantor_proto::credentials::{CredentialStateReply, CredentialStateReport};
+
+/// How old a cached answer may be before a turn (0: asked every time).
+pub const TURN_CHECK_MS: u64 = 0;
+/// How old a cached answer may be on an idle poll.
+pub const IDLE_CHECK_MS: u64 = 15_000;
+
+/// What the seat last heard of its credential.
+#[derive(Debug, Default)]
+pub struct Quota {
+    /// When it last asked, and the exhaustion the answer named (reset ms, evidence).
+    pub cached: Option<(Instant, Option<(i64, String)>)>,
+}
+
+/// The exhaustion a reply names that still holds at `now` (the runner's clock: a reset the
+/// hub has not yet flipped but this machine sees as past blocks nothing).
+pub fn blocking(reply: &CredentialStateReply, now: i64) -> Option<(i64, String)> {
+    let c = reply.credential.as_ref()?;
+    let until = c.exhausted_until(now)?;
+    let by = c.proved_by.as_deref().unwrap_or("another seat");
+    let ev = c.last_evidence.as_deref().unwrap_or("");
+    Some((
+        until,
+        format!(
+            "credential {} exhausted (proved by {by}{})",
+            c.name,
+            if ev.is_empty() {
+                String::new()
+            } else {
+                format!(": {ev}")
+            }
+        ),
+    ))
+}
+
+impl Seat {
+    async fn report_credential(
+        &self,
+        name: &str,
+        state: &str,
+        until: Option<i64>,
+        evidence: Option<String>,
+    ) -> Option<CredentialStateReply> {
+        let body = CredentialStateReport {
+            name: name.to_string(),
+            state: state.to_string(),
+            until,
+            session: self.cfg.session.clone(),
+            evidence,
+        };
+        match self
+            .hub
+            .reads
+            .hub
+            .post::<_, CredentialStateReply>("/credentials/state", &body)
+            .await
+        {
+            Ok(r) => Some(r),
+            Err(e) => {
+                tracing::debug!("/credentials/state ({state}) for {name}: {e}");
+                None
+            }
+        }
+    }
+
+    /// The exhaustion of the seat's credential in force now, asking the hub when the cached
+    /// answer is older than `max_age_ms`. `None`: no credential, quota, or unknown.
+    pub async fn credential_block(&mut self, max_age_ms: u64) -> Option<(i64, String)> {
+        let name = self.cfg.credential.clone()?;
+        let now = trantor_proto::now_ms();
+        let fresh = self
+            .health
+            .quota
+            .cached
+            .as_ref()
+            .filter(|(at, _)| at.elapsed() < Duration::from_millis(max_age_ms));
+        let block = match fresh {
+            Some((_, b)) => b.clone(),
+            None => {
+                let b = self
+                    .report_credential(&name, "ok", None, None)
+                    .await
+                    .and_then(|r| blocking(&r, now));
+                self.health.quota.cached = Some((Instant::now(), b.clone()));
+                b
+            }
+        };
+        block.filter(|(until, _)| *until > now)
+    }
+
+    /// Tell the hub this seat's turn proved its credential exhausted until `until`.
+    pub async fn report_exhausted(&mut self, until: i64, evidence: &str) {
+        let Some(name) = self.cfg.credential.clone() else {
+            return;
+        };
+        let ev = (!evidence.is_empty()).then(|| evidence.chars().take(500).collect());
+        if let Some(r) = self
+            .report_credential(&name, "exhausted", Some(until), ev)
+            .await
+        {
+            match (&r.ignored, r.marked) {
+                (_, true) => tracing::info!(
+                    "credential {name} marked exhausted on the hub — every seat on it parks"
+                ),
+                (Some(why), false) => tracing::info!("credential {name}: {why}"),
+                (None, false) => {}
+            }
+            let now = trantor_proto::now_ms();
+            self.health.quota.cached = Some((Instant::now(), blocking(&r, now)));
+        }
+    }
+
+    /// Park before a turn when the seat's credential is exhausted (the circuit breaker):
+    /// `true` when it parked (no turn may run).
+    pub async fn park_if_credential_exhausted(&mut self, max_age_ms: u64) -> bool {
+        let Some((until, evidence)) = self.credential_block(max_age_ms).await else {
+            return false;
+        };
+        let batch = crate::rules::turn_batch(&self.delivery.q.wake).to_vec();
+        let assigners = crate::receipt::assigners(&batch, &self.cfg.session);
+        tracing::info!("{evidence} — parked without spawning a turn");
+        self.park_seat(
+            "exhausted",
+            self.delivery.q.wake.len(),
+            Some(until),
+            evidence,
+            &assigners,
+        )
+        .await;
+        true
+    }
+
+    /// End a credential park whose reset has passed while no wake is owed (a seat with held
+    /// wakes ends it with the turn that runs them).
+    pub fn unpark_after_reset(&mut self, now: i64) {
+        if let Some(p) = &self.health.park
+            && p.reason == "exhausted"
+            && p.until != crate::park::NEVER
+            && now >= p.until
+            && self.delivery.q.wake.is_empty()
+        {
+            self.unpark("the credential's reset passed");
+            self.phase("idle", crate::ledger::Phase::Idle);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trantor_proto::credentials::CredentialInfo;
+
+    fn reply(state: &str, until: Option<i64>) -> CredentialStateReply {
+        CredentialStateReply {
+            ok: true,
+            marked: false,
+            ignored: None,
+            credential: Some(CredentialInfo {
+                name: "work".into(),
+                agent: "claude".into(),
+                state: state.into(),
+                until,
+                proved_by: Some("claude:p".into()),
+                last_evidence: Some("usage limit".into()),
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn only_an_exhaustion_still_in_force_blocks() {
+        let (until, ev) = blocking(&reply("exhausted", Some(5_000)), 1_000).expect("blocks");
+        assert_eq!(until, 5_000);
+        assert!(ev.contains("credential work exhausted (proved by claude:p: usage limit)"));
+        assert_eq!(blocking(&reply("exhausted", Some(5_000)), 5_000), None);
+        assert_eq!(blocking(&reply("exhausted", None), 0), None);
+        assert_eq!(blocking(&reply("ok", Some(5_000)), 0), None);
+    }
+}

@@ -44,8 +44,15 @@ async fn mcp_as(url: &str, session: &str, home: &Path, seat: Option<&str>) -> Cl
     let url = url.to_string();
     let session = session.to_string();
     let home = home.to_path_buf();
+    // The test's own repository (one commit), never the one the suite runs in: `base: HEAD`
+    // and the hollow-move check read the cwd's repo, and tests run at once.
+    let repo = home.join("repo");
+    if !repo.join(".git").exists() {
+        common::init_git_repo(&repo);
+    }
     let cmd = Command::new(bin()).configure(move |c| {
         c.arg("mcp")
+            .current_dir(&repo)
             .env("RELAY_URL", &url)
             .env("RELAY_SESSION", &session)
             .env_remove("RELAY_PROJECT")
@@ -936,9 +943,10 @@ async fn verify_gate_holds_a_card_until_resolved() {
     let empty = ok(&orch, "relay_verify_gate", json!({"action": "list"})).await;
     assert_eq!(empty, "no open verification gates in demo");
 
-    // relay_send stamps a contract's base from the repository the server runs in (this one).
+    // relay_send stamps a contract's base from the repository the server runs in (the test's).
     let head = std::process::Command::new("git")
         .args(["rev-parse", "HEAD"])
+        .current_dir(home.path().join("repo"))
         .output()
         .expect("git");
     let head = String::from_utf8_lossy(&head.stdout).trim().to_string();

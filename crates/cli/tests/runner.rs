@@ -1235,17 +1235,19 @@ fn a_credential_proved_exhausted_parks_every_seat_on_it_until_the_reset() {
         .env("TRANTOR_POLL_HOLD_S", "3")
         .env("CREW_CREDENTIAL", "work")
     };
-    let (mut a, mut b) = (seat("alice"), seat("bob"));
+    let (mut a, mut b, mut c) = (seat("alice"), seat("bob"), seat("carol"));
     a.start(&hub.url());
     b.start(&hub.url());
+    c.start(&hub.url());
     a.wait_idle_after(1);
     b.wait_idle_after(1);
+    c.wait_idle_after(1);
     let cred = || {
         let (_, v) = hub_request(hub.port, "GET", "/credentials", None).expect("credentials");
         v["credentials"][0].clone()
     };
     wait_until("both seats listed on the credential", LONG, || {
-        cred()["seats"] == json!(["alice:p", "bob:p"])
+        cred()["seats"] == json!(["alice:p", "bob:p", "carol:p"])
     });
     a.control(&once(
         "FAKE_AGENT_EXIT=1\nFAKE_AGENT_OUTPUT='Error: You have hit your usage limit. Try again in 20s.'",
@@ -1255,20 +1257,20 @@ fn a_credential_proved_exhausted_parks_every_seat_on_it_until_the_reset() {
     wait_until("the credential marked exhausted", LONG, || {
         cred()["state"] == "exhausted"
     });
-    let c = cred();
-    let until = c["until"].as_i64().expect("until");
+    let cr = cred();
+    let until = cr["until"].as_i64().expect("until");
     assert!(
         until >= before + 15_000 && until <= trantor_now() + 21_000,
-        "until {until} is not about 20 s out: {c}"
+        "until {until} is not about 20 s out: {cr}"
     );
-    assert_eq!(c["provedBy"], "alice:p", "{c}");
+    assert_eq!(cr["provedBy"], "alice:p", "{cr}");
     assert!(
-        c["lastEvidence"]
+        cr["lastEvidence"]
             .as_str()
             .is_some_and(|e| e.contains("usage limit")),
-        "{c}"
+        "{cr}"
     );
-    let b_calls = b.calls().len();
+    let (b_calls, c_calls) = (b.calls().len(), c.calls().len());
     let id_b = hub_send(hub.port, ORCH, "bob:p", PROJECT, "BREAKER-B: and this");
     let b_park = b.bus.join("park-bob-p.json");
     wait_until("seat B parked", LONG, || b_park.exists());
@@ -1278,6 +1280,10 @@ fn a_credential_proved_exhausted_parks_every_seat_on_it_until_the_reset() {
     assert_eq!(park["until"].as_i64(), Some(until), "{park}");
     assert!(trantor_now() < until, "B parked before the reset");
     assert_eq!(b.calls().len(), b_calls, "B spawned no turn");
+    // Seat C, idle, parks too: the hub's notice rang its poll.
+    let c_park = c.bus.join("park-carol-p.json");
+    wait_until("idle seat C parked", LONG, || c_park.exists());
+    assert!(trantor_now() < until, "C parked before the reset");
     // A second proof of the same exhaustion marks nothing; a reset in the past is ignored.
     let (_, again) = hub_request(
         hub.port,
@@ -1327,8 +1333,13 @@ fn a_credential_proved_exhausted_parks_every_seat_on_it_until_the_reset() {
         b.prompts()
     );
     wait_until("the parks over", LONG, || {
-        !b_park.exists() && !a.bus.join("park-alice-p.json").exists()
+        !b_park.exists() && !c_park.exists() && !a.bus.join("park-alice-p.json").exists()
     });
+    assert_eq!(
+        c.calls().len(),
+        c_calls,
+        "C, with nothing held, ran no turn"
+    );
     wait_until("the resume notice", LONG, || {
         !received(hub.port, "observer:p", "hub:quota", "has quota again").is_empty()
     });

@@ -18,6 +18,10 @@ use trantor_proto::credentials::{CredentialStateReply, CredentialStateReport};
 pub const TURN_CHECK_MS: u64 = 0;
 /// How old a cached answer may be on an idle poll.
 pub const IDLE_CHECK_MS: u64 = 15_000;
+/// The hub's sender of credential notices: one in a poll batch drops the cached answers, so an
+/// idle seat asks (and parks) on the next pass of its loop instead of up to [`IDLE_CHECK_MS`]
+/// later.
+pub const HUB_SENDER: &str = "hub:quota";
 
 /// What the seat last heard of its credentials.
 #[derive(Debug, Default)]

@@ -1340,6 +1340,14 @@ fn a_credential_proved_exhausted_parks_every_seat_on_it_until_the_reset() {
         c_calls,
         "C, with nothing held, ran no turn"
     );
+    let parked = received(hub.port, "observer:p", "bob:p", "PARKED");
+    assert!(
+        parked.len() == 1
+            && parked[0]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("PARKED (exhausted) on credential work")),
+        "B's park said once, naming the credential: {parked:#?}"
+    );
     wait_until("the resume notice", LONG, || {
         !received(hub.port, "observer:p", "hub:quota", "has quota again").is_empty()
     });

@@ -687,8 +687,15 @@ impl Seat {
                 Some(t) => format!("redelivery stopped until {t}"),
                 None => format!("until `trantor up {}`", self.cfg.agent),
             };
+            // A quota or login park names the credential it is about (docs/runner.md §12.5).
+            let on = match &self.cfg.credential {
+                Some(c) if matches!(decision.reason.as_str(), "exhausted" | "auth") => {
+                    format!(" on credential {c}")
+                }
+                _ => String::new(),
+            };
             let mut text = format!(
-                "⛔ {} PARKED ({}{model}) — holding {held} message(s), {until}",
+                "⛔ {} PARKED ({}{model}){on} — holding {held} message(s), {until}",
                 self.cfg.session, decision.reason
             );
             if decision.bounded {

@@ -1235,17 +1235,19 @@ fn a_credential_proved_exhausted_parks_every_seat_on_it_until_the_reset() {
         .env("TRANTOR_POLL_HOLD_S", "3")
         .env("CREW_CREDENTIAL", "work")
     };
-    let (mut a, mut b) = (seat("alice"), seat("bob"));
+    let (mut a, mut b, mut c) = (seat("alice"), seat("bob"), seat("carol"));
     a.start(&hub.url());
     b.start(&hub.url());
+    c.start(&hub.url());
     a.wait_idle_after(1);
     b.wait_idle_after(1);
+    c.wait_idle_after(1);
     let cred = || {
         let (_, v) = hub_request(hub.port, "GET", "/credentials", None).expect("credentials");
         v["credentials"][0].clone()
     };
     wait_until("both seats listed on the credential", LONG, || {
-        cred()["seats"] == json!(["alice:p", "bob:p"])
+        cred()["seats"] == json!(["alice:p", "bob:p", "carol:p"])
     });
     a.control(&once(
         "FAKE_AGENT_EXIT=1\nFAKE_AGENT_OUTPUT='Error: You have hit your usage limit. Try again in 20s.'",
@@ -1255,20 +1257,20 @@ fn a_credential_proved_exhausted_parks_every_seat_on_it_until_the_reset() {
     wait_until("the credential marked exhausted", LONG, || {
         cred()["state"] == "exhausted"
     });
-    let c = cred();
-    let until = c["until"].as_i64().expect("until");
+    let cr = cred();
+    let until = cr["until"].as_i64().expect("until");
     assert!(
         until >= before + 15_000 && until <= trantor_now() + 21_000,
-        "until {until} is not about 20 s out: {c}"
+        "until {until} is not about 20 s out: {cr}"
     );
-    assert_eq!(c["provedBy"], "alice:p", "{c}");
+    assert_eq!(cr["provedBy"], "alice:p", "{cr}");
     assert!(
-        c["lastEvidence"]
+        cr["lastEvidence"]
             .as_str()
             .is_some_and(|e| e.contains("usage limit")),
-        "{c}"
+        "{cr}"
     );
-    let b_calls = b.calls().len();
+    let (b_calls, c_calls) = (b.calls().len(), c.calls().len());
     let id_b = hub_send(hub.port, ORCH, "bob:p", PROJECT, "BREAKER-B: and this");
     let b_park = b.bus.join("park-bob-p.json");
     wait_until("seat B parked", LONG, || b_park.exists());
@@ -1278,6 +1280,10 @@ fn a_credential_proved_exhausted_parks_every_seat_on_it_until_the_reset() {
     assert_eq!(park["until"].as_i64(), Some(until), "{park}");
     assert!(trantor_now() < until, "B parked before the reset");
     assert_eq!(b.calls().len(), b_calls, "B spawned no turn");
+    // Seat C, idle, parks too: the hub's notice rang its poll.
+    let c_park = c.bus.join("park-carol-p.json");
+    wait_until("idle seat C parked", LONG, || c_park.exists());
+    assert!(trantor_now() < until, "C parked before the reset");
     // A second proof of the same exhaustion marks nothing; a reset in the past is ignored.
     let (_, again) = hub_request(
         hub.port,
@@ -1327,8 +1333,13 @@ fn a_credential_proved_exhausted_parks_every_seat_on_it_until_the_reset() {
         b.prompts()
     );
     wait_until("the parks over", LONG, || {
-        !b_park.exists() && !a.bus.join("park-alice-p.json").exists()
+        !b_park.exists() && !c_park.exists() && !a.bus.join("park-alice-p.json").exists()
     });
+    assert_eq!(
+        c.calls().len(),
+        c_calls,
+        "C, with nothing held, ran no turn"
+    );
     wait_until("the resume notice", LONG, || {
         !received(hub.port, "observer:p", "hub:quota", "has quota again").is_empty()
     });
@@ -1336,4 +1347,106 @@ fn a_credential_proved_exhausted_parks_every_seat_on_it_until_the_reset() {
     let said = |m: &str| received(hub.port, "observer:p", "hub:quota", m).len();
     assert_eq!(said("EXHAUSTED"), 1, "the mark said once");
     assert_eq!(said("has quota again"), 1, "the resume said once");
+}
+
+/// A pooled seat (`CREW_POOL=k1,k2`, docs/runner.md §12.5): its turn on k1 hits the usage limit,
+/// k1 is marked exhausted on the hub, and the seat switches to k2 and redelivers at once — the
+/// contract is done on k2 with no park.
+#[test]
+fn a_pooled_seat_switches_to_a_credential_with_quota() {
+    let Some(hub) = drill_hub(false) else {
+        return;
+    };
+    for name in ["k1", "k2"] {
+        let (st, r) = hub_request(
+            hub.port,
+            "POST",
+            "/credentials",
+            Some(&json!({"name": name, "agent": "claude"})),
+        )
+        .expect("name the credential");
+        assert_eq!(st, 200, "{r}");
+    }
+    let mut seat = new_seat("claude", "claude").env("CREW_POOL", "k1,k2");
+    let mut file = trantor_proto::credentials::CredentialFile::default();
+    for (name, key) in [("k1", "one"), ("k2", "two")] {
+        file.credentials.insert(
+            name.into(),
+            trantor_proto::credentials::LocalCredential {
+                agent: "claude".into(),
+                env: [("FAKE_AGENT_KEY".to_string(), key.to_string())].into(),
+            },
+        );
+    }
+    file.save(&seat.bus).expect("credentials file");
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    assert_eq!(
+        seat.calls()[0]["env"]["FAKE_AGENT_KEY"],
+        "one",
+        "the pool's first credential"
+    );
+    seat.control(
+        "if [ \"${FAKE_AGENT_KEY:-}\" = one ]; then FAKE_AGENT_EXIT=1; FAKE_AGENT_OUTPUT='Error: You have hit your usage limit. Try again in 2 hours.'; fi\n",
+    );
+    let id = hub_send(hub.port, ORCH, "claude:p", PROJECT, "POOL-WAKE: build it");
+    wait_until("the done receipt", LONG, || {
+        !receipts(hub.port, &seat, ORCH).is_empty()
+    });
+    assert_eq!(receipts(hub.port, &seat, ORCH)[0]["re"].as_i64(), Some(id));
+    let keys: Vec<Value> = seat
+        .calls()
+        .iter()
+        .filter(|c| {
+            c["prompt"]
+                .as_str()
+                .is_some_and(|p| p.contains("POOL-WAKE"))
+        })
+        .map(|c| c["env"]["FAKE_AGENT_KEY"].clone())
+        .collect();
+    assert_eq!(keys, [json!("one"), json!("two")], "k1 failed, k2 ran it");
+    let (_, v) = hub_request(hub.port, "GET", "/credentials", None).expect("credentials");
+    let state: Vec<(Value, Value)> = v["credentials"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|c| (c["name"].clone(), c["state"].clone()))
+        .collect();
+    assert_eq!(
+        state,
+        [
+            (json!("k1"), json!("exhausted")),
+            (json!("k2"), json!("ok"))
+        ]
+    );
+    assert!(
+        !seat.bus.join("park-claude-p.json").exists(),
+        "a pooled seat with quota left does not park"
+    );
+    // Every credential of the pool exhausted: the seat parks until the earliest reset.
+    seat.control(
+        "FAKE_AGENT_EXIT=1\nFAKE_AGENT_OUTPUT='Error: You have hit your usage limit. Try again in 1 hours.'\n",
+    );
+    hub_send(hub.port, ORCH, "claude:p", PROJECT, "POOL-TWO: and this");
+    let park_file = seat.bus.join("park-claude-p.json");
+    wait_until("the park once the pool is spent", LONG, || {
+        park_file.exists()
+    });
+    let park: Value =
+        serde_json::from_str(&std::fs::read_to_string(&park_file).expect("park")).expect("json");
+    assert_eq!(park["reason"], "exhausted", "{park}");
+    assert_eq!(
+        seat.prompts_with("POOL-TWO"),
+        1,
+        "tried on k2 only: k1 is known exhausted"
+    );
+    let (_, v) = hub_request(hub.port, "GET", "/credentials", None).expect("credentials");
+    assert!(
+        v["credentials"]
+            .as_array()
+            .expect("list")
+            .iter()
+            .all(|c| c["state"] == "exhausted"),
+        "{v}"
+    );
 }

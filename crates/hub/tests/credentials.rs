@@ -177,6 +177,19 @@ async fn a_proof_of_exhaustion_marks_once_and_bad_reports_are_named() {
             .as_str()
             .is_some_and(|t| t.contains("not in the future"))
     );
+    let (_, r) = post(
+        &base,
+        "/credentials/state",
+        json!({"name": "work", "state": "exhausted", "until": i64::MAX, "session": "a:p"}),
+    )
+    .await;
+    assert_eq!(r["marked"], false, "{r}");
+    assert!(
+        r["ignored"]
+            .as_str()
+            .is_some_and(|t| t.contains("31 days out")),
+        "{r}"
+    );
     let list: Value = reqwest::get(format!("{base}/credentials"))
         .await
         .expect("get")

@@ -81,6 +81,8 @@ pub struct CredentialInfo {
 pub const STATES: &[&str] = &["ok", "exhausted"];
 /// Most seats listed on one credential.
 pub const SEATS_MAX: usize = 100;
+/// Furthest reset a report may name (31 days): a later one is ignored.
+pub const UNTIL_MAX_MS: i64 = 31 * 86_400_000;
 /// Longest evidence text kept.
 pub const EVIDENCE_MAX: usize = 500;
 

@@ -28,6 +28,7 @@ pub const RUNNER_ENV_VARS: &[&str] = &[
     "CREW_MODEL",
     "CREW_EFFORT",
     "CREW_CREDENTIAL",
+    "CREW_POOL",
     "CREW_COMMAND",
     "CREW_COMMAND_NEXT",
     "RUNNER_RULES",
@@ -120,6 +121,10 @@ pub struct RunnerArgs {
     /// the CLI's environment and its name on every turn's cost record.
     #[arg(long, env = "CREW_CREDENTIAL", value_name = "NAME")]
     pub credential: Option<String>,
+    /// A pool of named credentials, comma-separated: before each turn the seat takes the first
+    /// with quota (docs/runner.md §12.5); all exhausted, it parks until the earliest reset.
+    #[arg(long, env = "CREW_POOL", value_name = "A,B")]
+    pub pool: Option<String>,
     /// The `command` driver's shell template for every turn (the prompt is in
     /// $TRANTOR_PROMPT_FILE).
     #[arg(long, env = "CREW_COMMAND", value_name = "TEMPLATE")]
@@ -346,8 +351,11 @@ pub struct Config {
     pub model: String,
     /// The effort level from `CREW_EFFORT` (JSON string, or an object keyed by agent/driver).
     pub effort: Option<String>,
-    /// `CREW_CREDENTIAL`: the named credential the seat runs on.
+    /// `CREW_CREDENTIAL`: the named credential the seat runs on (with a pool: the one it
+    /// runs on now, chosen before each turn).
     pub credential: Option<String>,
+    /// `CREW_POOL`: the credentials the seat may run on, in order of preference (empty: none).
+    pub pool: Vec<String>,
     /// `RUNNER_RULES` override.
     pub rules: Option<String>,
     /// `CREW_KICKOFF` override.
@@ -506,7 +514,8 @@ impl Config {
             .unwrap_or_else(|| crate::paths::safe(&format!("{agent}-swap")));
         Ok(Config {
             effort: effort_for(given(&args.effort), &agent, &driver),
-            credential: given(&args.credential),
+            credential: given(&args.credential).or_else(|| pool_of(&args.pool).into_iter().next()),
+            pool: pool_of(&args.pool),
             model: given(&args.model).unwrap_or_default(),
             rules: given(&args.rules),
             kickoff: given(&args.kickoff),
@@ -579,6 +588,18 @@ impl Config {
 /// unset argument means the bus config decides.
 fn no_relay_url(env: &dyn Env) -> impl Fn(&str) -> Option<String> + '_ {
     move |k: &str| if k == "RELAY_URL" { None } else { env.get(k) }
+}
+
+/// The names of a `CREW_POOL` list (comma- or space-separated, duplicates dropped).
+fn pool_of(v: &Option<String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for n in v.as_deref().unwrap_or("").split([',', ' ']) {
+        let n = n.trim();
+        if !n.is_empty() && !out.iter().any(|o| o == n) {
+            out.push(n.to_string());
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -124,6 +124,7 @@ async fn up(a: DutyUpArgs) -> anyhow::Result<ExitCode> {
         wait: a.wait,
         no_tmux: a.no_tmux,
         credential: None,
+        pool: None,
         common: a.common,
         seat_override: Some((
             DUTY_PERSONA.into(),

@@ -33,6 +33,7 @@ Examples:
   CREW_COMMAND='my-agent --prompt-file {P}' trantor up command
   trantor up claude --no-tmux --wait 90
   trantor up claude --credential work   a seat on a named credential (trantor credentials add)
+  trantor up claude --pool work,alt     a seat on a pool: each turn takes the first with quota
 
 ",
     exit_codes!()
@@ -57,6 +58,10 @@ pub struct UpArgs {
     /// their CLIs' environment and its name on their turns' cost.
     #[arg(long, value_name = "NAME")]
     pub credential: Option<String>,
+    /// Run the seats on a pool of named credentials, comma-separated: before each turn a seat
+    /// takes the first with quota (docs/runner.md §12.5).
+    #[arg(long, value_name = "A,B", conflicts_with = "credential")]
+    pub pool: Option<String>,
     #[command(flatten)]
     pub common: Common,
     /// Set by `trantor duty up`: the persona of the (single) seat and extra runner variables.
@@ -110,9 +115,10 @@ pub(crate) fn parse_specs(args: &[String]) -> anyhow::Result<Vec<Spec>> {
 
 /// Variables that are per seat, never inherited from the person's shell: who the seat is (the
 /// runner derives them for each seat) and what marks a process as being inside one.
-const PER_SEAT: [&str; 16] = [
+const PER_SEAT: [&str; 17] = [
     "RELAY_SESSION",
     "CREW_CREDENTIAL",
+    "CREW_POOL",
     "RELAY_AGENT",
     "RUNNER_SESSION",
     "CREW_PERSONA",
@@ -377,23 +383,41 @@ pub(crate) async fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
             s.env = env.clone();
         }
     }
-    if let Some(name) = &a.credential {
+    let pool: Vec<String> = a
+        .pool
+        .as_deref()
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(String::from)
+        .collect();
+    if a.pool.is_some() && pool.is_empty() {
+        return Err(usage("--pool: name at least one credential (a,b)"));
+    }
+    let names: Vec<String> = a.credential.iter().cloned().chain(pool.clone()).collect();
+    if !names.is_empty() {
         let bus = trantor_proto::identity::bus_dir(&trantor_proto::identity::ProcessEnv);
         let file = trantor_proto::credentials::CredentialFile::load(&bus)?;
-        let Some(c) = file.credentials.get(name) else {
-            return Err(usage(format!(
-                "no credential {name} in {} (trantor credentials add {name} --agent … --env KEY=VALUE)",
-                trantor_proto::credentials::CredentialFile::path(&bus).display()
-            )));
-        };
-        for s in &mut specs {
-            if s.agent != c.agent {
+        for name in &names {
+            let Some(c) = file.credentials.get(name) else {
+                return Err(usage(format!(
+                    "no credential {name} in {} (trantor credentials add {name} --agent … --env KEY=VALUE)",
+                    trantor_proto::credentials::CredentialFile::path(&bus).display()
+                )));
+            };
+            if let Some(s) = specs.iter().find(|s| s.agent != c.agent) {
                 return Err(usage(format!(
                     "credential {name} is for {}, not {}",
                     c.agent, s.agent
                 )));
             }
-            s.env.push(("CREW_CREDENTIAL".into(), name.clone()));
+        }
+        for s in &mut specs {
+            match &a.credential {
+                Some(name) => s.env.push(("CREW_CREDENTIAL".into(), name.clone())),
+                None => s.env.push(("CREW_POOL".into(), pool.join(","))),
+            }
         }
     }
     let dir = match a.dir {

@@ -270,6 +270,8 @@ pub async fn state<S: Store>(
         .map(|e| e.trim().chars().take(cred::EVIDENCE_MAX).collect());
     let now = now_ms();
     let past = until.is_some_and(|u| u <= now);
+    // No provider's reset is that far out: a mis-read time must not park a crew for good.
+    let too_far = until.is_some_and(|u| u > now.saturating_add(cred::UNTIL_MAX_MS));
     let res = hub
         .write(move |tx| {
             let mut all = stored(tx)?;
@@ -287,6 +289,12 @@ pub async fn state<S: Store>(
                 );
             }
             match until {
+                Some(u) if too_far => {
+                    ignored = Some(format!(
+                        "until {u} is more than {} days out: not a provider's reset, nothing marked",
+                        cred::UNTIL_MAX_MS / 86_400_000
+                    ));
+                }
                 Some(u) if past => {
                     ignored = Some(format!(
                         "until {u} is not in the future (now {now}): the reset has passed, nothing marked"

@@ -541,6 +541,15 @@ impl Seat {
                     && let Some(until) = r.reset_at
                 {
                     self.report_exhausted(until, &evidence).await;
+                    // A pooled seat switches to a credential with quota and redelivers now.
+                    if self.pool_has_quota().await {
+                        tracing::info!(
+                            "pool: redelivering on credential {} now",
+                            self.cfg.credential.as_deref().unwrap_or("")
+                        );
+                        self.delivery.retry_at = 0;
+                        return;
+                    }
                 }
                 self.park_seat(
                     &reason,

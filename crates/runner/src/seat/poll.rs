@@ -179,6 +179,13 @@ impl Seat {
             );
         }
         self.delivery.cursor = reply.cursor;
+        if reply
+            .messages
+            .iter()
+            .any(|m| m.from == crate::seat::quota::HUB_SENDER)
+        {
+            self.health.quota.cached.clear();
+        }
         let mut reply = reply;
         // A contract whose turn completed never starts again (docs/runner.md §24.2).
         let machine = &self.fence.machine;

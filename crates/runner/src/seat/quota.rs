@@ -18,12 +18,16 @@ use trantor_proto::credentials::{CredentialStateReply, CredentialStateReport};
 pub const TURN_CHECK_MS: u64 = 0;
 /// How old a cached answer may be on an idle poll.
 pub const IDLE_CHECK_MS: u64 = 15_000;
+/// The hub's sender of credential notices: one in a poll batch drops the cached answers, so an
+/// idle seat asks (and parks) on the next pass of its loop instead of up to [`IDLE_CHECK_MS`]
+/// later.
+pub const HUB_SENDER: &str = "hub:quota";
 
-/// What the seat last heard of its credential.
+/// What the seat last heard of its credentials.
 #[derive(Debug, Default)]
 pub struct Quota {
-    /// When it last asked, and the exhaustion the answer named (reset ms, evidence).
-    pub cached: Option<(Instant, Option<(i64, String)>)>,
+    /// By name: when it last asked, and the exhaustion the answer named (reset ms, evidence).
+    pub cached: std::collections::HashMap<String, (Instant, Option<(i64, String)>)>,
 }
 
 /// The exhaustion a reply names that still holds at `now` (the runner's clock: a reset the
@@ -77,29 +81,81 @@ impl Seat {
         }
     }
 
-    /// The exhaustion of the seat's credential in force now, asking the hub when the cached
-    /// answer is older than `max_age_ms`. `None`: no credential, quota, or unknown.
-    pub async fn credential_block(&mut self, max_age_ms: u64) -> Option<(i64, String)> {
-        let name = self.cfg.credential.clone()?;
+    /// The exhaustion of credential `name` in force now, asking the hub when the cached
+    /// answer is older than `max_age_ms`. `None`: quota, or unknown.
+    async fn block_of(&mut self, name: &str, max_age_ms: u64) -> Option<(i64, String)> {
         let now = trantor_proto::now_ms();
         let fresh = self
             .health
             .quota
             .cached
-            .as_ref()
+            .get(name)
             .filter(|(at, _)| at.elapsed() < Duration::from_millis(max_age_ms));
         let block = match fresh {
             Some((_, b)) => b.clone(),
             None => {
                 let b = self
-                    .report_credential(&name, "ok", None, None)
+                    .report_credential(name, "ok", None, None)
                     .await
                     .and_then(|r| blocking(&r, now));
-                self.health.quota.cached = Some((Instant::now(), b.clone()));
+                self.health
+                    .quota
+                    .cached
+                    .insert(name.to_string(), (Instant::now(), b.clone()));
                 b
             }
         };
         block.filter(|(until, _)| *until > now)
+    }
+
+    /// The exhaustion that stops the seat's next turn, asking the hub when the cached answer
+    /// is older than `max_age_ms`. A seat on one credential is stopped by its exhaustion; a
+    /// seat on a pool takes the first credential of the pool with quota (its variables go in
+    /// the next turn's environment) and is stopped only when every one is exhausted, until
+    /// the earliest reset. `None`: no credential, quota, or unknown.
+    pub async fn credential_block(&mut self, max_age_ms: u64) -> Option<(i64, String)> {
+        if self.cfg.pool.is_empty() {
+            let name = self.cfg.credential.clone()?;
+            return self.block_of(&name, max_age_ms).await;
+        }
+        let mut blocks = Vec::new();
+        for name in self.cfg.pool.clone() {
+            match self.block_of(&name, max_age_ms).await {
+                None => {
+                    if self.cfg.credential.as_deref() != Some(name.as_str()) {
+                        tracing::info!(
+                            "pool: switching to credential {name} ({})",
+                            self.cfg.credential.as_deref().unwrap_or("none")
+                        );
+                        self.cfg.credential = Some(name);
+                    }
+                    return None;
+                }
+                Some(b) => blocks.push((name, b)),
+            }
+        }
+        let earliest = blocks.iter().map(|(_, (u, _))| *u).min()?;
+        let each: Vec<String> = blocks
+            .iter()
+            .map(|(n, (u, _))| format!("{n} until {}", crate::park::fmt_time(*u)))
+            .collect();
+        Some((
+            earliest,
+            format!(
+                "every credential of the pool exhausted ({})",
+                each.join(", ")
+            ),
+        ))
+    }
+
+    /// With a pool, whether another of its credentials has quota now (the seat switches to
+    /// it for the redelivery instead of parking).
+    pub async fn pool_has_quota(&mut self) -> bool {
+        !self.cfg.pool.is_empty()
+            && self
+                .credential_block(crate::seat::quota::TURN_CHECK_MS)
+                .await
+                .is_none()
     }
 
     /// Tell the hub this seat's turn proved its credential exhausted until `until`.
@@ -120,7 +176,10 @@ impl Seat {
                 (None, false) => {}
             }
             let now = trantor_proto::now_ms();
-            self.health.quota.cached = Some((Instant::now(), blocking(&r, now)));
+            self.health
+                .quota
+                .cached
+                .insert(name, (Instant::now(), blocking(&r, now)));
         }
     }
 

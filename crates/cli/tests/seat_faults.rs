@@ -358,3 +358,72 @@ fn a_poll_answered_to_a_runner_that_died_before_keeping_it_still_runs_after_the_
         seat.runner_log()
     );
 }
+
+/// A runner killed after its turn record said "consumed" but before its bus reached the hub
+/// (docs/runner.md §24.3): the contract was acted on, the hub's record still ends at `started`.
+/// The successor finishes the record — one `consumed`, from the hub's open list against the
+/// turn record's done ids — and never runs the contract again.
+#[test]
+fn a_consumed_mark_lost_with_its_runner_is_finished_by_the_successor_and_nothing_runs_again() {
+    let Some(hub) = drill_hub() else {
+        return;
+    };
+    let mut seat = new_seat();
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    seat.kill();
+    // What the dead runner left: the contract claimed and started on the hub under its
+    // instance, and done in its turn record.
+    let id = hub_send(hub.port, ORCH, "claude:p", PROJECT, "LOST-MARK: job");
+    let post = |path: &str, body: Value| {
+        let (st, v) = common::hub_request(hub.port, "POST", path, Some(&body)).expect(path);
+        assert!(st < 300, "{path}: {st} {v}");
+    };
+    post(
+        "/delivery/fence",
+        serde_json::json!({"session": "claude:p", "instance": "dead.1"}),
+    );
+    for state in ["claimed", "started"] {
+        post(
+            "/delivery",
+            serde_json::json!({"id": id, "session": "claude:p", "instance": "dead.1",
+                               "state": state, "turn": 2}),
+        );
+    }
+    let rec_path = seat
+        .bus
+        .join(format!("turnrec-{}-{PROJECT}.json", seat.persona));
+    let mut rec: Value = serde_json::from_str(
+        &std::fs::read_to_string(&rec_path).expect("the first runner's turn record"),
+    )
+    .expect("turn record json");
+    rec["done"]
+        .as_array_mut()
+        .expect("done ids")
+        .push(serde_json::json!(id));
+    std::fs::write(&rec_path, rec.to_string()).expect("write the turn record");
+
+    seat.start(&hub.url());
+    let states = || -> Vec<String> {
+        let (_, v) = common::hub_request(hub.port, "GET", &format!("/delivery?id={id}"), None)
+            .unwrap_or((0, Value::Null));
+        v["states"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s["state"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    wait_until("the successor to finish the record", LONG, || {
+        states().last().map(String::as_str) == Some("consumed")
+    });
+    seat.wait_idle_after(2);
+    assert_eq!(states(), ["stored", "claimed", "started", "consumed"]);
+    assert_eq!(
+        seat.prompts_with("LOST-MARK"),
+        0,
+        "done before: not run again"
+    );
+}

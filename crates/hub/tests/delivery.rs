@@ -192,6 +192,16 @@ async fn a_message_life_is_recorded_in_order_and_survives_a_restart() {
         .await
         .expect("fence 2");
     assert_eq!(f.previous.as_deref(), Some("run-1"));
+    // A successor finishing a dead runner's marks: a consumed life stays as it ended — a
+    // repeat `consumed` (or a `failed`) from the new instance appends nothing.
+    for state in [MarkState::Consumed, MarkState::Failed] {
+        let late = c
+            .delivery_mark(&mark(id, "run-2", state))
+            .await
+            .expect("a late terminal mark");
+        assert!(!late.appended, "{late:?}");
+    }
+    assert_eq!(c.delivery(id).await.expect("record").states.len(), 4);
     let err = c
         .delivery_mark(&mark(other, "run-1", MarkState::Claimed))
         .await

@@ -183,7 +183,13 @@ pub async fn mark<S: Store>(
             let again = states.iter().any(|s| {
                 s.state == entry.state && s.instance == entry.instance && s.turn == entry.turn
             });
-            if again {
+            // A message's life ends at its first `consumed` or `failed`: a repeat of either,
+            // from any instance (a successor finishing a dead runner's marks), appends nothing.
+            let ended = states
+                .iter()
+                .any(|s| matches!(s.state, DeliveryState::Consumed | DeliveryState::Failed));
+            let terminal = matches!(entry.state, DeliveryState::Consumed | DeliveryState::Failed);
+            if again || (ended && terminal) {
                 return Ok(Marked::Done(false));
             }
             if states.is_empty() && is_direct(&msg.to) {

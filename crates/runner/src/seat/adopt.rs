@@ -109,6 +109,55 @@ impl Seat {
         }
     }
 
+    /// Consumed marks a predecessor decided but never delivered (docs/runner.md §24.3): killed
+    /// after its turn record said "consumed" and before its bus reached the hub, it left the
+    /// contracts open on the hub's record though their turn completed. The hub's open list,
+    /// read in the background until the hub answers (at most two minutes), against the turn
+    /// record's done ids: each such contract is marked consumed, once.
+    pub fn resend_lost_consumed(&self) {
+        use trantor_proto::delivery::{DeliveryMark, MarkState as Wire};
+        let done: Vec<i64> = self.fence.machine.done_ids().to_vec();
+        if done.is_empty() {
+            return;
+        }
+        let (hub, bus) = (self.hub.poller.clone(), self.hub.bus.clone());
+        let (session, instance) = (self.cfg.session.clone(), self.runner_id.clone());
+        tokio::spawn(async move {
+            let deadline = std::time::Instant::now() + Duration::from_secs(120);
+            let open = loop {
+                match hub.delivery_open(&session).await {
+                    Ok(o) => break o,
+                    // A hub without the record: nothing to finish.
+                    Err(e) if e.status() == Some(404) => return,
+                    Err(e) if std::time::Instant::now() >= deadline => {
+                        tracing::warn!(
+                            "could not read the hub's open deliveries to finish a predecessor's marks: {e}"
+                        );
+                        return;
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+                }
+            };
+            let lost: Vec<i64> = open
+                .open
+                .iter()
+                .map(|o| o.id)
+                .filter(|id| done.contains(id))
+                .collect();
+            if lost.is_empty() {
+                return;
+            }
+            tracing::info!(
+                "contract(s) {lost:?} were done by a previous runner whose consumed mark never reached the hub — marking them consumed"
+            );
+            for id in lost {
+                let mut m = DeliveryMark::new(id, &session, &instance, Wire::Consumed);
+                m.outcome = Some("done by the previous runner (its mark was lost)".into());
+                bus.mark(m);
+            }
+        });
+    }
+
     /// Whether a CLI holds the turn directory's lock.
     fn cli_alive(&self) -> bool {
         match CliLock::held(&self.fence.cli_lock) {

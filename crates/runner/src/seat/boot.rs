@@ -349,6 +349,7 @@ impl Seat {
         }
         // A predecessor's unfinished turn is adopted before this runner starts one (docs/runner.md §24.3).
         self.adopt_predecessor().await;
+        self.resend_lost_consumed();
         self.save_pending_durable(false).await;
         self.save_cursor();
         // The restored wakes are this instance's now.

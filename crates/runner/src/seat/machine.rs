@@ -194,6 +194,11 @@ impl SeatMachine {
         self.rec.is_done(id)
     }
 
+    /// The contracts whose turns completed (the newest, oldest first).
+    pub fn done_ids(&self) -> &[i64] {
+        &self.rec.done
+    }
+
     /// Handle one event.
     pub fn handle(&mut self, ev: Event, now: Now) -> Vec<Effect> {
         match ev {

@@ -1458,3 +1458,68 @@ fn a_pooled_seat_switches_to_a_credential_with_quota() {
         "{v}"
     );
 }
+
+/// A credential its CLI refuses (docs/runner.md §12.5): the seat that hit it parks `auth` and the
+/// hub marks the credential `auth`; another seat on it parks `auth` without spawning its CLI; an
+/// operator naming the credential again clears the state.
+#[test]
+fn a_refused_credential_parks_every_seat_on_it_as_auth() {
+    let Some(hub) = drill_hub(false) else {
+        return;
+    };
+    let name = |port| {
+        hub_request(
+            port,
+            "POST",
+            "/credentials",
+            Some(&json!({"name": "work", "agent": "claude"})),
+        )
+        .expect("name the credential")
+    };
+    assert_eq!(name(hub.port).0, 200);
+    let root = tempfile::tempdir().expect("tmp");
+    let seat = |persona: &str| {
+        Seat::in_dir(
+            root.path(),
+            Driver::Named("claude".into()),
+            persona,
+            PROJECT,
+        )
+        .env("RELAY_HOST_ID", "orch")
+        .env("TRANTOR_POLL_HOLD_S", "3")
+        .env("CREW_CREDENTIAL", "work")
+    };
+    let (mut a, mut b) = (seat("alice"), seat("bob"));
+    a.start(&hub.url());
+    b.start(&hub.url());
+    a.wait_idle_after(1);
+    b.wait_idle_after(1);
+    let cred = || {
+        let (_, v) = hub_request(hub.port, "GET", "/credentials", None).expect("credentials");
+        v["credentials"][0].clone()
+    };
+    a.control(&once(
+        "FAKE_AGENT_EXIT=1\nFAKE_AGENT_OUTPUT='Error: Invalid API key · Please run /login'",
+    ));
+    hub_send(hub.port, ORCH, "alice:p", PROJECT, "AUTH-A: build it");
+    wait_until("the credential marked auth", LONG, || {
+        cred()["state"] == "auth"
+    });
+    assert_eq!(cred()["provedBy"], "alice:p");
+    let b_calls = b.calls().len();
+    hub_send(hub.port, ORCH, "bob:p", PROJECT, "AUTH-B: and this");
+    let b_park = b.bus.join("park-bob-p.json");
+    wait_until("seat B parked", LONG, || b_park.exists());
+    let park: Value =
+        serde_json::from_str(&std::fs::read_to_string(&b_park).expect("park")).expect("json");
+    assert_eq!(park["reason"], "auth", "{park}");
+    assert_eq!(b.calls().len(), b_calls, "B spawned no turn");
+    wait_until("B to hold the contract", LONG, || {
+        b.pending_wake_ids().len() == 1
+    });
+    assert_eq!(b.calls().len(), b_calls, "B spawned no turn");
+    let (_, r) = name(hub.port);
+    assert_eq!(r["credential"]["state"], "ok", "named again: {r}");
+    let said = received(hub.port, "observer:p", "hub:quota", "REFUSED");
+    assert_eq!(said.len(), 1, "{said:#?}");
+}

@@ -62,7 +62,8 @@ pub struct CredentialInfo {
     pub name: String,
     /// The agent it is for.
     pub agent: String,
-    /// `ok`, or `exhausted` (a turn proved its quota spent) until `until`.
+    /// `ok`, `exhausted` (a turn proved its quota spent) until `until`, or `auth` (its CLI
+    /// refused it) until an operator names it again.
     pub state: String,
     /// Until when the state holds, ms (`null`: open-ended).
     pub until: Option<i64>,
@@ -77,8 +78,9 @@ pub struct CredentialInfo {
     pub since: i64,
 }
 
-/// The states a credential may be in.
-pub const STATES: &[&str] = &["ok", "exhausted"];
+/// The states a credential may be in: `auth` (its CLI refused it) holds until an operator
+/// names it again (`POST /credentials`, `trantor credentials add`).
+pub const STATES: &[&str] = &["ok", "exhausted", "auth"];
 /// Most seats listed on one credential.
 pub const SEATS_MAX: usize = 100;
 /// Furthest reset a report may name (31 days): a later one is ignored.
@@ -98,8 +100,8 @@ pub struct CredentialStateReport {
         regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
     )]
     pub name: String,
-    /// `exhausted` or `ok`.
-    #[schemars(regex(pattern = r"^(ok|exhausted)$"))]
+    /// `exhausted`, `auth` or `ok`.
+    #[schemars(regex(pattern = r"^(ok|exhausted|auth)$"))]
     pub state: String,
     /// The reset time, ms (required for `exhausted`; a time already past is ignored).
     #[serde(default, skip_serializing_if = "Option::is_none")]

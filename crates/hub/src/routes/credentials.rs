@@ -139,6 +139,11 @@ pub async fn name<S: Store>(
             let info = match at {
                 Some(i) => {
                     all[i].agent = req.agent.clone();
+                    // Naming it again is the operator's answer to a refused login.
+                    if all[i].state == "auth" {
+                        all[i].state = "ok".into();
+                        all[i].until = None;
+                    }
                     all[i].clone()
                 }
                 None => {
@@ -341,6 +346,36 @@ pub async fn state<S: Store>(
                         )?;
                     }
                 },
+                None if req.state == "auth" && c.state != "auth" => {
+                    c.state = "auth".into();
+                    c.until = None;
+                    c.last_evidence = evidence.clone();
+                    c.proved_by = Some(session.clone());
+                    changed = true;
+                    marked = true;
+                    notice(
+                        tx,
+                        &mut out,
+                        trantor_proto::session_project(&session),
+                        format!(
+                            "⛔ credential {} REFUSED (auth, proved by {session}{}) — every seat on it parks until an operator names it again (trantor credentials add {} …)",
+                            c.name,
+                            evidence
+                                .as_deref()
+                                .filter(|e| !e.is_empty())
+                                .map(|e| format!(": {e}"))
+                                .unwrap_or_default(),
+                            c.name
+                        ),
+                        now,
+                    )?;
+                }
+                None if req.state == "auth" => {
+                    ignored = Some(format!(
+                        "already refused (auth, proved by {})",
+                        c.proved_by.as_deref().unwrap_or("another seat")
+                    ));
+                }
                 None => {}
             }
             let info = c.clone().effective(now);

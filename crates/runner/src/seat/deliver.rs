@@ -537,10 +537,13 @@ impl Seat {
                 } else {
                     r.cut_evidence.clone().unwrap_or_default()
                 };
-                if reason == "exhausted"
-                    && let Some(until) = r.reset_at
-                {
-                    self.report_exhausted(until, &evidence).await;
+                let proof = match (reason.as_str(), r.reset_at) {
+                    ("exhausted", Some(until)) => Some(("exhausted", Some(until))),
+                    ("auth", _) => Some(("auth", None)),
+                    _ => None,
+                };
+                if let Some((state, until)) = proof {
+                    self.report_exhausted(state, until, &evidence).await;
                     // A pooled seat switches to a credential with quota and redelivers now.
                     if self.pool_has_quota().await {
                         tracing::info!(

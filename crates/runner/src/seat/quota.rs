@@ -27,20 +27,29 @@ pub const HUB_SENDER: &str = "hub:quota";
 #[derive(Debug, Default)]
 pub struct Quota {
     /// By name: when it last asked, and the exhaustion the answer named (reset ms, evidence).
-    pub cached: std::collections::HashMap<String, (Instant, Option<(i64, String)>)>,
+    pub cached: std::collections::HashMap<String, (Instant, Option<Block>)>,
 }
 
-/// The exhaustion a reply names that still holds at `now` (the runner's clock: a reset the
-/// hub has not yet flipped but this machine sees as past blocks nothing).
-pub fn blocking(reply: &CredentialStateReply, now: i64) -> Option<(i64, String)> {
+/// What stops a turn on a credential: the park reason (`exhausted` or `auth`), until when
+/// (ms; [`crate::park::NEVER`] for `auth`), and the evidence line.
+pub type Block = (String, i64, String);
+
+/// The block a reply names that still holds at `now` (the runner's clock: a reset the hub has
+/// not yet flipped but this machine sees as past blocks nothing).
+pub fn blocking(reply: &CredentialStateReply, now: i64) -> Option<Block> {
     let c = reply.credential.as_ref()?;
-    let until = c.exhausted_until(now)?;
+    let (reason, until, word) = if c.state == "auth" {
+        ("auth", crate::park::NEVER, "refused (auth)")
+    } else {
+        ("exhausted", c.exhausted_until(now)?, "exhausted")
+    };
     let by = c.proved_by.as_deref().unwrap_or("another seat");
     let ev = c.last_evidence.as_deref().unwrap_or("");
     Some((
+        reason.to_string(),
         until,
         format!(
-            "credential {} exhausted (proved by {by}{})",
+            "credential {} {word} (proved by {by}{})",
             c.name,
             if ev.is_empty() {
                 String::new()
@@ -83,7 +92,7 @@ impl Seat {
 
     /// The exhaustion of credential `name` in force now, asking the hub when the cached
     /// answer is older than `max_age_ms`. `None`: quota, or unknown.
-    async fn block_of(&mut self, name: &str, max_age_ms: u64) -> Option<(i64, String)> {
+    async fn block_of(&mut self, name: &str, max_age_ms: u64) -> Option<Block> {
         let now = trantor_proto::now_ms();
         let fresh = self
             .health
@@ -105,7 +114,7 @@ impl Seat {
                 b
             }
         };
-        block.filter(|(until, _)| *until > now)
+        block.filter(|(_, until, _)| *until > now)
     }
 
     /// The exhaustion that stops the seat's next turn, asking the hub when the cached answer
@@ -113,7 +122,7 @@ impl Seat {
     /// seat on a pool takes the first credential of the pool with quota (its variables go in
     /// the next turn's environment) and is stopped only when every one is exhausted, until
     /// the earliest reset. `None`: no credential, quota, or unknown.
-    pub async fn credential_block(&mut self, max_age_ms: u64) -> Option<(i64, String)> {
+    pub async fn credential_block(&mut self, max_age_ms: u64) -> Option<Block> {
         if self.cfg.pool.is_empty() {
             let name = self.cfg.credential.clone()?;
             return self.block_of(&name, max_age_ms).await;
@@ -134,12 +143,22 @@ impl Seat {
                 Some(b) => blocks.push((name, b)),
             }
         }
-        let earliest = blocks.iter().map(|(_, (u, _))| *u).min()?;
+        let (reason, earliest) = blocks
+            .iter()
+            .map(|(_, (r, u, _))| (r.clone(), *u))
+            .min_by_key(|(_, u)| *u)?;
         let each: Vec<String> = blocks
             .iter()
-            .map(|(n, (u, _))| format!("{n} until {}", crate::park::fmt_time(*u)))
+            .map(|(n, (r, u, _))| {
+                if *u == crate::park::NEVER {
+                    format!("{n} {r}")
+                } else {
+                    format!("{n} until {}", crate::park::fmt_time(*u))
+                }
+            })
             .collect();
         Some((
+            reason,
             earliest,
             format!(
                 "every credential of the pool exhausted ({})",
@@ -158,19 +177,17 @@ impl Seat {
                 .is_none()
     }
 
-    /// Tell the hub this seat's turn proved its credential exhausted until `until`.
-    pub async fn report_exhausted(&mut self, until: i64, evidence: &str) {
+    /// Tell the hub this seat's turn proved its credential `exhausted` until `until`, or
+    /// refused (`auth`, `until` None).
+    pub async fn report_exhausted(&mut self, state: &str, until: Option<i64>, evidence: &str) {
         let Some(name) = self.cfg.credential.clone() else {
             return;
         };
         let ev = (!evidence.is_empty()).then(|| evidence.chars().take(500).collect());
-        if let Some(r) = self
-            .report_credential(&name, "exhausted", Some(until), ev)
-            .await
-        {
+        if let Some(r) = self.report_credential(&name, state, until, ev).await {
             match (&r.ignored, r.marked) {
                 (_, true) => tracing::info!(
-                    "credential {name} marked exhausted on the hub — every seat on it parks"
+                    "credential {name} marked {state} on the hub — every seat on it parks"
                 ),
                 (Some(why), false) => tracing::info!("credential {name}: {why}"),
                 (None, false) => {}
@@ -186,16 +203,16 @@ impl Seat {
     /// Park before a turn when the seat's credential is exhausted (the circuit breaker):
     /// `true` when it parked (no turn may run).
     pub async fn park_if_credential_exhausted(&mut self, max_age_ms: u64) -> bool {
-        let Some((until, evidence)) = self.credential_block(max_age_ms).await else {
+        let Some((reason, until, evidence)) = self.credential_block(max_age_ms).await else {
             return false;
         };
         let batch = crate::rules::turn_batch(&self.delivery.q.wake).to_vec();
         let assigners = crate::receipt::assigners(&batch, &self.cfg.session);
         tracing::info!("{evidence} — parked without spawning a turn");
         self.park_seat(
-            "exhausted",
+            &reason,
             self.delivery.q.wake.len(),
-            Some(until),
+            (until != crate::park::NEVER).then_some(until),
             evidence,
             &assigners,
         )
@@ -242,11 +259,15 @@ mod tests {
 
     #[test]
     fn only_an_exhaustion_still_in_force_blocks() {
-        let (until, ev) = blocking(&reply("exhausted", Some(5_000)), 1_000).expect("blocks");
-        assert_eq!(until, 5_000);
+        let (reason, until, ev) =
+            blocking(&reply("exhausted", Some(5_000)), 1_000).expect("blocks");
+        assert_eq!((reason.as_str(), until), ("exhausted", 5_000));
         assert!(ev.contains("credential work exhausted (proved by claude:p: usage limit)"));
         assert_eq!(blocking(&reply("exhausted", Some(5_000)), 5_000), None);
         assert_eq!(blocking(&reply("exhausted", None), 0), None);
         assert_eq!(blocking(&reply("ok", Some(5_000)), 0), None);
+        let (reason, until, ev) = blocking(&reply("auth", None), 0).expect("blocks");
+        assert_eq!((reason.as_str(), until), ("auth", crate::park::NEVER));
+        assert!(ev.contains("credential work refused (auth)"), "{ev}");
     }
 }

@@ -621,18 +621,7 @@ fn claude_contract_sent_during_the_kickoff_is_answered_with_the_persons_hooks_in
         PROJECT,
         "DURINGKICK: answer orch, then finish",
     );
-    let states = |id: i64| -> Vec<String> {
-        let (_, v) = hub_request(hub.port, "GET", &format!("/delivery?id={id}"), None)
-            .unwrap_or((0, Value::Null));
-        v["states"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|s| s["state"].as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let states = |id: i64| common::delivery_states(hub.port, id);
     // The contract is on the hub while the kickoff still runs (a runner polls between turns) ...
     assert_eq!(states(id), ["stored"], "the contract's record mid-kickoff");
     assert!(

@@ -404,18 +404,7 @@ fn a_consumed_mark_lost_with_its_runner_is_finished_by_the_successor_and_nothing
     std::fs::write(&rec_path, rec.to_string()).expect("write the turn record");
 
     seat.start(&hub.url());
-    let states = || -> Vec<String> {
-        let (_, v) = common::hub_request(hub.port, "GET", &format!("/delivery?id={id}"), None)
-            .unwrap_or((0, Value::Null));
-        v["states"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|s| s["state"].as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let states = || common::delivery_states(hub.port, id);
     wait_until("the successor to finish the record", LONG, || {
         states().last().map(String::as_str) == Some("consumed")
     });

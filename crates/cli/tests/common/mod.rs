@@ -365,6 +365,21 @@ pub fn hub_send(port: u16, from: &str, to: &str, project: &str, text: &str) -> i
 }
 
 /// Every message delivered to `session` so far (peeking: the session's cursor is not moved).
+/// The states of message `id`'s delivery record on the hub (`GET /delivery?id=`), in order;
+/// empty when the hub does not answer.
+pub fn delivery_states(port: u16, id: i64) -> Vec<String> {
+    let (_, v) = hub_request(port, "GET", &format!("/delivery?id={id}"), None)
+        .unwrap_or((0, serde_json::Value::Null));
+    v["states"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s["state"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 pub fn hub_messages(port: u16, session: &str) -> Vec<serde_json::Value> {
     let q = format!("/inbox?session={}&since=0&peek=1", url_encode(session));
     match hub_request(port, "GET", &q, None) {

@@ -94,6 +94,17 @@ pub struct Recorded {
     pub raw: String,
     /// The marker it was answered for, if any.
     pub marker: Option<String>,
+    /// The API key it carried (`x-api-key`, or the bearer token of `authorization`).
+    pub key: Option<String>,
+}
+
+/// A key the server answers with a fixed script until a wall-clock time (a spent quota that
+/// resets).
+#[derive(Debug, Clone)]
+struct KeyLimit {
+    key: String,
+    until_ms: i64,
+    script: Script,
 }
 
 #[derive(Default)]
@@ -104,6 +115,8 @@ struct State {
     usage: Option<Usage>,
     /// Answers so far (each Anthropic message gets its own id).
     answers: u64,
+    /// Keys answered with a script until a time, whatever the conversation says.
+    limits: Vec<KeyLimit>,
 }
 
 /// The token usage an Anthropic answer reports.
@@ -166,6 +179,18 @@ impl ModelApi {
         st.scripts.push((marker.to_string(), script));
     }
 
+    /// Answer every request carrying API key `key` with `script` until `until_ms` (wall clock,
+    /// ms since the epoch), then as usual: a quota that is spent and resets.
+    pub fn limit_key(&self, key: &str, until_ms: i64, script: Script) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.limits.retain(|l| l.key != key);
+        st.limits.push(KeyLimit {
+            key: key.to_string(),
+            until_ms,
+            script,
+        });
+    }
+
     /// Report `usage` on every Anthropic answer from now on.
     pub fn report_usage(&self, usage: Usage) {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).usage = Some(usage);
@@ -197,8 +222,11 @@ impl Drop for ModelApi {
     }
 }
 
-/// Read one HTTP/1.1 request: (method, path, body).
-async fn read_request(sock: &mut TcpStream) -> std::io::Result<(String, String, Vec<u8>)> {
+/// One request as read: method, path, the API key it carried, body.
+type Request = (String, String, Option<String>, Vec<u8>);
+
+/// Read one HTTP/1.1 request.
+async fn read_request(sock: &mut TcpStream) -> std::io::Result<Request> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 16384];
     let head_end = loop {
@@ -220,10 +248,16 @@ async fn read_request(sock: &mut TcpStream) -> std::io::Result<(String, String, 
     let path = parts.next().unwrap_or_default().to_string();
     let mut length = None;
     let mut chunked = false;
+    let mut key = None;
     for l in lines {
         if let Some((k, v)) = l.split_once(':') {
             let k = k.trim().to_ascii_lowercase();
-            if k == "content-length" {
+            if k == "x-api-key" {
+                key = Some(v.trim().to_string());
+            } else if k == "authorization" {
+                let v = v.trim();
+                key = Some(v.strip_prefix("Bearer ").unwrap_or(v).trim().to_string());
+            } else if k == "content-length" {
                 length = v.trim().parse::<usize>().ok();
             } else if k == "transfer-encoding" && v.to_ascii_lowercase().contains("chunked") {
                 chunked = true;
@@ -251,7 +285,7 @@ async fn read_request(sock: &mut TcpStream) -> std::io::Result<(String, String, 
             body.extend_from_slice(&rest[at..at + size]);
             at += size + 2;
         }
-        return Ok((method, path, body));
+        return Ok((method, path, key, body));
     }
     let want = length.unwrap_or(0);
     while rest.len() < want {
@@ -262,7 +296,7 @@ async fn read_request(sock: &mut TcpStream) -> std::io::Result<(String, String, 
         rest.extend_from_slice(&chunk[..n]);
     }
     rest.truncate(want);
-    Ok((method, path, rest))
+    Ok((method, path, key, rest))
 }
 
 async fn respond_json(sock: &mut TcpStream, code: u16, headers: &[(String, String)], body: &Value) {
@@ -301,7 +335,7 @@ fn sse(event: Option<&str>, data: &str) -> String {
 }
 
 async fn serve(mut sock: TcpStream, st: Arc<Mutex<State>>) -> std::io::Result<()> {
-    let (method, path, body) = read_request(&mut sock).await?;
+    let (method, path, key, body) = read_request(&mut sock).await?;
     let raw = String::from_utf8_lossy(&body).to_string();
     let api = if path.contains("/messages") {
         Api::Anthropic
@@ -343,15 +377,26 @@ async fn serve(mut sock: TcpStream, st: Arc<Mutex<State>>) -> std::io::Result<()
             .filter_map(|(m, s)| raw.rfind(m.as_str()).map(|at| (at, m.clone(), s.clone())))
             .max_by_key(|(at, _, _)| *at)
             .map(|(_, m, s)| (m, s));
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        let limited = g
+            .limits
+            .iter()
+            .find(|l| key.as_deref() == Some(l.key.as_str()) && now < l.until_ms)
+            .map(|l| l.script.clone());
         g.requests.push(Recorded {
             api,
             path: path.clone(),
             raw: raw.clone(),
             marker: found.as_ref().map(|(m, _)| m.clone()),
+            key: key.clone(),
         });
-        match found {
-            Some((m, s)) => (Some(m), s),
-            None => (
+        match (limited, found) {
+            (Some(s), found) => (found.map(|(m, _)| m), s),
+            (None, Some((m, s))) => (Some(m), s),
+            (None, None) => (
                 None,
                 Script::Steps(vec![Step::Say("Kickoff read; waiting.".into())]),
             ),

@@ -316,8 +316,13 @@ fn local_offset_s(now_ms: i64) -> i64 {
     if ok { tm.tm_gmtoff } else { 0 }
 }
 
-/// "try again at 7:57 PM" in the wall clock of UTC+`offset_s`: the next such time after `now`
-/// (or that date's, when one is given).
+/// A clock time the CLIs print names its minute, not the second (Claude Code prints a reset at
+/// 15:02:47 as "resets 3:02pm", Codex as "try again at 3:02 PM"): the reset falls within that
+/// minute, so the seat waits until the minute is over, and the minute in progress is not past.
+const MINUTE_S: i64 = 60;
+
+/// "try again at 7:57 PM" in the wall clock of UTC+`offset_s`: the end of the next such minute
+/// not yet over at `now` (or that date's, when one is given).
 fn parse_clock_reset(text: &str, now: i64, offset_s: i64) -> Option<i64> {
     let c = TRY_CLOCK.as_ref()?.captures_iter(text).last()?;
     let num = |i: usize| c.get(i).and_then(|m| m.as_str().parse::<i64>().ok());
@@ -346,13 +351,14 @@ fn parse_clock_reset(text: &str, now: i64, offset_s: i64) -> Option<i64> {
     } else {
         day(local_now) + h * 3600 + mi * 60
     };
-    if c.get(1).is_none() && local <= local_now {
+    if c.get(1).is_none() && local + MINUTE_S <= local_now {
         local += 86_400;
     }
-    Some((local - offset_s) * 1000)
+    Some((local + MINUTE_S - offset_s) * 1000)
 }
 
-/// "resets 11:16pm (UTC)" (optionally "resets Dec 5, 3pm (…)"): the next such time after `now`.
+/// "resets 11:16pm (UTC)" (optionally "resets Dec 5, 3pm (…)"): the end of the next such minute
+/// not yet over at `now`.
 /// A zone of UTC/GMT is taken as such; any other zone name is this machine's, since the CLI
 /// runs here (`offset_s` is its offset from UTC).
 fn parse_resets_clock(text: &str, now: i64, offset_s: i64) -> Option<i64> {
@@ -383,7 +389,7 @@ fn parse_resets_clock(text: &str, now: i64, offset_s: i64) -> Option<i64> {
             let (y, _, _) = trantor_proto::date::civil_from_days(local_now.div_euclid(86_400));
             let mut at =
                 trantor_proto::date::days_from_civil(y, m, d) * 86_400 + h24 * 3600 + mi * 60;
-            if at <= local_now {
+            if at + MINUTE_S <= local_now {
                 at = trantor_proto::date::days_from_civil(y + 1, m, d) * 86_400
                     + h24 * 3600
                     + mi * 60;
@@ -392,10 +398,10 @@ fn parse_resets_clock(text: &str, now: i64, offset_s: i64) -> Option<i64> {
         }
         _ => local_now.div_euclid(86_400) * 86_400 + h24 * 3600 + mi * 60,
     };
-    if local <= local_now && c.get(1).is_none() {
+    if local + MINUTE_S <= local_now && c.get(1).is_none() {
         local += 86_400;
     }
-    Some((local - offset) * 1000)
+    Some((local + MINUTE_S - offset) * 1000)
 }
 
 /// The reset time a CLI's output names, in ms: "try again in 2 hours", "try again in 45m",
@@ -816,7 +822,8 @@ mod tests {
             FailureClass::Exhausted
         );
         let day = trantor_proto::date::days_from_civil(2026, 11, 30) * 86_400_000;
-        let at = day + (23 * 3600 + 16 * 60) * 1000;
+        // The end of the minute named (the reset falls within it).
+        let at = day + (23 * 3600 + 17 * 60) * 1000;
         assert_eq!(
             parse_resets_clock(claude, now, 3600),
             Some(at),
@@ -828,7 +835,7 @@ mod tests {
         // Past today: tomorrow. With a date: that date, this year or the next.
         assert_eq!(
             parse_resets_clock("resets 9am (UTC)", now, 0),
-            Some(day + 86_400_000 + 9 * 3_600_000)
+            Some(day + 86_400_000 + 9 * 3_600_000 + 60_000)
         );
         assert_eq!(
             parse_resets_clock(
@@ -836,13 +843,28 @@ mod tests {
                 now,
                 0
             ),
-            Some(trantor_proto::date::days_from_civil(2026, 12, 5) * 86_400_000 + 15 * 3_600_000)
+            Some(
+                trantor_proto::date::days_from_civil(2026, 12, 5) * 86_400_000
+                    + 15 * 3_600_000
+                    + 60_000
+            )
         );
         assert_eq!(
             parse_resets_clock("resets Jan 2, 12am (UTC)", now, 0),
-            Some(trantor_proto::date::days_from_civil(2027, 1, 2) * 86_400_000)
+            Some(trantor_proto::date::days_from_civil(2027, 1, 2) * 86_400_000 + 60_000)
         );
         assert_eq!(parse_resets_clock("resets soon", now, 0), None);
+        // The minute in progress is not past: a reset 20 s ahead, printed as this minute
+        // (21:16:21 → "resets 9:16pm"), ends with this minute, not tomorrow.
+        assert_eq!(
+            parse_resets_clock("resets 9:16pm (UTC)", now, 0),
+            Some(day + (21 * 3600 + 17 * 60) * 1000)
+        );
+        // The minute before is past: tomorrow's.
+        assert_eq!(
+            parse_resets_clock("resets 9:15pm (UTC)", now, 0),
+            Some(day + 86_400_000 + (21 * 3600 + 16 * 60) * 1000)
+        );
         // A throttle that is not the account's limit (no limit claim in the headers) is the
         // backend's, retried on the ladder, never parked as exhausted.
         let throttle = "API Error: Server is temporarily limiting requests (not your usage \
@@ -861,7 +883,7 @@ mod tests {
         let codex = "ERROR: You’ve hit your usage limit. Visit https://chatgpt.com/settings/usage \
                      to purchase more credits or try again at 7:57 PM.";
         let at_utc = parse_clock_reset(codex, now, 0).expect("parsed");
-        assert_eq!(at_utc, 1_796_061_420_000 + 2 * 3_600_000);
+        assert_eq!(at_utc, 1_796_061_420_000 + 2 * 3_600_000 + 60_000);
         // The same words on a machine at UTC+1 name an hour earlier in UTC.
         assert_eq!(
             parse_clock_reset(codex, now, 3600),
@@ -870,11 +892,20 @@ mod tests {
         // A time already past today is tomorrow's.
         assert_eq!(
             parse_clock_reset("try again at 9:00 AM", now, 0),
-            Some(trantor_proto::date::days_from_civil(2026, 12, 1) * 86_400_000 + 9 * 3_600_000)
+            Some(
+                trantor_proto::date::days_from_civil(2026, 12, 1) * 86_400_000
+                    + 9 * 3_600_000
+                    + 60_000
+            )
+        );
+        // 17:57:05 with "try again at 5:57 PM": this minute, over at 17:58.
+        assert_eq!(
+            parse_clock_reset("try again at 5:57 PM.", now, 0),
+            Some(1_796_061_480_000)
         );
         assert_eq!(
             parse_clock_reset("or try again at Dec 2nd, 2026 12:05 AM.", now, 0),
-            Some(trantor_proto::date::days_from_civil(2026, 12, 2) * 86_400_000 + 5 * 60_000)
+            Some(trantor_proto::date::days_from_civil(2026, 12, 2) * 86_400_000 + 6 * 60_000)
         );
         assert_eq!(parse_clock_reset("try again at 13:00 PM", now, 0), None);
         assert!(parse_reset(codex, now).is_some());

@@ -182,6 +182,9 @@ pub(crate) struct Conn {
     pub(crate) ids: Option<Ids>,
 }
 
+/// A deferred request on its way (its reply read when it comes).
+type Sent<'a> = Pin<Box<dyn Future<Output = Result<(), postgres::Error>> + 'a>>;
+
 /// Send `pending` (when not empty) and then run `fut`, all in one round trip; the first error
 /// wins (a failed deferred statement aborts the transaction, so what follows fails too) and
 /// sets `failed` to what failed.
@@ -198,28 +201,25 @@ fn pipelined<T>(
     let (ahead, out) = rt.block_on(async move {
         // Each request is queued on the connection at its future's first poll, and every poll
         // below goes in order, so the server receives (and runs) them in this order.
-        let mut ahead: Vec<Pin<Box<dyn Future<Output = Result<(), postgres::Error>> + '_>>> =
-            pending
-                .iter()
-                .map(
-                    |p| -> Pin<Box<dyn Future<Output = Result<(), postgres::Error>> + '_>> {
-                        match p {
-                            Pending::Simple(sql) => Box::pin(client.batch_execute(sql)),
-                            Pending::Exec(st, params, _) => Box::pin(async move {
-                                client
-                                    .execute_raw(
-                                        st,
-                                        params.iter().map(|p| {
-                                            p.as_ref() as &(dyn postgres::types::ToSql + Sync)
-                                        }),
-                                    )
-                                    .await
-                                    .map(|_| ())
-                            }),
-                        }
-                    },
-                )
-                .collect();
+        let mut ahead: Vec<Sent<'_>> = pending
+            .iter()
+            .map(|p| -> Sent<'_> {
+                match p {
+                    Pending::Simple(sql) => Box::pin(client.batch_execute(sql)),
+                    Pending::Exec(st, params, _) => Box::pin(async move {
+                        client
+                            .execute_raw(
+                                st,
+                                params
+                                    .iter()
+                                    .map(|p| p.as_ref() as &(dyn postgres::types::ToSql + Sync)),
+                            )
+                            .await
+                            .map(|_| ())
+                    }),
+                }
+            })
+            .collect();
         let mut done: Vec<Option<Result<(), postgres::Error>>> =
             ahead.iter().map(|_| None).collect();
         let mut fut = std::pin::pin!(fut);

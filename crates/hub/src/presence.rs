@@ -25,6 +25,10 @@ struct Live {
     /// The session's project as stored on its peer row, once known (`/send` stamps it on
     /// every message without reading the row inside the write).
     project: Option<Arc<str>>,
+    /// The highest cursor a non-peeking `/poll` on this hub has answered the session with.
+    /// The poll raises the stored ledger in the next group commit after its reply; until then
+    /// reads overlay this value, so a reply and a read after it agree (docs/protocol.md §5.3).
+    delivered: i64,
 }
 
 /// What a touch means for the caller's write.
@@ -67,6 +71,7 @@ impl Presence {
                         announced: now - p.last_seen < online_ms,
                         dirty: false,
                         project: (!p.project.is_empty()).then(|| Arc::from(p.project.as_str())),
+                        delivered: 0,
                     },
                 )
             })
@@ -110,6 +115,7 @@ impl Presence {
                         announced: true,
                         dirty: false,
                         project: None,
+                        delivered: 0,
                     },
                 );
                 Touch::CameOnline
@@ -152,6 +158,14 @@ impl Presence {
         }
     }
 
+    /// Record that a poll answered `session` with messages up to `up_to`, before its ledger
+    /// raise has committed ([`Presence::overlay`] reports it from now on).
+    pub fn note_delivered(&self, session: &str, up_to: i64) {
+        if let Some(live) = self.map().get_mut(session) {
+            live.delivered = live.delivered.max(up_to);
+        }
+    }
+
     /// Cached `lastSeen` of a session.
     pub fn last_seen(&self, session: &str) -> Option<i64> {
         self.map().get(session).map(|l| l.last_seen)
@@ -169,12 +183,14 @@ impl Presence {
         self.map().values().map(|l| u64::from(l.held)).sum()
     }
 
-    /// Put the cached `lastSeen` and the online flag onto a stored peer row.
+    /// Put the cached `lastSeen`, the online flag and the ledger a poll answered up to (see
+    /// [`Presence::note_delivered`]) onto a stored peer row.
     pub fn overlay(&self, peer: &mut Peer, now: i64) {
         let map = self.map();
         let live = map.get(&peer.session);
         if let Some(l) = live {
             peer.last_seen = peer.last_seen.max(l.last_seen);
+            peer.delivered_up_to = peer.delivered_up_to.max(l.delivered);
         }
         let held = live.is_some_and(|l| l.held > 0);
         peer.online = held || now - peer.last_seen < self.online_ms;
@@ -284,6 +300,18 @@ mod tests {
         p.overlay(&mut row, 400);
         assert_eq!(row.last_seen, 300);
         assert!(row.online);
+        // A poll's answered cursor shows before its ledger raise commits, and never lowers
+        // a stored ledger that is already past it.
+        p.note_delivered("b:p", 7);
+        let mut row = peer.clone();
+        p.overlay(&mut row, 400);
+        assert_eq!(row.delivered_up_to, 7);
+        let mut ahead = Peer {
+            delivered_up_to: 9,
+            ..peer.clone()
+        };
+        p.overlay(&mut ahead, 400);
+        assert_eq!(ahead.delivered_up_to, 9);
         assert_eq!(p.take_dirty(400), vec![("b:p".to_string(), 300)]);
         assert!(p.take_dirty(400).is_empty());
     }

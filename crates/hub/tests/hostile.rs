@@ -427,6 +427,120 @@ async fn secrets_in_any_field_are_refused() {
     hub.stop().await;
 }
 
+// 1b. A woken poll answers from the committed message; its ledger raise commits after the reply.
+
+/// The stored `deliveredUpTo` of `session`, read straight from the store (no overlay).
+async fn stored_ledger(store: &SqliteStore, session: &'static str) -> i64 {
+    store
+        .read(move |tx| tx.peer(session))
+        .await
+        .expect("read")
+        .map(|p| p.delivered_up_to)
+        .unwrap_or(0)
+}
+
+/// Hold `GET /poll` for `session` from `since` on its own connection; resolves with the reply.
+fn hold_poll(port: u16, session: &str, since: i64) -> tokio::task::JoinHandle<(u16, Value)> {
+    let path = format!("/poll?session={session}&since={since}&wait=60");
+    tokio::spawn(async move { get(port, &path).await })
+}
+
+async fn wait_held(port: u16, want: i64) {
+    wait_until(&format!("{want} poll(s) held"), || async {
+        get(port, "/health").await.1["pollsHeld"].as_i64() == Some(want)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_crash_between_a_poll_reply_and_its_ledger_raise_redelivers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let inner = SqliteStore::open(&dir.path().join("hub.db")).expect("store");
+    let budget = Arc::new(AtomicI64::new(i64::MAX));
+    let store = Crashy {
+        inner: inner.clone(),
+        budget: budget.clone(),
+    };
+    let hub = start_with(dir, store, |_| {}).await;
+    let p = hub.port;
+    // Both sessions come online now (their peer rows and `presence.online` events are writes),
+    // so the only writes in the window below are the send and the ledger raise.
+    let (c, _) = post(
+        p,
+        "/send",
+        json!({"from": "a:p", "to": "z:p", "text": "warm"}),
+    )
+    .await;
+    assert_eq!(c, 200);
+    let (c, _) = get(p, "/inbox?session=b:p&since=0").await;
+    assert_eq!(c, 200);
+
+    let poll = hold_poll(p, "b:p", 0);
+    wait_held(p, 1).await;
+    // Exactly one commit gets through, the send's: the process "dies" right after it, before
+    // the woken poll's ledger raise commits.
+    budget.store(1, Ordering::SeqCst);
+    let (c, sent) = post(
+        p,
+        "/send",
+        json!({"from": "a:p", "to": "b:p", "text": "the one"}),
+    )
+    .await;
+    assert_eq!(c, 200, "{sent}");
+    let id = sent["id"].as_i64().expect("id");
+    let (c, got) = tokio::time::timeout(GUARD, poll)
+        .await
+        .expect("the poll answered")
+        .expect("poll task");
+    // The reply does not wait for the raise: the poll answered with the message.
+    assert_eq!(c, 200, "{got}");
+    assert_eq!(got["messages"][0]["id"], id, "{got}");
+    assert_eq!(got["cursor"], id, "{got}");
+    // This hub's reads agree with the reply it gave ...
+    let (_, peer) = get(p, "/peer?session=b:p").await;
+    assert_eq!(peer["deliveredUpTo"], id, "{peer}");
+    // ... but the raise never committed.
+    assert!(stored_ledger(&inner, "b:p").await < id);
+    hub.stop().await;
+
+    // The restart: the ledger is below what the poll handed out, so the message counts as
+    // unread and a read from the ledger delivers it again. Nothing was lost.
+    budget.store(i64::MAX, Ordering::SeqCst);
+    let store = Crashy {
+        inner: inner.clone(),
+        budget: budget.clone(),
+    };
+    let hub = start_with(tempfile::tempdir().expect("tempdir"), store, |_| {}).await;
+    let p = hub.port;
+    let (_, peer) = get(p, "/peer?session=b:p").await;
+    let ledger = peer["deliveredUpTo"].as_i64().expect("ledger");
+    assert!(ledger < id, "{peer}");
+    let (c, again) = get(p, &format!("/inbox?session=b:p&since={ledger}&peek=1")).await;
+    assert_eq!(c, 200, "{again}");
+    assert_eq!(again["messages"][0]["id"], id, "redelivered: {again}");
+
+    // Without a crash the raise is durable in the next group commit after the reply.
+    let poll = hold_poll(p, "b:p", id);
+    wait_held(p, 1).await;
+    let (_, sent) = post(
+        p,
+        "/send",
+        json!({"from": "a:p", "to": "b:p", "text": "two"}),
+    )
+    .await;
+    let id2 = sent["id"].as_i64().expect("id");
+    let (c, got) = tokio::time::timeout(GUARD, poll)
+        .await
+        .expect("the poll answered")
+        .expect("poll task");
+    assert_eq!((c, got["cursor"].clone()), (200, json!(id2)), "{got}");
+    wait_until("the ledger raise committed", || async {
+        stored_ledger(&inner, "b:p").await == id2
+    })
+    .await;
+    hub.stop().await;
+}
+
 // 8. Health reflects failing writes.
 
 #[tokio::test]

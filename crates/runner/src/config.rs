@@ -510,8 +510,8 @@ impl Config {
         }
         let home = identity::home(env);
         let swap_label = given(&args.swap_label)
-            .map(|l| crate::paths::safe(&l))
-            .unwrap_or_else(|| crate::paths::safe(&format!("{agent}-swap")));
+            .map(|l| crate::sys::paths::safe(&l))
+            .unwrap_or_else(|| crate::sys::paths::safe(&format!("{agent}-swap")));
         Ok(Config {
             effort: effort_for(given(&args.effort), &agent, &driver),
             credential: given(&args.credential).or_else(|| pool_of(&args.pool).into_iter().next()),

@@ -6,23 +6,28 @@
 //!
 //! # Layout
 //!
-//! The folders are layers; a module uses its own layer and the ones above it in this list.
+//! The folders are layers, listed here from the top: a module uses its own layer and the ones
+//! below it in this list, never one above (the order is `docs/architecture.md` §2's, and the
+//! test `tests/layers.rs` holds the code, this list and that section to it). Every import names
+//! the layer it crosses (`crate::sys::fsx`, `crate::triage::wake`): the crate root re-exports
+//! nothing for the crate's own use.
 //!
-//! - `config.rs`: who the seat is and how it runs (identity and knobs).
-//! - `sys/`: small helpers every layer uses (atomic files, the one git command builder and the
-//!   bounded git reads on it, per-seat paths, redaction).
-//! - `triage/`: pure decisions, no I/O: what a poll batch means, the prompt, the verdict of a
-//!   turn, the receipts.
-//! - `hub/`: the seat's traffic with the hub (tolerant reads, the ordered outbound sender).
-//! - `periphery/`: the seat's surroundings: its git worktree, the docker janitor, self-restart
-//!   onto a newer release, the shared nudge ledger.
-//! - `turn/`: one agent CLI run: the executor with its time box and cut, the CLI drivers, the
-//!   liveness watchdog, the WIP snapshot.
 //! - `seat/`: the orchestration: the seat's state, boot, poll loop, delivery, one turn as the
-//!   seat runs it, and the seat's own files (pending queue, park file, telemetry ledger).
+//!   seat runs it, the seat machine and its shell, and the seat's own files (pending queue, park
+//!   file, turn record, telemetry ledger).
+//! - `turn/`: one agent CLI run: the executor with its time box and cut, the CLI drivers, the
+//!   liveness watchdog, the WIP snapshot, the turn's usage report.
+//! - `periphery/`: the seat's surroundings: its git worktree, the docker janitor, self-restart
+//!   onto a newer release, the shared nudge ledger and duty nudges.
+//! - `hub/`: the seat's traffic with the hub (tolerant reads, the ordered outbound sender).
+//! - `triage/`: pure decisions, no I/O: what a poll batch means, the session per card, the
+//!   prompt, the verdict of a turn, the receipts.
+//! - `config.rs`: who the seat is and how it runs (identity and knobs).
+//! - `sys/`: small helpers every layer uses (the bounded-command runner, atomic files, the one
+//!   git command builder and the bounded git reads on it, per-seat paths, redaction).
 //!
-//! Every module is also named from the crate root (`crate::fsx`, `crate::wake`), so a module's
-//! imports read the same from every layer.
+//! The public items below are the crate's interface to the CLI and the MCP server, not aliases
+//! for its own modules.
 
 mod config;
 mod hub;
@@ -31,13 +36,6 @@ mod seat;
 mod sys;
 mod triage;
 mod turn;
-
-use hub::{bus, hubio};
-use periphery::{docker, nudge, release, worktree};
-use seat::{adopt, boot, fence, idle, ledger, machine, pending, rules, turnflow, turnrec};
-use sys::{cmd, fsx, gitx, redact};
-use triage::{classify, prompt, receipt, session, wake};
-use turn::{snapshot, usage, watchdog};
 
 pub use config::{RUNNER_ENV_VARS, RunnerArgs};
 pub use seat::fence::{EXIT_SUPERSEDED, Superseded};
@@ -68,15 +66,15 @@ pub mod playbook {
 /// Run the seat daemon until interrupted.
 pub async fn run(args: RunnerArgs) -> anyhow::Result<()> {
     // First, before anything reads the environment: a release boot's state leaves the env here.
-    let release_state = release::take_release_state();
+    let release_state = periphery::release::take_release_state();
     let cfg = config::Config::from_process(&args)?;
     // Handlers go in before the boot, so a stop during the kickoff turn still ends its CLI.
-    let mut stop = boot::Shutdown::install();
-    let bus: std::sync::Arc<std::sync::OnceLock<bus::Bus>> = Default::default();
+    let mut stop = seat::boot::Shutdown::install();
+    let bus: std::sync::Arc<std::sync::OnceLock<hub::bus::Bus>> = Default::default();
     let work = {
         let bus = bus.clone();
         async move {
-            let mut seat = boot::boot(cfg, release_state, &bus).await?;
+            let mut seat = seat::boot::boot(cfg, release_state, &bus).await?;
             let r = seat.run_loop().await;
             seat.hub.bus.flush(std::time::Duration::from_secs(5)).await;
             r

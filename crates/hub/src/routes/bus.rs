@@ -342,23 +342,24 @@ pub async fn poll<S: Store>(
     let sub = hub.wake.subscribe(&session);
     let mut shutdown = hub.shutdown.clone();
 
-    // The first look is a read (an idle re-poll usually finds nothing); after a wake we go
-    // straight to the write that reads the page and raises the ledger.
+    // A session coming online needs a write anyway (its peer row and `presence.online`), so
+    // that first look reads the page and raises the ledger in it. Every other look, woken ones
+    // included, reads committed messages on a reader and answers at once; the ledger raise
+    // follows in the next group commit (`raise_after_reply`), off the reply's path.
     let mut woken = false;
     let mut touch = touch;
     loop {
         // Arm before querying so a commit racing with the query still wakes us.
         let armed = sub.armed();
-        let page = if woken || touch == Touch::CameOnline {
+        let page = if touch == Touch::CameOnline {
             deliver(&hub, &session, since, touch, raise).await?
         } else {
             let s = session.clone();
-            let probe = hub.store.read(move |tx| read_page(tx, &s, since)).await?;
-            if probe.has_news() {
-                deliver(&hub, &session, since, Touch::Seen, raise).await?
-            } else {
-                probe
+            let page = hub.store.read(move |tx| read_page(tx, &s, since)).await?;
+            if raise && page.has_news() {
+                raise_after_reply(&hub, &session, page.reply.cursor);
             }
+            page
         };
         touch = Touch::Seen;
         if page.has_news() {
@@ -382,6 +383,40 @@ pub async fn poll<S: Store>(
                 return Ok(Json(page.reply));
             }
         }
+    }
+}
+
+/// Raise `session`'s delivery ledger to `up_to` in the next group commit, after the reply that
+/// hands those messages out (docs/protocol.md §5.3). The write is queued here, before the reply
+/// is sent, so it commits no later than any write the client makes after reading the reply;
+/// until it commits, reads of the peer on this hub overlay the value ([`Presence::note_delivered`]).
+/// A crash in between leaves the stored ledger below what was answered: those messages count as
+/// unread again (at-least-once), none is lost.
+///
+/// [`Presence::note_delivered`]: crate::presence::Presence::note_delivered
+fn raise_after_reply<S: Store>(hub: &AppState<S>, session: &str, up_to: i64) {
+    if up_to <= 0 {
+        return;
+    }
+    hub.presence.note_delivered(session, up_to);
+    let hub = hub.clone();
+    let session = session.to_string();
+    let mut raise = Box::pin(async move {
+        let s = session.clone();
+        let out = hub
+            .store
+            .write(move |tx| tx.raise_delivered(&s, up_to))
+            .await;
+        hub.note_write(out.as_ref().err());
+        if let Err(e) = out {
+            tracing::warn!(%session, up_to, error = %e, "the ledger raise after a poll reply failed");
+        }
+    });
+    // Polled once here, so the write is queued before the reply leaves; a task waits for its
+    // outcome (the task's first poll registers its own waker).
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    if raise.as_mut().poll(&mut cx).is_pending() {
+        tokio::spawn(raise);
     }
 }
 

@@ -18,6 +18,23 @@ use tokio::sync::{mpsc, oneshot};
 use trantor_proto::delivery::DeliveryMark;
 use trantor_proto::{ClientError, HubClient, RegisterRequest, SendRequest, TurnReport};
 
+/// Whether a fence the hub holds for `current` is a stale one, late from a runner this one
+/// replaced, rather than a successor's (docs/runner.md §24.1). Instance ids are
+/// `<pid>.<boot ms>`: an instance that booted before `mine` (by boot time, then pid) did not
+/// replace it — its fence reached the hub after this runner's own (a request in flight when it
+/// was killed) — so this runner fences again. Ids that do not parse are a successor's: never
+/// second-guessed.
+pub fn stale_fence(current: &str, mine: &str) -> bool {
+    fn parse(id: &str) -> Option<(i64, u32)> {
+        let (pid, ms) = id.split_once('.')?;
+        Some((ms.parse().ok()?, pid.parse().ok()?))
+    }
+    match (parse(current), parse(mine)) {
+        (Some(c), Some(m)) => c < m,
+        _ => false,
+    }
+}
+
 /// How many times in a row a mark refused for a stale fence re-fences before the runner counts
 /// itself superseded.
 const MAX_REFENCES: u32 = 3;
@@ -288,8 +305,7 @@ async fn writer(
                     backoff = (backoff * 2).min(backoff_max);
                 }
                 Err(ClientError::Superseded { session, current })
-                    if refences < MAX_REFENCES
-                        && crate::machine::stale_fence(&current, &m.instance) =>
+                    if refences < MAX_REFENCES && stale_fence(&current, &m.instance) =>
                 {
                     // A runner this one replaced got its fence in late: take it back, then
                     // send the mark again (docs/runner.md §24.1).
@@ -530,5 +546,26 @@ mod tests {
         ));
         assert_eq!(bus.settle_marks(Duration::from_secs(5)).await, None);
         assert_eq!(fences.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_fence_held_by_an_instance_that_booted_earlier_is_stale_and_taken_back() {
+        // (the hub's current instance, mine, stale)
+        let table = [
+            // A predecessor's late fence (it booted first): take the fence back.
+            ("100.1700000000000", "200.1700000005000", true),
+            // Same boot millisecond: the pid orders them.
+            ("100.1700000000000", "200.1700000000000", true),
+            // A successor (booted later): superseded.
+            ("300.1700000009000", "200.1700000005000", false),
+            ("200.1700000005000", "200.1700000005000", false),
+            // Not ours to judge: an id of another shape is a successor's.
+            ("usurper", "200.1700000005000", false),
+            ("", "200.1700000005000", false),
+            ("100.1700000000000", "mine", false),
+        ];
+        for (i, (current, mine, stale)) in table.into_iter().enumerate() {
+            assert_eq!(stale_fence(current, mine), stale, "row {i}");
+        }
     }
 }

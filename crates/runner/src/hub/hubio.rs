@@ -2,7 +2,7 @@
 //! works against our hub and the original JavaScript one, whose replies carry more or fewer
 //! fields. Every read fails open: `None` means "unknown", never "no".
 
-use crate::classify::CardSnap;
+use crate::triage::classify::CardSnap;
 use serde_json::Value;
 use trantor_proto::{HubClient, Lesson, Message, PolicyLink};
 
@@ -144,7 +144,7 @@ impl HubReads {
                 )
             })
             .filter(|t| {
-                !crate::session::is_message_card_title(
+                !crate::triage::session::is_message_card_title(
                     t.get("title").and_then(Value::as_str).unwrap_or(""),
                 )
             })

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cmd::run_bounded;
+use crate::sys::cmd::run_bounded;
 
 /// `docker ps` limit (docs/runner.md §18).
 const PS_TIMEOUT: Duration = Duration::from_secs(8);
@@ -345,7 +345,7 @@ impl DockerJanitor {
             let _ = std::fs::remove_file(&self.file);
             return;
         }
-        if let Err(e) = crate::fsx::write_json_atomic(&self.file, record) {
+        if let Err(e) = crate::sys::fsx::write_json_atomic(&self.file, record) {
             tracing::warn!("docker record {}: {e}", self.file.display());
         }
     }

@@ -196,7 +196,7 @@ fn stamp(path: &Path) -> Option<FileStamp> {
 pub fn probe_version(path: &Path) -> Option<semver::Version> {
     let mut cmd = std::process::Command::new(path);
     cmd.arg("--version").env_remove(RELEASE_STATE_ENV);
-    match crate::cmd::run_bounded(cmd, VERSION_PROBE_TIMEOUT) {
+    match crate::sys::cmd::run_bounded(cmd, VERSION_PROBE_TIMEOUT) {
         Ok(out) if out.status.success() => {
             let v = parse_version_output(&String::from_utf8_lossy(&out.stdout));
             if v.is_none() {

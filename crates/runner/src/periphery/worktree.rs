@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::cmd::{BoundedError, run_bounded};
-use crate::gitx::git_command;
+use crate::sys::cmd::{BoundedError, run_bounded};
+use crate::sys::gitx::git_command;
 
 /// How long one git call of the worktree set-up may take.
 const GIT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -57,8 +57,8 @@ pub fn seat_branch(persona: &str) -> String {
 pub fn seat_worktree_path(bus_dir: &Path, project: &str, persona: &str) -> PathBuf {
     bus_dir
         .join("worktrees")
-        .join(crate::paths::safe(project))
-        .join(crate::paths::safe(persona))
+        .join(crate::sys::paths::safe(project))
+        .join(crate::sys::paths::safe(persona))
 }
 
 /// Make sure the seat's worktree exists and return the directory the seat's turns run in.
@@ -740,12 +740,12 @@ pub(crate) mod tests {
 
     #[test]
     fn safe_name_rules() {
-        assert_eq!(crate::paths::safe("claude"), "claude");
-        assert_eq!(crate::paths::safe("my.proj"), "my_proj");
-        assert_eq!(crate::paths::safe("a..b"), "a_b");
-        assert_eq!(crate::paths::safe("../x"), "__x");
-        assert_eq!(crate::paths::safe("a b/c:d"), "a_b_c_d");
-        assert_eq!(crate::paths::safe("ok_-9"), "ok_-9");
+        assert_eq!(crate::sys::paths::safe("claude"), "claude");
+        assert_eq!(crate::sys::paths::safe("my.proj"), "my_proj");
+        assert_eq!(crate::sys::paths::safe("a..b"), "a_b");
+        assert_eq!(crate::sys::paths::safe("../x"), "__x");
+        assert_eq!(crate::sys::paths::safe("a b/c:d"), "a_b_c_d");
+        assert_eq!(crate::sys::paths::safe("ok_-9"), "ok_-9");
     }
 
     #[test]

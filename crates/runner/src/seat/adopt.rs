@@ -1,12 +1,12 @@
 //! The shell of the seat machine (docs/runner.md §24): it performs the machine's effects — the
 //! turn record on disk, the pending queue, signals to a predecessor's process group, the bus, the
 //! ledger, the hub's delivery record — and feeds back what it observed (the worktree's CLI lock,
-//! the evidence of an adopted turn). The decisions themselves live in [`crate::machine`].
+//! the evidence of an adopted turn). The decisions themselves live in [`crate::seat::machine`].
 
-use crate::fence::CliLock;
-use crate::machine::{Effect, Event, Evidence, MarkState, Sig};
 use crate::seat::Seat;
-use crate::turnrec::{RecState, TurnRecord};
+use crate::seat::fence::CliLock;
+use crate::seat::machine::{Effect, Event, Evidence, MarkState, Sig};
+use crate::seat::turnrec::{RecState, TurnRecord};
 use std::time::Duration;
 
 /// How often a turn waiting for another CLI to leave the worktree says so.
@@ -79,7 +79,7 @@ impl Seat {
             MarkState::Requeued => Wire::Requeued,
         };
         let note = (!note.is_empty()).then(|| {
-            let t = crate::redact::redact(note);
+            let t = crate::sys::redact::redact(note);
             t.chars()
                 .take(trantor_proto::delivery::NOTE_MAX)
                 .collect::<String>()
@@ -239,14 +239,16 @@ impl Seat {
 
     /// `✅ done` receipts for contracts an adopted turn acted on.
     fn adopted_receipts(&self, owed: &[trantor_proto::Message], secs: i64, started_ms: i64) {
-        for a in crate::receipt::assigners(owed, &self.cfg.session) {
-            let t = crate::receipt::done(&self.cfg.session, secs, started_ms, None, &a);
-            self.hub.bus.send_outcome(crate::receipt::to_assigner(
-                &self.cfg.session,
-                &self.cfg.project,
-                &a,
-                t,
-            ));
+        for a in crate::triage::receipt::assigners(owed, &self.cfg.session) {
+            let t = crate::triage::receipt::done(&self.cfg.session, secs, started_ms, None, &a);
+            self.hub
+                .bus
+                .send_outcome(crate::triage::receipt::to_assigner(
+                    &self.cfg.session,
+                    &self.cfg.project,
+                    &a,
+                    t,
+                ));
         }
     }
 
@@ -258,9 +260,9 @@ impl Seat {
             .adopting_record()
             .cloned()
             .unwrap_or_default();
-        let exit = crate::turnrec::read_status(&self.paths.turnexit);
+        let exit = crate::seat::turnrec::read_status(&self.paths.turnexit);
         let head = if self.work.in_git {
-            crate::gitx::head(&self.work.turn_dir).await
+            crate::sys::gitx::head(&self.work.turn_dir).await
         } else {
             None
         };
@@ -270,7 +272,7 @@ impl Seat {
         };
         let card_after = if rec.card > 0 {
             match self.hub.reads.card(rec.card).await {
-                crate::hubio::CardRead::Found { snap, .. } => Some(snap.status),
+                crate::hub::hubio::CardRead::Found { snap, .. } => Some(snap.status),
                 _ => None,
             }
         } else {
@@ -314,8 +316,8 @@ impl Seat {
 
     /// Record a turn as started, durably, before its CLI is spawned (docs/runner.md §24.2).
     pub async fn record_turn_start(&mut self, rec: TurnRecord) {
-        crate::fsx::remove(&self.paths.turnexit);
-        crate::fsx::remove(&self.paths.turnpid);
+        crate::sys::fsx::remove(&self.paths.turnexit);
+        crate::sys::fsx::remove(&self.paths.turnpid);
         let now = self.fence.now();
         let fx = self.fence.machine.handle(Event::TurnStarting { rec }, now);
         self.perform(fx).await;
@@ -347,9 +349,10 @@ impl Seat {
             .unwrap_or(self.delivery.cursor)
             .min(self.delivery.cursor);
         let body = serde_json::json!({"cursor": self.delivery.cursor, "floor": floor});
-        if let Err(e) =
-            crate::fsx::write_atomic_sync_later(&self.paths.cursor, body.to_string().as_bytes())
-        {
+        if let Err(e) = crate::sys::fsx::write_atomic_sync_later(
+            &self.paths.cursor,
+            body.to_string().as_bytes(),
+        ) {
             tracing::warn!("cursor file {}: {e}", self.paths.cursor.display());
         }
     }

@@ -2,22 +2,23 @@
 //! hub's tip (history is never replayed), the booting `/register` and the ready announce, the
 //! restored queue, then a kickoff — or, on a release boot, the restart notice instead.
 
-use crate::bus::Bus;
 use crate::config::Config;
-use crate::docker::DockerJanitor;
-use crate::drivers::Driver;
-use crate::fence::{SeatLock, Taken};
-use crate::hubio::HubReads;
-use crate::ledger::{self, Ledger};
-use crate::machine::SeatMachine;
-use crate::paths::Paths;
-use crate::pending::{Owner, Pending};
-use crate::release::{self, ReleaseState, ReleaseWatcher};
+use crate::hub::bus::Bus;
+use crate::hub::hubio::HubReads;
+use crate::periphery::docker::DockerJanitor;
+use crate::periphery::release::{self, ReleaseState, ReleaseWatcher};
+use crate::periphery::worktree;
+use crate::seat::fence::{SeatLock, Taken};
+use crate::seat::ledger::{self, Ledger};
+use crate::seat::machine::SeatMachine;
+use crate::seat::pending::{Owner, Pending};
+use crate::seat::turnrec::TurnRecord;
 use crate::seat::{
     CliSession, Delivery, Fencing, HUB_BACKOFF_START, Health, HubLink, Seat, Workspace,
 };
-use crate::turnrec::TurnRecord;
-use crate::{fsx, gitx, worktree};
+use crate::sys::paths::Paths;
+use crate::sys::{fsx, gitx};
+use crate::turn::drivers::Driver;
 use std::time::Duration;
 use trantor_proto::enroll;
 use trantor_proto::{HubClient, Signer};
@@ -258,7 +259,7 @@ impl Seat {
     /// wakes claimed, then the kickoff (or the restart notice).
     async fn restore(&mut self, rs: Option<ReleaseState>, swap_cursor: Option<i64>) {
         let (restored, corrupt) = Pending::load(&self.paths.pending);
-        let saved = crate::adopt::load_cursor(&self.paths.cursor);
+        let saved = crate::seat::adopt::load_cursor(&self.paths.cursor);
         self.delivery.cursor = match (&rs, swap_cursor, saved) {
             (Some(s), _, _) => s.cursor,
             (None, Some(c), _) => c,
@@ -484,7 +485,7 @@ pub async fn boot(
         },
         fence: Fencing {
             _seat_lock: seat_lock.0,
-            cli_lock: crate::fence::cli_lock_path(&cfg.bus_dir, &turn_dir_for_lock),
+            cli_lock: crate::seat::fence::cli_lock_path(&cfg.bus_dir, &turn_dir_for_lock),
             machine: SeatMachine::new(
                 &cfg.session,
                 &instance,

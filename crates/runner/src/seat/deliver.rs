@@ -2,18 +2,18 @@
 //! prompt, the turn, and the outcome branches — success (and blocked) consume the wake and send
 //! the receipts; failure, no-delivery and empty back off or park; an ask holds the wake.
 
-use crate::classify::{self, FailureClass};
-use crate::gitx;
-use crate::hubio::CardRead;
-use crate::ledger::Phase;
-use crate::nudge;
-use crate::park::{self, Park};
-use crate::prompt::{self, Sections};
-use crate::receipt::{self, Assigner};
-use crate::rules;
+use crate::hub::hubio::CardRead;
+use crate::periphery::nudge;
 use crate::seat::Seat;
-use crate::session;
-use crate::turnflow::{TurnInput, TurnKind, TurnResult};
+use crate::seat::ledger::Phase;
+use crate::seat::park::{self, Park};
+use crate::seat::rules;
+use crate::seat::turnflow::{TurnInput, TurnKind, TurnResult};
+use crate::sys::gitx;
+use crate::triage::classify::{self, FailureClass};
+use crate::triage::prompt::{self, Sections};
+use crate::triage::receipt::{self, Assigner};
+use crate::triage::session;
 use std::collections::BTreeSet;
 use std::time::Instant;
 use trantor_proto::{Message, TaskUpdateRequest};
@@ -159,7 +159,7 @@ impl Seat {
         } else if card > 0 {
             let cited: BTreeSet<i64> = wakes
                 .iter()
-                .flat_map(|m| crate::wake::card_refs(&m.text))
+                .flat_map(|m| crate::triage::wake::card_refs(&m.text))
                 .collect();
             if cited.len() > 1 {
                 again.push(format!("This turn is bound to card #{card}."));
@@ -235,19 +235,20 @@ impl Seat {
         let wt = self.work.turn_dir.clone();
         let b = base.to_string();
         let got =
-            tokio::task::spawn_blocking(move || crate::worktree::start_at_base(&wt, &b)).await;
+            tokio::task::spawn_blocking(move || crate::periphery::worktree::start_at_base(&wt, &b))
+                .await;
         match got {
-            Ok(crate::worktree::BaseStart::Moved { from }) => {
+            Ok(crate::periphery::worktree::BaseStart::Moved { from }) => {
                 self.work.tree_cache = None;
                 tracing::info!(
                     "seat branch moved to base {base} (was {})",
                     &from[..from.len().min(12)]
                 )
             }
-            Ok(crate::worktree::BaseStart::AlreadyThere) => {
+            Ok(crate::periphery::worktree::BaseStart::AlreadyThere) => {
                 tracing::debug!("seat branch already at base {base}")
             }
-            Ok(crate::worktree::BaseStart::Left(why)) => {
+            Ok(crate::periphery::worktree::BaseStart::Left(why)) => {
                 tracing::warn!("seat branch not moved to base {base}: {why}")
             }
             Err(e) => tracing::warn!("base check failed: {e}"),
@@ -533,7 +534,7 @@ impl Seat {
                         self.health.cut_chain.last().cloned().unwrap_or_default()
                     )
                 } else if class == FailureClass::Exhausted || class == FailureClass::Auth {
-                    crate::redact::redact(&matched).into_owned()
+                    crate::sys::redact::redact(&matched).into_owned()
                 } else {
                     r.cut_evidence.clone().unwrap_or_default()
                 };
@@ -707,7 +708,7 @@ impl Seat {
             if !evidence.is_empty() {
                 text.push_str(&format!(" · {evidence}"));
             }
-            let text = crate::redact::redact(&text).into_owned();
+            let text = crate::sys::redact::redact(&text).into_owned();
             tracing::warn!("{text}");
             self.alert(text.clone());
             self.operator_alert(&text);
@@ -761,7 +762,7 @@ impl Seat {
             return;
         }
         let row = serde_json::json!({"ts": trantor_proto::now_ms(), "session": self.cfg.session, "text": text});
-        let _ = crate::fsx::append_line(&self.paths.alerts, &row.to_string());
+        let _ = crate::sys::fsx::append_line(&self.paths.alerts, &row.to_string());
     }
 
     /// End a park (docs/runner.md §12.4).
@@ -770,7 +771,7 @@ impl Seat {
             tracing::info!("park over: {why}");
         }
         self.health.park_announced = false;
-        crate::fsx::remove(&self.paths.park);
+        crate::sys::fsx::remove(&self.paths.park);
     }
 
     /// Mark ids the seat read through its own inbox during the last turn as seen (docs/runner.md

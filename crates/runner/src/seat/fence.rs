@@ -37,7 +37,7 @@ pub enum FenceError {
     /// Another live runner holds the seat.
     #[error(
         "seat {seat} is already run by runner pid {} (instance {}, since {}) — stop it first, or start this runner with --take-over (TRANTOR_TAKE_OVER=1) to replace it",
-        holder.pid, holder.instance, crate::park::fmt_time(holder.since)
+        holder.pid, holder.instance, crate::seat::park::fmt_time(holder.since)
     )]
     Held {
         /// The seat's session.

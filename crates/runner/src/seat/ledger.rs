@@ -6,7 +6,7 @@
 //! atomically, because the watchdog refreshes liveness fields in it while the runner owns the
 //! phase.
 
-use crate::fsx;
+use crate::sys::fsx;
 use serde_json::{Map, Value, json};
 use std::path::{Path, PathBuf};
 

@@ -10,25 +10,8 @@
 //! monotonic clock (`Now::mono_ms`) wherever a wait is measured, so a step of the wall clock
 //! neither ends a grace early nor holds it forever.
 
-use crate::classify::card_moved;
-use crate::turnrec::{RecState, TurnRecord};
-
-/// Whether a fence the hub holds for `current` is a stale one, late from a runner this one
-/// replaced, rather than a successor's (docs/runner.md §24.1). Instance ids are
-/// `<pid>.<boot ms>`: an instance that booted before `mine` (by boot time, then pid) did not
-/// replace it — its fence reached the hub after this runner's own (a request in flight when it
-/// was killed) — so this runner fences again. Ids that do not parse are a successor's: never
-/// second-guessed.
-pub fn stale_fence(current: &str, mine: &str) -> bool {
-    fn parse(id: &str) -> Option<(i64, u32)> {
-        let (pid, ms) = id.split_once('.')?;
-        Some((ms.parse().ok()?, pid.parse().ok()?))
-    }
-    match (parse(current), parse(mine)) {
-        (Some(c), Some(m)) => c < m,
-        _ => false,
-    }
-}
+use crate::seat::turnrec::{RecState, TurnRecord};
+use crate::triage::classify::card_moved;
 
 /// The time of an event: the wall clock (for records and rows) and a monotonic clock (for
 /// every wait).
@@ -265,7 +248,7 @@ impl SeatMachine {
                         rec.turn,
                         rec.instance,
                         pgid.map(|p| p.to_string()).unwrap_or_else(|| "unknown".into()),
-                        crate::park::fmt_duration(self.grace_ms),
+                        crate::seat::park::fmt_duration(self.grace_ms),
                     )));
                 }
                 self.adopting = Some(Adopting {
@@ -302,7 +285,7 @@ impl SeatMachine {
                 out.push(Effect::Say(format!(
                     "{session}: the predecessor's turn {} (group {pgid}) still runs after the {} grace — ending its process group (SIGTERM)",
                     a.rec.turn,
-                    crate::park::fmt_duration(grace)
+                    crate::seat::park::fmt_duration(grace)
                 )));
                 out.push(Effect::Signal {
                     pgid,
@@ -867,26 +850,5 @@ mod tests {
             x,
             Effect::Mark { .. } | Effect::Consume(_) | Effect::Requeue(_)
         )));
-    }
-
-    #[test]
-    fn rule_a_fence_held_by_an_instance_that_booted_earlier_is_stale_and_taken_back() {
-        // (the hub's current instance, mine, stale)
-        let table = [
-            // A predecessor's late fence (it booted first): take the fence back.
-            ("100.1700000000000", "200.1700000005000", true),
-            // Same boot millisecond: the pid orders them.
-            ("100.1700000000000", "200.1700000000000", true),
-            // A successor (booted later): superseded.
-            ("300.1700000009000", "200.1700000005000", false),
-            ("200.1700000005000", "200.1700000005000", false),
-            // Not ours to judge: an id of another shape is a successor's.
-            ("usurper", "200.1700000005000", false),
-            ("", "200.1700000005000", false),
-            ("100.1700000000000", "mine", false),
-        ];
-        for (i, (current, mine, stale)) in table.into_iter().enumerate() {
-            assert_eq!(stale_fence(current, mine), stale, "row {i}");
-        }
     }
 }

@@ -5,7 +5,7 @@
 //! until an operator acts); anything else that fails twice parks *bounded* for the park window,
 //! and a direct message ends a bounded park at once.
 
-use crate::fsx;
+use crate::sys::fsx;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 

@@ -5,7 +5,7 @@
 //! when a turn consumes it (success, blocked, or the duty/base rules). The file also carries the
 //! batched context, the seen ledger (ids a clean turn already read) and the held ask.
 
-use crate::fsx;
+use crate::sys::fsx;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::Path;
@@ -208,7 +208,7 @@ impl Pending {
     }
 
     /// Queue wake messages (deduped by id), oldest first. Nothing is dropped: a long queue is
-    /// carried by several turns ([`crate::rules::turn_batch`]).
+    /// carried by several turns ([`crate::seat::rules::turn_batch`]).
     pub fn push_wakes(&mut self, msgs: Vec<Message>) {
         for m in msgs {
             if !self.wake.iter().any(|w| w.id == m.id) {
@@ -418,7 +418,7 @@ mod tests {
         let mut q = Pending::default();
         q.push_wakes((1..=130).map(msg).collect());
         assert_eq!(q.wake.len(), 130, "no cap drops a wake");
-        let first: Vec<i64> = crate::rules::turn_batch(&q.wake)
+        let first: Vec<i64> = crate::seat::rules::turn_batch(&q.wake)
             .iter()
             .map(|m| m.id)
             .collect();
@@ -426,13 +426,13 @@ mod tests {
         q.consume_wakes(&first);
         // A wake that arrived while the turn ran stays behind the rest.
         q.push_wakes(vec![msg(131)]);
-        let second: Vec<i64> = crate::rules::turn_batch(&q.wake)
+        let second: Vec<i64> = crate::seat::rules::turn_batch(&q.wake)
             .iter()
             .map(|m| m.id)
             .collect();
         assert_eq!(second[0], BATCH_MAX as i64 + 1);
         q.consume_wakes(&second);
-        let third: Vec<i64> = crate::rules::turn_batch(&q.wake)
+        let third: Vec<i64> = crate::seat::rules::turn_batch(&q.wake)
             .iter()
             .map(|m| m.id)
             .collect();

@@ -3,12 +3,12 @@
 //! the top of every pass; pulses; redelivery on the backoff ladder; and a bounded back-off when
 //! the hub is unreachable (nothing is lost: the cursor only moves on a reply).
 
-use crate::ledger;
-use crate::prompt::{self, Sections};
-use crate::rules;
 use crate::seat::Seat;
-use crate::turnflow::{TurnInput, TurnKind};
-use crate::wake;
+use crate::seat::ledger;
+use crate::seat::rules;
+use crate::seat::turnflow::{TurnInput, TurnKind};
+use crate::triage::prompt::{self, Sections};
+use crate::triage::wake;
 use std::time::{Duration, Instant};
 use trantor_proto::{InboxReply, Message};
 
@@ -45,11 +45,11 @@ impl Seat {
 
     /// Stop when another runner instance took the seat's fence on the hub (docs/runner.md
     /// §24.1): no further turn; the queue is on disk as it was.
-    fn exit_if_superseded(&self) -> Result<(), crate::fence::Superseded> {
+    fn exit_if_superseded(&self) -> Result<(), crate::seat::fence::Superseded> {
         let Some(current) = self.hub.bus.superseded() else {
             return Ok(());
         };
-        let s = crate::fence::Superseded {
+        let s = crate::seat::fence::Superseded {
             session: self.cfg.session.clone(),
             instance: self.runner_id.clone(),
             current,
@@ -66,7 +66,7 @@ impl Seat {
     fn hold(&self, now: i64) -> Duration {
         let pulse_in =
             (self.cfg.pulse_ms > 0).then(|| self.cli.last_turn_at + self.cfg.pulse_ms as i64 - now);
-        Duration::from_secs(crate::rules::poll_hold_secs(
+        Duration::from_secs(crate::seat::rules::poll_hold_secs(
             self.cfg.poll_hold_s,
             pulse_in,
             self.delivery.retry_in(now),
@@ -136,7 +136,7 @@ impl Seat {
                         };
                         tokio::select! {
                             r = &mut poll => break r,
-                            _ = tokio::time::sleep_until(start + *at) => crate::idle::trim(),
+                            _ = tokio::time::sleep_until(start + *at) => crate::seat::idle::trim(),
                         }
                     }
                 } else {
@@ -305,7 +305,7 @@ impl Seat {
                     format!(
                         "ℹ️ {} did not turn on your direct message — demoted to context: \"{}\". Re-send citing a card if it still needs a turn",
                         self.cfg.session,
-                        crate::receipt::excerpt(&m.text, 120)
+                        crate::triage::receipt::excerpt(&m.text, 120)
                     ),
                     "status",
                 );
@@ -364,10 +364,10 @@ impl Seat {
                 true
             }
             rules::Next::QueuedUntil(at) => {
-                let in_s = if at == crate::park::NEVER {
+                let in_s = if at == crate::seat::park::NEVER {
                     "never (parked)".to_string()
                 } else {
-                    crate::park::fmt_duration(at - trantor_proto::now_ms())
+                    crate::seat::park::fmt_duration(at - trantor_proto::now_ms())
                 };
                 tracing::info!(
                     "queued — {} undelivered, next attempt in {in_s}",
@@ -447,9 +447,9 @@ impl Seat {
         }
         self.settle_turn(false, &r.j.outcome).await;
         if r.ec != 0 {
-            let (class, _) = crate::classify::classify_failure(
+            let (class, _) = crate::triage::classify::classify_failure(
                 r.real_exit.max(r.ec),
-                crate::classify::last_chars(&r.own_out, 4000),
+                crate::triage::classify::last_chars(&r.own_out, 4000),
                 r.j.empty_output,
                 r.j.empty_turn,
                 r.cut,

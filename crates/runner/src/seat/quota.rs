@@ -31,7 +31,7 @@ pub struct Quota {
 }
 
 /// What stops a turn on a credential: the park reason (`exhausted` or `auth`), until when
-/// (ms; [`crate::park::NEVER`] for `auth`), and the evidence line.
+/// (ms; [`crate::seat::park::NEVER`] for `auth`), and the evidence line.
 pub type Block = (String, i64, String);
 
 /// The block a reply names that still holds at `now` (the runner's clock: a reset the hub has
@@ -39,7 +39,7 @@ pub type Block = (String, i64, String);
 pub fn blocking(reply: &CredentialStateReply, now: i64) -> Option<Block> {
     let c = reply.credential.as_ref()?;
     let (reason, until, word) = if c.state == "auth" {
-        ("auth", crate::park::NEVER, "refused (auth)")
+        ("auth", crate::seat::park::NEVER, "refused (auth)")
     } else {
         ("exhausted", c.exhausted_until(now)?, "exhausted")
     };
@@ -150,10 +150,10 @@ impl Seat {
         let each: Vec<String> = blocks
             .iter()
             .map(|(n, (r, u, _))| {
-                if *u == crate::park::NEVER {
+                if *u == crate::seat::park::NEVER {
                     format!("{n} {r}")
                 } else {
-                    format!("{n} until {}", crate::park::fmt_time(*u))
+                    format!("{n} until {}", crate::seat::park::fmt_time(*u))
                 }
             })
             .collect();
@@ -206,13 +206,13 @@ impl Seat {
         let Some((reason, until, evidence)) = self.credential_block(max_age_ms).await else {
             return false;
         };
-        let batch = crate::rules::turn_batch(&self.delivery.q.wake).to_vec();
-        let assigners = crate::receipt::assigners(&batch, &self.cfg.session);
+        let batch = crate::seat::rules::turn_batch(&self.delivery.q.wake).to_vec();
+        let assigners = crate::triage::receipt::assigners(&batch, &self.cfg.session);
         tracing::info!("{evidence} — parked without spawning a turn");
         self.park_seat(
             &reason,
             self.delivery.q.wake.len(),
-            (until != crate::park::NEVER).then_some(until),
+            (until != crate::seat::park::NEVER).then_some(until),
             evidence,
             &assigners,
         )
@@ -225,12 +225,12 @@ impl Seat {
     pub fn unpark_after_reset(&mut self, now: i64) {
         if let Some(p) = &self.health.park
             && p.reason == "exhausted"
-            && p.until != crate::park::NEVER
+            && p.until != crate::seat::park::NEVER
             && now >= p.until
             && self.delivery.q.wake.is_empty()
         {
             self.unpark("the credential's reset passed");
-            self.phase("idle", crate::ledger::Phase::Idle);
+            self.phase("idle", crate::seat::ledger::Phase::Idle);
         }
     }
 }
@@ -267,7 +267,7 @@ mod tests {
         assert_eq!(blocking(&reply("exhausted", None), 0), None);
         assert_eq!(blocking(&reply("ok", Some(5_000)), 0), None);
         let (reason, until, ev) = blocking(&reply("auth", None), 0).expect("blocks");
-        assert_eq!((reason.as_str(), until), ("auth", crate::park::NEVER));
+        assert_eq!((reason.as_str(), until), ("auth", crate::seat::park::NEVER));
         assert!(ev.contains("credential work refused (auth)"), "{ev}");
     }
 }

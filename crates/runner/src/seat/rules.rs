@@ -5,10 +5,10 @@
 //! batch counts as consumed without a turn. No I/O happens here: the shells in `seat/poll.rs`
 //! and `seat/deliver.rs` gather the facts, call these, and perform what they answer. Each rule
 //! has a table test (`rule_*`) that runs in microseconds; the fencing and adoption rules are in
-//! the sibling [`crate::machine`].
+//! the sibling [`crate::seat::machine`].
 
-use crate::park::{self, Decision, NEVER};
-use crate::pending::{self, BATCH_MAX};
+use crate::seat::park::{self, Decision, NEVER};
+use crate::seat::pending::{self, BATCH_MAX};
 use trantor_proto::Message;
 
 /// The messages of a poll batch that may still act: a contract whose turn completed never

@@ -2,20 +2,20 @@
 //! its outages), [`Workspace`] (where turns run), [`Delivery`] (the durable queue and the
 //! delivery of its held batch), [`Health`] (failures, cuts, the park) and [`CliSession`] (the
 //! agent CLI's session and turn counter). [`Seat`] holds them with the seat's identity. The boot
-//! lives in [`crate::boot`], the loop in [`crate::poll`], a delivery in [`crate::deliver`], one
-//! turn in [`crate::turnflow`].
+//! lives in [`crate::seat::boot`], the loop in [`crate::poll`], a delivery in [`crate::deliver`], one
+//! turn in [`crate::seat::turnflow`].
 
-use crate::bus::Bus;
 use crate::config::Config;
-use crate::docker::DockerJanitor;
-use crate::drivers::Driver;
-use crate::hubio::HubReads;
-use crate::ledger::{self, Ledger};
-use crate::park::Park;
-use crate::paths::Paths;
-use crate::pending::{Owner, Pending};
-use crate::release::{ReleaseState, ReleaseWatcher};
-use crate::wake;
+use crate::hub::bus::Bus;
+use crate::hub::hubio::HubReads;
+use crate::periphery::docker::DockerJanitor;
+use crate::periphery::release::{ReleaseState, ReleaseWatcher};
+use crate::seat::ledger::{self, Ledger};
+use crate::seat::park::Park;
+use crate::seat::pending::{Owner, Pending};
+use crate::sys::paths::Paths;
+use crate::triage::wake;
+use crate::turn::drivers::Driver;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -61,19 +61,19 @@ pub struct Seat {
 /// The seat's fences and its durable turn record (docs/runner.md §24).
 pub struct Fencing {
     /// The held seat lock (released when the runner ends).
-    pub _seat_lock: crate::fence::SeatLock,
+    pub _seat_lock: crate::seat::fence::SeatLock,
     /// The turn directory's CLI lock file.
     pub cli_lock: PathBuf,
     /// The fencing and adoption rules, with the turn record.
-    pub machine: crate::machine::SeatMachine,
+    pub machine: crate::seat::machine::SeatMachine,
     /// The monotonic origin of the machine's clock.
     pub mono0: Instant,
 }
 
 impl Fencing {
     /// The machine's notion of now.
-    pub fn now(&self) -> crate::machine::Now {
-        crate::machine::Now {
+    pub fn now(&self) -> crate::seat::machine::Now {
+        crate::seat::machine::Now {
             wall_ms: trantor_proto::now_ms(),
             mono_ms: i64::try_from(self.mono0.elapsed().as_millis()).unwrap_or(i64::MAX),
         }
@@ -283,12 +283,12 @@ impl Delivery {
 
     /// Held wakes are due for a redelivery (no ask holds them and the back-off has passed).
     pub fn redelivery_due(&self, now: i64) -> bool {
-        crate::rules::redelivery_due(self.q.wake.len(), self.q.ask, self.retry_at, now)
+        crate::seat::rules::redelivery_due(self.q.wake.len(), self.q.ask, self.retry_at, now)
     }
 
     /// Milliseconds until a scheduled redelivery (None when nothing is scheduled).
     pub fn retry_in(&self, now: i64) -> Option<i64> {
-        crate::rules::retry_in(self.q.wake.len(), self.q.ask, self.retry_at, now)
+        crate::seat::rules::retry_in(self.q.wake.len(), self.q.ask, self.retry_at, now)
     }
 
     /// Re-filter a restored queue with the current rules (docs/runner.md §3); returns how many
@@ -421,7 +421,7 @@ impl Seat {
         SendRequest {
             from: self.cfg.session.clone(),
             to: Some(to.to_string()),
-            text: crate::redact::redact(&text).into_owned(),
+            text: crate::sys::redact::redact(&text).into_owned(),
             project: Some(self.cfg.project.clone()),
             re: None,
             kind: Some(kind.to_string()),
@@ -476,7 +476,7 @@ impl Seat {
                 .q
                 .seen
                 .iter()
-                .map(|s| crate::release::SeenId { id: s.id, ts: s.ts })
+                .map(|s| crate::periphery::release::SeenId { id: s.id, ts: s.ts })
                 .collect(),
             ..Default::default()
         }

@@ -2,18 +2,18 @@
 //! pre-turn snapshots the judge compares against, the executor, the post-turn reads, the
 //! verdict, the ledger row, and exactly one follow-up after a cut.
 
-use crate::classify::{self, CardSnap, Judgement, TurnFacts};
-use crate::drivers::{self, TurnArgs};
-use crate::fence::CliLock;
-use crate::gitx;
-use crate::hubio::CardRead;
-use crate::ledger::{self, Phase};
-use crate::prompt;
-use crate::receipt::Assigner;
+use crate::hub::hubio::CardRead;
 use crate::seat::Seat;
+use crate::seat::fence::CliLock;
+use crate::seat::ledger::{self, Phase};
+use crate::seat::turnrec::TurnRecord;
+use crate::sys::gitx;
+use crate::triage::classify::{self, CardSnap, Judgement, TurnFacts};
+use crate::triage::prompt;
+use crate::triage::receipt::Assigner;
+use crate::turn::drivers::{self, TurnArgs};
+use crate::turn::watchdog::WatchdogConfig;
 use crate::turn::{self, TurnEvent, TurnSpec, Wrap};
-use crate::turnrec::TurnRecord;
-use crate::watchdog::WatchdogConfig;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -69,7 +69,7 @@ struct Begun {
 struct Judged {
     j: Judgement,
     own_out: String,
-    reported: Option<crate::usage::Reported>,
+    reported: Option<crate::turn::usage::Reported>,
     ask: Option<(i64, String, bool)>,
 }
 
@@ -160,7 +160,7 @@ impl Seat {
         // branch ref (read natively, no process) tells whether the cache still holds.
         let cached = if self.work.in_worktree {
             self.work.tree_cache.clone().filter(|(head, _)| {
-                let branch = crate::worktree::seat_branch(&self.cfg.persona);
+                let branch = crate::periphery::worktree::seat_branch(&self.cfg.persona);
                 match &self.work.git_common {
                     Some(c) => gitx::read_branch(c, &branch).as_ref() == head.as_ref(),
                     None => false,
@@ -252,7 +252,7 @@ impl Seat {
                         let text = format!(
                             "⏳ {session} turn extended ({n}/{of}) on #{card} — alive: {}; box now ends {}",
                             alive.join(", "),
-                            crate::park::fmt_time(until_ms)
+                            crate::seat::park::fmt_time(until_ms)
                         );
                         tracing::info!("{text}");
                         for t in &to {
@@ -503,16 +503,18 @@ impl Seat {
 
     /// What the CLI's transcript holds before the turn, so its usage report can be told from
     /// the earlier turns' (docs/runner.md §15.3).
-    fn transcript_mark(&self) -> Option<crate::usage::TranscriptMark> {
+    fn transcript_mark(&self) -> Option<crate::turn::usage::TranscriptMark> {
         match &self.cli.driver {
-            crate::drivers::Driver::Claude => Some(crate::usage::TranscriptMark::take(
+            crate::turn::drivers::Driver::Claude => Some(crate::turn::usage::TranscriptMark::take(
                 &drivers::claude_transcript_dir(&self.work.turn_dir, &self.work.home),
             )),
             // sessions/YYYY/MM/DD/rollout-*.jsonl
-            crate::drivers::Driver::Codex => Some(crate::usage::TranscriptMark::take_tree(
-                &self.cfg.codex_home.join("sessions"),
-                3,
-            )),
+            crate::turn::drivers::Driver::Codex => {
+                Some(crate::turn::usage::TranscriptMark::take_tree(
+                    &self.cfg.codex_home.join("sessions"),
+                    3,
+                ))
+            }
             _ => None,
         }
     }
@@ -566,7 +568,7 @@ impl Seat {
             }
         }
         for s in &run.snapshots {
-            if let crate::snapshot::SnapshotOutcome::Skipped(why) = s {
+            if let crate::turn::snapshot::SnapshotOutcome::Skipped(why) = s {
                 tracing::warn!("cut WIP snapshot failed: {why}");
             }
         }
@@ -584,7 +586,7 @@ impl Seat {
         start: &ChainStart,
         card: i64,
         t0: i64,
-        transcript: Option<crate::usage::TranscriptMark>,
+        transcript: Option<crate::turn::usage::TranscriptMark>,
     ) -> Judged {
         let dir = self.work.turn_dir.clone();
         let (head, porcelain, events) = tokio::join!(
@@ -616,7 +618,7 @@ impl Seat {
                 self.cfg.model.clone(),
             );
             tokio::task::spawn_blocking(move || {
-                crate::usage::read_turn(&driver, &stdout, transcript.as_ref(), &model)
+                crate::turn::usage::read_turn(&driver, &stdout, transcript.as_ref(), &model)
             })
             .await
             .ok()
@@ -638,9 +640,9 @@ impl Seat {
             && let Some((id, to, text, answered)) = self.hub.reads.asks_since(t0).await.pop()
         {
             asked_verdict = Some(
-                crate::redact::redact(&format!(
+                crate::sys::redact::redact(&format!(
                     "asked #{id} of {to}: {}",
-                    crate::receipt::excerpt(&text, 200)
+                    crate::triage::receipt::excerpt(&text, 200)
                 ))
                 .into_owned(),
             );
@@ -664,8 +666,10 @@ impl Seat {
             t0,
         };
         let mut j = classify::judge(&facts);
-        if matches!(self.cli.driver, crate::drivers::Driver::Command { .. })
-            && j.empty_turn
+        if matches!(
+            self.cli.driver,
+            crate::turn::drivers::Driver::Command { .. }
+        ) && j.empty_turn
             && !own_out.trim().is_empty()
         {
             // A `command` seat is an arbitrary program: its terse answer is its answer. The
@@ -716,7 +720,7 @@ impl Seat {
             "duration_ms": started.elapsed().as_millis() as u64, "exit": run.exit,
             "effExit": j.eff_exit, "authFailed": j.eff_exit != run.exit,
             "emptyOutput": j.empty_output, "emptyTurn": j.empty_turn,
-            "verdict": crate::redact::redact(&j.verdict), "outcome": j.outcome, "tokens": tokens,
+            "verdict": crate::sys::redact::redact(&j.verdict), "outcome": j.outcome, "tokens": tokens,
         });
         if let Some(o) = row.as_object_mut() {
             if !containers.is_empty() {

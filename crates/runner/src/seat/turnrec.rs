@@ -10,7 +10,7 @@
 //! keeps the newest consumed ids ([`DONE_CAP`]), so a contract whose turn completed is never
 //! started again, even when the poll hands it over a second time.
 
-use crate::fsx;
+use crate::sys::fsx;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 

@@ -1,6 +1,6 @@
 //! The runner's one git command builder ([`git_command`]), and the few git reads a turn needs
 //! around the CLI (HEAD, status, object checks), async and time-bounded so a wedged git never
-//! wedges the seat. The worktree itself is managed by [`crate::worktree`], with the same builder.
+//! wedges the seat. The worktree itself is managed by [`crate::periphery::worktree`], with the same builder.
 
 use std::path::Path;
 use std::process::Command;
@@ -42,7 +42,7 @@ pub fn git_command(dir: &Path) -> Command {
 async fn git(dir: &Path, args: &[&str]) -> Option<String> {
     let mut cmd = git_command(dir);
     cmd.args(args);
-    let run = tokio::task::spawn_blocking(move || crate::cmd::run_bounded(cmd, GIT_TIMEOUT));
+    let run = tokio::task::spawn_blocking(move || crate::sys::cmd::run_bounded(cmd, GIT_TIMEOUT));
     match run.await {
         Ok(Ok(out)) if out.status.success() => {
             Some(String::from_utf8_lossy(&out.stdout).trim_end().to_string())

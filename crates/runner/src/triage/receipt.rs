@@ -3,7 +3,7 @@
 //! notice is kind `receipt` with `re` = that assigner's newest wake, redacted and capped at 280
 //! characters.
 
-use crate::redact::redact;
+use crate::sys::redact::redact;
 use trantor_proto::{Message, SendRequest};
 
 /// The longest assigner notice.

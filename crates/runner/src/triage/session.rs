@@ -1,7 +1,7 @@
 //! Session per card (docs/runner.md §19): which card a wake is about, and whether the turn
 //! resumes the CLI's session or starts a fresh one because the card changed.
 
-use crate::wake::card_refs;
+use crate::triage::wake::card_refs;
 use regex::Regex;
 use std::sync::LazyLock;
 use trantor_proto::Message;

@@ -458,7 +458,7 @@ fn opencode_sid(dir: &Path, data_home: &Path) -> Option<String> {
     );
     let mut cmd = std::process::Command::new("sqlite3");
     cmd.arg("-readonly").arg(&db).arg(sql);
-    let out = crate::cmd::run_bounded(cmd, std::time::Duration::from_secs(10)).ok()?;
+    let out = crate::sys::cmd::run_bounded(cmd, std::time::Duration::from_secs(10)).ok()?;
     let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
     OC_SID.as_ref()?.is_match(&id).then_some(id)
 }

@@ -9,10 +9,10 @@
 //! plus 30 s) — a snapshot wedged on git, a group that will not die — the group is killed and
 //! the backstop snapshot is taken.
 
-use crate::drivers::Invocation;
-use crate::redact::LineRedactor;
-use crate::snapshot::{SnapshotOutcome, SnapshotWhy, snapshot_wip};
-use crate::watchdog::{BoxTick, TurnBox, Watchdog, WatchdogConfig};
+use crate::sys::redact::LineRedactor;
+use crate::turn::drivers::Invocation;
+use crate::turn::snapshot::{SnapshotOutcome, SnapshotWhy, snapshot_wip};
+use crate::turn::watchdog::{BoxTick, TurnBox, Watchdog, WatchdogConfig};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use std::io::Write;
@@ -298,7 +298,7 @@ pub async fn run_turn(spec: TurnSpec, events: UnboundedSender<TurnEvent>) -> Tur
     cmd.args(&spec.invocation.args)
         .current_dir(&spec.cwd)
         .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .env_remove(crate::release::RELEASE_STATE_ENV)
+        .env_remove(crate::periphery::release::RELEASE_STATE_ENV)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -556,10 +556,8 @@ mod tests {
     #[tokio::test]
     async fn the_wrapper_leaves_the_exit_status_and_holds_the_cli_lock_while_it_lives() {
         let d = tempfile::tempdir().expect("tmp");
-        let lock_path = crate::fence::cli_lock_path(d.path(), d.path());
-        let lock = crate::fence::CliLock::try_acquire(&lock_path)
-            .expect("io")
-            .expect("free");
+        // The lock file's handle, as the seat's CLI lock passes it (this layer knows only the fd).
+        let lock = std::fs::File::create(d.path().join("cli.lock")).expect("lock file");
         let mut s = spec(
             d.path(),
             "echo \"$T_VAR\"; read -t 1 x && echo stdin-had-data; exit 5",
@@ -568,17 +566,15 @@ mod tests {
         s.wrap = Some(Wrap {
             status_file: d.path().join("status"),
             pid_file: d.path().join("pid"),
-            hold: Arc::new(lock.handle().expect("handle")),
+            hold: Arc::new(lock.try_clone().expect("handle")),
         });
         drop(lock);
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let r = run_turn(s, tx).await;
         assert_eq!(r.exit, 5);
         assert!(r.output.contains("hello") && !r.output.contains("stdin-had-data"));
-        assert_eq!(
-            crate::turnrec::read_status(&d.path().join("status")),
-            Some(5)
-        );
+        let status = std::fs::read_to_string(d.path().join("status")).expect("status file");
+        assert_eq!(status.trim().parse::<i32>().ok(), Some(5));
         let pid: u32 = std::fs::read_to_string(d.path().join("pid"))
             .expect("pid file")
             .trim()

@@ -12,7 +12,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::worktree::{git, git_raw, same_path, seat_branch};
+use crate::periphery::worktree::{git, git_raw, same_path, seat_branch};
 
 /// Per-call limit of every git command of a snapshot (docs/runner.md §9.2).
 const GIT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -97,7 +97,7 @@ fn try_snapshot(
     persona: &str,
     why: SnapshotWhy,
 ) -> Result<SnapshotOutcome, String> {
-    let err = |e: crate::worktree::GitError| e.to_string();
+    let err = |e: crate::periphery::worktree::GitError| e.to_string();
     // 1. Only the top of a checkout: a nested scratch dir must never capture its parent repo.
     let top = git(worktree, &["rev-parse", "--show-toplevel"], GIT_TIMEOUT).map_err(err)?;
     if !same_path(Path::new(&top), worktree) {
@@ -164,7 +164,7 @@ fn try_snapshot(
             GIT_TIMEOUT,
         ) {
             Ok(_) => break,
-            Err(crate::worktree::GitError::Failed { stderr, .. })
+            Err(crate::periphery::worktree::GitError::Failed { stderr, .. })
                 if stderr.contains("index.lock") && tries < INDEX_LOCK_RETRIES =>
             {
                 tries += 1;
@@ -226,8 +226,8 @@ pub fn count_status_records(status: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::worktree::ensure_seat_worktree;
-    use crate::worktree::tests::init_repo;
+    use crate::periphery::worktree::ensure_seat_worktree;
+    use crate::periphery::worktree::tests::init_repo;
 
     const T: Duration = Duration::from_secs(20);
 

@@ -444,12 +444,12 @@ impl TranscriptMark {
 /// This turn's cost for `driver`: the CLI's own report in its stdout, else (Claude Code) what
 /// the turn appended to its transcript; `None` when nothing readable was reported.
 pub fn read_turn(
-    driver: &crate::drivers::Driver,
+    driver: &crate::turn::drivers::Driver,
     stdout: &str,
     mark: Option<&TranscriptMark>,
     model: &str,
 ) -> Option<Reported> {
-    use crate::drivers::Driver;
+    use crate::turn::drivers::Driver;
     match driver {
         Driver::Claude => claude_result(stdout).or_else(|| {
             let (before, during) = mark?.appended()?;

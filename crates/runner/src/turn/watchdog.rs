@@ -377,7 +377,7 @@ fn refresh_turn_state(cfg: &WatchdogConfig, bytes_at: i64, transcript_at: i64) {
     if transcript_at > 0 {
         state.insert("lastTranscriptAt".into(), transcript_at.into());
     }
-    if let Err(e) = crate::fsx::write_json_atomic(&cfg.turn_state_file, &state) {
+    if let Err(e) = crate::sys::fsx::write_json_atomic(&cfg.turn_state_file, &state) {
         tracing::debug!("watchdog turn-state refresh: {e}");
     }
 }
@@ -563,7 +563,7 @@ impl ProviderLogs {
             return None;
         }
         let err = get("error.error")?;
-        crate::classify::usage_limit(err)?;
+        crate::triage::classify::usage_limit(err)?;
         Some(format!(
             "provider error (the CLI's log, retried by the CLI): {err}"
         ))

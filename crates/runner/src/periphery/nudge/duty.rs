@@ -387,7 +387,7 @@ impl DutyClaims {
             .unwrap_or_default();
         let out = f(&mut file);
         file.version = 1;
-        crate::fsx::write_json_atomic(&self.path, &file).map_err(io_err(&self.path))?;
+        crate::sys::fsx::write_json_atomic(&self.path, &file).map_err(io_err(&self.path))?;
         Ok(out)
     }
 

@@ -305,7 +305,7 @@ pub(super) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> LedgerError 
 }
 
 fn write_atomic(path: &Path, file: &LedgerFile) -> Result<(), LedgerError> {
-    crate::fsx::write_json_atomic(path, file).map_err(io_err(path))
+    crate::sys::fsx::write_json_atomic(path, file).map_err(io_err(path))
 }
 
 /// Both locks of a ledger file, released on drop.

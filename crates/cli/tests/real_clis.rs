@@ -1265,14 +1265,6 @@ fn circuit_breaker_parks_the_crew_and_a_pool_moves_on(agent: &str) {
         assert_eq!(receipts.len(), 1, "{}: {receipts:#?}", s.session());
         assert_eq!(receipts[0]["re"].as_i64(), Some(id), "{}", s.session());
     }
-    assert_eq!(
-        api.requests_for("BREAKB")
-            .iter()
-            .filter(|r| !r.limited)
-            .count()
-            >= 1,
-        true
-    );
     // Each card carries what the model reported for every answered request of its turns.
     let cost = |id: i64| {
         hub_request(hub.port, "GET", &format!("/card?id={id}"), None)

@@ -244,13 +244,8 @@ impl Drop for SeatProc {
 }
 
 fn git(dir: &Path, args: &[&str]) -> Result<()> {
-    let st = Command::new("git")
-        .arg("-C")
-        .arg(dir)
+    let st = trantor_proto::git::git_command(dir)
         .args(args)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()

@@ -944,9 +944,8 @@ async fn verify_gate_holds_a_card_until_resolved() {
     assert_eq!(empty, "no open verification gates in demo");
 
     // relay_send stamps a contract's base from the repository the server runs in (the test's).
-    let head = std::process::Command::new("git")
+    let head = trantor_proto::git::git_command(&home.path().join("repo"))
         .args(["rev-parse", "HEAD"])
-        .current_dir(home.path().join("repo"))
         .output()
         .expect("git");
     let head = String::from_utf8_lossy(&head.stdout).trim().to_string();

@@ -34,9 +34,7 @@ fn trantor(cwd: &Path, home: &Path, args: &[&str]) -> (i32, String) {
 }
 
 fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
+    let out = trantor_proto::git::git_command(dir)
         .args(args)
         .output()
         .expect("git");

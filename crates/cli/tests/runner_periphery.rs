@@ -7,7 +7,6 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use common::seat::{Driver, Seat, fake_agent_available};
@@ -202,9 +201,7 @@ fn drill3(mut d: Drill) {
     });
     let seat_branch = format!("seat/{PERSONA}");
     wait_until("the seat branch", LONG, || {
-        Command::new("git")
-            .arg("-C")
-            .arg(&d.seat.repo)
+        trantor_proto::git::git_command(&d.seat.repo)
             .args(["rev-parse", "--verify", "--quiet", &seat_branch])
             .output()
             .is_ok_and(|o| o.status.success())

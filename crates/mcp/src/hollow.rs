@@ -58,12 +58,8 @@ pub struct Verdict {
 async fn git(cwd: &Path, args: &[&str]) -> Option<String> {
     let out = tokio::time::timeout(
         Duration::from_secs(10),
-        tokio::process::Command::new("git")
+        tokio::process::Command::from(trantor_proto::git::git_command(cwd))
             .args(args)
-            .current_dir(cwd)
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_WORK_TREE")
-            .stdin(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .output(),
     )

@@ -73,16 +73,13 @@ fn is_open(status: &str) -> bool {
 async fn resolve_base(rev: &str) -> Result<String, String> {
     let out = tokio::time::timeout(
         Duration::from_secs(10),
-        tokio::process::Command::new("git")
+        tokio::process::Command::from(trantor_proto::git::git_command(std::path::Path::new(".")))
             .args([
                 "rev-parse",
                 "--verify",
                 "--quiet",
                 &format!("{rev}^{{commit}}"),
             ])
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_WORK_TREE")
-            .stdin(std::process::Stdio::null())
             .output(),
     )
     .await

@@ -15,6 +15,7 @@ pub mod delivery;
 pub mod enroll;
 pub mod focus;
 pub mod fsx;
+pub mod git;
 pub mod handoff;
 pub mod identity;
 pub mod keys;

@@ -23,8 +23,9 @@
 //! - `triage/`: pure decisions, no I/O: what a poll batch means, the session per card, the
 //!   prompt, the verdict of a turn, the receipts.
 //! - `config.rs`: who the seat is and how it runs (identity and knobs).
-//! - `sys/`: small helpers every layer uses (the bounded-command runner, atomic files, the one
-//!   git command builder and the bounded git reads on it, per-seat paths, redaction).
+//! - `sys/`: small helpers every layer uses (the bounded-command runner, atomic files, the
+//!   bounded git reads on the one git command builder (`trantor_proto::git`), per-seat paths,
+//!   redaction).
 //!
 //! The public items below are the crate's interface to the CLI and the MCP server, not aliases
 //! for its own modules.
@@ -53,7 +54,6 @@ pub mod crew {
     };
     pub use crate::sys::cmd::{BoundedError, run_bounded};
     pub use crate::sys::fsx::write_atomic;
-    pub use crate::sys::gitx::git_command;
     pub use crate::turn::snapshot::{SnapshotOutcome, SnapshotWhy, snapshot_wip};
 }
 

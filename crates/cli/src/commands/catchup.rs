@@ -76,7 +76,7 @@ pub(crate) fn render(d: &ProjectDigest) -> Vec<String> {
 }
 
 fn recent_commits() -> Vec<String> {
-    let out = std::process::Command::new("git")
+    let out = trantor_proto::git::git_command(std::path::Path::new("."))
         .args(["log", "--oneline", "-12"])
         .stderr(std::process::Stdio::null())
         .output();

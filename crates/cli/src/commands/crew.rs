@@ -28,7 +28,7 @@ pub(crate) fn g_ok(dir: &Path, args: &[&str]) -> bool {
 
 /// Run git in `dir` with extra environment variables (an author identity).
 pub(crate) fn g_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String, GitError> {
-    let mut cmd = trantor_runner::crew::git_command(dir);
+    let mut cmd = trantor_proto::git::git_command(dir);
     cmd.args(args);
     for (k, v) in env {
         cmd.env(k, v);

@@ -52,11 +52,8 @@ pub struct NewArgs {
 
 /// Run git in `dir`; its error output when it fails.
 fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
+    let out = trantor_proto::git::git_command(dir)
         .args(args)
-        .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| anyhow::anyhow!("cannot run git (is it installed?): {e}"))?;
     if !out.status.success() {

@@ -85,10 +85,8 @@ pub(crate) fn names_card(text: &str, id: i64) -> bool {
 
 /// The last `n` commits of the repository in the working directory (empty outside one).
 fn commits(n: usize) -> Vec<Commit> {
-    let out = std::process::Command::new("git")
+    let out = trantor_proto::git::git_command(std::path::Path::new("."))
         .args(["log", &format!("-{n}"), "--format=%H%x1f%s%x1f%B%x1e"])
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
         .stderr(std::process::Stdio::null())
         .output();
     let Ok(o) = out else {

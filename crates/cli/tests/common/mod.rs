@@ -472,12 +472,8 @@ impl Drop for GroupChild {
 
 /// Run git in `dir` for a drill; panics on failure, returns trimmed stdout.
 pub fn git_in(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
+    let out = trantor_proto::git::git_command(dir)
         .args(args)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
         .output()
         .expect("git");
     assert!(

@@ -1,43 +1,15 @@
-//! The runner's one git command builder ([`git_command`]), and the few git reads a turn needs
+//! The git command builder ([`git_command`], the workspace's one), and the few git reads a turn needs
 //! around the CLI (HEAD, status, object checks), async and time-bounded so a wedged git never
 //! wedges the seat. The worktree itself is managed by [`crate::periphery::worktree`], with the same builder.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 const GIT_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// The variables that point git at another repository, index or object store. git exports them
-/// to its hooks (and a tool may export them on its own), so a runner started from inside one
-/// would otherwise read or write the wrong repository.
-const REPO_ENV: &[&str] = &[
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_COMMON_DIR",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_PREFIX",
-];
-
-/// A `git` command rooted at `dir`, insulated from the environment the runner inherited: every
-/// git call of the runner (the worktree set-up, the snapshot, a turn's before/after reads) and of
-/// the CLI's crew verbs is built here.
-///
-/// The repository-locating variables (`GIT_DIR`, `GIT_WORK_TREE`, `GIT_INDEX_FILE`,
-/// `GIT_COMMON_DIR`, `GIT_OBJECT_DIRECTORY`, `GIT_ALTERNATE_OBJECT_DIRECTORIES`, `GIT_PREFIX`) are
-/// removed, prompts are off (`GIT_TERMINAL_PROMPT=0`) and the locale is C (`LC_ALL=C`), so what
-/// git reads and prints does not depend on who started the runner.
-pub fn git_command(dir: &Path) -> Command {
-    let mut cmd = Command::new("git");
-    cmd.arg("-C").arg(dir);
-    for var in REPO_ENV {
-        cmd.env_remove(var);
-    }
-    cmd.env("GIT_TERMINAL_PROMPT", "0").env("LC_ALL", "C");
-    cmd
-}
+/// The workspace's one git command builder (`trantor_proto::git`): every git call of the
+/// runner (the worktree set-up, the snapshot, a turn's before/after reads) is built on it.
+pub use trantor_proto::git::git_command;
 
 async fn git(dir: &Path, args: &[&str]) -> Option<String> {
     let mut cmd = git_command(dir);
@@ -152,26 +124,6 @@ mod tests {
         assert_eq!(head(r).await.as_deref(), Some(sha.as_str()));
         assert!(has_commit(r, &sha).await);
         assert!(!has_commit(r, "0000000000000000000000000000000000000000").await);
-    }
-
-    #[test]
-    fn the_builder_removes_the_repo_variables_and_sets_a_c_locale() {
-        let cmd = git_command(Path::new("/nowhere"));
-        let envs: Vec<_> = cmd.get_envs().collect();
-        for var in REPO_ENV {
-            assert!(
-                envs.contains(&(std::ffi::OsStr::new(var), None)),
-                "{var} is not removed: {envs:?}"
-            );
-        }
-        let set = |k: &str| {
-            envs.iter()
-                .find(|(n, _)| *n == k)
-                .and_then(|(_, v)| *v)
-                .and_then(|v| v.to_str())
-        };
-        assert_eq!(set("LC_ALL"), Some("C"));
-        assert_eq!(set("GIT_TERMINAL_PROMPT"), Some("0"));
     }
 
     /// The variable that hands [`stray_index_child`] its repository; unset, the child does nothing.

@@ -1,5 +1,5 @@
 //! Small helpers every layer uses: the bounded-command runner, atomic and append-only files,
-//! the one git command builder and the bounded git reads on it, the per-seat file layout, and
+//! the bounded git reads on the one git command builder (`trantor_proto::git`), the per-seat file layout, and
 //! output redaction.
 
 pub(crate) mod cmd;

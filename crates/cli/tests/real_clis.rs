@@ -69,6 +69,8 @@ struct RealSeat {
     home: PathBuf,
     path: String,
     agent: String,
+    /// Who the seat is on the bus (`CREW_PERSONA`): the agent unless set.
+    persona: String,
     api_url: String,
     /// Run the runner (and so the CLI) as this (uid, gid) instead of the test's user.
     user: Option<(u32, u32)>,
@@ -97,6 +99,7 @@ impl RealSeat {
             home,
             path,
             agent: agent.into(),
+            persona: agent.into(),
             api_url: api.url(),
             user: None,
             extra: Vec::new(),
@@ -161,7 +164,7 @@ impl RealSeat {
     }
 
     fn session(&self) -> String {
-        format!("{}:{PROJECT}", self.agent)
+        format!("{}:{PROJECT}", self.persona)
     }
 
     /// Environment the CLI needs to reach the scripted API (and nothing else).
@@ -229,6 +232,9 @@ impl RealSeat {
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log);
+        if self.persona != self.agent {
+            cmd.env("CREW_PERSONA", &self.persona);
+        }
         for (k, v) in &self.extra {
             cmd.env(k, v);
         }
@@ -247,7 +253,7 @@ impl RealSeat {
         let path = self
             .bus
             .join("logs")
-            .join(format!("{}-{PROJECT}.jsonl", self.agent));
+            .join(format!("{}-{PROJECT}.jsonl", self.persona));
         std::fs::read_to_string(path)
             .unwrap_or_default()
             .lines()
@@ -275,7 +281,9 @@ impl RealSeat {
     }
 
     fn park(&self) -> Option<Value> {
-        let f = self.bus.join(format!("park-{}-{PROJECT}.json", self.agent));
+        let f = self
+            .bus
+            .join(format!("park-{}-{PROJECT}.json", self.persona));
         std::fs::read_to_string(f)
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
@@ -284,7 +292,7 @@ impl RealSeat {
     /// What the runner and the ledger say, for a failure message.
     fn evidence(&self) -> String {
         let err =
-            std::fs::read_to_string(self.bus.join(format!("err-{}-{PROJECT}.txt", self.agent)))
+            std::fs::read_to_string(self.bus.join(format!("err-{}-{PROJECT}.txt", self.persona)))
                 .unwrap_or_default();
         format!(
             "runner log:\n{}\nturn rows:\n{:#?}\nlast failed turn's output:\n{err}",
@@ -883,12 +891,17 @@ fn anthropic_subscription_limit() -> Script {
 }
 
 fn openai_usage_limit() -> Script {
+    openai_usage_limit_at(now_ms() / 1000 + 7200)
+}
+
+/// Codex's `usage_limit_reached` 429, resetting at `reset_s` (epoch seconds).
+fn openai_usage_limit_at(reset_s: i64) -> Script {
     Script::Status {
         code: 429,
         headers: vec![],
         body: json!({"error": {"type": "usage_limit_reached",
             "message": "The usage limit has been reached", "plan_type": "pro",
-            "resets_at": now_ms() / 1000 + 7200, "resets_in_seconds": 7200}}),
+            "resets_at": reset_s, "resets_in_seconds": (reset_s - now_ms() / 1000).max(1)}}),
     }
 }
 
@@ -992,6 +1005,328 @@ fn claude_subscription_limit_parks_exhausted_until_the_reset() {
         "until {until} is not the provider's reset (+2 h)\n{}",
         seat.evidence()
     );
+}
+
+/// Claude Code's 429 for a subscription's 5-hour limit, resetting at `reset_s` (epoch seconds):
+/// the unified headers Claude Code reads to print "You've hit your 5-hour limit · resets …".
+fn anthropic_subscription_limit_at(reset_s: i64) -> Script {
+    let reset = reset_s.to_string();
+    Script::Status {
+        code: 429,
+        headers: vec![
+            (
+                "retry-after".into(),
+                (reset_s - now_ms() / 1000).max(1).to_string(),
+            ),
+            (
+                "anthropic-ratelimit-unified-status".into(),
+                "rejected".into(),
+            ),
+            ("anthropic-ratelimit-unified-reset".into(), reset.clone()),
+            (
+                "anthropic-ratelimit-unified-representative-claim".into(),
+                "five_hour".into(),
+            ),
+            (
+                "anthropic-ratelimit-unified-5h-status".into(),
+                "rejected".into(),
+            ),
+            ("anthropic-ratelimit-unified-5h-reset".into(), reset),
+        ],
+        body: json!({"type": "error", "error": {"type": "rate_limit_error",
+            "message": "This request would exceed your account's rate limit. Please try again later."}}),
+    }
+}
+
+/// The circuit breaker with a real CLI (issue 23, docs/runner.md §12.5): three seats, two on
+/// credential `spent` and one on the pool `spent,fresh`; the scripted model answers the `spent`
+/// key with the provider's usage-limit 429 resetting 20 s ahead (Claude Code: a subscription's
+/// 5-hour limit; Codex: `usage_limit_reached`). The first seat's turn proves it:
+/// both seats on it park within a second of the hub's mark and spawn no further turn (a contract
+/// sent to the second is held without a request to the model); the pooled seat runs its contract
+/// on `fresh` at once; after the reset (the end of the minute the CLI prints) both resume and
+/// each held contract runs once; the card carries the tokens and dollars the scripted model
+/// reported, and `trantor cost --card` shows them.
+fn circuit_breaker_parks_the_crew_and_a_pool_moves_on(agent: &str) {
+    let Some(clis) = clis() else { return };
+    let claude = agent == "claude";
+    let hub = Hub::start();
+    let api = ModelApi::start();
+    let usage = Usage {
+        input: 2100,
+        output: 77,
+        cache_read: 0,
+        cache_write: 0,
+    };
+    api.report_usage(usage);
+    let (spent, fresh, var) = if claude {
+        (
+            "sk-ant-oat01-drill-spent",
+            "sk-ant-oat01-drill-fresh",
+            "CLAUDE_CODE_OAUTH_TOKEN",
+        )
+    } else {
+        ("drill-key-spent", "drill-key-fresh", "DRILL_API_KEY")
+    };
+    let seat = |persona: &str, on: (&str, &str)| {
+        let mut s = RealSeat::new(agent, &clis, &api);
+        s.persona = persona.into();
+        s.oauth = claude;
+        if !claude {
+            // A model the price table knows (the scripted API answers any).
+            s.extra.push(("CREW_MODEL".into(), "gpt-5".into()));
+        }
+        for (name, key) in [("spent", spent), ("fresh", fresh)] {
+            let o = Command::new(common::bin())
+                .args(["credentials", "add", name, "--agent", agent])
+                .arg("--env")
+                .arg(format!("{var}={key}"))
+                .env("AGENT_BUS_DIR", &s.bus)
+                .env("RELAY_URL", hub.url())
+                .env("HOME", &s.home)
+                .output()
+                .expect("credentials add");
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        }
+        s.extra.push((on.0.into(), on.1.into()));
+        s.start(&hub.url());
+        s
+    };
+    let ada = seat("ada", ("CREW_CREDENTIAL", "spent"));
+    let bo = seat("bo", ("CREW_CREDENTIAL", "spent"));
+    let cy = seat("cy", ("CREW_POOL", "spent,fresh"));
+    for s in [&ada, &bo, &cy] {
+        s.wait_idle_after(1);
+    }
+    let cred = |name: &str| {
+        let (_, v) = hub_request(hub.port, "GET", "/credentials", None).expect("credentials");
+        v["credentials"]
+            .as_array()
+            .and_then(|a| a.iter().find(|c| c["name"] == name).cloned())
+            .unwrap_or(Value::Null)
+    };
+    wait_until("the three seats listed on spent", LONG, || {
+        cred("spent")["seats"] == json!(["ada:p", "bo:p", "cy:p"])
+    });
+    // A card per seat; each turn moves its own to testing (a delivery, docs/runner.md §11.2).
+    let card_of = |seat: &str| {
+        let (st, card) = hub_request(
+            hub.port,
+            "POST",
+            "/task",
+            Some(
+                &json!({"project": PROJECT, "title": format!("breaker drill {seat}"),
+                "assignee": format!("{seat}:p")}),
+            ),
+        )
+        .expect("card");
+        assert!(st < 300, "{card}");
+        card["task"]["id"].as_i64().expect("card id")
+    };
+    let cards = [
+        ("BREAKA", card_of("ada")),
+        ("BREAKB", card_of("bo")),
+        ("BREAKC", card_of("cy")),
+    ];
+    for (m, id) in cards {
+        api.script(
+            m,
+            Script::Steps(vec![
+                Step::Tool(
+                    "relay_task_move".into(),
+                    json!({"id": id, "status": "testing", "note": format!("{m}: drill, nothing to test")}),
+                ),
+                Step::Say(format!("{m} done")),
+            ]),
+        );
+    }
+    // The spent token's quota runs out now and comes back 20 s later.
+    let reset_ms = now_ms() + 20_000;
+    api.limit_key(
+        spent,
+        reset_ms,
+        if claude {
+            anthropic_subscription_limit_at(reset_ms / 1000)
+        } else {
+            openai_usage_limit_at(reset_ms / 1000)
+        },
+    );
+    let bo_turns = bo.turn_rows().len();
+    let id_a = hub_send(
+        hub.port,
+        ORCH,
+        "ada:p",
+        PROJECT,
+        &format!("your card #{}: BREAKA build it", cards[0].1),
+    );
+    wait_until("spent marked exhausted", LONG, || {
+        cred("spent")["state"] == "exhausted"
+    });
+    let until = cred("spent")["until"].as_i64().expect("until");
+    assert!(
+        until >= reset_ms && until <= reset_ms + 61_000,
+        "until {until} is the end of the minute Claude Code printed for {reset_ms}\n{}",
+        ada.evidence()
+    );
+    let notice = hub_messages(hub.port, "observer:p")
+        .into_iter()
+        .find(|m| {
+            m["from"] == "hub:quota" && m["text"].as_str().is_some_and(|t| t.contains("EXHAUSTED"))
+        })
+        .expect("the hub's mark notice");
+    let marked_at = notice["ts"].as_i64().expect("ts");
+    // Both seats on the credential park within a second of the mark; bo was idle.
+    wait_until("ada and bo parked", LONG, || {
+        ada.park().is_some() && bo.park().is_some()
+    });
+    for s in [&ada, &bo] {
+        let p = s.park().unwrap_or(Value::Null);
+        assert_eq!(p["reason"], "exhausted", "{p}\n{}", s.evidence());
+        let lag = p["ts"].as_i64().unwrap_or(i64::MAX) - marked_at;
+        println!("{} parked {lag} ms after the mark", s.session());
+        assert!(
+            lag < 1_000,
+            "{} parked {lag} ms after the mark: {p}",
+            s.session()
+        );
+    }
+    // A contract to bo is held: no turn, no request to the model, before the reset.
+    let id_b = hub_send(
+        hub.port,
+        ORCH,
+        "bo:p",
+        PROJECT,
+        &format!("your card #{}: BREAKB and this", cards[1].1),
+    );
+    // The pooled seat runs its contract on fresh at once.
+    let id_c = hub_send(
+        hub.port,
+        ORCH,
+        "cy:p",
+        PROJECT,
+        &format!("your card #{}: BREAKC and that", cards[2].1),
+    );
+    let done = |s: &RealSeat| from_seat(hub.port, s, "done on").len();
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while done(&cy) < 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "cy's done receipt never came\n{}\nrequests: {:#?}",
+            cy.evidence(),
+            api.requests()
+                .iter()
+                .map(|r| (r.key.clone(), r.marker.clone(), r.limited))
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        now_ms() < reset_ms,
+        "cy's contract ran before the reset, on the pool's second credential"
+    );
+    let c_keys: Vec<Option<String>> = api
+        .requests_for("BREAKC")
+        .into_iter()
+        .map(|r| r.key)
+        .collect();
+    assert!(
+        !c_keys.is_empty() && c_keys.iter().all(|k| k.as_deref() == Some(fresh)),
+        "cy's turn ran on fresh: {c_keys:?}\n{}",
+        cy.evidence()
+    );
+    assert!(
+        api.requests_for("BREAKB").is_empty(),
+        "bo spawned no turn before the reset"
+    );
+    assert_eq!(
+        bo.turn_rows().len(),
+        bo_turns,
+        "bo ran no turn while parked"
+    );
+    let spent_requests = || {
+        api.requests()
+            .into_iter()
+            .filter(|r| r.key.as_deref() == Some(spent) && r.limited)
+            .count()
+    };
+    let refused = spent_requests();
+    // After the reset both resume by themselves and run their held contracts once.
+    wait_until("ada's and bo's done receipts after the reset", LONG, || {
+        done(&ada) >= 1 && done(&bo) >= 1
+    });
+    assert!(now_ms() >= until, "nothing ran before the reset");
+    assert_eq!(
+        spent_requests(),
+        refused,
+        "no request on spent was refused after the mark's turn"
+    );
+    for (s, id) in [(&ada, id_a), (&bo, id_b), (&cy, id_c)] {
+        let receipts = from_seat(hub.port, s, "done on");
+        assert_eq!(receipts.len(), 1, "{}: {receipts:#?}", s.session());
+        assert_eq!(receipts[0]["re"].as_i64(), Some(id), "{}", s.session());
+    }
+    // Each card carries what the model reported for every answered request of its turns.
+    let cost = |id: i64| {
+        hub_request(hub.port, "GET", &format!("/card?id={id}"), None)
+            .map(|(_, v)| v["cost"].clone())
+            .unwrap_or(Value::Null)
+    };
+    for (m, id) in cards {
+        let answered = api.requests_for(m).iter().filter(|r| !r.limited).count() as u64;
+        assert!(answered >= 2, "{m}: a tool call and the final text");
+        wait_until(&format!("card #{id}'s cost"), LONG, || {
+            cost(id)["tokensIn"].as_u64() == Some(answered * usage.input)
+        });
+        let c = cost(id);
+        println!("breaker drill: {m} card #{id} cost {c}");
+        assert_eq!(
+            c["tokensOut"].as_u64(),
+            Some(answered * usage.output),
+            "{c}"
+        );
+        assert!(c["usd"].as_f64().unwrap_or(0.0) > 0.0, "{c}");
+    }
+    let (m, id) = cards[1];
+    let o = Command::new(common::bin())
+        .args(["cost", "--card", &id.to_string()])
+        .env("RELAY_URL", hub.url())
+        .env("HOME", &bo.home)
+        .output()
+        .expect("trantor cost");
+    let shown = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{shown}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    println!("trantor cost --card {id}:\n{shown}");
+    let tokens = cost(id)["tokensIn"].as_u64().unwrap_or(0);
+    let usd = cost(id)["usd"].as_f64().unwrap_or(0.0);
+    // As the CLI writes them for a person: 4200, 12.3k; $0.0123, $1.20.
+    let tokens = if tokens < 10_000 {
+        tokens.to_string()
+    } else {
+        format!("{:.1}k", tokens as f64 / 1000.0)
+    };
+    let usd = if usd >= 1.0 {
+        format!("${usd:.2}")
+    } else {
+        format!("${usd:.4}")
+    };
+    assert!(
+        shown.contains(&tokens) && shown.contains(&usd),
+        "{m}: trantor cost shows the tokens ({tokens}) and dollars ({usd}): {shown}"
+    );
+}
+
+#[test]
+fn claude_circuit_breaker_parks_the_crew_and_a_pool_moves_on() {
+    circuit_breaker_parks_the_crew_and_a_pool_moves_on("claude");
+}
+
+#[test]
+fn codex_circuit_breaker_parks_the_crew_and_a_pool_moves_on() {
+    circuit_breaker_parks_the_crew_and_a_pool_moves_on("codex");
 }
 
 /// OpenCode 1.18 retries a 429 on its own for as long as the provider's `retry-after` says,

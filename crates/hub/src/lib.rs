@@ -39,6 +39,7 @@ pub mod contracts;
 pub mod duty;
 pub mod error;
 pub mod extract;
+mod front;
 pub mod metrics;
 pub mod openapi;
 pub mod ops;
@@ -338,7 +339,7 @@ async fn accept_loop(
             let _alive = alive;
             let _registered = Registered { conns, key };
             match tls {
-                None => serve_conn(stream, app, header_timeout, stop, slot).await,
+                None => front::serve_plain(stream, app, header_timeout, stop, slot).await,
                 // Boxed: the TLS session is large, and an inline branch would make every plain
                 // connection's task (a held poll's, too) as large as a TLS one.
                 Some(tls) => {
@@ -372,6 +373,11 @@ struct ConnSlot {
     busy: AtomicUsize,
     /// Told to close (the connection cap needs its descriptor).
     shed: tokio::sync::Notify,
+    /// Requests hyper has started on this connection (the front takes the connection back
+    /// once one has been answered: see [`front`]).
+    requests: std::sync::atomic::AtomicU64,
+    /// The waker of hyper's pending read, woken when the last request in flight ends.
+    reader: Mutex<Option<std::task::Waker>>,
 }
 
 /// The live connections in the order they were accepted, for shedding the oldest idle one.
@@ -437,9 +443,21 @@ impl Busy {
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0
+        let was = self
+            .0
             .busy
             .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        if was == 1 {
+            let reader = self
+                .0
+                .reader
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            if let Some(w) = reader {
+                w.wake();
+            }
+        }
     }
 }
 
@@ -459,6 +477,9 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Tracked 
 
     fn call(&self, req: hyper::Request<hyper::body::Incoming>) -> Self::Future {
         let busy = Busy::new(&self.slot);
+        self.slot
+            .requests
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         let fut = self.inner.call(req);
         Box::pin(async move {
             let resp = fut.await?;

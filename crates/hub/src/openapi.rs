@@ -106,27 +106,52 @@ impl Field {
         self
     }
 
-    /// Refuse a decoded query value this field's documentation does not allow (the length and
-    /// minimum the document states), with the hub's 400.
+    /// Refuse a decoded query value this field's documentation does not allow — its type,
+    /// length, minimum and pattern, as the document states them — with the hub's 400, so a
+    /// route that ignores a parameter on some path (`/delivery?id=` ignores `limit`) still
+    /// refuses what the document calls malformed.
     pub fn check(&self, value: &str) -> crate::error::ApiResult<()> {
+        let bad = |what: String| Err(crate::error::ApiError::bad_request(what));
         match self.ty {
-            Ty::Str => match self.max {
-                Some(max) => crate::error::check_len(self.name, value, max),
-                None => Ok(()),
-            },
-            Ty::Int => match (self.min, crate::extract::parse_int(value.trim())) {
-                (Some(min), Some(v)) if v < min => Err(crate::error::ApiError::bad_request(
-                    format!("{} must be at least {min}", self.name),
-                )),
+            Ty::Str => {
+                if let Some(max) = self.max {
+                    crate::error::check_len(self.name, value, max)?;
+                }
+                match self.pattern {
+                    Some(p) if !matches_pattern(p, value) => {
+                        bad(format!("{} must match {p}", self.name))
+                    }
+                    _ => Ok(()),
+                }
+            }
+            // As `Params::int` reads it: empty is absent, anything else must be an integer.
+            Ty::Int if value.is_empty() => Ok(()),
+            Ty::Int => match (crate::extract::parse_int(value), self.min) {
+                (None, _) => bad(format!("{} must be an integer", self.name)),
+                (Some(v), Some(min)) if v < min => {
+                    bad(format!("{} must be at least {min}", self.name))
+                }
                 _ => Ok(()),
             },
-            Ty::Num => match (self.min, value.trim().parse::<f64>()) {
-                (Some(min), Ok(v)) if v < min as f64 => Err(crate::error::ApiError::bad_request(
-                    format!("{} must be at least {min}", self.name),
-                )),
+            // As `/poll` reads `wait`: trimmed, empty is absent, else a finite number.
+            Ty::Num if value.trim().is_empty() => Ok(()),
+            Ty::Num => match (value.trim().parse::<f64>(), self.min) {
+                (Ok(v), _) if !v.is_finite() => bad(format!("{} must be a number", self.name)),
+                (Err(_), _) => bad(format!("{} must be a number", self.name)),
+                (Ok(v), Some(min)) if v < min as f64 => {
+                    bad(format!("{} must be at least {min}", self.name))
+                }
                 _ => Ok(()),
             },
-            _ => Ok(()),
+            // As `Params::flag` reads it.
+            Ty::Bool => match value.to_ascii_lowercase().as_str() {
+                "0" | "false" | "no" | "off" | "1" | "true" | "yes" | "on" => Ok(()),
+                _ => bad(format!(
+                    "{} must be a boolean: 1 or 0 (true/false)",
+                    self.name
+                )),
+            },
+            Ty::Arr | Ty::Obj => Ok(()),
         }
     }
 
@@ -146,10 +171,14 @@ impl Field {
                 return json!({ "anyOf": [s, { "type": "string", "maxLength": 0 }] });
             }
         }
-        if self.ty == Ty::Num
-            && let Some(min) = self.min
-        {
-            s["minimum"] = json!(min);
+        if self.ty == Ty::Num {
+            if let Some(min) = self.min {
+                s["minimum"] = json!(min);
+            }
+            // An empty value reads as absent.
+            if !self.required {
+                return json!({ "anyOf": [s, { "type": "string", "maxLength": 0 }] });
+            }
         }
         // A required text must be non-blank: the hub refuses "" and "  " with a 400.
         if self.required && self.ty == Ty::Str {
@@ -160,6 +189,24 @@ impl Field {
             s["pattern"] = json!(p);
         }
         s
+    }
+}
+
+/// Whether `value` matches the documented pattern `p` (a search, as JSON Schema means it).
+/// Query patterns are written in the syntax ECMAScript and Rust's `regex` share; one that does
+/// not compile here refuses nothing (the tests compile every documented one).
+fn matches_pattern(p: &'static str, value: &str) -> bool {
+    use std::collections::HashMap;
+    use std::sync::{LazyLock, Mutex};
+    static CACHE: LazyLock<Mutex<HashMap<&'static str, Option<regex::Regex>>>> =
+        LazyLock::new(|| Mutex::new(HashMap::new()));
+    let mut cache = match CACHE.lock() {
+        Ok(c) => c,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    match cache.entry(p).or_insert_with(|| regex::Regex::new(p).ok()) {
+        Some(re) => re.is_match(value),
+        None => true,
     }
 }
 
@@ -297,6 +344,78 @@ fn resolve(schema: &Value, g: &SchemaGenerator) -> Value {
     }
 }
 
+/// The white space `str::trim` removes (Unicode `White_Space`), as the body of a class.
+const WHITE_SPACE: &str =
+    r"\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000";
+
+/// A pattern spelled so ECMAScript (what JSON Schema means), Python (what schemathesis and
+/// hypothesis run) and the hub agree on it: `\s` and `\S` become the explicit white-space class
+/// (the engines' sets differ: Python's includes `\x1C`–`\x1F`, ECMAScript's `\uFEFF`), and `$`
+/// becomes `$(?!\n)` (Python's `$` also matches before a final newline; ECMAScript's does not).
+pub fn portable_pattern(p: &str) -> String {
+    let mut out = String::with_capacity(p.len() + 16);
+    let mut chars = p.chars();
+    let mut in_class = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some('s') if in_class => out.push_str(WHITE_SPACE),
+                Some('s') => {
+                    out.push('[');
+                    out.push_str(WHITE_SPACE);
+                    out.push(']');
+                }
+                Some('S') if !in_class => {
+                    out.push_str("[^");
+                    out.push_str(WHITE_SPACE);
+                    out.push(']');
+                }
+                Some(e) => {
+                    out.push('\\');
+                    out.push(e);
+                }
+                None => out.push('\\'),
+            },
+            '[' if !in_class => {
+                in_class = true;
+                out.push(c);
+                // A `]` (or `^]`) right after the opening bracket is a literal.
+                let rest = chars.as_str();
+                for lit in ["^]", "]", "^"] {
+                    if let Some(tail) = rest.strip_prefix(lit) {
+                        out.push_str(lit);
+                        chars = tail.chars();
+                        break;
+                    }
+                }
+            }
+            ']' if in_class => {
+                in_class = false;
+                out.push(c);
+            }
+            '$' if !in_class => out.push_str(r"$(?!\n)"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Rewrite every `pattern` of a schema tree with [`portable_pattern`].
+fn portable_patterns(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            for (k, x) in map.iter_mut() {
+                match x {
+                    Value::String(p) if k == "pattern" => *p = portable_pattern(p),
+                    _ => portable_patterns(x),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(portable_patterns),
+        _ => {}
+    }
+}
+
 /// Build the OpenAPI 3.1 document for the given route table.
 pub fn document(routes: &[RouteDoc]) -> Value {
     let mut g = SchemaSettings::draft2020_12()
@@ -328,6 +447,11 @@ pub fn document(routes: &[RouteDoc]) -> Value {
             "properties": { "error": { "type": "string" } },
         }),
     );
+    for schema in schemas.values_mut() {
+        portable_patterns(schema);
+    }
+    let mut paths = Value::Object(paths);
+    portable_patterns(&mut paths);
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -411,11 +535,55 @@ mod tests {
     }
 
     #[test]
+    fn a_query_value_is_checked_against_everything_the_document_says() {
+        let limit = f("limit", Ty::Int, false, "n").min(1);
+        assert!(limit.check("").is_ok(), "empty is absent");
+        assert!(limit.check("5").is_ok());
+        for bad in ["x", "0", "-3", "1.5", " 5"] {
+            assert!(limit.check(bad).is_err(), "{bad}");
+        }
+        let wait = f("wait", Ty::Num, false, "s").min(0);
+        assert!(wait.check("0.5").is_ok() && wait.check("").is_ok());
+        for bad in ["-1", "soon", "NaN", "inf"] {
+            assert!(wait.check(bad).is_err(), "{bad}");
+        }
+        let peek = f("peek", Ty::Bool, false, "b");
+        assert!(peek.check("1").is_ok() && peek.check("False").is_ok());
+        assert!(peek.check("maybe").is_err() && peek.check("").is_err());
+        let open = f("open", Ty::Str, false, "o").pattern("^(1|true|yes|on)$");
+        assert!(open.check("yes").is_ok());
+        assert!(open.check("0").is_err() && open.check("1 ").is_err());
+        let s = f("s", Ty::Str, false, "s").max(3);
+        assert!(s.check("abc").is_ok() && s.check("abcd").is_err());
+    }
+
+    #[test]
+    fn patterns_are_spelled_for_every_engine() {
+        assert_eq!(portable_pattern("^(a|b)$"), "^(a|b)$(?!\\n)");
+        assert_eq!(portable_pattern(r"[$]\$"), r"[$]\$");
+        let p = portable_pattern(r"^[^\s:]{1,3}\s*$");
+        assert!(p.starts_with(r"^[^\t\n\x0B"), "{p}");
+        assert!(p.contains(r"\u3000:]{1,3}[\t\n"), "{p}");
+        assert!(p.ends_with(r"\u3000]*$(?!\n)"), "{p}");
+        assert_eq!(
+            portable_pattern(r"\S"),
+            format!("[^{WHITE_SPACE}]"),
+            "outside a class"
+        );
+        assert_eq!(portable_pattern(r"[]a]$"), r"[]a]$(?!\n)");
+        // The document carries them so.
+        let doc = doc();
+        let schemas = doc["components"]["schemas"].to_string();
+        assert!(!schemas.contains(r#"\\s"#), "{schemas}");
+    }
+
+    #[test]
     fn query_limits_and_content_types_are_documented() {
         let doc = doc();
         let params = &doc["paths"]["/inbox"]["get"]["parameters"];
         assert_eq!(params[0]["schema"]["minLength"], 1);
         assert_eq!(params[1]["schema"]["anyOf"][0]["minimum"], 0);
+        assert_eq!(params[1]["schema"]["anyOf"][1]["maxLength"], 0);
         let ok = &doc["paths"]["/metrics"]["get"]["responses"]["200"]["content"];
         assert!(ok["text/plain"].is_object(), "{ok}");
     }

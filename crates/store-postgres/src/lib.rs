@@ -5,8 +5,10 @@
 //!   transaction: one writer thread and a few reader threads each own one connection (a
 //!   `tokio-postgres` client driven by a current-thread runtime private to that thread) and take
 //!   closures from a queue. No async pool is needed, and no closure ever blocks a tokio worker.
-//!   Driving the async client directly lets savepoint commands be pipelined with the next
-//!   statement instead of costing round trips of their own.
+//!   Driving the async client directly lets savepoint commands, and the writer's inserts whose
+//!   only answer would be an id it chose itself, be pipelined with the next statement or with
+//!   `COMMIT` instead of costing round trips of their own: a batch of `/send`s is two round
+//!   trips (see `run_batch`).
 //! - **Writes are serialised across every hub** by a transaction-scoped advisory lock taken at
 //!   the start of each write transaction. That keeps the contract the SQLite store gives for
 //!   free: message ids increase in commit order (a `/poll` cursor never skips a message that
@@ -36,8 +38,11 @@ pub use schema::SCHEMA_VERSION;
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
+use std::task::Poll;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -132,44 +137,135 @@ impl fmt::Debug for PgStore {
     }
 }
 
+/// An owned statement parameter, for a statement that goes out after its caller returned.
+pub(crate) type OwnedParam = Box<dyn postgres::types::ToSql + Sync + Send>;
+
+/// Work queued on a connection to go out ahead of its next statement, in order.
+enum Pending {
+    /// Simple-protocol commands (`;`-separated): savepoints, `setval`.
+    Simple(String),
+    /// A prepared statement whose reply nobody waits for (an insert whose id the writer chose).
+    /// If it fails, the transaction is aborted, so the batch is rolled back as a whole.
+    Exec(Statement, Vec<OwnedParam>, Origin),
+}
+
+/// The table and operation of a statement, for its error.
+pub(crate) type Origin = (&'static str, &'static str);
+
+/// The ids the writer hands out inside its locked transaction (see [`run_batch`]): the next
+/// message and event ids, read from their sequences when the batch began, and where they
+/// started (so the sequences are moved past what was used before `COMMIT`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ids {
+    pub(crate) next_msg: i64,
+    start_msg: i64,
+    pub(crate) next_event: i64,
+    start_event: i64,
+}
+
 /// One connection of a worker thread, with its prepared-statement cache.
 ///
 /// It drives the asynchronous client on a runtime of its own (current-thread, only ever run by
-/// the owning thread's calls), so transaction-control commands can be *deferred*: sent in the
-/// same round trip as the next statement (pipelined) instead of one round trip of their own.
+/// the owning thread's calls), so work can be *deferred*: transaction-control commands and the
+/// writer's inserts whose reply nobody needs are sent in the same round trip as the next
+/// statement that must be answered (pipelined), or with `COMMIT`, instead of one round trip each.
 pub(crate) struct Conn {
     rt: tokio::runtime::Runtime,
     client: tokio_postgres::Client,
     stmts: HashMap<String, Statement>,
-    /// Simple-protocol commands to send ahead of the next statement (`;`-separated).
-    deferred: String,
-    /// A deferred batch failed: the savepoints are not what the writer thinks, so the whole
-    /// transaction must be abandoned (see [`run_batch`]).
-    deferred_failed: bool,
+    /// What goes out ahead of the next statement.
+    pending: Vec<Pending>,
+    /// Deferred work failed (what it was): the savepoints are not what the writer thinks, so
+    /// the whole transaction must be abandoned (see [`run_batch`]).
+    deferred_failed: Option<Origin>,
+    /// Inside the writer's locked transaction: the ids it hands out (None elsewhere).
+    pub(crate) ids: Option<Ids>,
 }
 
-/// Send `pending` (when not empty) and then run `fut`, both in one round trip; the first error
-/// wins (a failed `pending` aborts the transaction, so `fut` fails too) and sets `failed`.
+/// A deferred request on its way (its reply read when it comes).
+type Sent<'a> = Pin<Box<dyn Future<Output = Result<(), postgres::Error>> + 'a>>;
+
+/// Send `pending` (when not empty) and then run `fut`, all in one round trip; the first error
+/// wins (a failed deferred statement aborts the transaction, so what follows fails too) and
+/// sets `failed` to what failed.
 fn pipelined<T>(
     rt: &tokio::runtime::Runtime,
     client: &tokio_postgres::Client,
-    pending: &str,
-    failed: &mut bool,
+    pending: Vec<Pending>,
+    failed: &mut Option<Origin>,
     fut: impl Future<Output = Result<T, postgres::Error>>,
 ) -> Result<T, postgres::Error> {
     if pending.is_empty() {
         return rt.block_on(fut);
     }
-    // `join!` polls the batch first, and each request is queued on its first poll, so the
-    // server receives (and runs) them in this order.
-    rt.block_on(async {
-        let (a, b) = tokio::join!(client.batch_execute(pending), fut);
-        if a.is_err() {
-            *failed = true;
+    let (ahead, out) = rt.block_on(async move {
+        // Each request is queued on the connection at its future's first poll, and every poll
+        // below goes in order, so the server receives (and runs) them in this order.
+        let mut ahead: Vec<Sent<'_>> = pending
+            .iter()
+            .map(|p| -> Sent<'_> {
+                match p {
+                    Pending::Simple(sql) => Box::pin(client.batch_execute(sql)),
+                    Pending::Exec(st, params, _) => Box::pin(async move {
+                        client
+                            .execute_raw(
+                                st,
+                                params
+                                    .iter()
+                                    .map(|p| p.as_ref() as &(dyn postgres::types::ToSql + Sync)),
+                            )
+                            .await
+                            .map(|_| ())
+                    }),
+                }
+            })
+            .collect();
+        let mut done: Vec<Option<Result<(), postgres::Error>>> =
+            ahead.iter().map(|_| None).collect();
+        let mut fut = std::pin::pin!(fut);
+        let mut slot = None;
+        let out = std::future::poll_fn(|cx| {
+            for (f, d) in ahead.iter_mut().zip(done.iter_mut()) {
+                if d.is_none()
+                    && let Poll::Ready(r) = f.as_mut().poll(cx)
+                {
+                    *d = Some(r);
+                }
+            }
+            if slot.is_none()
+                && let Poll::Ready(r) = fut.as_mut().poll(cx)
+            {
+                slot = Some(r);
+            }
+            if !done.iter().all(Option::is_some) {
+                return Poll::Pending;
+            }
+            match slot.take() {
+                Some(r) => Poll::Ready(r),
+                None => Poll::Pending,
+            }
+        })
+        .await;
+        let ahead = done.into_iter().zip(&pending).find_map(|(d, p)| match d {
+            Some(Err(e)) => Some((e, p.origin())),
+            _ => None,
+        });
+        (ahead, out)
+    });
+    if let Some((e, origin)) = ahead {
+        *failed = Some(origin);
+        return Err(e);
+    }
+    out
+}
+
+impl Pending {
+    fn origin(&self) -> Origin {
+        match self {
+            Pending::Simple(_) => ("transaction", "savepoint"),
+            Pending::Exec(_, _, origin) => *origin,
         }
-        a?;
-        b
-    })
+    }
 }
 
 impl Conn {
@@ -198,8 +294,9 @@ impl Conn {
             rt,
             client,
             stmts: HashMap::new(),
-            deferred: String::new(),
-            deferred_failed: false,
+            pending: Vec::new(),
+            deferred_failed: None,
+            ids: None,
         })
     }
 
@@ -210,26 +307,67 @@ impl Conn {
 
     /// Queue simple-protocol commands to go out with the next statement.
     fn defer(&mut self, sql: &str) {
-        if !self.deferred.is_empty() {
-            self.deferred.push_str("; ");
+        if let Some(Pending::Simple(s)) = self.pending.last_mut() {
+            s.push_str("; ");
+            s.push_str(sql);
+        } else {
+            self.pending.push(Pending::Simple(sql.to_string()));
         }
-        self.deferred.push_str(sql);
     }
 
-    /// Drop the deferred commands unsent (the transaction is being abandoned).
+    /// Queue a prepared statement to go out with the next statement (its reply is not
+    /// waited for; a failure fails the transaction).
+    pub(crate) fn defer_exec(&mut self, st: Statement, params: Vec<OwnedParam>, origin: Origin) {
+        self.pending.push(Pending::Exec(st, params, origin));
+    }
+
+    /// The store error for `e`, raised by a statement of `table`/`op` — or by the deferred
+    /// work that went out ahead of it, when that is what failed.
+    pub(crate) fn blame(
+        &self,
+        table: &'static str,
+        op: &'static str,
+        e: postgres::Error,
+    ) -> StoreError {
+        let (table, op) = self.deferred_failed.unwrap_or((table, op));
+        map_pg(table, op)(e)
+    }
+
+    /// Drop the deferred work unsent (the transaction is being abandoned, or a new one begins).
     fn discard_deferred(&mut self) {
-        self.deferred.clear();
-        self.deferred_failed = false;
+        self.pending.clear();
+        self.deferred_failed = None;
+        self.ids = None;
     }
 
-    /// Run simple-protocol commands (after any deferred ones, in the same round trip).
+    /// Run simple-protocol commands (after any deferred work, in the same round trip).
     pub(crate) fn batch_execute(&mut self, sql: &str) -> Result<(), postgres::Error> {
-        if !self.deferred.is_empty() {
-            self.deferred.push_str("; ");
-        }
-        self.deferred.push_str(sql);
-        let all = std::mem::take(&mut self.deferred);
-        self.rt.block_on(self.client.batch_execute(&all))
+        self.defer(sql);
+        let pending = std::mem::take(&mut self.pending);
+        pipelined(
+            &self.rt,
+            &self.client,
+            pending,
+            &mut self.deferred_failed,
+            std::future::ready(Ok(())),
+        )
+    }
+
+    /// Run simple-protocol commands with nothing deferred ahead, and return the rows they
+    /// produced (a transaction's start).
+    fn simple_rows(
+        &mut self,
+        sql: &str,
+    ) -> Result<Vec<tokio_postgres::SimpleQueryRow>, postgres::Error> {
+        self.pending.clear();
+        let msgs = self.rt.block_on(self.client.simple_query(sql))?;
+        Ok(msgs
+            .into_iter()
+            .filter_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(r) => Some(r),
+                _ => None,
+            })
+            .collect())
     }
 
     /// Rows of a prepared statement.
@@ -238,11 +376,11 @@ impl Conn {
         st: &Statement,
         params: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<Vec<postgres::Row>, postgres::Error> {
-        let pending = std::mem::take(&mut self.deferred);
+        let pending = std::mem::take(&mut self.pending);
         pipelined(
             &self.rt,
             &self.client,
-            &pending,
+            pending,
             &mut self.deferred_failed,
             self.client.query(st, params),
         )
@@ -254,11 +392,11 @@ impl Conn {
         st: &Statement,
         params: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<Option<postgres::Row>, postgres::Error> {
-        let pending = std::mem::take(&mut self.deferred);
+        let pending = std::mem::take(&mut self.pending);
         pipelined(
             &self.rt,
             &self.client,
-            &pending,
+            pending,
             &mut self.deferred_failed,
             self.client.query_opt(st, params),
         )
@@ -270,11 +408,11 @@ impl Conn {
         st: &Statement,
         params: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<u64, postgres::Error> {
-        let pending = std::mem::take(&mut self.deferred);
+        let pending = std::mem::take(&mut self.pending);
         pipelined(
             &self.rt,
             &self.client,
-            &pending,
+            pending,
             &mut self.deferred_failed,
             self.client.execute(st, params),
         )
@@ -409,13 +547,14 @@ impl Slot {
 
     /// Start a transaction with `sql`, retrying once on a fresh connection when the held one
     /// turns out to be dead (the server restarted, or the backend was terminated).
-    fn begin(&mut self, sql: &str) -> Result<(), StoreError> {
+    /// Its rows are what the commands returned (the writer reads the next ids there).
+    fn begin(&mut self, sql: &str) -> Result<Vec<tokio_postgres::SimpleQueryRow>, StoreError> {
         let mut attempt = 0;
         loop {
             let conn = self.get()?;
             conn.discard_deferred();
-            match conn.batch_execute(sql) {
-                Ok(()) => return Ok(()),
+            match conn.simple_rows(sql) {
+                Ok(rows) => return Ok(rows),
                 Err(e) if is_connection_error(&e) => {
                     self.conn = None;
                     if attempt > 0 {
@@ -467,11 +606,20 @@ fn writer_loop(mut slot: Slot, rx: mpsc::Receiver<BoxedWriteJob>, max_batch: usi
 /// Run every job of the batch in one transaction under the write lock; `Err` when the
 /// transaction as a whole did not commit (then no job's changes are kept).
 ///
-/// Round trips per batch: one for `BEGIN` + the lock (+ the first savepoint), the jobs' own
-/// statements, and one for `COMMIT`. Closing a job's savepoint and opening the next one is
-/// deferred onto the next job's first statement (pipelined), so it costs no round trip. Jobs
-/// queued while the batch runs are pulled into it before it commits (a batch that began with
-/// one job alone runs without savepoints and takes no more).
+/// Round trips per batch: two when the jobs only insert (a `/send`). The first is `BEGIN`, the
+/// lock (+ the first savepoint) and the next message and event ids: the writer holds the lock
+/// that serialises every write, so it hands out the ids itself ([`Ids`]), and an insert whose
+/// only answer was its id costs no round trip — it is queued on the connection
+/// ([`Conn::defer_exec`]). Closing a job's savepoint and opening the next one is queued the
+/// same way. The second carries everything queued, the sequences moved past the ids used, and
+/// `COMMIT`. A job that must read (a card, a peer) sends what is queued ahead of its read, in
+/// the same round trip. Jobs queued while the batch runs are pulled into it before it commits
+/// (a batch that began with one job alone runs without savepoints and takes no more).
+///
+/// A queued insert that fails is seen at the next round trip; the savepoints are then unknown,
+/// so the whole batch is rolled back and every job in it gets the error (inserts with ids the
+/// writer chose, into tables without unique keys other than those ids, do not fail short of the
+/// server failing).
 fn run_batch(
     slot: &mut Slot,
     batch: &mut Vec<BoxedWriteJob>,
@@ -479,21 +627,34 @@ fn run_batch(
     max_batch: usize,
 ) -> Result<(), StoreError> {
     let single = batch.len() == 1;
-    let begin = if single {
-        format!("BEGIN; SELECT pg_advisory_xact_lock({K_WRITE})")
-    } else {
-        format!("BEGIN; SELECT pg_advisory_xact_lock({K_WRITE}); SAVEPOINT job")
+    let next = |seq: &str| {
+        format!("(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM {seq})")
     };
-    slot.begin(&begin)?;
+    let ids = format!(
+        "SELECT {}, {}",
+        next("messages_id_seq"),
+        next("events_id_seq")
+    );
+    let begin = if single {
+        format!("BEGIN; SELECT pg_advisory_xact_lock({K_WRITE}); {ids}")
+    } else {
+        format!("BEGIN; SELECT pg_advisory_xact_lock({K_WRITE}); {ids}; SAVEPOINT job")
+    };
+    let rows = slot.begin(&begin)?;
     let result = (|| -> Result<(), StoreError> {
         let conn = slot.get()?;
+        conn.ids = Some(read_ids(&rows)?);
         let step = |conn: &mut Conn, sql: &str| {
-            conn.batch_execute(sql)
-                .map_err(map_pg("transaction", "step"))
+            let r = conn.batch_execute(sql);
+            r.map_err(|e| conn.blame("transaction", "step", e))
         };
         if let [job] = batch.as_mut_slice() {
             let ok = job.run(&mut PgTx::new(conn));
-            return step(conn, if ok { "COMMIT" } else { "ROLLBACK" });
+            if !ok {
+                return step(conn, "ROLLBACK");
+            }
+            let commit = format!("{}COMMIT", move_sequences(conn));
+            return step(conn, &commit);
         }
         let mut i = 0;
         while i < batch.len() {
@@ -511,7 +672,7 @@ fn run_batch(
                 worker::pull(rx, batch, max_batch);
             }
         }
-        if conn.deferred_failed {
+        if conn.deferred_failed.is_some() {
             // A closure went on (and returned Ok) after one of its statements failed: the
             // savepoint commands sent after it failed too, so which changes a rollback would
             // undo is unknown. Keep none of them.
@@ -519,7 +680,8 @@ fn run_batch(
                 "transaction: a savepoint command failed; the batch is rolled back",
             ));
         }
-        step(conn, "RELEASE SAVEPOINT job; COMMIT")?;
+        let commit = format!("RELEASE SAVEPOINT job; {}COMMIT", move_sequences(conn));
+        step(conn, &commit)?;
         Ok(())
     })();
     if result.is_err() {
@@ -535,6 +697,46 @@ fn run_batch(
         }
     }
     result
+}
+
+/// The next message and event ids, from the row the batch's `BEGIN` returned.
+fn read_ids(rows: &[tokio_postgres::SimpleQueryRow]) -> Result<Ids, StoreError> {
+    let bad = || StoreError::db("transaction: the next ids were not returned");
+    let row = rows.iter().rev().find(|r| r.len() == 2).ok_or_else(bad)?;
+    let col = |i: usize| -> Result<i64, StoreError> {
+        row.get(i)
+            .and_then(|v| v.parse::<i64>().ok())
+            .ok_or_else(bad)
+    };
+    let (msg, event) = (col(0)?, col(1)?);
+    Ok(Ids {
+        next_msg: msg,
+        start_msg: msg,
+        next_event: event,
+        start_event: event,
+    })
+}
+
+/// The commands (each ending in `; `) that move the id sequences past the ids this batch
+/// handed out, so a `nextval` elsewhere never returns one of them.
+fn move_sequences(conn: &Conn) -> String {
+    let Some(ids) = conn.ids else {
+        return String::new();
+    };
+    let mut sql = String::new();
+    if ids.next_msg > ids.start_msg {
+        sql.push_str(&format!(
+            "SELECT setval('messages_id_seq', {}); ",
+            ids.next_msg - 1
+        ));
+    }
+    if ids.next_event > ids.start_event {
+        sql.push_str(&format!(
+            "SELECT setval('events_id_seq', {}); ",
+            ids.next_event - 1
+        ));
+    }
+    sql
 }
 
 /// Sleep up to `d`, waking early when `stop` is set; `false` when stopped.

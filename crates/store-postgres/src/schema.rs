@@ -18,9 +18,11 @@ pub const SCHEMA_VERSION: i32 = 4;
 ///
 /// - Every text column is `COLLATE "C"` (byte order), as SQLite compares: ordered listings and
 ///   the event-type prefix ranges must not depend on the server's locale.
-/// - Ids come from `BIGSERIAL` sequences, so two hubs never hand out the same id; writes are
-///   additionally serialised by an advisory lock (see the crate docs), which makes ids increase in
-///   commit order, the property `/poll`'s `since` cursor relies on.
+/// - Ids come from `BIGSERIAL` sequences. Writes are serialised by an advisory lock (see the
+///   crate docs), which makes ids increase in commit order, the property `/poll`'s `since`
+///   cursor relies on; inside its locked batch the writer hands out the next message and event
+///   ids itself (read from the sequences when the batch began, which are moved past them before
+///   `COMMIT`), so two hubs never hand out the same id and a `nextval` never returns one.
 /// - The message and event "tips" (highest id ever assigned, even when pruned) and their row
 ///   counts live in `counters`, updated in the same statement as the insert or delete, so what
 ///   a reader sees always matches the rows of its snapshot (a sequence is not transactional:

@@ -2,8 +2,9 @@
 //!
 //! The transaction itself (BEGIN, the write lock, savepoints, COMMIT) is managed by the worker
 //! threads in the crate root; this type only runs the statements, each through the
-//! connection's prepared-statement cache (one round trip per statement, carrying any deferred
-//! transaction-control commands with it).
+//! connection's prepared-statement cache. A statement whose answer is needed is one round trip,
+//! carrying any deferred work with it; inside the writer's batch the inserts of messages, events
+//! and delivery states need no answer (the writer chose their ids) and are deferred.
 
 use std::cell::RefCell;
 
@@ -20,7 +21,7 @@ use trantor_store::{
     OpRecord, OpenGroup, PruneReport, ReadTx, ReapedContract, StoreError, WriteTx,
 };
 
-use crate::{Conn, NOTIFY_CHANNEL, map_pg};
+use crate::{Conn, NOTIFY_CHANNEL, OwnedParam, map_pg};
 
 mod cost;
 mod delivery;
@@ -50,7 +51,8 @@ impl<'c> PgTx<'c> {
     ) -> Result<Vec<Row>, StoreError> {
         let mut c = self.conn.borrow_mut();
         let st = c.prepare(sql).map_err(map_pg(table, op))?;
-        c.query(&st, params).map_err(map_pg(table, op))
+        let r = c.query(&st, params);
+        r.map_err(|e| c.blame(table, op, e))
     }
 
     fn query_opt(
@@ -62,7 +64,8 @@ impl<'c> PgTx<'c> {
     ) -> Result<Option<Row>, StoreError> {
         let mut c = self.conn.borrow_mut();
         let st = c.prepare(sql).map_err(map_pg(table, op))?;
-        c.query_opt(&st, params).map_err(map_pg(table, op))
+        let r = c.query_opt(&st, params);
+        r.map_err(|e| c.blame(table, op, e))
     }
 
     fn exec(
@@ -74,7 +77,41 @@ impl<'c> PgTx<'c> {
     ) -> Result<u64, StoreError> {
         let mut c = self.conn.borrow_mut();
         let st = c.prepare(sql).map_err(map_pg(table, op))?;
-        c.execute(&st, params).map_err(map_pg(table, op))
+        let r = c.execute(&st, params);
+        r.map_err(|e| c.blame(table, op, e))
+    }
+
+    /// Queue a statement whose reply nobody needs, to go out with the next round trip (see
+    /// `run_batch` in the crate root: a failure then fails the whole batch).
+    fn defer(
+        &self,
+        table: &'static str,
+        op: &'static str,
+        sql: &str,
+        params: Vec<OwnedParam>,
+    ) -> Result<(), StoreError> {
+        let mut c = self.conn.borrow_mut();
+        let st = c.prepare(sql).map_err(map_pg(table, op))?;
+        c.defer_exec(st, params, (table, op));
+        Ok(())
+    }
+
+    /// The next message id, when the writer hands ids out (inside its locked batch).
+    fn take_message_id(&self) -> Option<i64> {
+        let mut c = self.conn.borrow_mut();
+        let ids = c.ids.as_mut()?;
+        let id = ids.next_msg;
+        ids.next_msg += 1;
+        Some(id)
+    }
+
+    /// The next event id, when the writer hands ids out (inside its locked batch).
+    fn take_event_id(&self) -> Option<i64> {
+        let mut c = self.conn.borrow_mut();
+        let ids = c.ids.as_mut()?;
+        let id = ids.next_event;
+        ids.next_event += 1;
+        Some(id)
     }
 
     /// One number from a one-row query (0 when no row).
@@ -806,6 +843,9 @@ impl WriteTx for PgTx<'_> {
         if added == 0 {
             return Ok(false);
         }
+        if let Some(ids) = self.conn.borrow_mut().ids.as_mut() {
+            ids.next_msg = ids.next_msg.max(msg.id + 1);
+        }
         // Move the sequence past the id so insert_message never hands it out again.
         self.query(
             "messages",
@@ -828,6 +868,46 @@ impl WriteTx for PgTx<'_> {
     }
 
     fn insert_message(&mut self, msg: NewMessage, refs: &[i64]) -> Result<Message, StoreError> {
+        if let Some(id) = self.take_message_id() {
+            // The writer's id: the row, the tip counter and the notification other hubs wake
+            // on go out with the next round trip (NOTIFY is delivered at COMMIT, or never).
+            let sql = format!(
+                "WITH m AS (
+                     INSERT INTO messages(id, ts, from_s, to_s, project, text, re, kind, wake)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id),
+                 c AS (UPDATE counters
+                         SET n = CASE name WHEN 'messages_tip' THEN GREATEST(n, $1)
+                                           ELSE n + 1 END
+                         WHERE name IN ('messages_tip', 'messages_count'))
+                 SELECT pg_notify('{NOTIFY_CHANNEL}', $1::text || ' ' || $4) FROM m"
+            );
+            self.defer(
+                "messages",
+                "insert_message",
+                &sql,
+                vec![
+                    Box::new(id),
+                    Box::new(msg.ts),
+                    Box::new(msg.from.clone()),
+                    Box::new(msg.to.clone()),
+                    Box::new(msg.project.clone()),
+                    Box::new(msg.text.clone()),
+                    Box::new(msg.re),
+                    Box::new(msg.kind.clone()),
+                    Box::new(msg.wake),
+                ],
+            )?;
+            if !refs.is_empty() {
+                self.defer(
+                    "message_refs",
+                    "insert",
+                    "INSERT INTO message_refs(card_id, msg_id) SELECT unnest($1::bigint[]), $2
+                     ON CONFLICT DO NOTHING",
+                    vec![Box::new(refs.to_vec()), Box::new(id)],
+                )?;
+            }
+            return Ok(msg.stored_as(id));
+        }
         // One round trip: the row, the tip counter, and the notification other hubs wake on
         // (NOTIFY is transactional: it is delivered at COMMIT, or never if this rolls back).
         let sql = format!(
@@ -994,6 +1074,45 @@ impl WriteTx for PgTx<'_> {
 
     fn insert_event(&mut self, event: NewEvent) -> Result<Event, StoreError> {
         let data = encode("events", &event.data)?;
+        if let Some(id) = self.take_event_id() {
+            // The writer's id: the row and its counters go out with the next round trip.
+            self.defer(
+                "events",
+                "insert_event",
+                "WITH e AS (
+                     INSERT INTO events(id, ts, type, project, by_s, task_id, data)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id)
+                 UPDATE counters
+                     SET n = CASE name WHEN 'events_tip' THEN GREATEST(n, $1) ELSE n + 1 END
+                     WHERE name IN ('events_tip', 'events_count') AND EXISTS (SELECT 1 FROM e)",
+                vec![
+                    Box::new(id),
+                    Box::new(event.ts),
+                    Box::new(event.kind.clone()),
+                    Box::new(event.project.clone()),
+                    Box::new(event.by.clone()),
+                    Box::new(event.task_id),
+                    Box::new(data),
+                ],
+            )?;
+            if !event.refs.is_empty() {
+                self.defer(
+                    "event_refs",
+                    "insert",
+                    "INSERT INTO event_refs(card_id, event_id) SELECT unnest($1::bigint[]), $2
+                     ON CONFLICT DO NOTHING",
+                    vec![Box::new(event.refs.clone()), Box::new(id)],
+                )?;
+            }
+            return Ok(Event {
+                id,
+                ts: event.ts,
+                kind: event.kind,
+                project: event.project,
+                by: event.by,
+                data: event.data,
+            });
+        }
         let id = self.scalar(
             "events",
             "insert_event",

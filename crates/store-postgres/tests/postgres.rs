@@ -219,3 +219,108 @@ async fn pg_two_stores_share_one_database() {
         drop(b);
     });
 }
+
+/// The writer hands out message and event ids itself inside its locked batch (so an insert
+/// costs no round trip): the ids of concurrent writes are distinct and increasing, what commits
+/// is what each write was told, and the id sequences are moved past them, so an insert taking
+/// its id from the sequence (a tool on the database) never collides with one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pg_writer_ids_move_the_sequences() {
+    let Some(db) = pg_db() else { return };
+    let s = db.open();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..32 {
+        let s = s.clone();
+        tasks.spawn(async move {
+            let m = conformance::new_msg("a", "r", i, &format!("m{i}"));
+            s.write(move |tx| {
+                let msg = tx.insert_message(m, &[7])?;
+                let ev = tx.insert_event(trantor_store::NewEvent {
+                    ts: i,
+                    kind: "message".into(),
+                    refs: vec![7],
+                    ..Default::default()
+                })?;
+                Ok((msg.id, ev.id, msg.text))
+            })
+            .await
+        });
+    }
+    let mut got = Vec::new();
+    while let Some(r) = tasks.join_next().await {
+        got.push(r.expect("task").expect("write"));
+    }
+    let mut ids: Vec<i64> = got.iter().map(|g| g.0).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 32, "message ids are distinct: {got:?}");
+    let stored = s.read(|tx| tx.messages_for("r", 0, 0)).await.expect("read");
+    for (id, _, text) in &got {
+        assert!(
+            stored.iter().any(|m| m.id == *id && &m.text == text),
+            "message {id} ({text}) committed as told"
+        );
+    }
+    let counts = s.read(|tx| tx.counts()).await.expect("counts");
+    assert_eq!(counts.messages, 32, "{counts:?}");
+    assert_eq!(counts.events, 32, "{counts:?}");
+    // A raw insert takes its id from the sequence: past every id the writer handed out.
+    db.sql(
+        "INSERT INTO messages(ts, from_s, to_s, project, text) VALUES (1, 'x', 'r', 'p', 'raw');
+         INSERT INTO events(ts, type, project, by_s, data) VALUES (1, 't', 'p', 'x', '{}')",
+    )
+    .expect("the sequences are past the writer's ids");
+    let m = conformance::new_msg("a", "r", 99, "after");
+    let last = s
+        .write(move |tx| tx.insert_message(m, &[]))
+        .await
+        .expect("write after");
+    let raw_max = ids.last().copied().unwrap_or(0) + 1;
+    assert!(last.id > raw_max, "{} after the raw insert's id", last.id);
+    blocking(move || drop(s));
+}
+
+/// A write whose queued insert fails (here: a constraint added behind the store's back) is
+/// seen at the batch's next round trip: the whole batch is rolled back, each of its writes gets
+/// an error and keeps nothing, and the next batch works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_a_failed_queued_insert_rolls_the_batch_back() {
+    let Some(db) = pg_db() else { return };
+    let s = db.open();
+    db.sql("ALTER TABLE events ADD CONSTRAINT no_boom CHECK (type <> 'boom')")
+        .expect("constraint");
+    let m = conformance::new_msg("a", "r", 1, "doomed");
+    let err = s
+        .write(move |tx| {
+            tx.insert_message(m, &[])?;
+            tx.insert_event(trantor_store::NewEvent {
+                ts: 1,
+                kind: "boom".into(),
+                ..Default::default()
+            })?;
+            Ok(())
+        })
+        .await
+        .expect_err("the batch fails");
+    // The error names the statement that failed, not the COMMIT that found out.
+    let report = err.report();
+    assert!(
+        report.contains("insert_event") && report.contains("no_boom"),
+        "{report}"
+    );
+    let m = conformance::new_msg("a", "r", 2, "kept");
+    let kept = s
+        .write(move |tx| tx.insert_message(m, &[]))
+        .await
+        .expect("the next write works");
+    let stored = s.read(|tx| tx.messages_for("r", 0, 0)).await.expect("read");
+    assert_eq!(
+        stored
+            .iter()
+            .map(|m| (m.id, m.text.as_str()))
+            .collect::<Vec<_>>(),
+        vec![(kept.id, "kept")],
+        "nothing of the failed batch is kept"
+    );
+    blocking(move || drop(s));
+}

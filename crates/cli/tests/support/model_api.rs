@@ -96,6 +96,8 @@ pub struct Recorded {
     pub marker: Option<String>,
     /// The API key it carried (`x-api-key`, or the bearer token of `authorization`).
     pub key: Option<String>,
+    /// Answered by a key's limit ([`ModelApi::limit_key`]), not by the conversation.
+    pub limited: bool,
 }
 
 /// A key the server answers with a fixed script until a wall-clock time (a spent quota that
@@ -392,6 +394,7 @@ async fn serve(mut sock: TcpStream, st: Arc<Mutex<State>>) -> std::io::Result<()
             raw: raw.clone(),
             marker: found.as_ref().map(|(m, _)| m.clone()),
             key: key.clone(),
+            limited: limited.is_some(),
         });
         match (limited, found) {
             (Some(s), found) => (found.map(|(m, _)| m), s),

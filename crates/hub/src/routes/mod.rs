@@ -59,6 +59,16 @@ const SESSION_Q: Field = f(
 )
 .max(limits::SESSION);
 
+/// `/tasks?card=`: comma-separated card ids (`#` allowed), with the white space `str::trim`
+/// removes around each — spelled as an explicit class, because `\s` means different sets in
+/// ECMAScript, Python and Rust (see [`limits::NON_BLANK_PATTERN`]).
+const CARD_LIST_PATTERN: &str = concat!(
+    r"^[\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]*",
+    r"(#?-?[0-9]{1,15}[\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]*)?",
+    r"(,[\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]*",
+    r"(#?-?[0-9]{1,15}[\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]*)?)*$"
+);
+
 /// Every route: its documentation and its handler.
 pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
     use Ty::*;
@@ -428,7 +438,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
                     false,
                     "comma-separated ids kept full in slim mode"
                 )
-                .pattern(r"^\s*(#?-?[0-9]{1,15}\s*)?(,\s*(#?-?[0-9]{1,15}\s*)?)*$"),
+                .pattern(CARD_LIST_PATTERN),
             ],
             None,
             Some(shape::<TasksReply>),
@@ -780,4 +790,46 @@ pub struct Mounted {
     pub path: &'static str,
     /// What serves it.
     pub router: Router,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every documented query pattern compiles as the hub checks it (one that did not would
+    /// refuse nothing), and means the same thing here as in ECMAScript: no `\s`, `\S`, `\w`,
+    /// `\d` or `\b`, whose sets differ between the engines.
+    #[test]
+    fn every_query_pattern_is_enforceable() {
+        type S = trantor_store_sqlite::SqliteStore;
+        let mut entries = table::<S>();
+        entries.extend(lanes::table::<S>());
+        entries.extend(claims::table::<S>());
+        entries.extend(cost::table::<S>());
+        entries.extend(credentials::table::<S>());
+        entries.extend(projects::table::<S>());
+        entries.extend(proposals::table::<S>());
+        entries.extend(adopt::table::<S>());
+        let mut n = 0;
+        for (doc, _) in &entries {
+            for field in doc.query {
+                if let Some(p) = field.pattern {
+                    n += 1;
+                    assert!(
+                        regex::Regex::new(p).is_ok(),
+                        "{} {}: {p}",
+                        doc.path,
+                        field.name
+                    );
+                    for class in [r"\s", r"\S", r"\w", r"\d", r"\b"] {
+                        assert!(!p.contains(class), "{} {}: {p}", doc.path, field.name);
+                    }
+                }
+            }
+        }
+        assert!(n >= 3, "the patterns were found ({n})");
+        let card = f("card", Ty::Str, false, "c").pattern(CARD_LIST_PATTERN);
+        assert!(card.check(" #12, 7 ,,-3\u{a0}").is_ok());
+        assert!(card.check("12;7").is_err() && card.check("x").is_err());
+    }
 }

@@ -127,6 +127,26 @@ impl PgTx<'_> {
              INSERT INTO delivery_open(msg_id, session, seq) SELECT $1, $4, seq FROM d
              ON CONFLICT (msg_id) DO UPDATE SET seq = excluded.seq"
         };
+        if self.conn.borrow().ids.is_some() {
+            // Inside the writer's batch: nothing is read back, so it goes out with the next
+            // round trip (an insert without a key of its own to conflict on).
+            return self.defer(
+                "delivery",
+                "append",
+                sql,
+                vec![
+                    Box::new(id),
+                    Box::new(st.to_string()),
+                    Box::new(e.ts),
+                    Box::new(e.session.clone()),
+                    Box::new(e.instance.clone()),
+                    Box::new(turn),
+                    Box::new(pid),
+                    Box::new(e.outcome.clone()),
+                    Box::new(e.reason.clone()),
+                ],
+            );
+        }
         self.exec(
             "delivery",
             "append",

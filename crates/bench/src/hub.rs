@@ -182,7 +182,7 @@ impl HubProc {
     }
 
     /// Start the bare-route ceiling server (`trantor bench ceiling-server`) on a free port.
-    fn spawn_ceiling(home: &Path) -> Result<HubProc> {
+    pub(super) fn spawn_ceiling(home: &Path) -> Result<HubProc> {
         Self::spawn_with(home, |cmd, port| {
             cmd.args(["bench", "ceiling-server", "--port", &port.to_string()]);
         })
@@ -810,7 +810,7 @@ async fn fill_store(path: &Path, n: usize) -> Result<()> {
 }
 
 /// The text every throughput `/send` carries (the built-in client and wrk send the same body).
-const LOAD_TEXT: &str = "a benchmark message of roughly the size agents send each other: \
+pub(super) const LOAD_TEXT: &str = "a benchmark message of roughly the size agents send each other: \
                          status, a question, a pointer to card #12 and a file path";
 
 /// The load generator of the throughput rows.

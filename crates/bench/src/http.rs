@@ -40,12 +40,18 @@ impl Response {
 impl Http {
     /// Connect to `127.0.0.1:port`.
     pub async fn connect(port: u16) -> Result<Http> {
+        Self::connect_with(port, 64 * 1024).await
+    }
+
+    /// Connect to `127.0.0.1:port` with a read buffer of `buffer` bytes (a crowd of thousands
+    /// of connections keeps them small; a longer reply is read in several fills).
+    pub async fn connect_with(port: u16, buffer: usize) -> Result<Http> {
         let stream = TcpStream::connect(("127.0.0.1", port))
             .await
             .with_context(|| format!("cannot connect to 127.0.0.1:{port}"))?;
         stream.set_nodelay(true)?;
         Ok(Http {
-            conn: BufReader::with_capacity(64 * 1024, stream),
+            conn: BufReader::with_capacity(buffer, stream),
             line: String::new(),
         })
     }

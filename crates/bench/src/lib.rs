@@ -6,6 +6,8 @@
 
 mod auth;
 mod chaos;
+mod commit;
+mod crowd;
 mod http;
 mod hub;
 mod hub_pg;
@@ -41,6 +43,10 @@ pub enum BenchWhat {
     /// Signed identity: sign and verify cost per request, and /send throughput signed vs
     /// unsigned against one hub in one run.
     Auth(auth::AuthBenchArgs),
+    /// A crowd of simulated seats (held polls, heartbeats, contracts, card moves at a runner's
+    /// rates) against one hub and two hubs on one PostgreSQL: hub CPU, RSS, wake p50 / p99 and
+    /// errors at N = 100, 1,000 and 10,000.
+    Crowd(crowd::CrowdBenchArgs),
 }
 
 /// One line of a report.
@@ -145,6 +151,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchWhat::CeilingServer(a) => return hub::ceiling_server(a).await,
         BenchWhat::Auth(a) => (auth::run(a).await?.markdown("trantor bench auth"), &a.out),
         BenchWhat::Chaos(a) => (chaos::run(a).await?.markdown("trantor bench chaos"), &a.out),
+        BenchWhat::Crowd(a) => (crowd::run(a).await?.markdown("trantor bench crowd"), &a.out),
     };
     print!("{md}");
     if let Some(out) = out {

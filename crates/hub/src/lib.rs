@@ -16,6 +16,8 @@
 //!               closure against a store transaction, and answers with proto's typed reply
 //!   auth/       signed identity: the verification layer in front of the routes, enrollment
 //!               and invites, the key records, optional TLS
+//!   front       the plain-HTTP front: request heads read here, held polls parked outside
+//!               hyper, every other request handed to hyper one at a time
 //!   extract     the JSON body and query extractors (limits, error shapes)
 //!   ops         `_op` idempotency: replay of a recorded reply, the in-flight set
 //!   error       `ApiError`, the one error reply
@@ -39,6 +41,7 @@ pub mod contracts;
 pub mod duty;
 pub mod error;
 pub mod extract;
+mod front;
 pub mod metrics;
 pub mod openapi;
 pub mod ops;
@@ -198,7 +201,9 @@ pub async fn state<S: Store>(
 /// Connections are served by our own accept loop rather than `axum::serve`, for the limits a
 /// hostile client needs: request headers must arrive within `header_timeout` (which also closes
 /// idle keep-alive connections), and at most `max_connections` are served at once — below the
-/// file-descriptor limit, so `accept` never fails with "too many open files".
+/// file-descriptor limit, so `accept` never fails with "too many open files". On plain HTTP a
+/// small front reads each request head first, so a held `/poll` costs a few KB instead of
+/// hyper's per-connection buffers and the router's futures (see `front.rs`).
 pub async fn serve<S: Store>(
     listener: TcpListener,
     store: S,
@@ -338,7 +343,7 @@ async fn accept_loop(
             let _alive = alive;
             let _registered = Registered { conns, key };
             match tls {
-                None => serve_conn(stream, app, header_timeout, stop, slot).await,
+                None => front::serve_plain(stream, app, header_timeout, stop, slot).await,
                 // Boxed: the TLS session is large, and an inline branch would make every plain
                 // connection's task (a held poll's, too) as large as a TLS one.
                 Some(tls) => {
@@ -372,6 +377,11 @@ struct ConnSlot {
     busy: AtomicUsize,
     /// Told to close (the connection cap needs its descriptor).
     shed: tokio::sync::Notify,
+    /// Requests hyper has started on this connection (the front takes the connection back
+    /// once one has been answered: see [`front`]).
+    requests: std::sync::atomic::AtomicU64,
+    /// The waker of hyper's pending read, woken when the last request in flight ends.
+    reader: Mutex<Option<std::task::Waker>>,
 }
 
 /// The live connections in the order they were accepted, for shedding the oldest idle one.
@@ -437,9 +447,21 @@ impl Busy {
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0
+        let was = self
+            .0
             .busy
             .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        if was == 1 {
+            let reader = self
+                .0
+                .reader
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            if let Some(w) = reader {
+                w.wake();
+            }
+        }
     }
 }
 
@@ -459,6 +481,9 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Tracked 
 
     fn call(&self, req: hyper::Request<hyper::body::Incoming>) -> Self::Future {
         let busy = Busy::new(&self.slot);
+        self.slot
+            .requests
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         let fut = self.inner.call(req);
         Box::pin(async move {
             let resp = fut.await?;

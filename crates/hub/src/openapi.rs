@@ -344,6 +344,78 @@ fn resolve(schema: &Value, g: &SchemaGenerator) -> Value {
     }
 }
 
+/// The white space `str::trim` removes (Unicode `White_Space`), as the body of a class.
+const WHITE_SPACE: &str =
+    r"\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000";
+
+/// A pattern spelled so ECMAScript (what JSON Schema means), Python (what schemathesis and
+/// hypothesis run) and the hub agree on it: `\s` and `\S` become the explicit white-space class
+/// (the engines' sets differ: Python's includes `\x1C`–`\x1F`, ECMAScript's `\uFEFF`), and `$`
+/// becomes `$(?!\n)` (Python's `$` also matches before a final newline; ECMAScript's does not).
+pub fn portable_pattern(p: &str) -> String {
+    let mut out = String::with_capacity(p.len() + 16);
+    let mut chars = p.chars();
+    let mut in_class = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some('s') if in_class => out.push_str(WHITE_SPACE),
+                Some('s') => {
+                    out.push('[');
+                    out.push_str(WHITE_SPACE);
+                    out.push(']');
+                }
+                Some('S') if !in_class => {
+                    out.push_str("[^");
+                    out.push_str(WHITE_SPACE);
+                    out.push(']');
+                }
+                Some(e) => {
+                    out.push('\\');
+                    out.push(e);
+                }
+                None => out.push('\\'),
+            },
+            '[' if !in_class => {
+                in_class = true;
+                out.push(c);
+                // A `]` (or `^]`) right after the opening bracket is a literal.
+                let rest = chars.as_str();
+                for lit in ["^]", "]", "^"] {
+                    if let Some(tail) = rest.strip_prefix(lit) {
+                        out.push_str(lit);
+                        chars = tail.chars();
+                        break;
+                    }
+                }
+            }
+            ']' if in_class => {
+                in_class = false;
+                out.push(c);
+            }
+            '$' if !in_class => out.push_str(r"$(?!\n)"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Rewrite every `pattern` of a schema tree with [`portable_pattern`].
+fn portable_patterns(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            for (k, x) in map.iter_mut() {
+                match x {
+                    Value::String(p) if k == "pattern" => *p = portable_pattern(p),
+                    _ => portable_patterns(x),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(portable_patterns),
+        _ => {}
+    }
+}
+
 /// Build the OpenAPI 3.1 document for the given route table.
 pub fn document(routes: &[RouteDoc]) -> Value {
     let mut g = SchemaSettings::draft2020_12()
@@ -375,6 +447,11 @@ pub fn document(routes: &[RouteDoc]) -> Value {
             "properties": { "error": { "type": "string" } },
         }),
     );
+    for schema in schemas.values_mut() {
+        portable_patterns(schema);
+    }
+    let mut paths = Value::Object(paths);
+    portable_patterns(&mut paths);
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -478,6 +555,26 @@ mod tests {
         assert!(open.check("0").is_err() && open.check("1 ").is_err());
         let s = f("s", Ty::Str, false, "s").max(3);
         assert!(s.check("abc").is_ok() && s.check("abcd").is_err());
+    }
+
+    #[test]
+    fn patterns_are_spelled_for_every_engine() {
+        assert_eq!(portable_pattern("^(a|b)$"), "^(a|b)$(?!\\n)");
+        assert_eq!(portable_pattern(r"[$]\$"), r"[$]\$");
+        let p = portable_pattern(r"^[^\s:]{1,3}\s*$");
+        assert!(p.starts_with(r"^[^\t\n\x0B"), "{p}");
+        assert!(p.contains(r"\u3000:]{1,3}[\t\n"), "{p}");
+        assert!(p.ends_with(r"\u3000]*$(?!\n)"), "{p}");
+        assert_eq!(
+            portable_pattern(r"\S"),
+            format!("[^{WHITE_SPACE}]"),
+            "outside a class"
+        );
+        assert_eq!(portable_pattern(r"[]a]$"), r"[]a]$(?!\n)");
+        // The document carries them so.
+        let doc = doc();
+        let schemas = doc["components"]["schemas"].to_string();
+        assert!(!schemas.contains(r#"\\s"#), "{schemas}");
     }
 
     #[test]

@@ -164,7 +164,10 @@ pub async fn front<S: Store>(State(hub): State<AppState<S>>, req: Request, next:
         Some(e) => e.into_response(),
         None => next.run(req).await,
     };
-    hub.metrics.request(method, route, resp.status().as_u16());
+    // A parked `/poll` is counted with the status it finally answers (routes/bus.rs).
+    if !crate::front::is_parked(&resp) {
+        hub.metrics.request(method, route, resp.status().as_u16());
+    }
     resp
 }
 

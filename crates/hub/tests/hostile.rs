@@ -541,6 +541,146 @@ async fn a_crash_between_a_poll_reply_and_its_ledger_raise_redelivers() {
     hub.stop().await;
 }
 
+// 1c. One keep-alive connection carries polls (served by the hub's own front) and every other
+// request (served by hyper, one request at a time, the connection handed back after each).
+
+/// Read one HTTP/1.1 reply with a `content-length` body from `s`, leaving what follows it in
+/// `buf`; returns the status, the head (lower-cased) and the JSON body.
+async fn read_reply(s: &mut TcpStream, buf: &mut Vec<u8>) -> (u16, String, Value) {
+    let fut = async {
+        loop {
+            if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .expect("content-length");
+                while buf.len() < end + 4 + len {
+                    let mut chunk = [0u8; 4096];
+                    let n = s.read(&mut chunk).await.expect("read");
+                    assert!(n > 0, "closed mid-body");
+                    buf.extend_from_slice(&chunk[..n]);
+                }
+                let body: Vec<u8> = buf.drain(..end + 4 + len).skip(end + 4).collect();
+                let status = head
+                    .split(' ')
+                    .nth(1)
+                    .and_then(|c| c.parse().ok())
+                    .unwrap_or(0);
+                let v = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                return (status, head, v);
+            }
+            let mut chunk = [0u8; 4096];
+            let n = s.read(&mut chunk).await.expect("read");
+            assert!(
+                n > 0,
+                "closed before a reply: {:?}",
+                String::from_utf8_lossy(buf)
+            );
+            buf.extend_from_slice(&chunk[..n]);
+        }
+    };
+    tokio::time::timeout(GUARD, fut)
+        .await
+        .expect("reply in time")
+}
+
+#[tokio::test]
+async fn one_keep_alive_connection_mixes_polls_and_other_routes() {
+    let hub = start(|_| {}).await;
+    let p = hub.port;
+    let mut s = TcpStream::connect(("127.0.0.1", p)).await.expect("connect");
+    let mut buf = Vec::new();
+    let host = format!("Host: 127.0.0.1:{p}");
+    let send = |text: &str| {
+        let body = json!({"from": "a:p", "to": "b:p", "text": text}).to_string();
+        format!(
+            "POST /send HTTP/1.1\r\n{host}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    // hyper serves a POST, then the front a poll, then hyper again, on the same socket.
+    s.write_all(send("one").as_bytes()).await.expect("write");
+    let (c, _, sent) = read_reply(&mut s, &mut buf).await;
+    assert_eq!(c, 200, "{sent}");
+    let id = sent["id"].as_i64().expect("id");
+    let poll = format!("GET /poll?session=b:p&since=0&wait=30 HTTP/1.1\r\n{host}\r\n\r\n");
+    s.write_all(poll.as_bytes()).await.expect("write");
+    let (c, head, got) = read_reply(&mut s, &mut buf).await;
+    assert_eq!(c, 200, "{got}");
+    assert_eq!(got["messages"][0]["id"], id, "{got}");
+    assert!(head.contains("content-type: application/json"), "{head}");
+    assert!(head.contains("\r\ndate: "), "{head}");
+    let health = format!("GET /health HTTP/1.1\r\n{host}\r\n\r\n");
+    s.write_all(health.as_bytes()).await.expect("write");
+    let (c, _, h) = read_reply(&mut s, &mut buf).await;
+    assert_eq!((c, h["ok"].clone()), (200, json!(true)), "{h}");
+
+    // A held poll on this connection, woken by a send on another one.
+    let poll = format!("GET /poll?session=b:p&since={id}&wait=30 HTTP/1.1\r\n{host}\r\n\r\n");
+    s.write_all(poll.as_bytes()).await.expect("write");
+    wait_held(p, 1).await;
+    let (_, sent) = post(
+        p,
+        "/send",
+        json!({"from": "a:p", "to": "b:p", "text": "two"}),
+    )
+    .await;
+    let id2 = sent["id"].as_i64().expect("id");
+    let (c, _, got) = read_reply(&mut s, &mut buf).await;
+    assert_eq!((c, got["cursor"].clone()), (200, json!(id2)), "{got}");
+
+    // Pipelined: a poll with news, a bad poll (400 from the handler), a POST and a poll, in one
+    // write; the replies come back in order.
+    let bad = format!("GET /poll?session=b:p&wait=-1 HTTP/1.1\r\n{host}\r\n\r\n");
+    let again = format!("GET /poll?session=b:p&since={id}&wait=0 HTTP/1.1\r\n{host}\r\n\r\n");
+    let batch = format!("{again}{bad}{}{again}", send("three"));
+    s.write_all(batch.as_bytes()).await.expect("write");
+    let (c, _, got) = read_reply(&mut s, &mut buf).await;
+    assert_eq!((c, got["cursor"].clone()), (200, json!(id2)), "{got}");
+    let (c, _, err) = read_reply(&mut s, &mut buf).await;
+    assert_eq!(c, 400, "{err}");
+    assert_json_error(&err, "a negative wait");
+    let (c, _, sent) = read_reply(&mut s, &mut buf).await;
+    assert_eq!(c, 200, "{sent}");
+    let id3 = sent["id"].as_i64().expect("id");
+    let (c, _, got) = read_reply(&mut s, &mut buf).await;
+    assert_eq!((c, got["cursor"].clone()), (200, json!(id3)), "{got}");
+
+    // `Connection: close` on a poll: the reply says so and the hub closes.
+    let last = format!(
+        "GET /poll?session=b:p&since={id3}&wait=0 HTTP/1.1\r\n{host}\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(last.as_bytes()).await.expect("write");
+    let (c, head, _) = read_reply(&mut s, &mut buf).await;
+    assert_eq!(c, 200);
+    assert!(head.contains("connection: close"), "{head}");
+    let mut rest = Vec::new();
+    let n = tokio::time::timeout(GUARD, s.read_to_end(&mut rest))
+        .await
+        .expect("closed in time")
+        .expect("read");
+    assert_eq!(n, 0, "bytes after the last reply: {rest:?}");
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn a_held_poll_ends_when_its_client_hangs_up() {
+    let hub = start(|_| {}).await;
+    let p = hub.port;
+    let mut s = TcpStream::connect(("127.0.0.1", p)).await.expect("connect");
+    let poll =
+        format!("GET /poll?session=b:p&since=0&wait=120 HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\n\r\n");
+    s.write_all(poll.as_bytes()).await.expect("write");
+    wait_held(p, 1).await;
+    drop(s);
+    // The hold is released (presence and wake slot), not kept for its 120 s.
+    wait_held(p, 0).await;
+    hub.stop().await;
+}
+
 // 8. Health reflects failing writes.
 
 #[tokio::test]

@@ -68,10 +68,11 @@ fn live() -> isize {
 /// Polls held per round.
 const POLLS: usize = 400;
 /// The most a held poll may cost, bytes of Rust heap (hub connection + handler + the test's
-/// client socket). Measured 25,630 bytes in a debug build (2026-11-30), 16 KiB of it hyper's
-/// two connection buffers (8 KiB read, 8 KiB write, allocated whatever the request); see
-/// docs/bench-hub.md, "Held polls".
-const PER_POLL_BOUND: isize = 28 * 1024;
+/// client socket). Measured 4,857 bytes in a debug build (2026-12-03), down from 25,630 when
+/// hyper held the connection (its two 8 KiB buffers) and the router's futures for the whole
+/// hold; the hub's plain-HTTP front now parks the hold (crates/hub/src/front.rs; see
+/// docs/bench-hub.md, "Held polls").
+const PER_POLL_BOUND: isize = 6 * 1024;
 /// What may stay per session after its polls ended: its presence entry (name, lastSeen).
 const PER_SESSION_AFTER: isize = 512;
 

@@ -12,6 +12,18 @@ pub const TEXT: usize = 300;
 /// Longest capability key.
 pub const KEY_MAX: usize = 60;
 
+/// The icon the original shows beside a proposal's status (`trantor proposals`, the MCP tools).
+pub fn status_icon(status: &str) -> &'static str {
+    match status {
+        "pending" => "⏳",
+        "approved" => "✅",
+        "denied" => "⛔",
+        "withdrawn" => "↩️",
+        "revoked" => "🚫",
+        _ => "",
+    }
+}
+
 /// A proposal.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -63,15 +75,15 @@ pub struct ProposeRequest {
     pub project: Option<String>,
     /// What it would allow.
     #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = TEXT))]
+    #[schemars(extend("x-required" = true), length(min = 1, max = TEXT), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
     pub scope: String,
     /// When.
     #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = TEXT))]
+    #[schemars(extend("x-required" = true), length(min = 1, max = TEXT), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
     pub condition: String,
     /// What stays not covered.
     #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = TEXT))]
+    #[schemars(extend("x-required" = true), length(min = 1, max = TEXT), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
     pub exclusions: String,
     /// Capability key, a slug `[a-z0-9._-]`.
     #[serde(default)]

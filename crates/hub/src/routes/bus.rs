@@ -8,6 +8,7 @@ use crate::presence::Touch;
 use crate::state::{AppState, Hub, Outbox, event, persist_edge};
 use axum::Json;
 use axum::extract::State;
+use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -327,16 +328,45 @@ fn wait_param(p: &Params) -> ApiResult<Duration> {
 }
 
 /// `GET /poll?session&since&wait[&peek]`: held until a deliverable message commits or `wait` passes.
+///
+/// Served by the plain-HTTP front ([`crate::front`]), the hold is handed back as a parked reply,
+/// so while it waits it keeps only its own state, not the router's futures.
 pub async fn poll<S: Store>(
     State(hub): State<AppState<S>>,
+    parkable: Option<axum::Extension<crate::front::Parkable>>,
     p: Params,
-) -> ApiResult<Json<InboxReply>> {
+) -> ApiResult<Response> {
     let session = session_param(&p)?;
     let since = p.int("since")?.unwrap_or(0).max(0);
     let wait = wait_param(&p)?;
     // `peek=1`: a seat's own tools wait without moving the ledger, which is its runner's.
     let raise = !p.flag("peek")?;
+    drop(p);
     let deadline = tokio::time::Instant::now() + wait;
+    if parkable.is_none() {
+        return Ok(Json(hold(hub, session, since, deadline, raise).await?).into_response());
+    }
+    Ok(crate::front::park(async move {
+        let metrics = hub.clone();
+        let resp = hold(hub, session, since, deadline, raise)
+            .await
+            .map(Json)
+            .into_response();
+        metrics
+            .metrics
+            .request("GET", "/poll", resp.status().as_u16());
+        resp
+    }))
+}
+
+/// A poll's hold: look, and until there is news, wait for a ring, the deadline or shutdown.
+async fn hold<S: Store>(
+    hub: AppState<S>,
+    session: String,
+    since: i64,
+    deadline: tokio::time::Instant,
+    raise: bool,
+) -> ApiResult<InboxReply> {
     let touch = hub.presence.touch(&session, now_ms());
     let _hold = hub.presence.hold(&session);
     let sub = hub.wake.subscribe(&session);
@@ -367,20 +397,20 @@ pub async fn poll<S: Store>(
                 hub.metrics.polls_woken.fetch_add(1, Ordering::Relaxed);
             }
             hub.presence.touch(&session, now_ms());
-            return Ok(Json(page.reply));
+            return Ok(page.reply);
         }
         if *shutdown.borrow() {
-            return Ok(Json(page.reply));
+            return Ok(page.reply);
         }
         tokio::select! {
             _ = armed.wait() => { woken = true; }
             _ = tokio::time::sleep_until(deadline) => {
                 hub.metrics.polls_timed_out.fetch_add(1, Ordering::Relaxed);
                 hub.presence.touch(&session, now_ms());
-                return Ok(Json(page.reply));
+                return Ok(page.reply);
             }
             _ = shutdown.changed() => {
-                return Ok(Json(page.reply));
+                return Ok(page.reply);
             }
         }
     }

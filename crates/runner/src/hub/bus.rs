@@ -15,6 +15,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
+use trantor_proto::backoff::Backoff;
 use trantor_proto::delivery::DeliveryMark;
 use trantor_proto::{ClientError, HubClient, RegisterRequest, SendRequest, TurnReport};
 
@@ -227,7 +228,7 @@ async fn writer(
 ) {
     let reg_hub = hub.clone().with_timeout(Duration::from_secs(5));
     let mut backlog: std::collections::VecDeque<Out> = Default::default();
-    let mut backoff = Duration::from_millis(500);
+    let mut backoff = Backoff::new(Duration::from_millis(500), backoff_max);
     let mut down_logged = false;
     // The hub keeps no delivery record (an original hub): marks are not sent.
     let mut no_record = false;
@@ -274,8 +275,7 @@ async fn writer(
                         &e,
                         "delivery fence",
                     );
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(backoff_max);
+                    backoff.sleep().await;
                 }
                 Err(e) if e.status() == Some(404) => {
                     no_record = true;
@@ -301,8 +301,7 @@ async fn writer(
                         &e,
                         "delivery mark",
                     );
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(backoff_max);
+                    backoff.sleep().await;
                 }
                 Err(ClientError::Superseded { session, current })
                     if refences < MAX_REFENCES && stale_fence(&current, &m.instance) =>
@@ -344,8 +343,7 @@ async fn writer(
                         &e,
                         "turn cost record",
                     );
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(backoff_max);
+                    backoff.sleep().await;
                 }
                 Err(e) if e.status() == Some(404) => {
                     no_ledger = true;
@@ -361,7 +359,7 @@ async fn writer(
             {
                 Ok(r) => {
                     watch.set_outage(false);
-                    backoff = Duration::from_millis(500);
+                    backoff.reset();
                     if down_logged {
                         tracing::info!("hub reachable again — queued bus messages are going out");
                         down_logged = false;
@@ -393,8 +391,7 @@ async fn writer(
                         backlog.pop_front();
                         tracing::warn!("bus backlog over {QUEUE_CAP}: oldest message dropped");
                     }
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(backoff_max);
+                    backoff.sleep().await;
                 }
                 Err(e) => {
                     tracing::warn!(

@@ -163,8 +163,7 @@ impl Seat {
                     }
                 }
                 Err(e) => {
-                    let max = Duration::from_millis(self.cfg.hub_backoff_max_ms);
-                    self.hub.failed(e, max, self.delivery.cursor).await;
+                    self.hub.failed(e, self.delivery.cursor).await;
                 }
             }
         }

@@ -1,0 +1,518 @@
+//! The plain-HTTP front of the accept loop: what a connection costs while a `/poll` is held.
+//!
+//! hyper's HTTP/1 server keeps two 8 KiB buffers per connection for as long as the connection
+//! lives, and a request in flight keeps the router's futures (one box per middleware layer)
+//! besides; a held poll would carry ~20 KB of both for minutes. So the front reads each request
+//! head itself, into a buffer it frees once the head is parsed, and:
+//!
+//! - a plain `GET /poll` (HTTP/1.1, no body) it runs through the same router itself. The poll
+//!   handler, seeing [`Parkable`] on the request, returns at once with its hold as a [`Parked`]
+//!   future; the middleware futures end there, and the front awaits only the parked hold
+//!   (a few hundred bytes), watching the socket for the client going away, then writes the
+//!   reply itself (`content-length`, `date`, keep-alive as the request asked);
+//! - every other request it hands to hyper for exactly that request: hyper reads the head the
+//!   front already read (then the body from the socket), answers, and when it next wants a head
+//!   the connection's IO says end-of-file, which makes hyper hand the socket back
+//!   ([`hyper::server::conn::http1::Connection::poll_without_shutdown`]); the front then reads
+//!   the next head. When hyper ends the connection itself (`Connection: close`, HTTP/1.0, an
+//!   error it answered), the front closes it.
+//!
+//! TLS connections are served by hyper for their whole life, as before.
+
+use crate::{Busy, ConnSlot, Tracked};
+use axum::http;
+use axum::response::Response;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+/// The longest request head the front reads itself; a longer one goes to hyper, which answers
+/// it under its own limits (and the hub's JSON error shape).
+const MAX_HEAD: usize = 16 * 1024;
+/// Headers the front parses; a request with more goes to hyper.
+const MAX_HEADERS: usize = 64;
+/// How much the head buffer grows per read.
+const READ_CHUNK: usize = 1024;
+
+/// Set by the front on a request it serves itself: the handler may answer with [`Parked`].
+#[derive(Debug, Clone, Copy)]
+pub struct Parkable;
+
+/// A reply that is not ready yet: the front awaits the future and writes what it resolves to,
+/// headers included. Only on requests marked [`Parkable`].
+#[derive(Clone)]
+pub struct Parked(Arc<Mutex<Option<ParkedFuture>>>);
+
+type ParkedFuture = Pin<Box<dyn Future<Output = Response> + Send>>;
+
+impl std::fmt::Debug for Parked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Parked")
+    }
+}
+
+/// A response carrying `hold` as its [`Parked`] reply.
+pub fn park(hold: impl Future<Output = Response> + Send + 'static) -> Response {
+    let mut resp = Response::new(axum::body::Body::empty());
+    resp.extensions_mut()
+        .insert(Parked(Arc::new(Mutex::new(Some(Box::pin(hold))))));
+    resp
+}
+
+/// Whether `resp` is a parked reply (its outcome is counted when it resolves).
+pub fn is_parked(resp: &Response) -> bool {
+    resp.extensions().get::<Parked>().is_some()
+}
+
+/// Serve a plain TCP connection until it ends, the hub stops, or it is shed while idle.
+pub(crate) async fn serve_plain(
+    mut io: TcpStream,
+    app: axum::Router,
+    header_timeout: Duration,
+    mut stop: watch::Receiver<bool>,
+    slot: Arc<ConnSlot>,
+) {
+    let mut buf: Vec<u8> = Vec::new();
+    loop {
+        let head = next_head(&mut io, &mut buf, header_timeout, &mut stop, &slot).await;
+        match head {
+            Head::Closed => return,
+            Head::Own { req, len, close } => {
+                buf.drain(..len);
+                if buf.is_empty() {
+                    // Nothing pipelined behind it: free the buffer for the hold.
+                    buf = Vec::new();
+                }
+                let keep = Box::pin(serve_own(&mut io, &app, req, close, &slot)).await;
+                if !keep || *stop.borrow() {
+                    return;
+                }
+            }
+            Head::Hyper => {
+                let prefix = std::mem::take(&mut buf);
+                let session = Box::pin(serve_one_with_hyper(
+                    io,
+                    prefix,
+                    &app,
+                    header_timeout,
+                    &mut stop,
+                    &slot,
+                ))
+                .await;
+                match session {
+                    Some((back, rest)) if !*stop.borrow() => {
+                        io = back;
+                        buf = rest;
+                    }
+                    _ => return,
+                }
+            }
+        }
+    }
+}
+
+/// What the next request head is.
+enum Head {
+    /// The connection ended (closed, timed out, shed, or the hub stops) before a whole head.
+    Closed,
+    /// A request the front serves itself; `len` bytes of the buffer are its head.
+    Own {
+        req: Box<http::Request<axum::body::Body>>,
+        len: usize,
+        close: bool,
+    },
+    /// Anything else: hyper serves it from the buffered bytes on.
+    Hyper,
+}
+
+/// Read until `buf` holds a whole head (or something only hyper should answer).
+async fn next_head(
+    io: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    header_timeout: Duration,
+    stop: &mut watch::Receiver<bool>,
+    slot: &ConnSlot,
+) -> Head {
+    let deadline = tokio::time::Instant::now() + header_timeout;
+    loop {
+        if !buf.is_empty() {
+            match classify(buf) {
+                Some(head) => return head,
+                None if buf.len() >= MAX_HEAD => return Head::Hyper,
+                None => {}
+            }
+        }
+        buf.reserve(READ_CHUNK);
+        tokio::select! {
+            r = io.read_buf(buf) => match r {
+                Ok(0) | Err(_) => return Head::Closed,
+                Ok(_) => {}
+            },
+            // hyper's header timeout, kept: a head must arrive within it, and an idle
+            // keep-alive connection is closed by it.
+            _ = tokio::time::sleep_until(deadline) => return Head::Closed,
+            // No request in flight here, so the cap may take this connection.
+            _ = slot.shed.notified() => return Head::Closed,
+            _ = async { stop.wait_for(|s| *s).await.map(|_| ()) } => return Head::Closed,
+        }
+    }
+}
+
+/// `None` while the head is incomplete.
+fn classify(buf: &[u8]) -> Option<Head> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut parsed = httparse::Request::new(&mut headers);
+    let len = match parsed.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return None,
+        // Malformed, or more headers than we parse: hyper gives the error reply.
+        Err(_) => return Some(Head::Hyper),
+    };
+    Some(own_poll(&parsed, len).unwrap_or(Head::Hyper))
+}
+
+/// A plain `GET /poll` over HTTP/1.1 with no body, as a request for the router.
+fn own_poll(parsed: &httparse::Request<'_, '_>, len: usize) -> Option<Head> {
+    let path = parsed.path?;
+    let is_poll = path
+        .strip_prefix("/poll")
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('?'));
+    if parsed.method? != "GET" || !is_poll || parsed.version? != 1 {
+        return None;
+    }
+    let mut close = false;
+    let mut req = http::Request::new(axum::body::Body::empty());
+    *req.uri_mut() = http::Uri::try_from(path).ok()?;
+    *req.version_mut() = http::Version::HTTP_11;
+    let headers = req.headers_mut();
+    for h in parsed.headers.iter() {
+        let name = http::HeaderName::from_bytes(h.name.as_bytes()).ok()?;
+        let value = http::HeaderValue::from_bytes(h.value).ok()?;
+        if name == http::header::CONTENT_LENGTH {
+            if value.as_bytes().trim_ascii() != b"0" {
+                return None;
+            }
+        } else if name == http::header::TRANSFER_ENCODING
+            || name == http::header::EXPECT
+            || name == http::header::UPGRADE
+        {
+            return None;
+        } else if name == http::header::CONNECTION {
+            close |= value
+                .to_str()
+                .is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")));
+        }
+        headers.append(name, value);
+    }
+    req.extensions_mut().insert(Parkable);
+    Some(Head::Own {
+        req: Box::new(req),
+        len,
+        close,
+    })
+}
+
+/// Serve one request through the router and write its reply; `false` when the connection is
+/// to close (the client asked, it went away, or a write failed).
+async fn serve_own(
+    io: &mut TcpStream,
+    app: &axum::Router,
+    req: Box<http::Request<axum::body::Body>>,
+    close: bool,
+    slot: &Arc<ConnSlot>,
+) -> bool {
+    let _busy = Busy::new(slot);
+    let service = hyper_util::service::TowerToHyperService::new(app.clone());
+    let call = hyper::service::Service::call(&service, *req);
+    let resp = tokio::select! {
+        r = call => match r {
+            Ok(r) => r,
+            Err(never) => match never {},
+        },
+        _ = client_gone(io) => return false,
+    };
+    let parked = resp
+        .extensions()
+        .get::<Parked>()
+        .and_then(|p| p.0.lock().unwrap_or_else(|e| e.into_inner()).take());
+    let resp = match parked {
+        Some(hold) => tokio::select! {
+            r = hold => r,
+            // The client hung up while held: end the hold (its presence and wake slot go).
+            _ = client_gone(io) => return false,
+        },
+        None => resp,
+    };
+    let (parts, body) = resp.into_parts();
+    let body = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::debug!(error = %e, "reply body failed");
+            return false;
+        }
+    };
+    let out = encode(&parts, &body, close);
+    if io.write_all(&out).await.is_err() {
+        return false;
+    }
+    !close
+}
+
+/// Resolves when the peer closed its side (or the socket failed); pending while it is open.
+/// Bytes it sent meanwhile (a pipelined request) stay in the socket for the next head.
+async fn client_gone(io: &TcpStream) {
+    let mut probe = [0u8; 1];
+    match io.peek(&mut probe).await {
+        Ok(0) | Err(_) => {}
+        Ok(_) => std::future::pending().await,
+    }
+}
+
+/// An HTTP/1.1 reply: status line, the response's headers, `content-length`, `date`.
+fn encode(parts: &http::response::Parts, body: &[u8], close: bool) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut out = Vec::with_capacity(256 + body.len());
+    let status = parts.status;
+    let _ = write!(
+        out,
+        "HTTP/1.1 {} {}\r\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("")
+    );
+    for (name, value) in &parts.headers {
+        if name == http::header::CONTENT_LENGTH
+            || name == http::header::TRANSFER_ENCODING
+            || name == http::header::CONNECTION
+            || name == http::header::DATE
+        {
+            continue;
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    let _ = write!(
+        out,
+        "content-length: {}\r\ndate: {}\r\n",
+        body.len(),
+        http_date(std::time::SystemTime::now())
+    );
+    if close {
+        out.extend_from_slice(b"connection: close\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(body);
+    out
+}
+
+/// `Thu, 03 Dec 2026 15:04:05 GMT` (RFC 9110 §5.6.7).
+fn http_date(t: std::time::SystemTime) -> String {
+    let secs = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let weekday = WEEKDAYS[usize::try_from(days.rem_euclid(7)).unwrap_or(0)];
+    let month_name = MONTHS[usize::try_from(month - 1).unwrap_or(0)];
+    format!(
+        "{weekday}, {day:02} {month_name} {year} {:02}:{:02}:{:02} GMT",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Let hyper serve the request whose bytes start `prefix` (and any pipelined behind it); the
+/// socket and the bytes hyper read past its last request come back when hyper wants the next
+/// head, `None` when the connection is done.
+async fn serve_one_with_hyper(
+    io: TcpStream,
+    prefix: Vec<u8>,
+    app: &axum::Router,
+    header_timeout: Duration,
+    stop: &mut watch::Receiver<bool>,
+    slot: &Arc<ConnSlot>,
+) -> Option<(TcpStream, Vec<u8>)> {
+    let once = OneRequest {
+        io,
+        prefix,
+        pos: 0,
+        slot: slot.clone(),
+        start: slot.requests.load(Ordering::Acquire),
+        handed_back: false,
+    };
+    let service = Tracked {
+        inner: hyper_util::service::TowerToHyperService::new(app.clone()),
+        slot: slot.clone(),
+    };
+    let mut conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .serve_connection(hyper_util::rt::TokioIo::new(once), service);
+    let ended = loop {
+        tokio::select! {
+            r = std::future::poll_fn(|cx| conn.poll_without_shutdown(cx)) => break r,
+            // Shed at the connection cap: with no request in flight, dropping it loses
+            // nothing. One whose request began since it was picked is served on.
+            _ = slot.shed.notified() => {
+                if slot.busy.load(Ordering::Acquire) == 0 {
+                    tracing::debug!("idle connection shed at the cap");
+                    return None;
+                }
+            }
+            _ = async { stop.wait_for(|s| *s).await.map(|_| ()) } => {
+                Pin::new(&mut conn).graceful_shutdown();
+                let _ = std::future::poll_fn(|cx| conn.poll_without_shutdown(cx)).await;
+                return None;
+            }
+        }
+    };
+    slot.reader.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Err(e) = ended {
+        tracing::debug!(error = %e, "connection ended with an error");
+        return None;
+    }
+    let parts = conn.into_parts();
+    let once = parts.io.into_inner();
+    if !once.handed_back {
+        // hyper finished the connection itself.
+        return None;
+    }
+    let mut rest = parts.read_buf.to_vec();
+    rest.extend_from_slice(&once.prefix[once.pos..]);
+    Some((once.io, rest))
+}
+
+/// The socket as hyper sees it for one request: the bytes the front already read first, then
+/// the socket; once a request has been answered and none is in flight, end-of-file (the front
+/// takes the connection back).
+struct OneRequest {
+    io: TcpStream,
+    prefix: Vec<u8>,
+    pos: usize,
+    slot: Arc<ConnSlot>,
+    /// The slot's request count when hyper got the connection.
+    start: u64,
+    /// End-of-file was reported for the hand-back (not a real close).
+    handed_back: bool,
+}
+
+impl AsyncRead for OneRequest {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if this.pos < this.prefix.len() {
+            let n = buf.remaining().min(this.prefix.len() - this.pos);
+            buf.put_slice(&this.prefix[this.pos..this.pos + n]);
+            this.pos += n;
+            return Poll::Ready(Ok(()));
+        }
+        // Register before looking, so a reply that ends in between still wakes this read.
+        *this.slot.reader.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+        if this.slot.requests.load(Ordering::Acquire) > this.start
+            && this.slot.busy.load(Ordering::Acquire) == 0
+        {
+            this.handed_back = true;
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for OneRequest {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_imf_fixdate() {
+        let t = std::time::UNIX_EPOCH + Duration::from_secs(1_796_310_245);
+        assert_eq!(http_date(t), "Thu, 03 Dec 2026 15:04:05 GMT");
+        assert_eq!(
+            http_date(std::time::UNIX_EPOCH),
+            "Thu, 01 Jan 1970 00:00:00 GMT"
+        );
+        let leap = std::time::UNIX_EPOCH + Duration::from_secs(951_782_400);
+        assert_eq!(http_date(leap), "Tue, 29 Feb 2000 00:00:00 GMT");
+    }
+
+    #[test]
+    fn only_plain_polls_are_the_fronts_own() {
+        let own = |raw: &str| matches!(classify(raw.as_bytes()), Some(Head::Own { .. }));
+        assert!(own("GET /poll?session=a:p HTTP/1.1\r\nHost: x\r\n\r\n"));
+        assert!(own("GET /poll HTTP/1.1\r\nContent-Length: 0\r\n\r\n"));
+        assert!(!own("GET /polls HTTP/1.1\r\n\r\n"));
+        assert!(!own("GET /poll HTTP/1.0\r\n\r\n"));
+        assert!(!own("POST /poll HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}"));
+        assert!(!own(
+            "GET /poll HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+        ));
+        assert!(!own("GET /inbox?session=a:p HTTP/1.1\r\n\r\n"));
+        assert!(classify(b"GET /poll HTTP/1.1\r\nHost: x\r\n").is_none());
+        assert!(matches!(
+            classify(b"\x01\x02 nonsense\r\n\r\n"),
+            Some(Head::Hyper)
+        ));
+        match classify(b"GET /poll HTTP/1.1\r\nConnection: keep-alive, close\r\n\r\n") {
+            Some(Head::Own { close, len, .. }) => {
+                assert!(close);
+                assert_eq!(len, 53);
+            }
+            _ => panic!("not the front's own"),
+        }
+    }
+}

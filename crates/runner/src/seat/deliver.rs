@@ -103,6 +103,10 @@ impl Seat {
             self.block_on_base(base_card, b, &assigners).await;
             return;
         }
+        // A budget the turn would spend past: park and tell the assigners instead.
+        if self.park_if_over_budget(card, &assigners).await {
+            return;
+        }
         if let Some(t) = wake_at {
             tracing::debug!("wake path: card bound {:?} after the wake", t.elapsed());
         }

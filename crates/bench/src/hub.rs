@@ -41,6 +41,12 @@ pub struct HubBenchArgs {
     /// runs one of the two tables).
     #[arg(long)]
     pub scaling: bool,
+    /// Held polls for the held-poll rows (`polls`; default 10,000). Each is a connection of
+    /// the bench and one of the hub, so the hard open-file limit must allow twice this many
+    /// (`prlimit --nofile=N:N trantor bench hub …`); beyond 20,000 the bench connects from
+    /// several loopback source addresses (127.0.0.x).
+    #[arg(long)]
+    pub held_polls: Option<usize>,
 }
 
 /// Options of the hidden `trantor bench ceiling-server`.
@@ -606,9 +612,18 @@ async fn hold_polls(
     expect_total: i64,
 ) -> Result<Vec<tokio::net::TcpStream>> {
     use tokio::io::AsyncWriteExt;
+    /// Connections per loopback source address (the ephemeral port range holds ~28,000).
+    const PER_SOURCE: usize = 20_000;
+    let hub = std::net::SocketAddr::from(([127, 0, 0, 1], port));
     let mut socks = Vec::with_capacity(n);
     for i in 0..n {
-        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        let source = u8::try_from(1 + i / PER_SOURCE)
+            .with_context(|| format!("{n} connections need more than 254 source addresses"))?;
+        let sock = tokio::net::TcpSocket::new_v4()?;
+        sock.bind(std::net::SocketAddr::from(([127, 0, 0, source], 0)))
+            .with_context(|| format!("bind connection {i} of {n} to 127.0.0.{source}"))?;
+        let mut s = sock
+            .connect(hub)
             .await
             .with_context(|| format!("connection {i} of {n}"))?;
         let req = format!(
@@ -700,17 +715,19 @@ async fn held_polls(port: u16, pid: u32, sizes: &Sizes, table: &mut Table) -> Re
     let mb = |k: u64| k as f64 / 1024.0;
     let (_, held1, _) = rounds[0];
     let max_held = rounds.iter().map(|r| r.1).max().unwrap_or(held1);
-    table.row(Row::check(
-        format!("hub RSS with {many} held polls (worst of 3 rounds)"),
-        format!(
-            "{:.1} MB ({:.1} KB per poll above the {:.1} MB before)",
-            mb(max_held),
-            (max_held.saturating_sub(rss0)) as f64 / many as f64,
-            mb(rss0)
-        ),
-        "< 50 MB",
-        mb(max_held) < 50.0,
-    ));
+    let what = format!("hub RSS with {many} held polls (worst of 3 rounds)");
+    let result = format!(
+        "{:.1} MB ({:.1} KB per poll above the {:.1} MB before)",
+        mb(max_held),
+        (max_held.saturating_sub(rss0)) as f64 / many as f64,
+        mb(rss0)
+    );
+    // The bar is stated for 10,000 polls; other counts are reported, not judged.
+    table.row(if many == 10_000 {
+        Row::check(what, result, "< 50 MB", mb(max_held) < 50.0)
+    } else {
+        Row::info(what, result)
+    });
     table.row(Row::info(
         format!("hub RSS per round of {many} polls: before → held → after close"),
         rounds
@@ -1087,7 +1104,10 @@ pub async fn run(args: &HubBenchArgs) -> Result<Table> {
     if let Some(url) = &args.store {
         return super::hub_pg::run(args, url).await;
     }
-    let sizes = Sizes::new(args.quick);
+    let mut sizes = Sizes::new(args.quick);
+    if let Some(n) = args.held_polls {
+        sizes.held_polls = n;
+    }
     let mut table = Table::default();
     if args.scaling {
         if args.wants("window") {

@@ -16,6 +16,8 @@
 //!               closure against a store transaction, and answers with proto's typed reply
 //!   auth/       signed identity: the verification layer in front of the routes, enrollment
 //!               and invites, the key records, optional TLS
+//!   front       the plain-HTTP front: request heads read here, held polls parked outside
+//!               hyper, every other request handed to hyper one at a time
 //!   extract     the JSON body and query extractors (limits, error shapes)
 //!   ops         `_op` idempotency: replay of a recorded reply, the in-flight set
 //!   error       `ApiError`, the one error reply
@@ -199,7 +201,9 @@ pub async fn state<S: Store>(
 /// Connections are served by our own accept loop rather than `axum::serve`, for the limits a
 /// hostile client needs: request headers must arrive within `header_timeout` (which also closes
 /// idle keep-alive connections), and at most `max_connections` are served at once — below the
-/// file-descriptor limit, so `accept` never fails with "too many open files".
+/// file-descriptor limit, so `accept` never fails with "too many open files". On plain HTTP a
+/// small front reads each request head first, so a held `/poll` costs a few KB instead of
+/// hyper's per-connection buffers and the router's futures (see `front.rs`).
 pub async fn serve<S: Store>(
     listener: TcpListener,
     store: S,

@@ -1,5 +1,6 @@
-//! The one atomic file writer outside the runner: a file is replaced whole or not at all, so a
-//! process killed mid-write leaves the old file or the new one, never half of one.
+//! The workspace's one atomic file writer ([`replace`]; the runner's state files go through it
+//! too): a file is replaced whole or not at all, so a process killed mid-write leaves the old
+//! file or the new one, never half of one.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -19,6 +20,37 @@ pub fn write_atomic_with(
     bytes: &[u8],
     perms: Option<std::fs::Permissions>,
 ) -> std::io::Result<()> {
+    replace(
+        path,
+        bytes,
+        Replace {
+            mode: 0o666,
+            perms,
+            sync: true,
+        },
+    )?;
+    sync_dir(path);
+    Ok(())
+}
+
+/// How [`replace`] writes the new file.
+#[derive(Debug, Clone)]
+pub struct Replace {
+    /// The new file's permission bits when it is created (the umask applies).
+    pub mode: u32,
+    /// Exact permissions set on the new file before the rename (no umask), when given.
+    pub perms: Option<std::fs::Permissions>,
+    /// Whether the file's data is fsync'd before the rename (durable), or only renamed (whole,
+    /// never torn, but a machine crash may lose it).
+    pub sync: bool,
+}
+
+/// The workspace's one atomic replace: write a sibling temp file (unique to this process and
+/// call), fsync it when `how.sync`, and rename it over `path`; the temp file goes when anything
+/// fails. Creates the parent directory when missing. The directory itself is not synced: a
+/// durable writer follows with [`sync_dir`].
+pub fn replace(path: &Path, bytes: &[u8], how: Replace) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -26,22 +58,35 @@ pub fn write_atomic_with(
     std::fs::create_dir_all(&dir)?;
     let tmp = temp_sibling(&dir, path);
     let written = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        if let Some(p) = perms {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(how.mode)
+            .open(&tmp)?;
+        if let Some(p) = how.perms {
             f.set_permissions(p)?;
         }
         f.write_all(bytes)?;
-        f.sync_all()?;
+        if how.sync {
+            f.sync_all()?;
+        }
         std::fs::rename(&tmp, path)
     })();
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    written?;
-    if let Ok(d) = std::fs::File::open(&dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    written
+}
+
+/// fsync the directory holding `path`, so a rename or removal in it survives a crash; false
+/// when the directory could not be opened or synced.
+pub fn sync_dir(path: &Path) -> bool {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).is_ok()
 }
 
 /// A temp name beside `path`, unique within this process and across processes.

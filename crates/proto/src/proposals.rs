@@ -12,6 +12,18 @@ pub const TEXT: usize = 300;
 /// Longest capability key.
 pub const KEY_MAX: usize = 60;
 
+/// The icon the original shows beside a proposal's status (`trantor proposals`, the MCP tools).
+pub fn status_icon(status: &str) -> &'static str {
+    match status {
+        "pending" => "⏳",
+        "approved" => "✅",
+        "denied" => "⛔",
+        "withdrawn" => "↩️",
+        "revoked" => "🚫",
+        _ => "",
+    }
+}
+
 /// A proposal.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

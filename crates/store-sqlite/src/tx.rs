@@ -848,16 +848,7 @@ impl ReadTx for SqlTx<'_> {
         sql.push_str(&format!(" ORDER BY id DESC LIMIT ?{}", args.len()));
         let rows: Vec<EventRow> =
             self.rows("events", "events", &sql, params_from_iter(args), |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                    r.get(7)?,
-                ))
+                EventRow::try_from(r)
             })?;
         let mut events = rows
             .into_iter()

@@ -792,13 +792,7 @@ pub(crate) async fn connect(a: ConnectArgs) -> anyhow::Result<ExitCode> {
     let home = trantor_proto::identity::home(&trantor_proto::identity::ProcessEnv);
     let command = our_command(a.command.as_deref());
     let all = targets(&home);
-    for o in &a.only {
-        if !all.iter().any(|t| t.name == o.as_str()) {
-            return Err(usage(format!(
-                "unknown CLI '{o}': use claude, codex, opencode or kimi"
-            )));
-        }
-    }
+    check_only(&all, &a.only)?;
     let mut report = Vec::new();
     let mut failed = false;
     for t in all {
@@ -808,10 +802,7 @@ pub(crate) async fn connect(a: ConnectArgs) -> anyhow::Result<ExitCode> {
         if a.remove {
             let (state, detail) = super::hook_install::remove_mcp(&t, a.dry_run);
             failed |= state == "error";
-            report.push(serde_json::json!({
-                "cli": t.name, "label": t.label, "path": t.path.display().to_string(),
-                "state": state, "detail": detail,
-            }));
+            report.push(row(&t, state, &detail));
             if t.name == "claude" {
                 let (state, detail) = super::hook_install::apply(&home, &command, true, a.dry_run);
                 failed |= state == "error";
@@ -822,64 +813,21 @@ pub(crate) async fn connect(a: ConnectArgs) -> anyhow::Result<ExitCode> {
         // The plugin wires Claude Code itself (its MCP server and hooks); a second wiring would
         // run every hook twice.
         if t.name == "claude" && super::plugin::enabled(&home) {
-            report.push(serde_json::json!({
-                "cli": t.name, "label": t.label, "path": t.path.display().to_string(),
-                "state": "plugin",
-                "detail": format!(
-                    "the trantor plugin ({}) provides the MCP server and hooks; `trantor plugin \
-                     remove` hands Claude Code back to connect",
-                    super::plugin::PLUGIN_ID
-                ),
-            }));
+            let detail = format!(
+                "the trantor plugin ({}) provides the MCP server and hooks; `trantor plugin \
+                 remove` hands Claude Code back to connect",
+                super::plugin::PLUGIN_ID
+            );
+            report.push(row(&t, "plugin", &detail));
             continue;
         }
-        let (state, detail) = if !a.all && a.only.is_empty() && !t.installed() {
-            (
-                "not-installed",
-                format!("no `{}` on PATH and no {}", t.binary, t.path.display()),
-            )
-        } else {
-            match (inspect(&t), a.force) {
-                (Wiring::Broken(e), _) => {
-                    failed = true;
-                    ("error", e)
-                }
-                (Wiring::Foreign(cmd), false) => (
-                    "kept",
-                    format!(
-                        "its `trantor` entry runs `{cmd}`, which trantor connect did not write; --force replaces it"
-                    ),
-                ),
-                _ => match edited(&t, &command) {
-                    Err(e) => {
-                        failed = true;
-                        ("error", e)
-                    }
-                    Ok(None) => ("unchanged", "already runs trantor mcp".to_string()),
-                    Ok(Some(_)) if a.dry_run => {
-                        ("would-write", format!("would register `{command} mcp`"))
-                    }
-                    Ok(Some(text)) => match write_with_backup(&t.path, &text) {
-                        Ok(Some(b)) => (
-                            "written",
-                            format!("registered `{command} mcp` (backup: {})", b.display()),
-                        ),
-                        Ok(None) => ("written", format!("registered `{command} mcp` (new file)")),
-                        Err(e) => {
-                            failed = true;
-                            ("error", format!("cannot write {}: {e}", t.path.display()))
-                        }
-                    },
-                },
-            }
+        let says = Says {
+            unchanged: "already runs trantor mcp".to_string(),
+            would: format!("would register `{command} mcp`"),
+            written: format!("registered `{command} mcp`"),
         };
-        report.push(serde_json::json!({
-            "cli": t.name,
-            "label": t.label,
-            "path": t.path.display().to_string(),
-            "state": state,
-            "detail": detail,
-        }));
+        let (state, detail) = wire(&t, &a, &mut failed, &says, |t| edited(t, &command), |_| {});
+        report.push(row(&t, state, &detail));
         // Claude Code also gets the hooks that put an interactive session in the crew.
         if t.name == "claude" && state != "not-installed" {
             let (state, detail) = super::hook_install::apply(&home, &command, false, a.dry_run);
@@ -890,18 +838,7 @@ pub(crate) async fn connect(a: ConnectArgs) -> anyhow::Result<ExitCode> {
     if a.json {
         print_json(&serde_json::json!({"command": command, "dryRun": a.dry_run, "clis": report}))?;
     } else {
-        for r in &report {
-            say!(
-                "{:<12} {:<14} {}\n             {}",
-                r["label"].as_str().unwrap_or(""),
-                r["state"].as_str().unwrap_or(""),
-                r["path"].as_str().unwrap_or(""),
-                r["detail"].as_str().unwrap_or("")
-            );
-        }
-        if a.dry_run {
-            say!("(dry run: nothing was written)");
-        }
+        print_rows(&report, a.dry_run);
     }
     Ok(if failed {
         ExitCode::from(1)
@@ -947,13 +884,7 @@ async fn connect_http(a: ConnectArgs) -> anyhow::Result<ExitCode> {
         headers: vec![header],
     };
     let all = targets(&home);
-    for o in &a.only {
-        if !all.iter().any(|t| t.name == o.as_str()) {
-            return Err(usage(format!(
-                "unknown CLI '{o}': use claude, codex, opencode or kimi"
-            )));
-        }
-    }
+    check_only(&all, &a.only)?;
     let shown = match token {
         Some(_) => "Authorization: Bearer …".to_string(),
         None => format!("X-Relay-Session: {}", session.unwrap_or_default()),
@@ -974,83 +905,141 @@ async fn connect_http(a: ConnectArgs) -> anyhow::Result<ExitCode> {
                 "plugin",
                 "the trantor plugin wires Claude Code; `trantor plugin remove` first".to_string(),
             )
-        } else if !a.all && a.only.is_empty() && !t.installed() {
-            (
-                "not-installed",
-                format!("no `{}` on PATH and no {}", t.binary, t.path.display()),
-            )
         } else {
-            match (inspect(&t), a.force) {
-                (Wiring::Broken(e), _) => {
-                    failed = true;
-                    ("error", e)
+            let says = Says {
+                unchanged: format!("already points at {}", entry.url),
+                would: format!("would point at {} with {shown}", entry.url),
+                written: format!("points at {} with {shown}", entry.url),
+            };
+            let private = |path: &Path| {
+                if entry.secret() {
+                    keep_private(path);
                 }
-                (Wiring::Foreign(cmd), false) => (
-                    "kept",
-                    format!(
-                        "its `trantor` entry runs `{cmd}`, which trantor connect did not write; --force replaces it"
-                    ),
-                ),
-                _ => match edited_http(&t, &entry) {
-                    Err(e) => {
-                        failed = true;
-                        ("error", e)
-                    }
-                    Ok(None) => ("unchanged", format!("already points at {}", entry.url)),
-                    Ok(Some(_)) if a.dry_run => (
-                        "would-write",
-                        format!("would point at {} with {shown}", entry.url),
-                    ),
-                    Ok(Some(text)) => match write_with_backup(&t.path, &text) {
-                        Ok(backup) => {
-                            if entry.secret() {
-                                keep_private(&t.path);
-                            }
-                            let b = backup
-                                .map(|b| format!(" (backup: {})", b.display()))
-                                .unwrap_or_else(|| " (new file)".into());
-                            (
-                                "written",
-                                format!("points at {} with {shown}{b}", entry.url),
-                            )
-                        }
-                        Err(e) => {
-                            failed = true;
-                            ("error", format!("cannot write {}: {e}", t.path.display()))
-                        }
-                    },
-                },
-            }
+            };
+            wire(
+                &t,
+                &a,
+                &mut failed,
+                &says,
+                |t| edited_http(t, &entry),
+                private,
+            )
         };
-        report.push(serde_json::json!({
-            "cli": t.name,
-            "label": t.label,
-            "path": t.path.display().to_string(),
-            "state": state,
-            "detail": detail,
-        }));
+        report.push(row(&t, state, &detail));
     }
     if a.json {
         print_json(&serde_json::json!({"url": entry.url, "dryRun": a.dry_run, "clis": report}))?;
     } else {
-        for r in &report {
-            say!(
-                "{:<12} {:<14} {}\n             {}",
-                r["label"].as_str().unwrap_or(""),
-                r["state"].as_str().unwrap_or(""),
-                r["path"].as_str().unwrap_or(""),
-                r["detail"].as_str().unwrap_or("")
-            );
-        }
-        if a.dry_run {
-            say!("(dry run: nothing was written)");
-        }
+        print_rows(&report, a.dry_run);
     }
     Ok(if failed {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// What one wiring says of each outcome: the entry is already so, would be written (a dry run),
+/// was written (a backup's place or "new file" follows).
+struct Says {
+    unchanged: String,
+    would: String,
+    written: String,
+}
+
+/// Wire one CLI: skipped when it is not installed (unless named or `--all`), kept when its
+/// `trantor` entry is someone else's (unless `--force`), else edited by `edit` and written with
+/// a backup (`after_write` then runs on the file). The row's state and detail; an error sets
+/// `failed`.
+fn wire(
+    t: &Target,
+    a: &ConnectArgs,
+    failed: &mut bool,
+    says: &Says,
+    edit: impl FnOnce(&Target) -> Result<Option<String>, String>,
+    after_write: impl FnOnce(&Path),
+) -> (&'static str, String) {
+    if !a.all && a.only.is_empty() && !t.installed() {
+        return (
+            "not-installed",
+            format!("no `{}` on PATH and no {}", t.binary, t.path.display()),
+        );
+    }
+    let text = match (inspect(t), a.force) {
+        (Wiring::Broken(e), _) => {
+            *failed = true;
+            return ("error", e);
+        }
+        (Wiring::Foreign(cmd), false) => {
+            return (
+                "kept",
+                format!(
+                    "its `trantor` entry runs `{cmd}`, which trantor connect did not write; --force replaces it"
+                ),
+            );
+        }
+        _ => match edit(t) {
+            Err(e) => {
+                *failed = true;
+                return ("error", e);
+            }
+            Ok(None) => return ("unchanged", says.unchanged.clone()),
+            Ok(Some(_)) if a.dry_run => return ("would-write", says.would.clone()),
+            Ok(Some(text)) => text,
+        },
+    };
+    match write_with_backup(&t.path, &text) {
+        Ok(backup) => {
+            after_write(&t.path);
+            let b = backup
+                .map(|b| format!(" (backup: {})", b.display()))
+                .unwrap_or_else(|| " (new file)".into());
+            ("written", format!("{}{b}", says.written))
+        }
+        Err(e) => {
+            *failed = true;
+            ("error", format!("cannot write {}: {e}", t.path.display()))
+        }
+    }
+}
+
+/// Refuse a `--only` name that is no CLI of `all`.
+fn check_only(all: &[Target], only: &[String]) -> anyhow::Result<()> {
+    for o in only {
+        if !all.iter().any(|t| t.name == o.as_str()) {
+            return Err(usage(format!(
+                "unknown CLI '{o}': use claude, codex, opencode or kimi"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// One CLI's row of the report.
+fn row(t: &Target, state: &str, detail: &str) -> serde_json::Value {
+    serde_json::json!({
+        "cli": t.name,
+        "label": t.label,
+        "path": t.path.display().to_string(),
+        "state": state,
+        "detail": detail,
+    })
+}
+
+/// The report as text, a CLI two lines.
+fn print_rows(report: &[serde_json::Value], dry_run: bool) {
+    for r in report {
+        say!(
+            "{:<12} {:<14} {}\n             {}",
+            r["label"].as_str().unwrap_or(""),
+            r["state"].as_str().unwrap_or(""),
+            r["path"].as_str().unwrap_or(""),
+            r["detail"].as_str().unwrap_or("")
+        );
+    }
+    if dry_run {
+        say!("(dry run: nothing was written)");
+    }
 }
 
 /// A config file holding a bearer token is readable by its owner only.

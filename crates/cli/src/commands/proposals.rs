@@ -65,17 +65,6 @@ pub struct DecideArgs {
     pub owner: OwnerArgs,
 }
 
-fn icon(status: &str) -> &'static str {
-    match status {
-        "pending" => "⏳",
-        "approved" => "✅",
-        "denied" => "⛔",
-        "withdrawn" => "↩️",
-        "revoked" => "🚫",
-        _ => "",
-    }
-}
-
 /// The lines one proposal prints.
 pub(crate) fn render(p: &Proposal) -> Vec<String> {
     let when = |ts: i64| trantor_proto::date::fmt_utc_minutes(ts);
@@ -83,7 +72,7 @@ pub(crate) fn render(p: &Proposal) -> Vec<String> {
         format!(
             "  #{} {} {} · {} · from {} · {}",
             p.id,
-            icon(&p.status),
+            trantor_proto::proposals::status_icon(&p.status),
             p.status.to_uppercase(),
             p.project,
             p.session,
@@ -284,7 +273,7 @@ async fn decide(d: DecideArgs, status: &str) -> anyhow::Result<ExitCode> {
     } else {
         say!(
             "{} #{} {} on {url} — the proposer ({}) has been told over the bus",
-            icon(&reply.proposal.status),
+            trantor_proto::proposals::status_icon(&reply.proposal.status),
             reply.proposal.id,
             reply.proposal.status,
             reply.proposal.session

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use trantor_proto::HubClient;
+use trantor_proto::backoff::Backoff;
 
 pub(crate) const SETUP_HELP: &str = concat!(
     "\
@@ -689,7 +690,7 @@ pub(crate) async fn supervise(a: SuperviseArgs) -> anyhow::Result<ExitCode> {
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     trantor_proto::fsx::write_atomic(&a.pid_file, format!("{}\n", std::process::id()).as_bytes())?;
-    let mut backoff = Duration::from_millis(500);
+    let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
     loop {
         let started = Instant::now();
         let mut child = tokio::process::Command::new(&exe)
@@ -699,7 +700,7 @@ pub(crate) async fn supervise(a: SuperviseArgs) -> anyhow::Result<ExitCode> {
             .spawn()?;
         let stop = tokio::select! {
             st = child.wait() => {
-                eprintln!("trantor setup-supervise: the hub exited ({st:?}); starting it again in {}ms", backoff.as_millis());
+                eprintln!("trantor setup-supervise: the hub exited ({st:?}); starting it again in {}ms", backoff.current().as_millis());
                 false
             }
             _ = term.recv() => true,
@@ -724,14 +725,14 @@ pub(crate) async fn supervise(a: SuperviseArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         if started.elapsed() > Duration::from_secs(60) {
-            backoff = Duration::from_millis(500);
+            backoff.reset();
         }
         tokio::select! {
-            _ = tokio::time::sleep(backoff) => {}
+            _ = tokio::time::sleep(backoff.current()) => {}
             _ = term.recv() => { let _ = std::fs::remove_file(&a.pid_file); return Ok(ExitCode::SUCCESS); }
             _ = int.recv() => { let _ = std::fs::remove_file(&a.pid_file); return Ok(ExitCode::SUCCESS); }
         }
-        backoff = (backoff * 2).min(Duration::from_secs(30));
+        backoff.grow();
     }
 }
 

@@ -151,10 +151,11 @@ fn owner_path(path: &str) -> bool {
     )
 }
 
-/// The role a request needs: owner for owner routes (and `POST /policy`), write for any other
+/// The role a request needs: owner for owner routes (and `POST /policy`, `POST /budgets`: a
+/// seat must not raise its own budget), write for any other
 /// POST, read for every GET.
 pub fn required_role(method: &Method, path: &str) -> Role {
-    if owner_path(path) || (path == "/policy" && method == Method::POST) {
+    if owner_path(path) || (matches!(path, "/policy" | "/budgets") && method == Method::POST) {
         Role::Owner
     } else if method == Method::POST {
         Role::Write
@@ -273,26 +274,11 @@ async fn authenticate<S: Store>(
             if id.revoked_at.is_some() {
                 return Ok(Some((id, (Ok(()), None))));
             }
-            let v = authorize(
-                tx,
-                &cfg,
-                &id,
-                &facts.method,
-                &facts.path,
-                &facts.body,
-                &facts.query,
-            )?;
-            let view = if filtered_list(&facts.path).is_some() && v.is_ok() {
+            let verdict = judge(tx, &cfg, &id, &facts, |tx| {
                 let duty = crate::duty::duty_session(cfg.duty_session.as_deref(), tx)?;
-                Some(ReadView {
-                    all: is_duty(&id, duty.as_deref()),
-                    scopes: id.scopes.clone(),
-                    links: policy_links(tx)?,
-                })
-            } else {
-                None
-            };
-            Ok(Some((id, (v, view))))
+                Ok(is_duty(&id, duty.as_deref()))
+            })?;
+            Ok(Some((id, verdict)))
         })
         .await?;
     let (identity, verdict) = match looked {
@@ -375,25 +361,8 @@ async fn bearer_authn<S: Store>(
                 return Ok(Some((rec, None)));
             }
             let id = token_identity(&rec);
-            let v = authorize(
-                tx,
-                &cfg,
-                &id,
-                &facts.method,
-                &facts.path,
-                &facts.body,
-                &facts.query,
-            )?;
-            let view = if filtered_list(&facts.path).is_some() && v.is_ok() {
-                Some(ReadView {
-                    all: false,
-                    scopes: id.scopes.clone(),
-                    links: policy_links(tx)?,
-                })
-            } else {
-                None
-            };
-            Ok(Some((rec, Some((id, (v, view))))))
+            let verdict = judge(tx, &cfg, &id, &facts, |_| Ok(false))?;
+            Ok(Some((rec, Some((id, verdict)))))
         })
         .await?;
     Ok(match looked {
@@ -650,6 +619,36 @@ fn refuse(status: StatusCode, reason: impl Into<String>) -> Result<(), (StatusCo
     Err((status, reason.into()))
 }
 
+/// Authorizes an identified request ([`authorize`]) and, when it may list, its read view;
+/// `all` says (reading the store only then) whether the identity reads every project.
+fn judge(
+    tx: &dyn ReadTx,
+    cfg: &crate::config::Config,
+    id: &IdentityRecord,
+    facts: &Facts,
+    all: impl FnOnce(&dyn ReadTx) -> Result<bool, StoreError>,
+) -> Result<Verdict, StoreError> {
+    let v = authorize(
+        tx,
+        cfg,
+        id,
+        &facts.method,
+        &facts.path,
+        &facts.body,
+        &facts.query,
+    )?;
+    let view = if filtered_list(&facts.path).is_some() && v.is_ok() {
+        Some(ReadView {
+            all: all(tx)?,
+            scopes: id.scopes.clone(),
+            links: policy_links(tx)?,
+        })
+    } else {
+        None
+    };
+    Ok((v, view))
+}
+
 /// Authorizes an identified request: role on the target project, session bindings, the fence.
 fn authorize(
     tx: &dyn ReadTx,
@@ -896,6 +895,8 @@ mod tests {
         assert_eq!(required_role(&Method::POST, "/invite"), Role::Owner);
         assert_eq!(required_role(&Method::POST, "/policy"), Role::Owner);
         assert_eq!(required_role(&Method::GET, "/policy"), Role::Read);
+        assert_eq!(required_role(&Method::POST, "/budgets"), Role::Owner);
+        assert_eq!(required_role(&Method::GET, "/budgets/check"), Role::Read);
         assert!(is_public("/ui/app.js") && is_public("/health") && !is_public("/peers"));
     }
 }

@@ -14,7 +14,7 @@ use trantor_proto::focus::{
     CC_MAX, FocusReply, FocusRequest, STATUS_MAX, TEXT_MAX, TODOS_MAX, TodosReply, TodosRequest,
 };
 use trantor_proto::{Card, limits, now_ms};
-use trantor_store::{CardFilter, Store};
+use trantor_store::{CardFilter, NewEvent, Store};
 
 fn cut(s: &str, n: usize) -> String {
     s.chars().take(n).collect()
@@ -26,6 +26,24 @@ fn extra_str<'a>(c: &'a Card, k: &str) -> &'a str {
 
 /// The session a body names: `session`, else `by`. Both are bounded as sent (the schema's
 /// `maxLength`), whichever is used.
+/// The `focus` event of a session that took card `c` (`shift`: it moved from another card).
+fn focus_event(
+    now: i64,
+    project: &str,
+    session: &str,
+    c: &Card,
+    title: &str,
+    shift: bool,
+) -> NewEvent {
+    event(
+        now,
+        "focus",
+        project,
+        session,
+        json!({"taskId": c.id, "title": title, "shift": shift}),
+    )
+}
+
 fn who(session: &Option<String>, by: &Option<String>) -> ApiResult<String> {
     check_opt("session", session, limits::SESSION)?;
     check_opt("by", by, limits::SESSION)?;
@@ -137,16 +155,7 @@ pub async fn post_focus<S: Store>(
                         c.title = title.clone();
                         let st = c.status.clone();
                         out.event(tx, card_event(&c, "updated", &session, now, None, &st))?;
-                        out.event(
-                            tx,
-                            event(
-                                now,
-                                "focus",
-                                &project,
-                                &session,
-                                json!({"taskId": c.id, "title": title, "shift": true}),
-                            ),
-                        )?;
+                        out.event(tx, focus_event(now, &project, &session, &c, &title, true))?;
                     }
                     if !cc.is_empty() && extra_str(&c, "cc").is_empty() {
                         c.extra.insert("cc".into(), json!(cc));
@@ -165,16 +174,7 @@ pub async fn post_focus<S: Store>(
                     }
                     let c = tx.insert_card(c)?;
                     out.event(tx, card_event(&c, "created", &session, now, None, "doing"))?;
-                    out.event(
-                        tx,
-                        event(
-                            now,
-                            "focus",
-                            &project,
-                            &session,
-                            json!({"taskId": c.id, "title": title, "shift": false}),
-                        ),
-                    )?;
+                    out.event(tx, focus_event(now, &project, &session, &c, &title, false))?;
                     c
                 }
             };

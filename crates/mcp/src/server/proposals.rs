@@ -42,18 +42,6 @@ pub struct WithdrawArgs {
     pub id: i64,
 }
 
-/// The icon the original shows beside each status.
-fn icon(status: &str) -> &'static str {
-    match status {
-        "pending" => "⏳",
-        "approved" => "✅",
-        "denied" => "⛔",
-        "withdrawn" => "↩️",
-        "revoked" => "🚫",
-        _ => "",
-    }
-}
-
 #[tool_router(router = proposal_tools, vis = "pub(super)")]
 impl Relay {
     #[tool(
@@ -127,7 +115,7 @@ impl Relay {
                 format!(
                     "#{} {} {} — {} · when: {} · NOT covered: {}{note}",
                     p.id,
-                    icon(&p.status),
+                    trantor_proto::proposals::status_icon(&p.status),
                     p.status.to_uppercase(),
                     p.scope,
                     p.condition,

@@ -20,6 +20,7 @@ use crate::sys::paths::Paths;
 use crate::sys::{fsx, gitx};
 use crate::turn::drivers::Driver;
 use std::time::Duration;
+use trantor_proto::backoff::Backoff;
 use trantor_proto::enroll;
 use trantor_proto::{HubClient, Signer};
 
@@ -63,7 +64,7 @@ impl Shutdown {
 /// The hub's tip, retried with a bounded back-off while the hub is unreachable: starting from 0
 /// would replay the whole history as wakes.
 async fn tip(reads: &HubReads, backoff_max: Duration) -> i64 {
-    let mut backoff = Duration::from_secs(1);
+    let mut backoff = Backoff::new(Duration::from_secs(1), backoff_max);
     let mut said = false;
     loop {
         if let Some(c) = reads.tip().await {
@@ -79,8 +80,7 @@ async fn tip(reads: &HubReads, backoff_max: Duration) -> i64 {
             );
             said = true;
         }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(backoff_max);
+        backoff.sleep().await;
     }
 }
 
@@ -155,11 +155,11 @@ async fn enroll_seat_key(cfg: &Config) -> anyhow::Result<Signer> {
             );
             let max = Duration::from_millis(cfg.hub_backoff_max_ms);
             tokio::spawn(async move {
-                let mut wait = Duration::from_millis(500);
+                let mut wait = Backoff::new(Duration::from_millis(500), max);
                 loop {
-                    tokio::time::sleep(wait).await;
+                    tokio::time::sleep(wait.current()).await;
                     match enroll::ensure_enrolled(&hub, &bus, &k, &opts).await {
-                        Err(enroll::EnrollError::Unreachable(_)) => wait = (wait * 2).min(max),
+                        Err(enroll::EnrollError::Unreachable(_)) => wait.grow(),
                         Err(e) => {
                             tracing::error!("{e}");
                             return;
@@ -448,7 +448,10 @@ pub async fn boot(
             links: (Vec::new(), None),
             down: None,
             failures: 0,
-            backoff: HUB_BACKOFF_START,
+            backoff: Backoff::new(
+                HUB_BACKOFF_START,
+                Duration::from_millis(cfg.hub_backoff_max_ms),
+            ),
         },
         work: Workspace {
             turn_dir,

@@ -95,6 +95,7 @@ impl Seat {
                 }
             }
             self.unpark_after_reset(now);
+            self.recheck_budget(now).await;
             if self.pulse_due(now) {
                 self.pulse().await;
                 continue;
@@ -162,8 +163,7 @@ impl Seat {
                     }
                 }
                 Err(e) => {
-                    let max = Duration::from_millis(self.cfg.hub_backoff_max_ms);
-                    self.hub.failed(e, max, self.delivery.cursor).await;
+                    self.hub.failed(e, self.delivery.cursor).await;
                 }
             }
         }

@@ -95,8 +95,8 @@ pub struct HubLink {
     pub down: Option<Instant>,
     /// Failed hub attempts in the current outage.
     pub failures: u64,
-    /// The current hub back-off.
-    pub backoff: Duration,
+    /// The hub back-off (from `HUB_BACKOFF_START` up to the `hub_backoff_max_ms` knob).
+    pub backoff: trantor_proto::backoff::Backoff,
 }
 
 /// Where the seat's turns run and what the runner knows about that tree.
@@ -201,12 +201,13 @@ impl HubLink {
             );
         }
         self.failures = 0;
-        self.backoff = HUB_BACKOFF_START;
+        self.backoff.reset();
     }
 
     /// A hub call failed: start or extend the outage and wait out the back-off, which doubles
-    /// up to `max` (docs/runner.md §4.1). An expired long-poll hold is not an outage.
-    pub async fn failed(&mut self, e: ClientError, max: Duration, cursor: i64) {
+    /// up to its cap (docs/runner.md §4.1). An expired long-poll hold is not an outage.
+    pub async fn failed(&mut self, e: ClientError, cursor: i64) {
+        let max = self.backoff.max();
         if matches!(e, ClientError::Timeout { .. }) && self.down.is_none() {
             // A hold that outlived its deadline (a proxy or a suspended laptop): not an outage.
             tracing::info!("long-poll hold expired ({e}) — polling again");
@@ -223,8 +224,7 @@ impl HubLink {
         } else {
             tracing::debug!("hub still unreachable (attempt {}): {e}", self.failures);
         }
-        tokio::time::sleep(self.backoff).await;
-        self.backoff = (self.backoff * 2).min(max);
+        self.backoff.sleep().await;
     }
 
     /// Re-read `/policy` links when the batch holds a foreign sender and the cache is older

@@ -1,5 +1,6 @@
-//! Small file helpers shared by the runner's state files: the one atomic writer (every state file
-//! the runner replaces goes through [`replace`]) and append-only lines.
+//! Small file helpers shared by the runner's state files: the atomic writers (every state file
+//! the runner replaces goes through [`replace`], on the workspace's one atomic replace in
+//! `trantor_proto::fsx`) and append-only lines.
 
 use std::io::Write;
 use std::path::Path;
@@ -43,11 +44,7 @@ pub fn remove_durable(path: &Path) -> std::io::Result<Synced> {
 
 /// fsync the directory holding `path`; false when it could not be.
 fn sync_dir(path: &Path) -> bool {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    std::fs::File::open(dir).and_then(|d| d.sync_all()).is_ok()
+    trantor_proto::fsx::sync_dir(path)
 }
 
 /// Replace `path` atomically (temp file + rename, so a killed runner never leaves it torn)
@@ -86,37 +83,15 @@ pub fn write_replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     replace(path, bytes, false)
 }
 
-/// Write a sibling temp file (mode 0600, fsync'd when `sync`) and rename it over `path`. The temp
-/// name carries the pid and a per-process counter, so two writers never share one.
+/// Write a sibling temp file (mode 0600, fsync'd when `sync`) and rename it over `path`, with
+/// the workspace's one atomic replace (`trantor_proto::fsx::replace`).
 fn replace(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_else(|| "state".into());
-    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-    let tmp = dir.join(format!(".{name}.{}.{seq}.tmp", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        if sync {
-            f.sync_all()?;
-        }
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    let how = trantor_proto::fsx::Replace {
+        mode: 0o600,
+        perms: None,
+        sync,
+    };
+    trantor_proto::fsx::replace(path, bytes, how)
 }
 
 /// Append one line to `path`, creating it and its directory when missing.

@@ -4,6 +4,7 @@
 
 use regex::Regex;
 use std::sync::LazyLock;
+use trantor_proto::text::strip_ansi;
 
 fn re(s: &str) -> Option<Regex> {
     Regex::new(s).ok()
@@ -48,8 +49,6 @@ static AUTH: LazyLock<Option<Regex>> = LazyLock::new(|| {
         r"(?i)unauthor\w*|\b401\b|invalid api key|incorrect api key|forbidden|\b403\b|token expired|\bexpired\b",
     )
 });
-static ANSI: LazyLock<Option<Regex>> =
-    LazyLock::new(|| re(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07"));
 static TRY_IN: LazyLock<Option<Regex>> = LazyLock::new(|| {
     re(
         r"(?i)try again in\s+(?:about\s+)?(\d+(?:\.\d+)?)\s*(seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h|days?|d)\b(?:\s*(?:and\s*)?(\d+)\s*(minutes?|mins?|m)\b)?",
@@ -200,14 +199,6 @@ fn tail(s: &str, n: usize) -> &str {
 /// The last `n` bytes of `s` (on a character boundary).
 pub fn last_chars(s: &str, n: usize) -> &str {
     tail(s, n)
-}
-
-/// `text` without ANSI escapes.
-pub fn strip_ansi(text: &str) -> String {
-    match ANSI.as_ref() {
-        Some(r) => r.replace_all(text, "").into_owned(),
-        None => text.to_string(),
-    }
 }
 
 fn norm(line: &str) -> String {

@@ -21,16 +21,7 @@ type EntryRow = (
 );
 
 fn entry_row(r: &Row<'_>) -> rusqlite::Result<EntryRow> {
-    Ok((
-        r.get(0)?,
-        r.get(1)?,
-        r.get(2)?,
-        r.get(3)?,
-        r.get(4)?,
-        r.get(5)?,
-        r.get(6)?,
-        r.get(7)?,
-    ))
+    EntryRow::try_from(r)
 }
 
 fn corrupt(what: String) -> StoreError {

@@ -1,6 +1,6 @@
 //! `POST /advise`: the Advisor over the seats this hub knows (docs/protocol.md §14.1), with
 //! the circuit breaker's live credential state (a seat on a spent credential is not routed to)
-//! and what the project's cards actually cost so far (the cost ledger, §7.6).
+//! and what the project's cards actually cost so far (the cost ledger, docs/protocol.md §7.6).
 
 use crate::error::{ApiError, ApiResult, check_len};
 use crate::extract::JsonBody;

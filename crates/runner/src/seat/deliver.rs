@@ -69,15 +69,6 @@ impl Seat {
         }
         let assigners = receipt::assigners(&wakes, &self.cfg.session);
         let base = session::contract_base(&wakes);
-        let main_head = async {
-            match &self.work.git_common {
-                Some(c) => match gitx::read_branch(c, "main") {
-                    Some(sha) => Some(sha),
-                    None => gitx::rev(&self.cfg.dir, "main").await,
-                },
-                None => None,
-            }
-        };
         let card_fut = async {
             if released {
                 (self.cli.session_card, None)
@@ -85,7 +76,7 @@ impl Seat {
                 self.resolve_wake_card(&wakes).await
             }
         };
-        let ((card, card_read), main_head) = tokio::join!(card_fut, main_head);
+        let ((card, card_read), main_head) = tokio::join!(card_fut, self.main_head());
         let base_card = if card > 0 {
             card
         } else {
@@ -161,6 +152,18 @@ impl Seat {
         self.outcome(r, &assigners, duty_plan).await;
         // Not consumed by the outcome: the contracts stay owed (a no-op after a consume).
         self.settle_turn(false, &outcome).await;
+    }
+
+    /// The sha of the repository's `main` (the prompt's `base:` when the batch names none): read
+    /// from the ref files, else from git; none outside a repository.
+    async fn main_head(&self) -> Option<String> {
+        match &self.work.git_common {
+            Some(c) => match gitx::read_branch(c, "main") {
+                Some(sha) => Some(sha),
+                None => gitx::rev(&self.cfg.dir, "main").await,
+            },
+            None => None,
+        }
     }
 
     /// The batch this turn carries (the oldest held wakes, docs/runner.md §5), marked as being

@@ -1446,6 +1446,123 @@ fn a_turn_the_budget_cannot_afford_parks_until_the_budget_is_raised() {
     wait_until("the park over", LONG, || !park.exists());
 }
 
+/// Rerouting (issue 23, docs/runner.md §12.7): with the project's `reroute` dial on, a contract
+/// held by a seat whose credential is exhausted moves to a live seat of another agent, which
+/// runs it once; the assigner is told where it went, the holder never runs it, and asking the
+/// hub again moves nothing twice. With the dial off the hub refuses.
+#[test]
+fn a_contract_held_on_a_spent_credential_moves_to_another_agent() {
+    let Some(hub) = drill_hub(false) else {
+        return;
+    };
+    let post = |path: &str, body: Value| {
+        hub_request(hub.port, "POST", path, Some(&body)).expect("hub answers")
+    };
+    let (st, r) = post("/credentials", json!({"name": "work", "agent": "claude"}));
+    assert_eq!(st, 200, "{r}");
+    let mut alice = new_seat("claude", "alice").env("CREW_CREDENTIAL", "work");
+    let mut bob = new_seat("codex", "bob");
+    alice.start(&hub.url());
+    bob.start(&hub.url());
+    alice.wait_idle_after(1);
+    bob.wait_idle_after(1);
+    let until = trantor_now() + 3_600_000;
+    let (_, marked) = post(
+        "/credentials/state",
+        json!({"name": "work", "state": "exhausted", "until": until, "session": "alice:p",
+            "evidence": "usage limit"}),
+    );
+    assert_eq!(marked["marked"], true, "{marked}");
+    let park = alice.bus.join("park-alice-p.json");
+    wait_until("alice parked on the spent credential", LONG, || {
+        park.exists()
+    });
+    // Off by default: the hub refuses to move anything.
+    let ghost = hub_send(hub.port, ORCH, "ghost:p", PROJECT, "nobody runs this");
+    let (st, off) = post(
+        "/contracts/reroute",
+        json!({"id": ghost, "session": "ghost:p", "reason": "test"}),
+    );
+    assert_eq!(st, 409, "{off}");
+    assert!(
+        off["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("reroute is off")),
+        "{off}"
+    );
+    let o = std::process::Command::new(common::bin())
+        .args([
+            "autonomy",
+            "set",
+            "reroute",
+            "on",
+            "--url",
+            &hub.url(),
+            "--project",
+            PROJECT,
+        ])
+        .output()
+        .expect("trantor autonomy");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("reroute on"),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let alice_calls = alice.calls().len();
+    let id = hub_send(hub.port, ORCH, "alice:p", PROJECT, "REROUTE-WAKE: build it");
+    wait_until("bob's done receipt for the moved contract", LONG, || {
+        !receipts(hub.port, &bob, ORCH).is_empty()
+    });
+    let moved: Vec<Value> = hub_messages(hub.port, "bob:p")
+        .into_iter()
+        .filter(|m| {
+            m["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("REROUTE-WAKE"))
+        })
+        .collect();
+    assert_eq!(moved.len(), 1, "{moved:#?}");
+    assert_eq!(
+        moved[0]["from"], ORCH,
+        "sent on from the assigner: {moved:#?}"
+    );
+    assert!(
+        moved[0]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("↪ rerouted from alice:p (credential work")),
+        "{moved:#?}"
+    );
+    let new_id = moved[0]["id"].as_i64().expect("id");
+    let done = receipts(hub.port, &bob, ORCH);
+    assert_eq!(done.len(), 1, "{done:#?}");
+    assert_eq!(done[0]["re"].as_i64(), Some(new_id));
+    assert_eq!(bob.prompts_with("REROUTE-WAKE"), 1, "bob ran it once");
+    let told = received(hub.port, ORCH, "alice:p", "rerouted");
+    assert!(
+        told.iter().any(|m| m["re"].as_i64() == Some(id)
+            && m["text"]
+                .as_str()
+                .is_some_and(|t| t.contains(&format!("to bob:p as #{new_id}")))),
+        "the assigner told where it went: {told:#?}"
+    );
+    assert_eq!(alice.prompts_with("REROUTE-WAKE"), 0, "alice never ran it");
+    assert_eq!(alice.calls().len(), alice_calls, "alice spawned nothing");
+    // Asking again (a runner killed before it dropped the contract) moves nothing twice.
+    let (st, again) = post(
+        "/contracts/reroute",
+        json!({"id": id, "session": "alice:p", "reason": "again"}),
+    );
+    assert_eq!(st, 200, "{again}");
+    assert_eq!(again["again"], true, "{again}");
+    assert_eq!(again["id"].as_i64(), Some(new_id), "{again}");
+    wait_until("alice's record of the contract consumed", LONG, || {
+        let (_, d) =
+            hub_request(hub.port, "GET", &format!("/delivery?id={id}"), None).unwrap_or_default();
+        d.to_string().contains("rerouted to bob:p")
+    });
+}
+
 /// A pooled seat (`CREW_POOL=k1,k2`, docs/runner.md §12.5): its turn on k1 hits the usage limit,
 /// k1 is marked exhausted on the hub, and the seat switches to k2 and redelivers at once — the
 /// contract is done on k2 with no park.

@@ -94,11 +94,12 @@ pub(crate) async fn serve_plain(
                     return;
                 }
             }
-            Head::Hyper => {
+            Head::Hyper { hand_back } => {
                 let prefix = std::mem::take(&mut buf);
                 let session = Box::pin(serve_one_with_hyper(
                     io,
                     prefix,
+                    hand_back,
                     &app,
                     header_timeout,
                     &mut stop,
@@ -127,8 +128,12 @@ enum Head {
         len: usize,
         close: bool,
     },
-    /// Anything else: hyper serves it from the buffered bytes on.
-    Hyper,
+    /// Anything else: hyper serves it from the buffered bytes on. `hand_back`: the request
+    /// has no body, so once it is answered the connection may come back to the front; a
+    /// request with a body (or one hyper must judge: malformed, too long) keeps hyper on the
+    /// connection to its end, since hyper may answer before it has read the body, and the
+    /// unread rest would otherwise be taken for the next head.
+    Hyper { hand_back: bool },
 }
 
 /// Read until `buf` holds a whole head (or something only hyper should answer).
@@ -144,7 +149,7 @@ async fn next_head(
         if !buf.is_empty() {
             match classify(buf) {
                 Some(head) => return head,
-                None if buf.len() >= MAX_HEAD => return Head::Hyper,
+                None if buf.len() >= MAX_HEAD => return Head::Hyper { hand_back: false },
                 None => {}
             }
         }
@@ -172,9 +177,24 @@ fn classify(buf: &[u8]) -> Option<Head> {
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) => return None,
         // Malformed, or more headers than we parse: hyper gives the error reply.
-        Err(_) => return Some(Head::Hyper),
+        Err(_) => return Some(Head::Hyper { hand_back: false }),
     };
-    Some(own_poll(&parsed, len).unwrap_or(Head::Hyper))
+    Some(own_poll(&parsed, len).unwrap_or_else(|| Head::Hyper {
+        hand_back: bodyless(&parsed),
+    }))
+}
+
+/// No body, no upgrade, nothing to continue: hyper's answer ends the request.
+fn bodyless(parsed: &httparse::Request<'_, '_>) -> bool {
+    parsed.headers.iter().all(|h| {
+        if h.name.eq_ignore_ascii_case("content-length") {
+            h.value.trim_ascii() == b"0"
+        } else {
+            !["transfer-encoding", "expect", "upgrade"]
+                .iter()
+                .any(|n| h.name.eq_ignore_ascii_case(n))
+        }
+    })
 }
 
 /// A plain `GET /poll` over HTTP/1.1 with no body, as a request for the router.
@@ -350,6 +370,7 @@ fn http_date(t: std::time::SystemTime) -> String {
 async fn serve_one_with_hyper(
     io: TcpStream,
     prefix: Vec<u8>,
+    hand_back: bool,
     app: &axum::Router,
     header_timeout: Duration,
     stop: &mut watch::Receiver<bool>,
@@ -361,6 +382,7 @@ async fn serve_one_with_hyper(
         pos: 0,
         slot: slot.clone(),
         start: slot.requests.load(Ordering::Acquire),
+        hand_back,
         handed_back: false,
     };
     let service = Tracked {
@@ -415,6 +437,8 @@ struct OneRequest {
     slot: Arc<ConnSlot>,
     /// The slot's request count when hyper got the connection.
     start: u64,
+    /// Whether the connection may come back once the request is answered ([`Head::Hyper`]).
+    hand_back: bool,
     /// End-of-file was reported for the hand-back (not a real close).
     handed_back: bool,
 }
@@ -434,7 +458,8 @@ impl AsyncRead for OneRequest {
         }
         // Register before looking, so a reply that ends in between still wakes this read.
         *this.slot.reader.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
-        if this.slot.requests.load(Ordering::Acquire) > this.start
+        if this.hand_back
+            && this.slot.requests.load(Ordering::Acquire) > this.start
             && this.slot.busy.load(Ordering::Acquire) == 0
         {
             this.handed_back = true;
@@ -505,8 +530,22 @@ mod tests {
         assert!(classify(b"GET /poll HTTP/1.1\r\nHost: x\r\n").is_none());
         assert!(matches!(
             classify(b"\x01\x02 nonsense\r\n\r\n"),
-            Some(Head::Hyper)
+            Some(Head::Hyper { hand_back: false })
         ));
+        // A request with a body stays with hyper; a body-less one comes back.
+        let back = |raw: &str| match classify(raw.as_bytes()) {
+            Some(Head::Hyper { hand_back }) => hand_back,
+            _ => panic!("not hyper's: {raw}"),
+        };
+        assert!(back("GET /inbox?session=a:p HTTP/1.1\r\n\r\n"));
+        assert!(back("GET /health HTTP/1.1\r\nContent-Length: 0\r\n\r\n"));
+        assert!(!back(
+            "GET /task/update HTTP/1.1\r\nContent-Length: 9\r\n\r\n"
+        ));
+        assert!(!back(
+            "POST /send HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+        ));
+        assert!(!back("POST /send HTTP/1.1\r\nExpect: 100-continue\r\n\r\n"));
         match classify(b"GET /poll HTTP/1.1\r\nConnection: keep-alive, close\r\n\r\n") {
             Some(Head::Own { close, len, .. }) => {
                 assert!(close);

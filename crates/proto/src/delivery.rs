@@ -320,3 +320,35 @@ mod tests {
         assert!(v.get("instance").is_some_and(|x| x.is_null()));
     }
 }
+
+/// `POST /contracts/reroute` body: the seat holding a contract it cannot run (its credential is
+/// spent or refused) asks the hub to move it to a live seat of another agent (docs/protocol.md
+/// §5.9; only where the project's `reroute` dial is on).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RerouteRequest {
+    /// The held message.
+    #[schemars(range(min = 1))]
+    pub id: i64,
+    /// The seat holding it (the message's recipient).
+    #[schemars(length(min = 1, max = crate::limits::SESSION))]
+    pub session: String,
+    /// Why it cannot run it (`credential work exhausted until …`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = NOTE_MAX))]
+    pub reason: Option<String>,
+}
+
+/// `POST /contracts/reroute` reply.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RerouteReply {
+    /// True on success.
+    pub ok: bool,
+    /// The seat the contract went to.
+    pub to: String,
+    /// The id of the contract as sent to it.
+    pub id: i64,
+    /// It had been rerouted before (this call changed nothing).
+    pub again: bool,
+}

@@ -754,7 +754,7 @@ pub struct PolicyRequest {
         "propertyNames" = {"maxLength": crate::limits::PROJECT},
         "additionalProperties" = {
             "type": "object",
-            "properties": {"commit": {"type": "boolean"}, "push": {"type": "boolean"}},
+            "properties": {"commit": {"type": "boolean"}, "push": {"type": "boolean"}, "reroute": {"type": "boolean"}},
             "additionalProperties": false
         }
     ))]

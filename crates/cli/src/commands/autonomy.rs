@@ -1,8 +1,9 @@
 //! `trantor autonomy`: the dials `trantor integrate` obeys, stored on the hub in `/policy`.
 //!
-//! Two dials per project: `commit` (integrate may commit a seat's uncommitted work and move the
-//! integration branch; on by default) and `push` (integrate may push after a passed verify; off
-//! by default). `*` sets the default for every project. The original's autonomy levels (1–4)
+//! Three dials per project: `commit` (integrate may commit a seat's uncommitted work and move
+//! the integration branch; on by default), `push` (integrate may push after a passed verify; off
+//! by default) and `reroute` (a contract held by a seat whose credential is spent may move to a
+//! live seat of another agent, docs/protocol.md §5.9; off by default). `*` sets the default for every project. The original's autonomy levels (1–4)
 //! stay in `/policy` unchanged and are shown beside the dials.
 
 use super::{Common, HubResult, print_json, usage};
@@ -13,30 +14,34 @@ use trantor_proto::{PolicyReply, PolicyRequest};
 pub(crate) const AUTONOMY_HELP: &str = concat!(
     "Examples:\n  trantor autonomy                    # show this project's dials\n  \
      trantor autonomy set push on        # let integrate push after a passed verify\n  \
-     trantor autonomy set commit off --project web\n\n",
+     trantor autonomy set commit off --project web\n  \
+     trantor autonomy set reroute on     # move contracts off seats whose quota is spent\n\n",
     "commit: integrate may commit seats' uncommitted work and move the integration branch \
      (default on).\npush: integrate may push the integration branch after verify passes \
-     (default off).\n\n",
+     (default off).\nreroute: a contract held by a seat whose credential is exhausted or refused \
+     moves to a live seat of another agent, noted on the card (default off).\n\n",
     exit_codes!()
 );
 
 /// `trantor autonomy` options.
 #[derive(Debug, clap::Args)]
 pub struct AutonomyArgs {
-    /// `show` (default) or `set <commit|push> <on|off>`.
+    /// `show` (default) or `set <commit|push|reroute> <on|off>`.
     #[arg(num_args = 0..=3, value_name = "show|set DIAL on|off")]
     pub words: Vec<String>,
     #[command(flatten)]
     pub common: Common,
 }
 
-/// The two dials of one project.
+/// The dials of one project.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct Dials {
     /// Integrate may commit and move the integration branch.
     pub commit: bool,
     /// Integrate may push.
     pub push: bool,
+    /// Contracts on a spent credential may move to another agent's seat.
+    pub reroute: bool,
 }
 
 impl Default for Dials {
@@ -44,6 +49,7 @@ impl Default for Dials {
         Dials {
             commit: true,
             push: false,
+            reroute: false,
         }
     }
 }
@@ -58,6 +64,9 @@ pub(crate) fn dials_for(policy: &PolicyReply, project: &str) -> Dials {
             }
             if let Some(b) = o.get("push").and_then(|v| v.as_bool()) {
                 d.push = b;
+            }
+            if let Some(b) = o.get("reroute").and_then(|v| v.as_bool()) {
+                d.reroute = b;
             }
         }
     }
@@ -76,9 +85,9 @@ pub(crate) async fn autonomy(a: AutonomyArgs) -> anyhow::Result<ExitCode> {
         [] | ["show"] => {}
         ["set", dial, value] => {
             let dial = dial.to_lowercase();
-            if dial != "commit" && dial != "push" {
+            if !["commit", "push", "reroute"].contains(&dial.as_str()) {
                 return Err(usage(format!(
-                    "unknown dial '{dial}': the dials are commit and push"
+                    "unknown dial '{dial}': the dials are commit, push and reroute"
                 )));
             }
             let on = match value.to_lowercase().as_str() {
@@ -99,7 +108,7 @@ pub(crate) async fn autonomy(a: AutonomyArgs) -> anyhow::Result<ExitCode> {
         }
         _ => {
             return Err(usage(
-                "use `trantor autonomy show` or `trantor autonomy set <commit|push> <on|off>`",
+                "use `trantor autonomy show` or `trantor autonomy set <commit|push|reroute> <on|off>`",
             ));
         }
     }
@@ -115,10 +124,11 @@ pub(crate) async fn autonomy(a: AutonomyArgs) -> anyhow::Result<ExitCode> {
         print_json(&json!({"project": id.project, "dials": d, "autonomy": level}))?;
     } else {
         say!(
-            "{}: commit {} · push {} (autonomy level {level})",
+            "{}: commit {} · push {} · reroute {} (autonomy level {level})",
             id.project,
             on_off(d.commit),
-            on_off(d.push)
+            on_off(d.push),
+            on_off(d.reroute)
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -138,14 +148,16 @@ mod tests {
             dials_for(&p, "web"),
             Dials {
                 commit: false,
-                push: true
+                push: true,
+                reroute: false
             }
         );
         assert_eq!(
             dials_for(&p, "api"),
             Dials {
                 commit: true,
-                push: true
+                push: true,
+                reroute: false
             }
         );
     }

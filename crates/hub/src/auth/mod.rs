@@ -464,7 +464,7 @@ fn target_of(
             };
             Target { project, fence }
         }
-        "/delivery" | "/delivery/fence" | "/credentials/state" => {
+        "/delivery" | "/delivery/fence" | "/credentials/state" | "/contracts/reroute" => {
             // A mark or fence acts on the seat's own project; a read of one message, on the
             // message's project.
             let session = str_field(body, "session");

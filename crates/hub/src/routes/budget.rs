@@ -165,10 +165,11 @@ pub async fn set<S: Store>(
                 match tx.card(id)? {
                     None => return Ok(Err(ApiError::not_found(format!("no card #{id}")))),
                     Some(c) if c.project != project => {
-                        return Ok(Err(ApiError::bad_request(format!(
-                            "card #{id} is in project {}, not {project}",
-                            c.project
-                        ))));
+                        return Ok(Err(ApiError::with(
+                            axum::http::StatusCode::CONFLICT,
+                            format!("card #{id} is in project {}, not {project}", c.project),
+                            serde_json::Value::Null,
+                        )));
                     }
                     Some(_) => {}
                 }

@@ -160,7 +160,8 @@ fn project_set(field: &str, projects: &[String]) -> ApiResult<Vec<String>> {
     Ok(set)
 }
 
-/// Check `dials: {project: {commit?: bool, push?: bool}}`; any other dial name is refused.
+/// Check `dials: {project: {commit?: bool, push?: bool, reroute?: bool}}`; any other dial name
+/// is refused.
 fn parse_dials(d: &Map<String, Value>) -> ApiResult<Vec<(String, Map<String, Value>)>> {
     let mut out = Vec::new();
     for (project, v) in d {
@@ -173,17 +174,17 @@ fn parse_dials(d: &Map<String, Value>) -> ApiResult<Vec<(String, Map<String, Val
         let mut change = Map::new();
         for (k, b) in obj {
             match (k.as_str(), b.as_bool()) {
-                ("commit" | "push", Some(on)) => {
+                ("commit" | "push" | "reroute", Some(on)) => {
                     change.insert(k.clone(), json!(on));
                 }
-                ("commit" | "push", None) => {
+                ("commit" | "push" | "reroute", None) => {
                     return Err(ApiError::bad_request(format!(
                         "dial {k} for {project} must be true or false"
                     )));
                 }
                 _ => {
                     return Err(ApiError::bad_request(format!(
-                        "unknown dial {k} for {project}: the dials are commit and push"
+                        "unknown dial {k} for {project}: the dials are commit, push and reroute"
                     )));
                 }
             }

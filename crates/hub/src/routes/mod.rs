@@ -20,6 +20,7 @@ pub mod meta;
 pub mod presence;
 pub mod projects;
 pub mod proposals;
+pub mod reroute;
 
 use crate::error::ApiError;
 use crate::openapi::{self, Field, Ty, f, shape};
@@ -691,6 +692,7 @@ pub fn router_with<S: Store>(hub: AppState<S>, extra: Option<Mounted>) -> Router
     entries.extend(claims::table::<S>());
     entries.extend(cost::table::<S>());
     entries.extend(budget::table::<S>());
+    entries.extend(reroute::table::<S>());
     entries.extend(credentials::table::<S>());
     entries.extend(projects::table::<S>());
     entries.extend(proposals::table::<S>());
@@ -809,6 +811,7 @@ mod tests {
         entries.extend(claims::table::<S>());
         entries.extend(cost::table::<S>());
         entries.extend(budget::table::<S>());
+        entries.extend(reroute::table::<S>());
         entries.extend(credentials::table::<S>());
         entries.extend(projects::table::<S>());
         entries.extend(proposals::table::<S>());

@@ -96,6 +96,7 @@ impl Seat {
             }
             self.unpark_after_reset(now);
             self.recheck_budget(now).await;
+            self.reroute_held().await;
             if self.pulse_due(now) {
                 self.pulse().await;
                 continue;

@@ -35,6 +35,9 @@ pub struct Quota {
     pub cached: std::collections::HashMap<String, (Instant, Option<Block>)>,
     /// While parked on a budget: the card the held turn is on, and when it last asked.
     pub budget_park: Option<(i64, Instant)>,
+    /// While parked on a credential: the held contracts already offered for rerouting, and
+    /// whether the hub said rerouting is off (or unknown) — asked again after the park.
+    pub reroute: Option<(std::collections::HashSet<i64>, bool)>,
 }
 
 /// What stops a turn on a credential: the park reason (`exhausted` or `auth`), until when
@@ -301,6 +304,89 @@ impl Seat {
         self.unpark("the budget allows the turn again");
         self.delivery.retry_at = now;
         self.phase("idle", crate::seat::ledger::Phase::Idle);
+    }
+
+    /// While parked on a spent or refused credential, offer each held contract (a direct
+    /// message to this seat) to the hub for rerouting to a live seat of another agent
+    /// (docs/runner.md §12.7). The hub moves it only where the project's `reroute` dial is on,
+    /// and remembers each move, so a contract moved but not yet dropped here (a kill in between)
+    /// is answered the same way again and never moved twice. A moved contract is consumed here:
+    /// its life goes on as the new message.
+    pub async fn reroute_held(&mut self) {
+        let reason = match &self.health.park {
+            Some(p) if matches!(p.reason.as_str(), "exhausted" | "auth") => {
+                p.evidence.chars().take(300).collect::<String>()
+            }
+            _ => {
+                self.health.quota.reroute = None;
+                return;
+            }
+        };
+        let (tried, off) = self
+            .health
+            .quota
+            .reroute
+            .get_or_insert_with(Default::default);
+        if *off {
+            return;
+        }
+        let ids: Vec<i64> = self
+            .delivery
+            .q
+            .wake
+            .iter()
+            .filter(|m| m.to == self.cfg.session && !tried.contains(&m.id))
+            .map(|m| m.id)
+            .collect();
+        let mut moved = Vec::new();
+        for id in ids {
+            let body = trantor_proto::delivery::RerouteRequest {
+                id,
+                session: self.cfg.session.clone(),
+                reason: Some(reason.clone()),
+            };
+            let r = self
+                .hub
+                .reads
+                .hub
+                .post::<_, trantor_proto::delivery::RerouteReply>("/contracts/reroute", &body)
+                .await;
+            let Some((tried, off)) = self.health.quota.reroute.as_mut() else {
+                return;
+            };
+            tried.insert(id);
+            match r {
+                Ok(r) => moved.push((id, r)),
+                Err(trantor_proto::ClientError::Http { status, body, .. })
+                    if status == 404 || body.error.contains("reroute is off") =>
+                {
+                    tracing::debug!("reroute: {}", body.error);
+                    *off = true;
+                    break;
+                }
+                Err(e) => tracing::info!("reroute of #{id}: {e}"),
+            }
+        }
+        if moved.is_empty() {
+            return;
+        }
+        let ids: Vec<i64> = moved.iter().map(|(id, _)| *id).collect();
+        for (id, r) in &moved {
+            tracing::info!(
+                "contract #{id} rerouted to {} as #{} ({reason})",
+                r.to,
+                r.id
+            );
+            self.mark_delivery(
+                &[*id],
+                crate::seat::machine::MarkState::Consumed,
+                self.cli.turn,
+                &format!("rerouted to {} as #{}", r.to, r.id),
+            );
+        }
+        self.delivery.q.consume_wakes(&ids);
+        self.save_pending(true);
+        self.save_cursor();
     }
 
     /// End a credential park whose reset has passed while no wake is owed (a seat with held

@@ -202,6 +202,71 @@ fn advise_refuses_what_it_cannot_route_and_profile_refuses_unknown_plans() {
     assert_eq!(a["seats"]["count"], 0);
 }
 
+/// The Advisor reads the crew's state (issue 23): a seat whose credential the circuit breaker
+/// marked exhausted is not routed to, said why, and the estimate carries what this project's
+/// cards actually cost so far, from the cost ledger.
+#[test]
+fn the_advisor_skips_a_seat_on_a_spent_credential_and_reports_measured_cost() {
+    let hub = Hub::start();
+    let post = |path: &str, body: Value| {
+        let (code, v) = hub_request(hub.port, "POST", path, Some(&body)).expect("hub answers");
+        assert!(code < 300, "{path}: {code} {v}");
+        v
+    };
+    post(
+        "/register",
+        json!({"session": "claude:shop", "agent": "claude"}),
+    );
+    post("/credentials", json!({"name": "work", "agent": "claude"}));
+    let until = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+        + 3_600_000;
+    let marked = post(
+        "/credentials/state",
+        json!({"name": "work", "state": "exhausted", "until": until, "session": "claude:shop"}),
+    );
+    assert_eq!(marked["marked"], true, "{marked}");
+    let card = post("/task", json!({"project": "shop", "title": "earlier work"}));
+    let id = card["task"]["id"].as_i64().expect("card id");
+    post(
+        "/turns",
+        json!({"session": "claude:shop", "instance": "i", "turn": 1, "project": "shop",
+            "card": id, "usage": {"input": 90000, "output": 10000}, "usd": 0.30,
+            "outcome": "completed"}),
+    );
+    let a = post(
+        "/advise",
+        json!({"project": "shop", "task": "x", "packages": [
+            {"title": "engine", "difficulty": "medium"}, {"title": "docs", "difficulty": "easy"}],
+            "clis": [{"agent": "claude", "usable": true, "detail": "on PATH"}]}),
+    );
+    let unavailable = a["unavailable"].to_string();
+    assert!(
+        unavailable.contains("claude:shop: credential work exhausted until")
+            && unavailable.contains("(not routed to)"),
+        "{a:#}"
+    );
+    assert!(
+        a["routes"]
+            .as_array()
+            .is_some_and(|r| r.iter().all(|r| r["assignee"] != "claude:shop")),
+        "{a:#}"
+    );
+    let m = &a["estimate"]["measured"];
+    assert_eq!(m["cards"], 1, "{a:#}");
+    assert_eq!(m["tokensPerCard"], 100_000, "{a:#}");
+    assert_eq!(m["usdPerCard"], 0.3, "{a:#}");
+    assert_eq!(m["usd"], 0.6, "{a:#}");
+    assert!(
+        a["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("Measured: this project's 1 card(s) so far cost $0.30")),
+        "{a:#}"
+    );
+}
+
 /// Run `trantor hook <event>` with Claude Code's JSON on stdin, as Claude Code does.
 fn hook(
     home: &Path,

@@ -1357,6 +1357,95 @@ fn a_credential_proved_exhausted_parks_every_seat_on_it_until_the_reset() {
     assert_eq!(said("has quota again"), 1, "the resume said once");
 }
 
+/// A budget (issue 23, docs/runner.md §12.6): the project has spent $0.40 in one turn and its
+/// budget is $0.50, so another turn of that cost would pass it. A contract then parks the seat
+/// `budget` without spawning its CLI, and the assigner hears it is parked; raising the budget
+/// (`trantor budget set`) lets the seat run the held contract, once.
+#[test]
+fn a_turn_the_budget_cannot_afford_parks_until_the_budget_is_raised() {
+    let Some(hub) = drill_hub(false) else {
+        return;
+    };
+    let mut seat = new_seat("claude", "claude");
+    seat.start(&hub.url());
+    seat.wait_idle_after(1);
+    let (st, r) = hub_request(
+        hub.port,
+        "POST",
+        "/turns",
+        Some(
+            &json!({"session": "claude:p", "instance": "earlier", "turn": 1, "project": PROJECT,
+            "agent": "claude", "model": "sonnet", "usage": {"input": 1000, "output": 100},
+            "usd": 0.40, "outcome": "completed"}),
+        ),
+    )
+    .expect("record a turn");
+    assert!(st < 300, "{r}");
+    let budget = |usd: &str| {
+        let o = std::process::Command::new(common::bin())
+            .args([
+                "budget",
+                "set",
+                usd,
+                "--url",
+                &hub.url(),
+                "--project",
+                PROJECT,
+            ])
+            .output()
+            .expect("trantor budget");
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        assert!(
+            o.status.success(),
+            "{out}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        out
+    };
+    let shown = budget("0.50");
+    assert!(
+        shown.contains("$0.50") && shown.contains("$0.40") && shown.contains("spent: seats park"),
+        "the budget, what was spent and that it is spent: {shown}"
+    );
+    let calls = seat.calls().len();
+    let id = hub_send(hub.port, ORCH, "claude:p", PROJECT, "BUDGET-WAKE: build it");
+    let park = seat.bus.join("park-claude-p.json");
+    wait_until("the budget park", LONG, || park.exists());
+    let p: Value =
+        serde_json::from_str(&std::fs::read_to_string(&park).expect("park")).expect("json");
+    assert_eq!(p["reason"], "budget", "{p}");
+    assert!(
+        p["evidence"]
+            .as_str()
+            .is_some_and(|e| e.contains("project p's budget $0.50: $0.40 spent in")),
+        "{p}"
+    );
+    wait_until("the assigner told", LONG, || {
+        received(hub.port, ORCH, "claude:p", "PARKED")
+            .iter()
+            .any(|m| {
+                m["re"].as_i64() == Some(id)
+                    && m["text"].as_str().is_some_and(|t| {
+                        t.contains("(budget)") && t.contains("resumes when its budget is raised")
+                    })
+            })
+    });
+    assert_eq!(seat.calls().len(), calls, "no turn spawned over the budget");
+    budget("5");
+    wait_until("the done receipt after the raise", LONG, || {
+        !receipts(hub.port, &seat, ORCH).is_empty()
+    });
+    let done = receipts(hub.port, &seat, ORCH);
+    assert_eq!(done.len(), 1, "{done:#?}");
+    assert_eq!(done[0]["re"].as_i64(), Some(id));
+    assert_eq!(
+        seat.prompts_with("BUDGET-WAKE"),
+        1,
+        "the held contract ran once"
+    );
+    wait_until("the park over", LONG, || !park.exists());
+}
+
 /// A pooled seat (`CREW_POOL=k1,k2`, docs/runner.md §12.5): its turn on k1 hits the usage limit,
 /// k1 is marked exhausted on the hub, and the seat switches to k2 and redelivers at once — the
 /// contract is done on k2 with no park.

@@ -312,7 +312,7 @@ fn encode(parts: &http::response::Parts, body: &[u8], close: bool) -> Vec<u8> {
     out
 }
 
-/// `Thu, 03 Dec 2026 15:04:05 GMT` (RFC 9110 §5.6.7).
+/// `Thu, 03 Dec 2026 15:04:05 GMT` (RFC 9110, section 5.6.7).
 fn http_date(t: std::time::SystemTime) -> String {
     let secs = t
         .duration_since(std::time::UNIX_EPOCH)

@@ -218,6 +218,7 @@ pub async fn request(
         profile: load_profile(bus)?,
         models: (!models.is_empty()).then_some(models),
         seats: None,
+        ledger: None,
     })
 }
 

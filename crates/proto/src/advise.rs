@@ -191,6 +191,41 @@ pub struct SeatInfo {
     pub online: bool,
     /// Parked by its runner (not routed to).
     pub parked: bool,
+    /// Why it cannot take work although not parked (yet): its credential is exhausted or
+    /// refused, as the hub's circuit breaker says (not routed to either).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
+}
+
+/// What this project's cards actually cost so far, from the hub's cost ledger (docs/protocol.md
+/// §7.6): the measured figure beside the forecast.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LedgerActuals {
+    /// Cards with at least one recorded turn.
+    pub cards: u64,
+    /// Their turns.
+    pub turns: u64,
+    /// Their tokens, input and output.
+    pub tokens: u64,
+    /// Their known dollars.
+    pub usd: f64,
+    /// Some of the dollars are the runner's estimate.
+    pub estimated: bool,
+}
+
+/// The forecast from measurement: this project's mean card so far, times the packages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Measured {
+    /// Cards measured.
+    pub cards: u64,
+    /// Mean tokens per card.
+    pub tokens_per_card: u64,
+    /// Mean dollars per card.
+    pub usd_per_card: f64,
+    /// The mean card times the packages.
+    pub usd: f64,
 }
 
 /// One provider's plan in the person's profile.
@@ -295,6 +330,10 @@ pub struct AdviseRequest {
     /// The seats on the hub (filled in by the hub; a client's value is replaced).
     #[serde(default)]
     pub seats: Option<Vec<SeatInfo>>,
+    /// What the project's cards cost so far (filled in by the hub; a client's value is
+    /// replaced).
+    #[serde(default)]
+    pub ledger: Option<LedgerActuals>,
 }
 
 /// One package's route.
@@ -369,6 +408,9 @@ pub struct Estimate {
     pub pools: Vec<Pool>,
     /// The date of the prices used.
     pub prices_dated: String,
+    /// The forecast from this project's measured cards, when any has a recorded cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<Measured>,
 }
 
 /// A ready `relay_task_add` call.
@@ -574,9 +616,22 @@ pub fn advise(req: &AdviseRequest, project: &str) -> Result<Advice, AdviseError>
         }
     }
     agents.sort();
-    for s in seats_now.iter().filter(|s| s.parked) {
-        unavailable.push(format!("{}: parked (not routed to)", s.session));
+    for s in seats_now.iter().filter(|s| s.parked || s.held.is_some()) {
+        match &s.held {
+            Some(why) if !s.parked => {
+                unavailable.push(format!("{}: {why} (not routed to)", s.session))
+            }
+            _ => unavailable.push(format!("{}: parked (not routed to)", s.session)),
+        }
     }
+    // A seat held by its credential counts as parked for every choice below.
+    let seats_now: Vec<SeatInfo> = seats_now
+        .into_iter()
+        .map(|mut s| {
+            s.parked |= s.held.is_some();
+            s
+        })
+        .collect();
 
     let pool_of = |agent: &str| -> (String, PlanKind) {
         let plan = profile.plan(agent);
@@ -832,6 +887,7 @@ pub fn advise(req: &AdviseRequest, project: &str) -> Result<Advice, AdviseError>
         charged_usd: round2(routes.iter().map(|r| r.charged_usd).sum()),
         pools,
         prices_dated: MODELS_DATED.into(),
+        measured: req.ledger.as_ref().and_then(|l| measured(l, n)),
     };
 
     let mut md = String::from(
@@ -865,6 +921,10 @@ pub fn advise(req: &AdviseRequest, project: &str) -> Result<Advice, AdviseError>
         estimate.charged_usd,
         MODELS_DATED
     ));
+    if let Some(m) = &estimate.measured {
+        md.push_str(&measured_line(m, n));
+        md.push('\n');
+    }
 
     let card_args = routes
         .iter()
@@ -909,6 +969,10 @@ pub fn advise(req: &AdviseRequest, project: &str) -> Result<Advice, AdviseError>
         estimate.api_equivalent_usd,
         estimate.pools.len()
     );
+    let summary = match &estimate.measured {
+        Some(m) => format!("{summary} {}", measured_line(m, n)),
+        None => summary,
+    };
     Ok(Advice {
         mode: mode.into(),
         why,
@@ -926,6 +990,31 @@ pub fn advise(req: &AdviseRequest, project: &str) -> Result<Advice, AdviseError>
         card_args,
         summary,
     })
+}
+
+/// The forecast from the project's measured cards: their mean times `packages` (none when no
+/// card has a recorded cost).
+pub fn measured(l: &LedgerActuals, packages: usize) -> Option<Measured> {
+    if l.cards == 0 {
+        return None;
+    }
+    let usd_per_card = l.usd / l.cards as f64;
+    Some(Measured {
+        cards: l.cards,
+        tokens_per_card: l.tokens / l.cards,
+        usd_per_card: round2(usd_per_card),
+        usd: round2(usd_per_card * packages as f64),
+    })
+}
+
+fn measured_line(m: &Measured, packages: usize) -> String {
+    format!(
+        "Measured: this project's {} card(s) so far cost ${:.2} and {:.1}M tokens each on average (the cost ledger), so these {packages} package(s) ≈ ${:.2}.",
+        m.cards,
+        m.usd_per_card,
+        m.tokens_per_card as f64 / 1e6,
+        m.usd
+    )
 }
 
 /// A markdown table cell: no pipes or newlines.
@@ -1204,12 +1293,14 @@ mod tests {
                 agent: "codex".into(),
                 online: true,
                 parked: true,
+                held: None,
             },
             SeatInfo {
                 session: "claude:shop".into(),
                 agent: "claude".into(),
                 online: true,
                 parked: false,
+                held: None,
             },
         ]);
         let a = advise(&r, "shop").unwrap();
@@ -1229,6 +1320,57 @@ mod tests {
         assert_eq!(medium.assignee, "claude:shop");
         assert!(medium.live);
         assert_eq!(a.seats.up, ["codex:gpt-5.1-codex"]);
+    }
+
+    #[test]
+    fn a_seat_on_a_spent_credential_is_skipped_and_the_ledger_measures() {
+        let mut r = req(vec![pkg("a", "medium"), pkg("b", "easy")], &["claude"], &[]);
+        r.seats = Some(vec![SeatInfo {
+            session: "claude:shop".into(),
+            agent: "claude".into(),
+            online: true,
+            parked: false,
+            held: Some("credential work exhausted until 15:00 UTC".into()),
+        }]);
+        r.ledger = Some(LedgerActuals {
+            cards: 4,
+            turns: 9,
+            tokens: 2_000_000,
+            usd: 1.0,
+            estimated: false,
+        });
+        let a = advise(&r, "shop").unwrap();
+        assert!(
+            a.routes.iter().all(|x| x.assignee != "claude:shop"),
+            "the held seat is not routed to: {:?}",
+            a.routes
+        );
+        assert!(
+            a.unavailable
+                .iter()
+                .any(|u| u
+                    == "claude:shop: credential work exhausted until 15:00 UTC (not routed to)"),
+            "{:?}",
+            a.unavailable
+        );
+        let m = a.estimate.measured.clone().expect("measured");
+        assert_eq!(
+            (m.cards, m.tokens_per_card, m.usd_per_card, m.usd),
+            (4, 500_000, 0.25, 0.5)
+        );
+        assert!(
+            a.summary
+                .contains("Measured: this project's 4 card(s) so far cost $0.25"),
+            "{}",
+            a.summary
+        );
+        assert!(a.routing_table_md.contains("these 2 package(s) ≈ $0.50"));
+        r.ledger = Some(LedgerActuals::default());
+        assert_eq!(
+            advise(&r, "shop").unwrap().estimate.measured,
+            None,
+            "nothing measured yet"
+        );
     }
 
     #[test]

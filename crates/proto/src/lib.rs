@@ -8,6 +8,7 @@
 pub mod advise;
 pub mod auth;
 pub mod backoff;
+pub mod budget;
 pub mod client;
 pub mod cost;
 pub mod credentials;

@@ -155,7 +155,7 @@ fn the_architecture_document_lists_the_layers_in_the_declared_order() {
     let doc = std::fs::read_to_string(doc).expect("docs/architecture.md");
     let items = doc
         .lines()
-        .skip_while(|l| !l.starts_with("## §2. The runner's layers"))
+        .skip_while(|l| !l.starts_with("## \u{a7}2. The runner's layers"))
         .skip(1)
         .take_while(|l| !l.starts_with("## "))
         .filter(|l| {

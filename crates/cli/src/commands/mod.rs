@@ -23,6 +23,7 @@ macro_rules! say {
 mod advise;
 mod autonomy;
 mod board;
+mod budget;
 mod bus;
 mod catchup;
 mod connect;
@@ -85,6 +86,9 @@ pub enum Command {
     /// What the crew's turns cost: tokens and dollars per card, seat, day or credential.
     #[command(after_long_help = cost::COST_HELP)]
     Cost(cost::CostArgs),
+    /// Dollar budgets per project or card: a seat parks instead of spending past one.
+    #[command(after_long_help = budget::BUDGET_HELP)]
+    Budget(budget::BudgetArgs),
     /// Named credentials (accounts, API keys) seats run on: add, list, remove.
     #[command(subcommand, after_long_help = credentials::CREDENTIALS_HELP)]
     Credentials(credentials::CredentialsCommand),
@@ -359,6 +363,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Card(c) => board::card(c).await,
         Command::Lessons(a) => lessons::lessons(a).await,
         Command::Cost(a) => cost::cost(a).await,
+        Command::Budget(a) => budget::budget(a).await,
         Command::Credentials(c) => credentials::credentials(c).await,
         Command::Connect(a) => connect::connect(a).await,
         Command::Hook(a) => hook::hook(a).await,

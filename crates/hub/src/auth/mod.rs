@@ -151,10 +151,11 @@ fn owner_path(path: &str) -> bool {
     )
 }
 
-/// The role a request needs: owner for owner routes (and `POST /policy`), write for any other
+/// The role a request needs: owner for owner routes (and `POST /policy`, `POST /budgets`: a
+/// seat must not raise its own budget), write for any other
 /// POST, read for every GET.
 pub fn required_role(method: &Method, path: &str) -> Role {
-    if owner_path(path) || (path == "/policy" && method == Method::POST) {
+    if owner_path(path) || (matches!(path, "/policy" | "/budgets") && method == Method::POST) {
         Role::Owner
     } else if method == Method::POST {
         Role::Write
@@ -894,6 +895,8 @@ mod tests {
         assert_eq!(required_role(&Method::POST, "/invite"), Role::Owner);
         assert_eq!(required_role(&Method::POST, "/policy"), Role::Owner);
         assert_eq!(required_role(&Method::GET, "/policy"), Role::Read);
+        assert_eq!(required_role(&Method::POST, "/budgets"), Role::Owner);
+        assert_eq!(required_role(&Method::GET, "/budgets/check"), Role::Read);
         assert!(is_public("/ui/app.js") && is_public("/health") && !is_public("/peers"));
     }
 }

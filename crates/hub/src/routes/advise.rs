@@ -1,15 +1,60 @@
-//! `POST /advise`: the Advisor over the seats this hub knows (docs/protocol.md §14.1).
+//! `POST /advise`: the Advisor over the seats this hub knows (docs/protocol.md §14.1), with
+//! the circuit breaker's live credential state (a seat on a spent credential is not routed to)
+//! and what the project's cards actually cost so far (the cost ledger, docs/protocol.md §7.6).
 
 use crate::error::{ApiError, ApiResult, check_len};
 use crate::extract::JsonBody;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
+use std::collections::HashMap;
 use trantor_proto::advise::{
-    self, Advice, AdviseRequest, CliInfo, MAX_PACKAGES, MAX_TASK, SeatInfo,
+    self, Advice, AdviseRequest, CliInfo, LedgerActuals, MAX_PACKAGES, MAX_TASK, SeatInfo,
 };
+use trantor_proto::cost::GROUPS_MAX;
 use trantor_proto::{limits, now_ms};
-use trantor_store::Store;
+use trantor_store::{CostBy, CostQuery, ReadTx, Store, StoreError};
+
+/// Why each seat on a credential not in quota cannot take work, by session.
+fn held_by_credential(tx: &dyn ReadTx, now: i64) -> Result<HashMap<String, String>, StoreError> {
+    let mut held = HashMap::new();
+    for c in super::credentials::stored(tx)? {
+        let c = c.effective(now);
+        let why = match (c.state.as_str(), c.until) {
+            ("exhausted", Some(u)) => format!(
+                "credential {} exhausted until {}",
+                c.name,
+                trantor_proto::date::fmt_utc_minutes(u)
+            ),
+            ("auth", _) => format!("credential {} refused (auth)", c.name),
+            _ => continue,
+        };
+        for s in c.seats {
+            held.entry(s).or_insert_with(|| why.clone());
+        }
+    }
+    Ok(held)
+}
+
+/// What the project's cards cost so far (turns on no card left out).
+fn ledger(tx: &dyn ReadTx, project: &str) -> Result<LedgerActuals, StoreError> {
+    let q = CostQuery {
+        project: Some(project.to_string()),
+        ..CostQuery::default()
+    };
+    let mut l = LedgerActuals::default();
+    for (key, c) in tx.cost(&q, CostBy::Card, GROUPS_MAX)? {
+        if key == "0" || c.turns == 0 {
+            continue;
+        }
+        l.cards += 1;
+        l.turns += c.turns;
+        l.tokens += c.tokens_in.saturating_add(c.tokens_out);
+        l.usd += c.usd;
+        l.estimated |= c.estimated;
+    }
+    Ok(l)
+}
 
 /// The agent programs of the model table found on this process's PATH. Used when the caller
 /// sent no verified list: found here, version not checked.
@@ -59,8 +104,12 @@ pub async fn post<S: Store>(
             check_len("package drill", d, limits::DRILL)?;
         }
     }
-    let rows = hub.store.read(|tx| tx.peers()).await?;
     let now = now_ms();
+    let p = project.clone();
+    let (rows, held, spent) = hub
+        .store
+        .read(move |tx| Ok((tx.peers()?, held_by_credential(tx, now)?, ledger(tx, &p)?)))
+        .await?;
     let suffix = format!(":{project}");
     let seats: Vec<SeatInfo> = rows
         .into_iter()
@@ -71,12 +120,14 @@ pub async fn post<S: Store>(
             Some(SeatInfo {
                 parked: p.phase.as_deref() == Some("parked"),
                 online: p.online,
+                held: held.get(&p.session).cloned(),
                 session: p.session,
                 agent,
             })
         })
         .collect();
     req.seats = Some(seats);
+    req.ledger = Some(spent);
     if req.clis.is_none() {
         let models = advise::merge_models(req.models.as_deref().unwrap_or(&[]));
         req.clis = Some(clis_on_path(&models));

@@ -112,7 +112,8 @@ pub async fn remove<S: Store>(
     }))
 }
 
-fn stored(tx: &dyn ReadTx) -> Result<Vec<CredentialInfo>, StoreError> {
+/// Every named credential as stored.
+pub fn stored(tx: &dyn ReadTx) -> Result<Vec<CredentialInfo>, StoreError> {
     Ok(tx
         .kv(KEY)?
         .and_then(|v| serde_json::from_value(v).ok())

@@ -4,6 +4,7 @@
 pub mod adopt;
 pub mod advise;
 pub mod board;
+pub mod budget;
 pub mod bus;
 pub mod claims;
 pub mod cost;
@@ -689,6 +690,7 @@ pub fn router_with<S: Store>(hub: AppState<S>, extra: Option<Mounted>) -> Router
     entries.extend(lanes::table::<S>());
     entries.extend(claims::table::<S>());
     entries.extend(cost::table::<S>());
+    entries.extend(budget::table::<S>());
     entries.extend(credentials::table::<S>());
     entries.extend(projects::table::<S>());
     entries.extend(proposals::table::<S>());
@@ -806,6 +808,7 @@ mod tests {
         entries.extend(lanes::table::<S>());
         entries.extend(claims::table::<S>());
         entries.extend(cost::table::<S>());
+        entries.extend(budget::table::<S>());
         entries.extend(credentials::table::<S>());
         entries.extend(projects::table::<S>());
         entries.extend(proposals::table::<S>());

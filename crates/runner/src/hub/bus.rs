@@ -219,187 +219,233 @@ impl Bus {
     }
 }
 
+/// The outbound writer's state: the hub, the queue and what it learnt of the hub.
+struct Writer {
+    hub: HubClient,
+    /// `hub` with the short timeout of a presence touch.
+    reg_hub: HubClient,
+    rx: mpsc::UnboundedReceiver<Out>,
+    outcomes: Arc<Mutex<HashSet<i64>>>,
+    watch: Arc<Watch>,
+    /// Held items, oldest first, sent before anything newer.
+    backlog: std::collections::VecDeque<Out>,
+    backoff: Backoff,
+    down_logged: bool,
+    /// The hub keeps no delivery record (an original hub): marks are not sent.
+    no_record: bool,
+    superseded_logged: bool,
+    /// The hub keeps no cost ledger (an original hub, or one older than it): turns are not sent.
+    no_ledger: bool,
+    /// Fences taken back from a stale holder since the last accepted mark.
+    refences: u32,
+}
+
 async fn writer(
     hub: HubClient,
-    mut rx: mpsc::UnboundedReceiver<Out>,
+    rx: mpsc::UnboundedReceiver<Out>,
     outcomes: Arc<Mutex<HashSet<i64>>>,
     watch: Arc<Watch>,
     backoff_max: Duration,
 ) {
-    let reg_hub = hub.clone().with_timeout(Duration::from_secs(5));
-    let mut backlog: std::collections::VecDeque<Out> = Default::default();
-    let mut backoff = Backoff::new(Duration::from_millis(500), backoff_max);
-    let mut down_logged = false;
-    // The hub keeps no delivery record (an original hub): marks are not sent.
-    let mut no_record = false;
-    let mut superseded_logged = false;
-    // The hub keeps no cost ledger (an original hub, or one older than it): turns are not sent.
-    let mut no_ledger = false;
-    // Fences taken back from a stale holder since the last accepted mark.
-    let mut refences = 0;
+    let mut w = Writer {
+        reg_hub: hub.clone().with_timeout(Duration::from_secs(5)),
+        hub,
+        rx,
+        outcomes,
+        watch,
+        backlog: Default::default(),
+        backoff: Backoff::new(Duration::from_millis(500), backoff_max),
+        down_logged: false,
+        no_record: false,
+        superseded_logged: false,
+        no_ledger: false,
+        refences: 0,
+    };
     loop {
-        let item = match backlog.pop_front() {
+        let item = match w.backlog.pop_front() {
             Some(i) => i,
-            None => match rx.recv().await {
+            None => match w.rx.recv().await {
                 Some(i) => i,
                 None => return,
             },
         };
         match item {
             Out::Register(req) => {
-                if let Err(e) = reg_hub.register(&req).await {
+                if let Err(e) = w.reg_hub.register(&req).await {
                     tracing::debug!("register ({:?}) failed: {e}", req.status);
                 }
             }
             Out::Flush(done) => {
                 let _ = done.send(());
             }
-            Out::Fence { session, instance } => match hub.delivery_fence(&session, &instance).await
+            Out::Fence { session, instance } => w.fence(session, instance).await,
+            Out::Mark(_) if w.no_record => {}
+            Out::Mark(m) => w.mark(m).await,
+            Out::Turn(_) if w.no_ledger => {}
+            Out::Turn(t) => w.turn(t).await,
+            Out::Send { req, outcome, op } => w.send(req, outcome, op).await,
+        }
+    }
+}
+
+impl Writer {
+    /// The delivery record's fence (docs/runner.md §24.1).
+    async fn fence(&mut self, session: String, instance: String) {
+        match self.hub.delivery_fence(&session, &instance).await {
+            Ok(r) => {
+                self.watch.set_outage(false);
+                tracing::info!(
+                    "delivery record: {session} fenced as instance {instance}{}",
+                    r.previous
+                        .map(|p| format!(" (superseding {p})"))
+                        .unwrap_or_default()
+                );
+            }
+            Err(e) if retry_later(&e) => {
+                self.watch.set_outage(true);
+                held(
+                    &mut self.backlog,
+                    &mut self.rx,
+                    Out::Fence { session, instance },
+                    &mut self.down_logged,
+                    &e,
+                    "delivery fence",
+                );
+                self.backoff.sleep().await;
+            }
+            Err(e) if e.status() == Some(404) => {
+                self.no_record = true;
+                tracing::info!(
+                    "the hub keeps no delivery record (/delivery is 404) — carrying on with the runner's own disk"
+                );
+            }
+            Err(e) => tracing::warn!("delivery fence refused: {e}"),
+        }
+    }
+
+    /// A delivery mark; a stale fence is taken back first (docs/runner.md §24.1).
+    async fn mark(&mut self, m: Box<DeliveryMark>) {
+        match self.hub.delivery_mark(&m).await {
+            Ok(_) => {
+                self.refences = 0;
+                self.watch.set_outage(false);
+            }
+            Err(e) if retry_later(&e) => {
+                self.watch.set_outage(true);
+                held(
+                    &mut self.backlog,
+                    &mut self.rx,
+                    Out::Mark(m),
+                    &mut self.down_logged,
+                    &e,
+                    "delivery mark",
+                );
+                self.backoff.sleep().await;
+            }
+            Err(ClientError::Superseded { session, current })
+                if self.refences < MAX_REFENCES && stale_fence(&current, &m.instance) =>
             {
-                Ok(r) => {
-                    watch.set_outage(false);
-                    tracing::info!(
-                        "delivery record: {session} fenced as instance {instance}{}",
-                        r.previous
-                            .map(|p| format!(" (superseding {p})"))
-                            .unwrap_or_default()
+                // A runner this one replaced got its fence in late: take it back, then
+                // send the mark again (docs/runner.md §24.1).
+                self.refences += 1;
+                tracing::warn!(
+                    "the hub fenced {session} to instance {current}, which booted before this runner (a predecessor's late fence) — fencing again"
+                );
+                let fence = Out::Fence {
+                    session,
+                    instance: m.instance.clone(),
+                };
+                self.backlog.push_front(Out::Mark(m));
+                self.backlog.push_front(fence);
+            }
+            Err(ClientError::Superseded { session, current }) => {
+                self.watch.set_outage(false);
+                self.watch.set_superseded(&current);
+                if !self.superseded_logged {
+                    tracing::error!(
+                        "the hub refuses this runner's delivery marks: {session} is fenced by instance {current} (another runner took the seat)"
                     );
+                    self.superseded_logged = true;
                 }
-                Err(e) if retry_later(&e) => {
-                    watch.set_outage(true);
-                    held(
-                        &mut backlog,
-                        &mut rx,
-                        Out::Fence { session, instance },
-                        &mut down_logged,
-                        &e,
-                        "delivery fence",
-                    );
-                    backoff.sleep().await;
+            }
+            Err(e) => tracing::debug!("delivery mark {} {:?} refused: {e}", m.id, m.state),
+        }
+    }
+
+    /// A turn's cost record (docs/protocol.md §7.6).
+    async fn turn(&mut self, t: Box<TurnReport>) {
+        match self.hub.report_turn(&t).await {
+            Ok(_) => {}
+            Err(e) if retry_later(&e) => {
+                held(
+                    &mut self.backlog,
+                    &mut self.rx,
+                    Out::Turn(t),
+                    &mut self.down_logged,
+                    &e,
+                    "turn cost record",
+                );
+                self.backoff.sleep().await;
+            }
+            Err(e) if e.status() == Some(404) => {
+                self.no_ledger = true;
+                tracing::info!(
+                    "the hub keeps no cost ledger (/turns is 404) — turn costs stay in the seat's own log"
+                );
+            }
+            Err(e) => tracing::warn!("turn {} cost record refused: {e}", t.turn),
+        }
+    }
+
+    /// A `/send`: held through an outage (the backlog capped), dropped when refused.
+    async fn send(&mut self, req: Box<SendRequest>, outcome: bool, op: String) {
+        match self
+            .hub
+            .post_with_op::<SendRequest, trantor_proto::SendReply>("/send", &req, &op)
+            .await
+        {
+            Ok(r) => {
+                self.watch.set_outage(false);
+                self.backoff.reset();
+                if self.down_logged {
+                    tracing::info!("hub reachable again — queued bus messages are going out");
+                    self.down_logged = false;
                 }
-                Err(e) if e.status() == Some(404) => {
-                    no_record = true;
-                    tracing::info!(
-                        "the hub keeps no delivery record (/delivery is 404) — carrying on with the runner's own disk"
-                    );
+                if outcome && let Ok(mut s) = self.outcomes.lock() {
+                    s.insert(r.id);
+                    // Outcome ids only matter for recent acknowledgements.
+                    if s.len() > 2000 {
+                        let min = s.iter().copied().min().unwrap_or(0);
+                        s.remove(&min);
+                    }
                 }
-                Err(e) => tracing::warn!("delivery fence refused: {e}"),
-            },
-            Out::Mark(_) if no_record => {}
-            Out::Mark(m) => match hub.delivery_mark(&m).await {
-                Ok(_) => {
-                    refences = 0;
-                    watch.set_outage(false);
-                }
-                Err(e) if retry_later(&e) => {
-                    watch.set_outage(true);
-                    held(
-                        &mut backlog,
-                        &mut rx,
-                        Out::Mark(m),
-                        &mut down_logged,
-                        &e,
-                        "delivery mark",
-                    );
-                    backoff.sleep().await;
-                }
-                Err(ClientError::Superseded { session, current })
-                    if refences < MAX_REFENCES && stale_fence(&current, &m.instance) =>
-                {
-                    // A runner this one replaced got its fence in late: take it back, then
-                    // send the mark again (docs/runner.md §24.1).
-                    refences += 1;
+            }
+            Err(e) if e.is_unreachable() || e.status().is_some_and(|s| s >= 500) => {
+                self.watch.set_outage(true);
+                if !self.down_logged {
                     tracing::warn!(
-                        "the hub fenced {session} to instance {current}, which booted before this runner (a predecessor's late fence) — fencing again"
-                    );
-                    let fence = Out::Fence {
-                        session,
-                        instance: m.instance.clone(),
-                    };
-                    backlog.push_front(Out::Mark(m));
-                    backlog.push_front(fence);
-                }
-                Err(ClientError::Superseded { session, current }) => {
-                    watch.set_outage(false);
-                    watch.set_superseded(&current);
-                    if !superseded_logged {
-                        tracing::error!(
-                            "the hub refuses this runner's delivery marks: {session} is fenced by instance {current} (another runner took the seat)"
-                        );
-                        superseded_logged = true;
-                    }
-                }
-                Err(e) => tracing::debug!("delivery mark {} {:?} refused: {e}", m.id, m.state),
-            },
-            Out::Turn(_) if no_ledger => {}
-            Out::Turn(t) => match hub.report_turn(&t).await {
-                Ok(_) => {}
-                Err(e) if retry_later(&e) => {
-                    held(
-                        &mut backlog,
-                        &mut rx,
-                        Out::Turn(t),
-                        &mut down_logged,
-                        &e,
-                        "turn cost record",
-                    );
-                    backoff.sleep().await;
-                }
-                Err(e) if e.status() == Some(404) => {
-                    no_ledger = true;
-                    tracing::info!(
-                        "the hub keeps no cost ledger (/turns is 404) — turn costs stay in the seat's own log"
-                    );
-                }
-                Err(e) => tracing::warn!("turn {} cost record refused: {e}", t.turn),
-            },
-            Out::Send { req, outcome, op } => match hub
-                .post_with_op::<SendRequest, trantor_proto::SendReply>("/send", &req, &op)
-                .await
-            {
-                Ok(r) => {
-                    watch.set_outage(false);
-                    backoff.reset();
-                    if down_logged {
-                        tracing::info!("hub reachable again — queued bus messages are going out");
-                        down_logged = false;
-                    }
-                    if outcome && let Ok(mut s) = outcomes.lock() {
-                        s.insert(r.id);
-                        // Outcome ids only matter for recent acknowledgements.
-                        if s.len() > 2000 {
-                            let min = s.iter().copied().min().unwrap_or(0);
-                            s.remove(&min);
-                        }
-                    }
-                }
-                Err(e) if e.is_unreachable() || e.status().is_some_and(|s| s >= 500) => {
-                    watch.set_outage(true);
-                    if !down_logged {
-                        tracing::warn!(
-                            "bus message to {} held: {e} — it will be sent when the hub answers",
-                            req.to.as_deref().unwrap_or("all")
-                        );
-                        down_logged = true;
-                    }
-                    backlog.push_front(Out::Send { req, outcome, op });
-                    // Take what else is queued, in order, so the cap applies to all of it.
-                    while let Ok(i) = rx.try_recv() {
-                        backlog.push_back(i);
-                    }
-                    while backlog.len() > QUEUE_CAP {
-                        backlog.pop_front();
-                        tracing::warn!("bus backlog over {QUEUE_CAP}: oldest message dropped");
-                    }
-                    backoff.sleep().await;
-                }
-                Err(e) => {
-                    tracing::warn!(
-                        "hub refused a bus message to {}: {e}",
+                        "bus message to {} held: {e} — it will be sent when the hub answers",
                         req.to.as_deref().unwrap_or("all")
                     );
+                    self.down_logged = true;
                 }
-            },
+                self.backlog.push_front(Out::Send { req, outcome, op });
+                // Take what else is queued, in order, so the cap applies to all of it.
+                while let Ok(i) = self.rx.try_recv() {
+                    self.backlog.push_back(i);
+                }
+                while self.backlog.len() > QUEUE_CAP {
+                    self.backlog.pop_front();
+                    tracing::warn!("bus self.backlog over {QUEUE_CAP}: oldest message dropped");
+                }
+                self.backoff.sleep().await;
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "hub refused a bus message to {}: {e}",
+                    req.to.as_deref().unwrap_or("all")
+                );
+            }
         }
     }
 }

@@ -420,145 +420,157 @@ pub fn apply_declaration(decl: &WorktreeDeclaration, root: &Path, seat: &Path) -
         ..Default::default()
     };
     for entry in &decl.link {
-        let target = lexical_join(root, entry);
-        if Path::new(entry).is_absolute() || target.starts_with(root) {
-            out.problems.push(format!(
-                "link {entry}: must be a relative path outside the repo (a sibling checkout)"
-            ));
-            continue;
-        }
-        if !target.exists() {
-            out.problems.push(format!(
-                "link {entry}: sibling checkout missing at {}",
-                target.display()
-            ));
-            continue;
-        }
-        let at = lexical_join(seat, entry);
-        if at.starts_with(seat) {
-            out.problems
-                .push(format!("link {entry}: resolves inside the worktree"));
-            continue;
-        }
-        match link_one(&target, &at) {
-            Ok("occupied") => out.problems.push(format!(
-                "link {entry}: {} exists and is not a link to {}",
-                at.display(),
-                target.display()
-            )),
-            Ok(how) => out.linked.push(format!(
-                "{entry} -> {}{}",
-                target.display(),
-                if how == "kept" {
-                    " (already linked)"
-                } else {
-                    ""
-                }
-            )),
-            Err(e) => out.problems.push(format!("link {entry}: {e}")),
-        }
+        link_entry(&mut out, root, seat, entry);
     }
     for p in &decl.provision {
-        let at = lexical_join(seat, &p.path);
-        if Path::new(&p.path).is_absolute() || !at.starts_with(seat) || at == seat {
+        provision_entry(&mut out, root, seat, p);
+    }
+    out
+}
+
+/// One `link` entry of the declaration: a sibling checkout outside the repo, linked beside the
+/// seat worktree as it sits beside the main checkout.
+fn link_entry(out: &mut Applied, root: &Path, seat: &Path, entry: &str) {
+    let target = lexical_join(root, entry);
+    if Path::new(entry).is_absolute() || target.starts_with(root) {
+        out.problems.push(format!(
+            "link {entry}: must be a relative path outside the repo (a sibling checkout)"
+        ));
+        return;
+    }
+    if !target.exists() {
+        out.problems.push(format!(
+            "link {entry}: sibling checkout missing at {}",
+            target.display()
+        ));
+        return;
+    }
+    let at = lexical_join(seat, entry);
+    if at.starts_with(seat) {
+        out.problems
+            .push(format!("link {entry}: resolves inside the worktree"));
+        return;
+    }
+    match link_one(&target, &at) {
+        Ok("occupied") => out.problems.push(format!(
+            "link {entry}: {} exists and is not a link to {}",
+            at.display(),
+            target.display()
+        )),
+        Ok(how) => out.linked.push(format!(
+            "{entry} -> {}{}",
+            target.display(),
+            if how == "kept" {
+                " (already linked)"
+            } else {
+                ""
+            }
+        )),
+        Err(e) => out.problems.push(format!("link {entry}: {e}")),
+    }
+}
+
+/// One `provision` entry: an operator step, a link to the main checkout's file, or a stub
+/// (empty or from a template) — never over a tracked file or one already present.
+fn provision_entry(out: &mut Applied, root: &Path, seat: &Path, p: &Provision) {
+    let at = lexical_join(seat, &p.path);
+    if Path::new(&p.path).is_absolute() || !at.starts_with(seat) || at == seat {
+        out.problems.push(format!(
+            "provision {}: must be a relative path inside the repo",
+            p.path
+        ));
+        return;
+    }
+    if p.mode == ProvisionMode::Operator {
+        out.operator.push(format!(
+            "{}: operator step — put the real file at {}",
+            p.path,
+            at.display()
+        ));
+        return;
+    }
+    let path_arg = p.path.as_str();
+    if git(
+        seat,
+        &["ls-files", "--error-unmatch", "--", path_arg],
+        GIT_TIMEOUT,
+    )
+    .is_ok()
+    {
+        out.problems.push(format!(
+            "provision {}: tracked in git, nothing to provision",
+            p.path
+        ));
+        return;
+    }
+    let ignored = git(seat, &["check-ignore", "-q", "--", path_arg], GIT_TIMEOUT).is_ok();
+    let note = if ignored {
+        ""
+    } else {
+        " (not gitignored — the seat will see it as an untracked change)"
+    };
+    if p.mode == ProvisionMode::Link {
+        let source = lexical_join(root, &p.path);
+        if !source.exists() {
             out.problems.push(format!(
-                "provision {}: must be a relative path inside the repo",
-                p.path
-            ));
-            continue;
-        }
-        if p.mode == ProvisionMode::Operator {
-            out.operator.push(format!(
-                "{}: operator step — put the real file at {}",
+                "provision {}: mode link but {} is missing in the main checkout",
                 p.path,
-                at.display()
+                source.display()
             ));
-            continue;
+            return;
         }
-        let path_arg = p.path.as_str();
-        if git(
-            seat,
-            &["ls-files", "--error-unmatch", "--", path_arg],
-            GIT_TIMEOUT,
-        )
-        .is_ok()
-        {
-            out.problems.push(format!(
-                "provision {}: tracked in git, nothing to provision",
-                p.path
-            ));
-            continue;
-        }
-        let ignored = git(seat, &["check-ignore", "-q", "--", path_arg], GIT_TIMEOUT).is_ok();
-        let note = if ignored {
-            ""
-        } else {
-            " (not gitignored — the seat will see it as an untracked change)"
-        };
-        if p.mode == ProvisionMode::Link {
-            let source = lexical_join(root, &p.path);
-            if !source.exists() {
-                out.problems.push(format!(
-                    "provision {}: mode link but {} is missing in the main checkout",
-                    p.path,
-                    source.display()
-                ));
-                continue;
-            }
-            match link_one(&source, &at) {
-                Ok("occupied") => out.problems.push(format!(
-                    "provision {}: {} exists and is not a link to {}",
-                    p.path,
-                    at.display(),
-                    source.display()
-                )),
-                Ok(how) => out.provisioned.push(format!(
-                    "{}: linked to {}{}{note}",
-                    p.path,
-                    source.display(),
-                    if how == "kept" { " (already)" } else { "" }
-                )),
-                Err(e) => out.problems.push(format!("provision {}: {e}", p.path)),
-            }
-            continue;
-        }
-        if std::fs::symlink_metadata(&at).is_ok() {
-            out.provisioned
-                .push(format!("{}: already present (kept)", p.path));
-            continue;
-        }
-        let body = if p.template.is_empty() {
-            Vec::new()
-        } else {
-            match std::fs::read(lexical_join(root, &p.template)) {
-                Ok(b) => b,
-                Err(_) => {
-                    out.problems.push(format!(
-                        "provision {}: template {} missing in the repo",
-                        p.path, p.template
-                    ));
-                    continue;
-                }
-            }
-        };
-        let written = at
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| std::fs::write(&at, body));
-        match written {
-            Ok(()) => out.provisioned.push(format!(
-                "{}: stubbed{}{note}",
+        match link_one(&source, &at) {
+            Ok("occupied") => out.problems.push(format!(
+                "provision {}: {} exists and is not a link to {}",
                 p.path,
-                if p.template.is_empty() {
-                    " (empty)".to_string()
-                } else {
-                    format!(" from {}", p.template)
-                }
+                at.display(),
+                source.display()
+            )),
+            Ok(how) => out.provisioned.push(format!(
+                "{}: linked to {}{}{note}",
+                p.path,
+                source.display(),
+                if how == "kept" { " (already)" } else { "" }
             )),
             Err(e) => out.problems.push(format!("provision {}: {e}", p.path)),
         }
+        return;
     }
-    out
+    if std::fs::symlink_metadata(&at).is_ok() {
+        out.provisioned
+            .push(format!("{}: already present (kept)", p.path));
+        return;
+    }
+    let body = if p.template.is_empty() {
+        Vec::new()
+    } else {
+        match std::fs::read(lexical_join(root, &p.template)) {
+            Ok(b) => b,
+            Err(_) => {
+                out.problems.push(format!(
+                    "provision {}: template {} missing in the repo",
+                    p.path, p.template
+                ));
+                return;
+            }
+        }
+    };
+    let written = at
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::write(&at, body));
+    match written {
+        Ok(()) => out.provisioned.push(format!(
+            "{}: stubbed{}{note}",
+            p.path,
+            if p.template.is_empty() {
+                " (empty)".to_string()
+            } else {
+                format!(" from {}", p.template)
+            }
+        )),
+        Err(e) => out.problems.push(format!("provision {}: {e}", p.path)),
+    }
 }
 
 /// The lines to print for an applied declaration: everything when `all` (a fresh worktree),

@@ -364,6 +364,43 @@ impl Seat {
     }
 }
 
+/// The self-restart watcher (none when the installed release cannot be watched) and the
+/// version this runner is.
+fn release_watcher() -> (Option<ReleaseWatcher>, String) {
+    let release = match release::installed_path().and_then(ReleaseWatcher::new) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            tracing::warn!("self-restart is off: {e:#}");
+            None
+        }
+    };
+    let version = release
+        .as_ref()
+        .map(|w| w.running_version().to_string())
+        .unwrap_or_else(|| trantor_proto::VERSION.to_string());
+    (release, version)
+}
+
+/// The delivery state of a seat that has not read its queue yet (`restore` does, after boot).
+fn new_delivery(cfg: &Config) -> Delivery {
+    Delivery {
+        cursor: 0,
+        q: Pending::default(),
+        owner: Owner {
+            persona: cfg.persona.clone(),
+            agent: cfg.agent.clone(),
+            project: cfg.project.clone(),
+        },
+        delivering: Vec::new(),
+        retry_at: 0,
+        fails: 0,
+        no_delivery_retry: false,
+        ask_released: false,
+        replay_upto: 0,
+        ledger_at_turn: None,
+    }
+}
+
 /// Boot the seat.
 pub async fn boot(
     cfg: Config,
@@ -390,17 +427,7 @@ pub async fn boot(
     let instance = format!("{}.{}", std::process::id(), trantor_proto::now_ms());
     let seat_lock = take_seat_lock(&cfg, &paths, &instance).await?;
     let home = cfg.home.clone();
-    let release = match release::installed_path().and_then(ReleaseWatcher::new) {
-        Ok(w) => Some(w),
-        Err(e) => {
-            tracing::warn!("self-restart is off: {e:#}");
-            None
-        }
-    };
-    let version = release
-        .as_ref()
-        .map(|w| w.running_version().to_string())
-        .unwrap_or_else(|| trantor_proto::VERSION.to_string());
+    let (release, version) = release_watcher();
 
     let (turn_dir, in_git, in_worktree, git_common) = prepare_workspace(&cfg).await;
     let turn_dir_for_lock = turn_dir.clone();
@@ -462,22 +489,7 @@ pub async fn boot(
             home,
             janitor: Some(janitor),
         },
-        delivery: Delivery {
-            cursor: 0,
-            q: Pending::default(),
-            owner: Owner {
-                persona: cfg.persona.clone(),
-                agent: cfg.agent.clone(),
-                project: cfg.project.clone(),
-            },
-            delivering: Vec::new(),
-            retry_at: 0,
-            fails: 0,
-            no_delivery_retry: false,
-            ask_released: false,
-            replay_upto: 0,
-            ledger_at_turn: None,
-        },
+        delivery: new_delivery(&cfg),
         health: Health::default(),
         cli: CliSession {
             driver,

@@ -58,40 +58,10 @@ impl Seat {
         }
         self.delivery.no_delivery_retry = false;
         let released = std::mem::take(&mut self.delivery.ask_released);
-        let mut wakes = rules::turn_batch(&self.delivery.q.wake).to_vec();
-        let queued_behind = self.delivery.q.wake.len() - wakes.len();
-        self.delivery.delivering = wakes.iter().map(|m| m.id).collect();
-        if queued_behind > 0 {
-            tracing::info!(
-                "{} queued — this turn carries the oldest {}, the rest wait for the next",
-                self.delivery.q.wake.len(),
-                wakes.len()
-            );
-        }
-        let mut directive = String::new();
-        let mut duty_plan = None;
-        if self.cfg.duty_nudges {
-            let escalations: Vec<nudge::Escalation> =
-                wakes.iter().flat_map(nudge::duty_escalations).collect();
-            if !escalations.is_empty() {
-                let plan = self.plan_duty(&escalations).await;
-                let dropped: BTreeSet<i64> = plan.dropped_escalations.iter().copied().collect();
-                wakes.retain(|m| !dropped.contains(&m.id));
-                if rules::before_turn(wakes.is_empty(), false)
-                    == rules::BeforeTurn::ConsumeNudgedElsewhere
-                {
-                    tracing::info!(
-                        "every escalation in the batch is nudged elsewhere — consumed without a duplicate model wake"
-                    );
-                    self.delivery.consume();
-                    self.save_pending(false);
-                    self.save_cursor();
-                    return;
-                }
-                directive = nudge::duty_directive(&plan);
-                duty_plan = Some(plan);
-            }
-        }
+        let (mut wakes, queued_behind) = self.take_batch();
+        let Some((directive, duty_plan)) = self.duty_step(&mut wakes).await else {
+            return;
+        };
         let direct = wakes.iter().any(|m| m.to == self.cfg.session);
         let mut trigger = if direct { "direct message" } else { "@mention" }.to_string();
         if self.delivery.fails > 0 {
@@ -99,15 +69,6 @@ impl Seat {
         }
         let assigners = receipt::assigners(&wakes, &self.cfg.session);
         let base = session::contract_base(&wakes);
-        let main_head = async {
-            match &self.work.git_common {
-                Some(c) => match gitx::read_branch(c, "main") {
-                    Some(sha) => Some(sha),
-                    None => gitx::rev(&self.cfg.dir, "main").await,
-                },
-                None => None,
-            }
-        };
         let card_fut = async {
             if released {
                 (self.cli.session_card, None)
@@ -115,7 +76,7 @@ impl Seat {
                 self.resolve_wake_card(&wakes).await
             }
         };
-        let ((card, card_read), main_head) = tokio::join!(card_fut, main_head);
+        let ((card, card_read), main_head) = tokio::join!(card_fut, self.main_head());
         let base_card = if card > 0 {
             card
         } else {
@@ -133,6 +94,10 @@ impl Seat {
             self.block_on_base(base_card, b, &assigners).await;
             return;
         }
+        // A budget the turn would spend past: park and tell the assigners instead.
+        if self.park_if_over_budget(card, &assigners).await {
+            return;
+        }
         if let Some(t) = wake_at {
             tracing::debug!("wake path: card bound {:?} after the wake", t.elapsed());
         }
@@ -145,39 +110,9 @@ impl Seat {
             self.start_at_base(b).await;
         }
         self.cli.session_card = card;
-        let mut again = Vec::new();
-        if self.delivery.fails > 0 {
-            again.push(format!(
-                "(REDELIVERY, attempt {} — the previous attempt did not complete; the message below is still owed.)",
-                self.delivery.fails + 1
-            ));
-        }
-        if fresh {
-            again.push(format!(
-                "FRESH SESSION for card #{card}: your previous session belonged to another card. Read your card first (relay_board card:{card})."
-            ));
-        } else if card > 0 {
-            let cited: BTreeSet<i64> = wakes
-                .iter()
-                .flat_map(|m| crate::triage::wake::card_refs(&m.text))
-                .collect();
-            if cited.len() > 1 {
-                again.push(format!("This turn is bound to card #{card}."));
-            }
-        }
-        if !directive.is_empty() {
-            again.push(directive);
-        }
-        // The goal of the bound card's phase, set by the orchestrator with `POST /phase`.
-        if let Some(CardRead::Found { phase, .. }) = &card_read
-            && !phase.is_empty()
-            && let Some(goal) = self.hub.reads.phase_goal(phase).await
-        {
-            again.push(format!(
-                "PHASE GOAL ({phase}): {}",
-                prompt::cap_item(&goal, 500)
-            ));
-        }
+        let again = self
+            .again_section(fresh, card, &wakes, directive, &card_read)
+            .await;
         let topic: String = wakes
             .iter()
             .map(|m| m.text.as_str())
@@ -188,7 +123,7 @@ impl Seat {
             lessons: prompt::lessons_section(&self.lessons, &format!("{trigger} {topic}")),
             context: prompt::context_section(&self.delivery.q.bcast),
             tail: prompt::TAIL.into(),
-            again: again.join("\n"),
+            again,
             base: base
                 .clone()
                 .or(main_head)
@@ -217,6 +152,112 @@ impl Seat {
         self.outcome(r, &assigners, duty_plan).await;
         // Not consumed by the outcome: the contracts stay owed (a no-op after a consume).
         self.settle_turn(false, &outcome).await;
+    }
+
+    /// The sha of the repository's `main` (the prompt's `base:` when the batch names none): read
+    /// from the ref files, else from git; none outside a repository.
+    async fn main_head(&self) -> Option<String> {
+        match &self.work.git_common {
+            Some(c) => match gitx::read_branch(c, "main") {
+                Some(sha) => Some(sha),
+                None => gitx::rev(&self.cfg.dir, "main").await,
+            },
+            None => None,
+        }
+    }
+
+    /// The batch this turn carries (the oldest held wakes, docs/runner.md §5), marked as being
+    /// delivered, and how many wait behind it.
+    fn take_batch(&mut self) -> (Vec<Message>, usize) {
+        let wakes = rules::turn_batch(&self.delivery.q.wake).to_vec();
+        let queued_behind = self.delivery.q.wake.len() - wakes.len();
+        self.delivery.delivering = wakes.iter().map(|m| m.id).collect();
+        if queued_behind > 0 {
+            tracing::info!(
+                "{} queued — this turn carries the oldest {}, the rest wait for the next",
+                self.delivery.q.wake.len(),
+                wakes.len()
+            );
+        }
+        (wakes, queued_behind)
+    }
+
+    /// Duty nudges (docs/runner.md §17): the batch's escalations planned, those nudged
+    /// elsewhere dropped from `wakes`. The directive for the prompt and the plan to audit after
+    /// the turn (empty and none without escalations); `None` when nothing is left for the model
+    /// — the batch is consumed without a turn.
+    async fn duty_step(
+        &mut self,
+        wakes: &mut Vec<Message>,
+    ) -> Option<(String, Option<nudge::DutyPlan>)> {
+        if !self.cfg.duty_nudges {
+            return Some((String::new(), None));
+        }
+        let escalations: Vec<nudge::Escalation> =
+            wakes.iter().flat_map(nudge::duty_escalations).collect();
+        if escalations.is_empty() {
+            return Some((String::new(), None));
+        }
+        let plan = self.plan_duty(&escalations).await;
+        let dropped: BTreeSet<i64> = plan.dropped_escalations.iter().copied().collect();
+        wakes.retain(|m| !dropped.contains(&m.id));
+        if rules::before_turn(wakes.is_empty(), false) == rules::BeforeTurn::ConsumeNudgedElsewhere
+        {
+            tracing::info!(
+                "every escalation in the batch is nudged elsewhere — consumed without a duplicate model wake"
+            );
+            self.delivery.consume();
+            self.save_pending(false);
+            self.save_cursor();
+            return None;
+        }
+        Some((nudge::duty_directive(&plan), Some(plan)))
+    }
+
+    /// The prompt's "again" section: a redelivery's attempt, a fresh session's card, the card a
+    /// turn citing several is bound to, the duty directive and the phase goal of the bound card.
+    async fn again_section(
+        &self,
+        fresh: bool,
+        card: i64,
+        wakes: &[Message],
+        directive: String,
+        card_read: &Option<CardRead>,
+    ) -> String {
+        let mut again = Vec::new();
+        if self.delivery.fails > 0 {
+            again.push(format!(
+                "(REDELIVERY, attempt {} — the previous attempt did not complete; the message below is still owed.)",
+                self.delivery.fails + 1
+            ));
+        }
+        if fresh {
+            again.push(format!(
+                "FRESH SESSION for card #{card}: your previous session belonged to another card. Read your card first (relay_board card:{card})."
+            ));
+        } else if card > 0 {
+            let cited: BTreeSet<i64> = wakes
+                .iter()
+                .flat_map(|m| crate::triage::wake::card_refs(&m.text))
+                .collect();
+            if cited.len() > 1 {
+                again.push(format!("This turn is bound to card #{card}."));
+            }
+        }
+        if !directive.is_empty() {
+            again.push(directive);
+        }
+        // The goal of the bound card's phase, set by the orchestrator with `POST /phase`.
+        if let Some(CardRead::Found { phase, .. }) = card_read
+            && !phase.is_empty()
+            && let Some(goal) = self.hub.reads.phase_goal(phase).await
+        {
+            again.push(format!(
+                "PHASE GOAL ({phase}): {}",
+                prompt::cap_item(&goal, 500)
+            ));
+        }
+        again.join("\n")
     }
 
     /// The rules section.
@@ -375,52 +416,83 @@ impl Seat {
                 return;
             }
             rules::Disposition::NoDelivery { fails, retry_at } => {
-                self.delivery.fails = fails;
-                self.delivery.no_delivery_retry = true;
-                self.save_pending(false);
-                let Some(retry_at) = retry_at else {
-                    self.park_seat("no-delivery", 0, None, String::new(), assigners)
-                        .await;
-                    return;
-                };
-                self.delivery.retry_at = retry_at;
-                let status = if r.j.card_status_at_end.is_empty() {
-                    "unknown"
-                } else {
-                    &r.j.card_status_at_end
-                };
-                for a in assigners {
-                    let t = receipt::no_delivery(&self.cfg.session, r.card, status, r.secs, a);
-                    self.hub.bus.send_outcome(receipt::to_assigner(
-                        &self.cfg.session,
-                        &self.cfg.project,
-                        a,
-                        t,
-                    ));
-                }
+                self.on_no_delivery(&r, assigners, fails, retry_at).await;
                 return;
             }
             rules::Disposition::Empty { fails, retry_at } => {
-                self.delivery.fails = fails;
-                self.save_pending(false);
-                let Some(retry_at) = retry_at else {
-                    self.park_seat("empty-turn", 0, None, String::new(), assigners)
-                        .await;
-                    return;
-                };
-                self.delivery.retry_at = retry_at;
-                self.broadcast(receipt::empty(
-                    &self.cfg.session,
-                    r.secs,
-                    &park::fmt_duration(retry_at - now),
-                ));
+                self.on_empty(&r, assigners, fails, retry_at, now).await;
                 return;
             }
             rules::Disposition::Consume => {}
         }
-        // Success — and a blocked verdict, which consumes the wake too. The turn record says so
-        // first (docs/runner.md §24.2), then the queue drops the ids.
-        self.settle_turn(disposition.consumes(), &r.j.outcome).await;
+        self.on_landed(&r, disposition.consumes(), assigners).await;
+    }
+
+    /// A turn that did not deliver (docs/runner.md §11.3): retried on the ladder with a notice
+    /// to each assigner, or parked once the ladder is spent.
+    async fn on_no_delivery(
+        &mut self,
+        r: &TurnResult,
+        assigners: &[Assigner],
+        fails: u32,
+        retry_at: Option<i64>,
+    ) {
+        self.delivery.fails = fails;
+        self.delivery.no_delivery_retry = true;
+        self.save_pending(false);
+        let Some(retry_at) = retry_at else {
+            self.park_seat("no-delivery", 0, None, String::new(), assigners)
+                .await;
+            return;
+        };
+        self.delivery.retry_at = retry_at;
+        let status = if r.j.card_status_at_end.is_empty() {
+            "unknown"
+        } else {
+            &r.j.card_status_at_end
+        };
+        for a in assigners {
+            let t = receipt::no_delivery(&self.cfg.session, r.card, status, r.secs, a);
+            self.hub.bus.send_outcome(receipt::to_assigner(
+                &self.cfg.session,
+                &self.cfg.project,
+                a,
+                t,
+            ));
+        }
+    }
+
+    /// An empty turn (docs/runner.md §11.3): retried on the ladder with a broadcast, or parked
+    /// once the ladder is spent.
+    async fn on_empty(
+        &mut self,
+        r: &TurnResult,
+        assigners: &[Assigner],
+        fails: u32,
+        retry_at: Option<i64>,
+        now: i64,
+    ) {
+        self.delivery.fails = fails;
+        self.save_pending(false);
+        let Some(retry_at) = retry_at else {
+            self.park_seat("empty-turn", 0, None, String::new(), assigners)
+                .await;
+            return;
+        };
+        self.delivery.retry_at = retry_at;
+        self.broadcast(receipt::empty(
+            &self.cfg.session,
+            r.secs,
+            &park::fmt_duration(retry_at - now),
+        ));
+    }
+
+    /// Success — and a blocked verdict, which consumes the wake too (`consumes`): the turn
+    /// record says so first (docs/runner.md §24.2), then the queue drops the ids, the seat is
+    /// healthy again, the docker janitor hears a card that reached testing or done, and each
+    /// assigner gets its receipt.
+    async fn on_landed(&mut self, r: &TurnResult, consumes: bool, assigners: &[Assigner]) {
+        self.settle_turn(consumes, &r.j.outcome).await;
         self.delivery.consume();
         self.save_cursor();
         self.health.cut_chain.clear();

@@ -12,9 +12,12 @@ use std::path::Path;
 /// "Never": an unbounded park with no known reset.
 pub const NEVER: i64 = i64::MAX;
 
-/// Reasons that park unbounded (docs/runner.md §12.3).
+/// Reasons that park unbounded (docs/runner.md §12.3; `budget`, docs/runner.md §12.6).
 pub fn is_parking_reason(reason: &str) -> bool {
-    matches!(reason, "exhausted" | "auth" | "provider-rejected")
+    matches!(
+        reason,
+        "exhausted" | "auth" | "provider-rejected" | "budget"
+    )
 }
 
 /// A park in force, as written to `park-<persona>-<project>.json`.

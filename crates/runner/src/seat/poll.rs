@@ -95,6 +95,7 @@ impl Seat {
                 }
             }
             self.unpark_after_reset(now);
+            self.recheck_budget(now).await;
             if self.pulse_due(now) {
                 self.pulse().await;
                 continue;

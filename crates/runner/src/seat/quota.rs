@@ -11,7 +11,9 @@
 //! does not know the route) blocks nothing.
 
 use crate::seat::Seat;
+use crate::triage::receipt::Assigner;
 use std::time::{Duration, Instant};
+use trantor_proto::budget::BudgetCheck;
 use trantor_proto::credentials::{CredentialStateReply, CredentialStateReport};
 
 /// How old a cached answer may be before a turn (0: asked every time).
@@ -23,11 +25,16 @@ pub const IDLE_CHECK_MS: u64 = 15_000;
 /// later.
 pub const HUB_SENDER: &str = "hub:quota";
 
-/// What the seat last heard of its credentials.
+/// How often a seat parked on a budget asks whether it was raised (docs/runner.md §12.6).
+pub const BUDGET_RECHECK_MS: u64 = 15_000;
+
+/// What the seat last heard of its credentials and budget.
 #[derive(Debug, Default)]
 pub struct Quota {
     /// By name: when it last asked, and the exhaustion the answer named (reset ms, evidence).
     pub cached: std::collections::HashMap<String, (Instant, Option<Block>)>,
+    /// While parked on a budget: the card the held turn is on, and when it last asked.
+    pub budget_park: Option<(i64, Instant)>,
 }
 
 /// What stops a turn on a credential: the park reason (`exhausted` or `auth`), until when
@@ -218,6 +225,82 @@ impl Seat {
         )
         .await;
         true
+    }
+
+    /// Why a turn on `card` may not run under its card's or project's budget (docs/runner.md
+    /// §12.6), asked of the hub; `None` when it may, or when the hub does not answer (fails
+    /// open, as the credential check does: the original hub has no budgets).
+    async fn budget_block(&self, card: i64) -> Option<String> {
+        let q = [
+            ("project", self.cfg.project.clone()),
+            ("card", card.max(0).to_string()),
+        ];
+        match self
+            .hub
+            .reads
+            .hub
+            .get::<BudgetCheck>("/budgets/check", &q)
+            .await
+        {
+            Ok(c) if !c.ok => Some(if c.reason.is_empty() {
+                "over its budget".to_string()
+            } else {
+                c.reason
+            }),
+            Ok(_) => None,
+            Err(e) => {
+                tracing::debug!("/budgets/check: {e}");
+                None
+            }
+        }
+    }
+
+    /// Park before a turn on `card` that its budget cannot afford: `budget`, unbounded, the
+    /// held wakes kept and the assigners told; `true` when it parked (no turn may run).
+    pub async fn park_if_over_budget(&mut self, card: i64, assigners: &[Assigner]) -> bool {
+        let Some(reason) = self.budget_block(card).await else {
+            return false;
+        };
+        let evidence = format!("{reason} — raise it with `trantor budget set`");
+        tracing::info!("{evidence} — parked without spawning a turn");
+        self.park_seat(
+            "budget",
+            self.delivery.q.wake.len(),
+            None,
+            evidence,
+            assigners,
+        )
+        .await;
+        self.health.quota.budget_park = Some((card, Instant::now()));
+        true
+    }
+
+    /// While parked on a budget, ask again every [`BUDGET_RECHECK_MS`]: once the budget is
+    /// raised (or removed) the park ends and the held wakes are redelivered at once.
+    pub async fn recheck_budget(&mut self, now: i64) {
+        let Some((card, at)) = self.health.quota.budget_park else {
+            return;
+        };
+        let parked_on_budget = self
+            .health
+            .park
+            .as_ref()
+            .is_some_and(|p| p.reason == "budget");
+        if !parked_on_budget {
+            self.health.quota.budget_park = None;
+            return;
+        }
+        if at.elapsed() < Duration::from_millis(BUDGET_RECHECK_MS) {
+            return;
+        }
+        if self.budget_block(card).await.is_some() {
+            self.health.quota.budget_park = Some((card, Instant::now()));
+            return;
+        }
+        self.health.quota.budget_park = None;
+        self.unpark("the budget allows the turn again");
+        self.delivery.retry_at = now;
+        self.phase("idle", crate::seat::ledger::Phase::Idle);
     }
 
     /// End a credential park whose reset has passed while no wake is owed (a seat with held

@@ -141,6 +141,7 @@ pub fn parked(
     let tail = match resumes {
         Some(t) if bounded => format!(" · resumes {t} (a direct message ends it now)"),
         Some(t) => format!(" · resumes {t}"),
+        None if reason == "budget" => " — resumes when its budget is raised".to_string(),
         None => " — not retrying".to_string(),
     };
     finish(&format!(

@@ -271,58 +271,10 @@ pub async fn run_turn(spec: TurnSpec, events: UnboundedSender<TurnEvent>) -> Tur
         capture: Capture::default(),
         echo: spec.echo,
     }));
-    let mut cmd = match &spec.wrap {
-        Some(w) => {
-            let mut c = tokio::process::Command::new("/bin/sh");
-            c.arg("-c")
-                .arg(WRAPPER)
-                .arg("trantor-turn")
-                .arg(&spec.invocation.program)
-                .env("TRANTOR_TURN_STATUS", &w.status_file)
-                .env("TRANTOR_TURN_PID", &w.pid_file);
-            match w.hold.try_clone() {
-                Ok(f) => c.stdin(Stdio::from(f)),
-                Err(e) => {
-                    tracing::warn!("CLI lock handle for the wrapper: {e}");
-                    c.stdin(Stdio::null())
-                }
-            };
-            c
-        }
-        None => {
-            let mut c = tokio::process::Command::new(&spec.invocation.program);
-            c.stdin(Stdio::null());
-            c
-        }
-    };
-    cmd.args(&spec.invocation.args)
-        .current_dir(&spec.cwd)
-        .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .env_remove(crate::periphery::release::RELEASE_STATE_ENV)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(false);
+    let mut cmd = turn_command(&spec);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
-        Err(e) => {
-            let exit = if e.kind() == std::io::ErrorKind::NotFound {
-                127
-            } else {
-                126
-            };
-            let msg = format!("{}: cannot start: {e}\n", spec.invocation.program);
-            if let Ok(mut s) = sink.lock() {
-                s.write(&msg, false);
-            }
-            tracing::warn!("{}", msg.trim_end());
-            let output = sink.lock().map(|s| s.capture.all.clone()).unwrap_or(msg);
-            return TurnRun {
-                exit,
-                output,
-                ..Default::default()
-            };
-        }
+        Err(e) => return spawn_failed(&spec, &sink, &e),
     };
     let pid = child.id().unwrap_or(0);
     CURRENT_GROUP.store(pid, std::sync::atomic::Ordering::SeqCst);
@@ -356,104 +308,13 @@ pub async fn run_turn(spec: TurnSpec, events: UnboundedSender<TurnEvent>) -> Tur
         };
         Instant::now() + Duration::from_millis(last.max(0) as u64) + BACKSTOP_MARGIN
     });
-    let ticking = tbox.is_some() || wd.is_some();
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
-    let stop = loop {
-        tokio::select! {
-            st = child.wait() => match st {
-                Ok(st) => break Stop::Exited(st),
-                Err(e) => {
-                    tracing::warn!("waiting for the CLI failed: {e}");
-                    break Stop::Backstop;
-                }
-            },
-            _ = tokio::time::sleep_until(backstop_at.unwrap_or(far)), if backstop_at.is_some() => {
-                break Stop::Backstop;
-            }
-            _ = tick.tick(), if ticking => {
-                let now = trantor_proto::now_ms();
-                if let Some(w) = &wd {
-                    if let Some(evidence) = w.take_provider_stop() {
-                        break Stop::Provider(evidence);
-                    }
-                    if let Some(report) = w.take_stall_report() {
-                        let _ = events.send(TurnEvent::Stalled { report });
-                    }
-                    if tbox.is_some() && w.is_stalled() {
-                        break Stop::Cut { stall: true };
-                    }
-                }
-                if let Some(b) = tbox.as_mut() {
-                    let alive = wd.as_ref().is_some_and(|w| w.is_alive());
-                    match b.tick(now, alive, Duration::from_millis(1500)) {
-                        BoxTick::Running => {}
-                        BoxTick::Extended { n, of, until_ms } => {
-                            let alive = wd.as_ref().map(|w| w.fresh_channels()).unwrap_or_default();
-                            let _ = events.send(TurnEvent::Extended { n, of, until_ms, alive });
-                        }
-                        BoxTick::Cut => break Stop::Cut { stall: false },
-                    }
-                }
-            }
-        }
-    };
+    let stop = watch(&mut child, wd.as_ref(), tbox.as_mut(), backstop_at, &events).await;
     let mut run = TurnRun {
         ..Default::default()
     };
     let status = match stop {
         Stop::Exited(st) => Some(st),
-        Stop::Cut { stall } => {
-            run.cut = true;
-            run.stalled = stall;
-            let why = if stall {
-                SnapshotWhy::Stall
-            } else {
-                SnapshotWhy::Cut
-            };
-            tracing::info!(
-                "{} — snapshotting the worktree, then ending the CLI's process group",
-                if stall {
-                    "turn stalled"
-                } else {
-                    "turn hit its time box"
-                }
-            );
-            let hard = backstop_at.unwrap_or_else(|| Instant::now() + BACKSTOP_MARGIN);
-            let cut_seq = async {
-                let snap = snapshot(&spec, why).await;
-                if matches!(snap, Some(SnapshotOutcome::Committed { .. })) {
-                    tokio::time::sleep(SNAPSHOT_SETTLE).await;
-                }
-                signal_group(pid, Signal::SIGTERM);
-                let st = match tokio::time::timeout(spec.kill_grace, child.wait()).await {
-                    Ok(st) => st.ok(),
-                    Err(_) => {
-                        signal_group(pid, Signal::SIGKILL);
-                        child.wait().await.ok()
-                    }
-                };
-                (snap, st)
-            };
-            let outcome = tokio::select! {
-                r = cut_seq => Some(r),
-                _ = tokio::time::sleep_until(hard.max(Instant::now() + BACKSTOP_MARGIN)) => None,
-            };
-            match outcome {
-                Some((snap, st)) => {
-                    run.snapshots.extend(snap);
-                    st
-                }
-                None => {
-                    run.backstop = true;
-                    signal_group(pid, Signal::SIGKILL);
-                    run.snapshots
-                        .extend(snapshot(&spec, SnapshotWhy::Backstop).await);
-                    child.wait().await.ok()
-                }
-            }
-        }
+        Stop::Cut { stall } => end_cut(&spec, &mut child, pid, stall, backstop_at, &mut run).await,
         Stop::Provider(evidence) => {
             tracing::warn!("ending the turn: {evidence}");
             // Into the turn's output, where the classifier reads it (a usage limit → exhausted,
@@ -461,14 +322,7 @@ pub async fn run_turn(spec: TurnSpec, events: UnboundedSender<TurnEvent>) -> Tur
             if let Ok(mut s) = sink.lock() {
                 s.write(&format!("\n[trantor] {evidence}\n"), false);
             }
-            signal_group(pid, Signal::SIGTERM);
-            match tokio::time::timeout(spec.kill_grace, child.wait()).await {
-                Ok(st) => st.ok(),
-                Err(_) => {
-                    signal_group(pid, Signal::SIGKILL);
-                    child.wait().await.ok()
-                }
-            }
+            end_gracefully(&mut child, pid, spec.kill_grace).await
         }
         Stop::Backstop => {
             run.cut = true;
@@ -498,17 +352,7 @@ pub async fn run_turn(spec: TurnSpec, events: UnboundedSender<TurnEvent>) -> Tur
         signal_group(pid, Signal::SIGKILL);
     }
     CURRENT_GROUP.store(0, std::sync::atomic::Ordering::SeqCst);
-    let (exit, signal) = match status {
-        // The wrapper reports a CLI killed by a signal as 128 + signal, the shell's way.
-        Some(st) if spec.wrap.is_some() => match exit_of(st) {
-            (c, None) if (129..160).contains(&c) => (c, Some(c - 128)),
-            other => other,
-        },
-        Some(st) => exit_of(st),
-        None => (137, Some(9)),
-    };
-    run.exit = exit;
-    run.signal = signal;
+    (run.exit, run.signal) = turn_exit(status, spec.wrap.is_some());
     for r in readers.into_iter().flatten() {
         let abort = r.abort_handle();
         if tokio::time::timeout(DRAIN, r).await.is_err() {
@@ -528,6 +372,201 @@ pub async fn run_turn(spec: TurnSpec, events: UnboundedSender<TurnEvent>) -> Tur
         run.stdout = s.capture.stdout.clone();
     }
     run
+}
+
+/// The command of one turn: the CLI (or the wrapper that runs it holding the CLI lock) in its
+/// own process group, cwd the seat worktree, output piped.
+fn turn_command(spec: &TurnSpec) -> tokio::process::Command {
+    let mut cmd = match &spec.wrap {
+        Some(w) => {
+            let mut c = tokio::process::Command::new("/bin/sh");
+            c.arg("-c")
+                .arg(WRAPPER)
+                .arg("trantor-turn")
+                .arg(&spec.invocation.program)
+                .env("TRANTOR_TURN_STATUS", &w.status_file)
+                .env("TRANTOR_TURN_PID", &w.pid_file);
+            match w.hold.try_clone() {
+                Ok(f) => c.stdin(Stdio::from(f)),
+                Err(e) => {
+                    tracing::warn!("CLI lock handle for the wrapper: {e}");
+                    c.stdin(Stdio::null())
+                }
+            };
+            c
+        }
+        None => {
+            let mut c = tokio::process::Command::new(&spec.invocation.program);
+            c.stdin(Stdio::null());
+            c
+        }
+    };
+    cmd.args(&spec.invocation.args)
+        .current_dir(&spec.cwd)
+        .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .env_remove(crate::periphery::release::RELEASE_STATE_ENV)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(false);
+    cmd
+}
+
+/// A CLI that could not start: exit 127 (not found) or 126, the reason in the turn's output.
+fn spawn_failed(spec: &TurnSpec, sink: &Mutex<Sink>, e: &std::io::Error) -> TurnRun {
+    let exit = if e.kind() == std::io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    };
+    let msg = format!("{}: cannot start: {e}\n", spec.invocation.program);
+    if let Ok(mut s) = sink.lock() {
+        s.write(&msg, false);
+    }
+    tracing::warn!("{}", msg.trim_end());
+    let output = sink.lock().map(|s| s.capture.all.clone()).unwrap_or(msg);
+    TurnRun {
+        exit,
+        output,
+        ..Default::default()
+    }
+}
+
+/// Watch a running turn until it stops: the CLI exits, the backstop passes, the watchdog sees
+/// the provider stop it or a stall, or the time box cuts it (extensions and stall reports go to
+/// `events` as they happen).
+async fn watch(
+    child: &mut tokio::process::Child,
+    wd: Option<&Watchdog>,
+    mut tbox: Option<&mut TurnBox>,
+    backstop_at: Option<Instant>,
+    events: &UnboundedSender<TurnEvent>,
+) -> Stop {
+    let ticking = tbox.is_some() || wd.is_some();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
+    loop {
+        tokio::select! {
+            st = child.wait() => match st {
+                Ok(st) => break Stop::Exited(st),
+                Err(e) => {
+                    tracing::warn!("waiting for the CLI failed: {e}");
+                    break Stop::Backstop;
+                }
+            },
+            _ = tokio::time::sleep_until(backstop_at.unwrap_or(far)), if backstop_at.is_some() => {
+                break Stop::Backstop;
+            }
+            _ = tick.tick(), if ticking => {
+                let now = trantor_proto::now_ms();
+                if let Some(w) = wd {
+                    if let Some(evidence) = w.take_provider_stop() {
+                        break Stop::Provider(evidence);
+                    }
+                    if let Some(report) = w.take_stall_report() {
+                        let _ = events.send(TurnEvent::Stalled { report });
+                    }
+                    if tbox.is_some() && w.is_stalled() {
+                        break Stop::Cut { stall: true };
+                    }
+                }
+                if let Some(b) = tbox.as_deref_mut() {
+                    let alive = wd.is_some_and(|w| w.is_alive());
+                    match b.tick(now, alive, Duration::from_millis(1500)) {
+                        BoxTick::Running => {}
+                        BoxTick::Extended { n, of, until_ms } => {
+                            let alive = wd.map(|w| w.fresh_channels()).unwrap_or_default();
+                            let _ = events.send(TurnEvent::Extended { n, of, until_ms, alive });
+                        }
+                        BoxTick::Cut => break Stop::Cut { stall: false },
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The turn's exit code and signal from the CLI's status (`wrapped`: through the wrapper, which
+/// reports a CLI killed by a signal as 128 + signal, the shell's way); no status is a SIGKILL.
+fn turn_exit(status: Option<std::process::ExitStatus>, wrapped: bool) -> (i32, Option<i32>) {
+    match status {
+        Some(st) if wrapped => match exit_of(st) {
+            (c, None) if (129..160).contains(&c) => (c, Some(c - 128)),
+            other => other,
+        },
+        Some(st) => exit_of(st),
+        None => (137, Some(9)),
+    }
+}
+
+/// SIGTERM to the turn's process group, SIGKILL after `grace`; the CLI's exit status.
+async fn end_gracefully(
+    child: &mut tokio::process::Child,
+    pid: u32,
+    grace: Duration,
+) -> Option<std::process::ExitStatus> {
+    signal_group(pid, Signal::SIGTERM);
+    match tokio::time::timeout(grace, child.wait()).await {
+        Ok(st) => st.ok(),
+        Err(_) => {
+            signal_group(pid, Signal::SIGKILL);
+            child.wait().await.ok()
+        }
+    }
+}
+
+/// A cut (the time box, or a stall): snapshot the worktree, then end the process group — all
+/// before the backstop, which otherwise kills the group and snapshots what is left.
+async fn end_cut(
+    spec: &TurnSpec,
+    child: &mut tokio::process::Child,
+    pid: u32,
+    stall: bool,
+    backstop_at: Option<Instant>,
+    run: &mut TurnRun,
+) -> Option<std::process::ExitStatus> {
+    run.cut = true;
+    run.stalled = stall;
+    let why = if stall {
+        SnapshotWhy::Stall
+    } else {
+        SnapshotWhy::Cut
+    };
+    tracing::info!(
+        "{} — snapshotting the worktree, then ending the CLI's process group",
+        if stall {
+            "turn stalled"
+        } else {
+            "turn hit its time box"
+        }
+    );
+    let hard = backstop_at.unwrap_or_else(|| Instant::now() + BACKSTOP_MARGIN);
+    let cut_seq = async {
+        let snap = snapshot(spec, why).await;
+        if matches!(snap, Some(SnapshotOutcome::Committed { .. })) {
+            tokio::time::sleep(SNAPSHOT_SETTLE).await;
+        }
+        let st = end_gracefully(child, pid, spec.kill_grace).await;
+        (snap, st)
+    };
+    let outcome = tokio::select! {
+        r = cut_seq => Some(r),
+        _ = tokio::time::sleep_until(hard.max(Instant::now() + BACKSTOP_MARGIN)) => None,
+    };
+    match outcome {
+        Some((snap, st)) => {
+            run.snapshots.extend(snap);
+            st
+        }
+        None => {
+            run.backstop = true;
+            signal_group(pid, Signal::SIGKILL);
+            run.snapshots
+                .extend(snapshot(spec, SnapshotWhy::Backstop).await);
+            child.wait().await.ok()
+        }
+    }
 }
 
 #[cfg(test)]

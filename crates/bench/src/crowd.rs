@@ -30,15 +30,6 @@ use std::time::{Duration, Instant};
 
 /// Options of `trantor bench crowd`.
 #[derive(Debug, Clone, clap::Args)]
-#[command(
-    long_about = "Start N simulated seats against one hub (the embedded SQLite store) and against \
-two hubs on one PostgreSQL database (with --store), and report each hub's CPU and RSS, wake p50 / \
-p99 and error counts at each N.\n\nEach seat keeps one /poll held on its own connection, \
-heartbeats every 30 s, sends a contract to a random seat every 60 s (answered by its recipient) \
-and moves its card every 120 s (means, at random times). Writes share a pool of keep-alive \
-connections. The process raises its own open-file limit to the hard limit (the hubs inherit it); \
-a size that needs more open files than that is reported as not measured. Run a release build."
-)]
 pub struct CrowdBenchArgs {
     /// Crowd sizes (comma-separated).
     #[arg(long, value_delimiter = ',', default_values_t = [100, 1_000, 10_000])]

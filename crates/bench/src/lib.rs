@@ -46,6 +46,17 @@ pub enum BenchWhat {
     /// A crowd of simulated seats (held polls, heartbeats, contracts, card moves at a runner's
     /// rates) against one hub and two hubs on one PostgreSQL: hub CPU, RSS, wake p50 / p99 and
     /// errors at N = 100, 1,000 and 10,000.
+    ///
+    /// For each size, fresh hubs: one on the embedded SQLite store, and with --store two hubs on
+    /// one PostgreSQL database (a scratch database, seats split evenly, contracts to any seat).
+    /// Each seat keeps one /poll held on its own connection, heartbeats every 30 s, sends a
+    /// contract to a random seat every 60 s (its recipient answers it with re) and moves its
+    /// card every 120 s (means, at random times); writes share a pool of keep-alive connections
+    /// per hub. Measured after every poll is held: each hub's CPU (cores) and RSS, wake latency
+    /// (a contract's /send written → the recipient's poll returned with it) and errors. The
+    /// process raises its own open-file limit to the hard limit (the hubs inherit it); a size
+    /// that needs more open files is reported as not measured. Run a release build; see
+    /// docs/bench-crowd.md.
     Crowd(crowd::CrowdBenchArgs),
 }
 

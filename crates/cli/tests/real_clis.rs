@@ -430,6 +430,20 @@ fn turns_as(agent: &str, user: Option<(u32, u32)>) {
         "{}",
         seat.evidence()
     );
+    if agent == "opencode" {
+        // OpenCode's usage is read from its database (docs/runner.md §15.3): each scripted
+        // answer reports 100 prompt and 10 completion tokens.
+        let last = rows.last().cloned().unwrap_or(Value::Null);
+        assert_eq!(last["costSource"], "opencode-db", "{last:#}");
+        let (input, output) = (
+            last["usage"]["input"].as_u64().unwrap_or(0),
+            last["usage"]["output"].as_u64().unwrap_or(0),
+        );
+        assert!(
+            input >= 100 && input % 100 == 0 && output >= 10 && output % 10 == 0,
+            "the turn's share of what the model reported: {last:#}"
+        );
+    }
 }
 
 /// The cost ledger with the real CLIs (docs/runner.md §15.3): a turn on a card, against a

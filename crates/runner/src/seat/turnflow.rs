@@ -515,6 +515,12 @@ impl Seat {
                     3,
                 ))
             }
+            crate::turn::drivers::Driver::Opencode { .. } => {
+                Some(crate::turn::usage::TranscriptMark::opencode(
+                    &self.work.turn_dir,
+                    &self.cfg.data_home,
+                ))
+            }
             _ => None,
         }
     }

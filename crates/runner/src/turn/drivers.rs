@@ -463,6 +463,31 @@ fn opencode_sid(dir: &Path, data_home: &Path) -> Option<String> {
     OC_SID.as_ref()?.is_match(&id).then_some(id)
 }
 
+/// The `data` of every message OpenCode created since `since_ms` in a session of `dir` (or its
+/// realpath), one JSON text per line, read-only through `sqlite3`; None when the db or the tool
+/// is missing (the turn's cost is then unknown, docs/runner.md §15.3).
+pub fn opencode_turn_messages(dir: &Path, data_home: &Path, since_ms: i64) -> Option<String> {
+    let db = data_home.join("opencode").join("opencode.db");
+    if !db.exists() {
+        return None;
+    }
+    let d = dir.to_string_lossy().replace('\'', "''");
+    let real = std::fs::canonicalize(dir)
+        .map(|p| p.to_string_lossy().replace('\'', "''"))
+        .unwrap_or_else(|_| d.clone());
+    let sql = format!(
+        "SELECT m.data FROM message m JOIN session s ON s.id = m.session_id \
+         WHERE s.directory IN ('{d}','{real}') AND m.time_created >= {since_ms} \
+         ORDER BY m.time_created, m.id;"
+    );
+    let mut cmd = std::process::Command::new("sqlite3");
+    cmd.arg("-readonly").arg(&db).arg(sql);
+    let out = crate::sys::cmd::run_bounded(cmd, std::time::Duration::from_secs(10)).ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// Parse a `.env` file of `KEY=VALUE` / `export KEY=VALUE` lines (quotes stripped, comments
 /// skipped). Sourcing it through a shell would run arbitrary code in the runner's name; the
 /// assignments are all a seat's env file is for.

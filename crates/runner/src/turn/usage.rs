@@ -34,7 +34,7 @@ pub struct Reported {
     /// The model the report names (empty: none).
     pub model: String,
     /// Where it came from: `claude-result`, `claude-transcript`, `claude-messages`, `codex-json`,
-    /// `codex-rollout`.
+    /// `codex-rollout`, `opencode-db`.
     pub source: &'static str,
 }
 
@@ -372,6 +372,9 @@ pub struct TranscriptMark {
     dir: PathBuf,
     depth: u32,
     sizes: Vec<(PathBuf, u64)>,
+    /// OpenCode keeps its messages in a database, not a transcript: the turn's directory, the
+    /// XDG data home and the time the turn started (its messages are the ones created since).
+    opencode: Option<(PathBuf, PathBuf, i64)>,
 }
 
 /// The `.jsonl` files in `dir` and, `depth` levels down, in its subdirectories.
@@ -412,6 +415,19 @@ impl TranscriptMark {
                 .into_iter()
                 .map(|(p, len, _)| (p, len))
                 .collect(),
+            opencode: None,
+        }
+    }
+
+    /// Note when an OpenCode turn in `turn_dir` starts (its database is under `data_home`).
+    pub fn opencode(turn_dir: &Path, data_home: &Path) -> TranscriptMark {
+        TranscriptMark {
+            opencode: Some((
+                turn_dir.to_path_buf(),
+                data_home.to_path_buf(),
+                trantor_proto::now_ms(),
+            )),
+            ..TranscriptMark::default()
         }
     }
 
@@ -441,8 +457,54 @@ impl TranscriptMark {
     }
 }
 
+/// What OpenCode recorded for the turn's assistant messages (`rows`: one message's `data` JSON
+/// per line, from its database): `tokens {input, output, reasoning, cache {read, write}}` and
+/// `cost`, summed. OpenCode's `input` is the uncached input; reasoning counts as output. Its
+/// dollars are taken when positive (a model without a price in OpenCode's table reads 0: then
+/// the runner's table prices it, marked estimated).
+pub fn opencode_messages(rows: &str, model: &str) -> Option<Reported> {
+    let mut usage = TokenUsage::default();
+    let mut usd = 0.0;
+    let mut seen = false;
+    let mut last_model = String::new();
+    for v in json_lines(rows).filter(|v| v["role"] == "assistant") {
+        let t = &v["tokens"];
+        if !t.is_object() {
+            continue;
+        }
+        seen = true;
+        usage = usage.add(&TokenUsage {
+            input: u(t, "input"),
+            output: u(t, "output").saturating_add(u(t, "reasoning")),
+            cache_read: u(&t["cache"], "read"),
+            cache_write: u(&t["cache"], "write"),
+        });
+        if let Some(c) = v["cost"].as_f64().filter(|c| c.is_finite() && *c > 0.0) {
+            usd += c;
+        }
+        if let Some(m) = v["modelID"].as_str().filter(|m| !m.is_empty()) {
+            last_model = m.to_string();
+        }
+    }
+    if !seen {
+        return None;
+    }
+    let model = if model.is_empty() {
+        last_model
+    } else {
+        model.to_string()
+    };
+    Some(priced(
+        usage,
+        (usd > 0.0).then_some(usd),
+        model,
+        "opencode-db",
+    ))
+}
+
 /// This turn's cost for `driver`: the CLI's own report in its stdout, else (Claude Code) what
-/// the turn appended to its transcript; `None` when nothing readable was reported.
+/// the turn appended to its transcript (Codex: its rollout; OpenCode: its database); `None`
+/// when nothing readable was reported.
 pub fn read_turn(
     driver: &crate::turn::drivers::Driver,
     stdout: &str,
@@ -459,6 +521,11 @@ pub fn read_turn(
             let (before, during) = mark?.appended()?;
             codex_rollout(&before, &during, model)
         }),
+        Driver::Opencode { .. } => {
+            let (dir, data_home, since) = mark?.opencode.as_ref()?;
+            let rows = crate::turn::drivers::opencode_turn_messages(dir, data_home, *since)?;
+            opencode_messages(&rows, model)
+        }
         // A `command` seat may run either CLI in its JSON mode.
         Driver::Command { .. } => claude_result(stdout).or_else(|| codex_events(stdout, model)),
         _ => None,
@@ -673,6 +740,39 @@ mod tests {
             codex_rollout("", &count(1, 0, 1), "gpt-5-mini").map(|r| (r.model, r.source)),
             Some(("gpt-5-mini".to_string(), "codex-rollout")),
             "without a turn_context, the seat's model"
+        );
+    }
+
+    #[test]
+    fn opencode_messages_are_summed_with_reasoning_as_output() {
+        // Rows as OpenCode 1.18 writes them (a user message, then the turn's assistant ones).
+        let rows = concat!(
+            r#"{"role":"user","time":{"created":1},"agent":"build","model":{"providerID":"drill","modelID":"drill-model"}}"#,
+            "\n",
+            r#"{"role":"assistant","cost":0,"tokens":{"total":1542,"input":1200,"output":42,"reasoning":0,"cache":{"write":0,"read":300}},"modelID":"gpt-5","finish":"stop"}"#,
+            "\n",
+            r#"{"role":"assistant","cost":0,"tokens":{"input":100,"output":8,"reasoning":2,"cache":{"write":5,"read":0}},"modelID":"gpt-5"}"#,
+            "\n",
+        );
+        let r = opencode_messages(rows, "").expect("read");
+        assert_eq!(r.usage, tu(1300, 52, 300, 5));
+        assert_eq!(r.model, "gpt-5");
+        assert!(
+            r.estimated && r.usd.is_some(),
+            "priced from the table: {r:?}"
+        );
+        assert_eq!(r.source, "opencode-db");
+        // OpenCode's own dollars, when it knows the model's price.
+        let paid = r#"{"role":"assistant","cost":0.012,"tokens":{"input":10,"output":1,"cache":{}},"modelID":"x"}"#;
+        let r = opencode_messages(paid, "").expect("read");
+        assert_eq!((r.usd, r.estimated), (Some(0.012), false));
+        // An unknown model without dollars keeps its tokens, dollars unknown.
+        let r = opencode_messages(&paid.replace("0.012", "0"), "").expect("read");
+        assert_eq!((r.usd, r.estimated), (None, false));
+        // Nothing the turn's assistant wrote: nothing read.
+        assert_eq!(
+            opencode_messages("{\"role\":\"user\"}\nnot json\n", ""),
+            None
         );
     }
 

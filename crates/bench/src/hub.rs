@@ -614,18 +614,26 @@ async fn hold_polls(
     use tokio::io::AsyncWriteExt;
     /// Connections per loopback source address (the ephemeral port range holds ~28,000).
     const PER_SOURCE: usize = 20_000;
+    /// The next unused source address: a bound port is not reused while it is in TIME_WAIT
+    /// (a plain connect may), so every block beyond the first gets an address of its own.
+    static NEXT_SOURCE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(2);
     let hub = std::net::SocketAddr::from(([127, 0, 0, 1], port));
     let mut socks = Vec::with_capacity(n);
+    let mut source = 1u8;
     for i in 0..n {
-        let source = u8::try_from(1 + i / PER_SOURCE)
-            .with_context(|| format!("{n} connections need more than 254 source addresses"))?;
-        let sock = tokio::net::TcpSocket::new_v4()?;
-        sock.bind(std::net::SocketAddr::from(([127, 0, 0, source], 0)))
-            .with_context(|| format!("bind connection {i} of {n} to 127.0.0.{source}"))?;
-        let mut s = sock
-            .connect(hub)
-            .await
-            .with_context(|| format!("connection {i} of {n}"))?;
+        let mut s = if i < PER_SOURCE {
+            tokio::net::TcpStream::connect(hub).await
+        } else {
+            if i % PER_SOURCE == 0 {
+                source = NEXT_SOURCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                anyhow::ensure!(source < 255, "out of loopback source addresses");
+            }
+            let sock = tokio::net::TcpSocket::new_v4()?;
+            sock.bind(std::net::SocketAddr::from(([127, 0, 0, source], 0)))
+                .with_context(|| format!("bind connection {i} of {n} to 127.0.0.{source}"))?;
+            sock.connect(hub).await
+        }
+        .with_context(|| format!("connection {i} of {n}"))?;
         let req = format!(
             "GET /poll?session={prefix}-{i}&since=0&wait=280 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
         );

@@ -6,7 +6,7 @@
 
 use crate::error::{ApiError, ApiResult, check_len};
 use crate::extract::{JsonBody, Params};
-use crate::openapi::{Field, RouteDoc, Ty, Verb, f, shape};
+use crate::openapi::{RouteDoc, Ty, Verb, f, shape};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -33,14 +33,6 @@ struct Stored {
     by: String,
     #[serde(default)]
     ts: i64,
-}
-
-/// A `'static` list of documented fields.
-macro_rules! fields {
-    ($($x:expr),* $(,)?) => {{
-        const F: &[Field] = &[$($x),*];
-        F
-    }};
 }
 
 /// The routes of this module.

@@ -8,7 +8,7 @@
 
 use crate::error::{ApiError, ApiResult, check_len};
 use crate::extract::{JsonBody, Params};
-use crate::openapi::{Field, RouteDoc, Ty, Verb, f, shape};
+use crate::openapi::{RouteDoc, Ty, Verb, f, shape};
 use crate::routes::lanes::canon;
 use crate::state::{AppState, Outbox, event};
 use axum::Json;
@@ -111,14 +111,6 @@ pub struct Claim {
 pub struct ClaimsReply {
     /// Live claims, newest first.
     pub claims: Vec<Claim>,
-}
-
-/// A `'static` list of documented fields.
-macro_rules! fields {
-    ($($x:expr),* $(,)?) => {{
-        const F: &[Field] = &[$($x),*];
-        F
-    }};
 }
 
 /// This module's routes, for the route table.

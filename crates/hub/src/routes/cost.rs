@@ -4,7 +4,7 @@
 
 use crate::error::{ApiError, ApiResult, check_len};
 use crate::extract::{JsonBody, Params};
-use crate::openapi::{Field, RouteDoc, Ty, Verb, f, shape};
+use crate::openapi::{RouteDoc, Ty, Verb, f, shape};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -14,14 +14,6 @@ use trantor_proto::{
     CostGroup, CostReply, CostSummary, TurnReport, TurnReportReply, limits, now_ms,
 };
 use trantor_store::{CostBy, CostQuery, ReadTx, Store, StoreError};
-
-/// A `'static` list of documented fields.
-macro_rules! fields {
-    ($($x:expr),* $(,)?) => {{
-        const F: &[Field] = &[$($x),*];
-        F
-    }};
-}
 
 /// The routes of this module.
 pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {

@@ -6,7 +6,7 @@
 use crate::cards::move_card;
 use crate::error::{ApiError, ApiResult, check_opt};
 use crate::extract::{JsonBody, Params};
-use crate::openapi::{Field, RouteDoc, Ty, Verb, f, shape};
+use crate::openapi::{RouteDoc, Ty, Verb, f, shape};
 use crate::routes::meta::{POLICY_KEY, policy_from, project_key};
 use crate::state::{AppState, Outbox};
 use axum::Json;
@@ -50,14 +50,6 @@ pub fn canon(tx: &dyn ReadTx, project: &str) -> Result<String, StoreError> {
         }
     }
     Ok(name)
-}
-
-/// A `'static` list of documented fields.
-macro_rules! fields {
-    ($($x:expr),* $(,)?) => {{
-        const F: &[Field] = &[$($x),*];
-        F
-    }};
 }
 
 /// This module's routes, for the route table.

@@ -1,6 +1,14 @@
 //! The route table — one entry per route, carrying both its documentation and its handler —
 //! and the router built from it.
 
+/// A `'static` list of documented fields (for a route's `query`), in every route module.
+macro_rules! fields {
+    ($($x:expr),* $(,)?) => {{
+        const F: &[$crate::openapi::Field] = &[$($x),*];
+        F
+    }};
+}
+
 pub mod adopt;
 pub mod advise;
 pub mod board;
@@ -44,14 +52,6 @@ use trantor_proto::{
     TaskCreateRequest, TaskReply, TaskUpdateRequest, TasksReply,
 };
 use trantor_store::Store;
-
-/// A `'static` list of documented fields.
-macro_rules! fields {
-    ($($x:expr),* $(,)?) => {{
-        const F: &[Field] = &[$($x),*];
-        F
-    }};
-}
 
 const SESSION_Q: Field = f(
     "session",
@@ -683,10 +683,8 @@ pub fn router<S: Store>(hub: AppState<S>) -> Router {
     router_with(hub, None)
 }
 
-/// [`router`] with a [`Mounted`] service beside the table: it sits behind the front layer
-/// (Host/Origin refusals, header limits, metrics) but outside signature checks, query limits
-/// and `_op`, which belong to the hub's own JSON routes. It is not in `/openapi.json`.
-pub fn router_with<S: Store>(hub: AppState<S>, extra: Option<Mounted>) -> Router {
+/// Every route the hub serves, with its document: this module's table and each module's.
+fn all_tables<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
     let mut entries = table::<S>();
     entries.extend(lanes::table::<S>());
     entries.extend(claims::table::<S>());
@@ -697,6 +695,14 @@ pub fn router_with<S: Store>(hub: AppState<S>, extra: Option<Mounted>) -> Router
     entries.extend(projects::table::<S>());
     entries.extend(proposals::table::<S>());
     entries.extend(adopt::table::<S>());
+    entries
+}
+
+/// [`router`] with a [`Mounted`] service beside the table: it sits behind the front layer
+/// (Host/Origin refusals, header limits, metrics) but outside signature checks, query limits
+/// and `_op`, which belong to the hub's own JSON routes. It is not in `/openapi.json`.
+pub fn router_with<S: Store>(hub: AppState<S>, extra: Option<Mounted>) -> Router {
+    let entries = all_tables::<S>();
     let mut docs: Vec<RouteDoc> = entries.iter().map(|(d, _)| *d).collect();
     docs.push(RouteDoc {
         verb: Verb::Get,
@@ -806,16 +812,7 @@ mod tests {
     #[test]
     fn every_query_pattern_is_enforceable() {
         type S = trantor_store_sqlite::SqliteStore;
-        let mut entries = table::<S>();
-        entries.extend(lanes::table::<S>());
-        entries.extend(claims::table::<S>());
-        entries.extend(cost::table::<S>());
-        entries.extend(budget::table::<S>());
-        entries.extend(reroute::table::<S>());
-        entries.extend(credentials::table::<S>());
-        entries.extend(projects::table::<S>());
-        entries.extend(proposals::table::<S>());
-        entries.extend(adopt::table::<S>());
+        let entries = all_tables::<S>();
         let mut n = 0;
         for (doc, _) in &entries {
             for field in doc.query {

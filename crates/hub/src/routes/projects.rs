@@ -3,7 +3,7 @@
 
 use crate::error::{ApiError, ApiResult, check_len};
 use crate::extract::{JsonBody, Params};
-use crate::openapi::{Field, RouteDoc, Ty, Verb, f, shape};
+use crate::openapi::{RouteDoc, Ty, Verb, f, shape};
 use crate::routes::lanes::{ALIASES_KEY, canon};
 use crate::routes::meta::project_key;
 use crate::state::{AppState, Outbox, event};
@@ -195,14 +195,6 @@ pub struct MergeReply {
     pub to: String,
     /// What moved: `{cards, events, peers, messages}`.
     pub moved: BTreeMap<String, i64>,
-}
-
-/// A `'static` list of documented fields.
-macro_rules! fields {
-    ($($x:expr),* $(,)?) => {{
-        const F: &[Field] = &[$($x),*];
-        F
-    }};
 }
 
 /// This module's routes, for the route table.

@@ -9,7 +9,7 @@ use crate::auth::AuthContext;
 use crate::duty::DUTY_SENDER;
 use crate::error::{ApiError, ApiResult, check_len};
 use crate::extract::{JsonBody, Params};
-use crate::openapi::{Field, RouteDoc, Ty, Verb, f, shape};
+use crate::openapi::{RouteDoc, Ty, Verb, f, shape};
 use crate::routes::lanes::canon;
 use crate::state::{AppState, Outbox, event};
 use axum::Json;
@@ -48,14 +48,6 @@ fn load(v: Option<Value>) -> Doc {
 fn save(tx: &mut dyn WriteTx, doc: &Doc) -> Result<(), StoreError> {
     let v = serde_json::to_value(doc).map_err(|e| StoreError::db_from("proposals", e))?;
     tx.set_kv(KEY, &v)
-}
-
-/// A `'static` list of documented fields.
-macro_rules! fields {
-    ($($x:expr),* $(,)?) => {{
-        const F: &[Field] = &[$($x),*];
-        F
-    }};
 }
 
 /// This module's routes, for the route table.

@@ -442,9 +442,14 @@ pub fn claude_transcript_dir(dir: &Path, home: &Path) -> PathBuf {
     home.join(".claude").join("projects").join(key)
 }
 
-/// The newest opencode session of `dir` (or its realpath), read-only through `sqlite3`; None
-/// when the db, the tool or a well-formed id is missing (fail-open, docs/runner.md §23).
-fn opencode_sid(dir: &Path, data_home: &Path) -> Option<String> {
+/// Ask OpenCode's database (`<data_home>/opencode/opencode.db`) read-only through `sqlite3`,
+/// with `sql` given the turn directory and its realpath, quoted for SQL; None when the db, the
+/// tool or an answer is missing (fail-open, docs/runner.md §23).
+fn opencode_query(
+    dir: &Path,
+    data_home: &Path,
+    sql: impl Fn(&str, &str) -> String,
+) -> Option<String> {
     let db = data_home.join("opencode").join("opencode.db");
     if !db.exists() {
         return None;
@@ -453,39 +458,37 @@ fn opencode_sid(dir: &Path, data_home: &Path) -> Option<String> {
     let real = std::fs::canonicalize(dir)
         .map(|p| p.to_string_lossy().replace('\'', "''"))
         .unwrap_or_else(|_| d.clone());
-    let sql = format!(
-        "SELECT id FROM session WHERE directory IN ('{d}','{real}') ORDER BY time_updated DESC LIMIT 1;"
-    );
     let mut cmd = std::process::Command::new("sqlite3");
-    cmd.arg("-readonly").arg(&db).arg(sql);
-    let out = crate::sys::cmd::run_bounded(cmd, std::time::Duration::from_secs(10)).ok()?;
-    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    OC_SID.as_ref()?.is_match(&id).then_some(id)
-}
-
-/// The `data` of every message OpenCode created since `since_ms` in a session of `dir` (or its
-/// realpath), one JSON text per line, read-only through `sqlite3`; None when the db or the tool
-/// is missing (the turn's cost is then unknown, docs/runner.md §15.3).
-pub fn opencode_turn_messages(dir: &Path, data_home: &Path, since_ms: i64) -> Option<String> {
-    let db = data_home.join("opencode").join("opencode.db");
-    if !db.exists() {
-        return None;
-    }
-    let d = dir.to_string_lossy().replace('\'', "''");
-    let real = std::fs::canonicalize(dir)
-        .map(|p| p.to_string_lossy().replace('\'', "''"))
-        .unwrap_or_else(|_| d.clone());
-    let sql = format!(
-        "SELECT m.data FROM message m JOIN session s ON s.id = m.session_id \
-         WHERE s.directory IN ('{d}','{real}') AND m.time_created >= {since_ms} \
-         ORDER BY m.time_created, m.id;"
-    );
-    let mut cmd = std::process::Command::new("sqlite3");
-    cmd.arg("-readonly").arg(&db).arg(sql);
+    cmd.arg("-readonly").arg(&db).arg(sql(&d, &real));
     let out = crate::sys::cmd::run_bounded(cmd, std::time::Duration::from_secs(10)).ok()?;
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The newest opencode session of `dir` (or its realpath); None when the db, the tool or a
+/// well-formed id is missing.
+fn opencode_sid(dir: &Path, data_home: &Path) -> Option<String> {
+    let out = opencode_query(dir, data_home, |d, real| {
+        format!(
+            "SELECT id FROM session WHERE directory IN ('{d}','{real}') ORDER BY time_updated DESC LIMIT 1;"
+        )
+    })?;
+    let id = out.trim().to_string();
+    OC_SID.as_ref()?.is_match(&id).then_some(id)
+}
+
+/// The `data` of every message OpenCode created since `since_ms` in a session of `dir` (or its
+/// realpath), one JSON text per line; None when the db or the tool is missing (the turn's cost
+/// is then unknown, docs/runner.md §15.3).
+pub fn opencode_turn_messages(dir: &Path, data_home: &Path, since_ms: i64) -> Option<String> {
+    opencode_query(dir, data_home, |d, real| {
+        format!(
+            "SELECT m.data FROM message m JOIN session s ON s.id = m.session_id \
+             WHERE s.directory IN ('{d}','{real}') AND m.time_created >= {since_ms} \
+             ORDER BY m.time_created, m.id;"
+        )
+    })
 }
 
 /// Parse a `.env` file of `KEY=VALUE` / `export KEY=VALUE` lines (quotes stripped, comments

@@ -364,10 +364,8 @@ impl Config {
     /// Validate the arguments: refuse non-loopback binds, resolve the data directory and clamp
     /// the timers to the ranges the original enforces.
     pub fn from_args(args: &HubArgs) -> Result<Config, ConfigError> {
-        let auth = AuthMode::parse(&args.auth).ok_or_else(|| {
-            ConfigError::AuthUnsupported {
-                mode: args.auth.trim().to_string(),
-            }
+        let auth = AuthMode::parse(&args.auth).ok_or_else(|| ConfigError::AuthUnsupported {
+            mode: args.auth.trim().to_string(),
         })?;
         if !is_loopback(&args.host) && auth != AuthMode::Enforce {
             return Err(ConfigError::NonLoopback {

@@ -52,11 +52,11 @@
 pub mod auth;
 pub mod cluster;
 pub mod config;
+mod conn;
 pub mod domain;
 pub mod duty;
 pub mod error;
 pub mod extract;
-mod conn;
 mod front;
 pub mod metrics;
 pub mod openapi;

@@ -271,7 +271,6 @@ pub fn pending_body() -> Value {
     })
 }
 
-
 /// Deepest JSON nesting accepted in a request body (arrays and objects).
 pub const MAX_JSON_DEPTH: usize = limits::JSON_DEPTH;
 

@@ -58,8 +58,12 @@ fn sources() -> Vec<(PathBuf, String)> {
         .into_iter()
         .filter_map(|path| {
             let rel = path.strip_prefix(&root).expect("under src").to_path_buf();
-            (rel != Path::new("lib.rs"))
-                .then(|| (rel, std::fs::read_to_string(&path).expect("read a source file")))
+            (rel != Path::new("lib.rs")).then(|| {
+                (
+                    rel,
+                    std::fs::read_to_string(&path).expect("read a source file"),
+                )
+            })
         })
         .collect()
 }
@@ -99,10 +103,8 @@ fn paths_after(text: &str, prefix: &str) -> Vec<(usize, String)> {
                             ',' if depth == 0 => start = true,
                             c if start && is_ident(c) => {
                                 start = false;
-                                let name: String = group[j..]
-                                    .chars()
-                                    .take_while(|&c| is_ident(c))
-                                    .collect();
+                                let name: String =
+                                    group[j..].chars().take_while(|&c| is_ident(c)).collect();
                                 found.push((i + 1, name));
                             }
                             c if !c.is_whitespace() => start = false,
@@ -164,11 +166,14 @@ fn violations(files: &[(PathBuf, String)]) -> Vec<String> {
 }
 
 /// The sibling files each file of a folder names (`super::x`, `crate::<folder>::x`), by folder.
-fn folder_edges(files: &[(PathBuf, String)]) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
+fn folder_edges(
+    files: &[(PathBuf, String)],
+) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
     let mut folders: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
     let stem = |p: &Path| p.file_stem().map(|s| s.to_string_lossy().to_string());
     for (rel, _) in files {
-        if let (Some(parent), Some(name)) = (rel.parent().filter(|p| *p != Path::new("")), stem(rel))
+        if let (Some(parent), Some(name)) =
+            (rel.parent().filter(|p| *p != Path::new("")), stem(rel))
             && name != "mod"
         {
             folders
@@ -244,9 +249,15 @@ fn no_module_imports_from_a_module_above_its_own_or_through_a_root_item() {
 fn no_circle_among_the_files_of_a_folder() {
     let circles: Vec<String> = folder_edges(&sources())
         .iter()
-        .filter_map(|(folder, edges)| circle(edges).map(|c| format!("{folder}/: {}", c.join(" -> "))))
+        .filter_map(|(folder, edges)| {
+            circle(edges).map(|c| format!("{folder}/: {}", c.join(" -> ")))
+        })
         .collect();
-    assert!(circles.is_empty(), "import circles:\n{}", circles.join("\n"));
+    assert!(
+        circles.is_empty(),
+        "import circles:\n{}",
+        circles.join("\n")
+    );
 }
 
 #[test]
@@ -314,7 +325,11 @@ fn the_architecture_document_draws_the_layers_in_the_declared_order() {
         .skip_while(|l| !l.starts_with("```"))
         .skip(1)
         .take_while(|l| !l.starts_with("```"));
-    assert_eq!(drawn(lines), declared(), "docs/architecture.md §8's drawing");
+    assert_eq!(
+        drawn(lines),
+        declared(),
+        "docs/architecture.md §8's drawing"
+    );
 }
 
 #[test]
@@ -343,10 +358,22 @@ fn the_scan_sees_groups_aliases_modules_and_siblings() {
 #[test]
 fn a_planted_upward_import_and_a_planted_circle_are_caught() {
     let files = vec![
-        (PathBuf::from("state.rs"), "use crate::routes::meta;\n".to_string()),
-        (PathBuf::from("domain/a.rs"), "use super::b::x;\n".to_string()),
-        (PathBuf::from("domain/b.rs"), "use crate::domain::a::y;\n".to_string()),
-        (PathBuf::from("domain/mod.rs"), "pub mod a;\npub mod b;\n".to_string()),
+        (
+            PathBuf::from("state.rs"),
+            "use crate::routes::meta;\n".to_string(),
+        ),
+        (
+            PathBuf::from("domain/a.rs"),
+            "use super::b::x;\n".to_string(),
+        ),
+        (
+            PathBuf::from("domain/b.rs"),
+            "use crate::domain::a::y;\n".to_string(),
+        ),
+        (
+            PathBuf::from("domain/mod.rs"),
+            "pub mod a;\npub mod b;\n".to_string(),
+        ),
     ];
     let bad = violations(&files);
     assert_eq!(bad.len(), 1, "{bad:?}");

@@ -13,8 +13,8 @@ pub mod tls;
 
 pub use crate::config::AuthMode;
 use crate::error::ApiError;
-pub use crate::state::{AuthState, NONCE_CAP, NonceCache};
 use crate::state::AppState;
+pub use crate::state::{AuthState, NONCE_CAP, NonceCache};
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode};
@@ -29,7 +29,6 @@ use trantor_proto::auth::{
 use trantor_proto::{now_ms, session_project};
 use trantor_store::{ReadTx, Store, StoreError};
 
-
 /// Who the hub decided a request comes from; handlers read it from the request extensions.
 #[derive(Debug, Clone)]
 pub struct AuthContext {
@@ -40,7 +39,6 @@ pub struct AuthContext {
     /// Why a warn-mode request passed without an identity (`unsigned`, `bad-signature`, …).
     pub warning: Option<String>,
 }
-
 
 /// Paths served to anyone: the banner, the dashboard and its assets, health, the API document
 /// and `/enroll` (which checks its own signature in every mode).
@@ -296,7 +294,6 @@ async fn bearer_authn<S: Store>(
         ),
     })
 }
-
 
 /// What authorization needs to know about the request beyond its path.
 #[derive(Debug, Default)]

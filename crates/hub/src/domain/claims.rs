@@ -31,7 +31,6 @@ pub fn sessions(doc: &Option<Value>) -> Map<String, Value> {
         .unwrap_or_default()
 }
 
-
 /// Every live claim at `now` (all projects).
 pub fn live_claims(tx: &dyn ReadTx, now: i64) -> Result<Vec<Claim>, StoreError> {
     live_claims_with_ttl(tx, now, i64::MAX)

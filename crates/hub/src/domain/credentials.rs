@@ -68,7 +68,6 @@ pub fn join_seat(c: &mut CredentialInfo, session: &str) -> bool {
     true
 }
 
-
 /// Flip every credential whose reset has passed back to `ok` and say so on the bus, once per
 /// credential (the flip and the notice are one write). Run at each mark's reset time and on
 /// every reaper pass (after a hub restart).

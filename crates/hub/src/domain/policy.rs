@@ -24,10 +24,8 @@ pub fn policy_from(v: Option<Value>) -> PolicyReply {
     p
 }
 
-
 /// kv key of the alias table: `{alias: canonical}` (written by `POST /project/merge`).
 pub const ALIASES_KEY: &str = "aliases";
-
 
 /// The canonical name of `project`: aliases are followed (at most 8 hops, so a cycle written
 /// by hand cannot hang a request).

@@ -1,7 +1,7 @@
 //! The message bus: `/send`, `/inbox`, `/poll`, `/delivered`, `/recent`, `/contracts`.
 
-use crate::domain::ledger::{LedgerPage, compute_ledger};
 use crate::domain::cards::{card_refs, move_card, push_log, truncate};
+use crate::domain::ledger::{LedgerPage, compute_ledger};
 use crate::error::{ApiError, ApiResult, check_len, check_opt, check_secrets};
 use crate::extract::{JsonBody, Params};
 use crate::presence::Touch;

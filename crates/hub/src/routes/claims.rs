@@ -7,10 +7,10 @@
 //! by hubs on one database; expired entries are dropped when their document is next written.
 
 use crate::domain::claims::{Claim, live_claims_with_ttl, sessions};
+use crate::domain::policy::canon;
 use crate::error::{ApiError, ApiResult, check_len};
 use crate::extract::{JsonBody, Params};
 use crate::openapi::{RouteDoc, Ty, Verb, f, shape};
-use crate::domain::policy::canon;
 use crate::state::{AppState, Outbox, event};
 use axum::Json;
 use axum::extract::State;
@@ -90,7 +90,6 @@ pub struct ReadReply {
     /// The throttle window, ms.
     pub ttl_ms: i64,
 }
-
 
 /// `GET /claims` reply.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -190,7 +189,6 @@ fn check(req: &ClaimRequest) -> ApiResult<Checked> {
         session,
     })
 }
-
 
 /// Write `session`'s touch of (project, file) into a claim or read document; returns the other
 /// live sessions and whether this session already held it.

@@ -22,7 +22,6 @@ use trantor_proto::credentials::{
 use trantor_proto::now_ms;
 use trantor_store::Store;
 
-
 /// The routes of this module.
 pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
     vec![
@@ -107,7 +106,6 @@ pub async fn remove<S: Store>(
         removed,
     }))
 }
-
 
 /// `POST /credentials`.
 pub async fn name<S: Store>(
@@ -361,4 +359,3 @@ pub async fn state<S: Store>(
         }
     }
 }
-

@@ -16,11 +16,10 @@ use axum::http::StatusCode;
 use serde_json::json;
 use trantor_proto::delivery::{INSTANCE_MAX, NOTE_MAX, OPEN_DEFAULT, OPEN_MAX};
 use trantor_proto::{
-    DeliveryEntry, DeliveryFenceReply, DeliveryFenceRequest, DeliveryMark,
-    DeliveryMarkReply, DeliveryOpen, DeliveryState, limits, now_ms,
+    DeliveryEntry, DeliveryFenceReply, DeliveryFenceRequest, DeliveryMark, DeliveryMarkReply,
+    DeliveryOpen, DeliveryState, limits, now_ms,
 };
 use trantor_store::Store;
-
 
 /// 404 on a hub started with `--no-delivery-record`, as on a hub that never had the record.
 fn record_kept<S: Store>(hub: &AppState<S>) -> ApiResult<()> {

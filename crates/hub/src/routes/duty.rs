@@ -4,10 +4,10 @@
 
 use crate::auth::{AuthContext, AuthMode};
 use crate::domain::duty::APPOINTED_KEY;
+use crate::domain::ledger::compute_ledger;
 use crate::duty;
 use crate::error::{ApiError, ApiResult, check_len, check_opt};
 use crate::extract::{JsonBody, Params};
-use crate::domain::ledger::compute_ledger;
 use crate::state::{AppState, Outbox};
 use axum::Json;
 use axum::extract::{Extension, State};

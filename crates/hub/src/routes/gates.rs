@@ -22,7 +22,6 @@ const CAP: usize = 500;
 /// Length limit of a claim, a why, a how-to-verify and a note.
 const TEXT: usize = 300;
 
-
 fn project_of(req_project: &Option<String>, by: &str) -> Option<String> {
     req_project
         .as_deref()

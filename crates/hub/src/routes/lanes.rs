@@ -3,12 +3,12 @@
 //! (`docs/protocol.md` §15). Project names are resolved through the alias table
 //! ([`canon`]) that `POST /project/merge` writes.
 
-use crate::domain::policy::{ALIASES_KEY, canon};
 use crate::domain::cards::move_card;
+use crate::domain::policy::{ALIASES_KEY, canon};
+use crate::domain::policy::{POLICY_KEY, policy_from, project_key};
 use crate::error::{ApiError, ApiResult, check_opt};
 use crate::extract::{JsonBody, Params};
 use crate::openapi::{RouteDoc, Ty, Verb, f, shape};
-use crate::domain::policy::{POLICY_KEY, policy_from, project_key};
 use crate::state::{AppState, Outbox};
 use axum::Json;
 use axum::extract::State;

@@ -7,8 +7,8 @@ use crate::extract::{JsonBody, Params};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
-use axum::http::header;
 use axum::http::HeaderMap;
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use std::sync::atomic::Ordering;
@@ -19,7 +19,6 @@ use trantor_proto::{
     ProjectReply, ProjectRequest, ProjectWriteReply, VERSION, now_ms,
 };
 use trantor_store::Store;
-
 
 fn phase_key(project: &str, phase: &str) -> String {
     format!("phase:{project}::{phase}")

@@ -1,11 +1,11 @@
 //! The project-grouped views and lane maintenance: `GET /projects`, `GET /phases`,
 //! `POST /project/delete`, `POST /project/merge` (`docs/protocol.md` §15.5).
 
+use crate::domain::policy::project_key;
+use crate::domain::policy::{ALIASES_KEY, canon};
 use crate::error::{ApiError, ApiResult, check_len};
 use crate::extract::{JsonBody, Params};
 use crate::openapi::{RouteDoc, Ty, Verb, f, shape};
-use crate::domain::policy::{ALIASES_KEY, canon};
-use crate::domain::policy::project_key;
 use crate::state::{AppState, Outbox, event};
 use axum::Json;
 use axum::extract::State;
@@ -743,7 +743,14 @@ pub async fn delete<S: Store>(
                 tx.delete_card(c.id)?;
                 out.event(
                     tx,
-                    crate::domain::cards::card_event(c, "deleted", "hub", now, Some(&c.status), "deleted"),
+                    crate::domain::cards::card_event(
+                        c,
+                        "deleted",
+                        "hub",
+                        now,
+                        Some(&c.status),
+                        "deleted",
+                    ),
                 )?;
             }
             tx.set_kv(&project_key(&p), &Value::Null)?;

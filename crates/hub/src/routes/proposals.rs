@@ -7,10 +7,10 @@
 
 use crate::auth::AuthContext;
 use crate::domain::duty::DUTY_SENDER;
+use crate::domain::policy::canon;
 use crate::error::{ApiError, ApiResult, check_len};
 use crate::extract::{JsonBody, Params};
 use crate::openapi::{RouteDoc, Ty, Verb, f, shape};
-use crate::domain::policy::canon;
 use crate::state::{AppState, Outbox, event};
 use axum::Json;
 use axum::extract::{Extension, State};

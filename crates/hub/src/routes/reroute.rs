@@ -7,9 +7,9 @@
 //! move on the card the contract cites, and remembers the move, so asking again — a runner
 //! killed before it recorded the answer — moves nothing twice.
 
+use crate::domain::cards::{card_refs, push_log, truncate};
 use crate::domain::credentials;
 use crate::domain::policy::{POLICY_KEY, policy_from};
-use crate::domain::cards::{card_refs, push_log, truncate};
 use crate::error::{ApiError, ApiResult, check_len};
 use crate::extract::JsonBody;
 use crate::openapi::{RouteDoc, Verb, shape};

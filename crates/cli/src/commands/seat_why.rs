@@ -173,21 +173,7 @@ pub(crate) async fn diagnose(persona: &str, project: &str, hub: &HubClient) -> D
     let now = now_ms();
     let mut evidence = Vec::new();
 
-    let peer: Option<Peer> = match hub.peers().await {
-        Ok(r) => r.peers.into_iter().find(|p| p.session == session),
-        Err(e) => {
-            evidence.push(format!("hub: cannot read /peers at {} ({e})", hub.base()));
-            None
-        }
-    };
-    if let Some(p) = &peer {
-        evidence.push(peer_line(p, now));
-    } else if evidence.is_empty() {
-        evidence.push(format!(
-            "hub: {} has no presence row for {session}",
-            hub.base()
-        ));
-    }
+    let peer = peer_evidence(hub, &session, now, &mut evidence).await;
 
     let pid = seats::runner_pid(persona, project);
     let stopped = record.as_ref().and_then(|r| r.stopped);
@@ -205,12 +191,8 @@ pub(crate) async fn diagnose(persona: &str, project: &str, hub: &HubClient) -> D
     // The err file holds the last turn's output, whatever it was; it is evidence only when
     // something went wrong.
     let err_tail = seats::tail(&paths.err, 4);
-    if !err_tail.is_empty() && (park.is_some() || last_failed) {
-        evidence.push(format!(
-            "err file {}: {}",
-            paths.err.display(),
-            err_tail.join(" ⏎ ")
-        ));
+    if park.is_some() || last_failed {
+        evidence.extend(tail_line("err file", &paths.err, &err_tail));
     }
     if let Some(t) = &turn {
         evidence.push(turn_line(t, &paths.ledger, now));
@@ -225,15 +207,7 @@ pub(crate) async fn diagnose(persona: &str, project: &str, hub: &HubClient) -> D
         .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
         .and_then(|v| v.get("phase").and_then(Value::as_str).map(str::to_string));
 
-    let agent = record
-        .as_ref()
-        .map(|r| match &r.model {
-            Some(m) => format!("{}:{m}", r.agent),
-            None => r.agent.clone(),
-        })
-        .or_else(|| park.as_ref().map(|p| p.agent.clone()))
-        .or_else(|| boot_agent(&paths.ledger))
-        .unwrap_or_else(|| persona.to_string());
+    let agent = seat_agent(record.as_ref(), park.as_ref(), &paths.ledger, persona);
     let seat_arg = if persona.contains(':') {
         session.clone()
     } else {
@@ -256,14 +230,7 @@ pub(crate) async fn diagnose(persona: &str, project: &str, hub: &HubClient) -> D
     {
         // The runner polls, but its CLI has not done one turn since it booted: not live.
         if err_tail.is_empty() {
-            let t = seats::tail(&paths.err, 4);
-            if !t.is_empty() {
-                evidence.push(format!(
-                    "err file {}: {}",
-                    paths.err.display(),
-                    t.join(" ⏎ ")
-                ));
-            }
+            evidence.extend(tail_line("err file", &paths.err, &seats::tail(&paths.err, 4)));
         }
         let dir = record.as_ref().map(|r| r.dir.display().to_string());
         cannot_work_verdict(&failed, dir, &names)
@@ -279,10 +246,7 @@ pub(crate) async fn diagnose(persona: &str, project: &str, hub: &HubClient) -> D
     } else if stopped.is_none() && (record.is_some() || turn_phase.as_deref() == Some("working")) {
         let log = record.as_ref().map(|r| r.log.clone());
         if let Some(l) = &log {
-            let t = seats::tail(l, 6);
-            if !t.is_empty() {
-                evidence.push(format!("log {}: {}", l.display(), t.join(" ⏎ ")));
-            }
+            evidence.extend(tail_line("log", l, &seats::tail(l, 6)));
         }
         crashed_verdict(log.as_deref(), &names)
     } else if stopped.is_some() || paths.ledger.exists() || peer.is_some() {
@@ -308,6 +272,54 @@ pub(crate) async fn diagnose(persona: &str, project: &str, hub: &HubClient) -> D
         evidence,
         advice,
     }
+}
+
+/// The hub's presence row of `session`, and what it says (or why it cannot be read) as
+/// evidence.
+async fn peer_evidence(
+    hub: &HubClient,
+    session: &str,
+    now: i64,
+    evidence: &mut Vec<String>,
+) -> Option<Peer> {
+    let peer = match hub.peers().await {
+        Ok(r) => r.peers.into_iter().find(|p| p.session == session),
+        Err(e) => {
+            evidence.push(format!("hub: cannot read /peers at {} ({e})", hub.base()));
+            return None;
+        }
+    };
+    match &peer {
+        Some(p) => evidence.push(peer_line(p, now)),
+        None => evidence.push(format!(
+            "hub: {} has no presence row for {session}",
+            hub.base()
+        )),
+    }
+    peer
+}
+
+/// The agent (with its model) the seat runs: from its record, its park file, its ledger's boot
+/// row, else its persona.
+fn seat_agent(
+    record: Option<&seats::SeatRecord>,
+    park: Option<&park::Park>,
+    ledger: &std::path::Path,
+    persona: &str,
+) -> String {
+    record
+        .map(|r| match &r.model {
+            Some(m) => format!("{}:{m}", r.agent),
+            None => r.agent.clone(),
+        })
+        .or_else(|| park.map(|p| p.agent.clone()))
+        .or_else(|| boot_agent(ledger))
+        .unwrap_or_else(|| persona.to_string())
+}
+
+/// A file's last lines as evidence (none when there are none).
+fn tail_line(label: &str, path: &std::path::Path, tail: &[String]) -> Option<String> {
+    (!tail.is_empty()).then(|| format!("{label} {}: {}", path.display(), tail.join(" ⏎ ")))
 }
 
 /// The names the advice lines use.

@@ -208,3 +208,47 @@ fn refusal(persona: &str, branch: &str, l: &Lacking) -> String {
     );
     msg
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn receipt(seat_sha: &str, main_sha: &str) -> crew::Receipt {
+        crew::Receipt {
+            project: "p".into(),
+            seat: "claude".into(),
+            seat_sha: seat_sha.into(),
+            main_sha: main_sha.into(),
+            branch: "seat/claude".into(),
+            into: "main".into(),
+            cards: vec![],
+            by: "me".into(),
+            ts: 0,
+        }
+    }
+
+    #[test]
+    fn lacking_commits_are_sorted_by_their_receipts() {
+        let lacking: Vec<(String, String)> = [("a1", "one"), ("b2", "two"), ("c3", "three")]
+            .iter()
+            .map(|(s, t)| (s.to_string(), t.to_string()))
+            .collect();
+        // a1: harvested into m1 (on the branch); b2: its receipt names m9 (rewritten away);
+        // c3: no receipt.
+        let receipts = [receipt("a1", "m1"), receipt("b2", "m9")];
+        let l = classify_lacking(&lacking, &receipts, "main", |m| m == "m1");
+        assert_eq!(l.dropped, 1);
+        assert_eq!(l.unharvested, vec!["b2 two".to_string(), "c3 three".to_string()]);
+        assert_eq!(l.stale.len(), 1);
+        assert!(l.stale[0].contains("main no longer contains"), "{:?}", l.stale);
+        let msg = refusal("claude", "main", &l);
+        assert!(msg.starts_with("refusing to sync seat/claude: 2 commit(s)"), "{msg}");
+
+        // Every receipt's main commit on the branch: only the commit without one is left.
+        let lenient = classify_lacking(&lacking, &receipts, "main", |_| true);
+        assert_eq!(lenient.dropped, 2);
+        assert_eq!(lenient.unharvested, vec!["c3 three".to_string()]);
+        let all = classify_lacking(&lacking[..1], &receipts, "main", |_| true);
+        assert_eq!(all, Lacking { dropped: 1, ..Lacking::default() });
+    }
+}

@@ -719,3 +719,32 @@ fn say_no_show(
     );
     say_diagnosis(d);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arrival_table() {
+        use Arrival::*;
+        // (online, alive, kicked, cannot, late) → arrival
+        let cases = [
+            ((true, true, true, true, false), CannotWork),
+            ((false, false, true, true, true), CannotWork),
+            ((true, true, true, false, false), Live),
+            ((true, true, true, false, true), Live),
+            ((true, true, false, false, false), Waiting),
+            ((true, true, false, false, true), NoShow),
+            ((false, true, true, false, false), Waiting),
+            ((false, false, false, false, false), NoShow),
+            ((false, true, false, false, true), NoShow),
+        ];
+        for ((online, alive, kicked, cannot, late), want) in cases {
+            assert_eq!(
+                arrival(online, alive, kicked, cannot, late),
+                want,
+                "online {online} alive {alive} kicked {kicked} cannot {cannot} late {late}"
+            );
+        }
+    }
+}

@@ -383,8 +383,8 @@ pub(crate) async fn integrate(a: IntegrateArgs) -> anyhow::Result<ExitCode> {
     let ahead = commit_seats(&pass, &mut report)?;
     let mut planned: Vec<Receipt> = Vec::new();
     if !ahead.is_empty() {
-        planned = merge_verify_move(&pass, &hub, hub_ok, &ahead, a.verify_timeout, &mut report)
-            .await?;
+        planned =
+            merge_verify_move(&pass, &hub, hub_ok, &ahead, a.verify_timeout, &mut report).await?;
     }
     // Cards and push, only after the branch moved.
     if report.after != report.before {

@@ -230,7 +230,11 @@ pub(crate) async fn diagnose(persona: &str, project: &str, hub: &HubClient) -> D
     {
         // The runner polls, but its CLI has not done one turn since it booted: not live.
         if err_tail.is_empty() {
-            evidence.extend(tail_line("err file", &paths.err, &seats::tail(&paths.err, 4)));
+            evidence.extend(tail_line(
+                "err file",
+                &paths.err,
+                &seats::tail(&paths.err, 4),
+            ));
         }
         let dir = record.as_ref().map(|r| r.dir.display().to_string());
         cannot_work_verdict(&failed, dir, &names)

@@ -511,8 +511,7 @@ impl HubService<'_> {
     /// Write, enable and start the systemd user unit; returns its path.
     fn install_systemd(&self) -> anyhow::Result<PathBuf> {
         let path = systemd_unit_path();
-        let changed =
-            write_if_changed(&path, &systemd_unit(self.exe, self.port, self.data_dir))?;
+        let changed = write_if_changed(&path, &systemd_unit(self.exe, self.port, self.data_dir))?;
         let (ok, out) = run("systemctl", &["--user", "daemon-reload"]);
         let (ok2, out2) = run("systemctl", &["--user", "enable", "--now", UNIT_NAME]);
         if !(ok && ok2) {

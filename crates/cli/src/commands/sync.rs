@@ -238,17 +238,33 @@ mod tests {
         let receipts = [receipt("a1", "m1"), receipt("b2", "m9")];
         let l = classify_lacking(&lacking, &receipts, "main", |m| m == "m1");
         assert_eq!(l.dropped, 1);
-        assert_eq!(l.unharvested, vec!["b2 two".to_string(), "c3 three".to_string()]);
+        assert_eq!(
+            l.unharvested,
+            vec!["b2 two".to_string(), "c3 three".to_string()]
+        );
         assert_eq!(l.stale.len(), 1);
-        assert!(l.stale[0].contains("main no longer contains"), "{:?}", l.stale);
+        assert!(
+            l.stale[0].contains("main no longer contains"),
+            "{:?}",
+            l.stale
+        );
         let msg = refusal("claude", "main", &l);
-        assert!(msg.starts_with("refusing to sync seat/claude: 2 commit(s)"), "{msg}");
+        assert!(
+            msg.starts_with("refusing to sync seat/claude: 2 commit(s)"),
+            "{msg}"
+        );
 
         // Every receipt's main commit on the branch: only the commit without one is left.
         let lenient = classify_lacking(&lacking, &receipts, "main", |_| true);
         assert_eq!(lenient.dropped, 2);
         assert_eq!(lenient.unharvested, vec!["c3 three".to_string()]);
         let all = classify_lacking(&lacking[..1], &receipts, "main", |_| true);
-        assert_eq!(all, Lacking { dropped: 1, ..Lacking::default() });
+        assert_eq!(
+            all,
+            Lacking {
+                dropped: 1,
+                ..Lacking::default()
+            }
+        );
     }
 }

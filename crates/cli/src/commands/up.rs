@@ -658,8 +658,7 @@ async fn wait_live(
                             }
                         );
                     }
-                    results
-                        .push(json!({"session": rec.session, "state": "live", "seconds": secs}));
+                    results.push(json!({"session": rec.session, "state": "live", "seconds": secs}));
                 }
                 Arrival::NoShow => {
                     let d = diagnose(&rec.persona, &rec.project, hub).await;

@@ -557,7 +557,11 @@ fn pool_rank(kind: PlanKind) -> u8 {
 
 /// Decide. `project` names the board the cards go to.
 pub fn advise(req: &AdviseRequest, project: &str) -> Result<Advice, AdviseError> {
-    let (pkgs, profile, horizon) = checked_request(req)?;
+    let Checked {
+        pkgs,
+        profile,
+        horizon,
+    } = checked_request(req)?;
     let n = pkgs.len();
     let hard = pkgs.iter().filter(|(_, d)| d == "hard").count();
     let models = merge_models(req.models.as_deref().unwrap_or(&[]));
@@ -595,9 +599,7 @@ pub fn advise(req: &AdviseRequest, project: &str) -> Result<Advice, AdviseError>
 
 /// The request's packages (titles trimmed, with their difficulty), its profile and its horizon
 /// (inferred from the package count when not given), or the first thing wrong with it.
-fn checked_request(
-    req: &AdviseRequest,
-) -> Result<(Vec<(Package, String)>, Profile, String), AdviseError> {
+fn checked_request(req: &AdviseRequest) -> Result<Checked, AdviseError> {
     if req.packages.is_empty() {
         return Err(AdviseError::NoPackages);
     }
@@ -634,8 +636,24 @@ fn checked_request(
         _ if n >= 2 => "medium".into(),
         _ => "short".into(),
     };
-    Ok((pkgs, profile, horizon))
+    Ok(Checked {
+        pkgs,
+        profile,
+        horizon,
+    })
 }
+
+/// A request that passed [`checked_request`].
+struct Checked {
+    /// The packages, titles trimmed, each with its difficulty.
+    pkgs: Vec<(Package, String)>,
+    profile: Profile,
+    horizon: String,
+}
+
+/// A candidate agent for a package, in sort order: under the tier, API-billed, load, pool
+/// rank, API-equivalent price, agent, and the model it would run.
+type Candidate<'a> = (bool, bool, usize, u8, f64, String, &'a ModelRow);
 
 /// The agents a package may go to (installed, usable, on a plan, in the model table; sorted),
 /// the seats with a credential hold counted as parked, and a line for each agent or seat that is
@@ -770,7 +788,7 @@ fn candidates<'a>(
     d: &str,
     pinned: Option<&SeatInfo>,
     load: &BTreeMap<String, usize>,
-) -> Vec<(bool, bool, usize, u8, f64, String, &'a ModelRow)> {
+) -> Vec<Candidate<'a>> {
     let tier = need_tier(d);
     let mut cands = Vec::new();
     for a in ctx.agents {

@@ -26,7 +26,7 @@ pub struct Hub {
 struct InProcess {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     // A Mutex so a `&Hub` can be shared with scoped threads (the Receiver is not Sync).
-    done: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+    done: std::sync::Mutex<std::sync::mpsc::Receiver<Result<(), String>>>,
 }
 
 impl Hub {
@@ -61,7 +61,7 @@ impl Hub {
             trantor_store_sqlite::SqliteStore::open(&cfg.db_path()).expect("open the store");
         let handle = store.clone();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let (done_tx, done) = std::sync::mpsc::channel::<()>();
+        let (done_tx, done) = std::sync::mpsc::channel::<Result<(), String>>();
         std::thread::Builder::new()
             .name(format!("hub-{port}"))
             .spawn(move || {
@@ -70,17 +70,18 @@ impl Hub {
                     .enable_all()
                     .build()
                     .expect("hub runtime");
-                rt.block_on(async move {
+                let served = rt.block_on(async move {
                     let listener =
                         tokio::net::TcpListener::from_std(listener).expect("tokio listener");
                     let shutdown = async move {
                         let _ = stopped.await;
                     };
-                    if let Err(e) = trantor_hub::serve(listener, store, cfg, shutdown).await {
-                        eprintln!("in-process hub failed: {e:#}");
-                    }
+                    trantor_hub::serve(listener, store, cfg, shutdown).await
                 });
-                let _ = done_tx.send(());
+                if let Err(e) = &served {
+                    eprintln!("in-process hub failed: {e:#}");
+                }
+                let _ = done_tx.send(served.map_err(|e| format!("{e:#}")));
             })
             .expect("hub thread");
         Hub {
@@ -144,9 +145,20 @@ impl Hub {
         trantor_proto::HubClient::new(self.url())
     }
 
-    /// Stop the hub and wait for it (at most 10 s); the same as dropping it, said out loud.
-    pub fn stop(self) {
-        drop(self)
+    /// Stop the hub and wait for it; panics unless an in-process hub stopped cleanly within
+    /// 10 s (`serve` returned `Ok`). Dropping a hub stops it too, without the check.
+    pub fn stop(mut self) {
+        let Some(mut p) = self.in_process.take() else {
+            return;
+        };
+        if let Some(stop) = p.stop.take() {
+            let _ = stop.send(());
+        }
+        let done = p.done.lock().unwrap_or_else(|e| e.into_inner());
+        match done.recv_timeout(Duration::from_secs(10)) {
+            Ok(served) => assert!(served.is_ok(), "the hub stopped with an error: {served:?}"),
+            Err(e) => panic!("the hub did not stop within 10 s: {e}"),
+        }
     }
 
     /// The in-process hub's store, to seed rows in bulk (one transaction) where a test is about

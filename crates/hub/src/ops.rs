@@ -271,26 +271,6 @@ pub fn pending_body() -> Value {
     })
 }
 
-tokio::task_local! {
-    /// The store key of the `_op` the current request runs under, if any.
-    static CURRENT_OP: String;
-}
-
-/// The store key of the `_op` the current request runs under (read by [`crate::state::Hub::write`]).
-pub fn current_op() -> Option<String> {
-    CURRENT_OP.try_with(Clone::clone).ok()
-}
-
-/// The marker a route write records beside its changes: committed, reply pending.
-pub fn marker(key: String) -> OpRecord {
-    OpRecord {
-        id: key,
-        ts: now_ms(),
-        code: 0,
-        body: Value::Null,
-    }
-}
-
 /// Deepest JSON nesting accepted in a request body (arrays and objects).
 pub const MAX_JSON_DEPTH: usize = limits::JSON_DEPTH;
 
@@ -453,7 +433,7 @@ async fn run_once<S: Store>(
         Ok((None, _)) => {}
         Err(e) => return ApiError::from(e).into_response(),
     }
-    let resp = CURRENT_OP.scope(op.to_string(), next.run(req)).await;
+    let resp = crate::state::under_op(op.to_string(), next.run(req)).await;
     let status = resp.status();
     if status.is_server_error() {
         return resp;

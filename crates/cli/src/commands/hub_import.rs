@@ -579,7 +579,7 @@ pub async fn import<S: Store>(store: &S, plan: Plan) -> anyhow::Result<ImportRep
         .write(move |tx| {
             let mut r = ImportReport::default();
             for m in &plan.messages {
-                let refs = trantor_hub::cards::card_refs(&m.text);
+                let refs = trantor_hub::domain::cards::card_refs(&m.text);
                 r.messages += usize::from(tx.put_message(m, &refs)?);
             }
             for p in &plan.peers {
@@ -639,8 +639,8 @@ pub async fn import<S: Store>(store: &S, plan: Plan) -> anyhow::Result<ImportRep
                 }
             }
             if !plan.gates.is_empty() || plan.gate_seq > 0 {
-                let key = trantor_hub::routes::gates::GATES_KEY;
-                let mut doc = trantor_hub::routes::gates::load(tx.kv(key)?);
+                let key = trantor_hub::domain::gates::GATES_KEY;
+                let mut doc = trantor_hub::domain::gates::load(tx.kv(key)?);
                 let before = serde_json::to_value(&doc).unwrap_or(Value::Null);
                 for g in &plan.gates {
                     match doc.gates.iter_mut().find(|x| x.id == g.id) {
@@ -734,7 +734,7 @@ pub async fn export<S: Store>(store: &S) -> anyhow::Result<Value> {
             let reap = Value::Object(reap);
             let duty = tx.kv("dutySession")?.unwrap_or(json!(""));
             let credentials = tx
-                .kv(trantor_hub::routes::credentials::KEY)?
+                .kv(trantor_hub::domain::credentials::KEY)?
                 .unwrap_or(json!([]));
             let turns: Vec<Value> = tx
                 .all_turns()?
@@ -752,7 +752,7 @@ pub async fn export<S: Store>(store: &S) -> anyhow::Result<Value> {
                 ..Default::default()
             })?;
             let gates =
-                trantor_hub::routes::gates::load(tx.kv(trantor_hub::routes::gates::GATES_KEY)?);
+                trantor_hub::domain::gates::load(tx.kv(trantor_hub::domain::gates::GATES_KEY)?);
             let seq = tx.tip()?;
             let task_seq = cards.iter().map(|c| c.id).max().unwrap_or(0);
             Ok(json!({

@@ -11,55 +11,23 @@ pub mod routes;
 pub mod store;
 pub mod tls;
 
+pub use crate::config::AuthMode;
 use crate::error::ApiError;
 use crate::state::AppState;
+pub use crate::state::{AuthState, NONCE_CAP, NonceCache};
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
-use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::collections::HashMap;
 use trantor_proto::auth::{
     self as pauth, ANY_PROJECT, AuthError, HDR_DURABLE, HDR_ENDORSE, HDR_INST, HDR_INST_TS,
     IdentityKind, IdentityRecord, Role, SKEW_MS, TokenRecord, scopes_allow,
 };
 use trantor_proto::{now_ms, session_project};
 use trantor_store::{ReadTx, Store, StoreError};
-
-/// `RELAY_AUTH`: how the hub treats signatures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuthMode {
-    /// No checks: signature headers are ignored, no identity is resolved.
-    Off,
-    /// Unsigned or badly signed requests pass with a logged warning; an enrolled signer is held
-    /// to its scopes.
-    Warn,
-    /// Every non-public request must be signed by an enrolled, unrevoked key.
-    Enforce,
-}
-
-impl AuthMode {
-    /// Parses `off`, `warn` or `enforce` (any case; empty = `off`).
-    pub fn parse(s: &str) -> Option<AuthMode> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "" | "off" => Some(AuthMode::Off),
-            "warn" => Some(AuthMode::Warn),
-            "enforce" => Some(AuthMode::Enforce),
-            _ => None,
-        }
-    }
-
-    /// The wire name (`authMode` in `/peers` and `/`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AuthMode::Off => "off",
-            AuthMode::Warn => "warn",
-            AuthMode::Enforce => "enforce",
-        }
-    }
-}
 
 /// Who the hub decided a request comes from; handlers read it from the request extensions.
 #[derive(Debug, Clone)]
@@ -70,59 +38,6 @@ pub struct AuthContext {
     pub identity: Option<IdentityRecord>,
     /// Why a warn-mode request passed without an identity (`unsigned`, `bad-signature`, …).
     pub warning: Option<String>,
-}
-
-/// Most `pubkey:nonce` pairs remembered at once; beyond it the oldest is forgotten.
-pub const NONCE_CAP: usize = 100_000;
-
-/// The replay cache: every `pubkey:nonce` accepted, kept until its signature's ts is out of
-/// the clock window (after which the signature is refused as `stale` anyway).
-#[derive(Debug, Default)]
-pub struct NonceCache {
-    inner: Mutex<NonceInner>,
-}
-
-#[derive(Debug, Default)]
-struct NonceInner {
-    seen: HashMap<String, i64>,
-    order: VecDeque<(i64, String)>,
-}
-
-impl NonceCache {
-    /// Records `key` (valid until `expires`); false when it was already recorded (a replay).
-    pub fn check_and_insert(&self, key: String, expires: i64, now: i64) -> bool {
-        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        while let Some((exp, _)) = g.order.front() {
-            if *exp >= now && g.order.len() < NONCE_CAP {
-                break;
-            }
-            if let Some((exp, k)) = g.order.pop_front()
-                && g.seen.get(&k) == Some(&exp)
-            {
-                g.seen.remove(&k);
-            }
-        }
-        if g.seen.get(&key).is_some_and(|e| *e >= now) {
-            return false;
-        }
-        g.seen.insert(key.clone(), expires);
-        g.order.push_back((expires, key));
-        true
-    }
-
-    /// How many pairs are remembered.
-    pub fn len(&self) -> usize {
-        self.inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .seen
-            .len()
-    }
-
-    /// Whether none is.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// Paths served to anyone: the banner, the dashboard and its assets, health, the API document
@@ -275,7 +190,7 @@ async fn authenticate<S: Store>(
                 return Ok(Some((id, (Ok(()), None))));
             }
             let verdict = judge(tx, &cfg, &id, &facts, |tx| {
-                let duty = crate::duty::duty_session(cfg.duty_session.as_deref(), tx)?;
+                let duty = crate::domain::duty::duty_session(cfg.duty_session.as_deref(), tx)?;
                 Ok(is_duty(&id, duty.as_deref()))
             })?;
             Ok(Some((id, verdict)))
@@ -378,13 +293,6 @@ async fn bearer_authn<S: Store>(
             verdict,
         ),
     })
-}
-
-/// The hub's in-process auth state.
-#[derive(Debug, Default)]
-pub struct AuthState {
-    /// Replay memory.
-    pub nonces: NonceCache,
 }
 
 /// What authorization needs to know about the request beyond its path.
@@ -547,7 +455,7 @@ fn target_of(
 
 /// Links declared in the policy document, as project sets.
 fn policy_links(tx: &dyn ReadTx) -> Result<Vec<Vec<String>>, StoreError> {
-    let v = tx.kv(crate::routes::meta::POLICY_KEY)?;
+    let v = tx.kv(crate::domain::policy::POLICY_KEY)?;
     let p: trantor_proto::PolicyReply = v
         .and_then(|v| serde_json::from_value(v).ok())
         .unwrap_or_default();
@@ -659,7 +567,7 @@ fn authorize(
     body: &Value,
     q: &HashMap<String, String>,
 ) -> Result<Result<(), (StatusCode, String)>, StoreError> {
-    let duty_session = crate::duty::duty_session(cfg.duty_session.as_deref(), tx)?;
+    let duty_session = crate::domain::duty::duty_session(cfg.duty_session.as_deref(), tx)?;
     let duty = is_duty(id, duty_session.as_deref());
     // Session bindings: a signed caller speaks and reads only as itself.
     match path {

@@ -130,7 +130,7 @@ pub async fn enroll<S: Store>(
         .as_deref()
         .map(str::trim)
         .filter(|n| !n.is_empty())
-        .map(|n| crate::cards::truncate(n, MAX_NAME))
+        .map(|n| crate::domain::cards::truncate(n, MAX_NAME))
         .unwrap_or_else(|| pubkey[..16].to_string());
     let reply = hub
         .write(move |tx| {

@@ -11,7 +11,6 @@ use super::hub::{
 };
 use super::{Row, Table};
 use anyhow::{Context, Result, bail};
-use serde_json::json;
 use std::time::{Duration, Instant};
 
 /// The scratch database; dropped (with its connections) on drop.
@@ -164,10 +163,10 @@ pub async fn run(args: &HubBenchArgs, url: &str) -> Result<Table> {
         // and a bare group commit of the same rows (the store alone).
         let c = super::hub::ceiling(&sizes, &load, &mut table).await?;
         eprintln!("bench: bare group commit of /send's rows on PostgreSQL…");
-        let url = scratch.url.clone();
+        let db = scratch.url.clone();
         let store = tokio::task::spawn_blocking(move || {
             trantor_store_postgres::PgStore::open_with(
-                &url,
+                &db,
                 trantor_store_postgres::PgOptions {
                     background: false,
                     ..Default::default()
@@ -205,7 +204,7 @@ pub async fn run(args: &HubBenchArgs, url: &str) -> Result<Table> {
                 t.rate / c.rate.max(1.0) * 100.0,
                 t.rate / g.rate.max(1.0) * 100.0
             ),
-            want_text,
+            &want_text,
             t.rate >= want,
         ));
         // Two hubs writing at once: writes are serialised in the database, so this shows what

@@ -1033,7 +1033,11 @@ pub(super) async fn throughput(
 
 /// The bare-route ceiling (the same load against a bare route on the same server stack, started
 /// for it and stopped after), with its row in `table`.
-pub(super) async fn ceiling(sizes: &Sizes, load: &LoadGen, table: &mut Table) -> Result<Throughput> {
+pub(super) async fn ceiling(
+    sizes: &Sizes,
+    load: &LoadGen,
+    table: &mut Table,
+) -> Result<Throughput> {
     eprintln!("bench: bare-route ceiling…");
     let home = TempDir::new("ceiling")?;
     let mut server = HubProc::spawn_ceiling(home.path())?;

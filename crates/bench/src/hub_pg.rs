@@ -312,7 +312,10 @@ async fn original_rate(
         return Ok(None);
     };
     let hub_mjs = std::path::Path::new(&pkg).join("hub.mjs");
-    eprintln!("bench: the original hub ({}) on PostgreSQL…", hub_mjs.display());
+    eprintln!(
+        "bench: the original hub ({}) on PostgreSQL…",
+        hub_mjs.display()
+    );
     let scratch = Scratch::create_named(url, "_original").await?;
     let home = TempDir::new("pg-original")?;
     let (data, db) = (home.path().join("data"), scratch.url.clone());

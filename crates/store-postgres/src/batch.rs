@@ -13,47 +13,57 @@
 //! their order in their own statement. Rows of one table keep their order; a message's delivery
 //! states end in `delivery_open` as the last of them says, as one insert after another would.
 
-use crate::{OwnedParam, Origin};
+use crate::{Origin, OwnedParam};
 
 /// A row the writer inserts without waiting for an answer.
 pub(crate) enum Row {
     /// A message (its id chosen by the writer) with the cards it mentions.
-    Message {
-        id: i64,
-        ts: i64,
-        from: String,
-        to: String,
-        project: String,
-        text: String,
-        re: Option<i64>,
-        kind: Option<String>,
-        wake: Option<bool>,
-        refs: Vec<i64>,
-    },
+    Message(MessageRow),
     /// A delivery state of a message.
-    Delivery {
-        msg_id: i64,
-        state: String,
-        terminal: bool,
-        ts: i64,
-        session: String,
-        instance: Option<String>,
-        turn: Option<i64>,
-        pid: Option<i64>,
-        outcome: Option<String>,
-        reason: Option<String>,
-    },
+    Delivery(DeliveryRow),
     /// An event (its id chosen by the writer) with the cards it mentions.
-    Event {
-        id: i64,
-        ts: i64,
-        kind: String,
-        project: String,
-        by: String,
-        task_id: Option<i64>,
-        data: String,
-        refs: Vec<i64>,
-    },
+    Event(EventRow),
+}
+
+/// The columns of a `messages` row, and the cards it mentions (`message_refs`).
+pub(crate) struct MessageRow {
+    pub(crate) id: i64,
+    pub(crate) ts: i64,
+    pub(crate) from: String,
+    pub(crate) to: String,
+    pub(crate) project: String,
+    pub(crate) text: String,
+    pub(crate) re: Option<i64>,
+    pub(crate) kind: Option<String>,
+    pub(crate) wake: Option<bool>,
+    pub(crate) refs: Vec<i64>,
+}
+
+/// The columns of a `delivery` row, and whether its state is terminal (closes the message's
+/// `delivery_open` entry).
+pub(crate) struct DeliveryRow {
+    pub(crate) msg_id: i64,
+    pub(crate) state: String,
+    pub(crate) terminal: bool,
+    pub(crate) ts: i64,
+    pub(crate) session: String,
+    pub(crate) instance: Option<String>,
+    pub(crate) turn: Option<i64>,
+    pub(crate) pid: Option<i64>,
+    pub(crate) outcome: Option<String>,
+    pub(crate) reason: Option<String>,
+}
+
+/// The columns of an `events` row, and the cards it mentions (`event_refs`).
+pub(crate) struct EventRow {
+    pub(crate) id: i64,
+    pub(crate) ts: i64,
+    pub(crate) kind: String,
+    pub(crate) project: String,
+    pub(crate) by: String,
+    pub(crate) task_id: Option<i64>,
+    pub(crate) data: String,
+    pub(crate) refs: Vec<i64>,
 }
 
 /// One multi-row statement: its SQL, its array parameters, and what it is (for its error).
@@ -103,203 +113,76 @@ const EVENTS: &str = "WITH e AS (
                        ELSE n + (SELECT count(*) FROM e) END
      WHERE name IN ('events_tip', 'events_count') AND EXISTS (SELECT 1 FROM e)";
 
-/// Columns of one table's rows, gathered in order.
-#[derive(Default)]
-struct Messages {
-    id: Vec<i64>,
-    ts: Vec<i64>,
-    from: Vec<String>,
-    to: Vec<String>,
-    project: Vec<String>,
-    text: Vec<String>,
-    re: Vec<Option<i64>>,
-    kind: Vec<Option<String>>,
-    wake: Vec<Option<bool>>,
+/// The array parameters of `rows`: one array per named field, in row order.
+macro_rules! columns {
+    ($rows:expr; $($field:ident),+) => {
+        vec![$(Box::new($rows.iter().map(|r| r.$field.clone()).collect::<Vec<_>>()) as OwnedParam),+]
+    };
 }
 
-#[derive(Default)]
-struct Deliveries {
-    msg_id: Vec<i64>,
-    state: Vec<String>,
-    ts: Vec<i64>,
-    session: Vec<String>,
-    instance: Vec<Option<String>>,
-    turn: Vec<Option<i64>>,
-    pid: Vec<Option<i64>>,
-    outcome: Vec<Option<String>>,
-    reason: Vec<Option<String>>,
-    /// Per message, whether its last state so far is terminal.
-    terminal: Vec<(i64, bool)>,
-}
-
-#[derive(Default)]
-struct Events {
-    id: Vec<i64>,
-    ts: Vec<i64>,
-    kind: Vec<String>,
-    project: Vec<String>,
-    by: Vec<String>,
-    task_id: Vec<Option<i64>>,
-    data: Vec<String>,
-}
-
-/// `(card, row id)` pairs.
-#[derive(Default)]
-struct Refs {
-    card: Vec<i64>,
-    row: Vec<i64>,
-}
-
-impl Refs {
-    fn add(&mut self, row: i64, cards: Vec<i64>) {
-        for c in cards {
-            self.card.push(c);
-            self.row.push(row);
-        }
-    }
-
-    fn statement(self, sql: &'static str, origin: Origin) -> Option<Statement> {
-        (!self.card.is_empty()).then(|| {
-            (
-                sql,
-                vec![Box::new(self.card) as OwnedParam, Box::new(self.row)],
-                origin,
-            )
-        })
-    }
+/// The `(card, row id)` pairs of rows that mention cards, as `INSERT … unnest` into `sql`.
+fn refs<'a>(
+    rows: impl Iterator<Item = (i64, &'a [i64])>,
+    sql: &'static str,
+    origin: Origin,
+) -> Option<Statement> {
+    let (card, row): (Vec<i64>, Vec<i64>) = rows
+        .flat_map(|(id, cards)| cards.iter().map(move |&c| (c, id)))
+        .unzip();
+    (!card.is_empty()).then(|| {
+        (
+            sql,
+            vec![Box::new(card) as OwnedParam, Box::new(row)],
+            origin,
+        )
+    })
 }
 
 /// The statements that insert `rows`: at most one per table, messages first (their trigger
 /// keeps the contract ledger), then their card references, the delivery states, the events and
 /// theirs.
 pub(crate) fn statements(rows: Vec<Row>) -> Vec<Statement> {
-    let (mut m, mut mr, mut d, mut e, mut er) = (
-        Messages::default(),
-        Refs::default(),
-        Deliveries::default(),
-        Events::default(),
-        Refs::default(),
-    );
+    let (mut m, mut d, mut e) = (Vec::new(), Vec::new(), Vec::new());
     for row in rows {
         match row {
-            Row::Message {
-                id,
-                ts,
-                from,
-                to,
-                project,
-                text,
-                re,
-                kind,
-                wake,
-                refs,
-            } => {
-                m.id.push(id);
-                m.ts.push(ts);
-                m.from.push(from);
-                m.to.push(to);
-                m.project.push(project);
-                m.text.push(text);
-                m.re.push(re);
-                m.kind.push(kind);
-                m.wake.push(wake);
-                mr.add(id, refs);
-            }
-            Row::Delivery {
-                msg_id,
-                state,
-                terminal,
-                ts,
-                session,
-                instance,
-                turn,
-                pid,
-                outcome,
-                reason,
-            } => {
-                d.msg_id.push(msg_id);
-                d.state.push(state);
-                match d.terminal.iter_mut().find(|(id, _)| *id == msg_id) {
-                    Some(last) => last.1 = terminal,
-                    None => d.terminal.push((msg_id, terminal)),
-                }
-                d.ts.push(ts);
-                d.session.push(session);
-                d.instance.push(instance);
-                d.turn.push(turn);
-                d.pid.push(pid);
-                d.outcome.push(outcome);
-                d.reason.push(reason);
-            }
-            Row::Event {
-                id,
-                ts,
-                kind,
-                project,
-                by,
-                task_id,
-                data,
-                refs,
-            } => {
-                e.id.push(id);
-                e.ts.push(ts);
-                e.kind.push(kind);
-                e.project.push(project);
-                e.by.push(by);
-                e.task_id.push(task_id);
-                e.data.push(data);
-                er.add(id, refs);
-            }
+            Row::Message(r) => m.push(r),
+            Row::Delivery(r) => d.push(r),
+            Row::Event(r) => e.push(r),
         }
     }
     let mut out = Vec::new();
-    if !m.id.is_empty() {
-        let params: Vec<OwnedParam> = vec![
-            Box::new(m.id),
-            Box::new(m.ts),
-            Box::new(m.from),
-            Box::new(m.to),
-            Box::new(m.project),
-            Box::new(m.text),
-            Box::new(m.re),
-            Box::new(m.kind),
-            Box::new(m.wake),
-        ];
+    if !m.is_empty() {
+        let params = columns!(m; id, ts, from, to, project, text, re, kind, wake);
         out.push((MESSAGES, params, ("messages", "insert_message")));
     }
-    out.extend(mr.statement(MESSAGE_REFS, ("message_refs", "insert")));
-    if !d.msg_id.is_empty() {
-        let closed: Vec<i64> = d
-            .terminal
-            .iter()
-            .filter_map(|&(id, t)| t.then_some(id))
-            .collect();
-        let params: Vec<OwnedParam> = vec![
-            Box::new(d.msg_id),
-            Box::new(d.state),
-            Box::new(d.ts),
-            Box::new(d.session),
-            Box::new(d.instance),
-            Box::new(d.turn),
-            Box::new(d.pid),
-            Box::new(d.outcome),
-            Box::new(d.reason),
-            Box::new(closed),
-        ];
+    out.extend(refs(
+        m.iter().map(|r| (r.id, r.refs.as_slice())),
+        MESSAGE_REFS,
+        ("message_refs", "insert"),
+    ));
+    if !d.is_empty() {
+        // Per message, whether its last state here is terminal.
+        let mut last: Vec<(i64, bool)> = Vec::new();
+        for r in &d {
+            match last.iter_mut().find(|(id, _)| *id == r.msg_id) {
+                Some(l) => l.1 = r.terminal,
+                None => last.push((r.msg_id, r.terminal)),
+            }
+        }
+        let closed: Vec<i64> = last.iter().filter_map(|&(id, t)| t.then_some(id)).collect();
+        let mut params =
+            columns!(d; msg_id, state, ts, session, instance, turn, pid, outcome, reason);
+        params.push(Box::new(closed));
         out.push((DELIVERY, params, ("delivery", "append")));
     }
-    if !e.id.is_empty() {
-        let params: Vec<OwnedParam> = vec![
-            Box::new(e.id),
-            Box::new(e.ts),
-            Box::new(e.kind),
-            Box::new(e.project),
-            Box::new(e.by),
-            Box::new(e.task_id),
-            Box::new(e.data),
-        ];
+    if !e.is_empty() {
+        let params = columns!(e; id, ts, kind, project, by, task_id, data);
         out.push((EVENTS, params, ("events", "insert_event")));
     }
-    out.extend(er.statement(EVENT_REFS, ("event_refs", "insert")));
+    out.extend(refs(
+        e.iter().map(|r| (r.id, r.refs.as_slice())),
+        EVENT_REFS,
+        ("event_refs", "insert"),
+    ));
     out
 }

@@ -29,6 +29,25 @@ mod delivery;
 /// A statement parameter.
 type Param<'a> = &'a (dyn ToSql + Sync);
 
+/// Statement runners over [`PgTx::call`]: `name(table, op, sql, params)` runs the connection's
+/// `method` with the prepared statement.
+macro_rules! via_call {
+    ($($(#[$doc:meta])* $name:ident -> $t:ty = $method:ident;)+) => {
+        $(
+            $(#[$doc])*
+            fn $name(
+                &self,
+                table: &'static str,
+                op: &'static str,
+                sql: &str,
+                params: &[Param<'_>],
+            ) -> Result<$t, StoreError> {
+                self.call(table, op, sql, |c, st| c.$method(st, params))
+            }
+        )+
+    };
+}
+
 /// Statements of a transaction on one connection (read-only or read-write, as it was begun).
 pub(crate) struct PgTx<'c> {
     conn: RefCell<&'c mut Conn>,
@@ -57,34 +76,13 @@ impl<'c> PgTx<'c> {
         r.map_err(|e| c.blame(table, op, e))
     }
 
-    fn query(
-        &self,
-        table: &'static str,
-        op: &'static str,
-        sql: &str,
-        params: &[Param<'_>],
-    ) -> Result<Vec<Row>, StoreError> {
-        self.call(table, op, sql, |c, st| c.query(st, params))
-    }
-
-    fn query_opt(
-        &self,
-        table: &'static str,
-        op: &'static str,
-        sql: &str,
-        params: &[Param<'_>],
-    ) -> Result<Option<Row>, StoreError> {
-        self.call(table, op, sql, |c, st| c.query_opt(st, params))
-    }
-
-    fn exec(
-        &self,
-        table: &'static str,
-        op: &'static str,
-        sql: &str,
-        params: &[Param<'_>],
-    ) -> Result<u64, StoreError> {
-        self.call(table, op, sql, |c, st| c.execute(st, params))
+    via_call! {
+        /// Rows of a statement.
+        query -> Vec<Row> = query;
+        /// At most one row of a statement.
+        query_opt -> Option<Row> = query_opt;
+        /// Rows changed by a statement.
+        exec -> u64 = execute;
     }
 
     /// Queue a row whose insert nobody waits for, to go out with the next round trip (see
@@ -868,7 +866,7 @@ impl WriteTx for PgTx<'_> {
         if let Some(id) = self.take_message_id() {
             // The writer's id: the row, the tip counter and the notification other hubs wake
             // on go out with the next round trip (NOTIFY is delivered at COMMIT, or never).
-            self.defer(batch::Row::Message {
+            self.defer(batch::Row::Message(batch::MessageRow {
                 id,
                 ts: msg.ts,
                 from: msg.from.clone(),
@@ -879,7 +877,7 @@ impl WriteTx for PgTx<'_> {
                 kind: msg.kind.clone(),
                 wake: msg.wake,
                 refs: refs.to_vec(),
-            });
+            }));
             return Ok(msg.stored_as(id));
         }
         // One round trip: the row, the tip counter, and the notification other hubs wake on
@@ -1050,7 +1048,7 @@ impl WriteTx for PgTx<'_> {
         let data = encode("events", &event.data)?;
         if let Some(id) = self.take_event_id() {
             // The writer's id: the row and its counters go out with the next round trip.
-            self.defer(batch::Row::Event {
+            self.defer(batch::Row::Event(batch::EventRow {
                 id,
                 ts: event.ts,
                 kind: event.kind.clone(),
@@ -1059,7 +1057,7 @@ impl WriteTx for PgTx<'_> {
                 task_id: event.task_id,
                 data,
                 refs: event.refs.clone(),
-            });
+            }));
             return Ok(Event {
                 id,
                 ts: event.ts,

@@ -413,8 +413,13 @@ async fn pg_ledger_over_a_batch_matches_one_write_each() {
         assert_eq!(a, b, "{sql}");
     }
     // The answers the steps were made for are there.
-    let answered = many.dump("SELECT id || '>' || answer_id FROM contracts WHERE answer_id IS NOT NULL ORDER BY id");
-    assert!(answered.contains("1>5") && answered.contains("2>6"), "{answered}");
+    let answered = many.dump(
+        "SELECT id || '>' || answer_id FROM contracts WHERE answer_id IS NOT NULL ORDER BY id",
+    );
+    assert!(
+        answered.contains("1>5") && answered.contains("2>6"),
+        "{answered}"
+    );
 }
 
 /// Writes that share one batch are undone alone when they fail: one that only queued rows (its
@@ -446,8 +451,11 @@ async fn pg_a_failed_write_in_a_batch_is_undone_alone() {
             .expect("lock");
         locked_tx.send(()).expect("say locked");
         let _ = release_rx.recv();
-        c.execute("SELECT pg_advisory_unlock($1)", &[&0x7472_616e_746f_7201_i64])
-            .expect("unlock");
+        c.execute(
+            "SELECT pg_advisory_unlock($1)",
+            &[&0x7472_616e_746f_7201_i64],
+        )
+        .expect("unlock");
     });
     locked_rx.recv().expect("locked");
     let first = s.write(|tx| tx.insert_message(conformance::new_msg("a", "r", 1, "first"), &[]));
@@ -455,7 +463,10 @@ async fn pg_a_failed_write_in_a_batch_is_undone_alone() {
     while db.dump("SELECT count(*)::text FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
         == "0"
     {
-        assert!(std::time::Instant::now() < deadline, "the writer never waited for the lock");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the writer never waited for the lock"
+        );
         std::thread::yield_now();
     }
     let queued_only = s.write(move |tx| {

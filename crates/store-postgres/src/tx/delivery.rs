@@ -130,7 +130,7 @@ impl PgTx<'_> {
         if self.conn.borrow().ids.is_some() {
             // Inside the writer's batch: nothing is read back, so it goes out with the next
             // round trip (an insert without a key of its own to conflict on).
-            self.defer(super::batch::Row::Delivery {
+            self.defer(super::batch::Row::Delivery(super::batch::DeliveryRow {
                 msg_id: id,
                 state: st.to_string(),
                 terminal: e.state.is_terminal(),
@@ -141,7 +141,7 @@ impl PgTx<'_> {
                 pid,
                 outcome: e.outcome.clone(),
                 reason: e.reason.clone(),
-            });
+            }));
             return Ok(());
         }
         self.exec(

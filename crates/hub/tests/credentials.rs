@@ -209,7 +209,6 @@ async fn a_proof_of_exhaustion_marks_once_and_bad_reports_are_named() {
     for (until, why) in [
         ("-4309417533227374.0", "not in the future"),
         ("1e16", "31 days out"),
-        ("-9223372036854775808.0", "not in the future"),
     ] {
         let body =
             format!(r#"{{"name":"work","state":"exhausted","until":{until},"session":"a:p"}}"#);

@@ -983,3 +983,39 @@ async fn checklist_items_and_integers_are_bounded_as_sent() {
     assert_eq!(c, 200, "i64::MIN itself: {ok}");
     hub.stop().await;
 }
+
+/// `POST /advise` refuses a number wherever its document says boolean, at any depth (a run of
+/// 2026-12-03 reported `seats[].online` as a number accepted; not reproduced since: every
+/// boolean of the body is strict), and takes the same body with booleans.
+#[tokio::test]
+async fn advise_booleans_are_booleans() {
+    let hub = start(|_| {}).await;
+    let p = hub.port;
+    let body = |online: Value, usable: Value, estimated: Value| {
+        json!({
+            "project": "p",
+            "packages": [{"title": "t", "difficulty": "easy"}],
+            "clis": [{"agent": "claude", "usable": usable, "detail": ""}],
+            "seats": [{"session": "claude:p", "agent": "claude", "online": online, "parked": false}],
+            "ledger": {"cards": 0, "turns": 0, "tokens": 0, "usd": 0.0, "estimated": estimated},
+        })
+    };
+    let (c, ok) = post(p, "/advise", body(json!(true), json!(true), json!(false))).await;
+    assert_eq!(c, 200, "{ok}");
+    for (bad, field) in [
+        (body(json!(1), json!(true), json!(false)), "seats[0].online"),
+        (
+            body(json!(true), json!(0.0), json!(false)),
+            "clis[0].usable",
+        ),
+        (
+            body(json!(true), json!(true), json!("no")),
+            "ledger.estimated",
+        ),
+    ] {
+        let (c, e) = post(p, "/advise", bad.clone()).await;
+        assert_eq!(c, 400, "{bad}: {e}");
+        assert_eq!(e["field"], field, "{e}");
+    }
+    hub.stop().await;
+}

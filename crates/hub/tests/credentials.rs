@@ -2,9 +2,6 @@
 //! any other field (a secret has nowhere to go), updates by name and removes once.
 
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
-use trantor_hub::{Config, HubArgs};
-use trantor_store_sqlite::SqliteStore;
 
 async fn post(base: &str, path: &str, body: Value) -> (u16, Value) {
     trantor_proto::tls::install_default_provider();
@@ -33,22 +30,8 @@ async fn post_raw(base: &str, path: &str, body: &str) -> (u16, Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hub_keeps_names_and_states_never_secrets() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = SqliteStore::open(&dir.path().join("hub.db")).expect("store");
-    let cfg = Config::from_args(&HubArgs {
-        data_dir: Some(dir.path().to_path_buf()),
-        port: 0,
-        ..HubArgs::default()
-    })
-    .expect("config");
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    tokio::spawn(trantor_hub::serve(
-        listener,
-        store,
-        cfg,
-        std::future::pending(),
-    ));
+    let hub = trantor_testkit::Hub::start();
+    let base = hub.url();
 
     let (st, r) = post(
         &base,
@@ -106,22 +89,8 @@ async fn the_hub_keeps_names_and_states_never_secrets() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_proof_of_exhaustion_marks_once_and_bad_reports_are_named() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = SqliteStore::open(&dir.path().join("hub.db")).expect("store");
-    let cfg = Config::from_args(&HubArgs {
-        data_dir: Some(dir.path().to_path_buf()),
-        port: 0,
-        ..HubArgs::default()
-    })
-    .expect("config");
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    tokio::spawn(trantor_hub::serve(
-        listener,
-        store,
-        cfg,
-        std::future::pending(),
-    ));
+    let hub = trantor_testkit::Hub::start();
+    let base = hub.url();
     post(
         &base,
         "/credentials",

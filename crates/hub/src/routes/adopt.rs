@@ -2,10 +2,10 @@
 //! `trantor adopt` posts them here, owner-signed; `docs/protocol.md` §15.5). Every row gets this
 //! hub's ids and the imported project; the whole import is one transaction.
 
+use crate::domain::policy::canon;
 use crate::error::{ApiError, ApiResult, check_len, check_opt};
 use crate::extract::JsonBody;
 use crate::openapi::{RouteDoc, Verb, shape};
-use crate::routes::lanes::canon;
 use crate::state::{AppState, Outbox, event};
 use axum::Json;
 use axum::extract::State;
@@ -153,7 +153,7 @@ pub async fn import<S: Store>(
                 reply.events += 1;
             }
             for m in req.messages {
-                let refs = crate::cards::card_refs(&m.text);
+                let refs = crate::domain::cards::card_refs(&m.text);
                 tx.insert_message(
                     NewMessage {
                         ts: m.ts.unwrap_or(now),

@@ -12,6 +12,7 @@
 //! escalation messages, so a hub killed mid-pass neither loses nor repeats an escalation.
 //! See `docs/protocol.md` §11.1.
 
+use crate::domain::duty::{DUTY_SENDER, duty_session};
 use crate::state::{AppState, Outbox, event};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -19,10 +20,6 @@ use std::collections::{BTreeMap, HashSet};
 use trantor_proto::{Message, now_ms};
 use trantor_store::{NewMessage, ReadTx, Store, StoreError, WriteTx};
 
-/// The pseudo-sender of escalations.
-pub const DUTY_SENDER: &str = "hub:duty";
-/// kv key of the session appointed with `POST /overseer/duty`.
-pub const APPOINTED_KEY: &str = "dutySession";
 /// kv key of the escalation ledger and the dark clock.
 pub const STATE_KEY: &str = "duty.state";
 /// How far back unread mail is considered.
@@ -80,20 +77,6 @@ impl DutyState {
         let v = serde_json::to_value(self).map_err(|e| StoreError::db_from("duty ledger", e))?;
         tx.set_kv(STATE_KEY, &v)
     }
-}
-
-/// The duty session in force: the configured one, else the appointed one.
-pub fn duty_session(
-    cfg_session: Option<&str>,
-    tx: &dyn ReadTx,
-) -> Result<Option<String>, StoreError> {
-    if let Some(s) = cfg_session {
-        return Ok(Some(s.to_string()));
-    }
-    Ok(tx
-        .kv(APPOINTED_KEY)?
-        .and_then(|v| v.as_str().map(str::to_string))
-        .filter(|s| !s.trim().is_empty()))
 }
 
 /// Start the duty pass; it stops when the hub shuts down.
@@ -214,7 +197,7 @@ fn insert_duty_message(
         &[],
     )?;
     if keep_record {
-        crate::routes::delivery::record_stored(tx, &msg)?;
+        crate::domain::delivery::record_stored(tx, &msg)?;
     }
     out.event(
         tx,

@@ -167,22 +167,40 @@ fn decode_tree<T: DeserializeOwned>(mut tree: Value) -> ApiResult<T> {
     })
 }
 
-/// JSON has one number type: `3.0` is the integer 3 (as JSON Schema and JavaScript read it), so
-/// integral floats become integers before typed decoding into `i64` fields.
+/// JSON has one number type: `3.0` and `1e3` are the integers 3 and 1000 (as JSON Schema,
+/// JavaScript and Python read them), so integral floats become integers before typed decoding
+/// into integer fields. The float is the nearest double to the text (serde_json's
+/// `float_roundtrip`), so the value is the one a schema validator sees.
 fn integral_floats(v: &mut serde_json::Value) {
     use serde_json::Value;
     match v {
-        Value::Number(n) if !n.is_i64() && !n.is_u64() => {
-            if let Some(f) = n.as_f64()
-                && f.fract() == 0.0
-                && f.abs() < 9.0e15
-            {
-                *v = Value::from(f as i64);
+        Value::Number(n) if n.is_f64() => {
+            if let Some(i) = n.as_f64().and_then(integral) {
+                *v = i;
             }
         }
         Value::Array(items) => items.iter_mut().for_each(integral_floats),
         Value::Object(map) => map.values_mut().for_each(integral_floats),
         _ => {}
+    }
+}
+
+/// An integral double as a JSON integer: exactly, within `i64` or (above it) `u64`; `None` for
+/// a fraction, an infinity, a value past `u64`, and -2^63: serde_json reads an integer text
+/// below `i64::MIN` (`-9223372036854775809`) as a double, and the nearest one is -2^63, so that
+/// double cannot tell a float at the bound from an integer past it. The one rule for integers
+/// sent as floats, in bodies and queries alike.
+pub fn integral(f: f64) -> Option<serde_json::Value> {
+    // 2^63 and 2^64 are exact doubles; `as` saturates, so the range is checked first.
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    if !f.is_finite() || f.fract() != 0.0 {
+        None
+    } else if f > -TWO_63 && f < TWO_63 {
+        Some(serde_json::Value::from(f as i64))
+    } else if (0.0..2.0 * TWO_63).contains(&f) {
+        Some(serde_json::Value::from(f as u64))
+    } else {
+        None
     }
 }
 
@@ -344,16 +362,13 @@ impl Params {
     }
 }
 
-/// Parse an integer the way clients write them: `12`, `-3`, and also `12.0` (JavaScript numbers
-/// printed by `String(n)` never carry a fraction for integers, but be tolerant of one).
+/// Parse an integer the way clients write them: `12`, `-3`, and also `12.0` or `1e3` (an
+/// integral number, by the same rule as a body's: [`integral`]).
 pub fn parse_int(v: &str) -> Option<i64> {
     if let Ok(n) = v.parse::<i64>() {
         return Some(n);
     }
-    match v.parse::<f64>() {
-        Ok(f) if f.is_finite() && f.fract() == 0.0 && f.abs() < 9.0e15 => Some(f as i64),
-        _ => None,
-    }
+    v.parse::<f64>().ok().and_then(integral)?.as_i64()
 }
 
 #[cfg(test)]
@@ -370,6 +385,21 @@ mod tests {
             decode_json(br#"{"session":"a:p","phaseSince":-4001.0}"#).ok();
         assert_eq!(r.and_then(|r| r.phase_since), Some(-4001));
         assert!(decode_json::<trantor_proto::RegisterRequest>(br#"{"phaseSince":1.5}"#).is_err());
+        // Read exactly, however large: the nearest double, and integral ones up to u64.
+        let big = br#"{"a":-4309417533227374.0,"b":1e16,"c":9223372036854775808.0,"d":[2.5e1]}"#;
+        let v: serde_json::Value = decode_json(big).expect("big");
+        assert_eq!(v["a"].as_i64(), Some(-4_309_417_533_227_374), "{v}");
+        assert_eq!(v["b"].as_i64(), Some(10_000_000_000_000_000), "{v}");
+        assert_eq!(v["c"].as_u64(), Some(1 << 63), "{v}");
+        assert_eq!(v["d"][0].as_i64(), Some(25), "{v}");
+        let v: serde_json::Value =
+            decode_json(br#"{"a":-4309417533227374.5,"b":1.8446744073709552e19}"#).expect("f");
+        assert!(v["a"].is_f64() && v["b"].is_f64(), "{v}");
+        // An integer text past i64::MIN is read as the double -2^63: it stays a float (refused
+        // by an integer field) rather than becoming i64::MIN (schemathesis, random seed:
+        // `re: -9223372036854775809` was accepted on POST /send).
+        let v: serde_json::Value = decode_json(br#"{"a":-9223372036854775809}"#).expect("min");
+        assert!(v["a"].is_f64(), "{v}");
     }
 
     #[tokio::test]
@@ -452,5 +482,15 @@ mod tests {
         assert_eq!(parse_int("1e3"), Some(1000));
         assert_eq!(parse_int("x"), None);
         assert_eq!(parse_int("1.5"), None);
+        assert_eq!(parse_int("1e16"), Some(10_000_000_000_000_000));
+        assert_eq!(parse_int("-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_int("-9223372036854775808.0"), None);
+        assert_eq!(
+            parse_int("-9223372036854775809"),
+            None,
+            "past i64, as an integer"
+        );
+        assert_eq!(parse_int("9223372036854775808.0"), None);
+        assert_eq!(parse_int("inf"), None);
     }
 }

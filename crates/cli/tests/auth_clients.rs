@@ -301,9 +301,11 @@ fn direct_message_gets_a_receipt(url: &str, ops: &Path, seat: &Seat, marker: &st
     );
 }
 
+trantor_testkit::on_both_hubs!(our_seat_and_mcp_enroll_by_tofu_on_an_enforce_hub);
+
 /// TOFU on a loopback bind: the seat and the MCP server enroll themselves and work; unsigned
 /// callers get 401.
-fn tofu_on(original: bool) {
+fn our_seat_and_mcp_enroll_by_tofu_on_an_enforce_hub(original: bool) {
     let Some(hub) = EnforceHub::start(original, "tofu") else {
         return;
     };
@@ -412,9 +414,11 @@ async fn mcp_round_trip(url: &str, bus: &Path, session: &str, ops: &Path) {
     assert_eq!(mode, 0o600);
 }
 
+trantor_testkit::on_both_hubs!(our_seats_enroll_by_invite_on_an_enforce_hub);
+
 /// Invites only (no TOFU): an invite from `trantor invite`, and one the seat mints with the
 /// operator's owner key; a seat with neither is refused with a clear error.
-fn invites_on(original: bool) {
+fn our_seats_enroll_by_invite_on_an_enforce_hub(original: bool) {
     let Some(hub) = EnforceHub::start(original, "invite") else {
         return;
     };
@@ -465,26 +469,6 @@ fn invites_on(original: bool) {
     owned.start(&url, &[("RELAY_OWNER_IDENTITY", ORCH)]);
     owned.wait_on_bus();
     direct_message_gets_a_receipt(&url, &ops, &owned, "ZEBRA-3");
-}
-
-#[test]
-fn our_seat_and_mcp_enroll_by_tofu_on_the_original_enforce_hub() {
-    tofu_on(true);
-}
-
-#[test]
-fn our_seat_and_mcp_enroll_by_tofu_on_our_enforce_hub() {
-    tofu_on(false);
-}
-
-#[test]
-fn our_seats_enroll_by_invite_on_the_original_enforce_hub() {
-    invites_on(true);
-}
-
-#[test]
-fn our_seats_enroll_by_invite_on_our_enforce_hub() {
-    invites_on(false);
 }
 
 /// `trantor identity list` and `revoke` on our hub: a revoked seat's key gets 401 afterwards.
@@ -648,9 +632,11 @@ fn hook(url: &str, bus: &Path, session: &str, event: &str, instance: &str) -> Va
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("hook {event}: {e}: {}", text(&o)))
 }
 
+trantor_testkit::on_both_hubs!(hooks_sign_with_an_instance_key_on_an_enforce_hub);
+
 /// The hooks of a person's Claude session enroll by TOFU and sign with an instance key for the
 /// harness session: a direct message reaches the session through its own (owner-only) inbox.
-fn hooks_on(original: bool) {
+fn hooks_sign_with_an_instance_key_on_an_enforce_hub(original: bool) {
     let Some(hub) = EnforceHub::start(original, "tofu") else {
         return;
     };
@@ -680,16 +666,6 @@ fn hooks_on(original: bool) {
         .as_str()
         .unwrap_or("");
     assert!(ctx.contains("HOOK-SIGNED-DM"), "{v}");
-}
-
-#[test]
-fn hooks_sign_with_an_instance_key_on_the_original_enforce_hub() {
-    hooks_on(true);
-}
-
-#[test]
-fn hooks_sign_with_an_instance_key_on_our_enforce_hub() {
-    hooks_on(false);
 }
 
 /// A hub serving HTTPS in enforce mode: a seat, the CLI and the operator reach it at

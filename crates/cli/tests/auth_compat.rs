@@ -16,23 +16,12 @@ mod common;
 
 use common::Hub;
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 use trantor_proto::auth::{self, Ed25519Key};
 
 const BOOT: &str = "compat-bootstrap-token-0123456789";
-
-fn compat(file: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests-compat")
-        .join(file)
-}
-
-fn original() -> Option<PathBuf> {
-    let pkg = common::original_package()?;
-    common::require_tool("python3").then_some(pkg)
-}
 
 fn enforce_hub() -> Hub {
     Hub::start_with(|a| {
@@ -49,33 +38,14 @@ fn call(
     path: &str,
     body: Option<&Value>,
 ) -> (u16, Value) {
-    use std::io::{Read, Write};
     let payload = body.map(Value::to_string).unwrap_or_default();
-    let mut head =
-        format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
-    if let Some(k) = key {
-        for (name, v) in auth::sign_request(k, method, path, payload.as_bytes()).headers {
-            head.push_str(&format!("{name}: {v}\r\n"));
-        }
+    let signed = key.map(|k| auth::sign_request(k, method, path, payload.as_bytes()).headers);
+    let mut headers: Vec<(&str, &str)> = vec![("Content-Type", "application/json")];
+    for (name, v) in signed.iter().flatten() {
+        headers.push((name, v));
     }
-    let req = format!(
-        "{head}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{payload}",
-        payload.len()
-    );
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    s.write_all(req.as_bytes()).expect("write");
-    let mut raw = Vec::new();
-    let _ = s.read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw);
-    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, serde_json::from_str(rest).unwrap_or(Value::Null))
+    let reply = common::request(port, method, path, &headers, payload.as_bytes()).expect("hub");
+    (reply.status, reply.json())
 }
 
 /// Enrolls `key` as `name` (with the bootstrap token when `token` is given, else TOFU).
@@ -110,56 +80,11 @@ fn write_key_file(bus: &Path, name: &str, kind: &str, key: &Ed25519Key) {
     std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).expect("chmod");
 }
 
-fn wait_with_deadline(mut child: Child, within: Duration) -> Option<std::process::Output> {
-    let deadline = Instant::now() + within;
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => return child.wait_with_output().ok(),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
-        }
-    }
-}
-
-fn wait_for(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// Kill every process whose command line mentions `marker` (a unique temp path of this test).
-fn kill_processes_mentioning(marker: &Path) {
-    let marker = marker.to_string_lossy().into_owned();
-    let me = std::process::id();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        if u32::try_from(pid).is_ok_and(|p| p == me) {
-            continue;
-        }
-        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmdline).contains(&marker) {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-    }
-}
-
 #[test]
 fn original_mcp_server_enrolls_and_works_against_our_enforcing_hub() {
-    let Some(pkg) = original() else { return };
+    let Some(pkg) = common::original_with_python3() else {
+        return;
+    };
     let hub = enforce_hub();
     let port = hub.port;
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -174,7 +99,7 @@ fn original_mcp_server_enrolls_and_works_against_our_enforcing_hub() {
     let peer = auth::generate_key();
     enroll(port, &peer, "claude:demo", "agent", None);
     let sender = std::thread::spawn(move || {
-        wait_for(
+        common::wait_until(
             "the MCP server's first relay_send",
             Duration::from_secs(60),
             || {
@@ -205,7 +130,7 @@ fn original_mcp_server_enrolls_and_works_against_our_enforcing_hub() {
     let calls_file = tmp.path().join("calls.json");
     std::fs::write(&calls_file, calls.to_string()).expect("calls");
     let child = Command::new("python3")
-        .arg(compat("mcp_drive.py"))
+        .arg(common::compat_file("mcp_drive.py"))
         .arg("--calls")
         .arg(format!("@{}", calls_file.display()))
         .arg("--timeout")
@@ -222,8 +147,9 @@ fn original_mcp_server_enrolls_and_works_against_our_enforcing_hub() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run mcp_drive.py");
-    let out = wait_with_deadline(child, Duration::from_secs(180)).expect("mcp driver finished");
-    kill_processes_mentioning(tmp.path());
+    let out =
+        common::wait_with_deadline(child, Duration::from_secs(180)).expect("mcp driver finished");
+    common::kill_processes_mentioning(tmp.path());
     let peer = sender.join().expect("sender");
     let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
@@ -271,7 +197,9 @@ fn original_mcp_server_enrolls_and_works_against_our_enforcing_hub() {
 
 #[test]
 fn original_runner_enrolls_by_invite_and_answers_on_our_enforcing_hub() {
-    let Some(pkg) = original() else { return };
+    let Some(pkg) = common::original_with_python3() else {
+        return;
+    };
     let hub = enforce_hub();
     let port = hub.port;
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -288,7 +216,8 @@ fn original_runner_enrolls_by_invite_and_answers_on_our_enforcing_hub() {
     enroll(port, &owner, "orch:crew1", "human", Some(BOOT));
     write_key_file(&home.join(".agent-bus"), "orch:crew1", "human", &owner);
 
-    std::os::unix::fs::symlink(compat("fake-agent.sh"), bin_dir.join("claude")).expect("symlink");
+    std::os::unix::fs::symlink(common::compat_file("fake-agent.sh"), bin_dir.join("claude"))
+        .expect("symlink");
     let fake_log = t.join("fake.jsonl");
     let runner_log = t.join("runner.log");
     let path = format!(
@@ -327,7 +256,7 @@ fn original_runner_enrolls_by_invite_and_answers_on_our_enforcing_hub() {
 
     let result = std::panic::catch_unwind(|| {
         let log = || std::fs::read_to_string(&runner_log).unwrap_or_default();
-        wait_for("the runner to park", Duration::from_secs(90), || {
+        common::wait_until("the runner to park", Duration::from_secs(90), || {
             log().contains("parked")
         });
         assert!(!log().contains("not enrolled"), "{}", log());
@@ -359,7 +288,7 @@ fn original_runner_enrolls_by_invite_and_answers_on_our_enforcing_hub() {
         assert_eq!(st, 200, "{sent}");
         let id = sent["id"].as_i64().expect("id");
         let mut receipt = Value::Null;
-        wait_for("the runner's receipt", Duration::from_secs(90), || {
+        common::wait_until("the runner's receipt", Duration::from_secs(90), || {
             let (_, inbox) = call(
                 port,
                 Some(&owner),
@@ -392,7 +321,7 @@ fn original_runner_enrolls_by_invite_and_answers_on_our_enforcing_hub() {
     }
     let _ = runner.kill();
     let _ = runner.wait();
-    kill_processes_mentioning(t);
+    common::kill_processes_mentioning(t);
     if let Err(e) = result {
         eprintln!(
             "runner log:\n{}",

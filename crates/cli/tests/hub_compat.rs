@@ -11,100 +11,19 @@ mod common;
 
 use common::Hub;
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repo root")
-}
-
-fn compat(file: &str) -> PathBuf {
-    repo_root().join("tests-compat").join(file)
-}
-
-/// Wait for a child with a deadline; kills it when the deadline passes.
-fn wait_with_deadline(mut child: Child, within: Duration) -> Option<std::process::Output> {
-    let deadline = Instant::now() + within;
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => return child.wait_with_output().ok(),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
-        }
-    }
-}
-
-/// The installed original package and python3 (the MCP driver), or `None` after a visible
-/// SKIP on a developer machine; under CI a missing prerequisite fails the test.
-fn original() -> Option<PathBuf> {
-    let pkg = common::original_package()?;
-    common::require_tool("python3").then_some(pkg)
-}
-
-fn http() -> Client {
-    Client
-}
-
-/// Synchronous JSON calls to a hub, through the shared harness's plain HTTP/1.1 helper.
-struct Client;
-
-impl Client {
-    /// One request; returns status and JSON body (`Null` when not JSON).
-    fn call(
-        &self,
-        port: u16,
-        method: &str,
-        path: &str,
-        body: Option<&serde_json::Value>,
-    ) -> (u16, serde_json::Value) {
-        common::hub_request(port, method, path, body).expect("hub request")
-    }
-}
-
-fn wait_for(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// Kill every process whose command line mentions `marker` (a unique temp path of this test):
-/// the original runner spawns its turn shell and watchdog in their own sessions.
-fn kill_processes_mentioning(marker: &Path) {
-    let marker = marker.to_string_lossy().into_owned();
-    let me = std::process::id();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        if u32::try_from(pid).is_ok_and(|p| p == me) {
-            continue;
-        }
-        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmdline).contains(&marker) {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-    }
+/// One JSON request to the hub on `port`; status and body (`Null` when not JSON).
+fn call(port: u16, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    common::hub_request(port, method, path, body).expect("hub request")
 }
 
 #[test]
 fn original_mcp_server_works_against_our_hub() {
-    let Some(pkg) = original() else { return };
+    let Some(pkg) = common::original_with_python3() else {
+        return;
+    };
     let hub = Hub::start();
     let port = hub.port;
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -114,12 +33,11 @@ fn original_mcp_server_works_against_our_hub() {
     // A message to the MCP's session, sent once its first tool call reached the hub (after its
     // boot, so the MCP's inbox cursor does not skip it as old; and after relay_send's #1).
     let sender = std::thread::spawn(move || {
-        let c = http();
-        wait_for(
+        common::wait_until(
             "the MCP server's first relay_send",
             Duration::from_secs(60),
             || {
-                let (_, v) = c.call(
+                let (_, v) = call(
                     port,
                     "GET",
                     "/inbox?session=claude:demo&since=0&peek=1",
@@ -130,7 +48,7 @@ fn original_mcp_server_works_against_our_hub() {
         );
         let body =
             json!({"from":"claude:demo","to":"orch:demo","text":"hello orch, ZEBRA-7 is ready"});
-        let (st, v) = c.call(port, "POST", "/send", Some(&body));
+        let (st, v) = call(port, "POST", "/send", Some(&body));
         assert_eq!(st, 200, "{v}");
     });
 
@@ -149,7 +67,7 @@ fn original_mcp_server_works_against_our_hub() {
     let calls_file = tmp.path().join("calls.json");
     std::fs::write(&calls_file, calls.to_string()).expect("calls");
     let child = Command::new("python3")
-        .arg(compat("mcp_drive.py"))
+        .arg(common::compat_file("mcp_drive.py"))
         .arg("--calls")
         .arg(format!("@{}", calls_file.display()))
         .arg("--timeout")
@@ -166,8 +84,9 @@ fn original_mcp_server_works_against_our_hub() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run mcp_drive.py");
-    let out = wait_with_deadline(child, Duration::from_secs(180)).expect("mcp driver finished");
-    kill_processes_mentioning(tmp.path());
+    let out =
+        common::wait_with_deadline(child, Duration::from_secs(180)).expect("mcp driver finished");
+    common::kill_processes_mentioning(tmp.path());
     sender.join().expect("sender");
     let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
@@ -232,12 +151,11 @@ fn original_mcp_server_works_against_our_hub() {
     assert!(!err, "relay_wait");
 
     // The hub holds what the tools did.
-    let c = http();
-    let (_, card) = c.call(port, "GET", "/card?id=1", None);
+    let (_, card) = call(port, "GET", "/card?id=1", None);
     assert_eq!(card["task"]["status"], "doing");
     assert_eq!(card["task"]["by"], "orch:demo");
     assert_eq!(card["task"]["checklist"].as_array().map(Vec::len), Some(2));
-    let (_, inbox) = c.call(
+    let (_, inbox) = call(
         port,
         "GET",
         "/inbox?session=claude:demo&since=0&peek=1",
@@ -249,7 +167,9 @@ fn original_mcp_server_works_against_our_hub() {
 
 #[test]
 fn original_runner_gets_a_direct_message_and_answers_with_a_receipt() {
-    let Some(pkg) = original() else { return };
+    let Some(pkg) = common::original_with_python3() else {
+        return;
+    };
     let hub = Hub::start();
     let port = hub.port;
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -298,23 +218,22 @@ fn original_runner_gets_a_direct_message_and_answers_with_a_receipt() {
     let runner_pid = runner.id();
 
     let result = std::panic::catch_unwind(|| {
-        let c = http();
         let log = || std::fs::read_to_string(&runner_log).unwrap_or_default();
         // Boot: kickoff turn, then parked in /poll on our hub.
-        wait_for("the runner to park", Duration::from_secs(90), || {
+        common::wait_until("the runner to park", Duration::from_secs(90), || {
             log().contains("parked")
         });
-        let (_, peer) = c.call(port, "GET", "/peer?session=claude:crew1", None);
+        let (_, peer) = call(port, "GET", "/peer?session=claude:crew1", None);
         assert_eq!(peer["online"], true, "{peer}");
 
         let body = json!({"from":"orch:crew1","to":"claude:crew1","project":"crew1",
                           "text":"Please implement the widget for ZEBRA-42"});
-        let (st, sent) = c.call(port, "POST", "/send", Some(&body));
+        let (st, sent) = call(port, "POST", "/send", Some(&body));
         assert_eq!(st, 200, "{sent}");
         let id = sent["id"].as_i64().expect("id");
 
         // The fake CLI got a turn whose prompt carries the message…
-        wait_for(
+        common::wait_until(
             "a turn carrying the message",
             Duration::from_secs(90),
             || {
@@ -327,8 +246,8 @@ fn original_runner_gets_a_direct_message_and_answers_with_a_receipt() {
         );
         // …and the runner's receipt comes back to the sender.
         let mut receipt = Value::Null;
-        wait_for("the runner's receipt", Duration::from_secs(90), || {
-            let (_, inbox) = c.call(
+        common::wait_until("the runner's receipt", Duration::from_secs(90), || {
+            let (_, inbox) = call(
                 port,
                 "GET",
                 "/inbox?session=orch:crew1&since=0&peek=1",
@@ -350,7 +269,7 @@ fn original_runner_gets_a_direct_message_and_answers_with_a_receipt() {
             "{receipt}"
         );
         // The delivery ledger moved past the wake.
-        let (_, peer) = c.call(port, "GET", "/peer?session=claude:crew1", None);
+        let (_, peer) = call(port, "GET", "/peer?session=claude:crew1", None);
         assert!(peer["deliveredUpTo"].as_i64().unwrap_or(0) >= id, "{peer}");
     });
 
@@ -362,7 +281,7 @@ fn original_runner_gets_a_direct_message_and_answers_with_a_receipt() {
     }
     let _ = runner.kill();
     let _ = runner.wait();
-    kill_processes_mentioning(t);
+    common::kill_processes_mentioning(t);
     if let Err(e) = result {
         eprintln!(
             "runner log:\n{}",

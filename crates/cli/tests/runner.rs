@@ -63,17 +63,9 @@ fn peer(port: u16, session: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-#[test]
-fn drill1_direct_message_runs_one_turn_and_the_sender_gets_the_receipt() {
-    drill1_direct_message_runs_one_turn_and_the_sender_gets_the_receipt_on(false);
-}
+trantor_testkit::on_both_hubs!(drill1_direct_message_runs_one_turn_and_the_sender_gets_the_receipt);
 
-#[test]
-fn drill1_direct_message_runs_one_turn_and_the_sender_gets_the_receipt_on_the_original_hub() {
-    drill1_direct_message_runs_one_turn_and_the_sender_gets_the_receipt_on(true);
-}
-
-fn drill1_direct_message_runs_one_turn_and_the_sender_gets_the_receipt_on(original: bool) {
+fn drill1_direct_message_runs_one_turn_and_the_sender_gets_the_receipt(original: bool) {
     let Some(hub) = drill_hub(original) else {
         return;
     };
@@ -133,17 +125,9 @@ fn drill1_direct_message_runs_one_turn_and_the_sender_gets_the_receipt_on(origin
     }
 }
 
-#[test]
-fn drill2_kill9_mid_turn_redelivers_that_wake_once_then_never_again() {
-    drill2_kill9_mid_turn_redelivers_that_wake_once_then_never_again_on(false);
-}
+trantor_testkit::on_both_hubs!(drill2_kill9_mid_turn_redelivers_that_wake_once_then_never_again);
 
-#[test]
-fn drill2_kill9_mid_turn_redelivers_that_wake_once_then_never_again_on_the_original_hub() {
-    drill2_kill9_mid_turn_redelivers_that_wake_once_then_never_again_on(true);
-}
-
-fn drill2_kill9_mid_turn_redelivers_that_wake_once_then_never_again_on(original: bool) {
+fn drill2_kill9_mid_turn_redelivers_that_wake_once_then_never_again(original: bool) {
     let Some(hub) = drill_hub(original) else {
         return;
     };
@@ -196,17 +180,11 @@ fn drill2_kill9_mid_turn_redelivers_that_wake_once_then_never_again_on(original:
     );
 }
 
-#[test]
-fn drill4_usage_limit_parks_exhausted_until_the_reset_and_holds_the_wake() {
-    drill4_usage_limit_parks_exhausted_until_the_reset_and_holds_the_wake_on(false);
-}
+trantor_testkit::on_both_hubs!(
+    drill4_usage_limit_parks_exhausted_until_the_reset_and_holds_the_wake
+);
 
-#[test]
-fn drill4_usage_limit_parks_exhausted_until_the_reset_and_holds_the_wake_on_the_original_hub() {
-    drill4_usage_limit_parks_exhausted_until_the_reset_and_holds_the_wake_on(true);
-}
-
-fn drill4_usage_limit_parks_exhausted_until_the_reset_and_holds_the_wake_on(original: bool) {
+fn drill4_usage_limit_parks_exhausted_until_the_reset_and_holds_the_wake(original: bool) {
     let Some(hub) = drill_hub(original) else {
         return;
     };
@@ -264,17 +242,11 @@ fn drill4_usage_limit_parks_exhausted_until_the_reset_and_holds_the_wake_on(orig
     );
 }
 
-#[test]
-fn drill5_card_moved_to_blocked_consumes_the_wake_and_sends_the_receipt() {
-    drill5_card_moved_to_blocked_consumes_the_wake_and_sends_the_receipt_on(false);
-}
+trantor_testkit::on_both_hubs!(
+    drill5_card_moved_to_blocked_consumes_the_wake_and_sends_the_receipt
+);
 
-#[test]
-fn drill5_card_moved_to_blocked_consumes_the_wake_and_sends_the_receipt_on_the_original_hub() {
-    drill5_card_moved_to_blocked_consumes_the_wake_and_sends_the_receipt_on(true);
-}
-
-fn drill5_card_moved_to_blocked_consumes_the_wake_and_sends_the_receipt_on(original: bool) {
+fn drill5_card_moved_to_blocked_consumes_the_wake_and_sends_the_receipt(original: bool) {
     let Some(hub) = drill_hub(original) else {
         return;
     };
@@ -323,18 +295,11 @@ fn drill5_card_moved_to_blocked_consumes_the_wake_and_sends_the_receipt_on(origi
     assert_eq!(seat.prompts_with(&format!("your card #{card_id}")), 1);
 }
 
-#[test]
-fn drill6_persona_seat_has_its_own_name_files_branch_and_wakes_on_its_mention() {
-    drill6_persona_seat_has_its_own_name_files_branch_and_wakes_on_its_mention_on(false);
-}
+trantor_testkit::on_both_hubs!(
+    drill6_persona_seat_has_its_own_name_files_branch_and_wakes_on_its_mention
+);
 
-#[test]
-fn drill6_persona_seat_has_its_own_name_files_branch_and_wakes_on_its_mention_on_the_original_hub()
-{
-    drill6_persona_seat_has_its_own_name_files_branch_and_wakes_on_its_mention_on(true);
-}
-
-fn drill6_persona_seat_has_its_own_name_files_branch_and_wakes_on_its_mention_on(original: bool) {
+fn drill6_persona_seat_has_its_own_name_files_branch_and_wakes_on_its_mention(original: bool) {
     let Some(hub) = drill_hub(original) else {
         return;
     };
@@ -453,24 +418,18 @@ impl Blackhole {
     }
 }
 
-#[test]
-fn drill8_hub_down_loses_nothing_duplicates_nothing_and_never_spins() {
-    drill8_on(false);
-}
-
-#[test]
-#[ignore = "fails when run beside another test since the runner's durable completed-contract \
+trantor_testkit::on_both_hubs!(
+    drill8_hub_down_loses_nothing_duplicates_nothing_and_never_spins;
+    original: #[ignore = "fails when run beside another test since the runner's durable completed-contract \
             memory (passes alone): suspected id reuse by the original hub after kill -9 (it \
             acknowledges before it flushes bus.json), which that memory, keyed by message id, \
             reads as a contract already done; run with --ignored"]
-fn drill8_hub_down_on_the_original_hub() {
-    drill8_on(true);
-}
+);
 
 /// The hub is down (its port answering and closing every connection) for `DRILL_HUB_DOWN_SECS`
 /// (default 8 s: long enough for a turn to end and its receipt to fall due mid-outage, and for
 /// the runner's back-off to climb past its first steps; 60 runs the original's full minute).
-fn drill8_on(original: bool) {
+fn drill8_hub_down_loses_nothing_duplicates_nothing_and_never_spins(original: bool) {
     let down_secs: u64 = std::env::var("DRILL_HUB_DOWN_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -556,17 +515,9 @@ fn drill8_on(original: bool) {
     drop(hub);
 }
 
-#[test]
-fn wake_false_and_unmentioned_broadcasts_ride_along_as_context() {
-    wake_false_and_unmentioned_broadcasts_ride_along_as_context_on(false);
-}
+trantor_testkit::on_both_hubs!(wake_false_and_unmentioned_broadcasts_ride_along_as_context);
 
-#[test]
-fn wake_false_and_unmentioned_broadcasts_ride_along_as_context_on_the_original_hub() {
-    wake_false_and_unmentioned_broadcasts_ride_along_as_context_on(true);
-}
-
-fn wake_false_and_unmentioned_broadcasts_ride_along_as_context_on(original: bool) {
+fn wake_false_and_unmentioned_broadcasts_ride_along_as_context(original: bool) {
     let Some(hub) = drill_hub(original) else {
         return;
     };
@@ -609,17 +560,9 @@ fn wake_false_and_unmentioned_broadcasts_ride_along_as_context_on(original: bool
     assert_eq!(receipts(hub.port, &seat, ORCH).len(), 1);
 }
 
-#[test]
-fn cross_project_wakes_are_refused_once_unless_linked() {
-    cross_project_wakes_are_refused_once_unless_linked_on(false);
-}
+trantor_testkit::on_both_hubs!(cross_project_wakes_are_refused_once_unless_linked);
 
-#[test]
-fn cross_project_wakes_are_refused_once_unless_linked_on_the_original_hub() {
-    cross_project_wakes_are_refused_once_unless_linked_on(true);
-}
-
-fn cross_project_wakes_are_refused_once_unless_linked_on(original: bool) {
+fn cross_project_wakes_are_refused_once_unless_linked(original: bool) {
     let Some(hub) = drill_hub(original) else {
         return;
     };
@@ -679,20 +622,14 @@ fn cross_project_wakes_are_refused_once_unless_linked_on(original: bool) {
     );
 }
 
-#[test]
-fn eighty_wakes_to_a_slow_seat_all_reach_prompts_none_lost_across_a_restart() {
-    eighty_wakes_on(false);
-}
-
-#[test]
-fn eighty_wakes_to_a_slow_seat_on_the_original_hub() {
-    eighty_wakes_on(true);
-}
+trantor_testkit::on_both_hubs!(
+    eighty_wakes_to_a_slow_seat_all_reach_prompts_none_lost_across_a_restart
+);
 
 /// Issue 16: no wake is dropped to cap a count. 80 messages reach a seat whose CLI is slow;
 /// past a turn's batch they are folded into the prompt (with a line saying how many), the rest
 /// wait for the next turn, and a `kill -9` of the runner mid-turn loses none of them.
-fn eighty_wakes_on(original: bool) {
+fn eighty_wakes_to_a_slow_seat_all_reach_prompts_none_lost_across_a_restart(original: bool) {
     let Some(hub) = drill_hub(original) else {
         return;
     };
@@ -829,17 +766,11 @@ fn once(knobs: &str) -> String {
     format!("{knobs}\nrm -f \"$FAKE_AGENT_CONTROL\"\n")
 }
 
-#[test]
-fn a_failed_turn_is_retried_on_the_ladder_and_the_recovery_is_announced() {
-    failure_then_recovery_on(false);
-}
+trantor_testkit::on_both_hubs!(
+    a_failed_turn_is_retried_on_the_ladder_and_the_recovery_is_announced
+);
 
-#[test]
-fn a_failed_turn_is_retried_on_the_original_hub() {
-    failure_then_recovery_on(true);
-}
-
-fn failure_then_recovery_on(original: bool) {
+fn a_failed_turn_is_retried_on_the_ladder_and_the_recovery_is_announced(original: bool) {
     let Some(hub) = drill_hub(original) else {
         return;
     };

@@ -82,17 +82,8 @@ struct Drill {
 }
 
 impl Drill {
-    /// A drill against our hub; `None` after a SKIP (or a failure under CI) without python3.
-    fn new() -> Option<Drill> {
-        Drill::with_hub(false)
-    }
-
-    /// A drill against the original hub; `None` after a SKIP (or a failure under CI) when it
-    /// cannot be had.
-    fn on_original_hub() -> Option<Drill> {
-        Drill::with_hub(true)
-    }
-
+    /// A drill against our hub, or the original's when `original`; `None` after a SKIP (or a
+    /// failure under CI) when a prerequisite is missing.
     fn with_hub(original: bool) -> Option<Drill> {
         if !fake_agent_available() {
             return None;
@@ -173,16 +164,10 @@ fn install_wrapper(path: &Path, version: &str) {
     );
 }
 
-#[test]
-fn drill3_cut_at_the_box_snapshots_before_the_kill_then_one_follow_up() {
-    if let Some(d) = Drill::new() {
-        drill3(d);
-    }
-}
+trantor_testkit::on_both_hubs!(drill3_cut_at_the_box_snapshots_before_the_kill_then_one_follow_up);
 
-#[test]
-fn drill3_cut_at_the_box_snapshots_before_the_kill_then_one_follow_up_on_the_original_hub() {
-    if let Some(d) = Drill::on_original_hub() {
+fn drill3_cut_at_the_box_snapshots_before_the_kill_then_one_follow_up(original: bool) {
+    if let Some(d) = Drill::with_hub(original) {
         drill3(d);
     }
 }
@@ -268,16 +253,10 @@ fn drill3(mut d: Drill) {
     assert!(d.seat.alive(), "runner died:\n{}", d.log());
 }
 
-#[test]
-fn drill7_newer_install_is_execd_in_place_and_a_downgrade_is_not() {
-    if let Some(d) = Drill::new() {
-        drill7(d);
-    }
-}
+trantor_testkit::on_both_hubs!(drill7_newer_install_is_execd_in_place_and_a_downgrade_is_not);
 
-#[test]
-fn drill7_newer_install_is_execd_in_place_and_a_downgrade_is_not_on_the_original_hub() {
-    if let Some(d) = Drill::on_original_hub() {
+fn drill7_newer_install_is_execd_in_place_and_a_downgrade_is_not(original: bool) {
+    if let Some(d) = Drill::with_hub(original) {
         drill7(d);
     }
 }
@@ -381,17 +360,14 @@ fn drill7(mut d: Drill) {
     assert!(d.seat.alive(), "runner died:\n{}", d.log());
 }
 
-#[test]
-fn drill7b_a_mid_turn_bump_waits_for_the_turn_and_a_held_wake_runs_once_on_the_new_image() {
-    if let Some(d) = Drill::new() {
-        drill7b(d);
-    }
-}
+trantor_testkit::on_both_hubs!(
+    drill7b_a_mid_turn_bump_waits_for_the_turn_and_a_held_wake_runs_once_on_the_new_image
+);
 
-#[test]
-fn drill7b_a_mid_turn_bump_waits_for_the_turn_and_a_held_wake_runs_once_on_the_new_image_on_the_original_hub()
- {
-    if let Some(d) = Drill::on_original_hub() {
+fn drill7b_a_mid_turn_bump_waits_for_the_turn_and_a_held_wake_runs_once_on_the_new_image(
+    original: bool,
+) {
+    if let Some(d) = Drill::with_hub(original) {
         drill7b(d);
     }
 }
@@ -484,16 +460,12 @@ fn drill7b(mut d: Drill) {
     assert!(d.seat.alive(), "runner died:\n{}", d.log());
 }
 
-#[test]
-fn drill_docker_janitor_stops_a_cards_containers_when_it_reaches_testing() {
-    if let Some(d) = Drill::new() {
-        docker_janitor(d);
-    }
-}
+trantor_testkit::on_both_hubs!(
+    drill_docker_janitor_stops_a_cards_containers_when_it_reaches_testing
+);
 
-#[test]
-fn drill_docker_janitor_stops_a_cards_containers_when_it_reaches_testing_on_the_original_hub() {
-    if let Some(d) = Drill::on_original_hub() {
+fn drill_docker_janitor_stops_a_cards_containers_when_it_reaches_testing(original: bool) {
+    if let Some(d) = Drill::with_hub(original) {
         docker_janitor(d);
     }
 }

@@ -292,7 +292,7 @@ pub struct Config {
     /// Store durability level.
     pub sync: SyncLevel,
     /// Authentication mode.
-    pub auth: crate::auth::AuthMode,
+    pub auth: AuthMode,
     /// Whether a key may enroll with no token on a loopback bind (`RELAY_ENROLL=tofu`).
     pub enroll_tofu: bool,
     /// The bootstrap token, if set (never logged).
@@ -364,12 +364,10 @@ impl Config {
     /// Validate the arguments: refuse non-loopback binds, resolve the data directory and clamp
     /// the timers to the ranges the original enforces.
     pub fn from_args(args: &HubArgs) -> Result<Config, ConfigError> {
-        let auth = crate::auth::AuthMode::parse(&args.auth).ok_or_else(|| {
-            ConfigError::AuthUnsupported {
-                mode: args.auth.trim().to_string(),
-            }
+        let auth = AuthMode::parse(&args.auth).ok_or_else(|| ConfigError::AuthUnsupported {
+            mode: args.auth.trim().to_string(),
         })?;
-        if !is_loopback(&args.host) && auth != crate::auth::AuthMode::Enforce {
+        if !is_loopback(&args.host) && auth != AuthMode::Enforce {
             return Err(ConfigError::NonLoopback {
                 host: args.host.clone(),
                 mode: auth.as_str().to_string(),
@@ -459,6 +457,39 @@ impl Config {
     /// Path of the SQLite database file.
     pub fn db_path(&self) -> PathBuf {
         self.data_dir.join("hub.db")
+    }
+}
+
+/// `RELAY_AUTH`: how the hub treats signatures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthMode {
+    /// No checks: signature headers are ignored, no identity is resolved.
+    Off,
+    /// Unsigned or badly signed requests pass with a logged warning; an enrolled signer is held
+    /// to its scopes.
+    Warn,
+    /// Every non-public request must be signed by an enrolled, unrevoked key.
+    Enforce,
+}
+
+impl AuthMode {
+    /// Parses `off`, `warn` or `enforce` (any case; empty = `off`).
+    pub fn parse(s: &str) -> Option<AuthMode> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "" | "off" => Some(AuthMode::Off),
+            "warn" => Some(AuthMode::Warn),
+            "enforce" => Some(AuthMode::Enforce),
+            _ => None,
+        }
+    }
+
+    /// The wire name (`authMode` in `/peers` and `/`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthMode::Off => "off",
+            AuthMode::Warn => "warn",
+            AuthMode::Enforce => "enforce",
+        }
     }
 }
 

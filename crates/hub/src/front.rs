@@ -19,7 +19,7 @@
 //!
 //! TLS connections are served by hyper for their whole life, as before.
 
-use crate::{Busy, ConnSlot, Tracked};
+use crate::conn::{Busy, ConnSlot, Tracked};
 use axum::http;
 use axum::response::Response;
 use std::future::Future;

@@ -7,37 +7,53 @@
 //!
 //! # Layout
 //!
+//! Four layers, from the top; a module names only its own module and those drawn below it (in
+//! its layer or a lower one), so no two modules import each other. `tests/layers.rs` fails when
+//! an import goes up, when files of one folder import each other in a circle, or when this
+//! drawing, the test's list and docs/architecture.md §8 disagree.
+//!
 //! ```text
-//! lib.rs        run / serve: open the store, bind, build the router, shut down cleanly
-//!   config      the hub's one clap struct and what it resolves to
-//!   state       the shared state every handler gets (`AppState`): store, caches, metrics
-//!   routes/     one file per route family (bus, board, presence, events, duty, delivery,
-//!               advise, meta); each handler parses its typed request from proto, runs one
-//!               closure against a store transaction, and answers with proto's typed reply
+//! lib.rs        run / serve: open the store, bind, build the router, accept, shut down cleanly
+//! [http]        requests in, replies out
+//!   routes/     one file per route family; each handler parses its typed request from
+//!               proto, calls the rules in domain/ over one store transaction, and answers
+//!               with proto's typed reply; `mod.rs` holds the table and the router's layers
+//!   sse         the event feed (`/stream`)
+//!   openapi     /openapi.json, generated from proto's types and the route table
+//!   ui/         the dashboard's page and assets
 //!   auth/       signed identity: the verification layer in front of the routes, enrollment
 //!               and invites, the key records, optional TLS
+//!   ops         the outermost checks (host, origin, head size, metrics) and `_op` idempotency
+//!   extract     the request body read once (`ReadBody`), the JSON and query extractors
 //!   front       the plain-HTTP front: request heads read here, held polls parked outside
 //!               hyper, every other request handed to hyper one at a time
-//!   extract     the JSON body and query extractors (limits, error shapes)
-//!   ops         `_op` idempotency: replay of a recorded reply, the in-flight set
+//!   conn        one connection's busy count, and the router as a hyper service that keeps it
+//! [periodic]    work on a timer, on the hub holding the lease
+//!   reaper      presence sweep, stale cards, abandoned contracts, retention
+//!   overseer    collision watching: two sessions on one project, or on one file
+//!   duty        the duty pass: unread mail escalated once
+//!   cluster     the periodic-work lease over a shared store
+//! [domain]      the rules, plain code over a store transaction
+//!   domain/     cards and the drill gate, verification gates, the dispatch ledger and open
+//!               contracts, the delivery record, file claims, named credentials, who is on
+//!               duty, the policy and project aliases
+//! [core]        what every layer shares
+//!   state       the shared state every handler gets (`AppState`): store, caches, metrics
+//!   config      the hub's one clap struct and what it resolves to, the auth mode
+//!   presence    the presence cache
+//!   wake        the held-poll wake registry
+//!   metrics     the counters behind /metrics
 //!   error       `ApiError`, the one error reply
-//!   cards       the board's rules (the drill gate, the assignee freeze) over a transaction
-//!   contracts   open contracts (dispatch without an answer) over a transaction
-//!   presence    the presence cache            wake   the held-poll wake registry
-//!   sse         the event feed                metrics /metrics
-//!   reaper, duty, cluster   periodic work (and its lease over a shared store)
-//!   openapi     /openapi.json, generated from proto's types
-//!   ui/         the dashboard
 //! ```
 //!
 //! The store is reached only through [`trantor_store::Store`]; wire shapes come from
 //! `trantor_proto`.
 
 pub mod auth;
-pub mod cards;
 pub mod cluster;
 pub mod config;
-pub mod contracts;
+mod conn;
+pub mod domain;
 pub mod duty;
 pub mod error;
 pub mod extract;
@@ -57,11 +73,11 @@ pub mod wake;
 pub use config::{Config, ConfigError, HubArgs, SyncLevel};
 
 use anyhow::Context as _;
+use conn::{ConnSlot, Tracked};
 use metrics::Metrics;
 use presence::Presence;
 use state::Hub;
 use std::collections::HashMap;
-use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use tokio::net::TcpListener;
 use tokio::sync::{broadcast, watch};
@@ -370,20 +386,6 @@ async fn accept_loop(
     let _ = alive_rx.recv().await;
 }
 
-/// One live connection as the shedder sees it.
-#[derive(Debug, Default)]
-struct ConnSlot {
-    /// Requests in flight (a held poll or a streaming reply counts until its body ends).
-    busy: AtomicUsize,
-    /// Told to close (the connection cap needs its descriptor).
-    shed: tokio::sync::Notify,
-    /// Requests hyper has started on this connection (the front takes the connection back
-    /// once one has been answered: see [`front`]).
-    requests: std::sync::atomic::AtomicU64,
-    /// The waker of hyper's pending read, woken when the last request in flight ends.
-    reader: Mutex<Option<std::task::Waker>>,
-}
-
 /// The live connections in the order they were accepted, for shedding the oldest idle one.
 #[derive(Debug, Default)]
 struct Conns {
@@ -432,89 +434,6 @@ struct Registered {
 impl Drop for Registered {
     fn drop(&mut self) {
         self.conns.lock().remove(&self.key);
-    }
-}
-
-/// Marks its connection busy while alive.
-struct Busy(Arc<ConnSlot>);
-
-impl Busy {
-    fn new(slot: &Arc<ConnSlot>) -> Busy {
-        slot.busy.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        Busy(slot.clone())
-    }
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        let was = self
-            .0
-            .busy
-            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-        if was == 1 {
-            let reader = self
-                .0
-                .reader
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .take();
-            if let Some(w) = reader {
-                w.wake();
-            }
-        }
-    }
-}
-
-/// The router as a hyper service that marks its connection busy from the request head until
-/// the reply's body has been sent.
-struct Tracked {
-    inner: hyper_util::service::TowerToHyperService<axum::Router>,
-    slot: Arc<ConnSlot>,
-}
-
-impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Tracked {
-    type Response = hyper::Response<TrackedBody>;
-    type Error = std::convert::Infallible;
-    type Future = std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
-    >;
-
-    fn call(&self, req: hyper::Request<hyper::body::Incoming>) -> Self::Future {
-        let busy = Busy::new(&self.slot);
-        self.slot
-            .requests
-            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        let fut = self.inner.call(req);
-        Box::pin(async move {
-            let resp = fut.await?;
-            Ok(resp.map(|inner| TrackedBody { inner, _busy: busy }))
-        })
-    }
-}
-
-/// A reply body that keeps its connection marked busy until it is dropped.
-struct TrackedBody {
-    inner: axum::body::Body,
-    _busy: Busy,
-}
-
-impl hyper::body::Body for TrackedBody {
-    type Data = axum::body::Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
-        std::pin::Pin::new(&mut self.get_mut().inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        self.inner.size_hint()
     }
 }
 

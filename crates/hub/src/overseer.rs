@@ -10,7 +10,7 @@
 //! `RELAY_OVERSEER_CLEAR_MS`. The episodes and the last pass's warnings live in the store's kv,
 //! so a restart neither repeats nor forgets them (`docs/protocol.md` §15.3).
 
-use crate::duty::DUTY_SENDER;
+use crate::domain::duty::DUTY_SENDER;
 use crate::state::{AppState, Outbox, event};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -90,7 +90,7 @@ pub fn spawn<S: Store>(hub: AppState<S>) {
 /// The conditions standing at `now`.
 pub(crate) fn detect(
     live: &[trantor_proto::Peer],
-    claims: &[crate::routes::claims::Claim],
+    claims: &[crate::domain::claims::Claim],
 ) -> Vec<OverseerWarning> {
     let mut out = Vec::new();
     let mut by_project: BTreeMap<&str, Vec<&trantor_proto::Peer>> = BTreeMap::new();
@@ -232,13 +232,13 @@ pub async fn pass<S: Store>(
         .read(move |tx| {
             // Only an explicitly stored autonomy level switches watching on for a project.
             let autonomy = tx
-                .kv(crate::routes::meta::POLICY_KEY)?
+                .kv(crate::domain::policy::POLICY_KEY)?
                 .and_then(|p| p.get("autonomy").and_then(|a| a.as_object().cloned()))
                 .unwrap_or_default();
             Ok((
-                crate::duty::duty_session(cfg_duty.as_deref(), tx)?,
+                crate::domain::duty::duty_session(cfg_duty.as_deref(), tx)?,
                 tx.peers()?,
-                crate::routes::claims::live_claims_with_ttl(tx, now, ttl)?,
+                crate::domain::claims::live_claims_with_ttl(tx, now, ttl)?,
                 autonomy,
             ))
         })

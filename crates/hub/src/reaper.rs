@@ -4,8 +4,8 @@
 //! Every job works through the store with bounded queries (open cards, recent dispatchers);
 //! none loads the whole state.
 
-use crate::cards::{move_card, push_log};
-use crate::routes::bus::{LedgerPage, REAP_KEY, compute_ledger};
+use crate::domain::cards::{move_card, push_log};
+use crate::domain::ledger::{LedgerPage, REAP_KEY, compute_ledger};
 use crate::state::{AppState, Outbox, event};
 use serde_json::{Map, Value, json};
 use trantor_proto::now_ms;
@@ -85,7 +85,7 @@ pub async fn reap<S: Store>(hub: &AppState<S>) -> Result<(), StoreError> {
     reap_contracts(hub, now).await?;
     retention(hub, now).await?;
     // A reset that passed while the hub was down (its timer died with it).
-    crate::routes::credentials::resume_due(hub).await?;
+    crate::domain::credentials::resume_due(hub).await?;
     Ok(())
 }
 
@@ -275,7 +275,7 @@ async fn reap_contracts<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), Sto
                                         "fromSession": from,
                                         "toSession": c.to,
                                         "reason": reason,
-                                        "text": crate::cards::truncate(&c.text, 2000),
+                                        "text": crate::domain::cards::truncate(&c.text, 2000),
                                     }),
                                 ),
                             )?;

@@ -6,11 +6,11 @@ use crate::metrics::Metrics;
 use crate::presence::{Presence, Touch};
 use crate::wake::WakeRegistry;
 use serde_json::{Map, Value, json};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{broadcast, watch};
-use trantor_proto::{Event, Message, Peer, session_project};
-use trantor_store::{NewEvent, Store, StoreError, WriteTx};
+use trantor_proto::{Event, Message, Peer, now_ms, session_project};
+use trantor_store::{NewEvent, OpRecord, Store, StoreError, WriteTx};
 
 /// What the SSE feed carries: committed messages and events.
 #[derive(Debug, Clone)]
@@ -68,7 +68,7 @@ pub struct Hub<S> {
     /// `/health` says "not ok" when the disk is full instead of 200.
     pub last_write_error: Mutex<Option<(i64, String)>>,
     /// Signed-identity state (the nonce replay cache).
-    pub auth: crate::auth::AuthState,
+    pub auth: AuthState,
 }
 
 impl<S: Store> Hub<S> {
@@ -79,11 +79,11 @@ impl<S: Store> Hub<S> {
         F: FnOnce(&mut dyn WriteTx) -> Result<R, StoreError> + Send + 'static,
         R: Send + 'static,
     {
-        let op = crate::ops::current_op();
+        let op = current_op();
         let fut = self.store.write(move |tx| {
             let r = f(tx)?;
             if let Some(key) = op {
-                tx.put_op(&crate::ops::marker(key))?;
+                tx.put_op(&marker(key))?;
             }
             Ok(r)
         });
@@ -216,4 +216,90 @@ pub fn event(ts: i64, kind: &str, project: &str, by: &str, data: Value) -> NewEv
         refs: Vec::new(),
         data,
     }
+}
+
+tokio::task_local! {
+    /// The store key of the `_op` the current request runs under, if any.
+    static CURRENT_OP: String;
+}
+
+/// The store key of the `_op` the current request runs under (read by [`Hub::write`]).
+pub fn current_op() -> Option<String> {
+    CURRENT_OP.try_with(Clone::clone).ok()
+}
+
+/// The marker a route write records beside its changes: committed, reply pending.
+pub fn marker(key: String) -> OpRecord {
+    OpRecord {
+        id: key,
+        ts: now_ms(),
+        code: 0,
+        body: Value::Null,
+    }
+}
+
+/// Run `fut` as the request of the `_op` whose store key is `key`: every [`Hub::write`] inside
+/// it records the op's marker beside its changes.
+pub async fn under_op<F: std::future::Future>(key: String, fut: F) -> F::Output {
+    CURRENT_OP.scope(key, fut).await
+}
+
+/// Most `pubkey:nonce` pairs remembered at once; beyond it the oldest is forgotten.
+pub const NONCE_CAP: usize = 100_000;
+
+/// The replay cache: every `pubkey:nonce` accepted, kept until its signature's ts is out of
+/// the clock window (after which the signature is refused as `stale` anyway).
+#[derive(Debug, Default)]
+pub struct NonceCache {
+    inner: Mutex<NonceInner>,
+}
+
+#[derive(Debug, Default)]
+struct NonceInner {
+    seen: HashMap<String, i64>,
+    order: VecDeque<(i64, String)>,
+}
+
+impl NonceCache {
+    /// Records `key` (valid until `expires`); false when it was already recorded (a replay).
+    pub fn check_and_insert(&self, key: String, expires: i64, now: i64) -> bool {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        while let Some((exp, _)) = g.order.front() {
+            if *exp >= now && g.order.len() < NONCE_CAP {
+                break;
+            }
+            if let Some((exp, k)) = g.order.pop_front()
+                && g.seen.get(&k) == Some(&exp)
+            {
+                g.seen.remove(&k);
+            }
+        }
+        if g.seen.get(&key).is_some_and(|e| *e >= now) {
+            return false;
+        }
+        g.seen.insert(key.clone(), expires);
+        g.order.push_back((expires, key));
+        true
+    }
+
+    /// How many pairs are remembered.
+    pub fn len(&self) -> usize {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .seen
+            .len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The hub's in-process auth state.
+#[derive(Debug, Default)]
+pub struct AuthState {
+    /// Replay memory.
+    pub nonces: NonceCache,
 }

@@ -5,8 +5,7 @@
 use serde_json::{Value, json};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
+use tokio::net::TcpStream;
 use trantor_hub::{Config, HubArgs};
 use trantor_proto::auth::{self, Ed25519Key, InstanceKey, SKEW_MS};
 use trantor_proto::now_ms;
@@ -17,22 +16,16 @@ use trantor_store_sqlite::SqliteStore;
 const GUARD: Duration = Duration::from_secs(30);
 const BOOT: &str = "boot-0123456789abcdef";
 
+/// The shared harness's in-process hub and its store (to check what a refusal left alone).
 struct TestHub {
     port: u16,
     store: SqliteStore,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-    _dir: tempfile::TempDir,
+    hub: trantor_testkit::Hub,
 }
 
 impl TestHub {
-    async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.task.take() {
-            let _ = tokio::time::timeout(GUARD, t).await;
-        }
+    async fn stop(self) {
+        self.hub.stop()
     }
 
     /// Everything a refused request must leave alone: row counts and every stored document.
@@ -52,38 +45,18 @@ impl TestHub {
 }
 
 async fn start(auth: &str, tweak: impl FnOnce(&mut HubArgs)) -> TestHub {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = SqliteStore::open(&dir.path().join("hub.db")).expect("store");
-    let mut a = HubArgs {
-        data_dir: Some(dir.path().to_path_buf()),
-        port: 0,
-        presence_flush_ms: 600_000,
-        reap_interval_ms: 3_600_000,
-        duty_tick_ms: 600_000,
-        auth: auth.into(),
-        bootstrap_token: Some(BOOT.into()),
-        ..HubArgs::default()
-    };
-    tweak(&mut a);
-    let cfg = Config::from_args(&a).expect("config");
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let (tx, rx) = oneshot::channel::<()>();
-    let s = store.clone();
-    let task = tokio::spawn(async move {
-        let stop = async move {
-            let _ = rx.await;
-        };
-        if let Err(e) = trantor_hub::serve(listener, s, cfg, stop).await {
-            panic!("hub failed: {e:#}");
-        }
+    let hub = trantor_testkit::Hub::start_with(|a| {
+        a.presence_flush_ms = 600_000;
+        a.reap_interval_ms = 3_600_000;
+        a.duty_tick_ms = 600_000;
+        a.auth = auth.into();
+        a.bootstrap_token = Some(BOOT.into());
+        tweak(a);
     });
     TestHub {
-        port,
-        store,
-        stop: Some(tx),
-        task: Some(task),
-        _dir: dir,
+        port: hub.port,
+        store: hub.store().clone(),
+        hub,
     }
 }
 

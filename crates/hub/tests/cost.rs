@@ -1,38 +1,9 @@
-//! The cost ledger over HTTP, in process (`trantor_hub::serve` on port 0, a SQLite store in a
+//! The cost ledger over HTTP, in process (the shared harness's hub: port 0, a SQLite store in a
 //! temp dir), through the typed client the runner uses: a turn recorded once however often it is
 //! reported, a card's cost on `GET /card`, `GET /cost` grouped and filtered, a turn with unknown
 //! usage counted as a turn, and bad input refused.
 
-use std::time::Duration;
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use trantor_hub::{Config, HubArgs};
-use trantor_proto::{HubClient, TaskCreateRequest, TokenUsage, TurnReport};
-use trantor_store_sqlite::SqliteStore;
-
-/// A deadline that only keeps a broken hub from hanging the suite (never a timing bound).
-const GUARD: Duration = Duration::from_secs(30);
-
-async fn start(dir: &std::path::Path) -> (HubClient, String, oneshot::Sender<()>) {
-    let store = SqliteStore::open(&dir.join("hub.db")).expect("store");
-    let cfg = Config::from_args(&HubArgs {
-        data_dir: Some(dir.to_path_buf()),
-        port: 0,
-        ..HubArgs::default()
-    })
-    .expect("config");
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(async move {
-        let until = async move {
-            let _ = stopped.await;
-        };
-        trantor_hub::serve(listener, store, cfg, until).await
-    });
-    let base = format!("http://127.0.0.1:{port}");
-    (HubClient::new(base.clone()), base, stop)
-}
+use trantor_proto::{TaskCreateRequest, TokenUsage, TurnReport};
 
 fn turn(
     session: &str,
@@ -56,26 +27,18 @@ fn turn(
     }
 }
 
-async fn post_raw(base: &str, path: &str, body: &str) -> u16 {
-    trantor_proto::tls::install_default_provider();
-    let resp = tokio::time::timeout(
-        GUARD,
-        reqwest::Client::new()
-            .post(format!("{base}{path}"))
-            .header("content-type", "application/json")
-            .body(body.to_string())
-            .send(),
-    )
-    .await
-    .expect("in time")
-    .expect("reply");
-    resp.status().as_u16()
+/// A raw POST with a JSON body; the status.
+fn post_raw(port: u16, path: &str, body: &str) -> u16 {
+    let headers = [("Content-Type", "application/json")];
+    trantor_testkit::request(port, "POST", path, &headers, body.as_bytes())
+        .expect("reply")
+        .status
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cards_cost_is_the_sum_of_its_turns_each_counted_once() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (c, base, _stop) = start(dir.path()).await;
+    let hub = trantor_testkit::Hub::start();
+    let c = hub.client();
     let card = c
         .task_create(&TaskCreateRequest {
             project: Some("proj".into()),
@@ -149,7 +112,7 @@ async fn a_cards_cost_is_the_sum_of_its_turns_each_counted_once() {
         r#"{"session":"s:p","instance":"i","turn":1,"usage":{"input":1000000000000000}}"#,
         r#"{"session":"s:p","instance":"i","turn":99999999999999999999}"#,
     ] {
-        let code = post_raw(&base, "/turns", body).await;
+        let code = post_raw(hub.port, "/turns", body);
         assert!((400..500).contains(&code), "{body}: {code}");
     }
     assert_eq!(c.cost(&[]).await.expect("cost").total.turns, 4);

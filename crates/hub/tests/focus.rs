@@ -2,51 +2,16 @@
 //! temp dir), with the bodies the original's prompt-focus and todo-sync hooks send.
 
 use serde_json::{Value, json};
-use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
-use trantor_hub::{Config, HubArgs};
-use trantor_store_sqlite::SqliteStore;
 
 /// A deadline that only keeps a broken hub from hanging the suite (never a timing bound).
-const GUARD: Duration = Duration::from_secs(30);
-
 /// One request with `Connection: close`; the status and the JSON body.
+/// A JSON request to `url` (`http://127.0.0.1:<port>/<path>`): POST with `body`, else GET.
 async fn call(url: String, body: Option<Value>) -> (u16, Value) {
-    let rest = url.trim_start_matches("http://");
-    let (addr, path) = rest.split_once('/').unwrap_or((rest, ""));
-    let path = format!("/{path}");
-    let (method, body) = match body {
-        Some(b) => ("POST", b.to_string()),
-        None => ("GET", String::new()),
-    };
-    let fut = async {
-        let mut s = TcpStream::connect(addr).await.expect("connect");
-        let req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json\r\n\
-             Content-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        s.write_all(req.as_bytes()).await.expect("write");
-        let mut buf = Vec::new();
-        let _ = s.read_to_end(&mut buf).await;
-        buf
-    };
-    let buf = tokio::time::timeout(GUARD, fut)
-        .await
-        .expect("reply in time");
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
+    let rest = url.trim_start_matches("http://127.0.0.1:");
+    let (port, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let port: u16 = port.parse().expect("a loopback url");
+    let method = if body.is_some() { "POST" } else { "GET" };
+    trantor_testkit::hub_request(port, method, &format!("/{path}"), body.as_ref()).expect("reply")
 }
 
 fn by_source(tasks: &Value, source: &str) -> Vec<Value> {
@@ -63,23 +28,8 @@ fn by_source(tasks: &Value, source: &str) -> Vec<Value> {
 
 #[tokio::test]
 async fn focus_rolls_one_card_per_cc_and_todos_mirror_the_list() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = SqliteStore::open(&dir.path().join("hub.db")).expect("store");
-    let cfg = Config::from_args(&HubArgs {
-        data_dir: Some(dir.path().to_path_buf()),
-        port: 0,
-        ..HubArgs::default()
-    })
-    .expect("config");
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    let (stop, stopped) = oneshot::channel::<()>();
-    let hub = tokio::spawn(async move {
-        let until = async move {
-            let _ = stopped.await;
-        };
-        trantor_hub::serve(listener, store, cfg, until).await
-    });
+    let hub = trantor_testkit::Hub::start();
+    let base = hub.url();
     let s = "host1:proj";
 
     // The original's prompt-focus body.
@@ -204,7 +154,5 @@ async fn focus_rolls_one_card_per_cc_and_todos_mirror_the_list() {
         ]
     );
 
-    let _ = stop.send(());
-    let served = tokio::time::timeout(GUARD, hub).await.expect("hub stops");
-    assert!(matches!(served, Ok(Ok(()))), "hub: {served:?}");
+    hub.stop();
 }

@@ -7,46 +7,16 @@
 
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
-use trantor_hub::{Config, HubArgs};
-use trantor_store_sqlite::SqliteStore;
-
-/// A deadline that only keeps a broken hub from hanging the suite (never a timing bound).
-const GUARD: Duration = Duration::from_secs(30);
 
 /// One request with `Connection: close`; the status and the raw body.
 async fn request(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
-    let fut = async {
-        let mut s = TcpStream::connect(("127.0.0.1", port))
-            .await
-            .expect("connect");
-        let req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: application/json\r\n\
-             Content-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        s.write_all(req.as_bytes()).await.expect("write");
-        let mut buf = Vec::new();
-        let _ = s.read_to_end(&mut buf).await;
-        buf
-    };
-    let buf = tokio::time::timeout(GUARD, fut)
-        .await
-        .expect("reply in time");
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
+    let headers = [
+        ("Accept", "application/json"),
+        ("Content-Type", "application/json"),
+    ];
+    let reply =
+        trantor_testkit::request(port, method, path, &headers, body.as_bytes()).expect("reply");
+    (reply.status, reply.text())
 }
 
 /// The schema `s` points at, `$ref`s into `components/schemas` followed.
@@ -164,23 +134,8 @@ fn check_op(
 
 #[tokio::test]
 async fn typed_replies_match_their_documented_shapes_byte_for_byte() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = SqliteStore::open(&dir.path().join("hub.db")).expect("store");
-    let cfg = Config::from_args(&HubArgs {
-        data_dir: Some(dir.path().to_path_buf()),
-        port: 0,
-        ..HubArgs::default()
-    })
-    .expect("config");
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let hub = tokio::spawn(async move {
-        let until = async move {
-            let _ = stopped.await;
-        };
-        trantor_hub::serve(listener, store, cfg, until).await
-    });
+    let hub = trantor_testkit::Hub::start();
+    let port = hub.port;
 
     let (st, doc) = request(port, "GET", "/openapi.json", "").await;
     assert_eq!(st, 200, "{doc}");
@@ -259,7 +214,5 @@ async fn typed_replies_match_their_documented_shapes_byte_for_byte() {
     assert_eq!(v["messages"][0]["text"], "hello", "{raw}");
     assert!(v["board"]["todo"].as_i64() >= Some(1), "{raw}");
 
-    let _ = stop.send(());
-    let served = tokio::time::timeout(GUARD, hub).await.expect("hub stops");
-    assert!(matches!(served, Ok(Ok(()))), "hub: {served:?}");
+    hub.stop();
 }

@@ -557,6 +557,49 @@ fn pool_rank(kind: PlanKind) -> u8 {
 
 /// Decide. `project` names the board the cards go to.
 pub fn advise(req: &AdviseRequest, project: &str) -> Result<Advice, AdviseError> {
+    let Checked {
+        pkgs,
+        profile,
+        horizon,
+    } = checked_request(req)?;
+    let n = pkgs.len();
+    let hard = pkgs.iter().filter(|(_, d)| d == "hard").count();
+    let models = merge_models(req.models.as_deref().unwrap_or(&[]));
+    let (agents, seats_now, unavailable) = usable_agents(req, &profile, &models);
+    let solo_reason = solo_reason(&agents, n, hard, &horizon);
+    let ctx = RouteCtx {
+        profile: &profile,
+        models: &models,
+        agents: &agents,
+        seats: &seats_now,
+        project,
+    };
+    let routes = route_packages(&ctx, &pkgs, solo_reason.is_some());
+    let crew_routes = routes.iter().filter(|r| r.route != "self").count();
+    let mode = mode_of(crew_routes, n);
+    let why = why_of(solo_reason.as_deref(), mode, n, hard, &horizon, crew_routes);
+    let seats = seats_of(&routes, &agents, crew_routes);
+    let estimate = estimate_of(&routes, req.ledger.as_ref(), n);
+    let md = routing_table_md(&routes, &seats.why, &estimate, n);
+    let card_args = card_args(&routes, &pkgs, project);
+    let summary = summary_of(mode, &why, &seats.up, &estimate, n);
+    Ok(Advice {
+        mode: mode.into(),
+        why,
+        horizon,
+        routes,
+        seats,
+        estimate,
+        unavailable,
+        routing_table_md: md,
+        card_args,
+        summary,
+    })
+}
+
+/// The request's packages (titles trimmed, with their difficulty), its profile and its horizon
+/// (inferred from the package count when not given), or the first thing wrong with it.
+fn checked_request(req: &AdviseRequest) -> Result<Checked, AdviseError> {
     if req.packages.is_empty() {
         return Err(AdviseError::NoPackages);
     }
@@ -586,7 +629,6 @@ pub fn advise(req: &AdviseRequest, project: &str) -> Result<Advice, AdviseError>
         }
     }
     let n = pkgs.len();
-    let hard = pkgs.iter().filter(|(_, d)| d == "hard").count();
     let horizon = match req.horizon.clone() {
         Some(h) if ["short", "medium", "long"].contains(&h.as_str()) => h,
         Some(h) => return Err(AdviseError::Horizon(h)),
@@ -594,10 +636,34 @@ pub fn advise(req: &AdviseRequest, project: &str) -> Result<Advice, AdviseError>
         _ if n >= 2 => "medium".into(),
         _ => "short".into(),
     };
-    let models = merge_models(req.models.as_deref().unwrap_or(&[]));
-    let seats_now = req.seats.clone().unwrap_or_default();
+    Ok(Checked {
+        pkgs,
+        profile,
+        horizon,
+    })
+}
 
-    // The agents a package may go to: installed, usable, on a plan, in the model table.
+/// A request that passed [`checked_request`].
+struct Checked {
+    /// The packages, titles trimmed, each with its difficulty.
+    pkgs: Vec<(Package, String)>,
+    profile: Profile,
+    horizon: String,
+}
+
+/// A candidate agent for a package, in sort order: under the tier, API-billed, load, pool
+/// rank, API-equivalent price, agent, and the model it would run.
+type Candidate<'a> = (bool, bool, usize, u8, f64, String, &'a ModelRow);
+
+/// The agents a package may go to (installed, usable, on a plan, in the model table; sorted),
+/// the seats with a credential hold counted as parked, and a line for each agent or seat that is
+/// not routed to.
+fn usable_agents(
+    req: &AdviseRequest,
+    profile: &Profile,
+    models: &[ModelRow],
+) -> (Vec<String>, Vec<SeatInfo>, Vec<String>) {
+    let seats_now = req.seats.clone().unwrap_or_default();
     let mut unavailable = Vec::new();
     let mut agents: Vec<String> = Vec::new();
     for c in req.clis.as_deref().unwrap_or(&[]) {
@@ -632,25 +698,12 @@ pub fn advise(req: &AdviseRequest, project: &str) -> Result<Advice, AdviseError>
             s
         })
         .collect();
+    (agents, seats_now, unavailable)
+}
 
-    let pool_of = |agent: &str| -> (String, PlanKind) {
-        let plan = profile.plan(agent);
-        let kind = plan_kind(&plan).unwrap_or(PlanKind::Api);
-        (format!("{agent}:{plan}"), kind)
-    };
-    // The person's own session runs Claude Code: `self` work is priced on claude's models.
-    let self_route = |d: &str| -> (String, u64, f64, f64) {
-        let tokens = forecast(d);
-        let (pool, kind) = pool_of("claude");
-        let api = pick_model(&models, "claude", need_tier(d))
-            .map(|(m, _)| usd(tokens, m))
-            .unwrap_or(0.0);
-        let charged = if kind == PlanKind::Api { api } else { 0.0 };
-        (pool, tokens, api, charged)
-    };
-
-    let mut why = Vec::new();
-    let solo_reason = if agents.is_empty() {
+/// Why the whole request stays in this session, when it does.
+fn solo_reason(agents: &[String], n: usize, hard: usize, horizon: &str) -> Option<String> {
+    if agents.is_empty() {
         Some(
             "no agent CLI is installed and usable here (trantor doctor lists them), so there is \
              no crew to route to: the work stays in this session"
@@ -663,148 +716,210 @@ pub fn advise(req: &AdviseRequest, project: &str) -> Result<Advice, AdviseError>
         )
     } else {
         None
-    };
+    }
+}
 
+/// What routing one package looks at.
+struct RouteCtx<'a> {
+    profile: &'a Profile,
+    models: &'a [ModelRow],
+    agents: &'a [String],
+    seats: &'a [SeatInfo],
+    project: &'a str,
+}
+
+impl RouteCtx<'_> {
+    /// An agent's pool (`agent:plan`) and the kind of its plan.
+    fn pool_of(&self, agent: &str) -> (String, PlanKind) {
+        let plan = self.profile.plan(agent);
+        let kind = plan_kind(&plan).unwrap_or(PlanKind::Api);
+        (format!("{agent}:{plan}"), kind)
+    }
+
+    /// A package kept in this session. The person's own session runs Claude Code: `self` work
+    /// is priced on claude's models.
+    fn self_route(&self, p: &Package, d: &str, reason: String) -> Route {
+        let tokens = forecast(d);
+        let (pool, kind) = self.pool_of("claude");
+        let api = pick_model(self.models, "claude", need_tier(d))
+            .map(|(m, _)| usd(tokens, m))
+            .unwrap_or(0.0);
+        let charged = if kind == PlanKind::Api { api } else { 0.0 };
+        Route {
+            package: p.title.clone(),
+            difficulty: d.to_string(),
+            route: "self".into(),
+            assignee: String::new(),
+            live: false,
+            pool,
+            tokens,
+            api_usd: api,
+            charged_usd: charged,
+            reason,
+        }
+    }
+}
+
+/// One route per package, in order; `solo` keeps every package in this session.
+fn route_packages(ctx: &RouteCtx, pkgs: &[(Package, String)], solo: bool) -> Vec<Route> {
     let mut load: BTreeMap<String, usize> = BTreeMap::new();
     let mut routes = Vec::new();
-    for (p, d) in &pkgs {
+    for (p, d) in pkgs {
         let owner = p.owner.as_deref().map(str::trim).unwrap_or("");
-        if solo_reason.is_some() || owner == "self" {
-            let (pool, tokens, api, charged) = self_route(d);
+        if solo || owner == "self" {
             let reason = if owner == "self" {
                 "owned by the person's session (owner: self)".to_string()
             } else {
                 "solo: done in this session".to_string()
             };
-            routes.push(Route {
-                package: p.title.clone(),
-                difficulty: d.clone(),
-                route: "self".into(),
-                assignee: String::new(),
-                live: false,
-                pool,
-                tokens,
-                api_usd: api,
-                charged_usd: charged,
-                reason,
-            });
+            routes.push(ctx.self_route(p, d, reason));
             continue;
         }
-        let tier = need_tier(d);
-        // An owner naming a seat pins the package to it when that seat can take work.
-        let pinned = seats_now
-            .iter()
-            .find(|s| !owner.is_empty() && s.session == owner && !s.parked);
-        // Order: clears the tier, then not API-billed, then least loaded, then the larger
-        // subscription, then the cheaper, then the name (so the answer never depends on order).
-        let mut cands: Vec<(bool, bool, usize, u8, f64, String, &ModelRow)> = Vec::new();
-        for a in &agents {
-            if let Some(s) = pinned
-                && &s.agent != a
-            {
-                continue;
-            }
-            if let Some((m, clears)) = pick_model(&models, a, tier) {
-                let (_, kind) = pool_of(a);
-                let used = load.get(a).copied().unwrap_or(0);
-                cands.push((
-                    !clears,
-                    kind == PlanKind::Api,
-                    used,
-                    pool_rank(kind),
-                    usd(forecast(d), m),
-                    a.clone(),
-                    m,
-                ));
-            }
-        }
-        cands.sort_by(|x, y| {
-            x.0.cmp(&y.0)
-                .then(x.1.cmp(&y.1))
-                .then(x.2.cmp(&y.2))
-                .then(x.3.cmp(&y.3))
-                .then(x.4.total_cmp(&y.4))
-                .then(x.5.cmp(&y.5))
-        });
-        let Some((under, _, _, _, api, agent, m)) = cands.first().cloned() else {
-            // Pinned to a seat whose agent is not usable here: keep it in the session.
-            let (pool, tokens, api, charged) = self_route(d);
-            routes.push(Route {
-                package: p.title.clone(),
-                difficulty: d.clone(),
-                route: "self".into(),
-                assignee: String::new(),
-                live: false,
-                pool,
-                tokens,
-                api_usd: api,
-                charged_usd: charged,
-                reason: format!("owner {owner} runs no agent usable here: kept in this session"),
-            });
-            continue;
-        };
-        *load.entry(agent.clone()).or_insert(0) += 1;
-        let (pool, kind) = pool_of(&agent);
-        let charged = if kind == PlanKind::Api { api } else { 0.0 };
-        let live_seat = pinned.cloned().or_else(|| {
-            seats_now
-                .iter()
-                .find(|s| {
-                    s.agent == agent
-                        && s.online
-                        && !s.parked
-                        && s.session.ends_with(&format!(":{project}"))
-                })
-                .cloned()
-        });
-        let (assignee, live) = match &live_seat {
-            Some(s) => (s.session.clone(), s.online),
-            None => (new_seat_name(&agent, project, &seats_now), false),
-        };
-        let billing = match kind {
-            PlanKind::Api => format!("API-billed (${api:.2})"),
-            _ => "on a subscription ($0 marginal)".into(),
-        };
-        let mut reason = match d.as_str() {
-            "hard" => format!("hard → a tier-3 model; {agent} is {billing}"),
-            "medium" => format!("medium → a tier-2 model or better; {agent} is {billing}"),
-            _ => format!("easy → the cheapest capable model; {agent} is {billing}"),
-        };
-        if under {
-            reason = format!(
-                "{d} wants tier {tier} but no installed agent has one: {} (tier {}) is the strongest here",
-                m.model, m.tier
-            );
-        }
-        if pinned.is_some() {
-            reason = format!("pinned to {owner} (owner); {reason}");
-        } else if live {
-            reason.push_str(&format!("; {assignee} is live now"));
-        }
-        routes.push(Route {
-            package: p.title.clone(),
-            difficulty: d.clone(),
-            route: format!("{agent}:{}", m.model),
-            assignee,
-            live,
-            pool,
-            tokens: forecast(d),
-            api_usd: api,
-            charged_usd: charged,
-            reason,
-        });
+        routes.push(crew_route(ctx, p, d, owner, &mut load));
     }
+    routes
+}
 
-    let crew_routes = routes.iter().filter(|r| r.route != "self").count();
-    let mode = if crew_routes == 0 {
+/// The candidates for one package, best first. Order: clears the tier, then not API-billed,
+/// then least loaded, then the larger subscription, then the cheaper, then the name (so the
+/// answer never depends on order).
+fn candidates<'a>(
+    ctx: &RouteCtx<'a>,
+    d: &str,
+    pinned: Option<&SeatInfo>,
+    load: &BTreeMap<String, usize>,
+) -> Vec<Candidate<'a>> {
+    let tier = need_tier(d);
+    let mut cands = Vec::new();
+    for a in ctx.agents {
+        if let Some(s) = pinned
+            && &s.agent != a
+        {
+            continue;
+        }
+        if let Some((m, clears)) = pick_model(ctx.models, a, tier) {
+            let (_, kind) = ctx.pool_of(a);
+            let used = load.get(a).copied().unwrap_or(0);
+            cands.push((
+                !clears,
+                kind == PlanKind::Api,
+                used,
+                pool_rank(kind),
+                usd(forecast(d), m),
+                a.clone(),
+                m,
+            ));
+        }
+    }
+    cands.sort_by(|x, y| {
+        x.0.cmp(&y.0)
+            .then(x.1.cmp(&y.1))
+            .then(x.2.cmp(&y.2))
+            .then(x.3.cmp(&y.3))
+            .then(x.4.total_cmp(&y.4))
+            .then(x.5.cmp(&y.5))
+    });
+    cands
+}
+
+/// The route of a package the crew may take: the best candidate agent, on the pinned seat, a
+/// live seat of the project, or a new seat; `load` counts the packages given to each agent.
+fn crew_route(
+    ctx: &RouteCtx,
+    p: &Package,
+    d: &str,
+    owner: &str,
+    load: &mut BTreeMap<String, usize>,
+) -> Route {
+    // An owner naming a seat pins the package to it when that seat can take work.
+    let pinned = ctx
+        .seats
+        .iter()
+        .find(|s| !owner.is_empty() && s.session == owner && !s.parked);
+    let Some((under, _, _, _, api, agent, m)) = candidates(ctx, d, pinned, load).first().cloned()
+    else {
+        // Pinned to a seat whose agent is not usable here: keep it in the session.
+        let reason = format!("owner {owner} runs no agent usable here: kept in this session");
+        return ctx.self_route(p, d, reason);
+    };
+    *load.entry(agent.clone()).or_insert(0) += 1;
+    let (pool, kind) = ctx.pool_of(&agent);
+    let charged = if kind == PlanKind::Api { api } else { 0.0 };
+    let project = ctx.project;
+    let live_seat = pinned.cloned().or_else(|| {
+        ctx.seats
+            .iter()
+            .find(|s| {
+                s.agent == agent
+                    && s.online
+                    && !s.parked
+                    && s.session.ends_with(&format!(":{project}"))
+            })
+            .cloned()
+    });
+    let (assignee, live) = match &live_seat {
+        Some(s) => (s.session.clone(), s.online),
+        None => (new_seat_name(&agent, project, ctx.seats), false),
+    };
+    let billing = match kind {
+        PlanKind::Api => format!("API-billed (${api:.2})"),
+        _ => "on a subscription ($0 marginal)".into(),
+    };
+    let mut reason = match d {
+        "hard" => format!("hard → a tier-3 model; {agent} is {billing}"),
+        "medium" => format!("medium → a tier-2 model or better; {agent} is {billing}"),
+        _ => format!("easy → the cheapest capable model; {agent} is {billing}"),
+    };
+    if under {
+        reason = format!(
+            "{d} wants tier {} but no installed agent has one: {} (tier {}) is the strongest here",
+            need_tier(d),
+            m.model,
+            m.tier
+        );
+    }
+    if pinned.is_some() {
+        reason = format!("pinned to {owner} (owner); {reason}");
+    } else if live {
+        reason.push_str(&format!("; {assignee} is live now"));
+    }
+    Route {
+        package: p.title.clone(),
+        difficulty: d.to_string(),
+        route: format!("{agent}:{}", m.model),
+        assignee,
+        live,
+        pool,
+        tokens: forecast(d),
+        api_usd: api,
+        charged_usd: charged,
+        reason,
+    }
+}
+
+/// `solo` when no package goes to the crew, `crew` when all do, else `hybrid`.
+fn mode_of(crew_routes: usize, n: usize) -> &'static str {
+    if crew_routes == 0 {
         "solo"
     } else if crew_routes == n {
         "crew"
     } else {
         "hybrid"
-    };
-    match (&solo_reason, mode) {
-        (Some(r), _) => why.push(r.clone()),
+    }
+}
+
+/// The reasons for the mode.
+fn why_of(
+    solo_reason: Option<&str>,
+    mode: &str,
+    n: usize,
+    hard: usize,
+    horizon: &str,
+    crew_routes: usize,
+) -> Vec<String> {
+    let mut why = Vec::new();
+    match (solo_reason, mode) {
+        (Some(r), _) => why.push(r.to_string()),
         (None, "solo") => why.push("every package is owned by this session".into()),
         (None, m) => {
             why.push(format!(
@@ -824,8 +939,11 @@ pub fn advise(req: &AdviseRequest, project: &str) -> Result<Advice, AdviseError>
             }
         }
     }
+    why
+}
 
-    // Seats follow the work.
+/// The seats the routes need (seats follow the work): their members, the routes to start, why.
+fn seats_of(routes: &[Route], agents: &[String], crew_routes: usize) -> Seats {
     let mut members: Vec<String> = Vec::new();
     let mut up: Vec<String> = Vec::new();
     for r in routes.iter().filter(|r| r.route != "self") {
@@ -840,7 +958,7 @@ pub fn advise(req: &AdviseRequest, project: &str) -> Result<Advice, AdviseError>
         .iter()
         .filter(|a| !routes.iter().any(|r| r.route.starts_with(&format!("{a}:"))))
         .count();
-    let seats_why = if members.is_empty() {
+    let why = if members.is_empty() {
         "no seats: the work stays in this session".to_string()
     } else {
         format!(
@@ -855,10 +973,18 @@ pub fn advise(req: &AdviseRequest, project: &str) -> Result<Advice, AdviseError>
             }
         )
     };
+    Seats {
+        count: members.len(),
+        members,
+        up,
+        why,
+    }
+}
 
-    // The estimate and its pools.
+/// The estimate of the routes and its pools.
+fn estimate_of(routes: &[Route], ledger: Option<&LedgerActuals>, n: usize) -> Estimate {
     let mut pools: Vec<Pool> = Vec::new();
-    for r in &routes {
+    for r in routes {
         let agent = r.pool.split_once(':').map(|(a, _)| a).unwrap_or("");
         let plan = r.pool.split_once(':').map(|(_, p)| p).unwrap_or("");
         let kind = plan_kind(plan).unwrap_or(PlanKind::Api);
@@ -881,15 +1007,18 @@ pub fn advise(req: &AdviseRequest, project: &str) -> Result<Advice, AdviseError>
             }),
         }
     }
-    let estimate = Estimate {
+    Estimate {
         tokens: routes.iter().map(|r| r.tokens).sum(),
         api_equivalent_usd: round2(routes.iter().map(|r| r.api_usd).sum()),
         charged_usd: round2(routes.iter().map(|r| r.charged_usd).sum()),
         pools,
         prices_dated: MODELS_DATED.into(),
-        measured: req.ledger.as_ref().and_then(|l| measured(l, n)),
-    };
+        measured: ledger.and_then(|l| measured(l, n)),
+    }
+}
 
+/// The routing table in Markdown, with the seats and the estimate under it.
+fn routing_table_md(routes: &[Route], seats_why: &str, estimate: &Estimate, n: usize) -> String {
     let mut md = String::from(
         "| # | package | difficulty | route | seat | pool | API-equiv $ | charged $ | reason |\n|---|---|---|---|---|---|---|---|---|\n",
     );
@@ -925,8 +1054,12 @@ pub fn advise(req: &AdviseRequest, project: &str) -> Result<Advice, AdviseError>
         md.push_str(&measured_line(m, n));
         md.push('\n');
     }
+    md
+}
 
-    let card_args = routes
+/// The `relay_task_add` arguments that put each package on the board as routed.
+fn card_args(routes: &[Route], pkgs: &[(Package, String)], project: &str) -> Vec<CardArgs> {
+    routes
         .iter()
         .zip(pkgs.iter())
         .map(|(r, (p, _))| {
@@ -954,8 +1087,11 @@ pub fn advise(req: &AdviseRequest, project: &str) -> Result<Advice, AdviseError>
                 args: a,
             }
         })
-        .collect();
+        .collect()
+}
 
+/// The one-paragraph recommendation.
+fn summary_of(mode: &str, why: &[String], up: &[String], estimate: &Estimate, n: usize) -> String {
     let summary = format!(
         "Recommendation: {}. {} Seats: {}. Estimate ≈ ${:.2} charged (${:.2} API-equivalent) over {} pool(s).",
         mode.to_uppercase(),
@@ -969,27 +1105,10 @@ pub fn advise(req: &AdviseRequest, project: &str) -> Result<Advice, AdviseError>
         estimate.api_equivalent_usd,
         estimate.pools.len()
     );
-    let summary = match &estimate.measured {
+    match &estimate.measured {
         Some(m) => format!("{summary} {}", measured_line(m, n)),
         None => summary,
-    };
-    Ok(Advice {
-        mode: mode.into(),
-        why,
-        horizon,
-        routes,
-        seats: Seats {
-            count: members.len(),
-            members,
-            up,
-            why: seats_why,
-        },
-        estimate,
-        unavailable,
-        routing_table_md: md,
-        card_args,
-        summary,
-    })
+    }
 }
 
 /// The forecast from the project's measured cards: their mean times `packages` (none when no

@@ -191,26 +191,12 @@ pub(crate) async fn demo(a: DemoArgs) -> anyhow::Result<ExitCode> {
         say!("  seat     {role}:{PROJECT} (runner pid {pid}, agent: the built-in demo script)");
     }
 
-    // Both seats registered and past their kickoff turn, so the contract wakes an idle seat.
     let deadline = Instant::now() + Duration::from_secs(a.timeout);
-    loop {
-        let peers = hub.peers().await.map(|r| r.peers).unwrap_or_default();
-        let ready = ["builder:demo", "tester:demo"].iter().all(|s| {
-            peers
-                .iter()
-                .any(|p| p.session == *s && p.online && p.phase.as_deref() == Some("idle"))
-        });
-        if ready {
-            break;
+    if !seats_idle(&hub, deadline).await {
+        for role in ["builder", "tester"] {
+            say!("  {role} log: {}", seat_log_tail(&root, role, 6));
         }
-        if Instant::now() >= deadline {
-            for role in ["builder", "tester"] {
-                let log = root.join("bus/logs").join(format!("runner-{role}.log"));
-                say!("  {role} log: {}", seats::tail(&log, 6).join("\n    "));
-            }
-            anyhow::bail!("the demo seats did not come up within {}s", a.timeout);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        anyhow::bail!("the demo seats did not come up within {}s", a.timeout);
     }
     say!(
         "  both seats are live and idle (an idle seat costs nothing: it waits in one long-poll)\n"
@@ -222,6 +208,76 @@ pub(crate) async fn demo(a: DemoArgs) -> anyhow::Result<ExitCode> {
         .map(|r| r.latest)
         .unwrap_or(0);
     let t0 = now_ms();
+    let id = post_card_and_contract(&hub).await?;
+
+    say!("live event log (the hub's /events, as it happens):");
+    let status = narrate_until_done(&hub, id, cursor0, t0, deadline).await;
+    if status != "done" {
+        say!(
+            "\nthe card is still {status} after {}s; the seats' last words:",
+            a.timeout
+        );
+        for role in ["builder", "tester"] {
+            say!("  {role}: {}", seat_log_tail(&root, role, 8));
+        }
+        return Ok(ExitCode::from(1));
+    }
+
+    let reply: TasksReply = hub
+        .get("/tasks", &[("project", PROJECT.to_string())])
+        .await
+        .unwrap_or_default();
+    let cards: Vec<Card> = reply
+        .tasks
+        .into_iter()
+        .filter_map(|v| serde_json::from_value(v).ok())
+        .collect();
+    say!("\n{}\n", board_table(PROJECT, &cards, true, now_ms()));
+    say!(
+        "card #{id} went todo → doing → testing → done in {:.1}s ({:.1}s in all).",
+        (now_ms() - t0) as f64 / 1000.0,
+        t_start.elapsed().as_secs_f64()
+    );
+    if a.keep {
+        let kept = tmp.keep();
+        say_kept(&url, id, &crew.pids, &kept);
+    } else {
+        drop(crew);
+        say!(
+            "\nnext: `trantor hub &`, `trantor connect`, then `trantor up claude` in your project."
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The last `n` lines of a demo seat's runner log, indented.
+fn seat_log_tail(root: &Path, role: &str, n: usize) -> String {
+    let log = root.join("bus/logs").join(format!("runner-{role}.log"));
+    seats::tail(&log, n).join("\n    ")
+}
+
+/// Wait until both seats are registered and past their kickoff turn (idle), so the contract
+/// wakes an idle seat; false at the deadline.
+async fn seats_idle(hub: &HubClient, deadline: Instant) -> bool {
+    loop {
+        let peers = hub.peers().await.map(|r| r.peers).unwrap_or_default();
+        let ready = ["builder:demo", "tester:demo"].iter().all(|s| {
+            peers
+                .iter()
+                .any(|p| p.session == *s && p.online && p.phase.as_deref() == Some("idle"))
+        });
+        if ready {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Post the demo's card for the builder and the contract that wakes it; returns the card's id.
+async fn post_card_and_contract(hub: &HubClient) -> anyhow::Result<i64> {
     let card: TaskReply = hub
         .post_with_op(
             "/task",
@@ -260,8 +316,18 @@ pub(crate) async fn demo(a: DemoArgs) -> anyhow::Result<ExitCode> {
         )
         .await
         .map_err(|e| anyhow::anyhow!("the demo hub refused the contract: {e}"))?;
+    Ok(id)
+}
 
-    say!("live event log (the hub's /events, as it happens):");
+/// Print the project's events as they happen until card `id` is done or the deadline passes;
+/// returns the card's last status.
+async fn narrate_until_done(
+    hub: &HubClient,
+    id: i64,
+    cursor0: i64,
+    t0: i64,
+    deadline: Instant,
+) -> String {
     let mut cursor = cursor0;
     let mut status = String::from("todo");
     loop {
@@ -290,63 +356,30 @@ pub(crate) async fn demo(a: DemoArgs) -> anyhow::Result<ExitCode> {
         {
             status = s.to_string();
         }
-        if status == "done" {
-            break;
-        }
-        if Instant::now() >= deadline {
-            say!(
-                "\nthe card is still {status} after {}s; the seats' last words:",
-                a.timeout
-            );
-            for role in ["builder", "tester"] {
-                let log = root.join("bus/logs").join(format!("runner-{role}.log"));
-                say!("  {role}: {}", seats::tail(&log, 8).join("\n    "));
-            }
-            return Ok(ExitCode::from(1));
+        if status == "done" || Instant::now() >= deadline {
+            return status;
         }
         tokio::time::sleep(Duration::from_millis(150)).await;
     }
+}
 
-    let reply: TasksReply = hub
-        .get("/tasks", &[("project", PROJECT.to_string())])
-        .await
-        .unwrap_or_default();
-    let cards: Vec<Card> = reply
-        .tasks
-        .into_iter()
-        .filter_map(|v| serde_json::from_value(v).ok())
-        .collect();
-    say!("\n{}\n", board_table(PROJECT, &cards, true, now_ms()));
+/// What `--keep` left running, and how to look at it and stop it.
+fn say_kept(url: &str, id: i64, pids: &[u32], kept: &Path) {
+    say!("\nstill running (--keep):");
     say!(
-        "card #{id} went todo → doing → testing → done in {:.1}s ({:.1}s in all).",
-        (now_ms() - t0) as f64 / 1000.0,
-        t_start.elapsed().as_secs_f64()
+        "  RELAY_URL={url} trantor ui --project {PROJECT}     (the dashboard: {url}/ui?project={PROJECT})"
     );
-    if a.keep {
-        let kept = tmp.keep();
-        say!("\nstill running (--keep):");
-        say!(
-            "  RELAY_URL={url} trantor ui --project {PROJECT}     (the dashboard: {url}/ui?project={PROJECT})"
-        );
-        say!("  RELAY_URL={url} trantor board --project {PROJECT}");
-        say!("  RELAY_URL={url} trantor board --project {PROJECT} --card {id}");
-        say!("  RELAY_URL={url} trantor peers");
-        say!(
-            "  stop it: kill {}   (files: {})",
-            crew.pids
-                .iter()
-                .map(|p| p.to_string())
-                .collect::<Vec<_>>()
-                .join(" "),
-            kept.display()
-        );
-    } else {
-        drop(crew);
-        say!(
-            "\nnext: `trantor hub &`, `trantor connect`, then `trantor up claude` in your project."
-        );
-    }
-    Ok(ExitCode::SUCCESS)
+    say!("  RELAY_URL={url} trantor board --project {PROJECT}");
+    say!("  RELAY_URL={url} trantor board --project {PROJECT} --card {id}");
+    say!("  RELAY_URL={url} trantor peers");
+    say!(
+        "  stop it: kill {}   (files: {})",
+        pids.iter()
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>()
+            .join(" "),
+        kept.display()
+    );
 }
 
 // ----- the scripted agent -------------------------------------------------------------------
@@ -371,123 +404,11 @@ pub(crate) async fn demo_agent(a: DemoAgentArgs) -> anyhow::Result<ExitCode> {
         .into_iter()
         .filter_map(|v| serde_json::from_value(v).ok())
         .collect();
-    let mut did = Vec::new();
-    let update = |id: i64, status: &str, note: String| TaskUpdateRequest {
-        id,
-        status: Some(status.into()),
-        note: Some(note),
-        by: Some(me.clone()),
-        ..Default::default()
-    };
-    match a.role.as_str() {
-        "builder" => {
-            for c in cards.iter().filter(|c| {
-                c.assignee == me && matches!(c.status.as_str(), "todo" | "doing" | "failed")
-            }) {
-                let _: TaskReply = hub
-                    .post_with_op(
-                        "/task/update",
-                        &update(c.id, "doing", "picked up: reading the contract".into()),
-                        &new_op_id(),
-                    )
-                    .await?;
-                beat().await;
-                std::fs::write(
-                    "greeting.txt",
-                    "Hello, newcomer! This crew runs on trantor: a hub, a board and seats that wake only when there is work.\n",
-                )?;
-                for index in 0..c.checklist.len() as i64 {
-                    let _: TaskReply = hub
-                        .post_with_op(
-                            "/task/checklist-toggle",
-                            &ChecklistToggleRequest {
-                                id: c.id,
-                                index,
-                                done: true,
-                                by: Some(me.clone()),
-                            },
-                            &new_op_id(),
-                        )
-                        .await?;
-                }
-                beat().await;
-                let _: TaskReply = hub
-                    .post_with_op(
-                        "/task/update",
-                        &update(
-                            c.id,
-                            "testing",
-                            "wrote greeting.txt; self-check: `cat greeting.txt` shows the greeting"
-                                .into(),
-                        ),
-                        &new_op_id(),
-                    )
-                    .await?;
-                let _: SendReply = hub
-                    .post_with_op(
-                        "/send",
-                        &SendRequest {
-                            from: me.clone(),
-                            to: Some(format!("tester:{project}")),
-                            text: format!("contract: please test #{} — drill: {}", c.id, c.drill),
-                            kind: Some("contract".into()),
-                            ..Default::default()
-                        },
-                        &new_op_id(),
-                    )
-                    .await?;
-                did.push(format!(
-                    "built card #{} and handed it to tester:{project}",
-                    c.id
-                ));
-            }
-        }
-        "tester" => {
-            for c in cards.iter().filter(|c| c.status == "testing") {
-                beat().await;
-                let greeting = std::fs::read_to_string("greeting.txt").unwrap_or_default();
-                let (status, note) = if greeting.contains("trantor") {
-                    (
-                        "done",
-                        "verified: the drill passed — greeting.txt greets and names trantor"
-                            .to_string(),
-                    )
-                } else {
-                    (
-                        "failed",
-                        "the drill failed: greeting.txt is missing or does not name trantor"
-                            .to_string(),
-                    )
-                };
-                let _: TaskReply = hub
-                    .post_with_op("/task/update", &update(c.id, status, note), &new_op_id())
-                    .await?;
-                let to = if c.by.is_empty() {
-                    ME.to_string()
-                } else {
-                    c.by.clone()
-                };
-                let _: SendReply = hub
-                    .post_with_op(
-                        "/send",
-                        &SendRequest {
-                            from: me.clone(),
-                            to: Some(to.clone()),
-                            text: format!("#{} is {status} (tested by {me})", c.id),
-                            wake: Some(false),
-                            ..Default::default()
-                        },
-                        &new_op_id(),
-                    )
-                    .await?;
-                did.push(format!(
-                    "tested card #{} and moved it to {status}, telling {to}",
-                    c.id
-                ));
-            }
-        }
+    let did = match a.role.as_str() {
+        "builder" => builder_turn(&hub, &cards, &me, &project).await?,
+        "tester" => tester_turn(&hub, &cards, &me).await?,
         other => anyhow::bail!("demo agent: unknown role {other} (builder or tester)"),
-    }
+    };
     // The runner judges a turn by its output: say plainly what happened, as a real agent would.
     if did.is_empty() {
         say!(
@@ -500,4 +421,139 @@ pub(crate) async fn demo_agent(a: DemoAgentArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A card update by the demo agent `me`.
+fn demo_update(me: &str, id: i64, status: &str, note: String) -> TaskUpdateRequest {
+    TaskUpdateRequest {
+        id,
+        status: Some(status.into()),
+        note: Some(note),
+        by: Some(me.to_string()),
+        ..Default::default()
+    }
+}
+
+/// The builder's turn: build each of its open cards (write greeting.txt, tick the checklist)
+/// and hand it to the tester. Returns what it did.
+async fn builder_turn(
+    hub: &HubClient,
+    cards: &[Card],
+    me: &str,
+    project: &str,
+) -> anyhow::Result<Vec<String>> {
+    let mut did = Vec::new();
+    for c in cards
+        .iter()
+        .filter(|c| c.assignee == me && matches!(c.status.as_str(), "todo" | "doing" | "failed"))
+    {
+        let _: TaskReply = hub
+            .post_with_op(
+                "/task/update",
+                &demo_update(me, c.id, "doing", "picked up: reading the contract".into()),
+                &new_op_id(),
+            )
+            .await?;
+        beat().await;
+        std::fs::write(
+            "greeting.txt",
+            "Hello, newcomer! This crew runs on trantor: a hub, a board and seats that wake only when there is work.\n",
+        )?;
+        for index in 0..c.checklist.len() as i64 {
+            let _: TaskReply = hub
+                .post_with_op(
+                    "/task/checklist-toggle",
+                    &ChecklistToggleRequest {
+                        id: c.id,
+                        index,
+                        done: true,
+                        by: Some(me.to_string()),
+                    },
+                    &new_op_id(),
+                )
+                .await?;
+        }
+        beat().await;
+        let _: TaskReply = hub
+            .post_with_op(
+                "/task/update",
+                &demo_update(
+                    me,
+                    c.id,
+                    "testing",
+                    "wrote greeting.txt; self-check: `cat greeting.txt` shows the greeting".into(),
+                ),
+                &new_op_id(),
+            )
+            .await?;
+        let _: SendReply = hub
+            .post_with_op(
+                "/send",
+                &SendRequest {
+                    from: me.to_string(),
+                    to: Some(format!("tester:{project}")),
+                    text: format!("contract: please test #{} — drill: {}", c.id, c.drill),
+                    kind: Some("contract".into()),
+                    ..Default::default()
+                },
+                &new_op_id(),
+            )
+            .await?;
+        did.push(format!(
+            "built card #{} and handed it to tester:{project}",
+            c.id
+        ));
+    }
+    Ok(did)
+}
+
+/// The tester's turn: run the drill on each card in testing, move it to done or failed and
+/// tell whoever posted it. Returns what it did.
+async fn tester_turn(hub: &HubClient, cards: &[Card], me: &str) -> anyhow::Result<Vec<String>> {
+    let mut did = Vec::new();
+    for c in cards.iter().filter(|c| c.status == "testing") {
+        beat().await;
+        let greeting = std::fs::read_to_string("greeting.txt").unwrap_or_default();
+        let (status, note) = if greeting.contains("trantor") {
+            (
+                "done",
+                "verified: the drill passed — greeting.txt greets and names trantor".to_string(),
+            )
+        } else {
+            (
+                "failed",
+                "the drill failed: greeting.txt is missing or does not name trantor".to_string(),
+            )
+        };
+        let _: TaskReply = hub
+            .post_with_op(
+                "/task/update",
+                &demo_update(me, c.id, status, note),
+                &new_op_id(),
+            )
+            .await?;
+        let to = if c.by.is_empty() {
+            ME.to_string()
+        } else {
+            c.by.clone()
+        };
+        let _: SendReply = hub
+            .post_with_op(
+                "/send",
+                &SendRequest {
+                    from: me.to_string(),
+                    to: Some(to.clone()),
+                    text: format!("#{} is {status} (tested by {me})", c.id),
+                    wake: Some(false),
+                    ..Default::default()
+                },
+                &new_op_id(),
+            )
+            .await?;
+        did.push(format!(
+            "tested card #{} and moved it to {status}, telling {to}",
+            c.id
+        ));
+    }
+    Ok(did)
 }

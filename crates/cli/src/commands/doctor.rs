@@ -4,6 +4,7 @@ use super::connect::{Wiring, inspect, targets};
 use super::{Common, find_on_path, print_json};
 use serde_json::{Value, json};
 use std::process::ExitCode;
+use trantor_mcp::Identity;
 use trantor_proto::HubClient;
 
 pub(crate) const DOCTOR_HELP: &str = concat!(
@@ -129,102 +130,15 @@ pub(crate) async fn doctor(a: DoctorArgs) -> anyhow::Result<ExitCode> {
     let mut hub_down = false;
 
     match hub.health().await {
-        Ok(h) => {
-            let version = h
-                .get("version")
-                .and_then(Value::as_str)
-                .unwrap_or("unknown");
-            checks.push(Check {
-                name: "hub".into(),
-                ok: true,
-                detail: format!(
-                    "{} answers (version {version}; via {})",
-                    id.hub_url, id.hub_via
-                ),
-                fix: None,
-            });
-            let store = h.get("store").and_then(Value::as_str).unwrap_or("unknown");
-            let persist_ok = h
-                .get("persist")
-                .and_then(|p| p.get("ok"))
-                .and_then(Value::as_bool)
-                .unwrap_or(true);
-            let last_error = h
-                .get("persist")
-                .and_then(|p| p.get("lastError"))
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let counts = ["messages", "cards", "peers"]
-                .iter()
-                .filter_map(|k| {
-                    h.get(*k)
-                        .and_then(Value::as_i64)
-                        .map(|n| format!("{n} {k}"))
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
-            checks.push(Check {
-                name: "store".into(),
-                ok: persist_ok,
-                detail: if persist_ok {
-                    format!("{store} healthy ({counts})")
-                } else {
-                    format!("{store} is failing to persist: {last_error}")
-                },
-                fix: (!persist_ok).then(|| {
-                    "check the disk under the hub's data dir (RELAY_DATA_DIR), then restart `trantor hub`"
-                        .to_string()
-                }),
-            });
-            checks.push(duty_check(h.get("duty").unwrap_or(&Value::Null)));
-        }
+        Ok(h) => checks.extend(health_checks(&h, &id)),
         Err(e) => {
             hub_down = e.is_unreachable();
-            checks.push(Check {
-                name: "hub".into(),
-                ok: false,
-                detail: format!("{} (via {}): {e}", id.hub_url, id.hub_via),
-                fix: Some(if id.hub_via == "default" {
-                    "start one: `trantor hub &` (or `trantor up <agent>` starts one for you)".into()
-                } else {
-                    format!(
-                        "start a hub at {} or fix {} (it chose this URL)",
-                        id.hub_url, id.hub_via
-                    )
-                }),
-            });
+            checks.push(hub_down_check(&e, &id));
         }
     }
 
     if !hub_down && let Ok(p) = hub.policy().await {
-        let d = super::autonomy::dials_for(&p, &id.project);
-        let on = |b: bool| if b { "on" } else { "off" };
-        let mine: Vec<String> = p
-            .links
-            .iter()
-            .filter(|l| {
-                l.projects
-                    .iter()
-                    .any(|x| x.eq_ignore_ascii_case(&id.project))
-            })
-            .map(|l| format!("{} ({})", l.projects.join("↔"), l.reason))
-            .collect();
-        checks.push(Check {
-            name: "policy".into(),
-            ok: true,
-            detail: format!(
-                "{}: integrate dials commit {} · push {}; links: {}",
-                id.project,
-                on(d.commit),
-                on(d.push),
-                if mine.is_empty() {
-                    "none (its seats stay in the project)".to_string()
-                } else {
-                    mine.join(", ")
-                }
-            ),
-            fix: None,
-        });
+        checks.push(policy_check(&p, &id.project));
     }
 
     checks.push(Check {
@@ -249,96 +163,7 @@ pub(crate) async fn doctor(a: DoctorArgs) -> anyhow::Result<ExitCode> {
     });
 
     let home = trantor_proto::identity::home(&trantor_proto::identity::ProcessEnv);
-    let mut any_agent = false;
-    for t in targets(&home) {
-        let on_path = find_on_path(t.binary);
-        any_agent |= on_path.is_some();
-        let wiring = inspect(&t);
-        let plugin = t.name == "claude" && super::plugin::enabled(&home);
-        let (ok, detail, fix) = match (&on_path, wiring) {
-            (_, Wiring::Missing) if plugin => (
-                true,
-                format!(
-                    "loads `trantor mcp` through the trantor plugin ({}, `trantor plugin install`)",
-                    super::plugin::PLUGIN_ID
-                ),
-                None,
-            ),
-            (None, Wiring::Missing) => (true, "not installed".to_string(), None),
-            (_, Wiring::Ours(cmd)) => {
-                let exists = std::path::Path::new(&cmd).is_absolute()
-                    && std::path::Path::new(&cmd).exists()
-                    || find_on_path(&cmd).is_some();
-                let found = on_path
-                    .as_ref()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_else(|| "not on PATH".into());
-                if exists {
-                    (
-                        true,
-                        format!("{found}; loads `{cmd} mcp` ({})", t.path.display()),
-                        None,
-                    )
-                } else {
-                    (
-                        false,
-                        format!("{found}; its trantor entry runs {cmd}, which no longer exists"),
-                        Some(format!("trantor connect --only {}", t.name)),
-                    )
-                }
-            }
-            (_, Wiring::Http(url)) => (
-                true,
-                format!(
-                    "{}; reaches the hub's MCP at {url} over HTTP, no local binary ({})",
-                    on_path
-                        .as_ref()
-                        .map(|p| p.display().to_string())
-                        .unwrap_or_else(|| "not on PATH".into()),
-                    t.path.display()
-                ),
-                None,
-            ),
-            (_, Wiring::Foreign(cmd)) => (
-                false,
-                format!("its `trantor` MCP entry runs `{cmd}`, not `trantor mcp`"),
-                Some(format!("trantor connect --only {} --force", t.name)),
-            ),
-            (_, Wiring::Broken(e)) => (false, e, Some(format!("repair {}", t.path.display()))),
-            (Some(p), Wiring::Missing) => (
-                false,
-                format!("{} is installed but does not load trantor mcp", p.display()),
-                Some(format!("trantor connect --only {}", t.name)),
-            ),
-        };
-        checks.push(Check {
-            name: t.label.into(),
-            ok,
-            detail,
-            fix,
-        });
-        if let (Some(p), Some(spec)) = (&on_path, trantor_runner::drivers::spec(t.name)) {
-            checks.push(version_check(t.label, p, spec).await);
-        }
-    }
-    checks.push(hooks_check(&home));
-    for name in OTHER_AGENTS {
-        if let Some(p) = find_on_path(name) {
-            any_agent = true;
-            if let Some(spec) = trantor_runner::drivers::spec(name) {
-                checks.push(version_check(name, &p, spec).await);
-            }
-            checks.push(Check {
-                name: name.into(),
-                ok: true,
-                detail: format!(
-                    "{} (runner driver; its MCP is configured by the runner)",
-                    p.display()
-                ),
-                fix: None,
-            });
-        }
-    }
+    let any_agent = agent_checks(&home, &mut checks).await;
     if !any_agent {
         checks.push(Check {
             name: "agents".into(),
@@ -358,22 +183,7 @@ pub(crate) async fn doctor(a: DoctorArgs) -> anyhow::Result<ExitCode> {
             "checks": checks.iter().map(Check::json).collect::<Vec<_>>(),
         }))?;
     } else {
-        for c in &checks {
-            say!(
-                "{} {:<12} {}",
-                if c.ok { "✓" } else { "✗" },
-                c.name,
-                c.detail
-            );
-            if let Some(f) = &c.fix {
-                say!("  {:<12} fix: {f}", "");
-            }
-        }
-        if problems == 0 {
-            say!("all good");
-        } else {
-            say!("{problems} problem(s)");
-        }
+        print_checks(&checks, problems);
     }
     Ok(ExitCode::from(if hub_down {
         3
@@ -382,6 +192,234 @@ pub(crate) async fn doctor(a: DoctorArgs) -> anyhow::Result<ExitCode> {
     } else {
         0
     }))
+}
+
+/// The checks read from the hub's `/health` answer: the hub, its store, its duty service.
+fn health_checks(h: &Value, id: &Identity) -> Vec<Check> {
+    let version = h
+        .get("version")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown");
+    let hub = Check {
+        name: "hub".into(),
+        ok: true,
+        detail: format!(
+            "{} answers (version {version}; via {})",
+            id.hub_url, id.hub_via
+        ),
+        fix: None,
+    };
+    let store = h.get("store").and_then(Value::as_str).unwrap_or("unknown");
+    let persist_ok = h
+        .get("persist")
+        .and_then(|p| p.get("ok"))
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    let last_error = h
+        .get("persist")
+        .and_then(|p| p.get("lastError"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let counts = ["messages", "cards", "peers"]
+        .iter()
+        .filter_map(|k| {
+            h.get(*k)
+                .and_then(Value::as_i64)
+                .map(|n| format!("{n} {k}"))
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let store = Check {
+        name: "store".into(),
+        ok: persist_ok,
+        detail: if persist_ok {
+            format!("{store} healthy ({counts})")
+        } else {
+            format!("{store} is failing to persist: {last_error}")
+        },
+        fix: (!persist_ok).then(|| {
+            "check the disk under the hub's data dir (RELAY_DATA_DIR), then restart `trantor hub`"
+                .to_string()
+        }),
+    };
+    vec![
+        hub,
+        store,
+        duty_check(h.get("duty").unwrap_or(&Value::Null)),
+    ]
+}
+
+/// The hub check when `/health` failed, with how to start or choose one.
+fn hub_down_check(e: &trantor_proto::ClientError, id: &Identity) -> Check {
+    Check {
+        name: "hub".into(),
+        ok: false,
+        detail: format!("{} (via {}): {e}", id.hub_url, id.hub_via),
+        fix: Some(if id.hub_via == "default" {
+            "start one: `trantor hub &` (or `trantor up <agent>` starts one for you)".into()
+        } else {
+            format!(
+                "start a hub at {} or fix {} (it chose this URL)",
+                id.hub_url, id.hub_via
+            )
+        }),
+    }
+}
+
+/// The project's integrate dials and links, from the hub's policy.
+fn policy_check(p: &trantor_proto::PolicyReply, project: &str) -> Check {
+    let d = super::autonomy::dials_for(p, project);
+    let on = |b: bool| if b { "on" } else { "off" };
+    let mine: Vec<String> = p
+        .links
+        .iter()
+        .filter(|l| l.projects.iter().any(|x| x.eq_ignore_ascii_case(project)))
+        .map(|l| format!("{} ({})", l.projects.join("↔"), l.reason))
+        .collect();
+    Check {
+        name: "policy".into(),
+        ok: true,
+        detail: format!(
+            "{}: integrate dials commit {} · push {}; links: {}",
+            project,
+            on(d.commit),
+            on(d.push),
+            if mine.is_empty() {
+                "none (its seats stay in the project)".to_string()
+            } else {
+                mine.join(", ")
+            }
+        ),
+        fix: None,
+    }
+}
+
+/// One check per agent CLI `connect` wires (and its version), the hooks, and the other agents
+/// on PATH; returns whether any agent CLI is on PATH.
+async fn agent_checks(home: &std::path::Path, checks: &mut Vec<Check>) -> bool {
+    let mut any_agent = false;
+    for t in targets(home) {
+        let on_path = find_on_path(t.binary);
+        any_agent |= on_path.is_some();
+        let wiring = inspect(&t);
+        let plugin = t.name == "claude" && super::plugin::enabled(home);
+        let (ok, detail, fix) = wiring_verdict(&t, on_path.as_deref(), wiring, plugin);
+        checks.push(Check {
+            name: t.label.into(),
+            ok,
+            detail,
+            fix,
+        });
+        if let (Some(p), Some(spec)) = (&on_path, trantor_runner::drivers::spec(t.name)) {
+            checks.push(version_check(t.label, p, spec).await);
+        }
+    }
+    checks.push(hooks_check(home));
+    for name in OTHER_AGENTS {
+        if let Some(p) = find_on_path(name) {
+            any_agent = true;
+            if let Some(spec) = trantor_runner::drivers::spec(name) {
+                checks.push(version_check(name, &p, spec).await);
+            }
+            checks.push(Check {
+                name: name.into(),
+                ok: true,
+                detail: format!(
+                    "{} (runner driver; its MCP is configured by the runner)",
+                    p.display()
+                ),
+                fix: None,
+            });
+        }
+    }
+    any_agent
+}
+
+/// Whether an agent CLI loads `trantor mcp`, from where it is on PATH, its MCP entry and
+/// (claude) the plugin: (ok, detail, fix).
+fn wiring_verdict(
+    t: &super::connect::Target,
+    on_path: Option<&std::path::Path>,
+    wiring: Wiring,
+    plugin: bool,
+) -> (bool, String, Option<String>) {
+    let found = || {
+        on_path
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "not on PATH".into())
+    };
+    match (on_path, wiring) {
+        (_, Wiring::Missing) if plugin => (
+            true,
+            format!(
+                "loads `trantor mcp` through the trantor plugin ({}, `trantor plugin install`)",
+                super::plugin::PLUGIN_ID
+            ),
+            None,
+        ),
+        (None, Wiring::Missing) => (true, "not installed".to_string(), None),
+        (_, Wiring::Ours(cmd)) => {
+            let exists = std::path::Path::new(&cmd).is_absolute()
+                && std::path::Path::new(&cmd).exists()
+                || find_on_path(&cmd).is_some();
+            if exists {
+                (
+                    true,
+                    format!("{}; loads `{cmd} mcp` ({})", found(), t.path.display()),
+                    None,
+                )
+            } else {
+                (
+                    false,
+                    format!(
+                        "{}; its trantor entry runs {cmd}, which no longer exists",
+                        found()
+                    ),
+                    Some(format!("trantor connect --only {}", t.name)),
+                )
+            }
+        }
+        (_, Wiring::Http(url)) => (
+            true,
+            format!(
+                "{}; reaches the hub's MCP at {url} over HTTP, no local binary ({})",
+                found(),
+                t.path.display()
+            ),
+            None,
+        ),
+        (_, Wiring::Foreign(cmd)) => (
+            false,
+            format!("its `trantor` MCP entry runs `{cmd}`, not `trantor mcp`"),
+            Some(format!("trantor connect --only {} --force", t.name)),
+        ),
+        (_, Wiring::Broken(e)) => (false, e, Some(format!("repair {}", t.path.display()))),
+        (Some(p), Wiring::Missing) => (
+            false,
+            format!("{} is installed but does not load trantor mcp", p.display()),
+            Some(format!("trantor connect --only {}", t.name)),
+        ),
+    }
+}
+
+/// The checks for a person, one line each with its fix under it.
+fn print_checks(checks: &[Check], problems: usize) {
+    for c in checks {
+        say!(
+            "{} {:<12} {}",
+            if c.ok { "✓" } else { "✗" },
+            c.name,
+            c.detail
+        );
+        if let Some(f) = &c.fix {
+            say!("  {:<12} fix: {f}", "");
+        }
+    }
+    if problems == 0 {
+        say!("all good");
+    } else {
+        say!("{problems} problem(s)");
+    }
 }
 
 /// The hub's duty service: configured, dark, recent failed nudges.

@@ -405,7 +405,22 @@ pub fn parse_at(text: &str, name: &str, fallback: i64) -> anyhow::Result<Plan> {
         bail!("{name}: the top level is {}, not an object", kind(&doc));
     };
     let mut plan = Plan::default();
-    for (i, v) in items(&obj, "messages", name)?.iter().enumerate() {
+    // The sections in this order, so the first error reported is the first in the file's
+    // usual layout.
+    parse_messages(&obj, name, &mut plan)?;
+    parse_peers(&obj, name, &mut plan)?;
+    parse_cards(&obj, name, fallback, &mut plan)?;
+    parse_lessons(&obj, name, &mut plan)?;
+    parse_named_docs(&obj, name, &mut plan)?;
+    parse_turns(&obj, name, &mut plan)?;
+    parse_events(&obj, name, &mut plan)?;
+    parse_gates(&obj, name, &mut plan)?;
+    parse_credentials(&obj, name, &mut plan)?;
+    Ok(plan)
+}
+
+fn parse_messages(obj: &Map<String, Value>, name: &str, plan: &mut Plan) -> anyhow::Result<()> {
+    for (i, v) in items(obj, "messages", name)?.iter().enumerate() {
         let m: Message =
             serde_json::from_value(v.clone()).map_err(|e| anyhow!("{name}: messages[{i}]: {e}"))?;
         if m.id <= 0 {
@@ -413,23 +428,37 @@ pub fn parse_at(text: &str, name: &str, fallback: i64) -> anyhow::Result<Plan> {
         }
         plan.messages.push(m);
     }
-    if let Some(peers) = map(&obj, "peers", name)? {
-        for (session, v) in peers {
-            let mut p = match v {
-                Value::Object(p) => p.clone(),
-                other => bail!(
-                    "{name}: peers[{session:?}] is {}, not an object",
-                    kind(other)
-                ),
-            };
-            p.insert("session".into(), Value::String(session.clone()));
-            // The original keeps an `_on` flag and other runtime fields; Peer ignores them.
-            let peer: Peer = serde_json::from_value(Value::Object(p))
-                .map_err(|e| anyhow!("{name}: peers[{session:?}]: {e}"))?;
-            plan.peers.push(peer);
-        }
+    Ok(())
+}
+
+fn parse_peers(obj: &Map<String, Value>, name: &str, plan: &mut Plan) -> anyhow::Result<()> {
+    let Some(peers) = map(obj, "peers", name)? else {
+        return Ok(());
+    };
+    for (session, v) in peers {
+        let mut p = match v {
+            Value::Object(p) => p.clone(),
+            other => bail!(
+                "{name}: peers[{session:?}] is {}, not an object",
+                kind(other)
+            ),
+        };
+        p.insert("session".into(), Value::String(session.clone()));
+        // The original keeps an `_on` flag and other runtime fields; Peer ignores them.
+        let peer: Peer = serde_json::from_value(Value::Object(p))
+            .map_err(|e| anyhow!("{name}: peers[{session:?}]: {e}"))?;
+        plan.peers.push(peer);
     }
-    for (i, v) in items(&obj, "tasks", name)?.iter().enumerate() {
+    Ok(())
+}
+
+fn parse_cards(
+    obj: &Map<String, Value>,
+    name: &str,
+    fallback: i64,
+    plan: &mut Plan,
+) -> anyhow::Result<()> {
+    for (i, v) in items(obj, "tasks", name)?.iter().enumerate() {
         let mut v = v.clone();
         fill_card_times(&mut v, fallback);
         let c: Card = serde_json::from_value(v).map_err(|e| anyhow!("{name}: tasks[{i}]: {e}"))?;
@@ -438,7 +467,11 @@ pub fn parse_at(text: &str, name: &str, fallback: i64) -> anyhow::Result<Plan> {
         }
         plan.cards.push(c);
     }
-    for (i, v) in items(&obj, "lessons", name)?.iter().enumerate() {
+    Ok(())
+}
+
+fn parse_lessons(obj: &Map<String, Value>, name: &str, plan: &mut Plan) -> anyhow::Result<()> {
+    for (i, v) in items(obj, "lessons", name)?.iter().enumerate() {
         let mut l = match v {
             Value::Object(l) => l.clone(),
             other => bail!("{name}: lessons[{i}] is {}, not an object", kind(other)),
@@ -450,8 +483,12 @@ pub fn parse_at(text: &str, name: &str, fallback: i64) -> anyhow::Result<Plan> {
             .map_err(|e| anyhow!("{name}: lessons[{i}]: {e}"))?;
         plan.lessons.push(lesson);
     }
-    // Named documents: the original's keys mapped onto this hub's.
-    if let Some(projects) = map(&obj, "projectMeta", name)? {
+    Ok(())
+}
+
+/// Named documents: the original's keys mapped onto this hub's.
+fn parse_named_docs(obj: &Map<String, Value>, name: &str, plan: &mut Plan) -> anyhow::Result<()> {
+    if let Some(projects) = map(obj, "projectMeta", name)? {
         for (project, v) in projects {
             let Value::Object(m) = v else {
                 bail!(
@@ -470,7 +507,7 @@ pub fn parse_at(text: &str, name: &str, fallback: i64) -> anyhow::Result<Plan> {
             ));
         }
     }
-    if let Some(phases) = map(&obj, "phaseMeta", name)? {
+    if let Some(phases) = map(obj, "phaseMeta", name)? {
         for (key, v) in phases {
             let Value::Object(m) = v else {
                 bail!("{name}: phaseMeta[{key:?}] is {}, not an object", kind(v));
@@ -489,7 +526,7 @@ pub fn parse_at(text: &str, name: &str, fallback: i64) -> anyhow::Result<Plan> {
             ));
         }
     }
-    if let Some(policy) = map(&obj, "orgPolicy", name)? {
+    if let Some(policy) = map(obj, "orgPolicy", name)? {
         let empty = policy
             .get("links")
             .and_then(Value::as_array)
@@ -503,7 +540,7 @@ pub fn parse_at(text: &str, name: &str, fallback: i64) -> anyhow::Result<Plan> {
                 .push(("policy".into(), Value::Object(policy.clone())));
         }
     }
-    if let Some(reap) = map(&obj, "contractReap", name)?
+    if let Some(reap) = map(obj, "contractReap", name)?
         && !reap.is_empty()
     {
         plan.docs
@@ -517,8 +554,12 @@ pub fn parse_at(text: &str, name: &str, fallback: i64) -> anyhow::Result<Plan> {
         None | Some(Value::Null) | Some(Value::String(_)) => {}
         Some(other) => bail!("{name}: `dutySession` is {}, not a string", kind(other)),
     }
-    // The cost ledger and the named credentials (a trantor export; the original has neither).
-    for (i, t) in items(&obj, "turns", name)?.iter().enumerate() {
+    Ok(())
+}
+
+/// The cost ledger (a trantor export; the original has none).
+fn parse_turns(obj: &Map<String, Value>, name: &str, plan: &mut Plan) -> anyhow::Result<()> {
+    for (i, t) in items(obj, "turns", name)?.iter().enumerate() {
         let ts = t
             .get("ts")
             .and_then(Value::as_i64)
@@ -527,13 +568,17 @@ pub fn parse_at(text: &str, name: &str, fallback: i64) -> anyhow::Result<Plan> {
             serde_json::from_value(t.clone()).map_err(|e| anyhow!("{name}: turns[{i}]: {e}"))?;
         plan.turns.push((ts, report));
     }
-    // The event log (an old file keeps only the card events, under `cardEvents`).
+    Ok(())
+}
+
+/// The event log (an old file keeps only the card events, under `cardEvents`), in id order.
+fn parse_events(obj: &Map<String, Value>, name: &str, plan: &mut Plan) -> anyhow::Result<()> {
     let key = if obj.get("events").is_some_and(|e| !e.is_null()) {
         "events"
     } else {
         "cardEvents"
     };
-    let events = items(&obj, key, name)?;
+    let events = items(obj, key, name)?;
     let mut events: Vec<(i64, trantor_store::NewEvent)> = events
         .iter()
         .enumerate()
@@ -544,7 +589,12 @@ pub fn parse_at(text: &str, name: &str, fallback: i64) -> anyhow::Result<Plan> {
         .collect::<anyhow::Result<_>>()?;
     events.sort_by_key(|(id, e)| (*id, e.ts));
     plan.events = events.into_iter().map(|(_, e)| e).collect();
-    for (i, v) in items(&obj, "verifyGates", name)?.iter().enumerate() {
+    Ok(())
+}
+
+/// The verify gates and their id sequence.
+fn parse_gates(obj: &Map<String, Value>, name: &str, plan: &mut Plan) -> anyhow::Result<()> {
+    for (i, v) in items(obj, "verifyGates", name)?.iter().enumerate() {
         let g: trantor_proto::VerifyGate = serde_json::from_value(v.clone())
             .map_err(|e| anyhow!("{name}: verifyGates[{i}]: {e}"))?;
         if g.id <= 0 {
@@ -558,6 +608,11 @@ pub fn parse_at(text: &str, name: &str, fallback: i64) -> anyhow::Result<Plan> {
             .as_i64()
             .ok_or_else(|| anyhow!("{name}: `verifyGateSeq` is {}, not an integer", kind(v)))?,
     };
+    Ok(())
+}
+
+/// The named credentials (a trantor export; the original has none), kept as one document.
+fn parse_credentials(obj: &Map<String, Value>, name: &str, plan: &mut Plan) -> anyhow::Result<()> {
     match obj.get("credentials") {
         Some(Value::Array(a)) if !a.is_empty() => {
             for (i, c) in a.iter().enumerate() {
@@ -570,7 +625,7 @@ pub fn parse_at(text: &str, name: &str, fallback: i64) -> anyhow::Result<Plan> {
         None | Some(Value::Null) | Some(Value::Array(_)) => {}
         Some(other) => bail!("{name}: `credentials` is {}, not a list", kind(other)),
     }
-    Ok(plan)
+    Ok(())
 }
 
 /// Write a validated plan into `store` in one transaction.
@@ -579,7 +634,7 @@ pub async fn import<S: Store>(store: &S, plan: Plan) -> anyhow::Result<ImportRep
         .write(move |tx| {
             let mut r = ImportReport::default();
             for m in &plan.messages {
-                let refs = trantor_hub::cards::card_refs(&m.text);
+                let refs = trantor_hub::domain::cards::card_refs(&m.text);
                 r.messages += usize::from(tx.put_message(m, &refs)?);
             }
             for p in &plan.peers {
@@ -639,8 +694,8 @@ pub async fn import<S: Store>(store: &S, plan: Plan) -> anyhow::Result<ImportRep
                 }
             }
             if !plan.gates.is_empty() || plan.gate_seq > 0 {
-                let key = trantor_hub::routes::gates::GATES_KEY;
-                let mut doc = trantor_hub::routes::gates::load(tx.kv(key)?);
+                let key = trantor_hub::domain::gates::GATES_KEY;
+                let mut doc = trantor_hub::domain::gates::load(tx.kv(key)?);
                 let before = serde_json::to_value(&doc).unwrap_or(Value::Null);
                 for g in &plan.gates {
                     match doc.gates.iter_mut().find(|x| x.id == g.id) {
@@ -734,7 +789,7 @@ pub async fn export<S: Store>(store: &S) -> anyhow::Result<Value> {
             let reap = Value::Object(reap);
             let duty = tx.kv("dutySession")?.unwrap_or(json!(""));
             let credentials = tx
-                .kv(trantor_hub::routes::credentials::KEY)?
+                .kv(trantor_hub::domain::credentials::KEY)?
                 .unwrap_or(json!([]));
             let turns: Vec<Value> = tx
                 .all_turns()?
@@ -752,7 +807,7 @@ pub async fn export<S: Store>(store: &S) -> anyhow::Result<Value> {
                 ..Default::default()
             })?;
             let gates =
-                trantor_hub::routes::gates::load(tx.kv(trantor_hub::routes::gates::GATES_KEY)?);
+                trantor_hub::domain::gates::load(tx.kv(trantor_hub::domain::gates::GATES_KEY)?);
             let seq = tx.tip()?;
             let task_seq = cards.iter().map(|c| c.id).max().unwrap_or(0);
             Ok(json!({

@@ -331,28 +331,7 @@ fn recover_journal(
 pub(crate) async fn integrate(a: IntegrateArgs) -> anyhow::Result<ExitCode> {
     let (id, hub) = a.common.connect()?;
     let project = id.project.clone();
-    let cwd = std::env::current_dir()?;
-    let top = g(&cwd, &["rev-parse", "--show-toplevel"])
-        .map_err(|_| usage(format!("{} is not inside a git repository", cwd.display())))?;
-    let main = PathBuf::from(top);
-    let branch = crew::integration_branch(&main)?;
-    if branch.starts_with("seat/") {
-        return Err(usage(format!(
-            "{} is the seat worktree of {branch}: run trantor integrate in the project's main \
-             checkout ({})",
-            main.display(),
-            crew::main_checkout(&main)?.display()
-        )));
-    }
-    let dirty = crew::dirty_files(&main, false)?;
-    if !dirty.is_empty() {
-        anyhow::bail!(
-            "the main checkout {} has uncommitted changes ({}): commit or stash them first — \
-             nothing was changed",
-            main.display(),
-            dirty.join(", ")
-        );
-    }
+    let (main, branch) = clean_main_checkout()?;
     let bus = super::seats::bus_dir();
     let _lock = crew::lock_project(&bus, &project, "integrate")?;
     let receipts_file = crew::receipts_path(&bus, &project);
@@ -390,10 +369,91 @@ pub(crate) async fn integrate(a: IntegrateArgs) -> anyhow::Result<ExitCode> {
     report.before = before.clone();
     report.after = before.clone();
 
-    let committer = committer_fallback(&main);
-    let seats = crew::seats(&main)?;
+    let pass = Pass {
+        main: &main,
+        bus: &bus,
+        project: &project,
+        branch: &branch,
+        before: &before,
+        dry,
+        committer: committer_fallback(&main),
+        receipts_file: &receipts_file,
+        by: &id.session,
+    };
+    let ahead = commit_seats(&pass, &mut report)?;
+    let mut planned: Vec<Receipt> = Vec::new();
+    if !ahead.is_empty() {
+        planned =
+            merge_verify_move(&pass, &hub, hub_ok, &ahead, a.verify_timeout, &mut report).await?;
+    }
+    // Cards and push, only after the branch moved.
+    if report.after != report.before {
+        if hub_ok {
+            note_harvested_cards(&pass, &hub, &planned, &mut report).await;
+        }
+        if let Some(stop) = push_if_allowed(&pass, &dials, &mut report) {
+            report.stops.push(stop);
+        }
+    }
+
+    let failed = integrate_failed(&report, &dials, a.dry_run);
+    if a.common.json {
+        print_json(&report)?;
+    } else {
+        print_report(&report);
+    }
+    Ok(ExitCode::from(if failed { 1 } else { 0 }))
+}
+
+/// The main checkout the current folder is in and its integration branch; refused in a seat
+/// worktree or when the checkout has uncommitted changes.
+fn clean_main_checkout() -> anyhow::Result<(PathBuf, String)> {
+    let cwd = std::env::current_dir()?;
+    let top = g(&cwd, &["rev-parse", "--show-toplevel"])
+        .map_err(|_| usage(format!("{} is not inside a git repository", cwd.display())))?;
+    let main = PathBuf::from(top);
+    let branch = crew::integration_branch(&main)?;
+    if branch.starts_with("seat/") {
+        return Err(usage(format!(
+            "{} is the seat worktree of {branch}: run trantor integrate in the project's main \
+             checkout ({})",
+            main.display(),
+            crew::main_checkout(&main)?.display()
+        )));
+    }
+    let dirty = crew::dirty_files(&main, false)?;
+    if !dirty.is_empty() {
+        anyhow::bail!(
+            "the main checkout {} has uncommitted changes ({}): commit or stash them first — \
+             nothing was changed",
+            main.display(),
+            dirty.join(", ")
+        );
+    }
+    Ok((main, branch))
+}
+
+/// What every step of one pass shares.
+struct Pass<'a> {
+    main: &'a Path,
+    bus: &'a Path,
+    project: &'a str,
+    branch: &'a str,
+    /// The integration branch's commit when the pass began.
+    before: &'a str,
+    /// Change nothing (`--dry-run`, or the commit dial is off).
+    dry: bool,
+    committer: Vec<(&'static str, String)>,
+    receipts_file: &'a Path,
+    /// The session the receipts and card notes are written by.
+    by: &'a str,
+}
+
+/// Commit each seat worktree's uncommitted work (unless mid-turn or dry), one outcome per seat
+/// in `report`; returns the seats ahead of the integration branch, with their outcome's index.
+fn commit_seats(pass: &Pass, report: &mut Report) -> anyhow::Result<Vec<(usize, SeatRef)>> {
     let mut ahead: Vec<(usize, SeatRef)> = Vec::new();
-    for s in seats {
+    for s in crew::seats(pass.main)? {
         let mut o = SeatOutcome {
             seat: s.persona.clone(),
             branch: s.branch.clone(),
@@ -407,236 +467,284 @@ pub(crate) async fn integrate(a: IntegrateArgs) -> anyhow::Result<ExitCode> {
                 p.display()
             )),
             (_, Some(wt)) => {
-                let files = crew::dirty_files(wt, true)?;
-                let ts = crew::turn_state(&bus, &s.persona, &project);
-                if files.is_empty() {
-                } else if ts.mid_turn {
-                    o.notes.push(format!(
-                        "mid-turn (turn {}, card #{}): its {} uncommitted file(s) are left for \
-                         the next integrate",
-                        ts.turn,
-                        ts.card,
-                        files.len()
-                    ));
-                } else if dry {
-                    o.committed = Some(format!(
-                        "would commit {} file(s) as {}",
-                        files.len(),
-                        s.session(&project)
-                    ));
-                } else {
-                    let mut env = seat_author(&s.persona, &project);
-                    env.extend(
-                        committer
-                            .iter()
-                            .filter(|(k, _)| k.starts_with("GIT_COMMITTER"))
-                            .cloned(),
-                    );
-                    g(wt, &["add", "-A"])?;
-                    let msg = format!(
-                        "{}: uncommitted work committed by trantor integrate",
-                        s.session(&project)
-                    );
-                    g_env(
-                        wt,
-                        &[
-                            "-c",
-                            "commit.gpgsign=false",
-                            "commit",
-                            "--no-verify",
-                            "-q",
-                            "-m",
-                            &msg,
-                        ],
-                        &as_refs(&env),
-                    )
-                    .map_err(|e| anyhow::anyhow!("committing {}'s work: {e}", s.persona))?;
-                    s.sha = g(wt, &["rev-parse", "HEAD"])?;
-                    o.committed = Some(format!(
-                        "committed {} file(s) as {} ({})",
-                        files.len(),
-                        s.session(&project),
-                        short(&s.sha)
-                    ));
-                }
+                let wt = wt.to_path_buf();
+                commit_seat_work(pass, &wt, &mut s, &mut o)?;
             }
             (None, None) => {}
         }
-        if crew::is_ancestor(&main, &s.sha, &before) {
+        if crew::is_ancestor(pass.main, &s.sha, pass.before) {
             o.state = "up-to-date".into();
         } else {
             ahead.push((report.seats.len(), s));
         }
         report.seats.push(o);
     }
+    Ok(ahead)
+}
 
-    let mut planned: Vec<Receipt> = Vec::new();
-    let scratch = scratch_path(&bus, &project);
-    if !ahead.is_empty() {
-        clear_scratch(&main, &scratch);
-        if let Some(d) = scratch.parent() {
-            std::fs::create_dir_all(d)?;
-        }
-        g(
-            &main,
-            &[
-                "worktree",
-                "add",
-                "--detach",
-                "-q",
-                &scratch.to_string_lossy(),
-                &before,
-            ],
-        )?;
-        let result = merge_all(
-            &scratch,
-            &project,
-            &branch,
-            &ahead,
-            &committer,
-            &mut report,
-            dry,
-        );
-        let verify = match &result {
-            Ok(after) if !dry && *after != before => {
-                if let Some(decl) = trantor_runner::crew::read_declaration(&main) {
-                    trantor_runner::crew::apply_declaration(&decl, &main, &scratch);
+/// Commit one seat worktree's uncommitted files, authored to the seat (or say why not, or what
+/// a dry run would commit); moves `s.sha` to the new commit.
+fn commit_seat_work(
+    pass: &Pass,
+    wt: &Path,
+    s: &mut SeatRef,
+    o: &mut SeatOutcome,
+) -> anyhow::Result<()> {
+    let project = pass.project;
+    let files = crew::dirty_files(wt, true)?;
+    let ts = crew::turn_state(pass.bus, &s.persona, project);
+    if files.is_empty() {
+        return Ok(());
+    }
+    if ts.mid_turn {
+        o.notes.push(format!(
+            "mid-turn (turn {}, card #{}): its {} uncommitted file(s) are left for the next \
+             integrate",
+            ts.turn,
+            ts.card,
+            files.len()
+        ));
+        return Ok(());
+    }
+    if pass.dry {
+        o.committed = Some(format!(
+            "would commit {} file(s) as {}",
+            files.len(),
+            s.session(project)
+        ));
+        return Ok(());
+    }
+    let mut env = seat_author(&s.persona, project);
+    env.extend(
+        pass.committer
+            .iter()
+            .filter(|(k, _)| k.starts_with("GIT_COMMITTER"))
+            .cloned(),
+    );
+    g(wt, &["add", "-A"])?;
+    let msg = format!(
+        "{}: uncommitted work committed by trantor integrate",
+        s.session(project)
+    );
+    g_env(
+        wt,
+        &[
+            "-c",
+            "commit.gpgsign=false",
+            "commit",
+            "--no-verify",
+            "-q",
+            "-m",
+            &msg,
+        ],
+        &as_refs(&env),
+    )
+    .map_err(|e| anyhow::anyhow!("committing {}'s work: {e}", s.persona))?;
+    s.sha = g(wt, &["rev-parse", "HEAD"])?;
+    o.committed = Some(format!(
+        "committed {} file(s) as {} ({})",
+        files.len(),
+        s.session(project),
+        short(&s.sha)
+    ));
+    Ok(())
+}
+
+/// Merge the ahead seats in a scratch worktree, verify the result and, when it passes (or no
+/// verify command is declared), fast-forward the integration branch and write the receipts.
+/// Returns the receipts written.
+async fn merge_verify_move(
+    pass: &Pass<'_>,
+    hub: &trantor_proto::HubClient,
+    hub_ok: bool,
+    ahead: &[(usize, SeatRef)],
+    verify_timeout: u64,
+    report: &mut Report,
+) -> anyhow::Result<Vec<Receipt>> {
+    let (main, before) = (pass.main, pass.before);
+    let scratch = scratch_path(pass.bus, pass.project);
+    clear_scratch(main, &scratch);
+    if let Some(d) = scratch.parent() {
+        std::fs::create_dir_all(d)?;
+    }
+    g(
+        main,
+        &[
+            "worktree",
+            "add",
+            "--detach",
+            "-q",
+            &scratch.to_string_lossy(),
+            before,
+        ],
+    )?;
+    let result = merge_all(
+        &scratch,
+        pass.project,
+        pass.branch,
+        ahead,
+        &pass.committer,
+        report,
+        pass.dry,
+    );
+    let mut planned = Vec::new();
+    match result {
+        Ok(after) if !pass.dry && after != before => {
+            let verify = verify_scratch(main, &scratch, verify_timeout);
+            report.verify = verify.clone();
+            match &verify {
+                Some(v) if !v.passed => {
+                    report.stops.push(format!(
+                        "verify failed (`{}`): {} left at {} — nothing merged. {}",
+                        v.command,
+                        pass.branch,
+                        short(before),
+                        verify_hint(v)
+                    ));
+                    mark_merged(report, "unverified");
                 }
-                match verify_for(&main, &scratch) {
-                    Some((cmd, source)) => {
-                        say!(
-                            "verifying with `{cmd}` ({source}), cap {}s…",
-                            a.verify_timeout
-                        );
-                        Some(run_verify(
-                            &scratch,
-                            &cmd,
-                            &source,
-                            Duration::from_secs(a.verify_timeout),
-                        ))
-                    }
-                    None => None,
-                }
-            }
-            _ => None,
-        };
-        match result {
-            Ok(after) if !dry && after != before => {
-                report.verify = verify.clone();
-                match &verify {
-                    Some(v) if !v.passed => {
-                        report.stops.push(format!(
-                            "verify failed (`{}`): {branch} left at {} — nothing merged. {}",
-                            v.command,
-                            short(&before),
-                            verify_hint(v)
-                        ));
+                _ => {
+                    if hub_ok {
                         for o in report.seats.iter_mut().filter(|o| o.state == "merged") {
-                            o.state = "unverified".into();
-                            o.main_sha = None;
+                            let session = format!("{}:{}", o.seat, pass.project);
+                            o.cards = crew::harvest_cards(hub, pass.project, &session).await;
                         }
                     }
-                    _ => {
-                        if hub_ok {
-                            for o in report.seats.iter_mut().filter(|o| o.state == "merged") {
-                                let session = format!("{}:{project}", o.seat);
-                                o.cards = crew::harvest_cards(&hub, &project, &session).await;
-                            }
-                        }
-                        planned =
-                            receipts_for(&main, &before, &ahead, &report, &project, &id.session);
-                        let j = Journal {
-                            branch: branch.clone(),
-                            before: before.clone(),
-                            after: after.clone(),
-                            receipts: planned.clone(),
-                        };
-                        let jp = journal_path(&bus, &project);
-                        trantor_runner::crew::write_atomic(&jp, &serde_json::to_vec(&j)?)?;
-                        match g(&main, &["merge", "--ff-only", "-q", &after]) {
-                            Ok(_) => {
-                                crew::append_receipts(&receipts_file, &planned)?;
-                                std::fs::remove_file(&jp)?;
-                                report.after = after.clone();
-                            }
-                            Err(e) => {
-                                let _ = std::fs::remove_file(&jp);
-                                planned.clear();
-                                report.stops.push(format!(
-                                    "could not move {branch} to the merged commit ({e}): \
-                                     {branch} left at {}",
-                                    short(&before)
-                                ));
-                                for o in report.seats.iter_mut().filter(|o| o.state == "merged") {
-                                    o.state = "not-moved".into();
-                                    o.main_sha = None;
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-            Ok(_) => {}
-            Err(e) => report.stops.push(format!("{e:#}")),
-        }
-        clear_scratch(&main, &scratch);
-    }
-
-    // Cards and push, only after the branch moved.
-    if report.after != report.before {
-        if hub_ok {
-            for o in report.seats.iter_mut().filter(|o| o.state == "merged") {
-                let seat_sha = planned
-                    .iter()
-                    .rev()
-                    .find(|r| r.seat == o.seat)
-                    .map(|r| r.seat_sha.clone())
-                    .unwrap_or_default();
-                let note = format!(
-                    "harvested {} as {} ({} → {branch}, trantor integrate)",
-                    short(&seat_sha),
-                    short(o.main_sha.as_deref().unwrap_or("")),
-                    o.branch
-                );
-                for p in crew::note_cards(&hub, &o.cards, &note, &id.session).await {
-                    o.notes.push(format!("could not note {p}"));
+                    planned = move_branch(pass, ahead, &after, report)?;
                 }
             }
         }
-        let verified = report.verify.as_ref().is_some_and(|v| v.passed);
-        if !dials.push {
+        Ok(_) => {}
+        Err(e) => report.stops.push(format!("{e:#}")),
+    }
+    clear_scratch(main, &scratch);
+    Ok(planned)
+}
+
+/// Run the project's verify command in the merged scratch worktree (none when none is declared
+/// or detected).
+fn verify_scratch(main: &Path, scratch: &Path, verify_timeout: u64) -> Option<VerifyOutcome> {
+    if let Some(decl) = trantor_runner::crew::read_declaration(main) {
+        trantor_runner::crew::apply_declaration(&decl, main, scratch);
+    }
+    let (cmd, source) = verify_for(main, scratch)?;
+    say!("verifying with `{cmd}` ({source}), cap {verify_timeout}s…");
+    Some(run_verify(
+        scratch,
+        &cmd,
+        &source,
+        Duration::from_secs(verify_timeout),
+    ))
+}
+
+/// Every `merged` seat's outcome becomes `state`, with no commit on the integration branch.
+fn mark_merged(report: &mut Report, state: &str) {
+    for o in report.seats.iter_mut().filter(|o| o.state == "merged") {
+        o.state = state.into();
+        o.main_sha = None;
+    }
+}
+
+/// Fast-forward the integration branch to `after` with the journal written first, then the
+/// receipts; returns them (none when the branch could not move).
+fn move_branch(
+    pass: &Pass,
+    ahead: &[(usize, SeatRef)],
+    after: &str,
+    report: &mut Report,
+) -> anyhow::Result<Vec<Receipt>> {
+    let (main, before, branch) = (pass.main, pass.before, pass.branch);
+    let planned = receipts_for(main, before, ahead, report, pass.project, pass.by);
+    let j = Journal {
+        branch: branch.to_string(),
+        before: before.to_string(),
+        after: after.to_string(),
+        receipts: planned.clone(),
+    };
+    let jp = journal_path(pass.bus, pass.project);
+    trantor_runner::crew::write_atomic(&jp, &serde_json::to_vec(&j)?)?;
+    match g(main, &["merge", "--ff-only", "-q", after]) {
+        Ok(_) => {
+            crew::append_receipts(pass.receipts_file, &planned)?;
+            std::fs::remove_file(&jp)?;
+            report.after = after.to_string();
+            Ok(planned)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&jp);
             report.stops.push(format!(
-                "not pushed: the push dial is off for {project} (`trantor autonomy set push on`)"
+                "could not move {branch} to the merged commit ({e}): {branch} left at {}",
+                short(before)
             ));
-        } else if !verified {
-            report.stops.push(
-                "not pushed: no verify command passed (declare one in .trantor/verify)".into(),
-            );
-        } else if !g_ok(&main, &["rev-parse", "--abbrev-ref", "@{upstream}"]) {
-            report.stops.push(format!(
-                "not pushed: {branch} has no upstream (git push -u origin {branch} once)"
-            ));
-        } else {
-            match g(&main, &["push", "-q"]) {
-                Ok(_) => report.pushed = true,
-                Err(e) => report.stops.push(format!("push failed: {e}")),
-            }
+            mark_merged(report, "not-moved");
+            Ok(Vec::new())
         }
     }
+}
 
-    let failed = report
+/// Note each harvested seat's cards with what was harvested.
+async fn note_harvested_cards(
+    pass: &Pass<'_>,
+    hub: &trantor_proto::HubClient,
+    planned: &[Receipt],
+    report: &mut Report,
+) {
+    for o in report.seats.iter_mut().filter(|o| o.state == "merged") {
+        let seat_sha = planned
+            .iter()
+            .rev()
+            .find(|r| r.seat == o.seat)
+            .map(|r| r.seat_sha.clone())
+            .unwrap_or_default();
+        let note = format!(
+            "harvested {} as {} ({} → {}, trantor integrate)",
+            short(&seat_sha),
+            short(o.main_sha.as_deref().unwrap_or("")),
+            o.branch,
+            pass.branch
+        );
+        for p in crew::note_cards(hub, &o.cards, &note, pass.by).await {
+            o.notes.push(format!("could not note {p}"));
+        }
+    }
+}
+
+/// Push the moved branch when the push dial, a passed verify and an upstream allow it; else
+/// why not.
+fn push_if_allowed(pass: &Pass, dials: &Dials, report: &mut Report) -> Option<String> {
+    let (project, branch) = (pass.project, pass.branch);
+    let verified = report.verify.as_ref().is_some_and(|v| v.passed);
+    if !dials.push {
+        Some(format!(
+            "not pushed: the push dial is off for {project} (`trantor autonomy set push on`)"
+        ))
+    } else if !verified {
+        Some("not pushed: no verify command passed (declare one in .trantor/verify)".into())
+    } else if !g_ok(pass.main, &["rev-parse", "--abbrev-ref", "@{upstream}"]) {
+        Some(format!(
+            "not pushed: {branch} has no upstream (git push -u origin {branch} once)"
+        ))
+    } else {
+        match g(pass.main, &["push", "-q"]) {
+            Ok(_) => {
+                report.pushed = true;
+                None
+            }
+            Err(e) => Some(format!("push failed: {e}")),
+        }
+    }
+}
+
+/// Whether the pass failed: a seat conflicted or was not moved, verify failed, the push failed,
+/// or the commit dial stopped a real run.
+fn integrate_failed(report: &Report, dials: &Dials, dry_run: bool) -> bool {
+    report
         .seats
         .iter()
         .any(|o| o.state == "conflict" || o.state == "unverified" || o.state == "not-moved")
         || report.verify.as_ref().is_some_and(|v| !v.passed)
         || report.stops.iter().any(|s| s.starts_with("push failed"))
-        || (!dials.commit && !a.dry_run);
-    if a.common.json {
-        print_json(&report)?;
-    } else {
-        print_report(&report);
-    }
-    Ok(ExitCode::from(if failed { 1 } else { 0 }))
+        || (!dials.commit && !dry_run)
 }
 
 /// Merge each ahead seat into the scratch worktree in turn; a conflict is aborted and that

@@ -103,53 +103,7 @@ pub(crate) async fn new(a: NewArgs) -> anyhow::Result<ExitCode> {
         None => std::env::current_dir()?,
     };
     let dir = parent.join(&name);
-    if dir.exists() {
-        let empty = std::fs::read_dir(&dir)
-            .map(|mut d| d.next().is_none())
-            .unwrap_or(false);
-        if !empty {
-            return Err(usage(format!(
-                "{} already exists and is not empty: pick another name or --dir",
-                dir.display()
-            )));
-        }
-    }
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
-    git(&dir, &["init", "-q"])?;
-    git(&dir, &["symbolic-ref", "HEAD", "refs/heads/main"])?;
-    let marker = serde_json::json!({
-        "id": name,
-        "since": today(),
-        "by": "trantor new",
-    });
-    write(
-        &dir.join(PROJECT_MARKER),
-        &(serde_json::to_string_pretty(&marker)? + "\n"),
-    )?;
-    let readme = match &brief {
-        Some(_) => format!("# {name}\n\nThe project's brief is in `BRIEF.md`.\n"),
-        None => format!("# {name}\n"),
-    };
-    write(&dir.join("README.md"), &readme)?;
-    if let Some(b) = &brief {
-        write(&dir.join("BRIEF.md"), &format!("{b}\n"))?;
-    }
-    git(&dir, &["add", "-A"])?;
-    // A machine without a git identity still gets its first commit.
-    let has_identity = git(&dir, &["config", "user.email"]).is_ok_and(|e| !e.is_empty());
-    let mut commit: Vec<&str> = Vec::new();
-    if !has_identity {
-        commit.extend([
-            "-c",
-            "user.name=trantor",
-            "-c",
-            "user.email=trantor@localhost",
-        ]);
-    }
-    let msg = format!("trantor new: {name}");
-    commit.extend(["commit", "-q", "-m", &msg]);
-    git(&dir, &commit)?;
+    make_repository(&dir, &name, brief.as_deref())?;
 
     // The hub: the brief and the first card, as this project.
     let common = Common {
@@ -158,42 +112,7 @@ pub(crate) async fn new(a: NewArgs) -> anyhow::Result<ExitCode> {
         ..Common::default()
     };
     let (id, hub) = common.connect()?;
-    let brief_for_hub: String = brief
-        .clone()
-        .unwrap_or_else(|| format!("{name}: created by trantor new."))
-        .chars()
-        .take(trantor_proto::limits::BRIEF)
-        .collect();
-    let posted: anyhow::Result<i64> = async {
-        let body = serde_json::json!({"project": name, "brief": brief_for_hub, "by": id.session});
-        let _: serde_json::Value = hub
-            .post_with_op("/project", &body, &new_op_id())
-            .await
-            .hub(&hub)?;
-        let req = TaskCreateRequest {
-            project: Some(name.clone()),
-            title: format!("genesis: {name}"),
-            status: Some("todo".into()),
-            assignee: Some(id.session.clone()),
-            by: Some(id.session.clone()),
-            note: Some(format!(
-                "project created by trantor new in {}{}",
-                dir.display(),
-                if brief.is_some() {
-                    "; the brief is in BRIEF.md"
-                } else {
-                    ""
-                }
-            )),
-            ..Default::default()
-        };
-        let reply: TaskReply = hub
-            .post_with_op("/task", &req, &new_op_id())
-            .await
-            .hub(&hub)?;
-        Ok(reply.task.id)
-    }
-    .await;
+    let posted = post_genesis(&hub, &id.session, &name, &dir, brief.as_deref()).await;
     let (card, hub_error) = match posted {
         Ok(c) => (Some(c), None),
         Err(e) => (None, Some(format!("{e:#}"))),
@@ -227,4 +146,100 @@ pub(crate) async fn new(a: NewArgs) -> anyhow::Result<ExitCode> {
         dir.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Make the project's folder (refused when it exists and is not empty): a git repository on
+/// `main` with the project marker, a README, the brief, and a first commit.
+fn make_repository(dir: &Path, name: &str, brief: Option<&str>) -> anyhow::Result<()> {
+    if dir.exists() {
+        let empty = std::fs::read_dir(dir)
+            .map(|mut d| d.next().is_none())
+            .unwrap_or(false);
+        if !empty {
+            return Err(usage(format!(
+                "{} already exists and is not empty: pick another name or --dir",
+                dir.display()
+            )));
+        }
+    }
+    std::fs::create_dir_all(dir)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    git(dir, &["init", "-q"])?;
+    git(dir, &["symbolic-ref", "HEAD", "refs/heads/main"])?;
+    let marker = serde_json::json!({
+        "id": name,
+        "since": today(),
+        "by": "trantor new",
+    });
+    write(
+        &dir.join(PROJECT_MARKER),
+        &(serde_json::to_string_pretty(&marker)? + "\n"),
+    )?;
+    let readme = match brief {
+        Some(_) => format!("# {name}\n\nThe project's brief is in `BRIEF.md`.\n"),
+        None => format!("# {name}\n"),
+    };
+    write(&dir.join("README.md"), &readme)?;
+    if let Some(b) = brief {
+        write(&dir.join("BRIEF.md"), &format!("{b}\n"))?;
+    }
+    git(dir, &["add", "-A"])?;
+    // A machine without a git identity still gets its first commit.
+    let has_identity = git(dir, &["config", "user.email"]).is_ok_and(|e| !e.is_empty());
+    let mut commit: Vec<&str> = Vec::new();
+    if !has_identity {
+        commit.extend([
+            "-c",
+            "user.name=trantor",
+            "-c",
+            "user.email=trantor@localhost",
+        ]);
+    }
+    let msg = format!("trantor new: {name}");
+    commit.extend(["commit", "-q", "-m", &msg]);
+    git(dir, &commit)?;
+    Ok(())
+}
+
+/// Post the project's brief and its genesis card (assigned to `session`); returns the card.
+async fn post_genesis(
+    hub: &trantor_proto::HubClient,
+    session: &str,
+    name: &str,
+    dir: &Path,
+    brief: Option<&str>,
+) -> anyhow::Result<i64> {
+    let brief_for_hub: String = brief
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("{name}: created by trantor new."))
+        .chars()
+        .take(trantor_proto::limits::BRIEF)
+        .collect();
+    let body = serde_json::json!({"project": name, "brief": brief_for_hub, "by": session});
+    let _: serde_json::Value = hub
+        .post_with_op("/project", &body, &new_op_id())
+        .await
+        .hub(hub)?;
+    let req = TaskCreateRequest {
+        project: Some(name.to_string()),
+        title: format!("genesis: {name}"),
+        status: Some("todo".into()),
+        assignee: Some(session.to_string()),
+        by: Some(session.to_string()),
+        note: Some(format!(
+            "project created by trantor new in {}{}",
+            dir.display(),
+            if brief.is_some() {
+                "; the brief is in BRIEF.md"
+            } else {
+                ""
+            }
+        )),
+        ..Default::default()
+    };
+    let reply: TaskReply = hub
+        .post_with_op("/task", &req, &new_op_id())
+        .await
+        .hub(hub)?;
+    Ok(reply.task.id)
 }

@@ -260,27 +260,7 @@ pub(crate) async fn reconcile(a: ReconcileArgs) -> anyhow::Result<ExitCode> {
     let by = |k: &str| verdicts.iter().filter(|v| v.verdict == k).count();
     let (n_done, n_stale, n_active) = (by("done"), by("stale"), by("active"));
     if !json {
-        for (k, label) in [
-            ("done", "✓ DONE — already shipped, will close"),
-            ("stale", "🗑  STALE — abandoned, will move to Stale"),
-            ("active", "• ACTIVE — still relevant, leaving alone"),
-        ] {
-            let rows: Vec<&Verdict> = verdicts.iter().filter(|v| v.verdict == k).collect();
-            if rows.is_empty() {
-                continue;
-            }
-            say!("  {label} ({}):", rows.len());
-            for v in rows {
-                let title: String = v.title.chars().take(62).collect();
-                let commit = if v.commit.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", v.commit)
-                };
-                say!("    #{} [{}] {title}", v.id, v.status);
-                say!("        → {}{commit}: {}", v.verdict, v.reason);
-            }
-        }
+        say_verdicts(&verdicts);
     }
     if n_done + n_stale == 0 || !a.yes {
         if json {
@@ -302,25 +282,89 @@ pub(crate) async fn reconcile(a: ReconcileArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let (mut closed, mut parked, mut refused, mut staled) = (0, 0, 0, 0);
+    let t = apply(&hub, &mut verdicts, json).await;
+    if json {
+        print_json(&verdicts)?;
+    } else {
+        say!("");
+        say!(
+            "  ✓ reconciled: {} closed as done{}{}, {} moved to stale. {n_active} left active.",
+            t.closed,
+            if t.parked > 0 {
+                format!(", {} parked at testing (no drill line)", t.parked)
+            } else {
+                String::new()
+            },
+            if t.refused > 0 {
+                format!(", {} refused", t.refused)
+            } else {
+                String::new()
+            },
+            t.staled
+        );
+    }
+    Ok(if t.refused > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The verdicts for a person, grouped: done, stale, active.
+fn say_verdicts(verdicts: &[Verdict]) {
+    for (k, label) in [
+        ("done", "✓ DONE — already shipped, will close"),
+        ("stale", "🗑  STALE — abandoned, will move to Stale"),
+        ("active", "• ACTIVE — still relevant, leaving alone"),
+    ] {
+        let rows: Vec<&Verdict> = verdicts.iter().filter(|v| v.verdict == k).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        say!("  {label} ({}):", rows.len());
+        for v in rows {
+            let title: String = v.title.chars().take(62).collect();
+            let commit = if v.commit.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", v.commit)
+            };
+            say!("    #{} [{}] {title}", v.id, v.status);
+            say!("        → {}{commit}: {}", v.verdict, v.reason);
+        }
+    }
+}
+
+/// What applying the verdicts did.
+#[derive(Debug, Default)]
+struct Tally {
+    closed: usize,
+    parked: usize,
+    refused: usize,
+    staled: usize,
+}
+
+/// Close the done cards and move the stale ones, noting each card's outcome.
+async fn apply(hub: &HubClient, verdicts: &mut [Verdict], json: bool) -> Tally {
+    let mut t = Tally::default();
     for v in verdicts.iter_mut() {
         match v.verdict.as_str() {
             "done" => {
-                v.outcome = close(&hub, v).await;
+                v.outcome = close(hub, v).await;
                 match v.outcome.as_str() {
-                    "closed" => closed += 1,
-                    "parked" => parked += 1,
-                    _ => refused += 1,
+                    "closed" => t.closed += 1,
+                    "parked" => t.parked += 1,
+                    _ => t.refused += 1,
                 }
             }
             "stale" => {
-                v.outcome = match move_card(&hub, v.id, "stale", None).await {
+                v.outcome = match move_card(hub, v.id, "stale", None).await {
                     Ok(()) => {
-                        staled += 1;
+                        t.staled += 1;
                         "staled".into()
                     }
                     Err(e) => {
-                        refused += 1;
+                        t.refused += 1;
                         format!("refused: {e}")
                     }
                 };
@@ -331,30 +375,7 @@ pub(crate) async fn reconcile(a: ReconcileArgs) -> anyhow::Result<ExitCode> {
             eprintln!("    #{}: the hub {}", v.id, v.outcome);
         }
     }
-    if json {
-        print_json(&verdicts)?;
-    } else {
-        say!("");
-        say!(
-            "  ✓ reconciled: {closed} closed as done{}{}, {staled} moved to stale. {n_active} \
-             left active.",
-            if parked > 0 {
-                format!(", {parked} parked at testing (no drill line)")
-            } else {
-                String::new()
-            },
-            if refused > 0 {
-                format!(", {refused} refused")
-            } else {
-                String::new()
-            }
-        );
-    }
-    Ok(if refused > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    t
 }
 
 #[cfg(test)]

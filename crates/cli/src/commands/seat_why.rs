@@ -173,76 +173,15 @@ pub(crate) async fn diagnose(persona: &str, project: &str, hub: &HubClient) -> D
     let now = now_ms();
     let mut evidence = Vec::new();
 
-    let peer: Option<Peer> = match hub.peers().await {
-        Ok(r) => r.peers.into_iter().find(|p| p.session == session),
-        Err(e) => {
-            evidence.push(format!("hub: cannot read /peers at {} ({e})", hub.base()));
-            None
-        }
-    };
-    if let Some(p) = &peer {
-        let mut s = format!(
-            "hub: {} (last seen {} ago)",
-            if p.online { "online" } else { "offline" },
-            trantor_mcp::render::age(p.last_seen, now)
-        );
-        if !p.status.is_empty() {
-            s.push_str(&format!(", status \"{}\"", p.status));
-        }
-        if let Some(ph) = p.phase.as_deref().filter(|ph| !ph.is_empty()) {
-            s.push_str(&format!(", phase {ph}"));
-        }
-        evidence.push(s);
-    } else if evidence.is_empty() {
-        evidence.push(format!(
-            "hub: {} has no presence row for {session}",
-            hub.base()
-        ));
-    }
+    let peer = peer_evidence(hub, &session, now, &mut evidence).await;
 
     let pid = seats::runner_pid(persona, project);
     let stopped = record.as_ref().and_then(|r| r.stopped);
-    match pid {
-        Some(p) => evidence.push(format!("runner: pid {p} is running")),
-        None if stopped.is_some() => evidence.push(format!(
-            "runner: stopped by `trantor down` {} ago",
-            trantor_mcp::render::age(stopped.unwrap_or(now), now)
-        )),
-        None => {
-            if let Some(r) = &record {
-                evidence.push(format!(
-                    "runner: `trantor up` started it {} ago{} and no runner process is alive",
-                    trantor_mcp::render::age(r.started, now),
-                    r.pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
-                ));
-            }
-        }
-    }
+    evidence.extend(runner_line(pid, stopped, record.as_ref(), now));
 
     let park = park::read(&paths.park).filter(|p| p.until > now);
     if let Some(pk) = &park {
-        let until = if pk.until == park::NEVER {
-            "until an operator acts".to_string()
-        } else {
-            format!("until {}", park::fmt_time(pk.until))
-        };
-        evidence.push(format!(
-            "park file {}: reason {}, since {} ago, {until}{}, {} message(s) held{}",
-            paths.park.display(),
-            pk.reason,
-            trantor_mcp::render::age(pk.ts, now),
-            if pk.bounded {
-                " (a direct message ends it)"
-            } else {
-                ""
-            },
-            pk.held,
-            if pk.evidence.is_empty() {
-                String::new()
-            } else {
-                format!(" — {}", pk.evidence)
-            }
-        ));
+        evidence.push(park_line(pk, &paths.park, now));
     }
     let turn = last_turn(&paths.ledger);
     let last_failed = turn
@@ -252,23 +191,11 @@ pub(crate) async fn diagnose(persona: &str, project: &str, hub: &HubClient) -> D
     // The err file holds the last turn's output, whatever it was; it is evidence only when
     // something went wrong.
     let err_tail = seats::tail(&paths.err, 4);
-    if !err_tail.is_empty() && (park.is_some() || last_failed) {
-        evidence.push(format!(
-            "err file {}: {}",
-            paths.err.display(),
-            err_tail.join(" ⏎ ")
-        ));
+    if park.is_some() || last_failed {
+        evidence.extend(tail_line("err file", &paths.err, &err_tail));
     }
     if let Some(t) = &turn {
-        evidence.push(format!(
-            "ledger {}: last turn {} ({}) ended {} ago: {} — {}",
-            paths.ledger.display(),
-            t.get("turn").map(|v| v.to_string()).unwrap_or_default(),
-            t.get("trigger").and_then(Value::as_str).unwrap_or("?"),
-            trantor_mcp::render::age(t.get("ts").and_then(Value::as_i64).unwrap_or(now), now),
-            t.get("outcome").and_then(Value::as_str).unwrap_or("?"),
-            t.get("verdict").and_then(Value::as_str).unwrap_or("")
-        ));
+        evidence.push(turn_line(t, &paths.ledger, now));
     } else if paths.ledger.exists() {
         evidence.push(format!(
             "ledger {}: booted, no turn finished yet",
@@ -280,59 +207,21 @@ pub(crate) async fn diagnose(persona: &str, project: &str, hub: &HubClient) -> D
         .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
         .and_then(|v| v.get("phase").and_then(Value::as_str).map(str::to_string));
 
-    let agent = record
-        .as_ref()
-        .map(|r| match &r.model {
-            Some(m) => format!("{}:{m}", r.agent),
-            None => r.agent.clone(),
-        })
-        .or_else(|| park.as_ref().map(|p| p.agent.clone()))
-        .or_else(|| boot_agent(&paths.ledger))
-        .unwrap_or_else(|| persona.to_string());
+    let agent = seat_agent(record.as_ref(), park.as_ref(), &paths.ledger, persona);
     let seat_arg = if persona.contains(':') {
         session.clone()
     } else {
         persona.to_string()
     };
-    let restart = format!("trantor down {seat_arg} && trantor up {agent}");
+    let names = Names {
+        restart: format!("trantor down {seat_arg} && trantor up {agent}"),
+        session: &session,
+        seat_arg: &seat_arg,
+        agent: &agent,
+    };
 
-    let (verdict, summary, advice): (Verdict, String, Vec<String>) = if let Some(pk) = &park {
-        let when = if pk.until == park::NEVER {
-            "no reset time known".to_string()
-        } else {
-            format!("resets {}", park::fmt_time(pk.until))
-        };
-        match pk.reason.as_str() {
-            "exhausted" => (
-                Verdict::DeadQuota,
-                format!("the {} quota is exhausted ({when})", pk.agent),
-                vec![
-                    format!(
-                        "wait for the reset, or move the work to another agent: trantor up <other-agent> && trantor down {seat_arg}"
-                    ),
-                    "its held messages are delivered when it resumes".into(),
-                ],
-            ),
-            "auth" | "provider-rejected" => (
-                Verdict::DeadAuth,
-                format!("{} refused the seat's credentials", pk.agent),
-                vec![format!(
-                    "sign the CLI in again (run `{}` by hand and log in), then: {restart}",
-                    pk.agent
-                )],
-            ),
-            other => (
-                Verdict::Parked,
-                format!("redelivery stopped after failures ({other})"),
-                if pk.bounded {
-                    vec![format!(
-                        "a direct message ends the park now: trantor send {session} \"resume\""
-                    )]
-                } else {
-                    vec![format!("restart it: {restart}")]
-                },
-            ),
-        }
+    let (verdict, summary, advice) = if let Some(pk) = &park {
+        park_verdict(pk, &names)
     } else if let Some(failed) = pid
         .is_some()
         .then(|| turns_since_boot(&paths.ledger, 0))
@@ -340,80 +229,30 @@ pub(crate) async fn diagnose(persona: &str, project: &str, hub: &HubClient) -> D
         .filter(|t| !t.is_empty() && t.iter().all(turn_failed))
     {
         // The runner polls, but its CLI has not done one turn since it booted: not live.
-        let last = failed.last().cloned().unwrap_or_default();
         if err_tail.is_empty() {
-            let t = seats::tail(&paths.err, 4);
-            if !t.is_empty() {
-                evidence.push(format!(
-                    "err file {}: {}",
-                    paths.err.display(),
-                    t.join(" ⏎ ")
-                ));
-            }
+            evidence.extend(tail_line(
+                "err file",
+                &paths.err,
+                &seats::tail(&paths.err, 4),
+            ));
         }
-        (
-            Verdict::CannotWork,
-            format!(
-                "its {} CLI cannot run a turn: {} ({} turn(s) since boot, none succeeded)",
-                agent,
-                turn_reason(&last),
-                failed.len()
-            ),
-            vec![format!(
-                "run `{}` by hand in {} with the same environment (a login, an API key or \
-                     base URL the seat must inherit), then: {restart}",
-                agent.split(':').next().unwrap_or(&agent),
-                record
-                    .as_ref()
-                    .map(|r| r.dir.display().to_string())
-                    .unwrap_or_else(|| "the project".into())
-            )],
-        )
+        let dir = record.as_ref().map(|r| r.dir.display().to_string());
+        cannot_work_verdict(&failed, dir, &names)
     } else if pid.is_some() {
-        let online = peer.as_ref().is_some_and(|p| p.online);
         let phase = peer
             .as_ref()
             .and_then(|p| p.phase.clone())
             .filter(|p| !p.is_empty())
             .or(turn_phase.clone())
             .unwrap_or_else(|| "running".into());
-        if online {
-            let mut advice = vec![format!("send it work: trantor send {session} \"…\"")];
-            if last_failed {
-                advice.push(format!(
-                    "its last turn failed (see the ledger and err file above); if it keeps failing: {restart}"
-                ));
-            }
-            (Verdict::Live, format!("{phase} on the bus"), advice)
-        } else {
-            (
-                Verdict::Live,
-                format!("the runner is running ({phase}) but the hub does not see it online"),
-                vec![format!(
-                    "check that the seat's hub is {} (trantor doctor), or look at its log",
-                    hub.base()
-                )],
-            )
-        }
+        let online = peer.as_ref().is_some_and(|p| p.online);
+        live_verdict(online, &phase, last_failed, hub.base(), &names)
     } else if stopped.is_none() && (record.is_some() || turn_phase.as_deref() == Some("working")) {
         let log = record.as_ref().map(|r| r.log.clone());
         if let Some(l) = &log {
-            let t = seats::tail(l, 6);
-            if !t.is_empty() {
-                evidence.push(format!("log {}: {}", l.display(), t.join(" ⏎ ")));
-            }
+            evidence.extend(tail_line("log", l, &seats::tail(l, 6)));
         }
-        (
-            Verdict::Crashed,
-            "its runner is gone without `trantor down`".into(),
-            vec![
-                match &log {
-                    Some(l) => format!("read the log: {}", l.display()),
-                    None => "read the runner's output".into(),
-                },
-                format!("start it again: trantor up {agent}"),
-            ],
-        )
+        crashed_verdict(log.as_deref(), &names)
     } else if stopped.is_some() || paths.ledger.exists() || peer.is_some() {
         (
             Verdict::NoRunner,
@@ -437,6 +276,254 @@ pub(crate) async fn diagnose(persona: &str, project: &str, hub: &HubClient) -> D
         evidence,
         advice,
     }
+}
+
+/// The hub's presence row of `session`, and what it says (or why it cannot be read) as
+/// evidence.
+async fn peer_evidence(
+    hub: &HubClient,
+    session: &str,
+    now: i64,
+    evidence: &mut Vec<String>,
+) -> Option<Peer> {
+    let peer = match hub.peers().await {
+        Ok(r) => r.peers.into_iter().find(|p| p.session == session),
+        Err(e) => {
+            evidence.push(format!("hub: cannot read /peers at {} ({e})", hub.base()));
+            return None;
+        }
+    };
+    match &peer {
+        Some(p) => evidence.push(peer_line(p, now)),
+        None => evidence.push(format!(
+            "hub: {} has no presence row for {session}",
+            hub.base()
+        )),
+    }
+    peer
+}
+
+/// The agent (with its model) the seat runs: from its record, its park file, its ledger's boot
+/// row, else its persona.
+fn seat_agent(
+    record: Option<&seats::SeatRecord>,
+    park: Option<&park::Park>,
+    ledger: &std::path::Path,
+    persona: &str,
+) -> String {
+    record
+        .map(|r| match &r.model {
+            Some(m) => format!("{}:{m}", r.agent),
+            None => r.agent.clone(),
+        })
+        .or_else(|| park.map(|p| p.agent.clone()))
+        .or_else(|| boot_agent(ledger))
+        .unwrap_or_else(|| persona.to_string())
+}
+
+/// A file's last lines as evidence (none when there are none).
+fn tail_line(label: &str, path: &std::path::Path, tail: &[String]) -> Option<String> {
+    (!tail.is_empty()).then(|| format!("{label} {}: {}", path.display(), tail.join(" ⏎ ")))
+}
+
+/// The names the advice lines use.
+struct Names<'a> {
+    /// The command that restarts the seat.
+    restart: String,
+    session: &'a str,
+    /// How the seat is named on the command line.
+    seat_arg: &'a str,
+    /// The agent (with its model) the seat runs.
+    agent: &'a str,
+}
+
+/// The hub's presence row, as evidence.
+fn peer_line(p: &Peer, now: i64) -> String {
+    let mut s = format!(
+        "hub: {} (last seen {} ago)",
+        if p.online { "online" } else { "offline" },
+        trantor_mcp::render::age(p.last_seen, now)
+    );
+    if !p.status.is_empty() {
+        s.push_str(&format!(", status \"{}\"", p.status));
+    }
+    if let Some(ph) = p.phase.as_deref().filter(|ph| !ph.is_empty()) {
+        s.push_str(&format!(", phase {ph}"));
+    }
+    s
+}
+
+/// The runner process, as evidence (none when there is no pid and no record).
+fn runner_line(
+    pid: Option<u32>,
+    stopped: Option<i64>,
+    record: Option<&seats::SeatRecord>,
+    now: i64,
+) -> Option<String> {
+    match pid {
+        Some(p) => Some(format!("runner: pid {p} is running")),
+        None if stopped.is_some() => Some(format!(
+            "runner: stopped by `trantor down` {} ago",
+            trantor_mcp::render::age(stopped.unwrap_or(now), now)
+        )),
+        None => record.map(|r| {
+            format!(
+                "runner: `trantor up` started it {} ago{} and no runner process is alive",
+                trantor_mcp::render::age(r.started, now),
+                r.pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+            )
+        }),
+    }
+}
+
+/// The park file, as evidence.
+fn park_line(pk: &park::Park, path: &std::path::Path, now: i64) -> String {
+    let until = if pk.until == park::NEVER {
+        "until an operator acts".to_string()
+    } else {
+        format!("until {}", park::fmt_time(pk.until))
+    };
+    format!(
+        "park file {}: reason {}, since {} ago, {until}{}, {} message(s) held{}",
+        path.display(),
+        pk.reason,
+        trantor_mcp::render::age(pk.ts, now),
+        if pk.bounded {
+            " (a direct message ends it)"
+        } else {
+            ""
+        },
+        pk.held,
+        if pk.evidence.is_empty() {
+            String::new()
+        } else {
+            format!(" — {}", pk.evidence)
+        }
+    )
+}
+
+/// The ledger's last turn, as evidence.
+fn turn_line(t: &Value, ledger: &std::path::Path, now: i64) -> String {
+    format!(
+        "ledger {}: last turn {} ({}) ended {} ago: {} — {}",
+        ledger.display(),
+        t.get("turn").map(|v| v.to_string()).unwrap_or_default(),
+        t.get("trigger").and_then(Value::as_str).unwrap_or("?"),
+        trantor_mcp::render::age(t.get("ts").and_then(Value::as_i64).unwrap_or(now), now),
+        t.get("outcome").and_then(Value::as_str).unwrap_or("?"),
+        t.get("verdict").and_then(Value::as_str).unwrap_or("")
+    )
+}
+
+/// The verdict on a parked seat, by the park's reason.
+fn park_verdict(pk: &park::Park, n: &Names) -> (Verdict, String, Vec<String>) {
+    let (seat_arg, restart, session) = (n.seat_arg, &n.restart, n.session);
+    let when = if pk.until == park::NEVER {
+        "no reset time known".to_string()
+    } else {
+        format!("resets {}", park::fmt_time(pk.until))
+    };
+    match pk.reason.as_str() {
+        "exhausted" => (
+            Verdict::DeadQuota,
+            format!("the {} quota is exhausted ({when})", pk.agent),
+            vec![
+                format!(
+                    "wait for the reset, or move the work to another agent: trantor up <other-agent> && trantor down {seat_arg}"
+                ),
+                "its held messages are delivered when it resumes".into(),
+            ],
+        ),
+        "auth" | "provider-rejected" => (
+            Verdict::DeadAuth,
+            format!("{} refused the seat's credentials", pk.agent),
+            vec![format!(
+                "sign the CLI in again (run `{}` by hand and log in), then: {restart}",
+                pk.agent
+            )],
+        ),
+        other => (
+            Verdict::Parked,
+            format!("redelivery stopped after failures ({other})"),
+            if pk.bounded {
+                vec![format!(
+                    "a direct message ends the park now: trantor send {session} \"resume\""
+                )]
+            } else {
+                vec![format!("restart it: {restart}")]
+            },
+        ),
+    }
+}
+
+/// The verdict on a running seat whose CLI has failed every turn since boot (`failed`, not
+/// empty); `dir` is the folder it runs in.
+fn cannot_work_verdict(
+    failed: &[Value],
+    dir: Option<String>,
+    n: &Names,
+) -> (Verdict, String, Vec<String>) {
+    let agent = n.agent;
+    let last = failed.last().cloned().unwrap_or_default();
+    (
+        Verdict::CannotWork,
+        format!(
+            "its {} CLI cannot run a turn: {} ({} turn(s) since boot, none succeeded)",
+            agent,
+            turn_reason(&last),
+            failed.len()
+        ),
+        vec![format!(
+            "run `{}` by hand in {} with the same environment (a login, an API key or \
+                 base URL the seat must inherit), then: {}",
+            agent.split(':').next().unwrap_or(agent),
+            dir.unwrap_or_else(|| "the project".into()),
+            n.restart
+        )],
+    )
+}
+
+/// The verdict on a seat whose runner is running and whose CLI can work.
+fn live_verdict(
+    online: bool,
+    phase: &str,
+    last_failed: bool,
+    hub_base: &str,
+    n: &Names,
+) -> (Verdict, String, Vec<String>) {
+    if online {
+        let mut advice = vec![format!("send it work: trantor send {} \"…\"", n.session)];
+        if last_failed {
+            advice.push(format!(
+                "its last turn failed (see the ledger and err file above); if it keeps failing: {}",
+                n.restart
+            ));
+        }
+        (Verdict::Live, format!("{phase} on the bus"), advice)
+    } else {
+        (
+            Verdict::Live,
+            format!("the runner is running ({phase}) but the hub does not see it online"),
+            vec![format!(
+                "check that the seat's hub is {hub_base} (trantor doctor), or look at its log"
+            )],
+        )
+    }
+}
+
+/// The verdict on a seat whose runner is gone without `trantor down`; `log` is its log file.
+fn crashed_verdict(log: Option<&std::path::Path>, n: &Names) -> (Verdict, String, Vec<String>) {
+    (
+        Verdict::Crashed,
+        "its runner is gone without `trantor down`".into(),
+        vec![
+            match log {
+                Some(l) => format!("read the log: {}", l.display()),
+                None => "read the runner's output".into(),
+            },
+            format!("start it again: trantor up {}", n.agent),
+        ],
+    )
 }
 
 pub(crate) async fn seat_why(a: SeatWhyArgs) -> anyhow::Result<ExitCode> {

@@ -399,103 +399,19 @@ pub(crate) async fn setup(a: SetupArgs) -> anyhow::Result<ExitCode> {
     let (service, fell_back) = resolve(a.service);
     let mut m = load_manifest();
     if a.dry_run {
-        say!("trantor setup --dry-run: nothing is changed.");
-        // The unit this platform's service manager would get, whatever runs here.
-        if cfg!(target_os = "macos") {
-            say!("--- {}", launchd_plist_path().display());
-            say!("{}", launchd_plist(&exe, a.port, &data_dir, &hub_log()));
-        } else {
-            say!("--- {}", systemd_unit_path().display());
-            say!("{}", systemd_unit(&exe, a.port, &data_dir));
-        }
-        say!("---");
-        match (service, &fell_back) {
-            (Service::Background, Some(why)) => say_step(
-                "hub",
-                "would-start",
-                &format!(
-                    "systemd --user cannot run here ({why}): a supervised background hub on {url} \
-                     instead (pid file {})",
-                    pid_file().display()
-                ),
-            ),
-            (Service::Background, None) => say_step(
-                "hub",
-                "would-start",
-                &format!("a supervised background hub on {url}"),
-            ),
-            (s, _) => say_step(
-                "hub",
-                "would-write",
-                &format!("the {s:?} unit above, enabled and started"),
-            ),
-        }
+        say_dry_run(&exe, a.port, &data_dir, service, fell_back.as_deref());
     } else {
+        let hub = HubService {
+            exe: &exe,
+            port: a.port,
+            data_dir: &data_dir,
+            url: &url,
+        };
         match service {
-            Service::Systemd => {
-                let path = systemd_unit_path();
-                let changed = write_if_changed(&path, &systemd_unit(&exe, a.port, &data_dir))?;
-                let (ok, out) = run("systemctl", &["--user", "daemon-reload"]);
-                let (ok2, out2) = run("systemctl", &["--user", "enable", "--now", UNIT_NAME]);
-                if !(ok && ok2) {
-                    anyhow::bail!(
-                        "wrote {} but systemctl --user could not start it: {out} {out2} (rerun \
-                         with --service background to run the hub without systemd)",
-                        path.display()
-                    );
-                }
-                say_step(
-                    "hub",
-                    if changed { "installed" } else { "unchanged" },
-                    &format!(
-                        "systemd user unit {} (systemctl --user status {UNIT_NAME})",
-                        path.display()
-                    ),
-                );
-                m.unit = Some(path);
-            }
-            Service::Launchd => {
-                let path = launchd_plist_path();
-                let changed =
-                    write_if_changed(&path, &launchd_plist(&exe, a.port, &data_dir, &hub_log()))?;
-                let p = path.display().to_string();
-                if changed {
-                    let _ = run("launchctl", &["unload", &p]);
-                }
-                let (ok, out) = run("launchctl", &["load", "-w", &p]);
-                if !ok && changed {
-                    anyhow::bail!("wrote {p} but launchctl could not load it: {out}");
-                }
-                say_step(
-                    "hub",
-                    if changed { "installed" } else { "unchanged" },
-                    &format!("launchd agent {p}"),
-                );
-                m.unit = Some(path);
-            }
+            Service::Systemd => m.unit = Some(hub.install_systemd()?),
+            Service::Launchd => m.unit = Some(hub.install_launchd()?),
             Service::Background | Service::Auto => {
-                if supervisor_pid().is_none() && answers(&url).await {
-                    return Err(usage(format!(
-                        "a hub already answers at {url} that setup did not start: stop it (or \
-                         pick another --port) and rerun `trantor setup`"
-                    )));
-                }
-                let (pid, started) = start_background(&exe, a.port).map_err(anyhow::Error::msg)?;
-                let why = fell_back
-                    .as_deref()
-                    .map(|w| format!("systemd --user cannot run here ({w}); "))
-                    .unwrap_or_default();
-                say_step(
-                    "hub",
-                    if started { "started" } else { "unchanged" },
-                    &format!(
-                        "{why}a supervised background hub (pid {pid}, pid file {}, log {}); it \
-                         restarts the hub if it exits, but not after a reboot: run `trantor \
-                         setup` again then",
-                        pid_file().display(),
-                        hub_log().display()
-                    ),
-                );
+                hub.start_supervised(fell_back.as_deref()).await?;
                 m.pid_file = Some(pid_file());
             }
         }
@@ -525,31 +441,7 @@ pub(crate) async fn setup(a: SetupArgs) -> anyhow::Result<ExitCode> {
     }
 
     if !a.no_connect {
-        // The plugin first: connect then leaves Claude Code to it instead of writing hooks the
-        // plugin would take out again.
-        match claude_present(a.claude.as_deref()) {
-            Some(c) if a.dry_run => say_step(
-                "plugin",
-                "would-install",
-                &format!("the trantor plugin into Claude Code ({})", c.display()),
-            ),
-            Some(c) => {
-                say!("plugin:");
-                let code = super::plugin::install(plugin_args(Some(c))).await?;
-                m.plugin = code == ExitCode::SUCCESS;
-            }
-            None => say_step(
-                "plugin",
-                "skipped",
-                "Claude Code (`claude`) is not installed here; connect wires the other CLIs",
-            ),
-        }
-        say!("connect:");
-        super::connect::connect(connect_args(a.dry_run, false)).await?;
-        m.connect = true;
-        if !a.dry_run {
-            save_manifest(&m)?;
-        }
+        connect_clients(&a, &mut m).await?;
     }
     if a.dry_run {
         return Ok(ExitCode::SUCCESS);
@@ -568,6 +460,156 @@ pub(crate) async fn setup(a: SetupArgs) -> anyhow::Result<ExitCode> {
         manifest_path().display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `--dry-run` would do about the hub: the unit this platform's service manager would
+/// get, and how the hub would run.
+fn say_dry_run(exe: &str, port: u16, data_dir: &Path, service: Service, fell_back: Option<&str>) {
+    let url = format!("http://127.0.0.1:{port}");
+    say!("trantor setup --dry-run: nothing is changed.");
+    // The unit this platform's service manager would get, whatever runs here.
+    if cfg!(target_os = "macos") {
+        say!("--- {}", launchd_plist_path().display());
+        say!("{}", launchd_plist(exe, port, data_dir, &hub_log()));
+    } else {
+        say!("--- {}", systemd_unit_path().display());
+        say!("{}", systemd_unit(exe, port, data_dir));
+    }
+    say!("---");
+    match (service, fell_back) {
+        (Service::Background, Some(why)) => say_step(
+            "hub",
+            "would-start",
+            &format!(
+                "systemd --user cannot run here ({why}): a supervised background hub on {url} \
+                 instead (pid file {})",
+                pid_file().display()
+            ),
+        ),
+        (Service::Background, None) => say_step(
+            "hub",
+            "would-start",
+            &format!("a supervised background hub on {url}"),
+        ),
+        (s, _) => say_step(
+            "hub",
+            "would-write",
+            &format!("the {s:?} unit above, enabled and started"),
+        ),
+    }
+}
+
+/// The hub setup installs: this binary, on a local port, storing under the bus folder.
+struct HubService<'a> {
+    exe: &'a str,
+    port: u16,
+    data_dir: &'a Path,
+    url: &'a str,
+}
+
+impl HubService<'_> {
+    /// Write, enable and start the systemd user unit; returns its path.
+    fn install_systemd(&self) -> anyhow::Result<PathBuf> {
+        let path = systemd_unit_path();
+        let changed = write_if_changed(&path, &systemd_unit(self.exe, self.port, self.data_dir))?;
+        let (ok, out) = run("systemctl", &["--user", "daemon-reload"]);
+        let (ok2, out2) = run("systemctl", &["--user", "enable", "--now", UNIT_NAME]);
+        if !(ok && ok2) {
+            anyhow::bail!(
+                "wrote {} but systemctl --user could not start it: {out} {out2} (rerun with \
+                 --service background to run the hub without systemd)",
+                path.display()
+            );
+        }
+        say_step(
+            "hub",
+            if changed { "installed" } else { "unchanged" },
+            &format!(
+                "systemd user unit {} (systemctl --user status {UNIT_NAME})",
+                path.display()
+            ),
+        );
+        Ok(path)
+    }
+
+    /// Write and load the launchd agent; returns its path.
+    fn install_launchd(&self) -> anyhow::Result<PathBuf> {
+        let path = launchd_plist_path();
+        let plist = launchd_plist(self.exe, self.port, self.data_dir, &hub_log());
+        let changed = write_if_changed(&path, &plist)?;
+        let p = path.display().to_string();
+        if changed {
+            let _ = run("launchctl", &["unload", &p]);
+        }
+        let (ok, out) = run("launchctl", &["load", "-w", &p]);
+        if !ok && changed {
+            anyhow::bail!("wrote {p} but launchctl could not load it: {out}");
+        }
+        say_step(
+            "hub",
+            if changed { "installed" } else { "unchanged" },
+            &format!("launchd agent {p}"),
+        );
+        Ok(path)
+    }
+
+    /// Start (or keep) the supervised background hub; refused when a hub setup did not start
+    /// already answers on the port. `fell_back` says why systemd was not used.
+    async fn start_supervised(&self, fell_back: Option<&str>) -> anyhow::Result<()> {
+        let url = self.url;
+        if supervisor_pid().is_none() && answers(url).await {
+            return Err(usage(format!(
+                "a hub already answers at {url} that setup did not start: stop it (or pick \
+                 another --port) and rerun `trantor setup`"
+            )));
+        }
+        let (pid, started) = start_background(self.exe, self.port).map_err(anyhow::Error::msg)?;
+        let why = fell_back
+            .map(|w| format!("systemd --user cannot run here ({w}); "))
+            .unwrap_or_default();
+        say_step(
+            "hub",
+            if started { "started" } else { "unchanged" },
+            &format!(
+                "{why}a supervised background hub (pid {pid}, pid file {}, log {}); it restarts \
+                 the hub if it exits, but not after a reboot: run `trantor setup` again then",
+                pid_file().display(),
+                hub_log().display()
+            ),
+        );
+        Ok(())
+    }
+}
+
+/// Install the Claude Code plugin (when Claude Code is here), then wire the agent CLIs with
+/// `trantor connect`, noting both in the manifest.
+async fn connect_clients(a: &SetupArgs, m: &mut Manifest) -> anyhow::Result<()> {
+    // The plugin first: connect then leaves Claude Code to it instead of writing hooks the
+    // plugin would take out again.
+    match claude_present(a.claude.as_deref()) {
+        Some(c) if a.dry_run => say_step(
+            "plugin",
+            "would-install",
+            &format!("the trantor plugin into Claude Code ({})", c.display()),
+        ),
+        Some(c) => {
+            say!("plugin:");
+            let code = super::plugin::install(plugin_args(Some(c))).await?;
+            m.plugin = code == ExitCode::SUCCESS;
+        }
+        None => say_step(
+            "plugin",
+            "skipped",
+            "Claude Code (`claude`) is not installed here; connect wires the other CLIs",
+        ),
+    }
+    say!("connect:");
+    super::connect::connect(connect_args(a.dry_run, false)).await?;
+    m.connect = true;
+    if !a.dry_run {
+        save_manifest(m)?;
+    }
+    Ok(())
 }
 
 fn save_manifest(m: &Manifest) -> anyhow::Result<()> {

@@ -106,88 +106,27 @@ pub(crate) async fn swap(a: SwapArgs) -> anyhow::Result<ExitCode> {
         Some(m) => format!("{}:{m}", spec.agent),
         None => spec.agent.clone(),
     };
-
-    let stop_old = |now: bool| -> anyhow::Result<Option<String>> {
-        if !now {
-            let ok = wait_for(Duration::from_secs(a.wait), || {
-                !crew::turn_state(&bus, &persona, &project).mid_turn
-            });
-            if !ok {
-                anyhow::bail!(
-                    "{session} is still mid-turn after {}s: nothing was swapped (use --now to \
-                     cut the turn)",
-                    a.wait
-                );
-            }
-        }
-        if !super::seats::stop_process(old_pid, Duration::from_secs(15)) {
-            anyhow::bail!("the old runner (pid {old_pid}) did not stop");
-        }
-        // The cut left the CLI's edits uncommitted: keep them as a WIP commit on the seat branch.
-        let wt = trantor_runner::crew::seat_worktree_path(&bus, &project, &persona);
-        if now && wt.is_dir() {
-            use trantor_runner::crew::{SnapshotOutcome, SnapshotWhy, snapshot_wip};
-            if let SnapshotOutcome::Committed { sha, files } =
-                snapshot_wip(&wt, &persona, SnapshotWhy::Cut)
-            {
-                return Ok(Some(format!(
-                    "WIP snapshot {} ({files} files)",
-                    crew::short(&sha)
-                )));
-            }
-        }
-        Ok(None)
+    let sw = Swap {
+        persona: &persona,
+        project: &project,
+        session: &session,
+        bus: &bus,
+        old_pid,
+        old_agent: &old_agent,
+        new_label: &new_label,
+        wait: a.wait,
+        ready: &ready,
     };
 
-    let snapshot;
     let spawn = |spec: &Spec| launch(spec, &id.hub_url, &project, &dir, tmux);
-    let rec = if tmux {
-        snapshot = stop_old(a.now)?;
-        spawn(&spec).map_err(|e| anyhow::anyhow!("could not start the replacement: {e}"))?
-    } else {
-        let rec =
-            spawn(&spec).map_err(|e| anyhow::anyhow!("could not start the replacement: {e}"))?;
-        if !wait_for(Duration::from_secs(60), || ready.exists()) {
-            if let Some(pid) = rec.pid {
-                super::seats::stop_process(pid, Duration::from_secs(5));
-            }
-            let tail = super::seats::tail(&rec.log, 8).join("\n  ");
-            anyhow::bail!(
-                "the replacement {new_label} did not get ready within 60 s; {session} keeps \
-                 running {old_agent}. Its log:\n  {tail}"
-            );
-        }
-        match stop_old(a.now) {
-            Ok(s) => snapshot = s,
-            Err(e) => {
-                if let Some(pid) = rec.pid {
-                    super::seats::stop_process(pid, Duration::from_secs(5));
-                }
-                return Err(e);
-            }
-        }
-        rec
-    };
+    let (rec, snapshot) = start_replacement(&sw, &spec, tmux, a.now, spawn)?;
     if !wait_for(Duration::from_secs(60), || ready.exists()) {
         anyhow::bail!(
             "the replacement {new_label} did not get ready within 60 s (log {})",
             rec.log.display()
         );
     }
-    let tip = hub
-        .get::<Value>(
-            "/inbox",
-            &[
-                ("session", session.clone()),
-                ("since", "0".into()),
-                ("peek", "1".into()),
-                ("limit", "1".into()),
-            ],
-        )
-        .await
-        .ok()
-        .and_then(|v| v.get("cursor").and_then(|c| c.as_i64()))
-        .unwrap_or(0);
+    let tip = inbox_tip(&hub, &session).await;
     let body = json!({"agent": spec.agent, "cursor": tip, "from": old_agent, "by": id.session});
     trantor_runner::crew::write_atomic(&release, body.to_string().as_bytes())?;
     let mut saved = rec.clone();
@@ -202,29 +141,7 @@ pub(crate) async fn swap(a: SwapArgs) -> anyhow::Result<ExitCode> {
     };
     let _ = std::fs::remove_file(&ready);
 
-    let cards = crew::open_cards(&hub, &project, &session).await;
-    let note =
-        format!("seat {session} swapped: {old_agent} → {new_label}; the card stays with {session}");
-    let problems = crew::note_cards(&hub, &cards, &note, &id.session).await;
-    let text = format!(
-        "🔁 {session} now runs {new_label}, replacing {old_agent} — same worktree, queue, {} open \
-         card(s) and contracts{}",
-        cards.len(),
-        snapshot
-            .as_deref()
-            .map(|s| format!("; cut turn kept as {s}"))
-            .unwrap_or_default()
-    );
-    let send = trantor_proto::SendRequest {
-        from: id.session.clone(),
-        to: Some("all".into()),
-        text: text.clone(),
-        project: Some(project.clone()),
-        kind: Some("status".into()),
-        wake: Some(false),
-        ..Default::default()
-    };
-    let _ = hub.send(&send).await;
+    let (cards, problems, text) = announce(&hub, &sw, snapshot.as_deref(), &id.session).await;
     if a.common.json {
         print_json(&json!({
             "session": session, "from": old_agent, "to": new_label, "cursor": tip,
@@ -243,4 +160,148 @@ pub(crate) async fn swap(a: SwapArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The seat being swapped.
+struct Swap<'a> {
+    persona: &'a str,
+    project: &'a str,
+    session: &'a str,
+    bus: &'a std::path::Path,
+    /// The running runner's pid.
+    old_pid: u32,
+    old_agent: &'a str,
+    new_label: &'a str,
+    /// Seconds to wait for the old runner's turn to end (`--wait`).
+    wait: u64,
+    /// The file the staged replacement writes when it is ready.
+    ready: &'a std::path::Path,
+}
+
+/// Stop the old runner: after its turn ends, or at once (`now`), keeping a cut turn's edits as
+/// a WIP commit on the seat branch; returns that commit, when one was made.
+fn stop_old(sw: &Swap, now: bool) -> anyhow::Result<Option<String>> {
+    let (bus, persona, project) = (sw.bus, sw.persona, sw.project);
+    if !now {
+        let ok = wait_for(Duration::from_secs(sw.wait), || {
+            !crew::turn_state(bus, persona, project).mid_turn
+        });
+        if !ok {
+            anyhow::bail!(
+                "{} is still mid-turn after {}s: nothing was swapped (use --now to cut the turn)",
+                sw.session,
+                sw.wait
+            );
+        }
+    }
+    if !super::seats::stop_process(sw.old_pid, Duration::from_secs(15)) {
+        anyhow::bail!("the old runner (pid {}) did not stop", sw.old_pid);
+    }
+    // The cut left the CLI's edits uncommitted: keep them as a WIP commit on the seat branch.
+    let wt = trantor_runner::crew::seat_worktree_path(bus, project, persona);
+    if now && wt.is_dir() {
+        use trantor_runner::crew::{SnapshotOutcome, SnapshotWhy, snapshot_wip};
+        if let SnapshotOutcome::Committed { sha, files } =
+            snapshot_wip(&wt, persona, SnapshotWhy::Cut)
+        {
+            return Ok(Some(format!(
+                "WIP snapshot {} ({files} files)",
+                crew::short(&sha)
+            )));
+        }
+    }
+    Ok(None)
+}
+
+/// Start the replacement and stop the old runner. In tmux (one window per seat) the old one
+/// stops first; otherwise the replacement starts staged, and the old one stops only once it is
+/// ready (a replacement that fails leaves the old one running). Returns the replacement's
+/// record and the WIP snapshot of a cut turn.
+fn start_replacement(
+    sw: &Swap,
+    spec: &Spec,
+    tmux: bool,
+    now: bool,
+    spawn: impl Fn(&Spec) -> Result<super::seats::SeatRecord, String>,
+) -> anyhow::Result<(super::seats::SeatRecord, Option<String>)> {
+    let stop_new = |rec: &super::seats::SeatRecord| {
+        if let Some(pid) = rec.pid {
+            super::seats::stop_process(pid, Duration::from_secs(5));
+        }
+    };
+    if tmux {
+        let snapshot = stop_old(sw, now)?;
+        let rec =
+            spawn(spec).map_err(|e| anyhow::anyhow!("could not start the replacement: {e}"))?;
+        return Ok((rec, snapshot));
+    }
+    let rec = spawn(spec).map_err(|e| anyhow::anyhow!("could not start the replacement: {e}"))?;
+    if !wait_for(Duration::from_secs(60), || sw.ready.exists()) {
+        stop_new(&rec);
+        let tail = super::seats::tail(&rec.log, 8).join("\n  ");
+        anyhow::bail!(
+            "the replacement {} did not get ready within 60 s; {} keeps running {}. Its log:\n  {tail}",
+            sw.new_label,
+            sw.session,
+            sw.old_agent
+        );
+    }
+    match stop_old(sw, now) {
+        Ok(snapshot) => Ok((rec, snapshot)),
+        Err(e) => {
+            stop_new(&rec);
+            Err(e)
+        }
+    }
+}
+
+/// Note the seat's open cards and tell the project the seat was swapped; returns the cards,
+/// the notes that failed, and the announcement.
+async fn announce(
+    hub: &trantor_proto::HubClient,
+    sw: &Swap<'_>,
+    snapshot: Option<&str>,
+    by: &str,
+) -> (Vec<i64>, Vec<String>, String) {
+    let (session, old_agent, new_label) = (sw.session, sw.old_agent, sw.new_label);
+    let cards = crew::open_cards(hub, sw.project, session).await;
+    let note =
+        format!("seat {session} swapped: {old_agent} → {new_label}; the card stays with {session}");
+    let problems = crew::note_cards(hub, &cards, &note, by).await;
+    let text = format!(
+        "🔁 {session} now runs {new_label}, replacing {old_agent} — same worktree, queue, {} open \
+         card(s) and contracts{}",
+        cards.len(),
+        snapshot
+            .map(|s| format!("; cut turn kept as {s}"))
+            .unwrap_or_default()
+    );
+    let send = trantor_proto::SendRequest {
+        from: by.to_string(),
+        to: Some("all".into()),
+        text: text.clone(),
+        project: Some(sw.project.to_string()),
+        kind: Some("status".into()),
+        wake: Some(false),
+        ..Default::default()
+    };
+    let _ = hub.send(&send).await;
+    (cards, problems, text)
+}
+
+/// The seat's inbox cursor now (0 when the hub does not say): the replacement reads from it.
+async fn inbox_tip(hub: &trantor_proto::HubClient, session: &str) -> i64 {
+    hub.get::<Value>(
+        "/inbox",
+        &[
+            ("session", session.to_string()),
+            ("since", "0".into()),
+            ("peek", "1".into()),
+            ("limit", "1".into()),
+        ],
+    )
+    .await
+    .ok()
+    .and_then(|v| v.get("cursor").and_then(|c| c.as_i64()))
+    .unwrap_or(0)
 }

@@ -95,43 +95,8 @@ pub(crate) async fn sweep(a: SweepArgs) -> anyhow::Result<ExitCode> {
     };
     let preview: SweepReply = hub.post("/sweep", &req(true)).await.hub(&hub)?;
     let json = a.owner.common.json;
-    if !json {
-        let scope = match &project {
-            Some(p) => format!("project {p:?}"),
-            None => "every project".to_string(),
-        };
-        say!("");
-        say!("🧹 trantor sweep — {scope} · idle > {}", fmt_age(older_ms));
-        say!("{}", "─".repeat(52));
-        if preview.candidates.is_empty() {
-            say!("  nothing stuck — every in-progress card is fresh.");
-            return Ok(ExitCode::SUCCESS);
-        }
-        for c in &preview.candidates {
-            let title: String = c.title.chars().take(58).collect();
-            let who = if c.assignee.is_empty() {
-                "?"
-            } else {
-                &c.assignee
-            };
-            let proj = if project.is_none() {
-                format!(" · {}", c.project)
-            } else {
-                String::new()
-            };
-            say!(
-                "  #{} [{}] {title} · {who} · idle {}{proj}",
-                c.id,
-                c.status,
-                fmt_age(c.age_ms)
-            );
-        }
-        if !preview.working.is_empty() {
-            say!(
-                "  working now (the hub will refuse until they finish): {}",
-                preview.working.join(", ")
-            );
-        }
+    if !json && !say_preview(&preview, project.as_deref(), older_ms) {
+        return Ok(ExitCode::SUCCESS);
     }
     if !a.yes {
         if json {
@@ -199,6 +164,48 @@ pub(crate) async fn sweep(a: SweepArgs) -> anyhow::Result<ExitCode> {
         }
         Err(e) => Err(e).hub(&hub),
     }
+}
+
+/// The dry run's candidates for a person (`project`: none for every project); false when
+/// there are none (and it said so).
+fn say_preview(preview: &SweepReply, project: Option<&str>, older_ms: i64) -> bool {
+    let scope = match project {
+        Some(p) => format!("project {p:?}"),
+        None => "every project".to_string(),
+    };
+    say!("");
+    say!("🧹 trantor sweep — {scope} · idle > {}", fmt_age(older_ms));
+    say!("{}", "─".repeat(52));
+    if preview.candidates.is_empty() {
+        say!("  nothing stuck — every in-progress card is fresh.");
+        return false;
+    }
+    for c in &preview.candidates {
+        let title: String = c.title.chars().take(58).collect();
+        let who = if c.assignee.is_empty() {
+            "?"
+        } else {
+            &c.assignee
+        };
+        let proj = if project.is_none() {
+            format!(" · {}", c.project)
+        } else {
+            String::new()
+        };
+        say!(
+            "  #{} [{}] {title} · {who} · idle {}{proj}",
+            c.id,
+            c.status,
+            fmt_age(c.age_ms)
+        );
+    }
+    if !preview.working.is_empty() {
+        say!(
+            "  working now (the hub will refuse until they finish): {}",
+            preview.working.join(", ")
+        );
+    }
+    true
 }
 
 #[cfg(test)]

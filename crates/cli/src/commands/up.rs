@@ -201,7 +201,6 @@ pub(crate) fn launch(
     dir: &std::path::Path,
     use_tmux: bool,
 ) -> Result<SeatRecord, String> {
-    use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
     let log = seats::log_path(&spec.persona, project);
     if let Some(d) = log.parent() {
@@ -227,99 +226,124 @@ pub(crate) fn launch(
         stopped: None,
     };
     if use_tmux {
-        let session = seats::tmux_session(project);
-        let window = trantor_runner::paths::safe(&spec.persona);
-        let target = format!("{session}:{window}");
-        if seats::tmux_has(&target) {
-            // A window left from a crashed seat: replace it.
-            let _ = seats::tmux(&["kill-window", "-t", &format!("={target}")]);
-        }
-        let script = log.with_extension("env.sh");
-        env_script(&env, &script).map_err(|e| format!("cannot write {}: {e}", script.display()))?;
-        // The pipe keeps a copy of everything the pane shows in the log, so `seat-why` can
-        // quote a runner that died before anyone looked at the window.
-        let inner = format!(
-            ". {} && {} runner {} {} 2>&1 | tee -a {}",
-            seats::shell_quote(&script.to_string_lossy()),
-            seats::shell_quote(&exe.to_string_lossy()),
-            seats::shell_quote(&spec.agent),
-            seats::shell_quote(&dir.to_string_lossy()),
-            seats::shell_quote(&log.to_string_lossy())
-        );
-        // Through sh whatever the person's login shell is (tmux runs the command with it).
-        let cmd = format!("sh -c {}", seats::shell_quote(&inner));
-        let dir_s = dir.to_string_lossy().to_string();
-        // Open the window on an idle shell, keep it after its process exits, then swap the
-        // runner in: a runner that dies at once leaves its last words on screen (and does not
-        // take the whole tmux session, and the next seat's window, down with it).
-        let opened = if seats::tmux_has(&session) {
-            seats::tmux(&[
-                "new-window",
-                "-d",
-                "-t",
-                &format!("={session}:"),
-                "-n",
-                &window,
-                "-c",
-                &dir_s,
-            ])
-        } else {
-            seats::tmux(&[
-                "new-session",
-                "-d",
-                "-s",
-                &session,
-                "-n",
-                &window,
-                "-c",
-                &dir_s,
-                "-x",
-                "200",
-                "-y",
-                "50",
-            ])
-        };
-        let exact = format!("={session}:{window}");
-        opened
-            .and_then(|_| seats::tmux(&["set-option", "-w", "-t", &exact, "remain-on-exit", "on"]))
-            .and_then(|_| seats::tmux(&["respawn-window", "-k", "-t", &exact, "-c", &dir_s, &cmd]))
-            .map_err(|e| format!("tmux refused to open {target}: {e}"))?;
-        rec.tmux = Some(target);
+        rec.tmux = Some(launch_in_tmux(spec, project, dir, &exe, &log, &env)?);
     } else {
-        let out = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
-        let err = out
-            .try_clone()
-            .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
-        let mut cmd = std::process::Command::new(&exe);
-        cmd.arg("runner")
-            .arg(&spec.agent)
-            .arg(dir)
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            // Its own process group: the seat outlives this command and a Ctrl-C here.
-            .process_group(0);
-        for k in PER_SEAT {
-            cmd.env_remove(k);
-        }
-        for (k, v) in &env {
-            cmd.env(k, v);
-        }
-        let child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start the runner: {e}"))?;
-        rec.pid = Some(child.id());
-        // The child is deliberately not waited on: it is a daemon now. Reaping happens when
-        // this short-lived command exits and init adopts it.
-        drop(child);
+        rec.pid = Some(launch_in_background(spec, dir, &exe, &log, &env)?);
     }
     seats::save_record(&rec).map_err(|e| format!("cannot save the seat record: {e}"))?;
     Ok(rec)
+}
+
+/// Start the seat's runner in a window of the project's tmux session; returns the window.
+fn launch_in_tmux(
+    spec: &Spec,
+    project: &str,
+    dir: &std::path::Path,
+    exe: &std::path::Path,
+    log: &std::path::Path,
+    env: &[(String, String)],
+) -> Result<String, String> {
+    let session = seats::tmux_session(project);
+    let window = trantor_runner::paths::safe(&spec.persona);
+    let target = format!("{session}:{window}");
+    if seats::tmux_has(&target) {
+        // A window left from a crashed seat: replace it.
+        let _ = seats::tmux(&["kill-window", "-t", &format!("={target}")]);
+    }
+    let script = log.with_extension("env.sh");
+    env_script(env, &script).map_err(|e| format!("cannot write {}: {e}", script.display()))?;
+    // The pipe keeps a copy of everything the pane shows in the log, so `seat-why` can
+    // quote a runner that died before anyone looked at the window.
+    let inner = format!(
+        ". {} && {} runner {} {} 2>&1 | tee -a {}",
+        seats::shell_quote(&script.to_string_lossy()),
+        seats::shell_quote(&exe.to_string_lossy()),
+        seats::shell_quote(&spec.agent),
+        seats::shell_quote(&dir.to_string_lossy()),
+        seats::shell_quote(&log.to_string_lossy())
+    );
+    // Through sh whatever the person's login shell is (tmux runs the command with it).
+    let cmd = format!("sh -c {}", seats::shell_quote(&inner));
+    let dir_s = dir.to_string_lossy().to_string();
+    // Open the window on an idle shell, keep it after its process exits, then swap the
+    // runner in: a runner that dies at once leaves its last words on screen (and does not
+    // take the whole tmux session, and the next seat's window, down with it).
+    let opened = if seats::tmux_has(&session) {
+        seats::tmux(&[
+            "new-window",
+            "-d",
+            "-t",
+            &format!("={session}:"),
+            "-n",
+            &window,
+            "-c",
+            &dir_s,
+        ])
+    } else {
+        seats::tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            &session,
+            "-n",
+            &window,
+            "-c",
+            &dir_s,
+            "-x",
+            "200",
+            "-y",
+            "50",
+        ])
+    };
+    let exact = format!("={session}:{window}");
+    opened
+        .and_then(|_| seats::tmux(&["set-option", "-w", "-t", &exact, "remain-on-exit", "on"]))
+        .and_then(|_| seats::tmux(&["respawn-window", "-k", "-t", &exact, "-c", &dir_s, &cmd]))
+        .map_err(|e| format!("tmux refused to open {target}: {e}"))?;
+    Ok(target)
+}
+
+/// Start the seat's runner as a background process writing to its log; returns its pid.
+fn launch_in_background(
+    spec: &Spec,
+    dir: &std::path::Path,
+    exe: &std::path::Path,
+    log: &std::path::Path,
+    env: &[(String, String)],
+) -> Result<u32, String> {
+    use std::os::unix::process::CommandExt;
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
+    let err = out
+        .try_clone()
+        .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("runner")
+        .arg(&spec.agent)
+        .arg(dir)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        // Its own process group: the seat outlives this command and a Ctrl-C here.
+        .process_group(0);
+    for k in PER_SEAT {
+        cmd.env_remove(k);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start the runner: {e}"))?;
+    let pid = child.id();
+    // The child is deliberately not waited on: it is a daemon now. Reaping happens when
+    // this short-lived command exits and init adopts it.
+    drop(child);
+    Ok(pid)
 }
 
 /// Make sure a hub answers at `hub`; start one when it is local and silent.
@@ -383,43 +407,7 @@ pub(crate) async fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
             s.env = env.clone();
         }
     }
-    let pool: Vec<String> = a
-        .pool
-        .as_deref()
-        .unwrap_or("")
-        .split(',')
-        .map(str::trim)
-        .filter(|n| !n.is_empty())
-        .map(String::from)
-        .collect();
-    if a.pool.is_some() && pool.is_empty() {
-        return Err(usage("--pool: name at least one credential (a,b)"));
-    }
-    let names: Vec<String> = a.credential.iter().cloned().chain(pool.clone()).collect();
-    if !names.is_empty() {
-        let bus = trantor_proto::identity::bus_dir(&trantor_proto::identity::ProcessEnv);
-        let file = trantor_proto::credentials::CredentialFile::load(&bus)?;
-        for name in &names {
-            let Some(c) = file.credentials.get(name) else {
-                return Err(usage(format!(
-                    "no credential {name} in {} (trantor credentials add {name} --agent … --env KEY=VALUE)",
-                    trantor_proto::credentials::CredentialFile::path(&bus).display()
-                )));
-            };
-            if let Some(s) = specs.iter().find(|s| s.agent != c.agent) {
-                return Err(usage(format!(
-                    "credential {name} is for {}, not {}",
-                    c.agent, s.agent
-                )));
-            }
-        }
-        for s in &mut specs {
-            match &a.credential {
-                Some(name) => s.env.push(("CREW_CREDENTIAL".into(), name.clone())),
-                None => s.env.push(("CREW_POOL".into(), pool.join(","))),
-            }
-        }
-    }
+    attach_credentials(&a, &mut specs)?;
     let dir = match a.dir {
         Some(d) => d,
         None => std::env::current_dir()?,
@@ -452,18 +440,90 @@ pub(crate) async fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
         }
     }
 
+    let (mut results, pending) =
+        launch_all(&specs, hub.base(), &id.project, &dir, use_tmux, json_out);
+    let mut failed = results.iter().filter(|r| r["state"] == "failed").count();
+    failed += wait_live(&hub, pending, a.wait, json_out, &mut results).await;
+    let live = results
+        .iter()
+        .filter(|r| r["state"] == "live" || r["state"] == "already-running")
+        .count();
+    if json_out {
+        print_json(
+            &json!({"project": id.project, "hub": hub.base(), "tmux": use_tmux, "seats": results}),
+        )?;
+    } else {
+        say!("{live} of {} seat(s) up for {}", results.len(), id.project);
+    }
+    Ok(ExitCode::from(if failed > 0 { 1 } else { 0 }))
+}
+
+/// Check `--credential` / `--pool` against the credential file (each named, for the seats'
+/// agent) and put the choice in each seat's runner variables.
+fn attach_credentials(a: &UpArgs, specs: &mut [Spec]) -> anyhow::Result<()> {
+    let pool: Vec<String> = a
+        .pool
+        .as_deref()
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(String::from)
+        .collect();
+    if a.pool.is_some() && pool.is_empty() {
+        return Err(usage("--pool: name at least one credential (a,b)"));
+    }
+    let names: Vec<String> = a.credential.iter().cloned().chain(pool.clone()).collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    let bus = trantor_proto::identity::bus_dir(&trantor_proto::identity::ProcessEnv);
+    let file = trantor_proto::credentials::CredentialFile::load(&bus)?;
+    for name in &names {
+        let Some(c) = file.credentials.get(name) else {
+            return Err(usage(format!(
+                "no credential {name} in {} (trantor credentials add {name} --agent … --env KEY=VALUE)",
+                trantor_proto::credentials::CredentialFile::path(&bus).display()
+            )));
+        };
+        if let Some(s) = specs.iter().find(|s| s.agent != c.agent) {
+            return Err(usage(format!(
+                "credential {name} is for {}, not {}",
+                c.agent, s.agent
+            )));
+        }
+    }
+    for s in specs {
+        match &a.credential {
+            Some(name) => s.env.push(("CREW_CREDENTIAL".into(), name.clone())),
+            None => s.env.push(("CREW_POOL".into(), pool.join(","))),
+        }
+    }
+    Ok(())
+}
+
+/// Launch every seat not already running: the result lines of those that did not start (or
+/// were running), and the records of those started.
+fn launch_all(
+    specs: &[Spec],
+    url: &str,
+    project: &str,
+    dir: &std::path::Path,
+    use_tmux: bool,
+    json_out: bool,
+) -> (Vec<Value>, Vec<SeatRecord>) {
     let mut results: Vec<Value> = Vec::new();
     let mut pending: Vec<SeatRecord> = Vec::new();
-    for spec in &specs {
-        let session = format!("{}:{}", spec.persona, id.project);
-        if let Some(pid) = seats::runner_pid(&spec.persona, &id.project) {
+    for spec in specs {
+        let session = format!("{}:{}", spec.persona, project);
+        if let Some(pid) = seats::runner_pid(&spec.persona, project) {
             if !json_out {
                 say!("  {session:<24} already running (pid {pid})");
             }
             results.push(json!({"session": session, "state": "already-running", "pid": pid}));
             continue;
         }
-        match launch(spec, hub.base(), &id.project, &dir, use_tmux) {
+        match launch(spec, url, project, dir, use_tmux) {
             Ok(rec) => {
                 if !json_out {
                     let place = rec
@@ -487,13 +547,60 @@ pub(crate) async fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    (results, pending)
+}
 
-    // Wait for each seat to appear live on the hub; a runner that dies meanwhile is a no-show
-    // at once rather than at the deadline.
+/// Where a launched seat stands on one look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Arrival {
+    /// Its kickoff turn ran and failed.
+    CannotWork,
+    /// Online on the hub since this launch, and its kickoff turn ran.
+    Live,
+    /// Its runner died, or the deadline passed.
+    NoShow,
+    /// Look again.
+    Waiting,
+}
+
+/// Decide a seat's arrival: `online` (seen since launch, not marked down), `alive` (its
+/// process or pane), `kicked` (its kickoff turn finished), `cannot` (that turn failed), `late`
+/// (the deadline passed).
+fn arrival(online: bool, alive: bool, kicked: bool, cannot: bool, late: bool) -> Arrival {
+    if cannot {
+        Arrival::CannotWork
+    } else if online && kicked {
+        Arrival::Live
+    } else if !alive || late {
+        Arrival::NoShow
+    } else {
+        Arrival::Waiting
+    }
+}
+
+/// A diagnosis's evidence and advice, indented under the seat's line.
+fn say_diagnosis(d: &super::seat_why::Diagnosis) {
+    for e in &d.evidence {
+        say!("  {:<24}   evidence: {e}", "");
+    }
+    for adv in &d.advice {
+        say!("  {:<24}   advice:   {adv}", "");
+    }
+}
+
+/// Wait for each seat to appear live on the hub; a runner that dies meanwhile is a no-show at
+/// once rather than at the deadline. Pushes one result per seat; returns how many failed.
+async fn wait_live(
+    hub: &HubClient,
+    mut pending: Vec<SeatRecord>,
+    wait: u64,
+    json_out: bool,
+    results: &mut Vec<Value>,
+) -> usize {
     let started = Instant::now();
-    let deadline = started + Duration::from_secs(a.wait.max(1));
+    let deadline = started + Duration::from_secs(wait.max(1));
     let tty = std::io::stdout().is_terminal() && !json_out;
-    let mut failed = results.iter().filter(|r| r["state"] == "failed").count();
+    let mut failed = 0;
     while !pending.is_empty() {
         let peers = hub.peers().await.map(|r| r.peers).unwrap_or_default();
         let mut still = Vec::new();
@@ -515,80 +622,54 @@ pub(crate) async fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
             let turns = super::seat_why::turns_since_boot(&ledger, rec.started).unwrap_or_default();
             let kicked = turns.first();
             let cannot = kicked.is_some_and(super::seat_why::turn_failed);
-            let live = live.filter(|_| kicked.is_some() && !cannot);
-            if cannot {
-                let d = diagnose(&rec.persona, &rec.project, &hub).await;
-                if tty {
-                    print!("\r\x1b[K");
-                }
-                let reason = kicked.map(super::seat_why::turn_reason).unwrap_or_default();
-                if !json_out {
-                    say!("  {:<24} ✗ cannot run a turn: {reason}", rec.session);
-                    for e in &d.evidence {
-                        say!("  {:<24}   evidence: {e}", "");
-                    }
-                    for adv in &d.advice {
-                        say!("  {:<24}   advice:   {adv}", "");
-                    }
-                }
-                failed += 1;
-                results.push(json!({"session": rec.session, "state": "cannot-work",
-                    "reason": reason, "why": d.json()}));
-                continue;
+            let state = arrival(
+                live.is_some(),
+                alive,
+                kicked.is_some(),
+                cannot,
+                Instant::now() >= deadline,
+            );
+            if state != Arrival::Waiting && tty {
+                print!("\r\x1b[K");
             }
-            if let Some(p) = live {
-                let secs = started.elapsed().as_secs_f32();
-                if tty {
-                    print!("\r\x1b[K");
-                }
-                if !json_out {
-                    say!(
-                        "  {:<24} ✓ live after {secs:.1}s{}",
-                        rec.session,
-                        if p.status.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" ({})", p.status)
-                        }
-                    );
-                }
-                results.push(json!({"session": rec.session, "state": "live", "seconds": secs}));
-            } else if !alive || Instant::now() >= deadline {
-                let d = diagnose(&rec.persona, &rec.project, &hub).await;
-                if tty {
-                    print!("\r\x1b[K");
-                }
-                if !json_out && alive && kicked.is_none() {
-                    say!(
-                        "  {:<24} ✗ its kickoff turn has not finished after {}s (`trantor seat-why {}` tells more later)",
-                        rec.session,
-                        a.wait,
-                        rec.persona
-                    );
-                }
-                if !json_out {
-                    say!(
-                        "  {:<24} ✗ no-show{}: {} — {}",
-                        rec.session,
-                        if alive {
-                            format!(" after {}s", a.wait)
-                        } else {
-                            String::new()
-                        },
-                        d.verdict.word(),
-                        d.summary
-                    );
-                    for e in &d.evidence {
-                        say!("  {:<24}   evidence: {e}", "");
+            match state {
+                Arrival::CannotWork => {
+                    let d = diagnose(&rec.persona, &rec.project, hub).await;
+                    let reason = kicked.map(super::seat_why::turn_reason).unwrap_or_default();
+                    if !json_out {
+                        say!("  {:<24} ✗ cannot run a turn: {reason}", rec.session);
+                        say_diagnosis(&d);
                     }
-                    for adv in &d.advice {
-                        say!("  {:<24}   advice:   {adv}", "");
-                    }
+                    failed += 1;
+                    results.push(json!({"session": rec.session, "state": "cannot-work",
+                        "reason": reason, "why": d.json()}));
                 }
-                failed += 1;
-                results.push(json!({"session": rec.session, "state": "no-show", "why": d.json()}));
-            } else {
-                still.push(rec);
+                Arrival::Live => {
+                    let secs = started.elapsed().as_secs_f32();
+                    let status = live.map(|p| p.status.as_str()).unwrap_or("");
+                    if !json_out {
+                        say!(
+                            "  {:<24} ✓ live after {secs:.1}s{}",
+                            rec.session,
+                            if status.is_empty() {
+                                String::new()
+                            } else {
+                                format!(" ({status})")
+                            }
+                        );
+                    }
+                    results.push(json!({"session": rec.session, "state": "live", "seconds": secs}));
+                }
+                Arrival::NoShow => {
+                    let d = diagnose(&rec.persona, &rec.project, hub).await;
+                    if !json_out {
+                        say_no_show(&rec, &d, alive, kicked.is_none(), wait);
+                    }
+                    failed += 1;
+                    results
+                        .push(json!({"session": rec.session, "state": "no-show", "why": d.json()}));
+                }
+                Arrival::Waiting => still.push(rec),
             }
         }
         pending = still;
@@ -605,16 +686,64 @@ pub(crate) async fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
-    let live = results
-        .iter()
-        .filter(|r| r["state"] == "live" || r["state"] == "already-running")
-        .count();
-    if json_out {
-        print_json(
-            &json!({"project": id.project, "hub": hub.base(), "tmux": use_tmux, "seats": results}),
-        )?;
-    } else {
-        say!("{live} of {} seat(s) up for {}", results.len(), id.project);
+    failed
+}
+
+/// A no-show, for a person: why, from its diagnosis.
+fn say_no_show(
+    rec: &SeatRecord,
+    d: &super::seat_why::Diagnosis,
+    alive: bool,
+    unkicked: bool,
+    wait: u64,
+) {
+    if alive && unkicked {
+        say!(
+            "  {:<24} ✗ its kickoff turn has not finished after {}s (`trantor seat-why {}` tells more later)",
+            rec.session,
+            wait,
+            rec.persona
+        );
     }
-    Ok(ExitCode::from(if failed > 0 { 1 } else { 0 }))
+    say!(
+        "  {:<24} ✗ no-show{}: {} — {}",
+        rec.session,
+        if alive {
+            format!(" after {wait}s")
+        } else {
+            String::new()
+        },
+        d.verdict.word(),
+        d.summary
+    );
+    say_diagnosis(d);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arrival_table() {
+        use Arrival::*;
+        // (online, alive, kicked, cannot, late) → arrival
+        let cases = [
+            ((true, true, true, true, false), CannotWork),
+            ((false, false, true, true, true), CannotWork),
+            ((true, true, true, false, false), Live),
+            ((true, true, true, false, true), Live),
+            ((true, true, false, false, false), Waiting),
+            ((true, true, false, false, true), NoShow),
+            ((false, true, true, false, false), Waiting),
+            ((false, false, false, false, false), NoShow),
+            ((false, true, false, false, true), NoShow),
+        ];
+        for ((online, alive, kicked, cannot, late), want) in cases {
+            assert_eq!(
+                arrival(online, alive, kicked, cannot, late),
+                want,
+                "online {online} alive {alive} kicked {kicked} cannot {cannot} late {late}"
+            );
+        }
+    }
 }

@@ -11,55 +11,24 @@ pub mod routes;
 pub mod store;
 pub mod tls;
 
+pub use crate::config::AuthMode;
 use crate::error::ApiError;
+use crate::extract::{ReadBody, read_once};
 use crate::state::AppState;
-use axum::body::{Body, Bytes};
+pub use crate::state::{AuthState, NONCE_CAP, NonceCache};
+use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
-use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::collections::HashMap;
 use trantor_proto::auth::{
     self as pauth, ANY_PROJECT, AuthError, HDR_DURABLE, HDR_ENDORSE, HDR_INST, HDR_INST_TS,
     IdentityKind, IdentityRecord, Role, SKEW_MS, TokenRecord, scopes_allow,
 };
 use trantor_proto::{now_ms, session_project};
 use trantor_store::{ReadTx, Store, StoreError};
-
-/// `RELAY_AUTH`: how the hub treats signatures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuthMode {
-    /// No checks: signature headers are ignored, no identity is resolved.
-    Off,
-    /// Unsigned or badly signed requests pass with a logged warning; an enrolled signer is held
-    /// to its scopes.
-    Warn,
-    /// Every non-public request must be signed by an enrolled, unrevoked key.
-    Enforce,
-}
-
-impl AuthMode {
-    /// Parses `off`, `warn` or `enforce` (any case; empty = `off`).
-    pub fn parse(s: &str) -> Option<AuthMode> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "" | "off" => Some(AuthMode::Off),
-            "warn" => Some(AuthMode::Warn),
-            "enforce" => Some(AuthMode::Enforce),
-            _ => None,
-        }
-    }
-
-    /// The wire name (`authMode` in `/peers` and `/`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AuthMode::Off => "off",
-            AuthMode::Warn => "warn",
-            AuthMode::Enforce => "enforce",
-        }
-    }
-}
 
 /// Who the hub decided a request comes from; handlers read it from the request extensions.
 #[derive(Debug, Clone)]
@@ -70,59 +39,6 @@ pub struct AuthContext {
     pub identity: Option<IdentityRecord>,
     /// Why a warn-mode request passed without an identity (`unsigned`, `bad-signature`, …).
     pub warning: Option<String>,
-}
-
-/// Most `pubkey:nonce` pairs remembered at once; beyond it the oldest is forgotten.
-pub const NONCE_CAP: usize = 100_000;
-
-/// The replay cache: every `pubkey:nonce` accepted, kept until its signature's ts is out of
-/// the clock window (after which the signature is refused as `stale` anyway).
-#[derive(Debug, Default)]
-pub struct NonceCache {
-    inner: Mutex<NonceInner>,
-}
-
-#[derive(Debug, Default)]
-struct NonceInner {
-    seen: HashMap<String, i64>,
-    order: VecDeque<(i64, String)>,
-}
-
-impl NonceCache {
-    /// Records `key` (valid until `expires`); false when it was already recorded (a replay).
-    pub fn check_and_insert(&self, key: String, expires: i64, now: i64) -> bool {
-        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        while let Some((exp, _)) = g.order.front() {
-            if *exp >= now && g.order.len() < NONCE_CAP {
-                break;
-            }
-            if let Some((exp, k)) = g.order.pop_front()
-                && g.seen.get(&k) == Some(&exp)
-            {
-                g.seen.remove(&k);
-            }
-        }
-        if g.seen.get(&key).is_some_and(|e| *e >= now) {
-            return false;
-        }
-        g.seen.insert(key.clone(), expires);
-        g.order.push_back((expires, key));
-        true
-    }
-
-    /// How many pairs are remembered.
-    pub fn len(&self) -> usize {
-        self.inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .seen
-            .len()
-    }
-
-    /// Whether none is.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// Paths served to anyone: the banner, the dashboard and its assets, health, the API document
@@ -191,8 +107,17 @@ type Verdict = (Result<(), (StatusCode, String)>, Option<ReadView>);
 struct Facts {
     method: Method,
     path: String,
-    body: Value,
+    /// A POST's body, as the route will read it.
+    body: Option<ReadBody>,
     query: HashMap<String, String>,
+}
+
+impl Facts {
+    /// The body's JSON (`null` for a GET or a body that is not JSON).
+    fn body(&self) -> &Value {
+        static NULL: Value = Value::Null;
+        self.body.as_ref().and_then(ReadBody::json).unwrap_or(&NULL)
+    }
 }
 
 /// Verifies a request's signature (and instance endorsement), resolves its identity and
@@ -275,7 +200,7 @@ async fn authenticate<S: Store>(
                 return Ok(Some((id, (Ok(()), None))));
             }
             let verdict = judge(tx, &cfg, &id, &facts, |tx| {
-                let duty = crate::duty::duty_session(cfg.duty_session.as_deref(), tx)?;
+                let duty = crate::domain::duty::duty_session(cfg.duty_session.as_deref(), tx)?;
                 Ok(is_duty(&id, duty.as_deref()))
             })?;
             Ok(Some((id, verdict)))
@@ -378,13 +303,6 @@ async fn bearer_authn<S: Store>(
             verdict,
         ),
     })
-}
-
-/// The hub's in-process auth state.
-#[derive(Debug, Default)]
-pub struct AuthState {
-    /// Replay memory.
-    pub nonces: NonceCache,
 }
 
 /// What authorization needs to know about the request beyond its path.
@@ -547,7 +465,7 @@ fn target_of(
 
 /// Links declared in the policy document, as project sets.
 fn policy_links(tx: &dyn ReadTx) -> Result<Vec<Vec<String>>, StoreError> {
-    let v = tx.kv(crate::routes::meta::POLICY_KEY)?;
+    let v = tx.kv(crate::domain::policy::POLICY_KEY)?;
     let p: trantor_proto::PolicyReply = v
         .and_then(|v| serde_json::from_value(v).ok())
         .unwrap_or_default();
@@ -634,7 +552,7 @@ fn judge(
         id,
         &facts.method,
         &facts.path,
-        &facts.body,
+        facts.body(),
         &facts.query,
     )?;
     let view = if filtered_list(&facts.path).is_some() && v.is_ok() {
@@ -659,7 +577,7 @@ fn authorize(
     body: &Value,
     q: &HashMap<String, String>,
 ) -> Result<Result<(), (StatusCode, String)>, StoreError> {
-    let duty_session = crate::duty::duty_session(cfg.duty_session.as_deref(), tx)?;
+    let duty_session = crate::domain::duty::duty_session(cfg.duty_session.as_deref(), tx)?;
     let duty = is_duty(id, duty_session.as_deref());
     // Session bindings: a signed caller speaks and reads only as itself.
     match path {
@@ -778,15 +696,16 @@ pub async fn layer<S: Store>(State(hub): State<AppState<S>>, req: Request, next:
 /// The auth layer for a request that must be authenticated.
 async fn checked<S: Store>(hub: AppState<S>, req: Request, next: Next) -> Response {
     let path = req.uri().path().to_string();
-    let (parts, body) = req.into_parts();
-    let bytes = if parts.method == Method::POST {
-        match crate::ops::read_body(body).await {
-            Ok(b) => b,
+    let (req, body) = if req.method() == Method::POST {
+        match read_once(req).await {
+            Ok((req, body)) => (req, Some(body)),
             Err(e) => return e.into_response(),
         }
     } else {
-        Bytes::new()
+        (req, None)
     };
+    let bytes = body.as_ref().map(|b| b.bytes().clone()).unwrap_or_default();
+    let (parts, req_body) = req.into_parts();
     let target = parts
         .uri
         .path_and_query()
@@ -795,11 +714,7 @@ async fn checked<S: Store>(hub: AppState<S>, req: Request, next: Next) -> Respon
     let facts = Facts {
         method: parts.method.clone(),
         path: path.clone(),
-        body: if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes).unwrap_or(Value::Null)
-        },
+        body,
         query: parts
             .uri
             .query()
@@ -817,7 +732,7 @@ async fn checked<S: Store>(hub: AppState<S>, req: Request, next: Next) -> Respon
         .as_ref()
         .map(|i| i.name.clone())
         .unwrap_or_default();
-    let mut req = Request::from_parts(parts, Body::from(bytes));
+    let mut req = Request::from_parts(parts, req_body);
     req.extensions_mut().insert(ctx);
     let resp = next.run(req).await;
     let (Some(view), Some(field)) = (view, filtered_list(&path)) else {

@@ -2,10 +2,10 @@
 //! `trantor adopt` posts them here, owner-signed; `docs/protocol.md` §15.5). Every row gets this
 //! hub's ids and the imported project; the whole import is one transaction.
 
+use crate::domain::policy::canon;
 use crate::error::{ApiError, ApiResult, check_len, check_opt};
 use crate::extract::JsonBody;
 use crate::openapi::{RouteDoc, Verb, shape};
-use crate::routes::lanes::canon;
 use crate::state::{AppState, Outbox, event};
 use axum::Json;
 use axum::extract::State;
@@ -48,8 +48,9 @@ pub async fn import<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(body): JsonBody<Value>,
 ) -> ApiResult<Json<ImportReply>> {
-    // Another hub's JSON may spell an integer as `3.0`; JSON Schema's `integer` allows it.
-    let req: ImportRequest = serde_json::from_value(trantor_proto::lanes::integral(body))
+    // Another hub's JSON may spell an integer as `3.0`; JSON Schema's `integer` allows it, and
+    // `JsonBody` has already read such a float as its integer (`extract::integral`).
+    let req: ImportRequest = serde_json::from_value(body)
         .map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))?;
     let asked = req.project.trim().to_string();
     if asked.is_empty() {
@@ -152,7 +153,7 @@ pub async fn import<S: Store>(
                 reply.events += 1;
             }
             for m in req.messages {
-                let refs = crate::cards::card_refs(&m.text);
+                let refs = crate::domain::cards::card_refs(&m.text);
                 tx.insert_message(
                     NewMessage {
                         ts: m.ts.unwrap_or(now),

@@ -18,7 +18,7 @@ use trantor_store::{CostBy, CostQuery, ReadTx, Store, StoreError};
 /// Why each seat on a credential not in quota cannot take work, by session.
 fn held_by_credential(tx: &dyn ReadTx, now: i64) -> Result<HashMap<String, String>, StoreError> {
     let mut held = HashMap::new();
-    for c in super::credentials::stored(tx)? {
+    for c in crate::domain::credentials::stored(tx)? {
         let c = c.effective(now);
         let why = match (c.state.as_str(), c.until) {
             ("exhausted", Some(u)) => format!(

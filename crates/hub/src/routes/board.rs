@@ -1,6 +1,6 @@
 //! The board: `/task`, `/task/update`, `/task/checklist-toggle`, `/tasks`, `/card`.
 
-use crate::cards::{
+use crate::domain::cards::{
     card_event, collapse_ws, created_history, drill_refusal, has_drill_line, is_status, move_card,
     push_log, slim, truncate,
 };
@@ -40,8 +40,9 @@ fn checklist_items(field: &str, items: Vec<ChecklistInput>) -> ApiResult<Vec<Che
         .into_iter()
         .map(ChecklistItem::from)
         .map(|mut it| {
-            it.text = it.text.trim().to_string();
+            // Bounded as sent, as the document says (white space around it counts).
             check_len("checklist item", &it.text, limits::CHECKLIST_TEXT)?;
+            it.text = it.text.trim().to_string();
             Ok(it)
         })
         .filter(|r: &ApiResult<ChecklistItem>| r.as_ref().map_or(true, |it| !it.text.is_empty()))
@@ -309,8 +310,8 @@ pub async fn update<S: Store>(
                     json!({ "id": card.id, "status": card.status }),
                 )));
             }
-            if to_done && let Some(g) = super::gates::open_gate_for_card(&*tx, card.id)? {
-                return Ok(Err(super::gates::done_refusal(card.id, &g)));
+            if to_done && let Some(g) = crate::domain::gates::open_gate_for_card(&*tx, card.id)? {
+                return Ok(Err(crate::domain::gates::done_refusal(card.id, &g)));
             }
             persist_edge(tx, &mut out, &u.by, touch, now)?;
             if u.delete {

@@ -6,19 +6,20 @@
 //! the store's kv (one document per project and file), so they survive a restart and are shared
 //! by hubs on one database; expired entries are dropped when their document is next written.
 
+use crate::domain::claims::{Claim, live_claims_with_ttl, sessions};
+use crate::domain::policy::canon;
 use crate::error::{ApiError, ApiResult, check_len};
 use crate::extract::{JsonBody, Params};
 use crate::openapi::{RouteDoc, Ty, Verb, f, shape};
-use crate::routes::lanes::canon;
 use crate::state::{AppState, Outbox, event};
 use axum::Json;
 use axum::extract::State;
 use axum::routing::{MethodRouter, get, post};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::json;
 use trantor_proto::{limits, now_ms};
-use trantor_store::{ReadTx, Store, StoreError, WriteTx};
+use trantor_store::{Store, StoreError, WriteTx};
 
 /// Longest file path accepted.
 const FILE_MAX: usize = 400;
@@ -90,22 +91,6 @@ pub struct ReadReply {
     pub ttl_ms: i64,
 }
 
-/// A live claim.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Claim {
-    /// Project.
-    pub project: String,
-    /// File (repo-relative).
-    pub file: String,
-    /// Claiming session.
-    pub session: String,
-    /// Last claimed, ms.
-    pub ts: i64,
-    /// How long ago, seconds.
-    pub ago_sec: i64,
-}
-
 /// `GET /claims` reply.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ClaimsReply {
@@ -159,15 +144,6 @@ fn doc_key(kind: &str, project: &str, file: &str) -> String {
     format!("{kind}:{}:{project}{file}", project.len())
 }
 
-/// The sessions of one claim (or read) document: session → ts.
-fn sessions(doc: &Option<Value>) -> Map<String, Value> {
-    doc.as_ref()
-        .and_then(|d| d.get("sessions"))
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default()
-}
-
 /// A file path as claims compare it, or why it is refused: it must lie inside the project
 /// (relative, no `..` component, no NUL).
 fn inside_path(file: &str) -> ApiResult<String> {
@@ -212,36 +188,6 @@ fn check(req: &ClaimRequest) -> ApiResult<Checked> {
         file,
         session,
     })
-}
-
-/// Every live claim at `now` (all projects).
-pub fn live_claims(tx: &dyn ReadTx, now: i64) -> Result<Vec<Claim>, StoreError> {
-    live_claims_with_ttl(tx, now, i64::MAX)
-}
-
-/// Every claim younger than `ttl` at `now`.
-pub fn live_claims_with_ttl(tx: &dyn ReadTx, now: i64, ttl: i64) -> Result<Vec<Claim>, StoreError> {
-    let mut out = Vec::new();
-    for (_, doc) in tx.kv_prefix("claim:")? {
-        let project = doc.get("project").and_then(Value::as_str).unwrap_or("");
-        let file = doc.get("file").and_then(Value::as_str).unwrap_or("");
-        let expires = doc.get("ttlMs").and_then(Value::as_i64).unwrap_or(0);
-        let ttl = ttl.min(expires.max(1));
-        for (session, ts) in sessions(&Some(doc.clone())) {
-            let ts = ts.as_i64().unwrap_or(0);
-            if now - ts < ttl {
-                out.push(Claim {
-                    project: project.to_string(),
-                    file: file.to_string(),
-                    session,
-                    ts,
-                    ago_sec: (now - ts) / 1000,
-                });
-            }
-        }
-    }
-    out.sort_by_key(|c| std::cmp::Reverse(c.ts));
-    Ok(out)
 }
 
 /// Write `session`'s touch of (project, file) into a claim or read document; returns the other

@@ -6,6 +6,7 @@
 //! time, and a mark from any other instance is refused with 409, so a superseded runner (one
 //! whose seat another runner took over) cannot claim or consume anything.
 
+use crate::domain::delivery::{is_direct, record_of, record_stored};
 use crate::error::{ApiError, ApiResult, check_len};
 use crate::extract::{JsonBody, Params};
 use crate::state::AppState;
@@ -15,60 +16,10 @@ use axum::http::StatusCode;
 use serde_json::json;
 use trantor_proto::delivery::{INSTANCE_MAX, NOTE_MAX, OPEN_DEFAULT, OPEN_MAX};
 use trantor_proto::{
-    BROADCAST, DeliveryEntry, DeliveryFenceReply, DeliveryFenceRequest, DeliveryMark,
-    DeliveryMarkReply, DeliveryOpen, DeliveryRecord, DeliveryState, Message, limits, now_ms,
+    DeliveryEntry, DeliveryFenceReply, DeliveryFenceRequest, DeliveryMark, DeliveryMarkReply,
+    DeliveryOpen, DeliveryState, limits, now_ms,
 };
-use trantor_store::{ReadTx, Store, StoreError, WriteTx};
-
-/// Whether `to` names one session (not the broadcast address, not `*`), so a message to it has
-/// a delivery record.
-pub fn is_direct(to: &str) -> bool {
-    !to.is_empty() && to != BROADCAST && to != "*"
-}
-
-/// Append the hub's `stored` state for a message just inserted in this transaction (nothing for
-/// a broadcast).
-pub fn record_stored(tx: &mut dyn WriteTx, msg: &Message) -> Result<(), StoreError> {
-    if !is_direct(&msg.to) {
-        return Ok(());
-    }
-    tx.append_delivery(
-        msg.id,
-        &DeliveryEntry {
-            state: DeliveryState::Stored,
-            ts: msg.ts,
-            session: msg.to.clone(),
-            instance: None,
-            turn: None,
-            pid: None,
-            outcome: None,
-            reason: None,
-        },
-    )
-}
-
-/// The record of message `msg`: its stored states, or — for a message older than the record —
-/// a `stored` state made from the message itself.
-pub fn record_of(tx: &dyn ReadTx, msg: &Message) -> Result<DeliveryRecord, StoreError> {
-    let mut states = tx.delivery_states(msg.id)?;
-    if states.is_empty() && is_direct(&msg.to) {
-        states.push(DeliveryEntry {
-            state: DeliveryState::Stored,
-            ts: msg.ts,
-            session: msg.to.clone(),
-            instance: None,
-            turn: None,
-            pid: None,
-            outcome: None,
-            reason: None,
-        });
-    }
-    Ok(DeliveryRecord {
-        id: msg.id,
-        to: msg.to.clone(),
-        states,
-    })
-}
+use trantor_store::Store;
 
 /// 404 on a hub started with `--no-delivery-record`, as on a hub that never had the record.
 fn record_kept<S: Store>(hub: &AppState<S>) -> ApiResult<()> {

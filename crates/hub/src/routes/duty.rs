@@ -3,10 +3,11 @@
 //! (`docs/protocol.md` §5.7, §11.2, §11.3).
 
 use crate::auth::{AuthContext, AuthMode};
-use crate::duty::{self, APPOINTED_KEY};
+use crate::domain::duty::APPOINTED_KEY;
+use crate::domain::ledger::compute_ledger;
+use crate::duty;
 use crate::error::{ApiError, ApiResult, check_len, check_opt};
 use crate::extract::{JsonBody, Params};
-use crate::routes::bus::compute_ledger;
 use crate::state::{AppState, Outbox};
 use axum::Json;
 use axum::extract::{Extension, State};
@@ -67,7 +68,7 @@ pub async fn failure<S: Store>(
     let result = hub
         .store
         .write(move |tx| {
-            let duty = duty::duty_session(cfg_duty.as_deref(), tx)?;
+            let duty = crate::domain::duty::duty_session(cfg_duty.as_deref(), tx)?;
             let by = match &duty {
                 Some(d) if anonymous_ok || *d == by => d.clone(),
                 _ => return Ok(Err(duty)),
@@ -253,7 +254,7 @@ pub async fn catchup<S: Store>(
             assignee: c.assignee.clone(),
         })
         .collect();
-    let page = super::bus::LedgerPage {
+    let page = crate::domain::ledger::LedgerPage {
         after: 0,
         limit: 200,
         open_only: true,

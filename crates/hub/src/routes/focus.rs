@@ -1,7 +1,7 @@
 //! Solo work on the board: `POST /focus`, `GET /focus`, `POST /todos` (docs/protocol.md §14.3).
 
 use super::{RouteDoc, Verb};
-use crate::cards::{card_event, created_history, move_card};
+use crate::domain::cards::{card_event, created_history, move_card};
 use crate::error::{ApiError, ApiResult, check_len, check_opt};
 use crate::extract::{JsonBody, Params};
 use crate::openapi::{Field, Ty, f, shape};

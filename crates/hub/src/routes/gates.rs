@@ -5,66 +5,22 @@
 //! to a card makes `/task/update` refuse that card's move to done (409 naming the gate);
 //! docs/protocol.md §9.5.
 
+use crate::domain::gates::{GATES_KEY, load};
 use crate::error::{ApiError, ApiResult, check_len, check_opt};
 use crate::extract::{JsonBody, Params};
 use crate::state::{AppState, Outbox, event};
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use trantor_proto::{
     VerifyGate, VerifyGateReply, VerifyGateRequest, VerifyGatesReply, limits, now_ms,
 };
-use trantor_store::{Store, StoreError};
+use trantor_store::Store;
 
-/// The kv key of the gates document.
-pub const GATES_KEY: &str = "verify-gates";
 /// Gates kept; past it the oldest 100 are dropped.
 const CAP: usize = 500;
 /// Length limit of a claim, a why, a how-to-verify and a note.
 const TEXT: usize = 300;
-
-/// The stored document.
-#[derive(Debug, Default, Serialize, Deserialize)]
-pub struct GatesDoc {
-    /// The last id given.
-    #[serde(default)]
-    pub seq: i64,
-    /// The gates, oldest first.
-    #[serde(default)]
-    pub gates: Vec<VerifyGate>,
-}
-
-/// Read the gates document (empty when absent or unreadable).
-pub fn load(v: Option<Value>) -> GatesDoc {
-    v.and_then(|v| serde_json::from_value(v).ok())
-        .unwrap_or_default()
-}
-
-/// The open gate holding `card`, if any (for the done refusal).
-pub fn open_gate_for_card(
-    tx: &(impl trantor_store::ReadTx + ?Sized),
-    card: i64,
-) -> Result<Option<VerifyGate>, StoreError> {
-    Ok(load(tx.kv(GATES_KEY)?)
-        .gates
-        .into_iter()
-        .find(|g| g.status == "open" && g.card == Some(card)))
-}
-
-/// The 409 a done move gets while a gate is open.
-pub fn done_refusal(card: i64, g: &VerifyGate) -> ApiError {
-    ApiError::with(
-        StatusCode::CONFLICT,
-        format!(
-            "card #{card} has an open verification gate #{}: \"{}\" — verify it (relay_verify_gate \
-             action resolve, id {}) before moving the card to done",
-            g.id, g.claim, g.id
-        ),
-        json!({ "id": card, "gate": g }),
-    )
-}
 
 fn project_of(req_project: &Option<String>, by: &str) -> Option<String> {
     req_project

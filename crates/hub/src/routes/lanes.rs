@@ -3,11 +3,12 @@
 //! (`docs/protocol.md` §15). Project names are resolved through the alias table
 //! ([`canon`]) that `POST /project/merge` writes.
 
-use crate::cards::move_card;
+use crate::domain::cards::move_card;
+use crate::domain::policy::{ALIASES_KEY, canon};
+use crate::domain::policy::{POLICY_KEY, policy_from, project_key};
 use crate::error::{ApiError, ApiResult, check_opt};
 use crate::extract::{JsonBody, Params};
 use crate::openapi::{RouteDoc, Ty, Verb, f, shape};
-use crate::routes::meta::{POLICY_KEY, policy_from, project_key};
 use crate::state::{AppState, Outbox};
 use axum::Json;
 use axum::extract::State;
@@ -22,35 +23,13 @@ use trantor_proto::lanes::{
     SweepCandidate, SweepReply, SweepRequest,
 };
 use trantor_proto::{CARD_STATUSES, Card, limits, now_ms, session_project};
-use trantor_store::{CardFilter, EventFilter, ReadTx, Store, StoreError};
+use trantor_store::{CardFilter, EventFilter, Store, StoreError};
 
-/// kv key of the alias table: `{alias: canonical}` (written by `POST /project/merge`).
-pub const ALIASES_KEY: &str = "aliases";
 /// The card event types (the timeline's feed).
 pub const CARD_EVENT_TYPES: [&str; 4] = ["created", "moved", "updated", "deleted"];
 /// Default and largest `/history` page.
 const HISTORY_DEFAULT: i64 = 200;
 const HISTORY_MAX: i64 = 1000;
-
-/// The canonical name of `project`: aliases are followed (at most 8 hops, so a cycle written
-/// by hand cannot hang a request).
-pub fn canon(tx: &dyn ReadTx, project: &str) -> Result<String, StoreError> {
-    let project = project.trim();
-    if project.is_empty() {
-        return Ok(String::new());
-    }
-    let Some(aliases) = tx.kv(ALIASES_KEY)? else {
-        return Ok(project.to_string());
-    };
-    let mut name = project.to_string();
-    for _ in 0..8 {
-        match aliases.get(&name).and_then(Value::as_str) {
-            Some(next) if next != name => name = next.to_string(),
-            _ => break,
-        }
-    }
-    Ok(name)
-}
 
 /// This module's routes, for the route table.
 pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
@@ -178,7 +157,7 @@ pub async fn overseer_context<S: Store>(
                 policy_from(tx.kv(POLICY_KEY)?),
                 crate::overseer::OverseerState::load(tx)?,
                 tx.peers()?,
-                crate::routes::claims::live_claims_with_ttl(tx, now, ttl)?,
+                crate::domain::claims::live_claims_with_ttl(tx, now, ttl)?,
             ))
         })
         .await?;
@@ -565,11 +544,11 @@ pub async fn overseer_status<S: Store>(
         .store
         .read(move |tx| {
             Ok((
-                crate::duty::duty_session(cfg_duty.as_deref(), tx)?,
+                crate::domain::duty::duty_session(cfg_duty.as_deref(), tx)?,
                 policy_from(tx.kv(POLICY_KEY)?),
                 crate::overseer::OverseerState::load(tx)?,
                 tx.peers()?,
-                crate::routes::claims::live_claims(tx, now)?,
+                crate::domain::claims::live_claims(tx, now)?,
             ))
         })
         .await?;
@@ -688,26 +667,16 @@ pub async fn canon_layer<S: Store>(
             .run(axum::extract::Request::from_parts(parts, body))
             .await;
     }
-    let bytes = match crate::ops::read_body(body).await {
-        Ok(b) => b,
-        Err(e) => return e.into_response(),
-    };
-    let rewritten = serde_json::from_slice::<Value>(&bytes)
-        .ok()
-        .and_then(|mut v| {
-            let to = v.get("project").and_then(Value::as_str).and_then(resolve)?;
-            v["project"] = Value::String(to);
-            serde_json::to_vec(&v).ok()
-        });
-    let body = match rewritten {
-        Some(b) => {
-            parts.headers.remove(axum::http::header::CONTENT_LENGTH);
-            axum::body::Body::from(b)
-        }
-        None => axum::body::Body::from(bytes),
-    };
-    next.run(axum::extract::Request::from_parts(parts, body))
-        .await
+    // The body was read by the auth or `_op` layer: the rewrite changes its one parse, which
+    // the route's extractor decodes.
+    let mut req = axum::extract::Request::from_parts(parts, body);
+    if let Some(read) = req.extensions_mut().get_mut::<crate::extract::ReadBody>()
+        && let Some(v) = read.json_mut()
+        && let Some(to) = v.get("project").and_then(Value::as_str).and_then(resolve)
+    {
+        v["project"] = Value::String(to);
+    }
+    next.run(req).await
 }
 
 fn urlencode(s: &str) -> String {

@@ -1,13 +1,15 @@
 //! Hub metadata and small documents: `/`, `/health`, `/metrics`, `/policy`, `/project`,
 //! `/phase`, `GET /_op`.
 
+use crate::domain::policy::{POLICY_KEY, policy_from, project_key};
 use crate::error::{ApiError, ApiResult, check_len, check_opt};
 use crate::extract::{JsonBody, Params};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::http::header;
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use std::sync::atomic::Ordering;
 use trantor_proto::limits;
@@ -17,14 +19,6 @@ use trantor_proto::{
     ProjectReply, ProjectRequest, ProjectWriteReply, VERSION, now_ms,
 };
 use trantor_store::Store;
-
-/// The kv key of the org policy (links and autonomy).
-pub const POLICY_KEY: &str = "policy";
-
-/// The kv key of a project's brief.
-pub fn project_key(project: &str) -> String {
-    format!("project:{project}")
-}
 
 fn phase_key(project: &str, phase: &str) -> String {
     format!("phase:{project}::{phase}")
@@ -40,6 +34,15 @@ pub async fn banner<S: Store>(State(hub): State<AppState<S>>) -> Json<BannerRepl
         health: "/health".into(),
         metrics: "/metrics".into(),
     })
+}
+
+/// `GET /`: the dashboard for a browser (`Accept: text/html`), the JSON banner for everyone else.
+pub async fn root<S: Store>(hub: State<AppState<S>>, headers: HeaderMap) -> Response {
+    if crate::ui::wants_html(&headers) {
+        crate::ui::page().await
+    } else {
+        banner(hub).await.into_response()
+    }
 }
 
 /// `/health` (any method): liveness plus counts, retention and store status.
@@ -117,17 +120,6 @@ pub async fn metrics<S: Store>(State(hub): State<AppState<S>>) -> impl IntoRespo
         )],
         body,
     )
-}
-
-/// The stored policy, with the default autonomy `*: 1`.
-pub fn policy_from(v: Option<Value>) -> PolicyReply {
-    let mut p: PolicyReply = v
-        .and_then(|v| serde_json::from_value(v).ok())
-        .unwrap_or_default();
-    if !p.autonomy.contains_key("*") {
-        p.autonomy.insert("*".into(), json!(1));
-    }
-    p
 }
 
 /// `GET /policy`: project links and autonomy levels (open to every caller: the runner reads

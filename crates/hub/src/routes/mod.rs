@@ -95,7 +95,7 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
             &[],
             None,
             Some(shape::<BannerReply>),
-            get(crate::ui::root::<S>),
+            get(meta::root::<S>),
         ),
         r(
             Verb::Get,

@@ -1,11 +1,11 @@
 //! The project-grouped views and lane maintenance: `GET /projects`, `GET /phases`,
 //! `POST /project/delete`, `POST /project/merge` (`docs/protocol.md` §15.5).
 
+use crate::domain::policy::project_key;
+use crate::domain::policy::{ALIASES_KEY, canon};
 use crate::error::{ApiError, ApiResult, check_len};
 use crate::extract::{JsonBody, Params};
 use crate::openapi::{RouteDoc, Ty, Verb, f, shape};
-use crate::routes::lanes::{ALIASES_KEY, canon};
-use crate::routes::meta::project_key;
 use crate::state::{AppState, Outbox, event};
 use axum::Json;
 use axum::extract::State;
@@ -685,14 +685,14 @@ pub async fn delete<S: Store>(
     // Open contracts: unanswered dispatches by the project's sessions within the window.
     let mut open: Vec<Value> = Vec::new();
     for s in &peers {
-        let ledger = crate::routes::bus::compute_ledger(
+        let ledger = crate::domain::ledger::compute_ledger(
             &hub,
             s,
             Some(&project),
             now,
             hub.cfg.contract_window_ms,
             None,
-            crate::routes::bus::LedgerPage {
+            crate::domain::ledger::LedgerPage {
                 after: 0,
                 limit: 1000,
                 open_only: true,
@@ -743,7 +743,14 @@ pub async fn delete<S: Store>(
                 tx.delete_card(c.id)?;
                 out.event(
                     tx,
-                    crate::cards::card_event(c, "deleted", "hub", now, Some(&c.status), "deleted"),
+                    crate::domain::cards::card_event(
+                        c,
+                        "deleted",
+                        "hub",
+                        now,
+                        Some(&c.status),
+                        "deleted",
+                    ),
                 )?;
             }
             tx.set_kv(&project_key(&p), &Value::Null)?;

@@ -6,11 +6,11 @@
 //! denied proposal is refused; deciding is the owner's. Proposals live in one kv document.
 
 use crate::auth::AuthContext;
-use crate::duty::DUTY_SENDER;
+use crate::domain::duty::DUTY_SENDER;
+use crate::domain::policy::canon;
 use crate::error::{ApiError, ApiResult, check_len};
 use crate::extract::{JsonBody, Params};
 use crate::openapi::{RouteDoc, Ty, Verb, f, shape};
-use crate::routes::lanes::canon;
 use crate::state::{AppState, Outbox, event};
 use axum::Json;
 use axum::extract::{Extension, State};

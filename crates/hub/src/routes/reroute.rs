@@ -7,9 +7,9 @@
 //! move on the card the contract cites, and remembers the move, so asking again — a runner
 //! killed before it recorded the answer — moves nothing twice.
 
-use super::credentials;
-use super::meta::{POLICY_KEY, policy_from};
-use crate::cards::{card_refs, push_log, truncate};
+use crate::domain::cards::{card_refs, push_log, truncate};
+use crate::domain::credentials;
+use crate::domain::policy::{POLICY_KEY, policy_from};
 use crate::error::{ApiError, ApiResult, check_len};
 use crate::extract::JsonBody;
 use crate::openapi::{RouteDoc, Verb, shape};
@@ -171,7 +171,7 @@ pub async fn reroute<S: Store>(
                 },
                 &refs,
             )?;
-            super::delivery::record_stored(tx, &moved)?;
+            crate::domain::delivery::record_stored(tx, &moved)?;
             let told = format!(
                 "↪ your contract #{id} is rerouted from {holder} to {to} as #{} ({reason})",
                 moved.id
@@ -189,7 +189,7 @@ pub async fn reroute<S: Store>(
                 },
                 &[],
             )?;
-            super::delivery::record_stored(tx, &receipt)?;
+            crate::domain::delivery::record_stored(tx, &receipt)?;
             for (m, t) in [(&moved, &text), (&receipt, &told)] {
                 let mut ev = event(
                     now,

@@ -6,12 +6,8 @@
 //! `/stream?events=1`, and the writes `/task`, `/task/update`, `/send`), so it adds no API of its
 //! own and no CORS: a strict Content-Security-Policy keeps it to its own origin.
 
-use crate::routes::meta;
-use crate::state::AppState;
-use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use trantor_store::Store;
 
 /// The page shell.
 const INDEX_HTML: &str = include_str!("index.html");
@@ -68,15 +64,6 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
     // The assets change with the binary; revalidate rather than serve a stale page after an upgrade.
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     resp
-}
-
-/// `GET /`: the dashboard for a browser (`Accept: text/html`), the JSON banner for everyone else.
-pub async fn root<S: Store>(hub: State<AppState<S>>, headers: HeaderMap) -> Response {
-    if wants_html(&headers) {
-        page().await
-    } else {
-        meta::banner(hub).await.into_response()
-    }
 }
 
 /// `GET /ui`: the dashboard.

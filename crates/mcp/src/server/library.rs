@@ -224,6 +224,13 @@ fn text(uri: &str, mime: &str, body: String) -> ResourceContents {
     }
 }
 
+/// A prompt argument, trimmed; none when absent or blank.
+fn prompt_arg(args: &HashMap<String, String>, k: &str) -> Option<String> {
+    args.get(k)
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
 fn card_id_arg(args: &HashMap<String, String>, name: &str) -> Result<i64, ErrorData> {
     let raw = args.get(name).map(|s| s.trim().trim_start_matches('#'));
     match raw {
@@ -401,123 +408,136 @@ impl Relay {
         name: &str,
         args: &HashMap<String, String>,
     ) -> Result<GetPromptResult, ErrorData> {
-        let arg = |k: &str| {
-            args.get(k)
-                .map(|v| v.trim().to_string())
-                .filter(|v| !v.is_empty())
-        };
         match name {
-            "crew_playbook" => {
-                let session = arg("session").unwrap_or_else(|| self.id.session.clone());
-                let project = arg("project").unwrap_or_else(|| self.id.project.clone());
-                if session.is_empty() || project.is_empty() {
-                    return Err(ErrorData::invalid_params(
-                        "name the `session` and `project` (this connection names none)",
-                        None,
-                    ));
-                }
-                let brand = session.split(':').next().unwrap_or("").to_string();
-                let mut text = format!(
-                    "{}\n\n{}",
-                    trantor_runner::playbook::default_rules(&session, &project, "(your worktree)"),
-                    trantor_runner::playbook::default_kickoff(&session, &project)
-                );
-                if let Ok(l) = self.hub.lessons(&brand).await
-                    && !l.lessons.is_empty()
-                {
-                    text.push_str("\n\nLessons learned (avoid repeating these failures):");
-                    for lesson in l.lessons.iter().rev().take(15) {
-                        text.push_str(&format!("\n- [{}] {}", lesson.scope, lesson.text));
-                    }
-                }
-                Ok(
-                    GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
-                        .with_description(format!("The crew playbook for {session} in {project}")),
-                )
-            }
-            "handoff" => {
-                let to = arg("to").ok_or_else(|| {
-                    ErrorData::invalid_params("`to` (the session taking over) is required", None)
-                })?;
-                let card = match arg("card") {
-                    Some(_) => Some(card_id_arg(args, "card")?),
-                    None => None,
-                };
-                let me = if self.id.session.is_empty() {
-                    "this session".to_string()
-                } else {
-                    self.id.session.clone()
-                };
-                let about = card.map(|c| format!(" card #{c}")).unwrap_or_default();
-                let mut text = format!(
-                    "Hand your work{about} over to {to}, so it can continue without asking you.\n\
-                     1. Commit what is done; name the sha as `verified at <sha>` for anything you checked.\n\
-                     2. Write the handoff with relay_handoff: what is done, what is left, the files, the \
-                        commands that prove it (the drill) and anything that surprised you.\n\
-                     3. relay_send to {to} a message under 280 characters citing{about} and the handoff.\n"
-                );
-                if let Some(c) = card {
-                    text.push_str(&format!(
-                        "4. Reassign #{c} to {to} with relay_task_move (a note saying it was handed over by {me}).\n"
-                    ));
-                }
-                text.push_str("Then end your turn.");
-                let mut messages = vec![PromptMessage::new_text(Role::User, text)];
-                if let Some(c) = card {
-                    messages.push(self.card_message(c).await?);
-                }
-                Ok(GetPromptResult::new(messages).with_description(format!("Hand over to {to}")))
-            }
-            "card_contract" => {
-                let id = card_id_arg(args, "card")?;
-                let (card, _) = self.card(id).await.map_err(|e| {
-                    if e.starts_with("there is no card") {
-                        ErrorData::invalid_params(e, None)
-                    } else {
-                        ErrorData::internal_error(e, None)
-                    }
-                })?;
-                let mut text = format!("#{} {}\nproject: {}", card.id, card.title, card.project);
-                if let Some(base) = arg("base") {
-                    text.push_str(&format!("\nbase: {base}"));
-                }
-                if !card.summary.is_empty() {
-                    text.push_str(&format!("\nwhat: {}", card.summary));
-                }
-                if card.drill.trim().is_empty() {
-                    text.push_str(
-                        "\ndrill: (none yet — propose the command that proves the work before moving to testing)",
-                    );
-                } else {
-                    text.push_str(&format!("\ndrill: {}", card.drill));
-                }
-                for (i, item) in card.checklist.iter().enumerate() {
-                    let mark = if item.done { "x" } else { " " };
-                    text.push_str(&format!("\n  {i}. [{mark}] {}", item.text));
-                }
-                if !card.deps.is_empty() {
-                    let deps: Vec<String> = card.deps.iter().map(|d| format!("#{d}")).collect();
-                    text.push_str(&format!("\ndepends on: {}", deps.join(", ")));
-                }
-                text.push_str(&format!(
-                    "\n\nMove #{id} to doing with relay_task_move when you start, tick the \
-                     checklist with relay_task_check as items land, run the drill, then move it \
-                     to testing with a note naming what you ran and `verified at <sha>` — and \
-                     stop: the orchestrator closes it. If the contract omits a fact you cannot \
-                     proceed without, relay_ask on #{id}; never invent the value."
-                ));
-                let messages = vec![
-                    PromptMessage::new_text(Role::User, text),
-                    self.card_message(id).await?,
-                ];
-                Ok(GetPromptResult::new(messages)
-                    .with_description(format!("The contract of card #{id}")))
-            }
+            "crew_playbook" => self.playbook_prompt(args).await,
+            "handoff" => self.handoff_prompt(args).await,
+            "card_contract" => self.contract_prompt(args).await,
             other => Err(ErrorData::invalid_params(
                 format!("no such prompt: {other} (prompts/list names them)"),
                 None,
             )),
         }
+    }
+
+    /// The `crew_playbook` prompt: the seat rules and kickoff for a session, with the brand's
+    /// lessons.
+    async fn playbook_prompt(
+        &self,
+        args: &HashMap<String, String>,
+    ) -> Result<GetPromptResult, ErrorData> {
+        let session = prompt_arg(args, "session").unwrap_or_else(|| self.id.session.clone());
+        let project = prompt_arg(args, "project").unwrap_or_else(|| self.id.project.clone());
+        if session.is_empty() || project.is_empty() {
+            return Err(ErrorData::invalid_params(
+                "name the `session` and `project` (this connection names none)",
+                None,
+            ));
+        }
+        let brand = session.split(':').next().unwrap_or("").to_string();
+        let mut text = format!(
+            "{}\n\n{}",
+            trantor_runner::playbook::default_rules(&session, &project, "(your worktree)"),
+            trantor_runner::playbook::default_kickoff(&session, &project)
+        );
+        if let Ok(l) = self.hub.lessons(&brand).await
+            && !l.lessons.is_empty()
+        {
+            text.push_str("\n\nLessons learned (avoid repeating these failures):");
+            for lesson in l.lessons.iter().rev().take(15) {
+                text.push_str(&format!("\n- [{}] {}", lesson.scope, lesson.text));
+            }
+        }
+        Ok(
+            GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
+                .with_description(format!("The crew playbook for {session} in {project}")),
+        )
+    }
+
+    /// The `handoff` prompt: how to hand the work (and a card) over to `to`.
+    async fn handoff_prompt(
+        &self,
+        args: &HashMap<String, String>,
+    ) -> Result<GetPromptResult, ErrorData> {
+        let to = prompt_arg(args, "to").ok_or_else(|| {
+            ErrorData::invalid_params("`to` (the session taking over) is required", None)
+        })?;
+        let card = match prompt_arg(args, "card") {
+            Some(_) => Some(card_id_arg(args, "card")?),
+            None => None,
+        };
+        let me = if self.id.session.is_empty() {
+            "this session".to_string()
+        } else {
+            self.id.session.clone()
+        };
+        let about = card.map(|c| format!(" card #{c}")).unwrap_or_default();
+        let mut text = format!(
+            "Hand your work{about} over to {to}, so it can continue without asking you.\n\
+             1. Commit what is done; name the sha as `verified at <sha>` for anything you checked.\n\
+             2. Write the handoff with relay_handoff: what is done, what is left, the files, the \
+                commands that prove it (the drill) and anything that surprised you.\n\
+             3. relay_send to {to} a message under 280 characters citing{about} and the handoff.\n"
+        );
+        if let Some(c) = card {
+            text.push_str(&format!(
+                "4. Reassign #{c} to {to} with relay_task_move (a note saying it was handed over by {me}).\n"
+            ));
+        }
+        text.push_str("Then end your turn.");
+        let mut messages = vec![PromptMessage::new_text(Role::User, text)];
+        if let Some(c) = card {
+            messages.push(self.card_message(c).await?);
+        }
+        Ok(GetPromptResult::new(messages).with_description(format!("Hand over to {to}")))
+    }
+
+    /// The `card_contract` prompt: a card's contract and how to work it.
+    async fn contract_prompt(
+        &self,
+        args: &HashMap<String, String>,
+    ) -> Result<GetPromptResult, ErrorData> {
+        let id = card_id_arg(args, "card")?;
+        let (card, _) = self.card(id).await.map_err(|e| {
+            if e.starts_with("there is no card") {
+                ErrorData::invalid_params(e, None)
+            } else {
+                ErrorData::internal_error(e, None)
+            }
+        })?;
+        let mut text = format!("#{} {}\nproject: {}", card.id, card.title, card.project);
+        if let Some(base) = prompt_arg(args, "base") {
+            text.push_str(&format!("\nbase: {base}"));
+        }
+        if !card.summary.is_empty() {
+            text.push_str(&format!("\nwhat: {}", card.summary));
+        }
+        if card.drill.trim().is_empty() {
+            text.push_str(
+                "\ndrill: (none yet — propose the command that proves the work before moving to testing)",
+            );
+        } else {
+            text.push_str(&format!("\ndrill: {}", card.drill));
+        }
+        for (i, item) in card.checklist.iter().enumerate() {
+            let mark = if item.done { "x" } else { " " };
+            text.push_str(&format!("\n  {i}. [{mark}] {}", item.text));
+        }
+        if !card.deps.is_empty() {
+            let deps: Vec<String> = card.deps.iter().map(|d| format!("#{d}")).collect();
+            text.push_str(&format!("\ndepends on: {}", deps.join(", ")));
+        }
+        text.push_str(&format!(
+            "\n\nMove #{id} to doing with relay_task_move when you start, tick the \
+             checklist with relay_task_check as items land, run the drill, then move it \
+             to testing with a note naming what you ran and `verified at <sha>` — and \
+             stop: the orchestrator closes it. If the contract omits a fact you cannot \
+             proceed without, relay_ask on #{id}; never invent the value."
+        ));
+        let messages = vec![
+            PromptMessage::new_text(Role::User, text),
+            self.card_message(id).await?,
+        ];
+        Ok(GetPromptResult::new(messages).with_description(format!("The contract of card #{id}")))
     }
 
     /// The card as an embedded resource of a prompt.

@@ -122,88 +122,107 @@ pub fn ensure_seat_worktree(
     if let Some(parent) = wt.parent() {
         std::fs::create_dir_all(parent)?;
     }
-    // A new seat starts from the latest base: fast-forward the base branch to its upstream when
-    // that is a pure fast-forward (no fetch; git refuses if it would touch local changes).
-    let base = git(&root, &["rev-parse", "--abbrev-ref", "HEAD"], GIT_TIMEOUT)
+    let (base, head) = fast_forward_base(&root, head);
+    let branch_exists = match add_worktree(&root, &wt, &branch) {
+        Ok(existed) => existed,
+        Err(e) => {
+            tracing::warn!(
+                "seat worktree add failed ({e}) — turns run in {}",
+                dir.display()
+            );
+            return Ok(dir.to_path_buf());
+        }
+    };
+    if branch_exists {
+        refresh_existing(&wt, &head);
+    }
+    record_branch_config(&root, &branch, base.as_deref().unwrap_or(&head));
+    tracing::info!("seat worktree {} on {branch}", wt.display());
+    provision(&root, &wt, true);
+    Ok(wt)
+}
+
+/// A new seat starts from the latest base: fast-forward the checkout's branch to its upstream
+/// when that is a pure fast-forward (no fetch; git refuses if it would touch local changes).
+/// Returns the branch (none when detached) and the HEAD after it.
+fn fast_forward_base(root: &Path, head: String) -> (Option<String>, String) {
+    let base = git(root, &["rev-parse", "--abbrev-ref", "HEAD"], GIT_TIMEOUT)
         .ok()
         .filter(|b| !b.is_empty() && b != "HEAD");
     let mut head = head;
     if let Some(base) = &base
         && let Ok(upstream) = git(
-            &root,
+            root,
             &["rev-parse", "--abbrev-ref", &format!("{base}@{{upstream}}")],
             GIT_TIMEOUT,
         )
         && git(
-            &root,
+            root,
             &["merge", "--ff-only", "--quiet", &upstream],
             GIT_TIMEOUT,
         )
         .is_ok()
     {
         tracing::info!("{base} fast-forwarded to {upstream}");
-        if let Ok(sha) = git(&root, &["rev-parse", "HEAD"], GIT_TIMEOUT) {
+        if let Ok(sha) = git(root, &["rev-parse", "HEAD"], GIT_TIMEOUT) {
             head = sha;
         }
     }
+    (base, head)
+}
+
+/// `git worktree add` the seat's worktree: an existing seat branch checked out as it is, else a
+/// new branch from HEAD. Returns whether the branch existed.
+fn add_worktree(root: &Path, wt: &Path, branch: &str) -> Result<bool, GitError> {
     let wt_str = wt.to_string_lossy().into_owned();
     let branch_ref = format!("refs/heads/{branch}");
     let branch_exists = git(
-        &root,
+        root,
         &["rev-parse", "--verify", "--quiet", &branch_ref],
         GIT_TIMEOUT,
     )
     .is_ok();
-    let added = if branch_exists {
-        git(&root, &["worktree", "add", &wt_str, &branch], GIT_TIMEOUT)
+    if branch_exists {
+        git(root, &["worktree", "add", &wt_str, branch], GIT_TIMEOUT)?;
     } else {
         git(
-            &root,
+            root,
             &[
                 "worktree",
                 "add",
                 "--no-track",
                 "-b",
-                &branch,
+                branch,
                 &wt_str,
                 "HEAD",
             ],
             GIT_TIMEOUT,
-        )
-    };
-    if let Err(e) = added {
-        tracing::warn!(
-            "seat worktree add failed ({e}) — turns run in {}",
-            dir.display()
-        );
-        return Ok(dir.to_path_buf());
+        )?;
     }
-    if branch_exists {
-        refresh_existing(&wt, &head);
-    }
-    // The base branch's name, for review tooling (a detached checkout records its sha).
+    Ok(branch_exists)
+}
+
+/// Record the seat branch's base (a branch name, or a detached checkout's sha) for review
+/// tooling, and let a first push set the upstream (unless the repository already says).
+fn record_branch_config(root: &Path, branch: &str, base_value: &str) {
     let base_key = format!("branch.{branch}.base");
-    let base_value = base.as_deref().unwrap_or(&head);
-    if let Err(e) = git(&root, &["config", &base_key, base_value], GIT_TIMEOUT) {
+    if let Err(e) = git(root, &["config", &base_key, base_value], GIT_TIMEOUT) {
         tracing::debug!("recording {base_key}: {e}");
     }
     if git(
-        &root,
+        root,
         &["config", "--get", "push.autoSetupRemote"],
         GIT_TIMEOUT,
     )
     .is_err()
         && let Err(e) = git(
-            &root,
+            root,
             &["config", "push.autoSetupRemote", "true"],
             GIT_TIMEOUT,
         )
     {
         tracing::debug!("setting push.autoSetupRemote: {e}");
     }
-    tracing::info!("seat worktree {} on {branch}", wt.display());
-    provision(&root, &wt, true);
-    Ok(wt)
 }
 
 /// Apply the project's `.trantor/worktree.json` to the seat worktree and log the outcome: every

@@ -24,7 +24,7 @@
 //!   auth/       signed identity: the verification layer in front of the routes, enrollment
 //!               and invites, the key records, optional TLS
 //!   ops         the outermost checks (host, origin, head size, metrics) and `_op` idempotency
-//!   extract     the JSON body and query extractors (limits, error shapes)
+//!   extract     the request body read once (`ReadBody`), the JSON and query extractors
 //!   front       the plain-HTTP front: request heads read here, held polls parked outside
 //!               hyper, every other request handed to hyper one at a time
 //!   conn        one connection's busy count, and the router as a hyper service that keeps it

@@ -16,13 +16,13 @@
 //! so a retry is answered "committed" instead of being run a second time.
 
 use crate::error::ApiError;
+use crate::extract::{ReadBody, read_once};
 use crate::state::AppState;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::HashSet;
@@ -171,35 +171,6 @@ pub async fn front<S: Store>(State(hub): State<AppState<S>>, req: Request, next:
     resp
 }
 
-/// How much of an over-limit body is read and discarded before the 413 goes out. A client that
-/// is still uploading when the reply arrives sees a reset instead of the 413 (HTTP/1 has no
-/// clean way to refuse mid-upload), so moderately large bodies are drained; beyond this the
-/// connection is simply closed after the reply.
-const DRAIN_CAP: usize = 16 * 1024 * 1024;
-
-pub(crate) async fn read_body(body: Body) -> Result<Bytes, ApiError> {
-    let mut stream = body.into_data_stream();
-    let mut buf: Vec<u8> = Vec::new();
-    let mut seen: usize = 0;
-    while let Some(chunk) = stream.next().await {
-        let chunk =
-            chunk.map_err(|e| ApiError::bad_request(format!("cannot read request body: {e}")))?;
-        seen = seen.saturating_add(chunk.len());
-        if seen > limits::MAX_BODY_BYTES {
-            buf = Vec::new();
-            if seen > DRAIN_CAP {
-                break;
-            }
-            continue;
-        }
-        buf.extend_from_slice(&chunk);
-    }
-    if seen > limits::MAX_BODY_BYTES {
-        return Err(ApiError::too_large(limits::MAX_BODY_BYTES));
-    }
-    Ok(Bytes::from(buf))
-}
-
 #[derive(Deserialize)]
 struct OpOnly {
     #[serde(rename = "_op", default)]
@@ -227,13 +198,13 @@ impl OpId {
 
 /// The `_op` of a body: `None` when it has none, a 400 when it is over-long or not a string or
 /// number (silently cutting it would let two keys with a common prefix collide).
-fn op_of(bytes: &[u8]) -> Result<Option<OpId>, ApiError> {
-    // Cheap pre-check: most bodies (the runner's) carry no `_op` and need no second parse.
-    if !bytes.windows(5).any(|w| w == b"\"_op\"") {
+fn op_of(body: &ReadBody) -> Result<Option<OpId>, ApiError> {
+    // Cheap pre-check: most bodies (the runner's) carry no `_op`.
+    if !body.bytes().windows(5).any(|w| w == b"\"_op\"") {
         return Ok(None);
     }
     // A body that is not a JSON object is the route's 400 to give.
-    let Ok(OpOnly { op }) = serde_json::from_slice::<OpOnly>(bytes) else {
+    let Some(Ok(OpOnly { op })) = body.json().map(OpOnly::deserialize) else {
         return Ok(None);
     };
     let id = match op {
@@ -305,8 +276,8 @@ pub fn too_deep(bytes: &[u8], max: usize) -> bool {
 }
 
 /// Checks every POST body gets at the door: bounded nesting, and no secret in any string.
-fn check_body(bytes: &[u8]) -> Result<(), ApiError> {
-    if too_deep(bytes, MAX_JSON_DEPTH) {
+fn check_body(body: &ReadBody) -> Result<(), ApiError> {
+    if too_deep(body.bytes(), MAX_JSON_DEPTH) {
         return Err(ApiError::with(
             StatusCode::BAD_REQUEST,
             format!("JSON nested too deep (limit {MAX_JSON_DEPTH} levels)"),
@@ -314,8 +285,8 @@ fn check_body(bytes: &[u8]) -> Result<(), ApiError> {
         ));
     }
     // Bodies that are not JSON get their 400 from the route's extractor.
-    if let Ok(v) = serde_json::from_slice::<Value>(bytes) {
-        let kinds = trantor_proto::secrets::detect_json(&v);
+    if let Some(v) = body.json() {
+        let kinds = trantor_proto::secrets::detect_json(v);
         if !kinds.is_empty() {
             return Err(ApiError::secret(kinds));
         }
@@ -337,27 +308,28 @@ pub async fn idempotent<S: Store>(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok())
-        .is_some_and(|n| n > DRAIN_CAP as u64);
+        .is_some_and(|n| n > crate::extract::DRAIN_CAP as u64);
     if too_big {
         return ApiError::too_large(limits::MAX_BODY_BYTES).into_response();
     }
-    let (parts, body) = req.into_parts();
-    let bytes = match read_body(body).await {
-        Ok(b) => b,
+    let (req, body) = match read_once(req).await {
+        Ok(read) => read,
         Err(e) => return e.into_response(),
     };
-    if let Err(e) = check_body(&bytes) {
+    if let Err(e) = check_body(&body) {
         return e.into_response();
     }
-    let op = match op_of(&bytes) {
-        Ok(Some(op)) => op.key(parts.uri.path()),
+    let op = match op_of(&body) {
+        Ok(Some(op)) => op.key(req.uri().path()),
         Ok(None) => {
-            return next
-                .run(Request::from_parts(parts, Body::from(bytes)))
-                .await;
+            drop(body);
+            return next.run(req).await;
         }
         Err(e) => return e.into_response(),
     };
+    let fingerprint = request_fingerprint(body.bytes());
+    // The route takes the parsed body from the request, uncopied, when no one else holds it.
+    drop(body);
 
     let lock = {
         let mut map = hub.ops_in_flight.lock().unwrap_or_else(|e| e.into_inner());
@@ -367,15 +339,7 @@ pub async fn idempotent<S: Store>(
     };
     let resp = {
         let _guard = lock.lock().await;
-        let fingerprint = request_fingerprint(&bytes);
-        run_once(
-            &hub,
-            &op,
-            fingerprint,
-            Request::from_parts(parts, Body::from(bytes)),
-            next,
-        )
-        .await
+        run_once(&hub, &op, fingerprint, req, next).await
     };
     {
         let mut map = hub.ops_in_flight.lock().unwrap_or_else(|e| e.into_inner());
@@ -507,7 +471,8 @@ mod tests {
 
     #[test]
     fn op_extraction() {
-        let key = |b: &[u8]| op_of(b).ok().flatten().map(|o| o.key("/send"));
+        let op_bytes = |b: &[u8]| op_of(&ReadBody::new(axum::body::Bytes::copy_from_slice(b)));
+        let key = |b: &[u8]| op_bytes(b).ok().flatten().map(|o| o.key("/send"));
         assert_eq!(key(br#"{"a":1}"#), None);
         assert_eq!(
             key(br#"{"_op":"x-1","a":1}"#).as_deref(),
@@ -515,13 +480,13 @@ mod tests {
         );
         assert_eq!(key(br#"{"_op":42}"#).as_deref(), Some("POST /send n:42"));
         assert_ne!(key(br#"{"_op":42}"#), key(br#"{"_op":"42"}"#));
-        let at = |b: &[u8]| op_of(b).ok().flatten().map(|o| o.key("/task"));
+        let at = |b: &[u8]| op_bytes(b).ok().flatten().map(|o| o.key("/task"));
         assert_ne!(key(br#"{"_op":"k"}"#), at(br#"{"_op":"k"}"#));
         let long = format!(r#"{{"_op":"{}"}}"#, "a".repeat(81));
-        let e = op_of(long.as_bytes()).err().map(|e| e.body);
+        let e = op_bytes(long.as_bytes()).err().map(|e| e.body);
         assert_eq!(e.as_ref().map(|b| b["limit"].clone()), Some(80.into()));
-        assert!(op_of(format!(r#"{{"_op":"{}"}}"#, "é".repeat(80)).as_bytes()).is_ok());
-        assert!(op_of(br#"{"_op":[1]}"#).is_err());
+        assert!(op_bytes(format!(r#"{{"_op":"{}"}}"#, "é".repeat(80)).as_bytes()).is_ok());
+        assert!(op_bytes(br#"{"_op":[1]}"#).is_err());
         assert_eq!(key(br#"{"_op": "#), None);
     }
 

@@ -15,6 +15,19 @@ async fn post(base: &str, path: &str, body: Value) -> (u16, Value) {
     (st, r.json().await.unwrap_or(Value::Null))
 }
 
+async fn post_raw(base: &str, path: &str, body: &str) -> (u16, Value) {
+    trantor_proto::tls::install_default_provider();
+    let r = reqwest::Client::new()
+        .post(format!("{base}{path}"))
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("reply");
+    let st = r.status().as_u16();
+    (st, r.json().await.unwrap_or(Value::Null))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hub_keeps_names_and_states_never_secrets() {
     let hub = trantor_testkit::Hub::start();
@@ -159,6 +172,33 @@ async fn a_proof_of_exhaustion_marks_once_and_bad_reports_are_named() {
             .is_some_and(|t| t.contains("31 days out")),
         "{r}"
     );
+    // `until` is an integer as JSON Schema means it: an integral number sent as a float is that
+    // integer, read exactly (schemathesis, random seed: `-4309417533227374.0` was read as
+    // `-4309417533227374.5` and refused, and `1e16` was refused as a float).
+    for (until, why) in [
+        ("-4309417533227374.0", "not in the future"),
+        ("1e16", "31 days out"),
+    ] {
+        let body =
+            format!(r#"{{"name":"work","state":"exhausted","until":{until},"session":"a:p"}}"#);
+        let (st, r) = post_raw(&base, "/credentials/state", &body).await;
+        assert_eq!(st, 200, "{body} -> {r}");
+        assert!(
+            r["ignored"].as_str().is_some_and(|t| t.contains(why)),
+            "{body} -> {r}"
+        );
+    }
+    for until in [
+        "1.5",
+        "-4309417533227374.5",
+        "9223372036854775808.0",
+        "1e300",
+    ] {
+        let body =
+            format!(r#"{{"name":"work","state":"exhausted","until":{until},"session":"a:p"}}"#);
+        let (st, r) = post_raw(&base, "/credentials/state", &body).await;
+        assert_eq!(st, 400, "{body} -> {r}");
+    }
     let list: Value = reqwest::get(format!("{base}/credentials"))
         .await
         .expect("get")

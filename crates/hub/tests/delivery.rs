@@ -315,6 +315,30 @@ async fn bad_marks_and_queries_are_refused_clearly() {
         Err(ClientError::Superseded { ref current, .. }) if current == "run-9"
     ));
 
+    // `turn` is an integer as JSON Schema means it: an integral number sent as a float is that
+    // turn, read exactly (schemathesis, random seed: `4309417533227374.0` was read one unit
+    // off, as `4309417533227374.5`, and refused; `1e16` was refused as a float); a fraction is
+    // not a turn.
+    for (turn, want) in [
+        ("4309417533227374.0", 4_309_417_533_227_374),
+        ("1e16", 10_000_000_000_000_000),
+        ("7.0", 7),
+    ] {
+        let body = format!(
+            r#"{{"id":{id},"session":"seat:proj","instance":"run-9","state":"started","turn":{turn}}}"#
+        );
+        let (st, r) = hub.raw(reqwest::Method::POST, "/delivery", &body).await;
+        assert_eq!(st, 200, "{body} -> {r}");
+        let rec = c.delivery(id).await.expect("record");
+        let last = rec.states.last().and_then(|s| s.turn);
+        assert_eq!(last, Some(want), "{rec:?}");
+    }
+    let body = format!(
+        r#"{{"id":{id},"session":"seat:proj","instance":"run-9","state":"started","turn":2.5}}"#
+    );
+    let (st, r) = hub.raw(reqwest::Method::POST, "/delivery", &body).await;
+    assert_eq!(st, 400, "{body} -> {r}");
+
     // The routes are in the API document.
     let (st, doc) = hub.raw(reqwest::Method::GET, "/openapi.json", "").await;
     assert_eq!(st, 200);

@@ -908,3 +908,114 @@ async fn the_document_and_the_hub_agree() {
     assert_eq!(c, 200, "{ok}");
     hub.stop().await;
 }
+
+/// Bounds as sent, and integers as JSON Schema means them (schemathesis, random seed): a
+/// checklist item is documented and checked at 200 characters as sent, white space included (a
+/// 210-character item was refused against a document that gave no limit); an integer text past
+/// `i64::MIN` is no `i64`, in a body or a query, though the double it reads as is -2^63 (it was
+/// accepted as `i64::MIN` on `/send`, `/task`, `/events` and others).
+#[tokio::test]
+async fn checklist_items_and_integers_are_bounded_as_sent() {
+    let hub = start(|_| {}).await;
+    let p = hub.port;
+    let (c, doc) = get(p, "/openapi.json").await;
+    assert_eq!(c, 200);
+    let schemas = &doc["components"]["schemas"];
+    assert_eq!(
+        schemas["ChecklistInput"]["anyOf"][0]["maxLength"], 200,
+        "{}",
+        schemas["ChecklistInput"]
+    );
+    assert_eq!(
+        schemas["ChecklistItem"]["properties"]["text"]["maxLength"], 200,
+        "{}",
+        schemas["ChecklistItem"]
+    );
+    let padded = format!("   {}", "a".repeat(198));
+    for item in [json!(padded), json!({"text": padded})] {
+        let (c, e) = post(
+            p,
+            "/task",
+            json!({"title": "t", "by": "a:p", "checklist": [item]}),
+        )
+        .await;
+        assert_eq!(c, 400, "201 characters as sent: {e}");
+        assert_json_error(&e, "checklist item");
+    }
+    let (c, ok) = post(
+        p,
+        "/task",
+        json!({"title": "t", "by": "a:p", "checklist": ["a".repeat(200)]}),
+    )
+    .await;
+    assert_eq!(c, 200, "{ok}");
+
+    let post_text = |path: &'static str, body: String| async move {
+        raw(
+            p,
+            &format!(
+                "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\nContent-Type: application/json"
+            ),
+            &body,
+        )
+        .await
+    };
+    let past = "-9223372036854775809";
+    let (c, e) = post_text(
+        "/send",
+        format!(r#"{{"from":"a:p","text":"x","re":{past}}}"#),
+    )
+    .await;
+    assert_eq!(c, 400, "re past i64: {e}");
+    let (c, e) = post_text(
+        "/delivered",
+        format!(r#"{{"session":"a:p","upTo":{past}}}"#),
+    )
+    .await;
+    assert_eq!(c, 400, "upTo past i64: {e}");
+    let (c, e) = get(p, &format!("/events?taskId={past}")).await;
+    assert_eq!(c, 400, "taskId past i64: {e}");
+    let (c, ok) = post_text(
+        "/send",
+        r#"{"from":"a:p","text":"x","re":-9223372036854775808}"#.into(),
+    )
+    .await;
+    assert_eq!(c, 200, "i64::MIN itself: {ok}");
+    hub.stop().await;
+}
+
+/// `POST /advise` refuses a number wherever its document says boolean, at any depth (a run of
+/// 2026-12-03 reported `seats[].online` as a number accepted; not reproduced since: every
+/// boolean of the body is strict), and takes the same body with booleans.
+#[tokio::test]
+async fn advise_booleans_are_booleans() {
+    let hub = start(|_| {}).await;
+    let p = hub.port;
+    let body = |online: Value, usable: Value, estimated: Value| {
+        json!({
+            "project": "p",
+            "packages": [{"title": "t", "difficulty": "easy"}],
+            "clis": [{"agent": "claude", "usable": usable, "detail": ""}],
+            "seats": [{"session": "claude:p", "agent": "claude", "online": online, "parked": false}],
+            "ledger": {"cards": 0, "turns": 0, "tokens": 0, "usd": 0.0, "estimated": estimated},
+        })
+    };
+    let (c, ok) = post(p, "/advise", body(json!(true), json!(true), json!(false))).await;
+    assert_eq!(c, 200, "{ok}");
+    for (bad, field) in [
+        (body(json!(1), json!(true), json!(false)), "seats[0].online"),
+        (
+            body(json!(true), json!(0.0), json!(false)),
+            "clis[0].usable",
+        ),
+        (
+            body(json!(true), json!(true), json!("no")),
+            "ledger.estimated",
+        ),
+    ] {
+        let (c, e) = post(p, "/advise", bad.clone()).await;
+        assert_eq!(c, 400, "{bad}: {e}");
+        assert_eq!(e["field"], field, "{e}");
+    }
+    hub.stop().await;
+}

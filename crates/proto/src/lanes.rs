@@ -387,28 +387,6 @@ impl ImportCard {
     }
 }
 
-/// A JSON document with every integral float (`3.0`) written as an integer, as JSON Schema's
-/// `integer` allows. A float within two units in the last place of an integer counts as that
-/// integer: the JSON parser's float reading is not always correctly rounded (`3721959777483514.0`
-/// may read as `…513.5`).
-pub fn integral(v: Value) -> Value {
-    match v {
-        Value::Number(n) if !n.is_i64() && !n.is_u64() => match n.as_f64() {
-            Some(f)
-                if f.is_finite()
-                    && f.round().abs() < 9.2e18
-                    && (f - f.round()).abs() <= 2.0 * f64::EPSILON * f.abs() =>
-            {
-                Value::from(f.round() as i64)
-            }
-            _ => Value::Number(n),
-        },
-        Value::Array(a) => Value::Array(a.into_iter().map(integral).collect()),
-        Value::Object(m) => Value::Object(m.into_iter().map(|(k, x)| (k, integral(x))).collect()),
-        other => other,
-    }
-}
-
 /// `POST /import` body: one project's rows brought from another hub (owner).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct ImportRequest {

@@ -308,7 +308,8 @@ pub struct LogEntry {
 /// One checklist item.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ChecklistItem {
-    /// Item text.
+    /// Item text (at most [`crate::limits::CHECKLIST_TEXT`] characters as sent).
+    #[schemars(length(max = crate::limits::CHECKLIST_TEXT))]
     pub text: String,
     /// Ticked.
     #[serde(default)]
@@ -319,8 +320,8 @@ pub struct ChecklistItem {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum ChecklistInput {
-    /// Plain text, not done.
-    Text(String),
+    /// Plain text, not done (at most [`crate::limits::CHECKLIST_TEXT`] characters as sent).
+    Text(#[schemars(length(max = crate::limits::CHECKLIST_TEXT))] String),
     /// A full item.
     Item(ChecklistItem),
 }

@@ -13,9 +13,10 @@ pub mod tls;
 
 pub use crate::config::AuthMode;
 use crate::error::ApiError;
+use crate::extract::{ReadBody, read_once};
 use crate::state::AppState;
 pub use crate::state::{AuthState, NONCE_CAP, NonceCache};
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
@@ -106,8 +107,17 @@ type Verdict = (Result<(), (StatusCode, String)>, Option<ReadView>);
 struct Facts {
     method: Method,
     path: String,
-    body: Value,
+    /// A POST's body, as the route will read it.
+    body: Option<ReadBody>,
     query: HashMap<String, String>,
+}
+
+impl Facts {
+    /// The body's JSON (`null` for a GET or a body that is not JSON).
+    fn body(&self) -> &Value {
+        static NULL: Value = Value::Null;
+        self.body.as_ref().and_then(ReadBody::json).unwrap_or(&NULL)
+    }
 }
 
 /// Verifies a request's signature (and instance endorsement), resolves its identity and
@@ -542,7 +552,7 @@ fn judge(
         id,
         &facts.method,
         &facts.path,
-        &facts.body,
+        facts.body(),
         &facts.query,
     )?;
     let view = if filtered_list(&facts.path).is_some() && v.is_ok() {
@@ -686,15 +696,16 @@ pub async fn layer<S: Store>(State(hub): State<AppState<S>>, req: Request, next:
 /// The auth layer for a request that must be authenticated.
 async fn checked<S: Store>(hub: AppState<S>, req: Request, next: Next) -> Response {
     let path = req.uri().path().to_string();
-    let (parts, body) = req.into_parts();
-    let bytes = if parts.method == Method::POST {
-        match crate::ops::read_body(body).await {
-            Ok(b) => b,
+    let (req, body) = if req.method() == Method::POST {
+        match read_once(req).await {
+            Ok((req, body)) => (req, Some(body)),
             Err(e) => return e.into_response(),
         }
     } else {
-        Bytes::new()
+        (req, None)
     };
+    let bytes = body.as_ref().map(|b| b.bytes().clone()).unwrap_or_default();
+    let (parts, req_body) = req.into_parts();
     let target = parts
         .uri
         .path_and_query()
@@ -703,11 +714,7 @@ async fn checked<S: Store>(hub: AppState<S>, req: Request, next: Next) -> Respon
     let facts = Facts {
         method: parts.method.clone(),
         path: path.clone(),
-        body: if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes).unwrap_or(Value::Null)
-        },
+        body,
         query: parts
             .uri
             .query()
@@ -725,7 +732,7 @@ async fn checked<S: Store>(hub: AppState<S>, req: Request, next: Next) -> Respon
         .as_ref()
         .map(|i| i.name.clone())
         .unwrap_or_default();
-    let mut req = Request::from_parts(parts, Body::from(bytes));
+    let mut req = Request::from_parts(parts, req_body);
     req.extensions_mut().insert(ctx);
     let resp = next.run(req).await;
     let (Some(view), Some(field)) = (view, filtered_list(&path)) else {

@@ -2,10 +2,9 @@
 
 use super::{AuthContext, AuthMode, store};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::decode_json;
+use crate::extract::ReadBody;
 use crate::state::AppState;
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use serde_json::json;
@@ -105,7 +104,7 @@ pub async fn enroll<S: Store>(
     State(hub): State<AppState<S>>,
     uri: Uri,
     headers: HeaderMap,
-    body: Bytes,
+    body: ReadBody,
 ) -> ApiResult<Json<EnrollReply>> {
     let target = uri
         .path_and_query()
@@ -115,11 +114,11 @@ pub async fn enroll<S: Store>(
         |h| header(&headers, h),
         Method::POST.as_str(),
         &target,
-        &body,
+        body.bytes(),
         now_ms(),
     )
     .map_err(|e| ApiError::with(StatusCode::UNAUTHORIZED, e.reason(), json!(null)))?;
-    let req: EnrollRequest = decode_json(&body)?;
+    let req: EnrollRequest = body.decode()?;
     let kind = kind_of(req.kind.as_deref())?;
     let token = req.token.clone().unwrap_or_default();
     let bootstrap = hub.cfg.bootstrap_token.clone();
@@ -222,11 +221,11 @@ fn require_signed(hub_mode: AuthMode, ctx: Option<&AuthContext>) -> ApiResult<()
 pub async fn invite<S: Store>(
     State(hub): State<AppState<S>>,
     ctx: Option<Extension<AuthContext>>,
-    body: Bytes,
+    body: ReadBody,
 ) -> ApiResult<Json<InviteReply>> {
     let ctx = ctx.map(|Extension(c)| c);
     require_signed(hub.cfg.auth, ctx.as_ref())?;
-    let req: InviteRequest = decode_json(&body)?;
+    let req: InviteRequest = body.decode()?;
     let kind = kind_of(req.kind.as_deref())?;
     let scopes = clean_scopes(&req.scopes)?;
     if scopes.is_empty() {
@@ -284,10 +283,10 @@ pub async fn identities<S: Store>(
 pub async fn revoke<S: Store>(
     State(hub): State<AppState<S>>,
     ctx: Option<Extension<AuthContext>>,
-    body: Bytes,
+    body: ReadBody,
 ) -> ApiResult<Json<RevokeReply>> {
     require_signed(hub.cfg.auth, ctx.map(|Extension(c)| c).as_ref())?;
-    let req: RevokeRequest = decode_json(&body)?;
+    let req: RevokeRequest = body.decode()?;
     let pubkey = req
         .pubkey
         .as_deref()
@@ -341,11 +340,11 @@ pub const MAX_TOKENS: usize = 1000;
 pub async fn token_mint<S: Store>(
     State(hub): State<AppState<S>>,
     ctx: Option<Extension<AuthContext>>,
-    body: Bytes,
+    body: ReadBody,
 ) -> ApiResult<Json<TokenMintReply>> {
     let ctx = ctx.map(|Extension(c)| c);
     require_signed(hub.cfg.auth, ctx.as_ref())?;
-    let req: TokenMintRequest = decode_json(&body)?;
+    let req: TokenMintRequest = body.decode()?;
     // Whitespace anywhere is refused rather than trimmed: the names are taken as written.
     let session = req.session.clone();
     let (who, suffix) = session.rsplit_once(':').unwrap_or(("", ""));
@@ -448,10 +447,10 @@ pub async fn tokens<S: Store>(
 pub async fn token_revoke<S: Store>(
     State(hub): State<AppState<S>>,
     ctx: Option<Extension<AuthContext>>,
-    body: Bytes,
+    body: ReadBody,
 ) -> ApiResult<Json<TokenRevokeReply>> {
     require_signed(hub.cfg.auth, ctx.map(|Extension(c)| c).as_ref())?;
-    let req: TokenRevokeRequest = decode_json(&body)?;
+    let req: TokenRevokeRequest = body.decode()?;
     let wanted = req.id.trim().to_string();
     if wanted.is_empty() {
         return Err(ApiError::bad_request("id required"));

@@ -48,8 +48,9 @@ pub async fn import<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(body): JsonBody<Value>,
 ) -> ApiResult<Json<ImportReply>> {
-    // Another hub's JSON may spell an integer as `3.0`; JSON Schema's `integer` allows it.
-    let req: ImportRequest = serde_json::from_value(trantor_proto::lanes::integral(body))
+    // Another hub's JSON may spell an integer as `3.0`; JSON Schema's `integer` allows it, and
+    // `JsonBody` has already read such a float as its integer (`extract::integral`).
+    let req: ImportRequest = serde_json::from_value(body)
         .map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))?;
     let asked = req.project.trim().to_string();
     if asked.is_empty() {

@@ -40,8 +40,9 @@ fn checklist_items(field: &str, items: Vec<ChecklistInput>) -> ApiResult<Vec<Che
         .into_iter()
         .map(ChecklistItem::from)
         .map(|mut it| {
-            it.text = it.text.trim().to_string();
+            // Bounded as sent, as the document says (white space around it counts).
             check_len("checklist item", &it.text, limits::CHECKLIST_TEXT)?;
+            it.text = it.text.trim().to_string();
             Ok(it)
         })
         .filter(|r: &ApiResult<ChecklistItem>| r.as_ref().map_or(true, |it| !it.text.is_empty()))

@@ -667,26 +667,16 @@ pub async fn canon_layer<S: Store>(
             .run(axum::extract::Request::from_parts(parts, body))
             .await;
     }
-    let bytes = match crate::ops::read_body(body).await {
-        Ok(b) => b,
-        Err(e) => return e.into_response(),
-    };
-    let rewritten = serde_json::from_slice::<Value>(&bytes)
-        .ok()
-        .and_then(|mut v| {
-            let to = v.get("project").and_then(Value::as_str).and_then(resolve)?;
-            v["project"] = Value::String(to);
-            serde_json::to_vec(&v).ok()
-        });
-    let body = match rewritten {
-        Some(b) => {
-            parts.headers.remove(axum::http::header::CONTENT_LENGTH);
-            axum::body::Body::from(b)
-        }
-        None => axum::body::Body::from(bytes),
-    };
-    next.run(axum::extract::Request::from_parts(parts, body))
-        .await
+    // The body was read by the auth or `_op` layer: the rewrite changes its one parse, which
+    // the route's extractor decodes.
+    let mut req = axum::extract::Request::from_parts(parts, body);
+    if let Some(read) = req.extensions_mut().get_mut::<crate::extract::ReadBody>()
+        && let Some(v) = read.json_mut()
+        && let Some(to) = v.get("project").and_then(Value::as_str).and_then(resolve)
+    {
+        v["project"] = Value::String(to);
+    }
+    next.run(req).await
 }
 
 fn urlencode(s: &str) -> String {

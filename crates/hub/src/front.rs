@@ -85,7 +85,14 @@ pub(crate) async fn serve_plain(
 ) {
     let mut buf: Vec<u8> = Vec::new();
     loop {
-        let head = Box::pin(next_head(&mut io, &mut buf, header_timeout, &mut stop, &slot)).await;
+        let head = Box::pin(next_head(
+            &mut io,
+            &mut buf,
+            header_timeout,
+            &mut stop,
+            &slot,
+        ))
+        .await;
         match head {
             Head::Closed => return,
             Head::Own { req, len, close } => {

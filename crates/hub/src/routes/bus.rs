@@ -413,8 +413,7 @@ async fn hold<S: Store>(
     .await;
     let resp = reply.map(Json).into_response();
     if parked {
-        hub.metrics
-            .request("GET", "/poll", resp.status().as_u16());
+        hub.metrics.request("GET", "/poll", resp.status().as_u16());
     }
     resp
 }

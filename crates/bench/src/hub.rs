@@ -195,6 +195,16 @@ impl HubProc {
             Some(p) => PathBuf::from(p),
             None => std::env::current_exe().context("cannot find this executable")?,
         };
+        Self::spawn_program(home, &exe, args)
+    }
+
+    /// Start `exe` as a hub on a free port (`RELAY_PORT`, `RELAY_HOST`, `HOME` set; `args` adds
+    /// the rest): this build, another build, or the original JavaScript hub under `node`.
+    pub(super) fn spawn_program(
+        home: &Path,
+        exe: &Path,
+        args: impl FnOnce(&mut Command, u16),
+    ) -> Result<HubProc> {
         let port = free_port()?;
         let log = home.join(format!("hub-{port}.log"));
         let out = std::fs::File::create(&log)
@@ -404,9 +414,22 @@ async fn wake_latency(
     samples: usize,
     others_held: i64,
 ) -> Result<Vec<f64>> {
-    let mut sender = Http::connect(port).await?;
-    let mut watcher = Http::connect(port).await?;
-    let mut poller = Some(Http::connect(port).await?);
+    wake_between(port, port, session, samples, others_held).await
+}
+
+/// Wake latency from a `/send` to `send_port` to the return of the `/poll` held on
+/// `poll_port` (another hub on the same database, or the same one), µs, sorted; `others_held`
+/// polls are held on `poll_port` besides the one timed.
+pub(super) async fn wake_between(
+    send_port: u16,
+    poll_port: u16,
+    session: &str,
+    samples: usize,
+    others_held: i64,
+) -> Result<Vec<f64>> {
+    let mut sender = Http::connect(send_port).await?;
+    let mut watcher = Http::connect(poll_port).await?;
+    let mut poller = Some(Http::connect(poll_port).await?);
     let mut cursor = 0i64;
     let mut out = Vec::with_capacity(samples);
     for i in 0..samples {
@@ -1008,6 +1031,31 @@ pub(super) async fn throughput(
     })
 }
 
+/// The bare-route ceiling (the same load against a bare route on the same server stack, started
+/// for it and stopped after), with its row in `table`.
+pub(super) async fn ceiling(
+    sizes: &Sizes,
+    load: &LoadGen,
+    table: &mut Table,
+) -> Result<Throughput> {
+    eprintln!("bench: bare-route ceiling…");
+    let home = TempDir::new("ceiling")?;
+    let mut server = HubProc::spawn_ceiling(home.path())?;
+    server
+        .wait_healthy(Instant::now(), Duration::from_secs(20))
+        .await?;
+    let c = throughput(server.port, server.pid(), sizes, load).await?;
+    server.stop()?;
+    table.row(Row::info(
+        format!(
+            "ceiling: bare route (same accept loop, same body decoded, nothing stored), {:.1} s",
+            c.secs
+        ),
+        format!("{:.0} requests/s", c.rate),
+    ));
+    Ok(c)
+}
+
 /// The delivery record's cost (docs/protocol.md §5.8): the same `/send` load and the same
 /// wake samples against a hub that keeps the record and one started with
 /// `--no-delivery-record`, both at `--sync full`, alternated over two rounds in one run so a
@@ -1200,21 +1248,7 @@ pub async fn run(args: &HubBenchArgs) -> Result<Table> {
             t.cpu_text(),
         ));
         // The ceiling: the same load against a bare route on the same server stack.
-        eprintln!("bench: bare-route ceiling…");
-        let ceiling_home = TempDir::new("ceiling")?;
-        let mut ceiling = HubProc::spawn_ceiling(ceiling_home.path())?;
-        ceiling
-            .wait_healthy(Instant::now(), Duration::from_secs(20))
-            .await?;
-        let c = throughput(ceiling.port, ceiling.pid(), &sizes, &load).await?;
-        ceiling.stop()?;
-        table.row(Row::info(
-            format!(
-                "ceiling: bare route (same accept loop, same body decoded, nothing stored), {:.1} s",
-                c.secs
-            ),
-            format!("{:.0} requests/s", c.rate),
-        ));
+        let c = ceiling(&sizes, &load, &mut table).await?;
         table.row(Row::info(
             "ceiling CPU per request: server / load generator, same window",
             c.cpu_text(),

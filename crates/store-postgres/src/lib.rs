@@ -14,8 +14,9 @@
 //!   free: message ids increase in commit order (a `/poll` cursor never skips a message that
 //!   commits late with a smaller id), and read-modify-write closures (the card gate, `_op`
 //!   records, delivery ledgers) never interleave. The writer groups the closures queued at that
-//!   moment into one transaction, each in its own savepoint, so one commit (one WAL flush)
-//!   serves many writes. [`Store::write`] resolves only after `COMMIT` returned, and with
+//!   moment into one transaction (a failing one undone alone, see `run_batch`), so one commit
+//!   (one WAL flush) serves many writes, and their inserts go out as one multi-row statement
+//!   per table (`batch`). [`Store::write`] resolves only after `COMMIT` returned, and with
 //!   `synchronous_commit = on` (the default, `--sync full`) a committed write is on disk.
 //! - **Reads** run in `REPEATABLE READ READ ONLY` transactions: one consistent snapshot each.
 //! - **Cross-hub wake:** inserting a message also runs `pg_notify` (delivered at commit) with
@@ -31,6 +32,7 @@
 //!   request; failures in between are [`StoreError::Unavailable`] (the hub answers 503). A
 //!   transaction whose `BEGIN` fails on a dead connection is retried once on a fresh one.
 
+mod batch;
 mod schema;
 mod tx;
 
@@ -144,9 +146,27 @@ pub(crate) type OwnedParam = Box<dyn postgres::types::ToSql + Sync + Send>;
 enum Pending {
     /// Simple-protocol commands (`;`-separated): savepoints, `setval`.
     Simple(String),
-    /// A prepared statement whose reply nobody waits for (an insert whose id the writer chose).
-    /// If it fails, the transaction is aborted, so the batch is rolled back as a whole.
+    /// A row whose insert nobody waits for (its id chosen by the writer); the rows queued
+    /// between two commands go out as one statement per table ([`batch::statements`]). If one
+    /// fails, the transaction is aborted, so the batch is rolled back as a whole.
+    Row(batch::Row),
+}
+
+/// A request on its way: what [`Pending`] becomes when it is sent.
+enum Request {
+    /// Simple-protocol commands.
+    Simple(String),
+    /// A prepared statement whose reply nobody waits for.
     Exec(Statement, Vec<OwnedParam>, Origin),
+}
+
+/// The write job running on the writer's connection (see [`run_batch`]): where its queued work
+/// starts in [`Conn::pending`], and whether it opened a savepoint (on its first round trip:
+/// work that was never sent is simply dropped if the job fails, and needs none).
+#[derive(Debug, Clone, Copy)]
+struct JobMark {
+    start: usize,
+    in_savepoint: bool,
 }
 
 /// The table and operation of a statement, for its error.
@@ -180,6 +200,8 @@ pub(crate) struct Conn {
     deferred_failed: Option<Origin>,
     /// Inside the writer's locked transaction: the ids it hands out (None elsewhere).
     pub(crate) ids: Option<Ids>,
+    /// The write job running now, if any.
+    job: Option<JobMark>,
 }
 
 /// A deferred request on its way (its reply read when it comes).
@@ -191,7 +213,7 @@ type Sent<'a> = Pin<Box<dyn Future<Output = Result<(), postgres::Error>> + 'a>>;
 fn pipelined<T>(
     rt: &tokio::runtime::Runtime,
     client: &tokio_postgres::Client,
-    pending: Vec<Pending>,
+    pending: Vec<Request>,
     failed: &mut Option<Origin>,
     fut: impl Future<Output = Result<T, postgres::Error>>,
 ) -> Result<T, postgres::Error> {
@@ -205,8 +227,8 @@ fn pipelined<T>(
             .iter()
             .map(|p| -> Sent<'_> {
                 match p {
-                    Pending::Simple(sql) => Box::pin(client.batch_execute(sql)),
-                    Pending::Exec(st, params, _) => Box::pin(async move {
+                    Request::Simple(sql) => Box::pin(client.batch_execute(sql)),
+                    Request::Exec(st, params, _) => Box::pin(async move {
                         client
                             .execute_raw(
                                 st,
@@ -259,11 +281,11 @@ fn pipelined<T>(
     out
 }
 
-impl Pending {
+impl Request {
     fn origin(&self) -> Origin {
         match self {
-            Pending::Simple(_) => ("transaction", "savepoint"),
-            Pending::Exec(_, _, origin) => *origin,
+            Request::Simple(_) => ("transaction", "savepoint"),
+            Request::Exec(_, _, origin) => *origin,
         }
     }
 }
@@ -297,6 +319,7 @@ impl Conn {
             pending: Vec::new(),
             deferred_failed: None,
             ids: None,
+            job: None,
         })
     }
 
@@ -315,10 +338,98 @@ impl Conn {
         }
     }
 
-    /// Queue a prepared statement to go out with the next statement (its reply is not
-    /// waited for; a failure fails the transaction).
-    pub(crate) fn defer_exec(&mut self, st: Statement, params: Vec<OwnedParam>, origin: Origin) {
-        self.pending.push(Pending::Exec(st, params, origin));
+    /// Queue a row to be inserted with the next round trip (its reply is not waited for; a
+    /// failure fails the transaction).
+    pub(crate) fn defer_row(&mut self, row: batch::Row) {
+        self.pending.push(Pending::Row(row));
+    }
+
+    /// A write job begins: what it queues from here on is its own.
+    fn job_start(&mut self) {
+        self.job = Some(JobMark {
+            start: self.pending.len(),
+            in_savepoint: false,
+        });
+    }
+
+    /// The write job ends, kept (`ok`) or not: what it queued and never sent is dropped if
+    /// not, and a savepoint it opened is released or rolled back to, with the next round trip.
+    fn job_end(&mut self, ok: bool) {
+        let Some(job) = self.job.take() else {
+            return;
+        };
+        if !ok {
+            self.pending.truncate(job.start);
+        }
+        if job.in_savepoint {
+            self.defer(if ok {
+                "RELEASE SAVEPOINT job"
+            } else {
+                "ROLLBACK TO SAVEPOINT job; RELEASE SAVEPOINT job"
+            });
+        }
+    }
+
+    /// Take what is queued, as requests to send now: a job's first round trip opens its
+    /// savepoint ahead of its own work, and the rows between two commands become one statement
+    /// per table. A statement that cannot be prepared fails the transaction like a failed
+    /// deferred one.
+    fn take_pending(&mut self) -> Result<Vec<Request>, postgres::Error> {
+        if let Some(job) = self.job.as_mut() {
+            if !job.in_savepoint {
+                self.pending
+                    .insert(job.start, Pending::Simple("SAVEPOINT job".into()));
+                job.in_savepoint = true;
+            }
+            job.start = 0;
+        }
+        let mut out = Vec::new();
+        let mut rows = Vec::new();
+        for p in std::mem::take(&mut self.pending) {
+            match p {
+                Pending::Row(r) => rows.push(r),
+                Pending::Simple(sql) => {
+                    self.rows_out(std::mem::take(&mut rows), &mut out)?;
+                    out.push(Request::Simple(sql));
+                }
+            }
+        }
+        self.rows_out(rows, &mut out)?;
+        Ok(out)
+    }
+
+    /// Append the statements that insert `rows` to `out`.
+    fn rows_out(
+        &mut self,
+        rows: Vec<batch::Row>,
+        out: &mut Vec<Request>,
+    ) -> Result<(), postgres::Error> {
+        for (sql, params, origin) in batch::statements(rows) {
+            let st = self.prepare(sql).inspect_err(|_| {
+                self.deferred_failed = Some(origin);
+            })?;
+            out.push(Request::Exec(st, params, origin));
+        }
+        Ok(())
+    }
+
+    /// Send what is queued and then `call`'s request, in one round trip.
+    fn send<'a, T, F>(
+        &'a mut self,
+        call: impl FnOnce(&'a tokio_postgres::Client) -> F,
+    ) -> Result<T, postgres::Error>
+    where
+        F: Future<Output = Result<T, postgres::Error>> + 'a,
+    {
+        let pending = self.take_pending()?;
+        let Conn {
+            rt,
+            client,
+            deferred_failed,
+            ..
+        } = self;
+        let client: &'a tokio_postgres::Client = client;
+        pipelined(rt, client, pending, deferred_failed, call(client))
     }
 
     /// The store error for `e`, raised by a statement of `table`/`op` — or by the deferred
@@ -338,19 +449,13 @@ impl Conn {
         self.pending.clear();
         self.deferred_failed = None;
         self.ids = None;
+        self.job = None;
     }
 
     /// Run simple-protocol commands (after any deferred work, in the same round trip).
     pub(crate) fn batch_execute(&mut self, sql: &str) -> Result<(), postgres::Error> {
         self.defer(sql);
-        let pending = std::mem::take(&mut self.pending);
-        pipelined(
-            &self.rt,
-            &self.client,
-            pending,
-            &mut self.deferred_failed,
-            std::future::ready(Ok(())),
-        )
+        self.send(|_| std::future::ready(Ok(())))
     }
 
     /// Run simple-protocol commands with nothing deferred ahead, and return the rows they
@@ -376,14 +481,7 @@ impl Conn {
         st: &Statement,
         params: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<Vec<postgres::Row>, postgres::Error> {
-        let pending = std::mem::take(&mut self.pending);
-        pipelined(
-            &self.rt,
-            &self.client,
-            pending,
-            &mut self.deferred_failed,
-            self.client.query(st, params),
-        )
+        self.send(|c| c.query(st, params))
     }
 
     /// At most one row of a prepared statement.
@@ -392,14 +490,7 @@ impl Conn {
         st: &Statement,
         params: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<Option<postgres::Row>, postgres::Error> {
-        let pending = std::mem::take(&mut self.pending);
-        pipelined(
-            &self.rt,
-            &self.client,
-            pending,
-            &mut self.deferred_failed,
-            self.client.query_opt(st, params),
-        )
+        self.send(|c| c.query_opt(st, params))
     }
 
     /// Rows changed by a prepared statement.
@@ -408,14 +499,7 @@ impl Conn {
         st: &Statement,
         params: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<u64, postgres::Error> {
-        let pending = std::mem::take(&mut self.pending);
-        pipelined(
-            &self.rt,
-            &self.client,
-            pending,
-            &mut self.deferred_failed,
-            self.client.execute(st, params),
-        )
+        self.send(|c| c.execute(st, params))
     }
 
     /// The prepared statement for `sql`, preparing it on first use.
@@ -607,14 +691,17 @@ fn writer_loop(mut slot: Slot, rx: mpsc::Receiver<BoxedWriteJob>, max_batch: usi
 /// transaction as a whole did not commit (then no job's changes are kept).
 ///
 /// Round trips per batch: two when the jobs only insert (a `/send`). The first is `BEGIN`, the
-/// lock (+ the first savepoint) and the next message and event ids: the writer holds the lock
-/// that serialises every write, so it hands out the ids itself ([`Ids`]), and an insert whose
-/// only answer was its id costs no round trip — it is queued on the connection
-/// ([`Conn::defer_exec`]). Closing a job's savepoint and opening the next one is queued the
-/// same way. The second carries everything queued, the sequences moved past the ids used, and
-/// `COMMIT`. A job that must read (a card, a peer) sends what is queued ahead of its read, in
-/// the same round trip. Jobs queued while the batch runs are pulled into it before it commits
-/// (a batch that began with one job alone runs without savepoints and takes no more).
+/// lock and the next message and event ids: the writer holds the lock that serialises every
+/// write, so it hands out the ids itself ([`Ids`]), and an insert whose only answer was its id
+/// costs no round trip — its row is queued on the connection ([`Conn::defer_row`]). The second
+/// carries everything queued, as one multi-row statement per table (`batch`), the sequences
+/// moved past the ids used, and `COMMIT`. A job that must read (a card, a peer) sends what is
+/// queued ahead of its read, in the same round trip. Jobs queued while the batch runs are
+/// pulled into it before it commits.
+///
+/// A job is undone alone when it fails: what it queued and never sent is dropped; a job that
+/// made a round trip opened a savepoint ahead of its own work with it, and is rolled back to
+/// that. A job that only queued rows (a `/send`) needs no savepoint at all.
 ///
 /// A queued insert that fails is seen at the next round trip; the savepoints are then unknown,
 /// so the whole batch is rolled back and every job in it gets the error (inserts with ids the
@@ -626,45 +713,23 @@ fn run_batch(
     rx: &mpsc::Receiver<BoxedWriteJob>,
     max_batch: usize,
 ) -> Result<(), StoreError> {
-    let single = batch.len() == 1;
     let next = |seq: &str| {
         format!("(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM {seq})")
     };
-    let ids = format!(
-        "SELECT {}, {}",
+    let begin = format!(
+        "BEGIN; SELECT pg_advisory_xact_lock({K_WRITE}); SELECT {}, {}",
         next("messages_id_seq"),
         next("events_id_seq")
     );
-    let begin = if single {
-        format!("BEGIN; SELECT pg_advisory_xact_lock({K_WRITE}); {ids}")
-    } else {
-        format!("BEGIN; SELECT pg_advisory_xact_lock({K_WRITE}); {ids}; SAVEPOINT job")
-    };
     let rows = slot.begin(&begin)?;
     let result = (|| -> Result<(), StoreError> {
         let conn = slot.get()?;
         conn.ids = Some(read_ids(&rows)?);
-        let step = |conn: &mut Conn, sql: &str| {
-            let r = conn.batch_execute(sql);
-            r.map_err(|e| conn.blame("transaction", "step", e))
-        };
-        if let [job] = batch.as_mut_slice() {
-            let ok = job.run(&mut PgTx::new(conn));
-            if !ok {
-                return step(conn, "ROLLBACK");
-            }
-            let commit = format!("{}COMMIT", move_sequences(conn));
-            return step(conn, &commit);
-        }
         let mut i = 0;
         while i < batch.len() {
+            conn.job_start();
             let ok = batch[i].run(&mut PgTx::new(conn));
-            // Rides along with the next job's first statement (or with COMMIT).
-            conn.defer(if ok {
-                "RELEASE SAVEPOINT job; SAVEPOINT job"
-            } else {
-                "ROLLBACK TO SAVEPOINT job; RELEASE SAVEPOINT job; SAVEPOINT job"
-            });
+            conn.job_end(ok);
             i += 1;
             if i == batch.len() {
                 // Writes that arrived while these ran join this transaction, so one commit
@@ -680,9 +745,9 @@ fn run_batch(
                 "transaction: a savepoint command failed; the batch is rolled back",
             ));
         }
-        let commit = format!("RELEASE SAVEPOINT job; {}COMMIT", move_sequences(conn));
-        step(conn, &commit)?;
-        Ok(())
+        let commit = format!("{}COMMIT", move_sequences(conn));
+        let r = conn.batch_execute(&commit);
+        r.map_err(|e| conn.blame("transaction", "commit", e))
     })();
     if result.is_err() {
         slot.check();

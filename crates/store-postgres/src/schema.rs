@@ -12,7 +12,7 @@ use trantor_store::StoreError;
 use trantor_store::migrate::{self, SchemaTx};
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// Version 1: every table the `Store` trait needs.
 ///
@@ -307,8 +307,85 @@ CREATE INDEX turns_ts      ON turns(ts);
 CREATE INDEX turns_project ON turns(project, ts);
 "#;
 
+/// Version 5: the contract ledger kept once per statement instead of once per row, so the
+/// writer's one multi-row insert of a batch's messages (crates/store-postgres, `batch`) costs
+/// one trigger call. The rules are version 3's, applied in id order; when no message of the
+/// statement is a reply by `re` and no two of its ledger messages are between the same two
+/// sessions (a batch of `/send`s from different senders), no message's ledger work reads or
+/// writes what another's does, and they are applied as sets: each plain message answers the
+/// oldest open contract of its recipient's to its sender within the horizon, every message
+/// raises its pair's peer row and opens its own contract. Otherwise each row goes through
+/// `trantor_ledger_apply` in turn, as before. `trantor_ledger_peer` becomes PL/pgSQL, whose
+/// plan is kept between calls (a SQL function called from PL/pgSQL is planned on every call).
+const V5: &str = r#"
+DROP TRIGGER messages_ledger ON messages;
+DROP FUNCTION trantor_ledger_on_message();
+
+CREATE OR REPLACE FUNCTION trantor_ledger_peer(s TEXT, p TEXT, reply BIGINT, answered BIGINT)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO contract_peers(sender, peer, last_reply, last_answered)
+    VALUES (s, p, reply, answered)
+    ON CONFLICT (sender, peer) DO UPDATE SET
+        last_reply = GREATEST(contract_peers.last_reply, excluded.last_reply),
+        last_answered = GREATEST(contract_peers.last_answered, excluded.last_answered);
+END $$;
+
+CREATE FUNCTION trantor_ledger_on_messages() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    m RECORD;
+BEGIN
+    IF NOT EXISTS (
+        SELECT 1 FROM new_messages
+         WHERE NOT (from_s = '' OR to_s = '' OR to_s = 'all' OR to_s = from_s
+                    OR from_s LIKE 'hub:%' OR to_s LIKE 'hub:%')
+         GROUP BY LEAST(from_s, to_s), GREATEST(from_s, to_s)
+        HAVING count(*) > 1
+            OR bool_or(re IS NOT NULL AND kind IS DISTINCT FROM 'ask')) THEN
+        WITH k AS (
+            SELECT id, ts, from_s, to_s, project, kind, wake FROM new_messages
+             WHERE NOT (from_s = '' OR to_s = '' OR to_s = 'all' OR to_s = from_s
+                        OR from_s LIKE 'hub:%' OR to_s LIKE 'hub:%')),
+        hit AS (
+            SELECT k.id AS reply, c.id AS contract FROM k
+             CROSS JOIN LATERAL (
+                 SELECT id FROM contracts
+                  WHERE sender = k.to_s AND assignee = k.from_s AND answer_id IS NULL
+                    AND NOT ack AND ts >= k.ts - 86400000 AND id < k.id
+                  ORDER BY ts, id LIMIT 1) c
+             WHERE k.kind IS DISTINCT FROM 'ask'),
+        answered AS (
+            UPDATE contracts SET answer_id = hit.reply, by_re = false
+              FROM hit WHERE contracts.id = hit.contract),
+        peers AS (
+            INSERT INTO contract_peers(sender, peer, last_reply, last_answered)
+            SELECT k.to_s, k.from_s, k.id, COALESCE(hit.contract, 0)
+              FROM k LEFT JOIN hit ON hit.reply = k.id
+            ON CONFLICT (sender, peer) DO UPDATE SET
+                last_reply = GREATEST(contract_peers.last_reply, excluded.last_reply),
+                last_answered = GREATEST(contract_peers.last_answered, excluded.last_answered))
+        INSERT INTO contracts(id, sender, assignee, ts, project, ack)
+        SELECT id, from_s, to_s, ts, project,
+               wake IS NOT DISTINCT FROM false OR COALESCE(kind IN ('receipt', 'status'), false)
+          FROM k
+        ON CONFLICT (id) DO NOTHING;
+    ELSE
+        FOR m IN SELECT id, ts, from_s, to_s, project, re, kind, wake FROM new_messages
+                  WHERE to_s <> 'all' ORDER BY id LOOP
+            PERFORM trantor_ledger_apply(m.id, m.ts, m.from_s, m.to_s, m.project, m.re,
+                                         m.kind, m.wake);
+        END LOOP;
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER messages_ledger AFTER INSERT ON messages
+    REFERENCING NEW TABLE AS new_messages
+    FOR EACH STATEMENT EXECUTE FUNCTION trantor_ledger_on_messages();
+"#;
+
 /// Migrations in order: entry `i` brings a database from version `i` to `i + 1`.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5];
 
 /// Bring the database to [`SCHEMA_VERSION`], or explain why it cannot be.
 pub(crate) fn migrate(client: &mut Client, url: &str) -> Result<(), StoreError> {

@@ -21,13 +21,32 @@ use trantor_store::{
     OpRecord, OpenGroup, PruneReport, ReadTx, ReapedContract, StoreError, WriteTx,
 };
 
-use crate::{Conn, NOTIFY_CHANNEL, OwnedParam, map_pg};
+use crate::{Conn, NOTIFY_CHANNEL, batch, map_pg};
 
 mod cost;
 mod delivery;
 
 /// A statement parameter.
 type Param<'a> = &'a (dyn ToSql + Sync);
+
+/// Statement runners over [`PgTx::call`]: `name(table, op, sql, params)` runs the connection's
+/// `method` with the prepared statement.
+macro_rules! via_call {
+    ($($(#[$doc:meta])* $name:ident -> $t:ty = $method:ident;)+) => {
+        $(
+            $(#[$doc])*
+            fn $name(
+                &self,
+                table: &'static str,
+                op: &'static str,
+                sql: &str,
+                params: &[Param<'_>],
+            ) -> Result<$t, StoreError> {
+                self.call(table, op, sql, |c, st| c.$method(st, params))
+            }
+        )+
+    };
+}
 
 /// Statements of a transaction on one connection (read-only or read-write, as it was begun).
 pub(crate) struct PgTx<'c> {
@@ -42,58 +61,34 @@ impl<'c> PgTx<'c> {
         }
     }
 
-    fn query(
+    /// Run `call` with the prepared statement for `sql` (after any deferred work, in the same
+    /// round trip); a failure names `table`/`op`, or the deferred work when that is what failed.
+    fn call<T>(
         &self,
         table: &'static str,
         op: &'static str,
         sql: &str,
-        params: &[Param<'_>],
-    ) -> Result<Vec<Row>, StoreError> {
+        call: impl FnOnce(&mut Conn, &postgres::Statement) -> Result<T, postgres::Error>,
+    ) -> Result<T, StoreError> {
         let mut c = self.conn.borrow_mut();
         let st = c.prepare(sql).map_err(map_pg(table, op))?;
-        let r = c.query(&st, params);
+        let r = call(&mut c, &st);
         r.map_err(|e| c.blame(table, op, e))
     }
 
-    fn query_opt(
-        &self,
-        table: &'static str,
-        op: &'static str,
-        sql: &str,
-        params: &[Param<'_>],
-    ) -> Result<Option<Row>, StoreError> {
-        let mut c = self.conn.borrow_mut();
-        let st = c.prepare(sql).map_err(map_pg(table, op))?;
-        let r = c.query_opt(&st, params);
-        r.map_err(|e| c.blame(table, op, e))
+    via_call! {
+        /// Rows of a statement.
+        query -> Vec<Row> = query;
+        /// At most one row of a statement.
+        query_opt -> Option<Row> = query_opt;
+        /// Rows changed by a statement.
+        exec -> u64 = execute;
     }
 
-    fn exec(
-        &self,
-        table: &'static str,
-        op: &'static str,
-        sql: &str,
-        params: &[Param<'_>],
-    ) -> Result<u64, StoreError> {
-        let mut c = self.conn.borrow_mut();
-        let st = c.prepare(sql).map_err(map_pg(table, op))?;
-        let r = c.execute(&st, params);
-        r.map_err(|e| c.blame(table, op, e))
-    }
-
-    /// Queue a statement whose reply nobody needs, to go out with the next round trip (see
+    /// Queue a row whose insert nobody waits for, to go out with the next round trip (see
     /// `run_batch` in the crate root: a failure then fails the whole batch).
-    fn defer(
-        &self,
-        table: &'static str,
-        op: &'static str,
-        sql: &str,
-        params: Vec<OwnedParam>,
-    ) -> Result<(), StoreError> {
-        let mut c = self.conn.borrow_mut();
-        let st = c.prepare(sql).map_err(map_pg(table, op))?;
-        c.defer_exec(st, params, (table, op));
-        Ok(())
+    fn defer(&self, row: batch::Row) {
+        self.conn.borrow_mut().defer_row(row);
     }
 
     /// The next message id, when the writer hands ids out (inside its locked batch).
@@ -871,41 +866,18 @@ impl WriteTx for PgTx<'_> {
         if let Some(id) = self.take_message_id() {
             // The writer's id: the row, the tip counter and the notification other hubs wake
             // on go out with the next round trip (NOTIFY is delivered at COMMIT, or never).
-            let sql = format!(
-                "WITH m AS (
-                     INSERT INTO messages(id, ts, from_s, to_s, project, text, re, kind, wake)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id),
-                 c AS (UPDATE counters
-                         SET n = CASE name WHEN 'messages_tip' THEN GREATEST(n, $1)
-                                           ELSE n + 1 END
-                         WHERE name IN ('messages_tip', 'messages_count'))
-                 SELECT pg_notify('{NOTIFY_CHANNEL}', $1::text || ' ' || $4) FROM m"
-            );
-            self.defer(
-                "messages",
-                "insert_message",
-                &sql,
-                vec![
-                    Box::new(id),
-                    Box::new(msg.ts),
-                    Box::new(msg.from.clone()),
-                    Box::new(msg.to.clone()),
-                    Box::new(msg.project.clone()),
-                    Box::new(msg.text.clone()),
-                    Box::new(msg.re),
-                    Box::new(msg.kind.clone()),
-                    Box::new(msg.wake),
-                ],
-            )?;
-            if !refs.is_empty() {
-                self.defer(
-                    "message_refs",
-                    "insert",
-                    "INSERT INTO message_refs(card_id, msg_id) SELECT unnest($1::bigint[]), $2
-                     ON CONFLICT DO NOTHING",
-                    vec![Box::new(refs.to_vec()), Box::new(id)],
-                )?;
-            }
+            self.defer(batch::Row::Message(batch::MessageRow {
+                id,
+                ts: msg.ts,
+                from: msg.from.clone(),
+                to: msg.to.clone(),
+                project: msg.project.clone(),
+                text: msg.text.clone(),
+                re: msg.re,
+                kind: msg.kind.clone(),
+                wake: msg.wake,
+                refs: refs.to_vec(),
+            }));
             return Ok(msg.stored_as(id));
         }
         // One round trip: the row, the tip counter, and the notification other hubs wake on
@@ -1076,34 +1048,16 @@ impl WriteTx for PgTx<'_> {
         let data = encode("events", &event.data)?;
         if let Some(id) = self.take_event_id() {
             // The writer's id: the row and its counters go out with the next round trip.
-            self.defer(
-                "events",
-                "insert_event",
-                "WITH e AS (
-                     INSERT INTO events(id, ts, type, project, by_s, task_id, data)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id)
-                 UPDATE counters
-                     SET n = CASE name WHEN 'events_tip' THEN GREATEST(n, $1) ELSE n + 1 END
-                     WHERE name IN ('events_tip', 'events_count') AND EXISTS (SELECT 1 FROM e)",
-                vec![
-                    Box::new(id),
-                    Box::new(event.ts),
-                    Box::new(event.kind.clone()),
-                    Box::new(event.project.clone()),
-                    Box::new(event.by.clone()),
-                    Box::new(event.task_id),
-                    Box::new(data),
-                ],
-            )?;
-            if !event.refs.is_empty() {
-                self.defer(
-                    "event_refs",
-                    "insert",
-                    "INSERT INTO event_refs(card_id, event_id) SELECT unnest($1::bigint[]), $2
-                     ON CONFLICT DO NOTHING",
-                    vec![Box::new(event.refs.clone()), Box::new(id)],
-                )?;
-            }
+            self.defer(batch::Row::Event(batch::EventRow {
+                id,
+                ts: event.ts,
+                kind: event.kind.clone(),
+                project: event.project.clone(),
+                by: event.by.clone(),
+                task_id: event.task_id,
+                data,
+                refs: event.refs.clone(),
+            }));
             return Ok(Event {
                 id,
                 ts: event.ts,

@@ -324,3 +324,213 @@ async fn pg_a_failed_queued_insert_rolls_the_batch_back() {
     );
     blocking(move || drop(s));
 }
+
+impl PgDb {
+    /// The first column of every row `sql` returns, one line each.
+    fn dump(&self, sql: &str) -> String {
+        let (url, sql) = (self.url.clone(), sql.to_string());
+        blocking(move || {
+            let mut c = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+            c.query(&sql, &[])
+                .expect("dump query")
+                .iter()
+                .map(|r| r.get::<_, String>(0))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+    }
+}
+
+/// The contract ledger kept over a batch's messages as one statement (schema version 5: the
+/// set path when no two messages share a pair of sessions and none replies by `re`, else row by
+/// row) ends exactly as the same messages written one write each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_ledger_over_a_batch_matches_one_write_each() {
+    let (Some(one), Some(many)) = (pg_db(), pg_db()) else {
+        return;
+    };
+    let msg = |from: &str, to: &str, ts: i64, kind: Option<&str>, re: Option<i64>| {
+        let mut m = conformance::new_msg(from, to, ts, &format!("{from}>{to}@{ts}"));
+        m.kind = kind.map(str::to_string);
+        m.re = re;
+        m
+    };
+    // Ids are handed out in order from 1 in both databases, so `re` can name them.
+    let steps: Vec<Vec<trantor_store::NewMessage>> = vec![
+        vec![
+            msg("a", "b", 1, None, None),
+            msg("c", "d", 2, Some("ask"), None),
+            msg("e", "f", 3, None, None),
+            msg("g", "h", 4, None, None),
+        ],
+        // The set path: distinct pairs, no `re`: answers (b→a, d→c), an ack, a status, an
+        // ask, a broadcast and a message to oneself (kept out of the ledger).
+        vec![
+            msg("b", "a", 10, None, None),
+            msg("d", "c", 11, None, None),
+            {
+                let mut m = msg("f", "e", 12, None, None);
+                m.wake = Some(false);
+                m
+            },
+            msg("h", "i", 13, Some("status"), None),
+            msg("x", "y", 14, Some("ask"), Some(1)),
+            msg("z", "all", 15, None, None),
+            msg("q", "q", 16, None, None),
+        ],
+        // Row by row: a pair twice, and a reply by `re`.
+        vec![
+            msg("a", "b", 20, None, None),
+            msg("b", "a", 21, None, None),
+            msg("h", "g", 22, None, Some(4)),
+            msg("a", "b", 23, None, None),
+        ],
+    ];
+    let (s1, s2) = (one.open(), many.open());
+    for step in &steps {
+        for m in step.clone() {
+            s1.write(move |tx| tx.insert_message(m, &[]))
+                .await
+                .expect("one write each");
+        }
+        let batch = step.clone();
+        s2.write(move |tx| {
+            for m in batch {
+                tx.insert_message(m, &[])?;
+            }
+            Ok(())
+        })
+        .await
+        .expect("one write for the step");
+    }
+    blocking(move || drop((s1, s2)));
+    for sql in [
+        "SELECT row_to_json(c)::text FROM contracts c ORDER BY id",
+        "SELECT row_to_json(p)::text FROM contract_peers p ORDER BY sender, peer",
+    ] {
+        let (a, b) = (one.dump(sql), many.dump(sql));
+        assert!(!a.is_empty(), "{sql}: the ledger has rows");
+        assert_eq!(a, b, "{sql}");
+    }
+    // The answers the steps were made for are there.
+    let answered = many.dump(
+        "SELECT id || '>' || answer_id FROM contracts WHERE answer_id IS NOT NULL ORDER BY id",
+    );
+    assert!(
+        answered.contains("1>5") && answered.contains("2>6"),
+        "{answered}"
+    );
+}
+
+/// Writes that share one batch are undone alone when they fail: one that only queued rows (its
+/// rows never sent) and one that made a round trip first (rolled back to its savepoint); the
+/// others commit, and a message's delivery states end in `delivery_open` as its last one says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_a_failed_write_in_a_batch_is_undone_alone() {
+    use trantor_proto::{DeliveryEntry, DeliveryState};
+    let Some(db) = pg_db() else { return };
+    let s = db.open();
+    let state = |state: DeliveryState| DeliveryEntry {
+        state,
+        ts: 1,
+        session: "r".into(),
+        instance: None,
+        turn: None,
+        pid: None,
+        outcome: None,
+        reason: None,
+    };
+    // Hold the store's write lock (crates/store-postgres K_WRITE) from another connection so
+    // every write below is queued before the writer's first batch can begin.
+    let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let url = db.url.clone();
+    let holder = std::thread::spawn(move || {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+        c.execute("SELECT pg_advisory_lock($1)", &[&0x7472_616e_746f_7201_i64])
+            .expect("lock");
+        locked_tx.send(()).expect("say locked");
+        let _ = release_rx.recv();
+        c.execute(
+            "SELECT pg_advisory_unlock($1)",
+            &[&0x7472_616e_746f_7201_i64],
+        )
+        .expect("unlock");
+    });
+    locked_rx.recv().expect("locked");
+    let first = s.write(|tx| tx.insert_message(conformance::new_msg("a", "r", 1, "first"), &[]));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while db.dump("SELECT count(*)::text FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+        == "0"
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the writer never waited for the lock"
+        );
+        std::thread::yield_now();
+    }
+    let queued_only = s.write(move |tx| {
+        let m = tx.insert_message(conformance::new_msg("a", "r", 2, "queued, refused"), &[])?;
+        tx.append_delivery(m.id, &state(DeliveryState::Stored))?;
+        Err::<(), _>(trantor_store::StoreError::db("refused after queueing"))
+    });
+    let kept = s.write(move |tx| {
+        let a = tx.insert_message(conformance::new_msg("a", "r", 3, "consumed"), &[])?;
+        tx.append_delivery(a.id, &state(DeliveryState::Stored))?;
+        tx.append_delivery(a.id, &state(DeliveryState::Consumed))?;
+        let b = tx.insert_message(conformance::new_msg("a", "r", 4, "parked"), &[])?;
+        tx.append_delivery(b.id, &state(DeliveryState::Stored))?;
+        tx.append_delivery(b.id, &state(DeliveryState::Parked))?;
+        Ok((a.id, b.id))
+    });
+    let read_then_refused = s.write(move |tx| {
+        let m = tx.insert_message(conformance::new_msg("a", "r", 5, "read, refused"), &[])?;
+        // A read: a round trip, with a savepoint ahead of this write's rows.
+        tx.message(m.id)?;
+        tx.insert_message(conformance::new_msg("a", "r", 6, "read, refused 2"), &[])?;
+        Err::<(), _>(trantor_store::StoreError::db("refused after a read"))
+    });
+    let read_then_kept = s.write(move |tx| {
+        let m = tx.insert_message(conformance::new_msg("a", "r", 7, "read, kept"), &[])?;
+        let seen = tx.message(m.id)?.map(|m| m.text);
+        Ok(seen)
+    });
+    release_tx.send(()).expect("release");
+    let (first, queued_only, kept, read_then_refused, read_then_kept) =
+        tokio::join!(first, queued_only, kept, read_then_refused, read_then_kept);
+    holder.join().expect("lock holder");
+    first.expect("first");
+    assert!(queued_only.is_err());
+    assert!(read_then_refused.is_err());
+    let (consumed, parked) = kept.expect("kept");
+    assert_eq!(
+        read_then_kept.expect("read, kept").as_deref(),
+        Some("read, kept"),
+        "a write reads its own queued rows"
+    );
+    let texts: Vec<String> = s
+        .read(|tx| tx.messages_for("r", 0, 0))
+        .await
+        .expect("read")
+        .into_iter()
+        .map(|m| m.text)
+        .collect();
+    assert_eq!(texts, ["first", "consumed", "parked", "read, kept"]);
+    let counts = s.read(|tx| tx.counts()).await.expect("counts");
+    assert_eq!(counts.messages, 4, "{counts:?}");
+    let (open, total) = s.read(|tx| tx.delivery_open("r", 0)).await.expect("open");
+    assert_eq!(total, 1);
+    assert_eq!(
+        open.iter().map(|o| (o.id, o.state)).collect::<Vec<_>>(),
+        vec![(parked, DeliveryState::Parked)]
+    );
+    let states = s
+        .read(move |tx| tx.delivery_states(consumed))
+        .await
+        .expect("states");
+    assert_eq!(
+        states.iter().map(|e| e.state).collect::<Vec<_>>(),
+        vec![DeliveryState::Stored, DeliveryState::Consumed]
+    );
+    blocking(move || drop(s));
+}

@@ -130,22 +130,19 @@ impl PgTx<'_> {
         if self.conn.borrow().ids.is_some() {
             // Inside the writer's batch: nothing is read back, so it goes out with the next
             // round trip (an insert without a key of its own to conflict on).
-            return self.defer(
-                "delivery",
-                "append",
-                sql,
-                vec![
-                    Box::new(id),
-                    Box::new(st.to_string()),
-                    Box::new(e.ts),
-                    Box::new(e.session.clone()),
-                    Box::new(e.instance.clone()),
-                    Box::new(turn),
-                    Box::new(pid),
-                    Box::new(e.outcome.clone()),
-                    Box::new(e.reason.clone()),
-                ],
-            );
+            self.defer(super::batch::Row::Delivery(super::batch::DeliveryRow {
+                msg_id: id,
+                state: st.to_string(),
+                terminal: e.state.is_terminal(),
+                ts: e.ts,
+                session: e.session.clone(),
+                instance: e.instance.clone(),
+                turn,
+                pid,
+                outcome: e.outcome.clone(),
+                reason: e.reason.clone(),
+            }));
+            return Ok(());
         }
         self.exec(
             "delivery",

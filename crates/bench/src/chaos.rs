@@ -365,6 +365,9 @@ fn append(path: &Path, line: &str) -> Result<()> {
     Ok(())
 }
 
+/// The project every seat and contract of a phase is on.
+const PROJECT: &str = "chaos";
+
 /// One phase: boot the hub and the seats in `dir`, send the contracts, kill and restart (when
 /// `kills`), drain, count.
 pub async fn phase(
@@ -375,6 +378,80 @@ pub async fn phase(
 ) -> Result<ChaosNumbers> {
     let started = Instant::now();
     let exe = std::env::current_exe()?;
+    let agent = prepare_dir(dir)?;
+    let port = free_port()?;
+    let hub = Arc::new(Mutex::new(Hub {
+        exe: exe.clone(),
+        port,
+        data: dir.join("hub"),
+        child: None,
+    }));
+    hub.lock()
+        .map_err(|_| anyhow::anyhow!("hub lock"))?
+        .start()?;
+    let url = format!("http://127.0.0.1:{port}");
+    let mut seats = Vec::new();
+    for i in 0..args.seats {
+        let mut s = SeatProc {
+            persona: format!("s{i}"),
+            cmd: runner_command(&exe, &agent, dir, &url, &format!("s{i}")),
+            child: None,
+        };
+        s.start()?;
+        seats.push(s);
+    }
+    let seats = Arc::new(Mutex::new(seats));
+    let client = HubClient::new(url.clone()).with_timeout(Duration::from_secs(3));
+    wait_for_kickoffs(args, dir).await?;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let hub_kills = Arc::new(AtomicU64::new(0));
+    let runner_kills = Arc::new(AtomicU64::new(0));
+    let killer = kills.then(|| {
+        let kill = Killer {
+            stop: stop.clone(),
+            hub: hub.clone(),
+            seats: seats.clone(),
+            hub_kills: hub_kills.clone(),
+            runner_kills: runner_kills.clone(),
+            mean_ms: args.kill_every_ms.max(100),
+            log: dir.join("kills.log"),
+        };
+        std::thread::spawn(move || kill.run(seed))
+    });
+
+    let acked_path = dir.join("acked.jsonl");
+    let unacked = send_contracts(args, &client, &acked_path).await?;
+    stop.store(true, Ordering::SeqCst);
+    if let Some(k) = killer {
+        match k.join() {
+            Ok(r) => r?,
+            Err(_) => bail!("the killer thread panicked"),
+        }
+    }
+    drain(args, dir).await;
+    let incomplete = check_records(&client, &acked_path, &dir.join("delivery.jsonl")).await?;
+    drop(seats);
+    drop(hub);
+    let (lost, duplicated, overlapping, ack_to_start_ms, acknowledged) = count(dir);
+    Ok(ChaosNumbers {
+        incomplete_records: incomplete,
+        kills,
+        acknowledged,
+        unacknowledged_attempts: unacked,
+        lost,
+        duplicated,
+        overlapping,
+        hub_kills: hub_kills.load(Ordering::SeqCst) as usize,
+        runner_kills: runner_kills.load(Ordering::SeqCst) as usize,
+        ack_to_start_ms,
+        secs: started.elapsed().as_secs_f64(),
+        seed,
+    })
+}
+
+/// The phase's directories, the agent script (returned) and a repository with one commit.
+fn prepare_dir(dir: &Path) -> Result<PathBuf> {
     for d in ["hub", "bus", "home", "chaos", "repo", "logs"] {
         std::fs::create_dir_all(dir.join(d))?;
     }
@@ -389,85 +466,68 @@ pub async fn phase(
     std::fs::write(repo.join("README.md"), "chaos\n")?;
     git(&repo, &["add", "README.md"])?;
     git(&repo, &["commit", "-q", "-m", "init"])?;
+    Ok(agent)
+}
 
-    let port = free_port()?;
-    let hub = Arc::new(Mutex::new(Hub {
-        exe: exe.clone(),
-        port,
-        data: dir.join("hub"),
-        child: None,
-    }));
-    hub.lock()
-        .map_err(|_| anyhow::anyhow!("hub lock"))?
-        .start()?;
-    let url = format!("http://127.0.0.1:{port}");
-    let project = "chaos";
-    let mut seats = Vec::new();
-    for i in 0..args.seats {
-        let persona = format!("s{i}");
-        let (exe, agent, repo, dir2, url2, p2) = (
-            exe.clone(),
-            agent.clone(),
-            repo.clone(),
-            dir.to_path_buf(),
-            url.clone(),
-            persona.clone(),
-        );
-        let boots = Arc::new(AtomicU64::new(0));
-        let cmd = move || {
-            let n = boots.fetch_add(1, Ordering::SeqCst) + 1;
-            let log = std::fs::File::create(dir2.join("logs").join(format!("{p2}-{n}.log")))
-                .or_else(|_| std::fs::File::create("/dev/null"));
-            let mut c = Command::new(&exe);
-            c.arg("runner")
-                .arg("command")
-                .arg(&repo)
-                .env("CREW_COMMAND", format!("{} {{P}}", agent.display()))
-                .env("CREW_PERSONA", &p2)
-                .env("HOME", dir2.join("home"))
-                .env("AGENT_BUS_DIR", dir2.join("bus"))
-                .env("CHAOS_DIR", dir2.join("chaos"))
-                .env("RELAY_URL", &url2)
-                .env("RELAY_PROJECT", project)
-                .env("RELAY_HOST_ID", "orch")
-                .env("TRANTOR_POLL_HOLD_S", "2")
-                .env("TRANTOR_HUB_BACKOFF_MAX_MS", "500")
-                .env("TRANTOR_NO_DESKTOP_NOTIFY", "1")
-                .env("TRANTOR_ADOPT_GRACE_MS", "60000")
-                .env("TRANTOR_LOG", "info")
-                .env_remove("RELAY_SESSION")
-                .env_remove("RUNNER_SESSION")
-                .env_remove("CREW_AGENT")
-                .env_remove("RELAY_DATA_DIR")
-                .stdin(Stdio::null())
-                .process_group(0);
-            match log {
-                Ok(f) => {
-                    let e = f
-                        .try_clone()
-                        .map(Stdio::from)
-                        .unwrap_or_else(|_| Stdio::null());
-                    c.stdout(Stdio::from(f)).stderr(e);
-                }
-                Err(_) => {
-                    c.stdout(Stdio::null()).stderr(Stdio::null());
-                }
+/// How seat `persona`'s runner is (re)started: the `command` driver on the agent script, each
+/// boot logging to a file of its own.
+fn runner_command(
+    exe: &Path,
+    agent: &Path,
+    dir: &Path,
+    url: &str,
+    persona: &str,
+) -> Box<dyn Fn() -> Command + Send> {
+    let (exe, agent, dir, url, persona) = (
+        exe.to_path_buf(),
+        agent.to_path_buf(),
+        dir.to_path_buf(),
+        url.to_string(),
+        persona.to_string(),
+    );
+    let boots = AtomicU64::new(0);
+    Box::new(move || {
+        let n = boots.fetch_add(1, Ordering::SeqCst) + 1;
+        let log = std::fs::File::create(dir.join("logs").join(format!("{persona}-{n}.log")))
+            .or_else(|_| std::fs::File::create("/dev/null"));
+        let mut c = Command::new(&exe);
+        c.arg("runner")
+            .arg("command")
+            .arg(dir.join("repo"))
+            .env("CREW_COMMAND", format!("{} {{P}}", agent.display()))
+            .env("CREW_PERSONA", &persona)
+            .env("HOME", dir.join("home"))
+            .env("AGENT_BUS_DIR", dir.join("bus"))
+            .env("CHAOS_DIR", dir.join("chaos"))
+            .env("RELAY_URL", &url)
+            .env("RELAY_PROJECT", PROJECT)
+            .env("RELAY_HOST_ID", "orch")
+            .env("TRANTOR_POLL_HOLD_S", "2")
+            .env("TRANTOR_HUB_BACKOFF_MAX_MS", "500")
+            .env("TRANTOR_NO_DESKTOP_NOTIFY", "1")
+            .env("TRANTOR_ADOPT_GRACE_MS", "60000")
+            .env("TRANTOR_LOG", "info")
+            .env_remove("RELAY_SESSION")
+            .env_remove("RUNNER_SESSION")
+            .env_remove("CREW_AGENT")
+            .env_remove("RELAY_DATA_DIR")
+            .stdin(Stdio::null())
+            .process_group(0);
+        match log.and_then(|f| Ok((f.try_clone()?, f))) {
+            Ok((err, out)) => {
+                c.stdout(Stdio::from(out)).stderr(Stdio::from(err));
             }
-            c
-        };
-        let mut s = SeatProc {
-            persona,
-            cmd: Box::new(cmd),
-            child: None,
-        };
-        s.start()?;
-        seats.push(s);
-    }
-    let seats = Arc::new(Mutex::new(seats));
-    let client = HubClient::new(url.clone()).with_timeout(Duration::from_secs(3));
+            Err(_) => {
+                c.stdout(Stdio::null()).stderr(Stdio::null());
+            }
+        }
+        c
+    })
+}
 
-    // Every seat boots (its kickoff turn starts) before the first contract.
-    let boot_deadline = Instant::now() + Duration::from_secs(90);
+/// Every seat boots (its kickoff turn starts) before the first contract.
+async fn wait_for_kickoffs(args: &ChaosBenchArgs, dir: &Path) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         let booted = (0..args.seats)
             .filter(|i| {
@@ -478,9 +538,9 @@ pub async fn phase(
             })
             .count();
         if booted == args.seats {
-            break;
+            return Ok(());
         }
-        if Instant::now() > boot_deadline {
+        if Instant::now() > deadline {
             bail!(
                 "only {booted} of {} seats ran a kickoff turn within 90 s (logs in {})",
                 args.seats,
@@ -489,67 +549,79 @@ pub async fn phase(
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
 
-    // The killer, on its own thread while the contracts go out.
-    let stop = Arc::new(AtomicBool::new(false));
-    let hub_kills = Arc::new(AtomicU64::new(0));
-    let runner_kills = Arc::new(AtomicU64::new(0));
-    let killer = if kills {
-        let (stop, hub, seats, hk, rk) = (
-            stop.clone(),
-            hub.clone(),
-            seats.clone(),
-            hub_kills.clone(),
-            runner_kills.clone(),
-        );
-        let mean = args.kill_every_ms.max(100);
-        let n = args.seats as u64;
-        let kills_log = dir.join("kills.log");
-        Some(std::thread::spawn(move || -> Result<()> {
-            let mut rng = Rng(seed | 1);
-            while !stop.load(Ordering::SeqCst) {
-                let wait = mean / 2 + rng.below(mean);
-                let until = Instant::now() + Duration::from_millis(wait);
-                while Instant::now() < until && !stop.load(Ordering::SeqCst) {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                if stop.load(Ordering::SeqCst) {
-                    break;
-                }
-                let target = rng.below(n + 1);
-                if target == n {
-                    let down = 200 + rng.below(800);
-                    let mut h = hub.lock().map_err(|_| anyhow::anyhow!("hub lock"))?;
-                    h.kill9();
-                    let _ = append(&kills_log, &format!("{} hub down {down}ms", now_ns()));
-                    std::thread::sleep(Duration::from_millis(down));
-                    h.start()?;
-                    hk.fetch_add(1, Ordering::SeqCst);
-                } else {
-                    let down = 50 + rng.below(450);
-                    let mut s = seats.lock().map_err(|_| anyhow::anyhow!("seats lock"))?;
-                    let Some(seat) = s.get_mut(target as usize) else {
-                        continue;
-                    };
-                    seat.kill9();
-                    let _ = append(
-                        &kills_log,
-                        &format!("{} runner {} down {down}ms", now_ns(), seat.persona),
-                    );
-                    std::thread::sleep(Duration::from_millis(down));
-                    seat.start()?;
-                    rk.fetch_add(1, Ordering::SeqCst);
-                }
+/// The killer, on its own thread while the contracts go out: at random intervals around
+/// `mean_ms` it `kill -9`s the hub or one runner, waits a moment, and starts it again.
+struct Killer {
+    stop: Arc<AtomicBool>,
+    hub: Arc<Mutex<Hub>>,
+    seats: Arc<Mutex<Vec<SeatProc>>>,
+    hub_kills: Arc<AtomicU64>,
+    runner_kills: Arc<AtomicU64>,
+    mean_ms: u64,
+    log: PathBuf,
+}
+
+impl Killer {
+    fn run(self, seed: u64) -> Result<()> {
+        let mut rng = Rng(seed | 1);
+        let seats = self
+            .seats
+            .lock()
+            .map_err(|_| anyhow::anyhow!("seats lock"))?
+            .len() as u64;
+        while !self.stop.load(Ordering::SeqCst) {
+            let until =
+                Instant::now() + Duration::from_millis(self.mean_ms / 2 + rng.below(self.mean_ms));
+            while Instant::now() < until && !self.stop.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(20));
             }
-            Ok(())
-        }))
-    } else {
-        None
-    };
+            if self.stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let target = rng.below(seats + 1);
+            if target == seats {
+                self.kill_hub(200 + rng.below(800))?;
+            } else {
+                self.kill_runner(target as usize, 50 + rng.below(450))?;
+            }
+        }
+        Ok(())
+    }
 
-    // The contracts, at a steady rate; one that the hub did not acknowledge is sent again as a
-    // new contract (a new token), so only acknowledged ones are counted.
-    let acked_path = dir.join("acked.jsonl");
+    fn kill_hub(&self, down_ms: u64) -> Result<()> {
+        let mut h = self.hub.lock().map_err(|_| anyhow::anyhow!("hub lock"))?;
+        h.kill9();
+        let _ = append(&self.log, &format!("{} hub down {down_ms}ms", now_ns()));
+        std::thread::sleep(Duration::from_millis(down_ms));
+        h.start()?;
+        self.hub_kills.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn kill_runner(&self, seat: usize, down_ms: u64) -> Result<()> {
+        let mut s = self
+            .seats
+            .lock()
+            .map_err(|_| anyhow::anyhow!("seats lock"))?;
+        let Some(seat) = s.get_mut(seat) else {
+            return Ok(());
+        };
+        seat.kill9();
+        let line = format!("{} runner {} down {down_ms}ms", now_ns(), seat.persona);
+        let _ = append(&self.log, &line);
+        std::thread::sleep(Duration::from_millis(down_ms));
+        seat.start()?;
+        self.runner_kills.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// The contracts, at a steady rate, round-robin over the seats; one the hub did not
+/// acknowledge is sent again as a new contract (a new token), so only acknowledged ones are
+/// counted (each a line in `acked`). Returns the attempts that were not acknowledged.
+async fn send_contracts(args: &ChaosBenchArgs, client: &HubClient, acked: &Path) -> Result<usize> {
     let mut unacked = 0usize;
     let t0 = Instant::now();
     for n in 0..args.contracts {
@@ -557,21 +629,21 @@ pub async fn phase(
         if let Some(d) = due.checked_duration_since(Instant::now()) {
             tokio::time::sleep(d).await;
         }
-        let seat = format!("s{}:{project}", n % args.seats.max(1));
+        let seat = format!("s{}:{PROJECT}", n % args.seats.max(1));
         let mut attempt = 0;
         loop {
             let token = format!("CHAOS-{n}-{attempt}");
             let req = SendRequest {
-                from: format!("boss:{project}"),
+                from: format!("boss:{PROJECT}"),
                 to: Some(seat.clone()),
                 text: format!("{token} contract: append one line to the notes and report"),
-                project: Some(project.to_string()),
+                project: Some(PROJECT.to_string()),
                 ..Default::default()
             };
             match client.send(&req).await {
                 Ok(r) => {
                     let line = json!({"token": token, "seat": seat, "id": r.id, "ackNs": now_ns().to_string()});
-                    append(&acked_path, &line.to_string())?;
+                    append(acked, &line.to_string())?;
                     break;
                 }
                 Err(_) => {
@@ -585,28 +657,27 @@ pub async fn phase(
             }
         }
     }
-    stop.store(true, Ordering::SeqCst);
-    if let Some(k) = killer {
-        match k.join() {
-            Ok(r) => r?,
-            Err(_) => bail!("the killer thread panicked"),
-        }
-    }
+    Ok(unacked)
+}
 
-    // Drain: every acknowledged contract completes, or the deadline passes.
-    let drain = Instant::now() + Duration::from_secs(args.drain_secs);
+/// Every acknowledged contract completes, or the drain deadline passes; then a moment for a
+/// duplicate in flight (and the last marks) to show.
+async fn drain(args: &ChaosBenchArgs, dir: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(args.drain_secs);
     loop {
         let (lost, ..) = count(dir);
-        if lost == 0 || Instant::now() > drain {
+        if lost == 0 || Instant::now() > deadline {
             break;
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    // A moment for a duplicate in flight (and the last marks) to show.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    // Every acknowledged contract's delivery record, read while the hub still runs.
-    let records = dir.join("delivery.jsonl");
-    let ids: Vec<i64> = std::fs::read_to_string(&acked_path)
+}
+
+/// Every acknowledged contract's delivery record, read while the hub still runs and written
+/// to `records`; returns how many are incomplete or out of order.
+async fn check_records(client: &HubClient, acked: &Path, records: &Path) -> Result<usize> {
+    let ids: Vec<i64> = std::fs::read_to_string(acked)
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
@@ -627,25 +698,9 @@ pub async fn phase(
                 json!({"id": id, "error": e.to_string()})
             }
         };
-        append(&records, &line.to_string())?;
+        append(records, &line.to_string())?;
     }
-    drop(seats);
-    drop(hub);
-    let (lost, duplicated, overlapping, ack_to_start_ms, acknowledged) = count(dir);
-    Ok(ChaosNumbers {
-        incomplete_records: incomplete,
-        kills,
-        acknowledged,
-        unacknowledged_attempts: unacked,
-        lost,
-        duplicated,
-        overlapping,
-        hub_kills: hub_kills.load(Ordering::SeqCst) as usize,
-        runner_kills: runner_kills.load(Ordering::SeqCst) as usize,
-        ack_to_start_ms,
-        secs: started.elapsed().as_secs_f64(),
-        seed,
-    })
+    Ok(incomplete)
 }
 
 /// Run the chaos benchmark and return its table.

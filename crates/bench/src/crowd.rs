@@ -243,15 +243,15 @@ async fn one_topology(
              {:.1} s; bench client {:.2} cores",
             cpu.join(" + "),
             rss.join(" + "),
-            r.writes,
-            r.writes as f64 / r.secs,
-            r.contracts,
-            r.answers,
-            r.polls,
-            r.write_errors,
-            r.poll_errors,
-            if r.late > 0 {
-                format!(", {} writes late (the pool fell behind)", r.late)
+            r.counts.writes,
+            r.counts.writes as f64 / r.secs,
+            r.counts.contracts,
+            r.counts.answers,
+            r.counts.polls,
+            r.counts.write_errors,
+            r.counts.poll_errors,
+            if r.counts.late > 0 {
+                format!(", {} writes late (the pool fell behind)", r.counts.late)
             } else {
                 String::new()
             },
@@ -268,13 +268,8 @@ struct Outcome {
     cpu: Vec<f64>,
     rss_kib: Vec<u64>,
     wakes: Vec<f64>,
-    writes: u64,
-    write_errors: u64,
-    polls: u64,
-    poll_errors: u64,
-    contracts: u64,
-    answers: u64,
-    late: u64,
+    /// The counters' growth over the window.
+    counts: Snapshot,
     ramp: Duration,
     client_cores: f64,
 }
@@ -293,68 +288,13 @@ async fn crowd(
         stop: AtomicBool::new(false),
         next_token: AtomicU64::new(1),
     });
-    let hub_of = |seat: usize| seat % ports.len();
-    // Write pools, one queue per hub.
-    let mut queues = Vec::new();
-    let mut workers = Vec::new();
-    for &port in ports {
-        let (tx, rx) = tokio::sync::mpsc::channel::<(Job, Instant)>(64 * 1024);
-        let rx = Arc::new(tokio::sync::Mutex::new(rx));
-        for _ in 0..args.pool {
-            let (rx, state) = (rx.clone(), state.clone());
-            workers.push(tokio::spawn(
-                async move { pool_worker(port, rx, state).await },
-            ));
-        }
-        queues.push(tx);
-    }
-    // Every seat registers and gets a card (setup, before the window).
-    let mut cards = vec![0i64; n];
-    {
-        let mut setup = Vec::new();
-        for (h, &port) in ports.iter().enumerate() {
-            let seats: Vec<usize> = (0..n).filter(|s| hub_of(*s) == h).collect();
-            for chunk in seats.chunks(seats.len().div_ceil(16).max(1)) {
-                let chunk = chunk.to_vec();
-                setup.push(tokio::spawn(async move {
-                    let mut c = Http::connect_with(port, 8 * 1024).await?;
-                    let mut out = Vec::new();
-                    for s in chunk {
-                        let me = session(s);
-                        c.post(
-                            "/register",
-                            &json!({"session": me, "project": "crowd"}).to_string(),
-                        )
-                        .await?
-                        .json()?;
-                        let card = c
-                            .post(
-                                "/task",
-                                &json!({"title": format!("card of seat {s}"), "project": "crowd",
-                                        "assignee": me, "by": me})
-                                .to_string(),
-                            )
-                            .await?
-                            .json()?;
-                        let id = card["task"]["id"].as_i64().context("no card id")?;
-                        out.push((s, id));
-                    }
-                    anyhow::Ok(out)
-                }));
-            }
-        }
-        for t in setup {
-            for (s, id) in t.await.context("setup task failed")?? {
-                cards[s] = id;
-            }
-        }
-    }
-    // Held polls, one connection per seat.
+    let (queues, workers) = write_pools(args.pool, ports, &state);
+    let cards = setup_seats(n, ports).await?;
     let ramp0 = Instant::now();
     let mut pollers = Vec::with_capacity(n);
     for s in 0..n {
-        let port = ports[hub_of(s)];
-        let (state, answer) = (state.clone(), queues[hub_of(s)].clone());
+        let port = ports[hub_of(ports, s)];
+        let (state, answer) = (state.clone(), queues[hub_of(ports, s)].clone());
         pollers.push(tokio::spawn(
             async move { poller(port, s, state, answer).await },
         ));
@@ -363,27 +303,9 @@ async fn crowd(
             tokio::task::yield_now().await;
         }
     }
-    let mut watch = Vec::new();
-    for &port in ports {
-        watch.push(Http::connect(port).await?);
-    }
-    let deadline = Instant::now() + Duration::from_secs(60 + n as u64 / 100);
-    loop {
-        let mut held = 0;
-        for c in &mut watch {
-            held += health(c).await?["pollsHeld"].as_u64().unwrap_or(0) as usize;
-        }
-        if held >= n {
-            break;
-        }
-        if Instant::now() > deadline {
-            state.stop.store(true, Ordering::SeqCst);
-            bail!(
-                "only {held} of {n} polls were held after {:?}",
-                ramp0.elapsed()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    if let Err(e) = wait_polls_held(n, ports, ramp0).await {
+        state.stop.store(true, Ordering::SeqCst);
+        return Err(e);
     }
     let ramp = ramp0.elapsed();
     // The window.
@@ -395,12 +317,157 @@ async fn crowd(
     let t0 = Instant::now();
     state.measuring.store(true, Ordering::SeqCst);
     let base = Snapshot::of(&state.counts);
-    // The crowd's events as one stream at the summed rate (a seat's events are independent).
+    drive(args.secs, n, ports, &cards, &queues, &state).await;
+    // Let the last contracts wake their polls before the window closes.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    state.measuring.store(false, Ordering::SeqCst);
+    let secs = t0.elapsed().as_secs_f64();
+    let mut cpu = Vec::new();
+    for w in &windows {
+        let (used, _, wall) = w.end()?;
+        cpu.push(used as f64 / wall as f64);
+    }
+    let client = super::hub::self_cpu_ns()?.saturating_sub(client0) as f64;
+    let rss: Vec<u64> = hubs
+        .iter()
+        .map(|h| rss_kib(h.pid()))
+        .collect::<Result<_>>()?;
+    let counts = Snapshot::of(&state.counts).since(&base);
+    state.stop.store(true, Ordering::SeqCst);
+    for p in pollers {
+        p.abort();
+    }
+    drop(queues);
+    for w in workers {
+        w.abort();
+    }
+    let wakes = std::mem::take(&mut *state.wakes.lock().unwrap_or_else(|p| p.into_inner()));
+    Ok(Outcome {
+        secs,
+        cpu,
+        rss_kib: rss,
+        wakes,
+        counts,
+        ramp,
+        client_cores: client / 1e9 / secs,
+    })
+}
+
+/// Which hub seat `seat` is on (round-robin over the hubs).
+fn hub_of(ports: &[u16], seat: usize) -> usize {
+    seat % ports.len().max(1)
+}
+
+/// One write queue per hub, each drained by `pool` workers on keep-alive connections.
+#[allow(clippy::type_complexity)]
+fn write_pools(
+    pool: usize,
+    ports: &[u16],
+    state: &Arc<Crowd>,
+) -> (
+    Vec<tokio::sync::mpsc::Sender<(Job, Instant)>>,
+    Vec<tokio::task::JoinHandle<()>>,
+) {
+    let mut queues = Vec::new();
+    let mut workers = Vec::new();
+    for &port in ports {
+        let (tx, rx) = tokio::sync::mpsc::channel::<(Job, Instant)>(64 * 1024);
+        let rx = Arc::new(tokio::sync::Mutex::new(rx));
+        for _ in 0..pool {
+            let (rx, state) = (rx.clone(), state.clone());
+            workers.push(tokio::spawn(
+                async move { pool_worker(port, rx, state).await },
+            ));
+        }
+        queues.push(tx);
+    }
+    (queues, workers)
+}
+
+/// Every seat registers and gets a card (setup, before the window); the card of each seat.
+async fn setup_seats(n: usize, ports: &[u16]) -> Result<Vec<i64>> {
+    let mut cards = vec![0i64; n];
+    let mut setup = Vec::new();
+    for (h, &port) in ports.iter().enumerate() {
+        let seats: Vec<usize> = (0..n).filter(|s| hub_of(ports, *s) == h).collect();
+        for chunk in seats.chunks(seats.len().div_ceil(16).max(1)) {
+            let chunk = chunk.to_vec();
+            setup.push(tokio::spawn(async move {
+                let mut c = Http::connect_with(port, 8 * 1024).await?;
+                let mut out = Vec::new();
+                for s in chunk {
+                    let me = session(s);
+                    c.post(
+                        "/register",
+                        &json!({"session": me, "project": "crowd"}).to_string(),
+                    )
+                    .await?
+                    .json()?;
+                    let card = c
+                        .post(
+                            "/task",
+                            &json!({"title": format!("card of seat {s}"), "project": "crowd",
+                                    "assignee": me, "by": me})
+                            .to_string(),
+                        )
+                        .await?
+                        .json()?;
+                    let id = card["task"]["id"].as_i64().context("no card id")?;
+                    out.push((s, id));
+                }
+                anyhow::Ok(out)
+            }));
+        }
+    }
+    for t in setup {
+        for (s, id) in t.await.context("setup task failed")?? {
+            cards[s] = id;
+        }
+    }
+    Ok(cards)
+}
+
+/// Waits until the hubs hold `n` polls between them (`/health`'s `pollsHeld`).
+async fn wait_polls_held(n: usize, ports: &[u16], ramp0: Instant) -> Result<()> {
+    let mut watch = Vec::new();
+    for &port in ports {
+        watch.push(Http::connect(port).await?);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60 + n as u64 / 100);
+    loop {
+        let mut held = 0;
+        for c in &mut watch {
+            held += health(c).await?["pollsHeld"].as_u64().unwrap_or(0) as usize;
+        }
+        if held >= n {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "only {held} of {n} polls were held after {:?}",
+                ramp0.elapsed()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The crowd's events for `secs`, as one stream at the summed rate (a seat's events are
+/// independent): heartbeats, contracts to another seat, card moves; a write the pool cannot
+/// take at once is counted late.
+async fn drive(
+    secs: u64,
+    n: usize,
+    ports: &[u16],
+    cards: &[i64],
+    queues: &[tokio::sync::mpsc::Sender<(Job, Instant)>],
+    state: &Crowd,
+) {
     let rate = n as f64 * (1.0 / HEARTBEAT_S + 1.0 / CONTRACT_S + 1.0 / MOVE_S);
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ n as u64);
     let mut doing = vec![false; n];
     let mut at = Instant::now();
-    let end = t0 + Duration::from_secs(args.secs);
+    let end = at + Duration::from_secs(secs);
     while at < end {
         at += rng.exp(1.0 / rate);
         tokio::time::sleep_until(at.into()).await;
@@ -422,52 +489,13 @@ async fn crowd(
                 doing: doing[seat],
             }
         };
-        if queues[hub_of(seat)]
+        if queues[hub_of(ports, seat)]
             .try_send((job, Instant::now()))
             .is_err()
         {
             state.counts.late.fetch_add(1, Ordering::Relaxed);
         }
     }
-    // Let the last contracts wake their polls before the window closes.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    state.measuring.store(false, Ordering::SeqCst);
-    let secs = t0.elapsed().as_secs_f64();
-    let mut cpu = Vec::new();
-    for w in &windows {
-        let (used, _, wall) = w.end()?;
-        cpu.push(used as f64 / wall as f64);
-    }
-    let client = super::hub::self_cpu_ns()?.saturating_sub(client0) as f64;
-    let rss: Vec<u64> = hubs
-        .iter()
-        .map(|h| rss_kib(h.pid()))
-        .collect::<Result<_>>()?;
-    let now = Snapshot::of(&state.counts);
-    state.stop.store(true, Ordering::SeqCst);
-    for p in pollers {
-        p.abort();
-    }
-    drop(queues);
-    for w in workers {
-        w.abort();
-    }
-    let wakes = std::mem::take(&mut *state.wakes.lock().unwrap_or_else(|p| p.into_inner()));
-    Ok(Outcome {
-        secs,
-        cpu,
-        rss_kib: rss,
-        wakes,
-        writes: now.writes - base.writes,
-        write_errors: now.write_errors - base.write_errors,
-        polls: now.polls - base.polls,
-        poll_errors: now.poll_errors - base.poll_errors,
-        contracts: now.contracts - base.contracts,
-        answers: now.answers - base.answers,
-        late: now.late - base.late,
-        ramp,
-        client_cores: client / 1e9 / secs,
-    })
 }
 
 /// The counters at one moment.
@@ -492,6 +520,19 @@ impl Snapshot {
             contracts: g(&c.contracts),
             answers: g(&c.answers),
             late: g(&c.late),
+        }
+    }
+
+    /// What grew from `base` to this snapshot.
+    fn since(&self, base: &Snapshot) -> Snapshot {
+        Snapshot {
+            writes: self.writes - base.writes,
+            write_errors: self.write_errors - base.write_errors,
+            polls: self.polls - base.polls,
+            poll_errors: self.poll_errors - base.poll_errors,
+            contracts: self.contracts - base.contracts,
+            answers: self.answers - base.answers,
+            late: self.late - base.late,
         }
     }
 }

@@ -138,83 +138,10 @@ async fn measure(subject: Subject<'_>, args: &RunnerBenchArgs) -> Result<RunnerN
     let tmp = tempfile::tempdir()?;
     let t = tmp.path();
     let exe = std::env::current_exe()?;
-    let port = free_port()?;
-    let hub_dir = t.join("hub");
-    std::fs::create_dir_all(&hub_dir)?;
-    let _hub = Proc(
-        Command::new(&exe)
-            .arg("hub")
-            .env("RELAY_PORT", port.to_string())
-            .env("RELAY_HOST", "127.0.0.1")
-            .env("RELAY_DATA_DIR", &hub_dir)
-            .env("HOME", &hub_dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .context("starting the hub")?,
-    );
-    let url = format!("http://127.0.0.1:{port}");
+    let (_hub, url) = start_hub(&exe, &t.join("hub")).await?;
     let hub = HubClient::new(url.clone()).with_timeout(Duration::from_secs(5));
-    let up = Instant::now();
-    while hub.health().await.is_err() {
-        if up.elapsed() > Duration::from_secs(15) {
-            bail!("the hub did not start");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-
-    let home = t.join("home");
-    let bin = t.join("bin");
-    let work = t.join("work");
-    for d in [&home, &bin, &work] {
-        std::fs::create_dir_all(d)?;
-    }
     let spawns = t.join("spawns");
-    let project = "bench";
-    let path_env = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let mut cmd;
-    let session;
-    match subject {
-        Subject::Ours => {
-            let agent = bin.join("agent.sh");
-            write_agent_script(&agent, &spawns)?;
-            cmd = Command::new(&exe);
-            cmd.arg("runner")
-                .arg("command")
-                .arg(&work)
-                .env("CREW_COMMAND", agent.display().to_string())
-                .env("CREW_PERSONA", "bench");
-            session = format!("bench:{project}");
-        }
-        Subject::Original(pkg) => {
-            write_agent_script(&bin.join("claude"), &spawns)?;
-            cmd = Command::new("node");
-            cmd.arg(pkg.join("bin/crew-runner.mjs"))
-                .arg("claude")
-                .arg(&work);
-            session = format!("claude:{project}");
-        }
-    }
-    let runner = Proc(
-        cmd.env("HOME", &home)
-            .env("PATH", &path_env)
-            .env("AGENT_BUS_DIR", home.join(".agent-bus"))
-            .env("RELAY_URL", &url)
-            .env("RELAY_PROJECT", project)
-            .env("RELAY_HOST_ID", "orch")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .context("starting the runner")?,
-    );
+    let (runner, session) = start_runner(subject, &exe, t, &spawns, &url)?;
     let pid = runner.0.id();
 
     // The kickoff turn runs once at boot; wait for it, then for the seat to go idle.
@@ -232,32 +159,7 @@ async fn measure(subject: Subject<'_>, args: &RunnerBenchArgs) -> Result<RunnerN
     let (rss, anon) = (rss_kib(pid)?, anon_kib(pid)?);
     let cpu = used as f64 / wall as f64 * 100.0;
 
-    // Wake → spawn.
-    let mut wake_ms = Vec::with_capacity(args.samples);
-    for i in 0..args.samples {
-        let before = spawn_count(&spawns).len();
-        hub.send(&SendRequest {
-            from: format!("orch:{project}"),
-            to: Some(session.clone()),
-            text: format!("bench wake {i}: please acknowledge"),
-            ..Default::default()
-        })
-        .await
-        .context("sending a wake")?;
-        let sent = now_ns();
-        if !wait_until(Duration::from_secs(30), || {
-            spawn_count(&spawns).len() > before
-        })
-        .await
-        {
-            bail!("wake {i} never reached the agent CLI");
-        }
-        if let Some(&spawned) = spawn_count(&spawns).get(before) {
-            wake_ms.push(spawned.saturating_sub(sent) as f64 / 1e6);
-        }
-        wait_idle(&hub, &session).await;
-    }
-    wake_ms.sort_by(|a, b| a.total_cmp(b));
+    let wake_ms = wake_to_spawn(&hub, &session, &spawns, args.samples).await?;
     drop(runner);
     Ok(RunnerNumbers {
         idle_rss_kib: rss,
@@ -267,6 +169,134 @@ async fn measure(subject: Subject<'_>, args: &RunnerBenchArgs) -> Result<RunnerN
         idle_ticks_ms: ticks as f64 / 1e6,
         wake_ms,
     })
+}
+
+/// The project the benchmark's seat is on.
+const PROJECT: &str = "bench";
+
+/// Our hub on a free port over `dir`, answering `/health`; the process and its URL.
+async fn start_hub(exe: &Path, dir: &Path) -> Result<(Proc, String)> {
+    let port = free_port()?;
+    std::fs::create_dir_all(dir)?;
+    let hub = Proc(
+        Command::new(exe)
+            .arg("hub")
+            .env("RELAY_PORT", port.to_string())
+            .env("RELAY_HOST", "127.0.0.1")
+            .env("RELAY_DATA_DIR", dir)
+            .env("HOME", dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .context("starting the hub")?,
+    );
+    let url = format!("http://127.0.0.1:{port}");
+    let client = HubClient::new(url.clone()).with_timeout(Duration::from_secs(5));
+    let up = Instant::now();
+    while client.health().await.is_err() {
+        if up.elapsed() > Duration::from_secs(15) {
+            bail!("the hub did not start");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok((hub, url))
+}
+
+/// The runner under test (ours on the `command` driver, or the original's on a `claude` that is
+/// the same logging script), its agent CLI logging each spawn to `spawns`; the process and the
+/// seat's session.
+fn start_runner(
+    subject: Subject<'_>,
+    exe: &Path,
+    t: &Path,
+    spawns: &Path,
+    url: &str,
+) -> Result<(Proc, String)> {
+    let home = t.join("home");
+    let bin = t.join("bin");
+    let work = t.join("work");
+    for d in [&home, &bin, &work] {
+        std::fs::create_dir_all(d)?;
+    }
+    let path_env = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let (mut cmd, session) = match subject {
+        Subject::Ours => {
+            let agent = bin.join("agent.sh");
+            write_agent_script(&agent, spawns)?;
+            let mut cmd = Command::new(exe);
+            cmd.arg("runner")
+                .arg("command")
+                .arg(&work)
+                .env("CREW_COMMAND", agent.display().to_string())
+                .env("CREW_PERSONA", "bench");
+            (cmd, format!("bench:{PROJECT}"))
+        }
+        Subject::Original(pkg) => {
+            write_agent_script(&bin.join("claude"), spawns)?;
+            let mut cmd = Command::new("node");
+            cmd.arg(pkg.join("bin/crew-runner.mjs"))
+                .arg("claude")
+                .arg(&work);
+            (cmd, format!("claude:{PROJECT}"))
+        }
+    };
+    let runner = Proc(
+        cmd.env("HOME", &home)
+            .env("PATH", &path_env)
+            .env("AGENT_BUS_DIR", home.join(".agent-bus"))
+            .env("RELAY_URL", url)
+            .env("RELAY_PROJECT", PROJECT)
+            .env("RELAY_HOST_ID", "orch")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .context("starting the runner")?,
+    );
+    Ok((runner, session))
+}
+
+/// `samples` wakes, one at a time: each `/send` to the seat until its agent CLI is spawned
+/// (ms, sorted), the seat back to idle before the next.
+async fn wake_to_spawn(
+    hub: &HubClient,
+    session: &str,
+    spawns: &Path,
+    samples: usize,
+) -> Result<Vec<f64>> {
+    let mut wake_ms = Vec::with_capacity(samples);
+    for i in 0..samples {
+        let before = spawn_count(spawns).len();
+        hub.send(&SendRequest {
+            from: format!("orch:{PROJECT}"),
+            to: Some(session.to_string()),
+            text: format!("bench wake {i}: please acknowledge"),
+            ..Default::default()
+        })
+        .await
+        .context("sending a wake")?;
+        let sent = now_ns();
+        if !wait_until(Duration::from_secs(30), || {
+            spawn_count(spawns).len() > before
+        })
+        .await
+        {
+            bail!("wake {i} never reached the agent CLI");
+        }
+        if let Some(&spawned) = spawn_count(spawns).get(before) {
+            wake_ms.push(spawned.saturating_sub(sent) as f64 / 1e6);
+        }
+        wait_idle(hub, session).await;
+    }
+    wake_ms.sort_by(|a, b| a.total_cmp(b));
+    Ok(wake_ms)
 }
 
 /// Wait until the seat reports itself idle on `/peers` (its turn ended and it is back in its

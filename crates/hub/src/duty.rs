@@ -216,7 +216,6 @@ fn insert_duty_message(
 /// One duty pass at `now`. Does nothing while no duty session is configured or appointed.
 pub async fn pass<S: Store>(hub: &AppState<S>, now: i64) -> Result<PassReport, StoreError> {
     let cfg_duty = hub.cfg.duty_session.clone();
-    let window = hub.cfg.duty_undelivered_ms;
     let (duty, peer) = hub
         .store
         .read(move |tx| {
@@ -233,164 +232,18 @@ pub async fn pass<S: Store>(hub: &AppState<S>, now: i64) -> Result<PassReport, S
     };
     let live = peer.map(|p| hub.live_peer(p, now));
     let last_seen = live.as_ref().map(|p| p.last_seen).unwrap_or(0);
-    let delivered = live.as_ref().map(|p| p.delivered_up_to).unwrap_or(0);
-    let beating = now - last_seen.max(hub.started_ms) <= hub.cfg.duty_dark_ms;
-    let stuck_ms = hub.cfg.duty_stuck_ms;
-    let stuck_max = hub.cfg.duty_stuck_max;
-    let keep_record = !hub.cfg.no_delivery_record;
-
-    let (report, out) = hub
-        .store
-        .write(move |tx| {
-            let mut out = Outbox::default();
-            let mut state = DutyState::load(tx)?;
-            let known: HashSet<String> = tx.peers()?.into_iter().map(|p| p.session).collect();
-            let unread = tx.undelivered_direct(now - LOOKBACK_MS, now - window, PASS_LIMIT)?;
-            let unread: Vec<Message> = unread
-                .into_iter()
-                .filter(|m| eligible(m, &duty, &known))
-                .collect();
-            let stuck = state
-                .escalated
-                .values()
-                .filter(|e| e.to == duty && e.esc > delivered && now - e.at >= stuck_ms)
-                .map(|e| e.esc)
-                .collect::<HashSet<_>>()
-                .len()
-                >= stuck_max;
-            let dark = !beating || stuck;
-            let mut report = PassReport {
-                dark,
-                ..PassReport::default()
-            };
-            // The dark clock: one event per episode.
-            match (dark, state.dark_since) {
-                (true, None) => {
-                    state.dark_since = Some(now);
-                    let why = if beating {
-                        "escalations unread"
-                    } else {
-                        "no heartbeat"
-                    };
-                    out.event(
-                        tx,
-                        event(
-                            now,
-                            "duty-dark",
-                            "",
-                            DUTY_SENDER,
-                            json!({
-                                "session": duty,
-                                "reason": why,
-                                "lastSeen": last_seen,
-                                "text": if beating {
-                                    format!("duty seat {duty} is heartbeating but NOT CONSUMING — its escalations sit unread; it is up and stuck, not crashed (trantor duty up restarts it)")
-                                } else {
-                                    format!("duty seat {duty} has no heartbeat — seat trouble is not being triaged (trantor duty up)")
-                                },
-                            }),
-                        ),
-                    )?;
-                }
-                (false, Some(since)) => {
-                    state.dark_since = None;
-                    out.event(
-                        tx,
-                        event(
-                            now,
-                            "duty-back",
-                            "",
-                            DUTY_SENDER,
-                            json!({
-                                "session": duty,
-                                "darkMs": now - since,
-                                "text": format!(
-                                    "duty seat {duty} is back after {}m dark",
-                                    (now - since) / 60_000
-                                ),
-                            }),
-                        ),
-                    )?;
-                }
-                _ => {}
-            }
-            let fresh: Vec<&Message> = unread
-                .iter()
-                .filter(|m| !state.escalated.contains_key(&m.id))
-                .collect();
-            // While dark, escalations duty never read are handed back to their senders.
-            let handed_back: Vec<&Message> = if dark {
-                unread
-                    .iter()
-                    .filter(|m| {
-                        state
-                            .escalated
-                            .get(&m.id)
-                            .is_some_and(|e| e.to == duty && e.esc > delivered)
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            if dark {
-                let mut by_sender: BTreeMap<&str, Vec<&Message>> = BTreeMap::new();
-                for m in fresh.iter().chain(handed_back.iter()) {
-                    by_sender.entry(m.from.as_str()).or_default().push(m);
-                }
-                for (sender, items) in by_sender {
-                    let header = format!(
-                        "⚠️ UNDELIVERED (duty {duty} is dark, so this comes back to you; the \
-                         recipient has not read it):"
-                    );
-                    for (text, ids) in texts(&header, &items, now) {
-                        let esc = insert_duty_message(tx, &mut out, sender, text, now, keep_record)?;
-                        for m in &items {
-                            if ids.contains(&m.id) {
-                                state.escalated.insert(
-                                    m.id,
-                                    Escalated {
-                                        at: now,
-                                        to: sender.to_string(),
-                                        esc: esc.id,
-                                        sender: m.from.clone(),
-                                        recipient: m.to.clone(),
-                                    },
-                                );
-                                report.to_senders.push(m.id);
-                            }
-                        }
-                    }
-                }
-            } else if !fresh.is_empty() {
-                let header = format!(
-                    "⚠️ UNDELIVERED {} message(s) unread past {}:",
-                    fresh.len(),
-                    mins(window)
-                );
-                for (text, ids) in texts(&header, &fresh, now) {
-                    let esc = insert_duty_message(tx, &mut out, &duty, text, now, keep_record)?;
-                    for m in &fresh {
-                        if ids.contains(&m.id) {
-                            state.escalated.insert(
-                                m.id,
-                                Escalated {
-                                    at: now,
-                                    to: duty.clone(),
-                                    esc: esc.id,
-                                    sender: m.from.clone(),
-                                    recipient: m.to.clone(),
-                                },
-                            );
-                            report.to_duty.push(m.id);
-                        }
-                    }
-                }
-            }
-            state.escalated.retain(|_, e| now - e.at < LEDGER_KEEP_MS);
-            state.save(tx)?;
-            Ok((report, out))
-        })
-        .await?;
+    let seen = DutySeen {
+        delivered: live.as_ref().map(|p| p.delivered_up_to).unwrap_or(0),
+        beating: now - last_seen.max(hub.started_ms) <= hub.cfg.duty_dark_ms,
+        last_seen,
+        duty,
+        window: hub.cfg.duty_undelivered_ms,
+        stuck_ms: hub.cfg.duty_stuck_ms,
+        stuck_max: hub.cfg.duty_stuck_max,
+        keep_record: !hub.cfg.no_delivery_record,
+        now,
+    };
+    let (report, out) = hub.store.write(move |tx| escalate(tx, &seen)).await?;
     if !report.to_duty.is_empty() || !report.to_senders.is_empty() {
         tracing::info!(
             to_duty = report.to_duty.len(),
@@ -401,6 +254,187 @@ pub async fn pass<S: Store>(hub: &AppState<S>, now: i64) -> Result<PassReport, S
     }
     hub.publish(out);
     Ok(report)
+}
+
+/// What a pass knows before it writes: the duty session, how it was last seen, the knobs.
+struct DutySeen {
+    duty: String,
+    last_seen: i64,
+    /// The duty session's `deliveredUpTo`.
+    delivered: i64,
+    /// Heartbeating within the dark window.
+    beating: bool,
+    window: i64,
+    stuck_ms: i64,
+    stuck_max: usize,
+    keep_record: bool,
+    now: i64,
+}
+
+/// The pass's one write: find the unread mail, run the dark clock, escalate what is new (to
+/// duty, or while duty is dark back to each sender with what duty never read), keep the ledger.
+fn escalate(tx: &mut dyn WriteTx, s: &DutySeen) -> Result<(PassReport, Outbox), StoreError> {
+    let (duty, now) = (s.duty.as_str(), s.now);
+    let mut out = Outbox::default();
+    let mut state = DutyState::load(tx)?;
+    let known: HashSet<String> = tx.peers()?.into_iter().map(|p| p.session).collect();
+    let unread: Vec<Message> = tx
+        .undelivered_direct(now - LOOKBACK_MS, now - s.window, PASS_LIMIT)?
+        .into_iter()
+        .filter(|m| eligible(m, duty, &known))
+        .collect();
+    let stuck = state
+        .escalated
+        .values()
+        .filter(|e| e.to == duty && e.esc > s.delivered && now - e.at >= s.stuck_ms)
+        .map(|e| e.esc)
+        .collect::<HashSet<_>>()
+        .len()
+        >= s.stuck_max;
+    let dark = !s.beating || stuck;
+    let mut report = PassReport {
+        dark,
+        ..PassReport::default()
+    };
+    dark_clock(tx, &mut out, &mut state, s, dark)?;
+    let fresh: Vec<&Message> = unread
+        .iter()
+        .filter(|m| !state.escalated.contains_key(&m.id))
+        .collect();
+    if dark {
+        // While dark, escalations duty never read are handed back to their senders.
+        let handed_back = unread.iter().filter(|m| {
+            state
+                .escalated
+                .get(&m.id)
+                .is_some_and(|e| e.to == duty && e.esc > s.delivered)
+        });
+        let items: Vec<&Message> = fresh.iter().copied().chain(handed_back).collect();
+        to_senders(tx, &mut out, &mut state, &mut report, s, &items)?;
+    } else if !fresh.is_empty() {
+        to_duty(tx, &mut out, &mut state, &mut report, s, &fresh)?;
+    }
+    state.escalated.retain(|_, e| now - e.at < LEDGER_KEEP_MS);
+    state.save(tx)?;
+    Ok((report, out))
+}
+
+/// The dark clock: one `duty-dark` event when an episode starts, one `duty-back` when it ends.
+fn dark_clock(
+    tx: &mut dyn WriteTx,
+    out: &mut Outbox,
+    state: &mut DutyState,
+    s: &DutySeen,
+    dark: bool,
+) -> Result<(), StoreError> {
+    let (duty, now) = (s.duty.as_str(), s.now);
+    match (dark, state.dark_since) {
+        (true, None) => {
+            state.dark_since = Some(now);
+            let why = if s.beating {
+                "escalations unread"
+            } else {
+                "no heartbeat"
+            };
+            let text = if s.beating {
+                format!(
+                    "duty seat {duty} is heartbeating but NOT CONSUMING — its escalations sit unread; it is up and stuck, not crashed (trantor duty up restarts it)"
+                )
+            } else {
+                format!(
+                    "duty seat {duty} has no heartbeat — seat trouble is not being triaged (trantor duty up)"
+                )
+            };
+            let data =
+                json!({ "session": duty, "reason": why, "lastSeen": s.last_seen, "text": text });
+            out.event(tx, event(now, "duty-dark", "", DUTY_SENDER, data))
+        }
+        (false, Some(since)) => {
+            state.dark_since = None;
+            let text = format!(
+                "duty seat {duty} is back after {}m dark",
+                (now - since) / 60_000
+            );
+            let data = json!({ "session": duty, "darkMs": now - since, "text": text });
+            out.event(tx, event(now, "duty-back", "", DUTY_SENDER, data))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// While duty is dark: each sender gets its unread messages back, grouped.
+fn to_senders(
+    tx: &mut dyn WriteTx,
+    out: &mut Outbox,
+    state: &mut DutyState,
+    report: &mut PassReport,
+    s: &DutySeen,
+    items: &[&Message],
+) -> Result<(), StoreError> {
+    let mut by_sender: BTreeMap<&str, Vec<&Message>> = BTreeMap::new();
+    for m in items {
+        by_sender.entry(m.from.as_str()).or_default().push(m);
+    }
+    for (sender, items) in by_sender {
+        let header = format!(
+            "⚠️ UNDELIVERED (duty {} is dark, so this comes back to you; the \
+             recipient has not read it):",
+            s.duty
+        );
+        let sent = send_escalations(tx, out, state, s, sender, &header, &items)?;
+        report.to_senders.extend(sent);
+    }
+    Ok(())
+}
+
+/// While duty is up: the new unread messages go to duty.
+fn to_duty(
+    tx: &mut dyn WriteTx,
+    out: &mut Outbox,
+    state: &mut DutyState,
+    report: &mut PassReport,
+    s: &DutySeen,
+    fresh: &[&Message],
+) -> Result<(), StoreError> {
+    let header = format!(
+        "⚠️ UNDELIVERED {} message(s) unread past {}:",
+        fresh.len(),
+        mins(s.window)
+    );
+    let sent = send_escalations(tx, out, state, s, &s.duty, &header, fresh)?;
+    report.to_duty.extend(sent);
+    Ok(())
+}
+
+/// Send `items` to `to` as `hub:duty` messages under `header` and record each in the ledger;
+/// the ids escalated, in order.
+fn send_escalations(
+    tx: &mut dyn WriteTx,
+    out: &mut Outbox,
+    state: &mut DutyState,
+    s: &DutySeen,
+    to: &str,
+    header: &str,
+    items: &[&Message],
+) -> Result<Vec<i64>, StoreError> {
+    let mut sent = Vec::new();
+    for (text, ids) in texts(header, items, s.now) {
+        let esc = insert_duty_message(tx, out, to, text, s.now, s.keep_record)?;
+        for m in items.iter().filter(|m| ids.contains(&m.id)) {
+            state.escalated.insert(
+                m.id,
+                Escalated {
+                    at: s.now,
+                    to: to.to_string(),
+                    esc: esc.id,
+                    sender: m.from.clone(),
+                    recipient: m.to.clone(),
+                },
+            );
+            sent.push(m.id);
+        }
+    }
+    Ok(sent)
 }
 
 /// The `/health` duty block.

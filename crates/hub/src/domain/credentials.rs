@@ -2,7 +2,7 @@
 //! notices on the bus, and the flip back to `ok` once a reset has passed ([`resume_due`]).
 
 use crate::state::{AppState, Outbox, event};
-use trantor_proto::credentials::{self as cred, CredentialInfo};
+use trantor_proto::credentials::{self as cred, CredentialInfo, CredentialStateReply};
 use trantor_proto::now_ms;
 use trantor_store::{NewMessage, ReadTx, Store, StoreError, WriteTx};
 
@@ -21,7 +21,7 @@ pub fn stored(tx: &dyn ReadTx) -> Result<Vec<CredentialInfo>, StoreError> {
 }
 
 /// Post a notice from [`SENDER`] to `all` in `project`, as context (it wakes no seat).
-pub fn notice(
+fn notice(
     tx: &mut dyn WriteTx,
     out: &mut Outbox,
     project: &str,
@@ -56,7 +56,7 @@ pub fn notice(
 }
 
 /// Add `session` to the credential's seats (sorted; at most [`cred::SEATS_MAX`]).
-pub fn join_seat(c: &mut CredentialInfo, session: &str) -> bool {
+fn join_seat(c: &mut CredentialInfo, session: &str) -> bool {
     if c.seats.iter().any(|s| s == session) {
         return false;
     }
@@ -124,4 +124,177 @@ pub async fn resume_due<S: Store>(hub: &AppState<S>) -> Result<usize, StoreError
         .await?;
     hub.publish(out);
     Ok(n)
+}
+
+/// A seat's report of its credential's state, checked (`POST /credentials/state`).
+#[derive(Debug, Clone)]
+pub struct StateReport {
+    /// The credential's name.
+    pub name: String,
+    /// The reporting seat.
+    pub session: String,
+    /// One of [`cred::STATES`].
+    pub state: String,
+    /// The reset time of an exhaustion, ms.
+    pub until: Option<i64>,
+    /// What proved it, cut to [`cred::EVIDENCE_MAX`].
+    pub evidence: Option<String>,
+}
+
+/// What a state report did.
+#[derive(Debug)]
+pub enum Reported {
+    /// No credential has the name.
+    Unknown,
+    /// The reply, the notices to publish, and the reset time to flip it back at.
+    Done(Box<CredentialStateReply>, Outbox, Option<i64>),
+}
+
+/// What a report changed on its credential.
+#[derive(Debug, Default)]
+struct Change {
+    changed: bool,
+    marked: bool,
+    ignored: Option<String>,
+    timer: Option<i64>,
+}
+
+/// Apply a state report at `now`: the seat joins the credential; a proved exhaustion marks it
+/// `exhausted until T` once and a refusal marks it `auth` once, each with one notice on the bus;
+/// a repeat, a reset in the past or one too far out is answered with why nothing was marked.
+pub fn report(tx: &mut dyn WriteTx, r: &StateReport, now: i64) -> Result<Reported, StoreError> {
+    let mut all = stored(tx)?;
+    let Some(c) = all.iter_mut().find(|c| c.name == r.name) else {
+        return Ok(Reported::Unknown);
+    };
+    let joined = join_seat(c, &r.session);
+    let mut out = Outbox::default();
+    let mut change = match r.state.as_str() {
+        "exhausted" => exhausted(tx, &mut out, c, r, now)?,
+        "auth" => refused(tx, &mut out, c, r, now)?,
+        _ => Change::default(),
+    };
+    change.changed |= joined;
+    let info = c.clone().effective(now);
+    if change.changed {
+        tx.set_kv(KEY, &serde_json::to_value(&all).unwrap_or_default())?;
+    }
+    let reply = CredentialStateReply {
+        ok: true,
+        marked: change.marked,
+        ignored: change.ignored,
+        credential: Some(info),
+    };
+    Ok(Reported::Done(Box::new(reply), out, change.timer))
+}
+
+/// `: <evidence>` for a notice, or nothing.
+fn because(evidence: &Option<String>) -> String {
+    evidence
+        .as_deref()
+        .filter(|e| !e.is_empty())
+        .map(|e| format!(": {e}"))
+        .unwrap_or_default()
+}
+
+/// An exhaustion report. One without a reset time proves nothing the hub can hold the seats
+/// to: it is answered like a reset in the past (taken as a seat report, nothing marked). No
+/// provider's reset is more than [`cred::UNTIL_MAX_MS`] out: a mis-read time must not park a
+/// crew for good.
+fn exhausted(
+    tx: &mut dyn WriteTx,
+    out: &mut Outbox,
+    c: &mut CredentialInfo,
+    r: &StateReport,
+    now: i64,
+) -> Result<Change, StoreError> {
+    let ignored = |why: String| Change {
+        ignored: Some(why),
+        ..Change::default()
+    };
+    let Some(u) = r.until else {
+        return Ok(ignored(
+            "until: an exhausted report needs the reset time (ms); nothing marked".into(),
+        ));
+    };
+    if u > now.saturating_add(cred::UNTIL_MAX_MS) {
+        return Ok(ignored(format!(
+            "until {u} is more than {} days out: not a provider's reset, nothing marked",
+            cred::UNTIL_MAX_MS / 86_400_000
+        )));
+    }
+    if u <= now {
+        return Ok(ignored(format!(
+            "until {u} is not in the future (now {now}): the reset has passed, nothing marked"
+        )));
+    }
+    if let Some(held) = c.exhausted_until(now) {
+        // The same exhaustion proved again: marked once; a later reset pushes the end out.
+        let mut change = ignored(format!(
+            "already exhausted until {held} (proved by {})",
+            c.proved_by.as_deref().unwrap_or("another seat")
+        ));
+        if u > held {
+            c.until = Some(u);
+            change.changed = true;
+            change.timer = Some(u);
+        }
+        return Ok(change);
+    }
+    let session = &r.session;
+    c.state = "exhausted".into();
+    c.until = Some(u);
+    c.last_evidence = r.evidence.clone();
+    c.proved_by = Some(session.clone());
+    let others = c.seats.iter().filter(|s| *s != session).count();
+    let text = format!(
+        "⛔ credential {} EXHAUSTED until {} (proved by {session}{}) — every seat on it parks until then ({others} other seat(s))",
+        c.name,
+        trantor_proto::date::fmt_utc_minutes(u),
+        because(&r.evidence)
+    );
+    notice(tx, out, trantor_proto::session_project(session), text, now)?;
+    Ok(Change {
+        changed: true,
+        marked: true,
+        ignored: None,
+        timer: Some(u),
+    })
+}
+
+/// A refusal (`auth`) report: marked once, until an operator names the credential again.
+fn refused(
+    tx: &mut dyn WriteTx,
+    out: &mut Outbox,
+    c: &mut CredentialInfo,
+    r: &StateReport,
+    now: i64,
+) -> Result<Change, StoreError> {
+    if c.state == "auth" {
+        return Ok(Change {
+            ignored: Some(format!(
+                "already refused (auth, proved by {})",
+                c.proved_by.as_deref().unwrap_or("another seat")
+            )),
+            ..Change::default()
+        });
+    }
+    let session = &r.session;
+    c.state = "auth".into();
+    c.until = None;
+    c.last_evidence = r.evidence.clone();
+    c.proved_by = Some(session.clone());
+    let text = format!(
+        "⛔ credential {} REFUSED (auth, proved by {session}{}) — every seat on it parks until an operator names it again (trantor credentials add {} …)",
+        c.name,
+        because(&r.evidence),
+        c.name
+    );
+    notice(tx, out, trantor_proto::session_project(session), text, now)?;
+    Ok(Change {
+        changed: true,
+        marked: true,
+        ignored: None,
+        timer: None,
+    })
 }

@@ -7,11 +7,11 @@
 //! once (a second proof of the same exhaustion changes nothing but the seat list), says so on
 //! the bus once, and at `T` flips it back to `ok` and says that once too ([`resume_due`]).
 
-use crate::domain::credentials::{KEY, join_seat, notice, resume_due, stored};
+use crate::domain::credentials::{self, KEY, Reported, StateReport, resume_due, stored};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::JsonBody;
 use crate::openapi::{RouteDoc, Verb, shape};
-use crate::state::{AppState, Outbox};
+use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::routing::{MethodRouter, get, post};
@@ -180,17 +180,33 @@ pub async fn list<S: Store>(State(hub): State<AppState<S>>) -> ApiResult<Json<Cr
     Ok(Json(CredentialsReply { credentials }))
 }
 
-/// What a state report did.
-enum Report {
-    Unknown,
-    Done(Box<CredentialStateReply>, Outbox, Option<i64>),
-}
-
 /// `POST /credentials/state` (docs/protocol.md §7.7).
 pub async fn state<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<CredentialStateReport>,
 ) -> ApiResult<Json<CredentialStateReply>> {
+    let report = checked_report(&req)?;
+    let now = now_ms();
+    match hub
+        .write(move |tx| credentials::report(tx, &report, now))
+        .await?
+    {
+        Reported::Unknown => Err(ApiError::not_found(format!(
+            "no credential named {} (trantor credentials add)",
+            req.name.trim()
+        ))),
+        Reported::Done(reply, out, timer) => {
+            hub.publish(out);
+            if let Some(at) = timer {
+                resume_at(&hub, at);
+            }
+            Ok(Json(*reply))
+        }
+    }
+}
+
+/// A state report checked: the name and the seat, a known state, the evidence cut to size.
+fn checked_report(req: &CredentialStateReport) -> ApiResult<StateReport> {
     let name = checked_name(&req.name)?;
     let session = req.session.trim().to_string();
     if session.is_empty() || session.len() > trantor_proto::limits::SESSION {
@@ -204,158 +220,31 @@ pub async fn state<S: Store>(
             cred::STATES.join(", ")
         )));
     }
-    let exhausted = req.state == "exhausted";
-    // An exhaustion without a reset time proves nothing the hub can hold the seats to: it is
-    // answered like a reset in the past (taken as a seat report, nothing marked).
-    let no_until = exhausted && req.until.is_none();
-    let until = if exhausted { req.until } else { None };
-    let evidence: Option<String> = req
-        .evidence
-        .as_deref()
-        .map(|e| e.trim().chars().take(cred::EVIDENCE_MAX).collect());
-    let now = now_ms();
-    let past = until.is_some_and(|u| u <= now);
-    // No provider's reset is that far out: a mis-read time must not park a crew for good.
-    let too_far = until.is_some_and(|u| u > now.saturating_add(cred::UNTIL_MAX_MS));
-    let res = hub
-        .write(move |tx| {
-            let mut all = stored(tx)?;
-            let Some(c) = all.iter_mut().find(|c| c.name == name) else {
-                return Ok(Report::Unknown);
-            };
-            let mut changed = join_seat(c, &session);
-            let mut out = Outbox::default();
-            let mut marked = false;
-            let mut ignored = None;
-            let mut timer = None;
-            if no_until {
-                ignored = Some(
-                    "until: an exhausted report needs the reset time (ms); nothing marked".into(),
-                );
-            }
-            match until {
-                Some(u) if too_far => {
-                    ignored = Some(format!(
-                        "until {u} is more than {} days out: not a provider's reset, nothing marked",
-                        cred::UNTIL_MAX_MS / 86_400_000
-                    ));
-                }
-                Some(u) if past => {
-                    ignored = Some(format!(
-                        "until {u} is not in the future (now {now}): the reset has passed, nothing marked"
-                    ));
-                }
-                Some(u) => match c.exhausted_until(now) {
-                    Some(held) => {
-                        // The same exhaustion proved again: marked once; a later reset
-                        // pushes the end out.
-                        ignored = Some(format!(
-                            "already exhausted until {held} (proved by {})",
-                            c.proved_by.as_deref().unwrap_or("another seat")
-                        ));
-                        if u > held {
-                            c.until = Some(u);
-                            changed = true;
-                            timer = Some(u);
-                        }
-                    }
-                    None => {
-                        c.state = "exhausted".into();
-                        c.until = Some(u);
-                        c.last_evidence = evidence.clone();
-                        c.proved_by = Some(session.clone());
-                        changed = true;
-                        marked = true;
-                        timer = Some(u);
-                        let others = c.seats.iter().filter(|s| **s != session).count();
-                        notice(
-                            tx,
-                            &mut out,
-                            trantor_proto::session_project(&session),
-                            format!(
-                                "⛔ credential {} EXHAUSTED until {} (proved by {session}{}) — every seat on it parks until then ({others} other seat(s))",
-                                c.name,
-                                trantor_proto::date::fmt_utc_minutes(u),
-                                evidence
-                                    .as_deref()
-                                    .filter(|e| !e.is_empty())
-                                    .map(|e| format!(": {e}"))
-                                    .unwrap_or_default()
-                            ),
-                            now,
-                        )?;
-                    }
-                },
-                None if req.state == "auth" && c.state != "auth" => {
-                    c.state = "auth".into();
-                    c.until = None;
-                    c.last_evidence = evidence.clone();
-                    c.proved_by = Some(session.clone());
-                    changed = true;
-                    marked = true;
-                    notice(
-                        tx,
-                        &mut out,
-                        trantor_proto::session_project(&session),
-                        format!(
-                            "⛔ credential {} REFUSED (auth, proved by {session}{}) — every seat on it parks until an operator names it again (trantor credentials add {} …)",
-                            c.name,
-                            evidence
-                                .as_deref()
-                                .filter(|e| !e.is_empty())
-                                .map(|e| format!(": {e}"))
-                                .unwrap_or_default(),
-                            c.name
-                        ),
-                        now,
-                    )?;
-                }
-                None if req.state == "auth" => {
-                    ignored = Some(format!(
-                        "already refused (auth, proved by {})",
-                        c.proved_by.as_deref().unwrap_or("another seat")
-                    ));
-                }
-                None => {}
-            }
-            let info = c.clone().effective(now);
-            if changed {
-                tx.set_kv(KEY, &serde_json::to_value(&all).unwrap_or_default())?;
-            }
-            Ok(Report::Done(
-                Box::new(CredentialStateReply {
-                    ok: true,
-                    marked,
-                    ignored,
-                    credential: Some(info),
-                }),
-                out,
-                timer,
-            ))
-        })
-        .await?;
-    match res {
-        Report::Unknown => Err(ApiError::not_found(format!(
-            "no credential named {} (trantor credentials add)",
-            req.name.trim()
-        ))),
-        Report::Done(reply, out, timer) => {
-            hub.publish(out);
-            if let Some(at) = timer {
-                let h = hub.clone();
-                tokio::spawn(async move {
-                    let wait = (at - now_ms()).max(0) as u64 + 20;
-                    let mut shutdown = h.shutdown.clone();
-                    tokio::select! {
-                        _ = tokio::time::sleep(std::time::Duration::from_millis(wait)) => {}
-                        _ = shutdown.changed() => return,
-                    }
-                    if let Err(e) = resume_due(&h).await {
-                        tracing::warn!(error = %e, "credential resume failed; the reaper retries");
-                    }
-                });
-            }
-            Ok(Json(*reply))
+    Ok(StateReport {
+        name,
+        session,
+        state: req.state.clone(),
+        until: req.until,
+        evidence: req
+            .evidence
+            .as_deref()
+            .map(|e| e.trim().chars().take(cred::EVIDENCE_MAX).collect()),
+    })
+}
+
+/// Flip the credentials back at `at`, their reset (the reaper's pass does it too, after a
+/// restart).
+fn resume_at<S: Store>(hub: &AppState<S>, at: i64) {
+    let h = hub.clone();
+    tokio::spawn(async move {
+        let wait = (at - now_ms()).max(0) as u64 + 20;
+        let mut shutdown = h.shutdown.clone();
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_millis(wait)) => {}
+            _ = shutdown.changed() => return,
         }
-    }
+        if let Err(e) = resume_due(&h).await {
+            tracing::warn!(error = %e, "credential resume failed; the reaper retries");
+        }
+    });
 }

@@ -116,56 +116,26 @@ const SCENARIO_DEADLINE: Duration = Duration::from_secs(120);
 /// machine outside the repo (`TRANTOR_MCP_CONFORMANCE_DIR` or `<tmp>/trantor-mcp-conformance`);
 /// `None` after [`skip_or_fail`] when they cannot be had.
 fn installed() -> Option<(PathBuf, PathBuf, PathBuf)> {
-    type Got = Result<(PathBuf, PathBuf, PathBuf), String>;
-    // One install per test binary: the two tests run in parallel and must not run npm into
-    // the same directory at once.
-    static ONCE: std::sync::Mutex<Option<Got>> = std::sync::Mutex::new(None);
     if !require_tools(&["npm"]) {
         return None;
     }
-    let mut slot = ONCE.lock().unwrap_or_else(|e| e.into_inner());
-    let got = slot.get_or_insert_with(install).clone();
-    drop(slot);
-    match got {
-        Ok(paths) => Some(paths),
-        Err(reason) => {
-            skip_or_fail(&reason);
-            None
-        }
-    }
-}
-
-fn install() -> Result<(PathBuf, PathBuf, PathBuf), String> {
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests-compat/install-mcp-conformance.sh");
-    let dir = std::env::var_os("TRANTOR_MCP_CONFORMANCE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| std::env::temp_dir().join("trantor-mcp-conformance"));
-    let out = Command::new("bash")
-        .arg(&script)
-        .arg(&dir)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let mut lines = stdout.lines().map(str::trim).filter(|l| !l.is_empty());
-    match (
-        out.status.success(),
-        lines.next(),
-        lines.next(),
-        lines.next(),
-    ) {
-        (true, Some(node), Some(entry), Some(inspector)) => Ok((
+    let dir = common::install_dir("TRANTOR_MCP_CONFORMANCE_DIR", "trantor-mcp-conformance");
+    match common::install("install-mcp-conformance.sh", &dir, &[]).as_deref() {
+        Ok([node, entry, inspector, ..]) => Some((
             PathBuf::from(node),
             PathBuf::from(entry),
             PathBuf::from(inspector),
         )),
-        _ => {
-            let err = String::from_utf8_lossy(&out.stderr);
-            Err(format!(
-                "the MCP conformance suite could not be installed from npm (offline?): {}",
-                err.lines().last().unwrap_or("")
-            ))
+        Ok(lines) => {
+            skip_or_fail(&format!(
+                "install-mcp-conformance.sh printed {} lines, not node, entry and inspector",
+                lines.len()
+            ));
+            None
+        }
+        Err(reason) => {
+            skip_or_fail(reason);
+            None
         }
     }
 }

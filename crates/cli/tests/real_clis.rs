@@ -24,41 +24,9 @@ const ORCH: &str = "orch:p";
 const LONG: Duration = Duration::from_secs(300);
 
 /// The directory holding `claude`, `codex` and `opencode`, installed once per machine; `None`
-/// (with a SKIP line) when it cannot be had on a developer machine. Panics under CI.
+/// (with a SKIP line) when it cannot be had on a developer machine. Fails under CI.
 fn clis() -> Option<PathBuf> {
-    static BIN: std::sync::Mutex<Option<Option<PathBuf>>> = std::sync::Mutex::new(None);
-    let mut slot = BIN.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(got) = slot.as_ref() {
-        return got.clone();
-    }
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests-compat/install-real-clis.sh");
-    let dir = std::env::var_os("TRANTOR_REAL_CLIS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| std::env::temp_dir().join("trantor-real-clis"));
-    let out = Command::new("bash")
-        .arg(&script)
-        .arg(&dir)
-        .stdin(Stdio::null())
-        .output();
-    let got = match &out {
-        Ok(o) if o.status.success() => {
-            Some(PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
-        }
-        _ => None,
-    };
-    if got.is_none() {
-        let why = match &out {
-            Ok(o) => String::from_utf8_lossy(&o.stderr).to_string(),
-            Err(e) => e.to_string(),
-        };
-        if std::env::var_os("CI").is_some() {
-            panic!("CI: the real agent CLIs could not be installed: {why}");
-        }
-        println!("SKIP: the real agent CLIs are unavailable (node/npm/registry): {why}");
-    }
-    *slot = Some(got.clone());
-    got
+    common::real_clis_bin()
 }
 
 /// One seat run by `trantor runner` with a real CLI, configured for the scripted model API.

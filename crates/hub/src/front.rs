@@ -71,6 +71,11 @@ pub fn is_parked(resp: &Response) -> bool {
 }
 
 /// Serve a plain TCP connection until it ends, the hub stops, or it is shed while idle.
+///
+/// This future is the connection's task, and while a poll is held it is most of what the poll
+/// costs; so each phase but the hold (reading a head, routing, writing a reply, hyper's turn)
+/// is a boxed future of its own, freed when the phase ends, and the hold keeps only the socket,
+/// the parked future and the hang-up watch.
 pub(crate) async fn serve_plain(
     mut io: TcpStream,
     app: axum::Router,
@@ -80,7 +85,14 @@ pub(crate) async fn serve_plain(
 ) {
     let mut buf: Vec<u8> = Vec::new();
     loop {
-        let head = next_head(&mut io, &mut buf, header_timeout, &mut stop, &slot).await;
+        let head = Box::pin(next_head(
+            &mut io,
+            &mut buf,
+            header_timeout,
+            &mut stop,
+            &slot,
+        ))
+        .await;
         match head {
             Head::Closed => return,
             Head::Own { req, len, close } => {
@@ -89,7 +101,19 @@ pub(crate) async fn serve_plain(
                     // Nothing pipelined behind it: free the buffer for the hold.
                     buf = Vec::new();
                 }
-                let keep = Box::pin(serve_own(&mut io, &app, req, close, &slot)).await;
+                let busy = Busy::new(&slot);
+                let resp = match Box::pin(route(&io, &app, req)).await {
+                    Some(Routed::Ready(resp)) => resp,
+                    Some(Routed::Parked(hold)) => match held(&io, hold).await {
+                        Some(resp) => resp,
+                        // The client hung up while held: the hold ended (its presence and
+                        // wake slot went with it).
+                        None => return,
+                    },
+                    None => return,
+                };
+                let keep = Box::pin(write_reply(&mut io, resp, close)).await;
+                drop(busy);
                 if !keep || *stop.borrow() {
                     return;
                 }
@@ -238,38 +262,71 @@ fn own_poll(parsed: &httparse::Request<'_, '_>, len: usize) -> Option<Head> {
     })
 }
 
-/// Serve one request through the router and write its reply; `false` when the connection is
-/// to close (the client asked, it went away, or a write failed).
-async fn serve_own(
-    io: &mut TcpStream,
+/// What the router answered a request the front serves.
+enum Routed {
+    /// A reply to write now (boxed: this enum outlives nothing, but keeps the connection's
+    /// future small).
+    Ready(Box<Response>),
+    /// A held poll: the reply once this resolves.
+    Parked(ParkedFuture),
+}
+
+/// Run one request through the router; `None` when the client went away meanwhile.
+async fn route(
+    io: &TcpStream,
     app: &axum::Router,
     req: Box<http::Request<axum::body::Body>>,
-    close: bool,
-    slot: &Arc<ConnSlot>,
-) -> bool {
-    let _busy = Busy::new(slot);
+) -> Option<Routed> {
     let service = hyper_util::service::TowerToHyperService::new(app.clone());
     let call = hyper::service::Service::call(&service, *req);
-    let resp = tokio::select! {
+    let mut resp = tokio::select! {
         r = call => match r {
             Ok(r) => r,
             Err(never) => match never {},
         },
-        _ = client_gone(io) => return false,
+        _ = client_gone(io) => return None,
     };
     let parked = resp
-        .extensions()
-        .get::<Parked>()
+        .extensions_mut()
+        .remove::<Parked>()
         .and_then(|p| p.0.lock().unwrap_or_else(|e| e.into_inner()).take());
-    let resp = match parked {
-        Some(hold) => tokio::select! {
-            r = hold => r,
-            // The client hung up while held: end the hold (its presence and wake slot go).
-            _ = client_gone(io) => return false,
-        },
-        None => resp,
-    };
-    let (parts, body) = resp.into_parts();
+    // The placeholder response (its extensions, the parked slot) is dropped here, before
+    // the hold.
+    Some(match parked {
+        Some(hold) => Routed::Parked(hold),
+        None => Routed::Ready(Box::new(resp)),
+    })
+}
+
+/// Await a parked hold while watching the socket: `None` when the client hung up first.
+/// Written with the socket's own peek readiness (no waiter of its own in this future), since
+/// this is the state a held poll's task stays in.
+async fn held(io: &TcpStream, mut hold: ParkedFuture) -> Option<Box<Response>> {
+    // Once the client sent more (a pipelined request), it stays for the next head and the
+    // hang-up watch stops: the socket is then readable until the head is read.
+    let mut watching = true;
+    std::future::poll_fn(move |cx| {
+        if let Poll::Ready(resp) = hold.as_mut().poll(cx) {
+            return Poll::Ready(Some(Box::new(resp)));
+        }
+        if watching {
+            let mut probe = [0u8; 1];
+            let mut probe = ReadBuf::new(&mut probe);
+            match io.poll_peek(cx, &mut probe) {
+                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Poll::Ready(None),
+                Poll::Ready(Ok(_)) => watching = false,
+                Poll::Pending => {}
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// Write `resp` as the reply; `false` when the connection is to close (the client asked, or
+/// the body or the write failed).
+async fn write_reply(io: &mut TcpStream, resp: Box<Response>, close: bool) -> bool {
+    let (parts, body) = (*resp).into_parts();
     let body = match axum::body::to_bytes(body, usize::MAX).await {
         Ok(b) => b,
         Err(e) => {

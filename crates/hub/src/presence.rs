@@ -54,7 +54,8 @@ pub struct Presence {
 #[derive(Debug)]
 pub struct Hold<'a> {
     presence: &'a Presence,
-    session: String,
+    /// Shared with the poll holding it (no copy of the name per held poll).
+    session: Arc<str>,
 }
 
 impl Presence {
@@ -131,13 +132,13 @@ impl Presence {
     }
 
     /// Count a held poll of `session` (which must have been touched) until the guard drops.
-    pub fn hold(&self, session: &str) -> Hold<'_> {
-        if let Some(live) = self.map().get_mut(session) {
+    pub fn hold(&self, session: &Arc<str>) -> Hold<'_> {
+        if let Some(live) = self.map().get_mut(&**session) {
             live.held += 1;
         }
         Hold {
             presence: self,
-            session: session.to_string(),
+            session: session.clone(),
         }
     }
 
@@ -249,7 +250,7 @@ impl Presence {
 
 impl Drop for Hold<'_> {
     fn drop(&mut self) {
-        if let Some(live) = self.presence.map().get_mut(&self.session) {
+        if let Some(live) = self.presence.map().get_mut(&*self.session) {
             live.held = live.held.saturating_sub(1);
         }
     }
@@ -277,7 +278,7 @@ mod tests {
         let p = Presence::new(1000, &[], 0);
         p.touch("a:p", 0);
         {
-            let _h = p.hold("a:p");
+            let _h = p.hold(&Arc::from("a:p"));
             assert!(p.is_online("a:p", 50_000));
             assert!(p.sweep_offline(50_000).is_empty());
             assert_eq!(p.held_polls(), 1);

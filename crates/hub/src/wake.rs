@@ -7,15 +7,21 @@
 //! re-scan timer, so an idle reader costs nothing until it is woken or its hold expires.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use tokio::sync::Notify;
+use tokio::sync::futures::Notified;
 use trantor_proto::BROADCAST;
 
 /// Per-session wake slots plus the broadcast slot.
 #[derive(Debug, Default)]
 pub struct WakeRegistry {
-    slots: Mutex<HashMap<String, Arc<Notify>>>,
+    /// Keyed by the session name its first reader brought (shared with that reader's
+    /// [`Subscription`], so a held poll's slot costs no copy of the name).
+    slots: Mutex<HashMap<Arc<str>, Arc<Notify>>>,
     all: Notify,
     rings: AtomicU64,
 }
@@ -24,7 +30,7 @@ pub struct WakeRegistry {
 #[derive(Debug)]
 pub struct Subscription<'a> {
     registry: &'a WakeRegistry,
-    session: String,
+    session: Arc<str>,
     slot: Arc<Notify>,
 }
 
@@ -34,22 +40,26 @@ impl WakeRegistry {
         Self::default()
     }
 
-    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Notify>>> {
+    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Arc<Notify>>> {
         // A panic while holding this lock cannot leave the map inconsistent (single inserts
         // and removes), so a poisoned lock is still usable.
         self.slots.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Register a reader of `session`.
-    pub fn subscribe(&self, session: &str) -> Subscription<'_> {
-        let slot = self
-            .slots()
-            .entry(session.to_string())
-            .or_insert_with(|| Arc::new(Notify::new()))
-            .clone();
+    pub fn subscribe(&self, session: &Arc<str>) -> Subscription<'_> {
+        let mut slots = self.slots();
+        let (key, slot) = match slots.get_key_value(&**session) {
+            Some((k, v)) => (k.clone(), v.clone()),
+            None => {
+                let slot = Arc::new(Notify::new());
+                slots.insert(session.clone(), slot.clone());
+                (session.clone(), slot)
+            }
+        };
         Subscription {
             registry: self,
-            session: session.to_string(),
+            session: key,
             slot,
         }
     }
@@ -89,37 +99,54 @@ impl WakeRegistry {
 }
 
 impl Subscription<'_> {
-    /// Wait until a message to this session or to everyone is rung. The futures are enabled
-    /// (registered) on creation of the returned future's first poll; callers wanting no gap
-    /// between the store query and the wait use [`Subscription::armed`].
+    /// The wait for a message to this session or to everyone. Pin it where it is awaited (no
+    /// allocation) and call [`Armed::enable`] before the store query, so a commit that lands
+    /// during the query still wakes it.
     pub fn armed(&self) -> Armed<'_> {
-        let mut own = Box::pin(self.slot.notified());
-        let mut all = Box::pin(self.registry.all.notified());
-        own.as_mut().enable();
-        all.as_mut().enable();
-        Armed { own, all }
+        Armed {
+            own: self.slot.notified(),
+            all: self.registry.all.notified(),
+        }
     }
 }
 
-/// Two enabled wake-ups (the session's and the broadcast one); await [`Armed::wait`].
+/// Two wake-ups (the session's and the broadcast one), held inline; resolves on the first.
+#[derive(Debug)]
 pub struct Armed<'a> {
-    own: std::pin::Pin<Box<tokio::sync::futures::Notified<'a>>>,
-    all: std::pin::Pin<Box<tokio::sync::futures::Notified<'a>>>,
+    own: Notified<'a>,
+    all: Notified<'a>,
 }
 
-impl std::fmt::Debug for Armed<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Armed")
+impl<'a> Armed<'a> {
+    fn project(self: Pin<&mut Self>) -> (Pin<&mut Notified<'a>>, Pin<&mut Notified<'a>>) {
+        // SAFETY: structural pinning of both fields: `Armed` has no `Drop` impl, is not
+        // `Unpin` (its fields are not), and never moves a field out of a pinned `Armed`.
+        unsafe {
+            let this = self.get_unchecked_mut();
+            (
+                Pin::new_unchecked(&mut this.own),
+                Pin::new_unchecked(&mut this.all),
+            )
+        }
+    }
+
+    /// Register both wake-ups now: a ring from here on resolves this future.
+    pub fn enable(self: Pin<&mut Self>) {
+        let (own, all) = self.project();
+        own.enable();
+        all.enable();
     }
 }
 
-impl Armed<'_> {
-    /// Resolve on the first ring.
-    pub async fn wait(self) {
-        let Armed { own, all } = self;
-        tokio::select! {
-            _ = own => {},
-            _ = all => {},
+impl Future for Armed<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let (own, all) = self.project();
+        if own.poll(cx).is_ready() || all.poll(cx).is_ready() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
         }
     }
 }
@@ -128,11 +155,11 @@ impl Drop for Subscription<'_> {
     fn drop(&mut self) {
         let mut slots = self.registry.slots();
         // Two strong references left means the map's and ours: no other reader of the session.
-        if let Some(slot) = slots.get(&self.session)
+        if let Some(slot) = slots.get(&*self.session)
             && Arc::ptr_eq(slot, &self.slot)
             && Arc::strong_count(&self.slot) == 2
         {
-            slots.remove(&self.session);
+            slots.remove(&*self.session);
         }
     }
 }
@@ -145,11 +172,12 @@ mod tests {
     #[tokio::test]
     async fn ring_after_arm_is_not_missed() {
         let reg = WakeRegistry::new();
-        let sub = reg.subscribe("a:p");
-        let armed = sub.armed();
+        let sub = reg.subscribe(&Arc::from("a:p"));
+        let mut armed = std::pin::pin!(sub.armed());
+        armed.as_mut().enable();
         // The ring happens before anyone awaits: the enabled waiter still sees it.
         reg.ring("a:p");
-        tokio::time::timeout(Duration::from_secs(1), armed.wait())
+        tokio::time::timeout(Duration::from_secs(1), armed)
             .await
             .expect("woken");
     }
@@ -164,11 +192,13 @@ mod tests {
     #[tokio::test]
     async fn a_ring_wakes_its_own_slot_only_and_a_broadcast_wakes_everyone() {
         let reg = WakeRegistry::new();
-        let a = reg.subscribe("a:p");
-        let b = reg.subscribe("b:p");
+        let a = reg.subscribe(&Arc::from("a:p"));
+        let b = reg.subscribe(&Arc::from("b:p"));
         // Both armed BEFORE any ring, as /poll arms before its store query.
-        let wa = std::pin::pin!(a.armed().wait());
-        let mut wb = std::pin::pin!(b.armed().wait());
+        let mut wa = std::pin::pin!(a.armed());
+        wa.as_mut().enable();
+        let mut wb = std::pin::pin!(b.armed());
+        wb.as_mut().enable();
         assert!(!resolved_now(wb.as_mut()), "armed, nothing rung yet");
         // A ring for an unrelated session, and one for a session nobody waits on.
         reg.ring("c:p");
@@ -181,7 +211,8 @@ mod tests {
         // The broadcast wakes b:p; a reader armed after every ring has nothing due.
         reg.ring(BROADCAST);
         assert!(resolved_now(wb), "a broadcast missed b:p");
-        let after = std::pin::pin!(b.armed().wait());
+        let mut after = std::pin::pin!(b.armed());
+        after.as_mut().enable();
         assert!(
             !resolved_now(after),
             "armed after every ring, nothing is due"
@@ -193,8 +224,8 @@ mod tests {
     fn slots_are_released() {
         let reg = WakeRegistry::new();
         {
-            let _a = reg.subscribe("a:p");
-            let _b = reg.subscribe("a:p");
+            let _a = reg.subscribe(&Arc::from("a:p"));
+            let _b = reg.subscribe(&Arc::from("a:p"));
             assert_eq!(reg.sessions_waiting(), 1);
         }
         assert_eq!(reg.sessions_waiting(), 0);

@@ -17,6 +17,45 @@ use trantor_store_sqlite::SqliteStore;
 /// Bytes currently allocated through the Rust global allocator.
 static LIVE: AtomicIsize = AtomicIsize::new(0);
 
+/// Allocations of each size live now (sizes from [`HIST_MAX`] on share the last slot): what a
+/// held poll is made of, printed per round.
+const HIST_MAX: usize = 4096;
+static HIST: [AtomicIsize; HIST_MAX + 1] = [const { AtomicIsize::new(0) }; HIST_MAX + 1];
+
+fn hist_add(size: usize, n: isize) {
+    HIST[size.min(HIST_MAX)].fetch_add(n, Ordering::Relaxed);
+}
+
+fn hist() -> Vec<isize> {
+    HIST.iter().map(|c| c.load(Ordering::Relaxed)).collect()
+}
+
+/// The sizes whose live count grew by at least half a poll each between `before` and `after`,
+/// as `size×count` per poll, largest first.
+fn hist_delta(before: &[isize], after: &[isize], polls: usize) -> String {
+    let mut rows: Vec<(usize, f64)> = before
+        .iter()
+        .zip(after)
+        .enumerate()
+        .filter_map(|(size, (b, a))| {
+            let per = (a - b) as f64 / polls as f64;
+            (per >= 0.5).then_some((size, per))
+        })
+        .collect();
+    rows.sort_by(|x, y| y.0.cmp(&x.0));
+    rows.iter()
+        .map(|(size, per)| {
+            let size = if *size == HIST_MAX {
+                format!("{HIST_MAX}+")
+            } else {
+                size.to_string()
+            };
+            format!("{size}×{per:.2}")
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 struct Counting;
 
 // SAFETY: every call is forwarded to `System` unchanged; only a counter is updated beside it.
@@ -26,6 +65,7 @@ unsafe impl GlobalAlloc for Counting {
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
             LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+            hist_add(layout.size(), 1);
         }
         p
     }
@@ -34,6 +74,7 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: `ptr` came from `alloc` with this layout.
         unsafe { System.dealloc(ptr, layout) };
         LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        hist_add(layout.size(), -1);
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
@@ -41,6 +82,7 @@ unsafe impl GlobalAlloc for Counting {
         let p = unsafe { System.alloc_zeroed(layout) };
         if !p.is_null() {
             LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+            hist_add(layout.size(), 1);
         }
         p
     }
@@ -53,6 +95,8 @@ unsafe impl GlobalAlloc for Counting {
                 new_size as isize - layout.size() as isize,
                 Ordering::Relaxed,
             );
+            hist_add(layout.size(), -1);
+            hist_add(new_size, 1);
         }
         p
     }
@@ -68,11 +112,13 @@ fn live() -> isize {
 /// Polls held per round.
 const POLLS: usize = 400;
 /// The most a held poll may cost, bytes of Rust heap (hub connection + handler + the test's
-/// client socket). Measured 4,857 bytes in a debug build (2026-12-03), down from 25,630 when
-/// hyper held the connection (its two 8 KiB buffers) and the router's futures for the whole
-/// hold; the hub's plain-HTTP front now parks the hold (crates/hub/src/front.rs; see
-/// docs/bench-hub.md, "Held polls").
-const PER_POLL_BOUND: isize = 6 * 1024;
+/// client socket). Measured 2,132–2,160 bytes in a debug build (2026-12-03 18:40), down from
+/// 4,857 (and 25,630 when hyper held the connection and the router's futures for the whole
+/// hold). What they are, from the histogram this test prints: the connection's task (640),
+/// the parked hold (664), the two sockets' registrations (256 each, the test's and the hub's),
+/// the connection's shedding slot (88), the session's wake slot (48) and its name, shared by
+/// the hold's presence and wake entries (24). See docs/bench-hub.md, "Held polls".
+const PER_POLL_BOUND: isize = 3 * 1024;
 /// What may stay per session after its polls ended: its presence entry (name, lastSeen).
 const PER_SESSION_AFTER: isize = 512;
 
@@ -187,11 +233,16 @@ async fn held_poll_memory_is_bounded_and_returned() {
     let mut after_rounds = Vec::new();
     for round in 1..=3 {
         let before = live();
+        let hist_before = hist();
         let socks = hold(port, POLLS).await;
         wait_held(port, POLLS as i64).await;
         let held = live();
         let per_poll = (held - before) / POLLS as isize;
         eprintln!("round {round}: {per_poll} bytes of heap per held poll");
+        eprintln!(
+            "round {round}: live allocations per held poll, size×count: {}",
+            hist_delta(&hist_before, &hist(), POLLS)
+        );
         assert!(
             per_poll <= PER_POLL_BOUND,
             "round {round}: a held poll costs {per_poll} bytes of heap (bound {PER_POLL_BOUND})"

@@ -31,8 +31,8 @@ pub use http::{
 };
 pub use hub::{Hub, TestHub};
 pub use prereq::{
-    on_path, original_package, original_with_python3, real_clis_bin, require_tool, require_tools,
-    skip_or_fail, under_ci,
+    install, install_dir, on_path, original_package, original_with_python3, real_clis_bin,
+    require_tool, require_tools, skip_or_fail, under_ci,
 };
 pub use process::{GroupChild, kill_processes_mentioning, wait_with_deadline};
 pub use wait::{wait_polls_held, wait_until, wait_until_async};

@@ -55,92 +55,95 @@ pub fn require_tool(tool: &str) -> bool {
     require_tools(&[tool])
 }
 
+/// Runs the install script `tests-compat/<script> <dir> <args…>` (each is idempotent and
+/// installs from npm into a directory outside the repository) once per test binary, and returns
+/// its stdout's non-empty lines, or why it failed (the tail of its stderr). Installs are
+/// serialised: two tests of one binary never run npm into one directory at once.
+pub fn install(script: &str, dir: &Path, args: &[&str]) -> Result<Vec<String>, String> {
+    type Done = std::collections::HashMap<String, Result<Vec<String>, String>>;
+    static DONE: std::sync::Mutex<Option<Done>> = std::sync::Mutex::new(None);
+    let key = format!("{script} {} {}", dir.display(), args.join(" "));
+    let mut done = DONE.lock().unwrap_or_else(|e| e.into_inner());
+    let done = done.get_or_insert_with(Done::new);
+    done.entry(key)
+        .or_insert_with(|| {
+            let path = crate::compat_file(script);
+            let out = Command::new("bash")
+                .arg(&path)
+                .arg(dir)
+                .args(args)
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| format!("cannot run {}: {e}", path.display()))?;
+            if !out.status.success() {
+                let err = String::from_utf8_lossy(&out.stderr);
+                let tail: Vec<&str> = err.lines().rev().take(3).collect();
+                return Err(format!(
+                    "{script} failed (offline?): {}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+                ));
+            }
+            Ok(String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_string)
+                .collect())
+        })
+        .clone()
+}
+
+/// `dir_env`'s value, or `<tmp>/<default>`: where an install script puts what it installs.
+pub fn install_dir(dir_env: &str, default: &str) -> PathBuf {
+    std::env::var_os(dir_env)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join(default))
+}
+
+/// `Some(value)`, or `None` after [`skip_or_fail`] names why it could not be had.
+fn or_skip<T>(got: Result<T, String>) -> Option<T> {
+    got.map_err(|reason| skip_or_fail(&reason)).ok()
+}
+
 /// The original package (npm `trantor@0.18.72`), installed once per machine by
-/// `tests-compat/install-original.sh` (idempotent). `None` after [`skip_or_fail`] when node or
-/// npm is missing or the registry cannot be reached; every caller is told, not just the first.
+/// `tests-compat/install-original.sh`. `None` after [`skip_or_fail`] when node or npm is
+/// missing or the registry cannot be reached; every caller is told, not just the first.
 pub fn original_package() -> Option<PathBuf> {
-    static PKG: std::sync::Mutex<Option<Result<PathBuf, String>>> = std::sync::Mutex::new(None);
     if !require_tools(&["node", "npm"]) {
         return None;
     }
-    let mut slot = PKG.lock().unwrap_or_else(|e| e.into_inner());
-    let got = slot.get_or_insert_with(install_original).clone();
-    drop(slot);
-    match got {
-        Ok(pkg) => Some(pkg),
-        Err(reason) => {
-            skip_or_fail(&reason);
-            None
-        }
-    }
-}
-
-fn install_original() -> Result<PathBuf, String> {
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests-compat/install-original.sh");
     let dir = std::env::temp_dir().join("trantor-orig-0.18.72");
-    let out = Command::new("bash")
-        .arg(&script)
-        .arg(&dir)
-        .arg("0.18.72")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-    let pkg = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    if out.status.success() && pkg.join("hub.mjs").is_file() && pkg.join("mcp.mjs").is_file() {
-        return Ok(pkg);
-    }
-    let err = String::from_utf8_lossy(&out.stderr);
-    let tail: Vec<&str> = err.lines().rev().take(3).collect();
-    Err(format!(
-        "the original trantor@0.18.72 could not be installed from npm (offline?): {}",
-        tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
-    ))
+    or_skip(
+        install("install-original.sh", &dir, &["0.18.72"]).and_then(|lines| {
+            let pkg = PathBuf::from(lines.first().map(String::as_str).unwrap_or(""));
+            if pkg.join("hub.mjs").is_file() && pkg.join("mcp.mjs").is_file() {
+                Ok(pkg)
+            } else {
+                Err(format!(
+                    "the original trantor@0.18.72 is incomplete at {}",
+                    pkg.display()
+                ))
+            }
+        }),
+    )
 }
 
 /// The directory holding the real `claude`, `codex` and `opencode` pinned by
 /// `tests-compat/install-real-clis.sh` (installed once per machine, `TRANTOR_REAL_CLIS_DIR` or
 /// `<tmp>/trantor-real-clis`). `None` after [`skip_or_fail`] when they cannot be had.
 pub fn real_clis_bin() -> Option<PathBuf> {
-    static BIN: std::sync::Mutex<Option<Result<PathBuf, String>>> = std::sync::Mutex::new(None);
     if !require_tools(&["node", "npm"]) {
         return None;
     }
-    let mut slot = BIN.lock().unwrap_or_else(|e| e.into_inner());
-    let got = slot
-        .get_or_insert_with(|| {
-            let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../../tests-compat/install-real-clis.sh");
-            let dir = std::env::var_os("TRANTOR_REAL_CLIS_DIR")
+    let dir = install_dir("TRANTOR_REAL_CLIS_DIR", "trantor-real-clis");
+    or_skip(
+        install("install-real-clis.sh", &dir, &[]).and_then(|lines| {
+            lines
+                .first()
                 .map(PathBuf::from)
-                .unwrap_or_else(|| std::env::temp_dir().join("trantor-real-clis"));
-            let out = Command::new("bash")
-                .arg(&script)
-                .arg(&dir)
-                .stdin(Stdio::null())
-                .output()
-                .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-            if out.status.success() {
-                Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
-            } else {
-                Err(format!(
-                    "the real agent CLIs could not be installed: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                        .lines()
-                        .last()
-                        .unwrap_or("")
-                ))
-            }
-        })
-        .clone();
-    drop(slot);
-    match got {
-        Ok(p) => Some(p),
-        Err(reason) => {
-            skip_or_fail(&reason);
-            None
-        }
-    }
+                .ok_or_else(|| "install-real-clis.sh printed no directory".to_string())
+        }),
+    )
 }
 
 /// The original package and `python3` (the original MCP server's test driver), or `None` after

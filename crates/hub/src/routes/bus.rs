@@ -10,6 +10,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use trantor_proto::limits;
@@ -342,77 +343,99 @@ pub async fn poll<S: Store>(
     let raise = !p.flag("peek")?;
     drop(p);
     let deadline = tokio::time::Instant::now() + wait;
-    if parkable.is_none() {
-        return Ok(Json(hold(hub, session, since, deadline, raise).await?).into_response());
-    }
-    Ok(crate::front::park(async move {
-        let metrics = hub.clone();
-        let resp = hold(hub, session, since, deadline, raise)
-            .await
-            .map(Json)
-            .into_response();
-        metrics
-            .metrics
-            .request("GET", "/poll", resp.status().as_u16());
-        resp
-    }))
+    let session: Arc<str> = Arc::from(session);
+    let parked = parkable.is_some();
+    let held = hold(hub, session, since, deadline, raise, parked);
+    Ok(if parked {
+        crate::front::park(held)
+    } else {
+        held.await
+    })
 }
 
 /// A poll's hold: look, and until there is news, wait for a ring, the deadline or shutdown.
+/// A `parked` hold counts its own reply in the metrics (the router's layer saw a placeholder).
+///
+/// While it waits, this future is what a held poll costs (the front parks it, boxed), so the
+/// store calls, which are large futures and short, are boxed apart and freed before the wait;
+/// the session's name is one shared allocation for the presence hold and the wake slot; and
+/// it is the outermost future of the hold, so its arguments are stored once.
 async fn hold<S: Store>(
     hub: AppState<S>,
-    session: String,
+    session: Arc<str>,
     since: i64,
     deadline: tokio::time::Instant,
     raise: bool,
-) -> ApiResult<InboxReply> {
-    let touch = hub.presence.touch(&session, now_ms());
-    let _hold = hub.presence.hold(&session);
-    let sub = hub.wake.subscribe(&session);
-    let mut shutdown = hub.shutdown.clone();
+    parked: bool,
+) -> Response {
+    let reply: ApiResult<InboxReply> = async {
+        let touch = hub.presence.touch(&session, now_ms());
+        let _hold = hub.presence.hold(&session);
+        let sub = hub.wake.subscribe(&session);
+        let mut shutdown = hub.shutdown.clone();
 
-    // A session coming online needs a write anyway (its peer row and `presence.online`), so
-    // that first look reads the page and raises the ledger in it. Every other look, woken ones
-    // included, reads committed messages on a reader and answers at once; the ledger raise
-    // follows in the next group commit (`raise_after_reply`), off the reply's path.
-    let mut woken = false;
-    let mut touch = touch;
-    loop {
-        // Arm before querying so a commit racing with the query still wakes us.
-        let armed = sub.armed();
-        let page = if touch == Touch::CameOnline {
-            deliver(&hub, &session, since, touch, raise).await?
-        } else {
-            let s = session.clone();
-            let page = hub.store.read(move |tx| read_page(tx, &s, since)).await?;
-            if raise && page.has_news() {
-                raise_after_reply(&hub, &session, page.reply.cursor);
-            }
-            page
-        };
-        touch = Touch::Seen;
-        if page.has_news() {
-            if woken {
-                hub.metrics.polls_woken.fetch_add(1, Ordering::Relaxed);
-            }
-            hub.presence.touch(&session, now_ms());
-            return Ok(page.reply);
-        }
-        if *shutdown.borrow() {
-            return Ok(page.reply);
-        }
-        tokio::select! {
-            _ = armed.wait() => { woken = true; }
-            _ = tokio::time::sleep_until(deadline) => {
-                hub.metrics.polls_timed_out.fetch_add(1, Ordering::Relaxed);
+        // A session coming online needs a write anyway (its peer row and `presence.online`),
+        // so that first look reads the page and raises the ledger in it. Every other look,
+        // woken ones included, reads committed messages on a reader and answers at once; the
+        // ledger raise follows in the next group commit (`raise_after_reply`), off the
+        // reply's path.
+        let mut woken = false;
+        let mut touch = touch;
+        loop {
+            // Arm before querying so a commit racing with the query still wakes us.
+            let mut armed = std::pin::pin!(sub.armed());
+            armed.as_mut().enable();
+            let page = Box::pin(look(&hub, &session, since, touch, raise)).await?;
+            touch = Touch::Seen;
+            if page.has_news() {
+                if woken {
+                    hub.metrics.polls_woken.fetch_add(1, Ordering::Relaxed);
+                }
                 hub.presence.touch(&session, now_ms());
                 return Ok(page.reply);
             }
-            _ = shutdown.changed() => {
+            if *shutdown.borrow() {
                 return Ok(page.reply);
+            }
+            tokio::select! {
+                _ = armed.as_mut() => { woken = true; }
+                _ = tokio::time::sleep_until(deadline) => {
+                    hub.metrics.polls_timed_out.fetch_add(1, Ordering::Relaxed);
+                    hub.presence.touch(&session, now_ms());
+                    return Ok(page.reply);
+                }
+                _ = shutdown.changed() => {
+                    return Ok(page.reply);
+                }
             }
         }
     }
+    .await;
+    let resp = reply.map(Json).into_response();
+    if parked {
+        hub.metrics.request("GET", "/poll", resp.status().as_u16());
+    }
+    resp
+}
+
+/// One look of a poll: the page from `since` (a write when the session comes online, else a
+/// read with the ledger raise queued after it).
+async fn look<S: Store>(
+    hub: &AppState<S>,
+    session: &Arc<str>,
+    since: i64,
+    touch: Touch,
+    raise: bool,
+) -> ApiResult<Page> {
+    if touch == Touch::CameOnline {
+        return deliver(hub, session, since, touch, raise).await;
+    }
+    let s = session.clone();
+    let page = hub.store.read(move |tx| read_page(tx, &s, since)).await?;
+    if raise && page.has_news() {
+        raise_after_reply(hub, session, page.reply.cursor);
+    }
+    Ok(page)
 }
 
 /// Raise `session`'s delivery ledger to `up_to` in the next group commit, after the reply that

@@ -240,7 +240,7 @@ fn send_on(
             push_log(
                 &mut card,
                 now,
-                &holder,
+                holder,
                 &format!(
                     "contract #{id} rerouted from {holder} to {to} as #{} ({reason})",
                     moved.id

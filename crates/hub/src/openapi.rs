@@ -416,6 +416,68 @@ fn portable_patterns(v: &mut Value) {
     }
 }
 
+/// The range of the Rust integer type schemars names by `format`, as serde decodes it.
+fn format_range(format: &str) -> Option<(i128, i128)> {
+    Some(match format {
+        "int8" => (i8::MIN.into(), i8::MAX.into()),
+        "int16" => (i16::MIN.into(), i16::MAX.into()),
+        "int32" => (i32::MIN.into(), i32::MAX.into()),
+        "int64" | "int" => (i64::MIN.into(), i64::MAX.into()),
+        "uint8" => (0, u8::MAX.into()),
+        "uint16" => (0, u16::MAX.into()),
+        "uint32" => (0, u32::MAX.into()),
+        "uint64" | "uint" => (0, u64::MAX.into()),
+        _ => return None,
+    })
+}
+
+/// Give every integer of a schema tree the range of its Rust type where the type does not say
+/// a narrower one: schemars writes `format: uint64` but no `maximum`, and a value past it is the
+/// hub's 400 (schemathesis, random seed: `ledger.turns` 7.96e19 on `POST /advise`). A bound the
+/// type already states is kept.
+fn integer_bounds(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            let integer = match map.get("type") {
+                Some(Value::String(t)) => t == "integer",
+                Some(Value::Array(ts)) => ts.iter().any(|t| t == "integer"),
+                _ => false,
+            };
+            let range = map
+                .get("format")
+                .and_then(Value::as_str)
+                .and_then(format_range);
+            if let (true, Some((lo, hi))) = (integer, range) {
+                let wider = |k: &str, lo: bool, n: i128, map: &Map<String, Value>| match map
+                    .get(k)
+                    .and_then(Value::as_f64)
+                {
+                    None => true,
+                    Some(b) if lo => b < n as f64,
+                    Some(b) => b > n as f64,
+                };
+                if wider("minimum", true, lo, map) {
+                    map.insert("minimum".into(), int_value(lo));
+                }
+                if wider("maximum", false, hi, map) {
+                    map.insert("maximum".into(), int_value(hi));
+                }
+            }
+            map.values_mut().for_each(integer_bounds);
+        }
+        Value::Array(items) => items.iter_mut().for_each(integer_bounds),
+        _ => {}
+    }
+}
+
+fn int_value(n: i128) -> Value {
+    match (i64::try_from(n), u64::try_from(n)) {
+        (Ok(i), _) => Value::from(i),
+        (_, Ok(u)) => Value::from(u),
+        _ => Value::Null,
+    }
+}
+
 /// Build the OpenAPI 3.1 document for the given route table.
 pub fn document(routes: &[RouteDoc]) -> Value {
     let mut g = SchemaSettings::draft2020_12()
@@ -449,9 +511,11 @@ pub fn document(routes: &[RouteDoc]) -> Value {
     );
     for schema in schemas.values_mut() {
         portable_patterns(schema);
+        integer_bounds(schema);
     }
     let mut paths = Value::Object(paths);
     portable_patterns(&mut paths);
+    integer_bounds(&mut paths);
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -575,6 +639,36 @@ mod tests {
         let doc = doc();
         let schemas = doc["components"]["schemas"].to_string();
         assert!(!schemas.contains(r#"\\s"#), "{schemas}");
+    }
+
+    #[test]
+    fn every_integer_carries_its_types_range() {
+        let mut v = json!({
+            "a": { "type": "integer", "format": "uint64", "minimum": 0 },
+            "b": { "type": ["integer", "null"], "format": "int64" },
+            "c": { "type": "integer", "format": "uint8", "minimum": 1, "maximum": 3 },
+            "d": { "type": "integer", "format": "int64", "minimum": -5 },
+            "e": { "type": "integer" },
+            "f": { "type": "string", "format": "int64" },
+        });
+        integer_bounds(&mut v);
+        assert_eq!(v["a"]["maximum"], json!(u64::MAX), "{v}");
+        assert_eq!(v["a"]["minimum"], 0, "{v}");
+        assert_eq!(v["b"]["minimum"], json!(i64::MIN), "{v}");
+        assert_eq!(v["b"]["maximum"], json!(i64::MAX), "{v}");
+        assert_eq!(
+            (&v["c"]["minimum"], &v["c"]["maximum"]),
+            (&json!(1), &json!(3))
+        );
+        assert_eq!(
+            (&v["d"]["minimum"], &v["d"]["maximum"]),
+            (&json!(-5), &json!(i64::MAX))
+        );
+        assert!(v["e"].get("maximum").is_none() && v["f"].get("maximum").is_none());
+        // In a document: a reply's u64 and a request's.
+        let doc = doc();
+        let send = &doc["components"]["schemas"]["SendRequest"]["properties"]["re"];
+        assert!(send.get("maximum").is_some(), "{send}");
     }
 
     #[test]

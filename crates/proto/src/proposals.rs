@@ -85,10 +85,33 @@ pub struct ProposeRequest {
     #[serde(default)]
     #[schemars(extend("x-required" = true), length(min = 1, max = TEXT), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
     pub exclusions: String,
-    /// Capability key, a slug `[a-z0-9._-]`.
+    /// Capability key, a slug `[a-z0-9._-]` ([`ProposeRequest::capability_key`]: white space
+    /// around it and upper case are forgiven, blank is none).
     #[serde(default)]
-    #[schemars(length(max = KEY_MAX), regex(pattern = r"^[a-z0-9][a-z0-9._-]*$"))]
+    #[schemars(length(max = KEY_MAX), regex(pattern = r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)?\s*$"))]
     pub key: Option<String>,
+}
+
+impl ProposeRequest {
+    /// The capability key as stored: trimmed and lower-cased (ASCII), `""` for none. Refused
+    /// (the reason) past [`KEY_MAX`] characters as sent, or when it is not a slug
+    /// `[a-z0-9][a-z0-9._-]*` in either case — the rule the document's pattern for `key` states.
+    pub fn capability_key(&self) -> Result<String, String> {
+        let raw = self.key.as_deref().unwrap_or("");
+        if raw.chars().count() > KEY_MAX {
+            return Err(format!("key too long (limit {KEY_MAX})"));
+        }
+        let key = raw.trim();
+        let slug = key.is_empty()
+            || (key.starts_with(|c: char| c.is_ascii_alphanumeric())
+                && key
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)));
+        if !slug {
+            return Err("key must be a slug: [a-z0-9._-]".into());
+        }
+        Ok(key.to_ascii_lowercase())
+    }
 }
 
 /// `POST /proposal/decide` and `/proposal/withdraw` body.
@@ -182,4 +205,42 @@ pub struct Grant {
 pub struct GrantsReply {
     /// Approved proposals (the newest 200).
     pub grants: Vec<Grant>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The key rule and the document's pattern for it agree (schemathesis, random seed: a key
+    /// the pattern refused was accepted, as the hub lower-cased it first).
+    #[test]
+    fn a_key_is_a_slug_in_either_case_blank_is_none() {
+        let key = |k: &str| {
+            ProposeRequest {
+                key: Some(k.into()),
+                ..Default::default()
+            }
+            .capability_key()
+        };
+        assert_eq!(
+            key(" Patrol.Reap-Orphans "),
+            Ok("patrol.reap-orphans".into())
+        );
+        assert_eq!(key(""), Ok(String::new()));
+        assert_eq!(key("\u{3000}"), Ok(String::new()));
+        for bad in [
+            "-x",
+            "a b",
+            "\u{212A}",
+            "é",
+            "a/b",
+            &"k".repeat(KEY_MAX + 1),
+        ] {
+            assert!(key(bad).is_err(), "{bad:?}");
+        }
+        assert!(
+            key(&format!(" {}", "k".repeat(KEY_MAX))).is_err(),
+            "as sent"
+        );
+    }
 }

@@ -18,7 +18,7 @@ use trantor_proto::{
     CatchupReply, CatchupSince, DutyFailure, DutyFailureReply, FailureRequest, OpenContract,
     limits, now_ms, session_project,
 };
-use trantor_store::{CardFilter, EventFilter, Store};
+use trantor_store::{CardFilter, EventFilter, ReadTx, Store, StoreError};
 
 /// Longest failure detail kept.
 const DETAIL_CAP: usize = 500;
@@ -157,64 +157,19 @@ pub async fn catchup<S: Store>(
     let peek = p.flag("peek")?;
     let now = now_ms();
     let s = session.clone();
-    let (peer, cursor, msgs, events, peers, cards, unread, tip, latest_event) = hub
+    let CatchupRead {
+        peer,
+        cursor,
+        msgs,
+        events,
+        peers,
+        cards,
+        unread,
+        tip,
+        latest_event,
+    } = hub
         .store
-        .read(move |tx| {
-            let peer = tx.peer(&s)?;
-            let project = peer
-                .as_ref()
-                .map(|p| p.project.clone())
-                .filter(|p| !p.is_empty())
-                .unwrap_or_else(|| session_project(&s).to_string());
-            let cursor = tx.kv(&cursor_key(&s))?.unwrap_or(Value::Null);
-            let delivered = peer.as_ref().map(|p| p.delivered_up_to).unwrap_or(0);
-            let from_msg = since_msg
-                .or_else(|| cursor.get("msg").and_then(Value::as_i64))
-                .unwrap_or(delivered);
-            let from_event = cursor.get("event").and_then(Value::as_i64);
-            let msgs = tx.messages_for(&s, from_msg, CATCHUP_MESSAGES)?;
-            let events = tx.events(&EventFilter {
-                project: Some(project.clone()),
-                types: Some(
-                    ["created", "moved", "updated", "deleted"]
-                        .map(str::to_string)
-                        .to_vec(),
-                ),
-                since: from_event,
-                limit: CATCHUP_EVENTS,
-                ..EventFilter::default()
-            })?;
-            let peers: Vec<_> = tx
-                .peers()?
-                .into_iter()
-                .filter(|p| p.project == project && p.session != s)
-                .collect();
-            let cards = tx.cards(&CardFilter {
-                project: Some(project.clone()),
-                ..CardFilter::default()
-            })?;
-            let unread: Vec<_> = tx
-                .messages_for(&s, delivered, 200)?
-                .into_iter()
-                .filter(|m| m.to == s)
-                .collect();
-            let tip = tx.tip()?;
-            let latest_event = tx.latest_event_id()?;
-            Ok((
-                peer,
-                CatchupSince {
-                    msg: from_msg,
-                    event: from_event,
-                },
-                msgs,
-                events,
-                peers,
-                cards,
-                unread,
-                tip,
-                latest_event,
-            ))
-        })
+        .read(move |tx| catchup_read(tx, &s, since_msg))
         .await?;
     let project = peer
         .as_ref()
@@ -226,34 +181,13 @@ pub async fn catchup<S: Store>(
         .partition(|m| m.kind.as_deref() == Some("receipt"));
     let crew: Vec<CatchupPeer> = peers
         .into_iter()
-        .map(|p| hub.live_peer(p, now))
-        .map(|p| CatchupPeer {
-            session: p.session,
-            online: p.online,
-            status: p.status,
-            phase: p.phase,
-            health: p.health,
-            last_seen: p.last_seen,
-        })
+        .map(|p| crew_row(hub.live_peer(p, now)))
         .collect();
     let mut counts: BTreeMap<String, i64> = BTreeMap::new();
     for c in &cards {
         *counts.entry(c.status.clone()).or_default() += 1;
     }
-    let waiting_on_me: Vec<CardBrief> = cards
-        .iter()
-        .filter(|c| {
-            (c.assignee == session && matches!(c.status.as_str(), "todo" | "doing" | "blocked"))
-                || (c.by == session && matches!(c.status.as_str(), "blocked" | "testing"))
-        })
-        .take(20)
-        .map(|c| CardBrief {
-            id: c.id,
-            title: c.title.clone(),
-            status: c.status.clone(),
-            assignee: c.assignee.clone(),
-        })
-        .collect();
+    let waiting_on_me = waiting_on(&cards, &session);
     let page = crate::domain::ledger::LedgerPage {
         after: 0,
         limit: 200,
@@ -273,13 +207,7 @@ pub async fn catchup<S: Store>(
         .contracts
         .iter()
         .filter(|c| !c.answered)
-        .map(|c| OpenContract {
-            id: c.id,
-            to: c.to.clone(),
-            disposition: c.disposition.clone(),
-            age_ms: c.age_ms,
-            text: c.text.chars().take(200).collect(),
-        })
+        .map(open_contract)
         .collect();
     let last_msg = messages.iter().chain(receipts.iter()).map(|m| m.id).max();
     if !peek {
@@ -309,4 +237,120 @@ pub async fn catchup<S: Store>(
         },
         unread,
     }))
+}
+
+/// What one catch-up reads, in one snapshot.
+struct CatchupRead {
+    peer: Option<trantor_proto::Peer>,
+    cursor: CatchupSince,
+    msgs: Vec<trantor_proto::Message>,
+    events: Vec<trantor_proto::Event>,
+    peers: Vec<trantor_proto::Peer>,
+    cards: Vec<trantor_proto::Card>,
+    unread: Vec<trantor_proto::Message>,
+    tip: i64,
+    latest_event: i64,
+}
+
+/// The catch-up's read of `s`'s project: messages and card events since its cursor (or
+/// `since_msg`), the crew, the board, its unread direct messages.
+fn catchup_read(
+    tx: &dyn ReadTx,
+    s: &str,
+    since_msg: Option<i64>,
+) -> Result<CatchupRead, StoreError> {
+    let peer = tx.peer(s)?;
+    let project = peer
+        .as_ref()
+        .map(|p| p.project.clone())
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| session_project(s).to_string());
+    let cursor = tx.kv(&cursor_key(s))?.unwrap_or(Value::Null);
+    let delivered = peer.as_ref().map(|p| p.delivered_up_to).unwrap_or(0);
+    let from_msg = since_msg
+        .or_else(|| cursor.get("msg").and_then(Value::as_i64))
+        .unwrap_or(delivered);
+    let from_event = cursor.get("event").and_then(Value::as_i64);
+    let msgs = tx.messages_for(s, from_msg, CATCHUP_MESSAGES)?;
+    let events = tx.events(&EventFilter {
+        project: Some(project.clone()),
+        types: Some(
+            ["created", "moved", "updated", "deleted"]
+                .map(str::to_string)
+                .to_vec(),
+        ),
+        since: from_event,
+        limit: CATCHUP_EVENTS,
+        ..EventFilter::default()
+    })?;
+    let peers: Vec<_> = tx
+        .peers()?
+        .into_iter()
+        .filter(|p| p.project == project && p.session != s)
+        .collect();
+    let cards = tx.cards(&CardFilter {
+        project: Some(project.clone()),
+        ..CardFilter::default()
+    })?;
+    let unread: Vec<_> = tx
+        .messages_for(s, delivered, 200)?
+        .into_iter()
+        .filter(|m| m.to == s)
+        .collect();
+    Ok(CatchupRead {
+        peer,
+        cursor: CatchupSince {
+            msg: from_msg,
+            event: from_event,
+        },
+        msgs,
+        events,
+        peers,
+        cards,
+        unread,
+        tip: tx.tip()?,
+        latest_event: tx.latest_event_id()?,
+    })
+}
+
+/// A crew member as the catch-up shows it.
+fn crew_row(p: trantor_proto::Peer) -> CatchupPeer {
+    CatchupPeer {
+        session: p.session,
+        online: p.online,
+        status: p.status,
+        phase: p.phase,
+        health: p.health,
+        last_seen: p.last_seen,
+    }
+}
+
+/// The cards waiting on `session` (its own open work, and what it handed off and must look at),
+/// at most 20.
+fn waiting_on(cards: &[trantor_proto::Card], session: &str) -> Vec<CardBrief> {
+    cards
+        .iter()
+        .filter(|c| {
+            (c.assignee == session && matches!(c.status.as_str(), "todo" | "doing" | "blocked"))
+                || (c.by == session && matches!(c.status.as_str(), "blocked" | "testing"))
+        })
+        .take(20)
+        .map(|c| CardBrief {
+            id: c.id,
+            title: c.title.clone(),
+            status: c.status.clone(),
+            assignee: c.assignee.clone(),
+        })
+        .collect()
+}
+
+/// An unanswered contract as the catch-up lists it.
+fn open_contract(c: &trantor_proto::Contract) -> OpenContract {
+    OpenContract {
+        id: c.id,
+        to: c.to.clone(),
+        disposition: c.disposition.clone(),
+        age_ms: c.age_ms,
+        text: c.text.chars().take(200).collect(),
+    }
 }

@@ -190,19 +190,7 @@ pub async fn propose<S: Store>(
         check_len(name, v, TEXT)?;
     }
     crate::error::check_secrets([scope.as_str(), condition.as_str(), exclusions.as_str()])?;
-    let key = req.key.unwrap_or_default().trim().to_lowercase();
-    check_len("key", &key, KEY_MAX)?;
-    let slug = key.is_empty()
-        || (key
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphanumeric())
-            && key
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c)));
-    if !slug {
-        return Err(ApiError::bad_request("key must be a slug: [a-z0-9._-]"));
-    }
+    let key = req.capability_key().map_err(ApiError::bad_request)?;
     let asked = req
         .project
         .map(|p| p.trim().to_string())

@@ -19,8 +19,8 @@ use axum::extract::State;
 use axum::routing::{MethodRouter, post};
 use serde_json::{Map, Value, json};
 use trantor_proto::delivery::{NOTE_MAX, RerouteReply, RerouteRequest};
-use trantor_proto::{limits, now_ms};
-use trantor_store::{NewMessage, ReadTx, Store, StoreError};
+use trantor_proto::{Message, limits, now_ms};
+use trantor_store::{NewMessage, ReadTx, Store, StoreError, WriteTx};
 
 /// The kv document remembering each rerouted message: `{"<id>": {"to", "id"}}`.
 pub const KEY: &str = "reroutes";
@@ -155,79 +155,8 @@ pub async fn reroute<S: Store>(
                     msg.project
                 ))));
             };
-            let text = format!("↪ rerouted from {holder} ({reason}): {}", msg.text);
-            let text = truncate(&text, limits::MESSAGE_TEXT);
-            let refs = card_refs(&msg.text);
-            let moved = tx.insert_message(
-                NewMessage {
-                    ts: now,
-                    from: msg.from.clone(),
-                    to: to.clone(),
-                    project: msg.project.clone(),
-                    text: text.clone(),
-                    re: msg.re,
-                    kind: msg.kind.clone(),
-                    wake: msg.wake,
-                },
-                &refs,
-            )?;
-            crate::domain::delivery::record_stored(tx, &moved)?;
-            let told = format!(
-                "↪ your contract #{id} is rerouted from {holder} to {to} as #{} ({reason})",
-                moved.id
-            );
-            let receipt = tx.insert_message(
-                NewMessage {
-                    ts: now,
-                    from: holder.clone(),
-                    to: msg.from.clone(),
-                    project: msg.project.clone(),
-                    text: told.clone(),
-                    re: Some(id),
-                    kind: Some("receipt".into()),
-                    wake: None,
-                },
-                &[],
-            )?;
-            crate::domain::delivery::record_stored(tx, &receipt)?;
-            for (m, t) in [(&moved, &text), (&receipt, &told)] {
-                let mut ev = event(
-                    now,
-                    "message",
-                    &msg.project,
-                    &m.from,
-                    json!({"msgId": m.id, "toSession": m.to, "text": truncate(t, 200)}),
-                );
-                if m.id == moved.id {
-                    ev.refs = refs.clone();
-                }
-                out.event(tx, ev)?;
-            }
-            for r in &refs {
-                if let Some(mut card) = tx.card(*r)? {
-                    push_log(
-                        &mut card,
-                        now,
-                        &holder,
-                        &format!(
-                            "contract #{id} rerouted from {holder} to {to} as #{} ({reason})",
-                            moved.id
-                        ),
-                    );
-                    tx.put_card(&card)?;
-                }
-            }
-            moves.insert(id.to_string(), json!({"to": to, "id": moved.id}));
-            while moves.len() > KEPT {
-                let Some(oldest) = moves
-                    .keys()
-                    .min_by_key(|k| k.parse::<i64>().unwrap_or(i64::MAX))
-                    .cloned()
-                else {
-                    break;
-                };
-                moves.remove(&oldest);
-            }
+            let (moved, receipt) = send_on(tx, &mut out, &msg, &holder, &to, &reason, now)?;
+            remember(&mut moves, id, &to, moved.id);
             tx.set_kv(KEY, &Value::Object(moves))?;
             let reply = RerouteReply {
                 ok: true,
@@ -243,6 +172,100 @@ pub async fn reroute<S: Store>(
     let (reply, out) = done?;
     hub.publish(out);
     Ok(Json(reply))
+}
+
+/// Send contract `msg` on from `holder` to `to` (its assigner's text, marked rerouted, with a
+/// delivery record), answer the assigner with a receipt saying where it went, and note the move
+/// on every card the contract cites. The moved message and the receipt.
+fn send_on(
+    tx: &mut dyn WriteTx,
+    out: &mut Outbox,
+    msg: &Message,
+    holder: &str,
+    to: &str,
+    reason: &str,
+    now: i64,
+) -> Result<(Message, Message), StoreError> {
+    let id = msg.id;
+    let text = format!("↪ rerouted from {holder} ({reason}): {}", msg.text);
+    let text = truncate(&text, limits::MESSAGE_TEXT);
+    let refs = card_refs(&msg.text);
+    let moved = tx.insert_message(
+        NewMessage {
+            ts: now,
+            from: msg.from.clone(),
+            to: to.to_string(),
+            project: msg.project.clone(),
+            text: text.clone(),
+            re: msg.re,
+            kind: msg.kind.clone(),
+            wake: msg.wake,
+        },
+        &refs,
+    )?;
+    crate::domain::delivery::record_stored(tx, &moved)?;
+    let told = format!(
+        "↪ your contract #{id} is rerouted from {holder} to {to} as #{} ({reason})",
+        moved.id
+    );
+    let receipt = tx.insert_message(
+        NewMessage {
+            ts: now,
+            from: holder.to_string(),
+            to: msg.from.clone(),
+            project: msg.project.clone(),
+            text: told.clone(),
+            re: Some(id),
+            kind: Some("receipt".into()),
+            wake: None,
+        },
+        &[],
+    )?;
+    crate::domain::delivery::record_stored(tx, &receipt)?;
+    for (m, t) in [(&moved, &text), (&receipt, &told)] {
+        let mut ev = event(
+            now,
+            "message",
+            &msg.project,
+            &m.from,
+            json!({"msgId": m.id, "toSession": m.to, "text": truncate(t, 200)}),
+        );
+        if m.id == moved.id {
+            ev.refs = refs.clone();
+        }
+        out.event(tx, ev)?;
+    }
+    for r in &refs {
+        if let Some(mut card) = tx.card(*r)? {
+            push_log(
+                &mut card,
+                now,
+                holder,
+                &format!(
+                    "contract #{id} rerouted from {holder} to {to} as #{} ({reason})",
+                    moved.id
+                ),
+            );
+            tx.put_card(&card)?;
+        }
+    }
+    Ok((moved, receipt))
+}
+
+/// Remember that contract `id` went to `to` as `moved` (a repeat then moves nothing), keeping
+/// the newest [`KEPT`] moves.
+fn remember(moves: &mut Map<String, Value>, id: i64, to: &str, moved: i64) {
+    moves.insert(id.to_string(), json!({"to": to, "id": moved}));
+    while moves.len() > KEPT {
+        let Some(oldest) = moves
+            .keys()
+            .min_by_key(|k| k.parse::<i64>().unwrap_or(i64::MAX))
+            .cloned()
+        else {
+            break;
+        };
+        moves.remove(&oldest);
+    }
 }
 
 #[cfg(test)]

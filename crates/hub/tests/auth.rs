@@ -181,6 +181,36 @@ async fn refused(hub: &TestHub, got: (u16, Value), status: u16, reason: &str, be
     assert_eq!(hub.snapshot().await, before, "{reason}: the store changed");
 }
 
+/// Authorization reads a card id as the route does: `{"id": 3.0}` is card 3 to both, so a
+/// write-scoped seat of project p cannot move a card of project q by sending its id as a float.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_id_sent_as_a_float_is_fenced_like_an_integer() {
+    let hub = start("enforce", |_| {}).await;
+    let port = hub.port;
+    let (owner, seat) = crew(&hub).await;
+    let (st, v) = owner
+        .post(
+            port,
+            "/task",
+            json!({"project": "q", "title": "theirs", "by": "op"}),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    let id = v["task"]["id"].as_i64().expect("card id");
+    let before = hub.snapshot().await;
+    for sent in [json!(id), json!(id as f64), json!(id.to_string())] {
+        let got = seat
+            .post(
+                port,
+                "/task/update",
+                json!({"id": sent, "status": "doing", "by": "claude:p"}),
+            )
+            .await;
+        refused(&hub, got, 403, "forbidden", &before).await;
+    }
+    hub.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn enforce_refuses_every_attack_and_changes_nothing() {
     let hub = start("enforce", |_| {}).await;

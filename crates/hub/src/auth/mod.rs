@@ -318,10 +318,18 @@ fn str_field<'a>(v: &'a Value, k: &str) -> &'a str {
     v.get(k).and_then(Value::as_str).unwrap_or("")
 }
 
+/// The card id a request names, read as the route will read it: an integer, an integral float
+/// (`3.0`, docs/protocol.md §1.1) or a numeric string in the body, else the `id` query value.
+/// Reading less than the route does would let a request past the project fence.
 fn id_field(v: &Value, q: &HashMap<String, String>) -> Option<i64> {
     v.get("id")
         .and_then(|x| {
             x.as_i64()
+                .or_else(|| {
+                    x.as_f64()
+                        .and_then(crate::extract::integral)
+                        .and_then(|i| i.as_i64())
+                })
                 .or_else(|| x.as_str().and_then(|s| s.trim().parse().ok()))
         })
         .or_else(|| {

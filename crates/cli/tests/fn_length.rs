@@ -38,14 +38,12 @@ const NOT_YET_SPLIT: &[(&str, &str)] = &[
     ("crates/hub/src/overseer.rs", "pass"),
     ("crates/hub/src/routes/adopt.rs", "import"),
     ("crates/hub/src/routes/board.rs", "update"),
-    ("crates/hub/src/routes/duty.rs", "catchup"),
     ("crates/hub/src/routes/gates.rs", "post"),
     ("crates/hub/src/routes/lanes.rs", "sweep"),
     ("crates/hub/src/routes/projects.rs", "delete"),
     ("crates/hub/src/routes/projects.rs", "phases"),
     ("crates/hub/src/routes/projects.rs", "projects"),
     ("crates/hub/src/routes/proposals.rs", "propose"),
-    ("crates/hub/src/routes/reroute.rs", "reroute"),
     ("crates/store-postgres/src/lib.rs", "PgStore::open_with"),
 ];
 

@@ -42,7 +42,7 @@ fn hist_delta(before: &[isize], after: &[isize], polls: usize) -> String {
             (per >= 0.5).then_some((size, per))
         })
         .collect();
-    rows.sort_by(|x, y| y.0.cmp(&x.0));
+    rows.sort_by_key(|r| std::cmp::Reverse(r.0));
     rows.iter()
         .map(|(size, per)| {
             let size = if *size == HIST_MAX {

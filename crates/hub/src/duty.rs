@@ -199,18 +199,7 @@ fn insert_duty_message(
     if keep_record {
         crate::domain::delivery::record_stored(tx, &msg)?;
     }
-    out.event(
-        tx,
-        event(
-            now,
-            "message",
-            &project,
-            DUTY_SENDER,
-            json!({ "msgId": msg.id, "toSession": to, "text": text }),
-        ),
-    )?;
-    out.messages.push(msg.clone());
-    Ok(msg)
+    out.posted(tx, msg)
 }
 
 /// One duty pass at `now`. Does nothing while no duty session is configured or appointed.

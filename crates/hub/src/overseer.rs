@@ -176,17 +176,7 @@ fn send(
         },
         &[],
     )?;
-    out.event(
-        tx,
-        event(
-            now,
-            "message",
-            project,
-            DUTY_SENDER,
-            json!({ "msgId": msg.id, "toSession": to, "text": text }),
-        ),
-    )?;
-    out.messages.push(msg);
+    out.posted(tx, msg)?;
     Ok(())
 }
 

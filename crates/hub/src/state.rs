@@ -37,6 +37,15 @@ impl Outbox {
         self.events.push(e);
         Ok(())
     }
+
+    /// Record the `message` event of `msg`, a message a hub service inserted in this write
+    /// (by its sender, at its time), and queue the message for the wake registry and SSE.
+    pub fn posted(&mut self, tx: &mut dyn WriteTx, msg: Message) -> Result<Message, StoreError> {
+        let data = json!({ "msgId": msg.id, "toSession": msg.to, "text": msg.text });
+        self.event(tx, event(msg.ts, "message", &msg.project, &msg.from, data))?;
+        self.messages.push(msg.clone());
+        Ok(msg)
+    }
 }
 
 /// The state every handler gets (cheap to clone).

@@ -1,7 +1,7 @@
 //! Named credentials' rules (docs/protocol.md §7.7): the stored list, the seats on each, the
 //! notices on the bus, and the flip back to `ok` once a reset has passed ([`resume_due`]).
 
-use crate::state::{AppState, Outbox, event};
+use crate::state::{AppState, Outbox};
 use trantor_proto::credentials::{self as cred, CredentialInfo, CredentialStateReply};
 use trantor_proto::now_ms;
 use trantor_store::{NewMessage, ReadTx, Store, StoreError, WriteTx};
@@ -41,17 +41,7 @@ fn notice(
         },
         &[],
     )?;
-    out.event(
-        tx,
-        event(
-            now,
-            "message",
-            project,
-            SENDER,
-            serde_json::json!({ "msgId": msg.id, "toSession": "all", "text": text }),
-        ),
-    )?;
-    out.messages.push(msg);
+    out.posted(tx, msg)?;
     Ok(())
 }
 

@@ -17,19 +17,21 @@ pub fn record_stored(tx: &mut dyn WriteTx, msg: &Message) -> Result<(), StoreErr
     if !is_direct(&msg.to) {
         return Ok(());
     }
-    tx.append_delivery(
-        msg.id,
-        &DeliveryEntry {
-            state: DeliveryState::Stored,
-            ts: msg.ts,
-            session: msg.to.clone(),
-            instance: None,
-            turn: None,
-            pid: None,
-            outcome: None,
-            reason: None,
-        },
-    )
+    tx.append_delivery(msg.id, &stored_entry(msg))
+}
+
+/// The `stored` state of message `msg`: its time and recipient, nothing else known yet.
+fn stored_entry(msg: &Message) -> DeliveryEntry {
+    DeliveryEntry {
+        state: DeliveryState::Stored,
+        ts: msg.ts,
+        session: msg.to.clone(),
+        instance: None,
+        turn: None,
+        pid: None,
+        outcome: None,
+        reason: None,
+    }
 }
 
 /// The record of message `msg`: its stored states, or — for a message older than the record —
@@ -37,16 +39,7 @@ pub fn record_stored(tx: &mut dyn WriteTx, msg: &Message) -> Result<(), StoreErr
 pub fn record_of(tx: &dyn ReadTx, msg: &Message) -> Result<DeliveryRecord, StoreError> {
     let mut states = tx.delivery_states(msg.id)?;
     if states.is_empty() && is_direct(&msg.to) {
-        states.push(DeliveryEntry {
-            state: DeliveryState::Stored,
-            ts: msg.ts,
-            session: msg.to.clone(),
-            instance: None,
-            turn: None,
-            pid: None,
-            outcome: None,
-            reason: None,
-        });
+        states.push(stored_entry(msg));
     }
     Ok(DeliveryRecord {
         id: msg.id,

@@ -363,17 +363,7 @@ fn tell(tx: &mut dyn WriteTx, out: &mut Outbox, pr: &Proposal, now: i64) -> Resu
         },
         &[],
     )?;
-    out.event(
-        tx,
-        event(
-            now,
-            "message",
-            &pr.project,
-            DUTY_SENDER,
-            json!({ "msgId": msg.id, "toSession": pr.session, "text": text }),
-        ),
-    )?;
-    out.messages.push(msg);
+    out.posted(tx, msg)?;
     Ok(())
 }
 

@@ -44,7 +44,6 @@ const NOT_YET_SPLIT: &[(&str, &str)] = &[
     ("crates/hub/src/routes/projects.rs", "phases"),
     ("crates/hub/src/routes/projects.rs", "projects"),
     ("crates/hub/src/routes/proposals.rs", "propose"),
-    ("crates/store-postgres/src/lib.rs", "PgStore::open_with"),
 ];
 
 /// One measured function.

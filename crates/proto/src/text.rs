@@ -1,5 +1,5 @@
-//! Making text safe to show: the one sanitiser, the one ANSI stripper and the one URL masker
-//! of the workspace.
+//! Making text safe to show and to send: the one sanitiser, the one ANSI stripper, the one URL
+//! masker and the one query-value encoder of the workspace.
 //!
 //! Titles, names, statuses and notes are written by any client; printed raw, an ESC sequence in
 //! a card title can clear the operator's screen or retitle the terminal, and a bidi override can
@@ -87,9 +87,29 @@ pub fn mask_url(url: &str) -> String {
     }
 }
 
+/// Percent-encode a query value: every byte but the unreserved ones (`A-Z a-z 0-9 - _ . ~`,
+/// RFC 3986 §2.3) becomes `%XX`.
+pub fn url_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn query_values_keep_only_unreserved_bytes() {
+        assert_eq!(url_encode("a-Z_0.~"), "a-Z_0.~");
+        assert_eq!(url_encode("s 1:x/y&z=é"), "s%201%3Ax%2Fy%26z%3D%C3%A9");
+    }
 
     #[test]
     fn ansi_and_urls() {

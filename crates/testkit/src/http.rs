@@ -3,6 +3,7 @@
 
 use std::io::{Read, Write};
 use std::time::Duration;
+use trantor_proto::text::url_encode;
 
 /// What the hub answered: the status, the head's header lines (names lower-cased) and the body
 /// (de-chunked).
@@ -161,18 +162,6 @@ pub fn hub_messages(port: u16, session: &str) -> Vec<serde_json::Value> {
         Ok((_, v)) => v["messages"].as_array().cloned().unwrap_or_default(),
         Err(_) => Vec::new(),
     }
-}
-
-/// Percent-encode a query value.
-pub fn url_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -26,15 +26,15 @@ mod process;
 mod wait;
 
 pub use git::{git_in, init_git_repo};
-pub use http::{
-    Reply, dechunk, delivery_states, hub_messages, hub_request, hub_send, request, url_encode,
-};
+pub use http::{Reply, dechunk, delivery_states, hub_messages, hub_request, hub_send, request};
 pub use hub::{Hub, TestHub};
 pub use prereq::{
     install, install_dir, on_path, original_package, original_with_python3, real_clis_bin,
     require_tool, require_tools, skip_or_fail, under_ci,
 };
 pub use process::{GroupChild, kill_processes_mentioning, wait_with_deadline};
+/// Percent-encode a query value (the one definition: [`trantor_proto::text::url_encode`]).
+pub use trantor_proto::text::url_encode;
 pub use wait::{wait_polls_held, wait_until, wait_until_async};
 
 use std::path::PathBuf;

@@ -2,6 +2,7 @@
 
 use super::{Common, HubResult, print_json, usage};
 use std::process::{ExitCode, Stdio};
+use trantor_proto::text::url_encode;
 
 pub(crate) const UI_HELP: &str = concat!(
     "\
@@ -32,26 +33,13 @@ pub struct UiArgs {
     pub common: Common,
 }
 
-/// Percent-encode a query value.
-fn enc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 /// The dashboard URL for `project`, acting as `session`.
 pub(crate) fn dashboard_url(hub: &str, project: &str, session: &str) -> String {
     format!(
         "{}/ui?project={}&as={}",
         hub.trim_end_matches('/'),
-        enc(project),
-        enc(session)
+        url_encode(project),
+        url_encode(session)
     )
 }
 

@@ -653,7 +653,7 @@ pub async fn canon_layer<S: Store>(
         let rebuilt: Vec<String> = q
             .split('&')
             .map(|kv| match kv.split_once('=') {
-                Some(("project", _)) => format!("project={}", urlencode(&to)),
+                Some(("project", _)) => format!("project={}", trantor_proto::text::url_encode(&to)),
                 _ => kv.to_string(),
             })
             .collect();
@@ -677,15 +677,4 @@ pub async fn canon_layer<S: Store>(
         v["project"] = Value::String(to);
     }
     next.run(req).await
-}
-
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }

@@ -323,6 +323,19 @@ pub(crate) async fn wait_for_hub(client: &HubClient, within: Duration) -> bool {
     }
 }
 
+/// `log` opened for appending (created if missing), twice: the stdout and the stderr of a
+/// process started in the background.
+pub(crate) fn log_handles(log: &Path) -> Result<(std::fs::File, std::fs::File), String> {
+    let cannot = |e: std::io::Error| format!("cannot open {}: {e}", log.display());
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(cannot)?;
+    let err = out.try_clone().map_err(cannot)?;
+    Ok((out, err))
+}
+
 /// Start `trantor hub` in the background for `url` (which must be local), with its output in
 /// `log`. `env` adds variables (e.g. a data directory). The hub is in its own session so it
 /// outlives this command.
@@ -336,14 +349,7 @@ pub(crate) fn spawn_hub(url: &str, log: &Path, env: &[(&str, &Path)]) -> Result<
     if let Some(d) = log.parent() {
         std::fs::create_dir_all(d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
     }
-    let out = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
-    let err = out
-        .try_clone()
-        .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
+    let (out, err) = log_handles(log)?;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
     let mut cmd = Command::new(exe);
     cmd.arg("hub")

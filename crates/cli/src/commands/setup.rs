@@ -317,14 +317,7 @@ fn start_background(exe: &str, port: u16) -> Result<(u32, bool), String> {
     if let Some(d) = log.parent() {
         std::fs::create_dir_all(d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
     }
-    let out = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log)
-        .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
-    let err = out
-        .try_clone()
-        .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
+    let (out, err) = super::seats::log_handles(&log)?;
     let child = std::process::Command::new(exe)
         .arg("setup-supervise")
         .arg("--pid-file")

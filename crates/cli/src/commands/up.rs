@@ -312,14 +312,7 @@ fn launch_in_background(
     env: &[(String, String)],
 ) -> Result<u32, String> {
     use std::os::unix::process::CommandExt;
-    let out = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
-    let err = out
-        .try_clone()
-        .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
+    let (out, err) = seats::log_handles(log)?;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("runner")
         .arg(&spec.agent)

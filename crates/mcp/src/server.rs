@@ -28,9 +28,9 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 use trantor_proto::identity::{Identity, new_op_id};
 use trantor_proto::{
-    Card, CardReply, ChecklistInput, ChecklistToggleRequest, ClientError, HubClient, InboxReply,
-    LessonRequest, Message, RegisterRequest, SendReply, SendRequest, TaskCreateRequest, TaskReply,
-    TaskUpdateRequest, now_ms,
+    Card, CardReply, CardStatus, ChecklistInput, ChecklistToggleRequest, ClientError, HubClient,
+    InboxReply, LessonRequest, Message, RegisterRequest, SendReply, SendRequest, TaskCreateRequest,
+    TaskReply, TaskUpdateRequest, now_ms,
 };
 
 /// Longest `relay_wait`: MCP clients background or drop tool calls past about two minutes.
@@ -65,8 +65,9 @@ pub struct Relay {
     tool_router: Arc<ToolRouter<Relay>>,
 }
 
-fn is_open(status: &str) -> bool {
-    matches!(status, "todo" | "doing" | "testing" | "failed" | "blocked")
+fn is_open(status: &CardStatus) -> bool {
+    use CardStatus::{Blocked, Doing, Failed, Testing, Todo};
+    matches!(status, Todo | Doing | Testing | Failed | Blocked)
 }
 
 /// The full sha of `rev` in the repository the server runs in (for a contract's `base:`).
@@ -299,7 +300,7 @@ impl Relay {
     async fn evidence(
         &self,
         id: i64,
-        status: &str,
+        status: &CardStatus,
         note: Option<&str>,
     ) -> (
         Option<String>,
@@ -310,11 +311,11 @@ impl Relay {
         let Ok(cwd) = std::env::current_dir() else {
             return keep;
         };
-        if status == "doing" {
+        if *status == CardStatus::Doing {
             crate::hollow::mark_doing(&cwd, id).await;
             return keep;
         }
-        if !matches!(status, "testing" | "done") {
+        if !matches!(status, CardStatus::Testing | CardStatus::Done) {
             return keep;
         }
         let Ok(card): Result<CardReply, _> = self
@@ -491,7 +492,7 @@ impl Relay {
         {
             let mut related: Vec<&Card> = all
                 .iter()
-                .filter(|c| c.id != card.id && c.status == "done")
+                .filter(|c| c.id != card.id && c.status == CardStatus::Done)
                 .filter(|c| words(&c.title).iter().any(|w| mine.contains(w)))
                 .collect();
             related.sort_by_key(|c| std::cmp::Reverse(c.updated.max(c.ts)));
@@ -702,15 +703,7 @@ impl Relay {
         if title.is_empty() {
             return Err("`title` is empty".into());
         }
-        let status = clean(a.status).map(|s| s.to_lowercase());
-        if let Some(s) = &status
-            && !MOVABLE_STATUSES.contains(&s.as_str())
-        {
-            return Err(format!(
-                "unknown status '{s}': use one of {}",
-                MOVABLE_STATUSES.join(", ")
-            ));
-        }
+        let status = clean(a.status).as_deref().map(movable_status).transpose()?;
         let difficulty = clean(a.difficulty).map(|s| s.to_lowercase());
         if let Some(d) = &difficulty
             && !DIFFICULTIES.contains(&d.as_str())
@@ -732,7 +725,7 @@ impl Relay {
         let req = TaskCreateRequest {
             project: Some(project.clone()),
             title: title.clone(),
-            status: Some(status.unwrap_or_else(|| "todo".into())),
+            status: Some(status.unwrap_or_default()),
             assignee: Some(clean(a.assignee).unwrap_or_else(|| self.id.session.clone())),
             by: Some(self.id.session.clone()),
             difficulty,
@@ -777,13 +770,7 @@ impl Relay {
         description = "Move a card as you progress: todo -> doing -> testing -> done. Never jump straight to done: move to testing when you finish, run the project's tests, then done only if green — or failed (with a relay_send saying what broke). blocked = waiting on something outside. A move to testing or done should carry a `note` with what changed and the evidence (command and pass counts); without one the move is still made, with a warning; a move with no evidence at all (no diff since you took the card, no new files, no ticked item, no test command) or no `verified at <sha>` is flagged HOLLOW: on the card and its assigner is told — unless the note says why there is no code (docs-only, investigated, refused…). The hub refuses one move: to done when the card has no drill line (pass `drill`, or a note naming the test command) — that refusal comes back as this tool's error."
     )]
     async fn relay_task_move(&self, Parameters(a): Parameters<TaskMoveArgs>) -> ToolResult {
-        let status = a.status.trim().to_lowercase();
-        if !MOVABLE_STATUSES.contains(&status.as_str()) {
-            return Err(format!(
-                "unknown status '{status}': use one of {}",
-                MOVABLE_STATUSES.join(", ")
-            ));
-        }
+        let status = movable_status(&a.status)?;
         let note = clean(a.note);
         let (sent_note, blast, hollow) = self.evidence(a.id, &status, note.as_deref()).await;
         let req = TaskUpdateRequest {
@@ -837,7 +824,7 @@ impl Relay {
         }
         if note.is_some() {
             out.push_str(" (note logged)");
-        } else if matches!(status.as_str(), "testing" | "done") {
+        } else if matches!(status, CardStatus::Testing | CardStatus::Done) {
             out.push_str(
                 " — warning: no note. Add one with what changed and the evidence, or the move reads as unverified.",
             );

@@ -7,10 +7,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use crate::status::{CardStatus, UnknownStatus};
+
 /// The broadcast address: a message to `all` is delivered to every session but its sender.
 pub const BROADCAST: &str = "all";
 
-/// Card statuses the hub knows. Any other value on create becomes `todo`.
+/// Card statuses the hub knows, as wire strings ([`CardStatus::KNOWN`] as types). Any other value
+/// on create becomes `todo`.
 pub const CARD_STATUSES: [&str; 7] = [
     "todo", "doing", "testing", "failed", "done", "blocked", "stale",
 ];
@@ -347,9 +350,9 @@ pub struct Card {
     /// Title.
     #[serde(default)]
     pub title: String,
-    /// One of [`CARD_STATUSES`].
+    /// Status ([`CardStatus`]: one of [`CARD_STATUSES`], or any other string kept as sent).
     #[serde(default)]
-    pub status: String,
+    pub status: CardStatus,
     /// Assignee session (or bare agent name).
     #[serde(default)]
     pub assignee: String,
@@ -422,7 +425,7 @@ pub struct TaskCreateRequest {
     pub title: String,
     /// Initial status; `stale` or unknown becomes `todo`.
     #[serde(default)]
-    pub status: Option<String>,
+    pub status: Option<CardStatus>,
     /// Assignee.
     #[serde(default)]
     #[schemars(length(max = crate::limits::SESSION))]
@@ -497,9 +500,9 @@ pub struct TaskUpdateRequest {
     #[serde(default)]
     #[schemars(extend("x-required" = true), range(min = 1))]
     pub id: i64,
-    /// New status.
+    /// New status (an unknown one is ignored by the hub).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
+    pub status: Option<CardStatus>,
     /// Note appended to the log.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = crate::limits::LOG_TEXT))]
@@ -1253,7 +1256,7 @@ pub struct CardBrief {
     /// Card id.
     pub id: i64,
     /// Status.
-    pub status: String,
+    pub status: CardStatus,
     /// Title.
     pub title: String,
 }

@@ -15,8 +15,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 use trantor_proto::limits;
 use trantor_proto::{
-    BROADCAST, DeliveredReply, DeliveredRequest, InboxReply, Message, RecentReply, SendReply,
-    SendRequest, now_ms, session_project,
+    BROADCAST, CardStatus, DeliveredReply, DeliveredRequest, InboxReply, Message, RecentReply,
+    SendReply, SendRequest, now_ms, session_project,
 };
 use trantor_store::{NewMessage, ReadTx, Store, StoreError, WriteTx};
 
@@ -157,10 +157,10 @@ fn ask_block(
         let Some(mut card) = tx.card(r)? else {
             continue;
         };
-        if card.project != msg.project || card.status == "blocked" {
+        if card.project != msg.project || card.status == CardStatus::Blocked {
             continue;
         }
-        if let Some(ev) = move_card(&mut card, "blocked", &msg.from, None, now) {
+        if let Some(ev) = move_card(&mut card, CardStatus::Blocked, &msg.from, None, now) {
             push_log(
                 &mut card,
                 now,
@@ -197,9 +197,9 @@ fn ask_answer(
         if card.project != ask.project {
             continue;
         }
-        if card.status == "blocked" {
+        if card.status == CardStatus::Blocked {
             let note = format!("answered: {}", msg.text);
-            if let Some(ev) = move_card(&mut card, "doing", &msg.from, None, now) {
+            if let Some(ev) = move_card(&mut card, CardStatus::Doing, &msg.from, None, now) {
                 push_log(
                     &mut card,
                     now,

@@ -15,7 +15,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
-use trantor_proto::{CARD_STATUSES, Card, limits, now_ms};
+use trantor_proto::{CARD_STATUSES, Card, CardStatus, limits, now_ms};
 use trantor_store::{CardFilter, Store};
 
 /// Time gap that starts a new "Setup N" phase among untagged cards.
@@ -87,7 +87,7 @@ pub struct PhaseNode {
     /// Model.
     pub model: String,
     /// Status.
-    pub status: String,
+    pub status: CardStatus,
     /// Difficulty.
     pub difficulty: String,
     /// Created, ms.
@@ -341,8 +341,8 @@ pub async fn projects<S: Store>(State(hub): State<AppState<S>>) -> ApiResult<Jso
     }
     for c in &cards {
         let e = mk(&mut rows, &briefs, canon_of(&c.project));
-        *e.tasks.entry(c.status.clone()).or_default() += 1;
-        if c.status == "doing" {
+        *e.tasks.entry(c.status.to_string()).or_default() += 1;
+        if c.status == CardStatus::Doing {
             e.doing_titles.push(c.title.clone());
         }
         e.last_activity = e.last_activity.max(c.updated);
@@ -574,7 +574,7 @@ pub async fn phases<S: Store>(
             let cs = &groups[key];
             let mut counts = zero_counts();
             for c in cs {
-                *counts.entry(c.status.clone()).or_default() += 1;
+                *counts.entry(c.status.to_string()).or_default() += 1;
             }
             let n = |s: &str| counts.get(s).copied().unwrap_or(0);
             let total = cs.len() as i64;
@@ -721,7 +721,7 @@ pub async fn delete<S: Store>(
     }
     let live = cards
         .iter()
-        .filter(|c| !matches!(c.status.as_str(), "done" | "stale"))
+        .filter(|c| !matches!(c.status, CardStatus::Done | CardStatus::Stale))
         .count();
     if live > 0 && !req.force {
         return Err(ApiError::with(
@@ -748,7 +748,7 @@ pub async fn delete<S: Store>(
                         "deleted",
                         "hub",
                         now,
-                        Some(&c.status),
+                        Some(c.status.as_str()),
                         "deleted",
                     ),
                 )?;

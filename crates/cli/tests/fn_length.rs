@@ -34,7 +34,6 @@ const TEST_CODE: &[(&str, &str)] = &[(
 const NOT_YET_SPLIT: &[(&str, &str)] = &[
     ("crates/bench/src/hub.rs", "run"),
     ("crates/bench/src/hub_pg.rs", "run"),
-    ("crates/hub/src/routes/gates.rs", "post"),
     ("crates/hub/src/routes/lanes.rs", "sweep"),
     ("crates/hub/src/routes/projects.rs", "delete"),
     ("crates/hub/src/routes/projects.rs", "phases"),

@@ -7,9 +7,11 @@
 //!
 //! - a plain `GET /poll` (HTTP/1.1, no body) it runs through the same router itself. The poll
 //!   handler, seeing [`Parkable`] on the request, returns at once with its hold as a [`Parked`]
-//!   future; the middleware futures end there, and the front awaits only the parked hold
-//!   (a few hundred bytes), watching the socket for the client going away, then writes the
-//!   reply itself (`content-length`, `date`, keep-alive as the request asked);
+//!   reply: a [`Hold`], the poll's own small state between looks, not a future. The
+//!   middleware futures end there, the futures that served the request are freed, and the
+//!   connection's task keeps the socket, the hold and [`drive`]'s wait (the wake-ups, the
+//!   deadline, the socket's hang-up watch); it writes the reply itself (`content-length`,
+//!   `date`, keep-alive as the request asked);
 //! - every other request it hands to hyper for exactly that request: hyper reads the head the
 //!   front already read (then the body from the socket), answers, and when it next wants a head
 //!   the connection's IO says end-of-file, which makes hyper hand the socket back
@@ -137,9 +139,9 @@ pub async fn drive(mut hold: Box<dyn Hold>, io: Option<&TcpStream>) -> Option<Re
 /// Serve a plain TCP connection until it ends, the hub stops, or it is shed while idle.
 ///
 /// This future is the connection's task, and while a poll is held it is most of what the poll
-/// costs; so each phase but the hold (reading a head, routing, writing a reply, hyper's turn)
-/// is a boxed future of its own, freed when the phase ends, and the hold keeps only the socket,
-/// the parked future and the hang-up watch.
+/// costs; so serving requests ([`serve_until_held`]) is a boxed future, freed when a request
+/// turns out to be a held poll, and writing the reply is boxed too: during the hold the task
+/// keeps only the connection, the [`Hold`] and [`drive`]'s wait.
 pub(crate) async fn serve_plain(
     io: TcpStream,
     app: axum::Router,

@@ -88,6 +88,15 @@ enum Job {
     Move { seat: usize, card: i64, doing: bool },
 }
 
+/// A write queued for a pool connection, with when it was queued.
+type Queued = (Job, Instant);
+
+/// The sending end of a hub's write queue.
+type WriteQueue = tokio::sync::mpsc::Sender<Queued>;
+
+/// The receiving end of a hub's write queue, shared by the hub's pool connections.
+type SharedQueue = Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<Queued>>>;
+
 fn session(i: usize) -> String {
     format!("crowd-s{i}:crowd")
 }
@@ -359,19 +368,15 @@ fn hub_of(ports: &[u16], seat: usize) -> usize {
 }
 
 /// One write queue per hub, each drained by `pool` workers on keep-alive connections.
-#[allow(clippy::type_complexity)]
 fn write_pools(
     pool: usize,
     ports: &[u16],
     state: &Arc<Crowd>,
-) -> (
-    Vec<tokio::sync::mpsc::Sender<(Job, Instant)>>,
-    Vec<tokio::task::JoinHandle<()>>,
-) {
+) -> (Vec<WriteQueue>, Vec<tokio::task::JoinHandle<()>>) {
     let mut queues = Vec::new();
     let mut workers = Vec::new();
     for &port in ports {
-        let (tx, rx) = tokio::sync::mpsc::channel::<(Job, Instant)>(64 * 1024);
+        let (tx, rx) = tokio::sync::mpsc::channel::<Queued>(64 * 1024);
         let rx = Arc::new(tokio::sync::Mutex::new(rx));
         for _ in 0..pool {
             let (rx, state) = (rx.clone(), state.clone());
@@ -460,7 +465,7 @@ async fn drive(
     n: usize,
     ports: &[u16],
     cards: &[i64],
-    queues: &[tokio::sync::mpsc::Sender<(Job, Instant)>],
+    queues: &[WriteQueue],
     state: &Crowd,
 ) {
     let rate = n as f64 * (1.0 / HEARTBEAT_S + 1.0 / CONTRACT_S + 1.0 / MOVE_S);
@@ -539,12 +544,7 @@ impl Snapshot {
 
 /// One seat's held poll: re-held the moment it returns; every contract in a reply is a wake
 /// sample and is answered.
-async fn poller(
-    port: u16,
-    seat: usize,
-    state: Arc<Crowd>,
-    answer: tokio::sync::mpsc::Sender<(Job, Instant)>,
-) {
+async fn poller(port: u16, seat: usize, state: Arc<Crowd>, answer: WriteQueue) {
     let me = session(seat);
     let mut cursor = 0i64;
     let mut conn: Option<Http> = None;
@@ -618,11 +618,7 @@ async fn poller(
 }
 
 /// A pool connection: performs queued writes in order, reconnecting after a failure.
-async fn pool_worker(
-    port: u16,
-    rx: Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<(Job, Instant)>>>,
-    state: Arc<Crowd>,
-) {
+async fn pool_worker(port: u16, rx: SharedQueue, state: Arc<Crowd>) {
     let mut conn: Option<Http> = None;
     loop {
         let next = rx.lock().await.recv().await;

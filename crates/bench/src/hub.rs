@@ -74,7 +74,8 @@ pub async fn ceiling_server(args: &CeilingArgs) -> Result<()> {
 }
 
 impl HubBenchArgs {
-    fn wants(&self, name: &str) -> bool {
+    /// Whether a measurement was asked for (`--only`; every one when it is empty).
+    pub(super) fn wants(&self, name: &str) -> bool {
         self.only.is_empty() || self.only.iter().any(|o| o == name)
     }
 }
@@ -1166,17 +1167,36 @@ pub async fn run(args: &HubBenchArgs) -> Result<Table> {
     }
     let mut table = Table::default();
     if args.scaling {
-        if args.wants("window") {
-            super::scaling::run_window(args.quick, &mut table).await?;
-        }
-        if args.wants("sizes") {
-            super::scaling::run(args.quick, &mut table).await?;
-        }
+        scaling_tables(args, &mut table).await?;
         return Ok(table);
     }
+    live_hub_bars(args, &sizes, &mut table).await?;
+    if args.wants("delivery") {
+        delivery_cost(&sizes, &mut table).await?;
+    }
+    if args.wants("restart") {
+        restart_bar(&sizes, &mut table).await?;
+    }
+    Ok(table)
+}
+
+/// `--scaling`: the read routes at growing store sizes and with a growing 24-h window, on
+/// stores seeded directly (`--only window` or `--only sizes` picks one).
+async fn scaling_tables(args: &HubBenchArgs, table: &mut Table) -> Result<()> {
+    if args.wants("window") {
+        super::scaling::run_window(args.quick, table).await?;
+    }
+    if args.wants("sizes") {
+        super::scaling::run(args.quick, table).await?;
+    }
+    Ok(())
+}
+
+/// The bars measured on one running hub at `--sync full`: wake, idle, throughput, loss, rss
+/// and polls (those `--only` asks for), the hub stopped after them.
+async fn live_hub_bars(args: &HubBenchArgs, sizes: &Sizes, table: &mut Table) -> Result<()> {
     let home = TempDir::new("hub")?;
     let data = home.path().join("data");
-
     let mut hub = HubProc::spawn(&data, home.path(), "full")?;
     hub.wait_healthy(Instant::now(), Duration::from_secs(20))
         .await?;
@@ -1187,246 +1207,326 @@ pub async fn run(args: &HubBenchArgs) -> Result<Table> {
         "hub RSS at start: {:.1} MB",
         rss_kib(pid)? as f64 / 1024.0
     ));
-
     if args.wants("wake") {
-        eprintln!("bench: wake latency ({} samples)…", sizes.wake_samples);
-        let wake = wake_latency(port, "bench-wake", sizes.wake_samples, 0).await?;
-        let p50 = percentile(&wake, 0.50);
-        let p99 = percentile(&wake, 0.99);
-        table.row(Row::info(
-            format!("wake latency p50 ({} samples)", wake.len()),
-            format!("{p50:.0} µs"),
-        ));
-        table.row(Row::check(
-            format!("wake latency p99 ({} samples)", wake.len()),
-            format!("{p99:.0} µs"),
-            "< 1 ms",
-            p99 < 1_000.0,
-        ));
+        wake_bar(port, sizes, table).await?;
     }
-
     if args.wants("idle") {
-        eprintln!(
-            "bench: idle CPU ({} held polls, {} s)…",
-            sizes.idle_pollers, sizes.idle_secs
-        );
-        let idle = idle_cpu(port, pid, sizes.idle_pollers, sizes.idle_secs).await?;
-        table.row(Row::check(
-            format!(
-                "hub CPU, {} idle held polls, {} s",
-                sizes.idle_pollers, sizes.idle_secs
-            ),
-            format!(
-                "{:.4} % of a core ({:.2} ms of CPU; /proc ticks: {:.0} ms)",
-                idle.pct, idle.used_ms, idle.ticks_ms
-            ),
-            "< 0.2 %",
-            idle.pct < 0.2,
-        ));
+        idle_bar(port, pid, sizes, table).await?;
     }
-
     if args.wants("throughput") {
-        let load = LoadGen::detect();
-        table.note(format!(
-            "throughput load generator: {}; {} keep-alive connections, pipelining off",
-            load.describe(),
-            sizes.throughput_clients
-        ));
-        eprintln!("bench: /send throughput (--sync full)…");
-        let t = throughput(port, pid, &sizes, &load).await?;
-        table.row(Row::check(
-            format!(
-                "/send throughput, {} connections, {:.1} s (--sync full, the default)",
-                sizes.throughput_clients, t.secs
-            ),
-            format!("{:.0} sends/s", t.rate),
-            "≥ 40,000/s",
-            t.rate >= 40_000.0,
-        ));
-        table.row(Row::info(
-            "/send CPU per send (full): hub / load generator, same window",
-            t.cpu_text(),
-        ));
-        // The ceiling: the same load against a bare route on the same server stack.
-        let c = ceiling(&sizes, &load, &mut table).await?;
-        table.row(Row::info(
-            "ceiling CPU per request: server / load generator, same window",
-            c.cpu_text(),
-        ));
-        let ratio = t.rate / c.rate.max(1.0);
-        table.row(Row::check(
-            "/send (full) as a fraction of the ceiling, same run",
-            format!("{:.0} %", ratio * 100.0),
-            "≥ 60 %",
-            ratio >= 0.6,
-        ));
-        // The same load on a second hub at --sync normal, in the same run.
-        eprintln!("bench: /send throughput (--sync normal)…");
-        let normal_home = TempDir::new("hub-normal")?;
-        let mut normal = HubProc::spawn(
-            &normal_home.path().join("data"),
-            normal_home.path(),
-            "normal",
-        )?;
-        normal
-            .wait_healthy(Instant::now(), Duration::from_secs(20))
-            .await?;
-        let n = throughput(normal.port, normal.pid(), &sizes, &load).await?;
-        normal.stop()?;
-        table.row(Row::info(
-            format!(
-                "/send throughput, {} connections, {:.1} s (--sync normal, same run)",
-                sizes.throughput_clients, n.secs
-            ),
-            format!(
-                "{:.0} sends/s ({:.2}× full; {:.0} % of the ceiling)",
-                n.rate,
-                n.rate / t.rate.max(1.0),
-                n.rate / c.rate.max(1.0) * 100.0
-            ),
-        ));
-        table.row(Row::info(
-            "/send CPU per send (normal): hub / load generator, same window",
-            n.cpu_text(),
-        ));
+        throughput_bars(port, pid, sizes, table).await?;
     }
-
     if args.wants("loss") {
-        eprintln!("bench: {}-message burst to an absent reader…", sizes.burst);
-        let (missing, dups, unexpected) = burst_loss(port, sizes.burst, 16).await?;
-        table.row(Row::check(
-            format!("loss, {} direct messages to an absent reader", sizes.burst),
-            format!("{missing} missing, {dups} duplicated, {unexpected} unexpected"),
-            "0",
-            missing == 0 && dups == 0 && unexpected == 0,
-        ));
+        loss_bar(port, sizes, table).await?;
     }
-
     if args.wants("rss") {
-        let mut watcher = Http::connect(port).await?;
-        let have = field_i64(&health(&mut watcher).await?, "messages")?;
-        let need = (sizes.rss_messages - have).max(0) as usize;
-        eprintln!(
-            "bench: filling to {} messages over HTTP ({need} more)…",
-            sizes.rss_messages
-        );
-        let clients = sizes.throughput_clients;
-        send_load(port, clients, u64::MAX / 4, Some(need.div_ceil(clients))).await?;
-        // The fill can outlast the hub's header timeout, which closes idle keep-alive
-        // connections: read through a fresh one.
-        let mut watcher = Http::connect(port).await?;
-        // Exercise the read side too, so its caches are part of what is measured.
-        for s in 0..clients {
-            let _ = watcher
-                .get(&format!("/inbox?session=bench-c{s}&since=0&peek=1"))
-                .await?;
-        }
-        let _ = watcher.get("/recent?limit=200").await?;
-        let stored = field_i64(&health(&mut watcher).await?, "messages")?;
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let rss = rss_kib(pid)? as f64 / 1024.0;
-        table.row(Row::check(
-            format!("hub RSS with {stored} stored messages"),
-            format!("{rss:.1} MB"),
-            "< 30 MB",
-            rss < 30.0,
-        ));
+        rss_bar(port, pid, sizes, table).await?;
     }
-
     if args.wants("polls") {
-        held_polls(port, pid, &sizes, &mut table).await?;
+        held_polls(port, pid, sizes, table).await?;
     }
-
     hub.stop()?;
-    drop(hub);
+    Ok(())
+}
 
-    if args.wants("delivery") {
-        delivery_cost(&sizes, &mut table).await?;
+/// Wake latency (1): p50 and p99 of `sizes.wake_samples` wakes, nothing else held.
+async fn wake_bar(port: u16, sizes: &Sizes, table: &mut Table) -> Result<()> {
+    eprintln!("bench: wake latency ({} samples)…", sizes.wake_samples);
+    let wake = wake_latency(port, "bench-wake", sizes.wake_samples, 0).await?;
+    let p50 = percentile(&wake, 0.50);
+    let p99 = percentile(&wake, 0.99);
+    table.row(Row::info(
+        format!("wake latency p50 ({} samples)", wake.len()),
+        format!("{p50:.0} µs"),
+    ));
+    table.row(Row::check(
+        format!("wake latency p99 ({} samples)", wake.len()),
+        format!("{p99:.0} µs"),
+        "< 1 ms",
+        p99 < 1_000.0,
+    ));
+    Ok(())
+}
+
+/// Idle CPU (2): the hub's CPU while `sizes.idle_pollers` polls are held for `idle_secs`.
+async fn idle_bar(port: u16, pid: u32, sizes: &Sizes, table: &mut Table) -> Result<()> {
+    eprintln!(
+        "bench: idle CPU ({} held polls, {} s)…",
+        sizes.idle_pollers, sizes.idle_secs
+    );
+    let idle = idle_cpu(port, pid, sizes.idle_pollers, sizes.idle_secs).await?;
+    table.row(Row::check(
+        format!(
+            "hub CPU, {} idle held polls, {} s",
+            sizes.idle_pollers, sizes.idle_secs
+        ),
+        format!(
+            "{:.4} % of a core ({:.2} ms of CPU; /proc ticks: {:.0} ms)",
+            idle.pct, idle.used_ms, idle.ticks_ms
+        ),
+        "< 0.2 %",
+        idle.pct < 0.2,
+    ));
+    Ok(())
+}
+
+/// Throughput (3): `/send` at `--sync full` on the hub under test, against the bare-route
+/// ceiling, then the same load on a second hub at `--sync normal`, all in the same run.
+async fn throughput_bars(port: u16, pid: u32, sizes: &Sizes, table: &mut Table) -> Result<()> {
+    let load = LoadGen::detect();
+    table.note(format!(
+        "throughput load generator: {}; {} keep-alive connections, pipelining off",
+        load.describe(),
+        sizes.throughput_clients
+    ));
+    eprintln!("bench: /send throughput (--sync full)…");
+    let t = throughput(port, pid, sizes, &load).await?;
+    table.row(Row::check(
+        format!(
+            "/send throughput, {} connections, {:.1} s (--sync full, the default)",
+            sizes.throughput_clients, t.secs
+        ),
+        format!("{:.0} sends/s", t.rate),
+        "≥ 40,000/s",
+        t.rate >= 40_000.0,
+    ));
+    table.row(Row::info(
+        "/send CPU per send (full): hub / load generator, same window",
+        t.cpu_text(),
+    ));
+    // The ceiling: the same load against a bare route on the same server stack.
+    let c = ceiling(sizes, &load, table).await?;
+    table.row(Row::info(
+        "ceiling CPU per request: server / load generator, same window",
+        c.cpu_text(),
+    ));
+    let ratio = t.rate / c.rate.max(1.0);
+    table.row(Row::check(
+        "/send (full) as a fraction of the ceiling, same run",
+        format!("{:.0} %", ratio * 100.0),
+        "≥ 60 %",
+        ratio >= 0.6,
+    ));
+    sync_normal_rows(sizes, &load, &t, &c, table).await
+}
+
+/// The same load on a second hub at `--sync normal`, in the same run, beside `full` (the hub
+/// under test's rate) and `ceiling`.
+async fn sync_normal_rows(
+    sizes: &Sizes,
+    load: &LoadGen,
+    full: &Throughput,
+    ceiling: &Throughput,
+    table: &mut Table,
+) -> Result<()> {
+    eprintln!("bench: /send throughput (--sync normal)…");
+    let normal_home = TempDir::new("hub-normal")?;
+    let mut normal = HubProc::spawn(
+        &normal_home.path().join("data"),
+        normal_home.path(),
+        "normal",
+    )?;
+    normal
+        .wait_healthy(Instant::now(), Duration::from_secs(20))
+        .await?;
+    let n = throughput(normal.port, normal.pid(), sizes, load).await?;
+    normal.stop()?;
+    table.row(Row::info(
+        format!(
+            "/send throughput, {} connections, {:.1} s (--sync normal, same run)",
+            sizes.throughput_clients, n.secs
+        ),
+        format!(
+            "{:.0} sends/s ({:.2}× full; {:.0} % of the ceiling)",
+            n.rate,
+            n.rate / full.rate.max(1.0),
+            n.rate / ceiling.rate.max(1.0) * 100.0
+        ),
+    ));
+    table.row(Row::info(
+        "/send CPU per send (normal): hub / load generator, same window",
+        n.cpu_text(),
+    ));
+    Ok(())
+}
+
+/// Loss (4): a burst of `sizes.burst` direct messages to an absent reader, all read back.
+async fn loss_bar(port: u16, sizes: &Sizes, table: &mut Table) -> Result<()> {
+    eprintln!("bench: {}-message burst to an absent reader…", sizes.burst);
+    let (missing, dups, unexpected) = burst_loss(port, sizes.burst, 16).await?;
+    table.row(Row::check(
+        format!("loss, {} direct messages to an absent reader", sizes.burst),
+        format!("{missing} missing, {dups} duplicated, {unexpected} unexpected"),
+        "0",
+        missing == 0 && dups == 0 && unexpected == 0,
+    ));
+    Ok(())
+}
+
+/// RSS (5): the hub's resident set once the store holds `sizes.rss_messages` messages (filled
+/// over HTTP) and the read side has been exercised.
+async fn rss_bar(port: u16, pid: u32, sizes: &Sizes, table: &mut Table) -> Result<()> {
+    let mut watcher = Http::connect(port).await?;
+    let have = field_i64(&health(&mut watcher).await?, "messages")?;
+    let need = (sizes.rss_messages - have).max(0) as usize;
+    eprintln!(
+        "bench: filling to {} messages over HTTP ({need} more)…",
+        sizes.rss_messages
+    );
+    let clients = sizes.throughput_clients;
+    send_load(port, clients, u64::MAX / 4, Some(need.div_ceil(clients))).await?;
+    // The fill can outlast the hub's header timeout, which closes idle keep-alive
+    // connections: read through a fresh one.
+    let mut watcher = Http::connect(port).await?;
+    // Exercise the read side too, so its caches are part of what is measured.
+    for s in 0..clients {
+        let _ = watcher
+            .get(&format!("/inbox?session=bench-c{s}&since=0&peek=1"))
+            .await?;
     }
+    let _ = watcher.get("/recent?limit=200").await?;
+    let stored = field_i64(&health(&mut watcher).await?, "messages")?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss = rss_kib(pid)? as f64 / 1024.0;
+    table.row(Row::check(
+        format!("hub RSS with {stored} stored messages"),
+        format!("{rss:.1} MB"),
+        "< 30 MB",
+        rss < 30.0,
+    ));
+    Ok(())
+}
 
-    if args.wants("restart") {
-        eprintln!(
-            "bench: writing {} messages into a fresh store…",
+/// Restart (6): a fresh store filled with `sizes.restart_messages` messages in-process, the
+/// page cache dropped if it can be, then a hub started on it and timed to its first read of
+/// the newest message.
+async fn restart_bar(sizes: &Sizes, table: &mut Table) -> Result<()> {
+    eprintln!(
+        "bench: writing {} messages into a fresh store…",
+        sizes.restart_messages
+    );
+    let big = TempDir::new("restart")?;
+    let big_data = big.path().join("data");
+    let fill_start = Instant::now();
+    fill_store(&big_data.join("hub.db"), sizes.restart_messages).await?;
+    table.note(format!(
+        "{} messages written straight into the store in {:.1} s (in-process, 2,000 per write)",
+        sizes.restart_messages,
+        fill_start.elapsed().as_secs_f64()
+    ));
+    // The newest message of the fresh store, and the session it was sent to.
+    let newest = sizes.restart_messages as i64;
+    let newest_to = format!("fill-r{}", (sizes.restart_messages - 1) % 200);
+    let cold = cold_restart_note(table);
+    eprintln!("bench: restarting the hub on it…");
+    let mut r = restarted(
+        || HubProc::spawn(&big_data, big.path(), "full"),
+        &newest_to,
+        newest,
+    )
+    .await?;
+    table.row(Row::info(
+        format!(
+            "restart with {} messages, spawn → first /health 200",
             sizes.restart_messages
-        );
-        let big = TempDir::new("restart")?;
-        let big_data = big.path().join("data");
-        let fill_start = Instant::now();
-        fill_store(&big_data.join("hub.db"), sizes.restart_messages).await?;
-        table.note(format!(
-            "{} messages written straight into the store in {:.1} s (in-process, 2,000 per write)",
+        ),
+        format!("{:.0} ms", r.ready.as_secs_f64() * 1e3),
+    ));
+    table.row(Row::check(
+        format!(
+            "restart with {} messages ({}), spawn → first read of the newest message",
             sizes.restart_messages,
-            fill_start.elapsed().as_secs_f64()
-        ));
-        // The newest message of the fresh store, and the session it was sent to.
-        let newest = sizes.restart_messages as i64;
-        let newest_to = format!("fill-r{}", (sizes.restart_messages - 1) % 200);
-        let cold = drop_page_cache();
-        match &cold {
-            Ok(()) => table.note(
+            if cold { "cold" } else { "warm" }
+        ),
+        format!(
+            "{:.0} ms (#{newest} read back; /health counts {})",
+            r.read_newest.as_secs_f64() * 1e3,
+            r.stored
+        ),
+        "< 2 s",
+        r.read_newest < Duration::from_secs(2) && r.stored == newest,
+    ));
+    table.note(format!(
+        "hub RSS after the restart and the read: {:.1} MB",
+        rss_kib(r.hub.pid())? as f64 / 1024.0
+    ));
+    drop(r.conn);
+    r.hub.stop()
+}
+
+/// Drop the page cache before a restart and note whether the restart is cold or warm;
+/// returns whether it is cold.
+fn cold_restart_note(table: &mut Table) -> bool {
+    match drop_page_cache() {
+        Ok(()) => {
+            table.note(
                 "restart: cold — the page cache was dropped (sync; echo 1 > \
                  /proc/sys/vm/drop_caches) after the store was written, so the binary, the \
                  database and its indexes come from disk"
                     .to_string(),
-            ),
-            Err(e) => table.note(format!(
+            );
+            true
+        }
+        Err(e) => {
+            table.note(format!(
                 "restart: WARM — the page cache could not be dropped ({e}); the database file \
                  was just written, so it is read from memory"
-            )),
+            ));
+            false
         }
-        eprintln!("bench: restarting the hub on it…");
-        let t0 = Instant::now();
-        let mut hub = HubProc::spawn(&big_data, big.path(), "full")?;
-        let ready = hub.wait_healthy(t0, Duration::from_secs(60)).await?;
-        let mut c = Http::connect(hub.port).await?;
-        // Time to the first read that returns the newest message (a row read, not a
-        // status page): the inbox of its recipient after the id just before it.
-        let read_newest = loop {
-            let page = c
-                .get(&format!(
-                    "/inbox?session={newest_to}&since={}&peek=1",
-                    newest - 1
-                ))
-                .await?
-                .json()?;
-            let got = page["messages"]
-                .as_array()
-                .is_some_and(|a| a.iter().any(|m| m["id"].as_i64() == Some(newest)));
-            if got {
-                break t0.elapsed();
-            }
-            if t0.elapsed() > Duration::from_secs(60) {
-                bail!("the newest message #{newest} was not readable 60 s after the restart");
-            }
-        };
-        let stored = field_i64(&health(&mut c).await?, "messages")?;
-        table.row(Row::info(
-            format!(
-                "restart with {} messages, spawn → first /health 200",
-                sizes.restart_messages
-            ),
-            format!("{:.0} ms", ready.as_secs_f64() * 1e3),
-        ));
-        table.row(Row::check(
-            format!(
-                "restart with {} messages ({}), spawn → first read of the newest message",
-                sizes.restart_messages,
-                if cold.is_ok() { "cold" } else { "warm" }
-            ),
-            format!(
-                "{:.0} ms (#{newest} read back; /health counts {stored})",
-                read_newest.as_secs_f64() * 1e3
-            ),
-            "< 2 s",
-            read_newest < Duration::from_secs(2) && stored == newest,
-        ));
-        table.note(format!(
-            "hub RSS after the restart and the read: {:.1} MB",
-            rss_kib(hub.pid())? as f64 / 1024.0
-        ));
-        drop(c);
-        hub.stop()?;
     }
+}
 
-    Ok(table)
+/// A hub restarted on a filled store, timed from its spawn.
+pub(super) struct Restarted {
+    /// The hub, still running.
+    pub(super) hub: HubProc,
+    /// The connection the newest message was read through.
+    pub(super) conn: Http,
+    /// Spawn → first `/health` 200.
+    pub(super) ready: Duration,
+    /// Spawn → first read that returned the newest message.
+    pub(super) read_newest: Duration,
+    /// The message count `/health` gave right after that read.
+    pub(super) stored: i64,
+}
+
+/// Start a hub with `spawn` and time it to its first `/health` 200 and to the first read that
+/// returns message `newest` (a row read, not a status page: the inbox of its recipient
+/// `newest_to` after the id just before it); 60 s at most each.
+pub(super) async fn restarted(
+    spawn: impl FnOnce() -> Result<HubProc>,
+    newest_to: &str,
+    newest: i64,
+) -> Result<Restarted> {
+    let t0 = Instant::now();
+    let mut hub = spawn()?;
+    let ready = hub.wait_healthy(t0, Duration::from_secs(60)).await?;
+    let mut conn = Http::connect(hub.port).await?;
+    let read_newest = loop {
+        let page = conn
+            .get(&format!(
+                "/inbox?session={newest_to}&since={}&peek=1",
+                newest - 1
+            ))
+            .await?
+            .json()?;
+        let got = page["messages"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|m| m["id"].as_i64() == Some(newest)));
+        if got {
+            break t0.elapsed();
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            bail!("the newest message #{newest} was not readable 60 s after the restart");
+        }
+    };
+    let stored = field_i64(&health(&mut conn).await?, "messages")?;
+    Ok(Restarted {
+        hub,
+        conn,
+        ready,
+        read_newest,
+        stored,
+    })
 }

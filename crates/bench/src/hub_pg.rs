@@ -5,12 +5,12 @@
 //! The benchmark never touches the database the URL names: it creates a scratch database
 //! `trantor_bench_<pid>` on the same server and drops it at the end.
 
-use super::http::Http;
 use super::hub::{
-    HubBenchArgs, HubProc, Sizes, TempDir, field_i64, health, percentile, wake_between,
+    HubBenchArgs, HubProc, LoadGen, Sizes, TempDir, ceiling, percentile, restarted, throughput,
+    wake_between,
 };
 use super::{Row, Table};
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use std::time::{Duration, Instant};
 
 /// The scratch database; dropped (with its connections) on drop.
@@ -88,66 +88,102 @@ pub async fn run(args: &HubBenchArgs, url: &str) -> Result<Table> {
     ));
     let home_a = TempDir::new("pg-a")?;
     let home_b = TempDir::new("pg-b")?;
-    let spawn = |home: &TempDir| {
-        let data = home.path().join("data");
-        let url = scratch.url.clone();
-        HubProc::spawn_with(home.path(), move |cmd, _| {
-            cmd.arg("hub")
-                .env("RELAY_DATA_DIR", data)
-                .env("TRANTOR_SYNC", "full")
-                .env("RELAY_DATABASE_URL", url);
-        })
-    };
-    let load = super::hub::LoadGen::detect();
+    let load = LoadGen::detect();
     table.note(format!("load generator: {}", load.describe()));
-    let mut a = spawn(&home_a)?;
+    let mut a = spawn_on(&home_a, &scratch.url)?;
     a.wait_healthy(Instant::now(), Duration::from_secs(30))
         .await?;
-    let mut b = spawn(&home_b)?;
+    let mut b = spawn_on(&home_b, &scratch.url)?;
     b.wait_healthy(Instant::now(), Duration::from_secs(30))
         .await?;
     eprintln!(
         "bench: hubs on PostgreSQL at ports {} and {}",
         a.port, b.port
     );
-
-    if args.wants_pg("wake") {
-        eprintln!(
-            "bench: wake latency within one hub ({} samples)…",
-            sizes.wake_samples
-        );
-        let w = wake_between(a.port, a.port, "bench-one", sizes.wake_samples, 0).await?;
-        table.row(Row::info(
-            format!(
-                "PostgreSQL: wake latency within one hub, p50 / p99 ({} samples)",
-                w.len()
-            ),
-            format!(
-                "{:.0} µs / {:.0} µs",
-                percentile(&w, 0.50),
-                percentile(&w, 0.99)
-            ),
-        ));
-        eprintln!(
-            "bench: wake latency across two hubs ({} samples)…",
-            sizes.wake_samples
-        );
-        let x = wake_between(a.port, b.port, "bench-two", sizes.wake_samples, 0).await?;
-        let p99 = percentile(&x, 0.99);
-        table.row(Row::check(
-            format!(
-                "PostgreSQL: wake latency across two hubs (send on A, poll held on B), p50 / p99 ({} samples)",
-                x.len()
-            ),
-            format!("{:.0} µs / {p99:.0} µs", percentile(&x, 0.50)),
-            "p99 < 10 ms",
-            p99 < 10_000.0,
-        ));
+    if args.wants("wake") {
+        wake_rows(&a, &b, &sizes, &mut table).await?;
     }
+    if args.wants("throughput") {
+        let run = PgRun {
+            url,
+            scratch: &scratch,
+            sizes: &sizes,
+            load: &load,
+        };
+        run.throughput_rows(&a, &b, &mut table).await?;
+    }
+    a.stop()?;
+    b.stop()?;
+    if args.wants("restart") {
+        restart_rows(&scratch, &home_a, &sizes, &mut table).await?;
+    }
+    Ok(table)
+}
 
-    if args.wants_pg("throughput") {
+/// A hub (`--sync full`) with its state under `home` and its store the database at `db_url`.
+fn spawn_on(home: &TempDir, db_url: &str) -> Result<HubProc> {
+    let data = home.path().join("data");
+    let url = db_url.to_string();
+    HubProc::spawn_with(home.path(), move |cmd, _| {
+        cmd.arg("hub")
+            .env("RELAY_DATA_DIR", data)
+            .env("TRANTOR_SYNC", "full")
+            .env("RELAY_DATABASE_URL", url);
+    })
+}
+
+/// Wake latency within hub `a`, then across `a` (the send) and `b` (the held poll).
+async fn wake_rows(a: &HubProc, b: &HubProc, sizes: &Sizes, table: &mut Table) -> Result<()> {
+    eprintln!(
+        "bench: wake latency within one hub ({} samples)…",
+        sizes.wake_samples
+    );
+    let w = wake_between(a.port, a.port, "bench-one", sizes.wake_samples, 0).await?;
+    table.row(Row::info(
+        format!(
+            "PostgreSQL: wake latency within one hub, p50 / p99 ({} samples)",
+            w.len()
+        ),
+        format!(
+            "{:.0} µs / {:.0} µs",
+            percentile(&w, 0.50),
+            percentile(&w, 0.99)
+        ),
+    ));
+    eprintln!(
+        "bench: wake latency across two hubs ({} samples)…",
+        sizes.wake_samples
+    );
+    let x = wake_between(a.port, b.port, "bench-two", sizes.wake_samples, 0).await?;
+    let p99 = percentile(&x, 0.99);
+    table.row(Row::check(
+        format!(
+            "PostgreSQL: wake latency across two hubs (send on A, poll held on B), p50 / p99 ({} samples)",
+            x.len()
+        ),
+        format!("{:.0} µs / {p99:.0} µs", percentile(&x, 0.50)),
+        "p99 < 10 ms",
+        p99 < 10_000.0,
+    ));
+    Ok(())
+}
+
+/// What the throughput rows of a PostgreSQL run share: the `--store` URL, the scratch
+/// database, the sizes and the load generator.
+struct PgRun<'a> {
+    url: &'a str,
+    scratch: &'a Scratch,
+    sizes: &'a Sizes,
+    load: &'a LoadGen,
+}
+
+impl PgRun<'_> {
+    /// `/send` throughput on hub `a`, held against the bare route, the bare group commit and
+    /// the original hub's rate; then hubs `a` and `b` writing at once.
+    async fn throughput_rows(&self, a: &HubProc, b: &HubProc, table: &mut Table) -> Result<()> {
+        let sizes = self.sizes;
         eprintln!("bench: /send throughput on PostgreSQL…");
-        let t = super::hub::throughput(a.port, a.pid(), &sizes, &load).await?;
+        let t = throughput(a.port, a.pid(), sizes, self.load).await?;
         table.row(Row::info(
             format!(
                 "PostgreSQL: /send throughput, {} clients, {:.1} s, one hub (synchronous_commit on)",
@@ -161,38 +197,9 @@ pub async fn run(args: &HubBenchArgs, url: &str) -> Result<Table> {
         ));
         // The two limits /send is held against, in the same run: the bare route (HTTP alone)
         // and a bare group commit of the same rows (the store alone).
-        let c = super::hub::ceiling(&sizes, &load, &mut table).await?;
-        eprintln!("bench: bare group commit of /send's rows on PostgreSQL…");
-        let db = scratch.url.clone();
-        let store = tokio::task::spawn_blocking(move || {
-            trantor_store_postgres::PgStore::open_with(
-                &db,
-                trantor_store_postgres::PgOptions {
-                    background: false,
-                    ..Default::default()
-                },
-            )
-        })
-        .await
-        .context("open task failed")??;
-        let g = super::commit::bare_commit(
-            store.clone(),
-            sizes.throughput_clients,
-            sizes.throughput_secs,
-        )
-        .await?;
-        tokio::task::spawn_blocking(move || drop(store))
-            .await
-            .context("close task failed")?;
-        table.row(Row::info(
-            format!(
-                "PostgreSQL: bare group commit of /send's rows (message + stored state + event), \
-                 {} writers, {:.1} s, no HTTP (the storage limit)",
-                sizes.throughput_clients, g.secs
-            ),
-            format!("{:.0} writes/s", g.rate),
-        ));
-        let original = original_rate(url, &sizes, &load, &mut table).await?;
+        let c = ceiling(sizes, self.load, table).await?;
+        let g = self.bare_commit_row(table).await?;
+        let original = original_rate(self.url, sizes, self.load, table).await?;
         let (want, want_text) = match original {
             Some(r) => (r, format!("≥ the original's {r:.0}/s, same run")),
             None => (4_461.0, "≥ 4,461/s (the original's, issue #24)".to_string()),
@@ -207,17 +214,57 @@ pub async fn run(args: &HubBenchArgs, url: &str) -> Result<Table> {
             &want_text,
             t.rate >= want,
         ));
-        // Two hubs writing at once: writes are serialised in the database, so this shows what
-        // a second hub adds (or costs).
+        self.two_hubs_row(a, b, table).await
+    }
+
+    /// A bare group commit of `/send`'s rows on the scratch database, no HTTP (the storage
+    /// limit), with its row in `table`.
+    async fn bare_commit_row(&self, table: &mut Table) -> Result<super::commit::Commit> {
+        eprintln!("bench: bare group commit of /send's rows on PostgreSQL…");
+        let db = self.scratch.url.clone();
+        let store = tokio::task::spawn_blocking(move || {
+            trantor_store_postgres::PgStore::open_with(
+                &db,
+                trantor_store_postgres::PgOptions {
+                    background: false,
+                    ..Default::default()
+                },
+            )
+        })
+        .await
+        .context("open task failed")??;
+        let g = super::commit::bare_commit(
+            store.clone(),
+            self.sizes.throughput_clients,
+            self.sizes.throughput_secs,
+        )
+        .await?;
+        tokio::task::spawn_blocking(move || drop(store))
+            .await
+            .context("close task failed")?;
+        table.row(Row::info(
+            format!(
+                "PostgreSQL: bare group commit of /send's rows (message + stored state + event), \
+                 {} writers, {:.1} s, no HTTP (the storage limit)",
+                self.sizes.throughput_clients, g.secs
+            ),
+            format!("{:.0} writes/s", g.rate),
+        ));
+        Ok(g)
+    }
+
+    /// Two hubs writing at once: writes are serialised in the database, so this shows what a
+    /// second hub adds (or costs).
+    async fn two_hubs_row(&self, a: &HubProc, b: &HubProc, table: &mut Table) -> Result<()> {
         let (ra, rb) = tokio::join!(
-            super::hub::throughput(a.port, a.pid(), &sizes, &load),
-            super::hub::throughput(b.port, b.pid(), &sizes, &load)
+            throughput(a.port, a.pid(), self.sizes, self.load),
+            throughput(b.port, b.pid(), self.sizes, self.load)
         );
         let (ra, rb) = (ra?, rb?);
         table.row(Row::info(
             format!(
                 "PostgreSQL: /send throughput, two hubs at once ({} clients each)",
-                sizes.throughput_clients
+                self.sizes.throughput_clients
             ),
             format!(
                 "{:.0} + {:.0} = {:.0} sends/s",
@@ -226,76 +273,65 @@ pub async fn run(args: &HubBenchArgs, url: &str) -> Result<Table> {
                 ra.rate + rb.rate
             ),
         ));
+        Ok(())
     }
-    a.stop()?;
-    b.stop()?;
+}
 
-    if args.wants_pg("restart") {
-        let n = sizes.restart_messages as i64;
-        eprintln!("bench: filling the database to {n} messages (server-side)…");
-        let url = scratch.url.clone();
-        let filled = Instant::now();
-        let newest = tokio::task::spawn_blocking(move || -> Result<i64> {
-            let mut c = postgres::Client::connect(&url, postgres::NoTls)?;
-            c.batch_execute(&format!(
-                "INSERT INTO messages(ts, from_s, to_s, project, text)
-                   SELECT g, 'fill-s' || (g % 200), 'fill-r' || (g % 200), 'bench',
-                          'a benchmark message of roughly the size agents send each other'
-                   FROM generate_series(1, {n}) g;
-                 UPDATE counters SET n = (SELECT max(id) FROM messages) WHERE name = 'messages_tip';
-                 UPDATE counters SET n = (SELECT count(*) FROM messages)
-                   WHERE name = 'messages_count';
-                 ANALYZE messages;"
-            ))?;
-            Ok(c.query_one("SELECT max(id) FROM messages", &[])?
-                .try_get(0)?)
-        })
-        .await
-        .context("fill task failed")??;
-        table.note(format!(
-            "restart: {n} messages added server-side (INSERT … generate_series) in {:.1} s",
-            filled.elapsed().as_secs_f64()
-        ));
-        let t0 = Instant::now();
-        let mut hub = spawn(&home_a)?;
-        let ready = hub.wait_healthy(t0, Duration::from_secs(60)).await?;
-        let mut c = Http::connect(hub.port).await?;
-        // The newest row is generate_series' last: g = n, sent to fill-r(n % 200).
-        let newest_to = format!("fill-r{}", n % 200);
-        let read_newest = loop {
-            let page = c
-                .get(&format!(
-                    "/inbox?session={newest_to}&since={}&peek=1",
-                    newest - 1
-                ))
-                .await?
-                .json()?;
-            if page["messages"]
-                .as_array()
-                .is_some_and(|a| a.iter().any(|m| m["id"].as_i64() == Some(newest)))
-            {
-                let tip = field_i64(&health(&mut c).await?, "messages")?;
-                break (t0.elapsed(), tip);
-            }
-            if t0.elapsed() > Duration::from_secs(60) {
-                bail!("no message readable 60 s after the restart");
-            }
-        };
-        table.row(Row::info(
-            format!(
-                "PostgreSQL: hub restart with {n} messages, spawn → first /health 200 / \
-                 first read of the newest message"
-            ),
-            format!(
-                "{:.0} ms / {:.0} ms (/health counts {})",
-                ready.as_secs_f64() * 1e3,
-                read_newest.0.as_secs_f64() * 1e3,
-                read_newest.1
-            ),
-        ));
-        hub.stop()?;
-    }
-    Ok(table)
+/// Restart: `sizes.restart_messages` more messages added server-side, then a hub (on `home`)
+/// started on the database and timed to its first read of the newest message.
+async fn restart_rows(
+    scratch: &Scratch,
+    home: &TempDir,
+    sizes: &Sizes,
+    table: &mut Table,
+) -> Result<()> {
+    let n = sizes.restart_messages as i64;
+    eprintln!("bench: filling the database to {n} messages (server-side)…");
+    let filled = Instant::now();
+    let newest = fill_server_side(&scratch.url, n).await?;
+    table.note(format!(
+        "restart: {n} messages added server-side (INSERT … generate_series) in {:.1} s",
+        filled.elapsed().as_secs_f64()
+    ));
+    // The newest row is generate_series' last: g = n, sent to fill-r(n % 200).
+    let newest_to = format!("fill-r{}", n % 200);
+    let mut r = restarted(|| spawn_on(home, &scratch.url), &newest_to, newest).await?;
+    table.row(Row::info(
+        format!(
+            "PostgreSQL: hub restart with {n} messages, spawn → first /health 200 / \
+             first read of the newest message"
+        ),
+        format!(
+            "{:.0} ms / {:.0} ms (/health counts {})",
+            r.ready.as_secs_f64() * 1e3,
+            r.read_newest.as_secs_f64() * 1e3,
+            r.stored
+        ),
+    ));
+    r.hub.stop()
+}
+
+/// Add `n` messages to the database at `url` in one server-side statement (`generate_series`)
+/// and bring its counters up to date; returns the newest message id.
+async fn fill_server_side(url: &str, n: i64) -> Result<i64> {
+    let url = url.to_string();
+    tokio::task::spawn_blocking(move || -> Result<i64> {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls)?;
+        c.batch_execute(&format!(
+            "INSERT INTO messages(ts, from_s, to_s, project, text)
+               SELECT g, 'fill-s' || (g % 200), 'fill-r' || (g % 200), 'bench',
+                      'a benchmark message of roughly the size agents send each other'
+               FROM generate_series(1, {n}) g;
+             UPDATE counters SET n = (SELECT max(id) FROM messages) WHERE name = 'messages_tip';
+             UPDATE counters SET n = (SELECT count(*) FROM messages)
+               WHERE name = 'messages_count';
+             ANALYZE messages;"
+        ))?;
+        Ok(c.query_one("SELECT max(id) FROM messages", &[])?
+            .try_get(0)?)
+    })
+    .await
+    .context("fill task failed")?
 }
 
 /// The original JavaScript hub's `/send` rate on PostgreSQL (a scratch database of its own), in
@@ -305,7 +341,7 @@ pub async fn run(args: &HubBenchArgs, url: &str) -> Result<Table> {
 async fn original_rate(
     url: &str,
     sizes: &Sizes,
-    load: &super::hub::LoadGen,
+    load: &LoadGen,
     table: &mut Table,
 ) -> Result<Option<f64>> {
     let Some(pkg) = std::env::var_os("TRANTOR_BENCH_ORIGINAL") else {
@@ -326,7 +362,7 @@ async fn original_rate(
     })?;
     hub.wait_healthy(Instant::now(), Duration::from_secs(30))
         .await?;
-    let t = super::hub::throughput(hub.port, hub.pid(), sizes, load).await?;
+    let t = throughput(hub.port, hub.pid(), sizes, load).await?;
     hub.stop()?;
     table.row(Row::info(
         format!(
@@ -339,13 +375,6 @@ async fn original_rate(
         format!("{:.0} sends/s ({})", t.rate, t.cpu_text()),
     ));
     Ok(Some(t.rate))
-}
-
-impl HubBenchArgs {
-    /// Whether a measurement was asked for (`--only`), by the names the PostgreSQL run knows.
-    fn wants_pg(&self, name: &str) -> bool {
-        self.only.is_empty() || self.only.iter().any(|o| o == name)
-    }
 }
 
 #[cfg(test)]

@@ -1011,130 +1011,29 @@ impl PgStore {
     /// worker threads (plus, with `opts.background`, the listener and the lease threads).
     pub fn open_with(url: &str, opts: PgOptions) -> Result<PgStore, StoreError> {
         let masked = mask_url(url);
-        let mut config: postgres::Config = url.parse().map_err(|e| StoreError::Open {
-            path: masked.clone(),
-            context: "not a valid PostgreSQL URL".into(),
-            source: Some(Arc::new(e)),
-        })?;
-        config.connect_timeout(opts.connect_timeout);
-        let mut async_config: tokio_postgres::Config =
-            url.parse().map_err(|e| StoreError::Open {
-                path: masked.clone(),
-                context: "not a valid PostgreSQL URL".into(),
-                source: Some(Arc::new(e)),
-            })?;
-        async_config.connect_timeout(opts.connect_timeout);
-        let connector = Arc::new(Connector {
-            config,
-            async_config,
-            url: masked.clone(),
-        });
-        let app = |role: &str| {
-            let mut s = format!("{} {role}", opts.node);
-            s.truncate(63);
-            s
-        };
-        let mut first = connector
-            .connect(&app("writer"))
-            .map_err(|e| StoreError::Open {
-                path: masked.clone(),
-                context: "cannot connect".into(),
-                source: std::error::Error::source(&e).map(|_| Arc::new(e.clone()) as _),
-            })?;
-        schema::migrate(&mut first, &masked)?;
-        let sync = if opts.sync_full { "on" } else { "off" };
-        first
-            .batch_execute(&format!("SET synchronous_commit = {sync}"))
-            .map_err(|e| unavailable_or_open(&masked, "cannot set synchronous_commit", e))?;
-        let applied: String = first
-            .query_one("SHOW synchronous_commit", &[])
-            .and_then(|r| r.try_get(0))
-            .map_err(|e| unavailable_or_open(&masked, "cannot read synchronous_commit", e))?;
-        let synchronous = if applied == "off" { "normal" } else { "full" };
-        let pid = backend_pid(&mut first)
-            .map_err(|e| unavailable_or_open(&masked, "cannot read the backend pid", e))?;
-        let writer_pid = Arc::new(AtomicI32::new(pid));
-
+        let connector = Arc::new(Connector::parse(url, &masked, opts.connect_timeout)?);
+        let app = |role: &str| app_name(&opts.node, role);
+        // Held open until the store is up, as the migrations' connection.
+        let (_first, first) = first_connection(&connector, &app("writer"), &masked, &opts)?;
+        let writer_pid = Arc::new(AtomicI32::new(first.pid));
         let stop = Arc::new(AtomicBool::new(false));
         let (changes, _) = broadcast::channel(4096);
-        let mut threads = Vec::new();
-        let spawn_err = |e: std::io::Error| StoreError::Open {
-            path: masked.clone(),
-            context: "cannot start a store thread".into(),
-            source: Some(Arc::new(e)),
-        };
-
-        let (workers, wrx, rrx) = Workers::new();
-        let pid_slot = Arc::clone(&writer_pid);
-        let writer = Slot {
-            // The writer thread opens its own connection (set up below) on its first job.
-            conn: None,
-            connector: Arc::clone(&connector),
-            app: app("writer"),
-            setup: Some(Box::new(move |c: &mut Conn| {
-                c.batch_execute(&format!("SET synchronous_commit = {sync}"))?;
-                let st = c.prepare("SELECT pg_backend_pid()")?;
-                let pid: i32 = match c.query_opt(&st, &[])? {
-                    Some(row) => row.try_get(0)?,
-                    None => 0,
-                };
-                pid_slot.store(pid, Ordering::Relaxed);
-                Ok(())
-            })),
-        };
-        threads.push(
-            std::thread::Builder::new()
-                .name("pg-writer".into())
-                .spawn(move || writer_loop(writer, wrx, 256))
-                .map_err(spawn_err)?,
-        );
-        for i in 0..opts.readers.max(1) {
-            let slot = Slot {
-                conn: None,
-                connector: Arc::clone(&connector),
-                app: app("reader"),
-                setup: None,
-            };
-            let rx = Arc::clone(&rrx);
-            threads.push(
-                std::thread::Builder::new()
-                    .name(format!("pg-reader-{i}"))
-                    .spawn(move || worker::reader_loop(slot, rx))
-                    .map_err(spawn_err)?,
-            );
-        }
+        let (workers, mut threads) =
+            spawn_workers(&connector, &app, first.sync, &writer_pid, &opts, &masked)?;
         let mut lease = None;
         if opts.background {
-            let (c, a, tx, pid, s) = (
-                Arc::clone(&connector),
-                app("listener"),
-                changes.clone(),
-                Arc::clone(&writer_pid),
-                Arc::clone(&stop),
-            );
-            let catchup = opts.catchup;
-            threads.push(
-                std::thread::Builder::new()
-                    .name("pg-listener".into())
-                    .spawn(move || listener_loop(c, a, catchup, tx, pid, s))
-                    .map_err(spawn_err)?,
-            );
             let status = Arc::new(Mutex::new(LeaseStatus::default()));
-            let (c, a, st, s) = (
-                Arc::clone(&connector),
-                app("lease"),
-                Arc::clone(&status),
-                Arc::clone(&stop),
-            );
-            let every = opts.lease_check;
-            threads.push(
-                std::thread::Builder::new()
-                    .name("pg-lease".into())
-                    .spawn(move || lease_loop(c, a, every, st, s))
-                    .map_err(spawn_err)?,
-            );
+            let background = Background {
+                connector: &connector,
+                changes: &changes,
+                writer_pid: &writer_pid,
+                stop: &stop,
+                status: &status,
+            };
+            threads.extend(background.spawn(&app, &opts, &masked)?);
             lease = Some(status);
         }
+        let synchronous = first.synchronous;
         tracing::debug!(url = %masked, synchronous, "postgres store open");
         Ok(PgStore {
             inner: Arc::new(Inner {
@@ -1147,6 +1046,182 @@ impl PgStore {
                 lease,
             }),
         })
+    }
+}
+
+/// A connection's `application_name`: this process's label and the connection's role, cut to
+/// PostgreSQL's 63 bytes.
+fn app_name(node: &str, role: &str) -> String {
+    let mut s = format!("{node} {role}");
+    s.truncate(63);
+    s
+}
+
+impl Connector {
+    /// The connector of `url` (`masked` is its printable form), with `connect_timeout` on
+    /// every connection.
+    fn parse(url: &str, masked: &str, connect_timeout: Duration) -> Result<Connector, StoreError> {
+        let invalid = |e: postgres::Error| StoreError::Open {
+            path: masked.to_string(),
+            context: "not a valid PostgreSQL URL".into(),
+            source: Some(Arc::new(e)),
+        };
+        let mut config: postgres::Config = url.parse().map_err(invalid)?;
+        config.connect_timeout(connect_timeout);
+        let mut async_config: tokio_postgres::Config = url.parse().map_err(invalid)?;
+        async_config.connect_timeout(connect_timeout);
+        Ok(Connector {
+            config,
+            async_config,
+            url: masked.to_string(),
+        })
+    }
+}
+
+/// What the first connection settled: the `synchronous_commit` value sent, the mode the
+/// server applied (`full` or `normal`), and the connection's backend pid.
+struct FirstConnection {
+    sync: &'static str,
+    synchronous: &'static str,
+    pid: i32,
+}
+
+/// Open the first connection (labelled `app`), apply the schema migrations on it, set
+/// `synchronous_commit` and read back what the server applied.
+fn first_connection(
+    connector: &Connector,
+    app: &str,
+    masked: &str,
+    opts: &PgOptions,
+) -> Result<(Client, FirstConnection), StoreError> {
+    let mut first = connector.connect(app).map_err(|e| StoreError::Open {
+        path: masked.to_string(),
+        context: "cannot connect".into(),
+        source: std::error::Error::source(&e).map(|_| Arc::new(e.clone()) as _),
+    })?;
+    schema::migrate(&mut first, masked)?;
+    let sync = if opts.sync_full { "on" } else { "off" };
+    first
+        .batch_execute(&format!("SET synchronous_commit = {sync}"))
+        .map_err(|e| unavailable_or_open(masked, "cannot set synchronous_commit", e))?;
+    let applied: String = first
+        .query_one("SHOW synchronous_commit", &[])
+        .and_then(|r| r.try_get(0))
+        .map_err(|e| unavailable_or_open(masked, "cannot read synchronous_commit", e))?;
+    let synchronous = if applied == "off" { "normal" } else { "full" };
+    let pid = backend_pid(&mut first)
+        .map_err(|e| unavailable_or_open(masked, "cannot read the backend pid", e))?;
+    Ok((
+        first,
+        FirstConnection {
+            sync,
+            synchronous,
+            pid,
+        },
+    ))
+}
+
+/// Start a store thread called `name`; `masked` names the store in the error.
+fn spawn_thread(
+    name: String,
+    masked: &str,
+    body: impl FnOnce() + Send + 'static,
+) -> Result<JoinHandle<()>, StoreError> {
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(body)
+        .map_err(|e| StoreError::Open {
+            path: masked.to_string(),
+            context: "cannot start a store thread".into(),
+            source: Some(Arc::new(e)),
+        })
+}
+
+/// Start the writer thread (its connection sets `synchronous_commit = <sync>` and stores its
+/// backend pid in `writer_pid`) and `opts.readers` reader threads (at least one).
+fn spawn_workers(
+    connector: &Arc<Connector>,
+    app: &dyn Fn(&str) -> String,
+    sync: &'static str,
+    writer_pid: &Arc<AtomicI32>,
+    opts: &PgOptions,
+    masked: &str,
+) -> Result<(Workers<Slot>, Vec<JoinHandle<()>>), StoreError> {
+    let (workers, wrx, rrx) = Workers::new();
+    let pid_slot = Arc::clone(writer_pid);
+    let writer = Slot {
+        // The writer thread opens its own connection (set up below) on its first job.
+        conn: None,
+        connector: Arc::clone(connector),
+        app: app("writer"),
+        setup: Some(Box::new(move |c: &mut Conn| {
+            c.batch_execute(&format!("SET synchronous_commit = {sync}"))?;
+            let st = c.prepare("SELECT pg_backend_pid()")?;
+            let pid: i32 = match c.query_opt(&st, &[])? {
+                Some(row) => row.try_get(0)?,
+                None => 0,
+            };
+            pid_slot.store(pid, Ordering::Relaxed);
+            Ok(())
+        })),
+    };
+    let mut threads = vec![spawn_thread("pg-writer".into(), masked, move || {
+        writer_loop(writer, wrx, 256)
+    })?];
+    for i in 0..opts.readers.max(1) {
+        let slot = Slot {
+            conn: None,
+            connector: Arc::clone(connector),
+            app: app("reader"),
+            setup: None,
+        };
+        let rx = Arc::clone(&rrx);
+        threads.push(spawn_thread(format!("pg-reader-{i}"), masked, move || {
+            worker::reader_loop(slot, rx)
+        })?);
+    }
+    Ok((workers, threads))
+}
+
+/// What the listener and lease threads share with the store.
+struct Background<'a> {
+    connector: &'a Arc<Connector>,
+    changes: &'a broadcast::Sender<Change>,
+    writer_pid: &'a Arc<AtomicI32>,
+    stop: &'a Arc<AtomicBool>,
+    status: &'a Arc<Mutex<LeaseStatus>>,
+}
+
+impl Background<'_> {
+    /// Start the listener thread (cross-hub wake) and the lease thread (periodic-work lease).
+    fn spawn(
+        &self,
+        app: &dyn Fn(&str) -> String,
+        opts: &PgOptions,
+        masked: &str,
+    ) -> Result<[JoinHandle<()>; 2], StoreError> {
+        let (c, a, tx, pid, s) = (
+            Arc::clone(self.connector),
+            app("listener"),
+            self.changes.clone(),
+            Arc::clone(self.writer_pid),
+            Arc::clone(self.stop),
+        );
+        let catchup = opts.catchup;
+        let listener = spawn_thread("pg-listener".into(), masked, move || {
+            listener_loop(c, a, catchup, tx, pid, s)
+        })?;
+        let (c, a, st, s) = (
+            Arc::clone(self.connector),
+            app("lease"),
+            Arc::clone(self.status),
+            Arc::clone(self.stop),
+        );
+        let every = opts.lease_check;
+        let lease = spawn_thread("pg-lease".into(), masked, move || {
+            lease_loop(c, a, every, st, s)
+        })?;
+        Ok([listener, lease])
     }
 }
 

@@ -2,10 +2,10 @@
 //! their exact wire strings, and a fallback that keeps any other string as sent.
 //!
 //! Compatibility: our clients also read cards from the original JavaScript hub, and a hub
-//! rebuilds a deleted card with status `deleted` (`GET /card`, §7.5). A status this crate does
-//! not know is therefore never an error on the wire: it reads as [`CardStatus::Other`] and is
-//! written back unchanged, so a card round-trips byte for byte. Only [`str::parse`] (input a
-//! person typed) refuses an unknown status.
+//! rebuilds a deleted card with status `deleted` (`GET /card`, docs/protocol.md §7.5). A status
+//! this crate does not know is therefore never an error on the wire: it reads as
+//! [`CardStatus::Other`] and is written back unchanged, so a card round-trips byte for byte.
+//! Only [`str::parse`] (input a person typed) refuses an unknown status.
 
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -157,7 +157,8 @@ impl<'de> Deserialize<'de> for CardStatus {
 }
 
 /// A plain string in the schema, as before the type existed: the hub accepts any string and
-/// reads an unknown one as documented (§7.1, §7.2), so the schema must not refuse it.
+/// reads an unknown one as documented (docs/protocol.md §7.1, §7.2), so the schema must not
+/// refuse it.
 impl JsonSchema for CardStatus {
     fn inline_schema() -> bool {
         true

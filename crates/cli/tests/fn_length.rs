@@ -34,7 +34,6 @@ const TEST_CODE: &[(&str, &str)] = &[(
 const NOT_YET_SPLIT: &[(&str, &str)] = &[
     ("crates/hub/src/routes/projects.rs", "delete"),
     ("crates/hub/src/routes/projects.rs", "phases"),
-    ("crates/hub/src/routes/projects.rs", "projects"),
     ("crates/hub/src/routes/proposals.rs", "propose"),
 ];
 

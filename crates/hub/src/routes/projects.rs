@@ -286,47 +286,14 @@ pub async fn projects<S: Store>(State(hub): State<AppState<S>>) -> ApiResult<Jso
             ))
         })
         .await?;
-    let canon_of = |p: &str| -> String {
-        let mut name = p.trim().to_string();
-        for _ in 0..8 {
-            match aliases.get(&name).and_then(Value::as_str) {
-                Some(n) if n != name => name = n.to_string(),
-                _ => break,
-            }
-        }
-        if name.is_empty() {
-            "(unassigned)".into()
-        } else {
-            name
-        }
-    };
     let briefs: BTreeMap<String, Value> = briefs
         .into_iter()
         .filter_map(|(k, v)| Some((k.strip_prefix("project:")?.to_string(), v)))
         .collect();
     let mut rows: BTreeMap<String, ProjectRow> = BTreeMap::new();
-    fn mk<'a>(
-        rows: &'a mut BTreeMap<String, ProjectRow>,
-        briefs: &BTreeMap<String, Value>,
-        k: String,
-    ) -> &'a mut ProjectRow {
-        let brief = brief_of(&briefs.get(&k).cloned());
-        let brief_ts = briefs
-            .get(&k)
-            .and_then(|b| b.get("ts"))
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        rows.entry(k.clone()).or_insert_with(|| ProjectRow {
-            project: k,
-            brief,
-            tasks: zero_counts(),
-            last_activity: brief_ts,
-            ..ProjectRow::default()
-        })
-    }
     for p in peers {
         let p = hub.live_peer(p, now);
-        let e = mk(&mut rows, &briefs, canon_of(&p.project));
+        let e = row_for(&mut rows, &briefs, row_name(&aliases, &p.project));
         e.last_activity = e.last_activity.max(p.last_seen);
         e.agents.push(ProjectAgent {
             online: p.online,
@@ -340,7 +307,7 @@ pub async fn projects<S: Store>(State(hub): State<AppState<S>>) -> ApiResult<Jso
         });
     }
     for c in &cards {
-        let e = mk(&mut rows, &briefs, canon_of(&c.project));
+        let e = row_for(&mut rows, &briefs, row_name(&aliases, &c.project));
         *e.tasks.entry(c.status.clone()).or_default() += 1;
         if c.status == "doing" {
             e.doing_titles.push(c.title.clone());
@@ -350,55 +317,105 @@ pub async fn projects<S: Store>(State(hub): State<AppState<S>>) -> ApiResult<Jso
     let mut out: Vec<ProjectRow> = rows.into_values().collect();
     for e in &mut out {
         e.idle = !e.agents.iter().any(|a| a.online);
-        let n = |s: &str| e.tasks.get(s).copied().unwrap_or(0);
-        let (todo, doing, testing, failed, done, blocked) = (
-            n("todo"),
-            n("doing"),
-            n("testing"),
-            n("failed"),
-            n("done"),
-            n("blocked"),
-        );
-        let total = todo + doing + testing + failed + done + blocked;
-        let plural = |k: i64| if k > 1 { "s" } else { "" };
-        e.phase = if total == 0 {
-            "no cards yet".into()
-        } else if failed > 0 {
-            format!("{failed} FAILED — fixing")
-        } else if blocked > 0 {
-            format!("blocked on {blocked} card{}", plural(blocked))
-        } else if testing > 0 {
-            format!("verifying: {testing} in test")
-        } else if doing > 0 {
-            let more = if e.doing_titles.len() > 2 { "…" } else { "" };
-            format!(
-                "building: {}{more}",
-                e.doing_titles
-                    .iter()
-                    .take(2)
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        } else if done == total {
-            "shipped — all cards done".into()
-        } else if todo > 0 {
-            format!("planned: {todo} card{} queued", plural(todo))
+        e.phase = if e.idle {
+            idle_line(e.last_activity, now)
         } else {
-            "in progress".into()
+            phase_line(&e.tasks, &e.doing_titles)
         };
-        if e.idle {
-            e.phase = format!(
-                "idle · last activity {}",
-                if e.last_activity > 0 {
-                    fmt_age(now - e.last_activity)
-                } else {
-                    "unknown".into()
-                }
-            );
-        }
     }
     Ok(Json(ProjectsReply { projects: out }))
+}
+
+/// The row a project is shown under: its name through the alias table (up to 8 hops), or
+/// `(unassigned)` for none.
+fn row_name(aliases: &Value, project: &str) -> String {
+    let mut name = project.trim().to_string();
+    for _ in 0..8 {
+        match aliases.get(&name).and_then(Value::as_str) {
+            Some(n) if n != name => name = n.to_string(),
+            _ => break,
+        }
+    }
+    if name.is_empty() {
+        "(unassigned)".into()
+    } else {
+        name
+    }
+}
+
+/// The row of project `k`, made (with its brief) on first use.
+fn row_for<'a>(
+    rows: &'a mut BTreeMap<String, ProjectRow>,
+    briefs: &BTreeMap<String, Value>,
+    k: String,
+) -> &'a mut ProjectRow {
+    let brief = brief_of(&briefs.get(&k).cloned());
+    let brief_ts = briefs
+        .get(&k)
+        .and_then(|b| b.get("ts"))
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    rows.entry(k.clone()).or_insert_with(|| ProjectRow {
+        project: k,
+        brief,
+        tasks: zero_counts(),
+        last_activity: brief_ts,
+        ..ProjectRow::default()
+    })
+}
+
+/// The phase line of a project no session is online on.
+fn idle_line(last_activity: i64, now: i64) -> String {
+    format!(
+        "idle · last activity {}",
+        if last_activity > 0 {
+            fmt_age(now - last_activity)
+        } else {
+            "unknown".into()
+        }
+    )
+}
+
+/// Where a project is, in one line, from its cards by status (the first that holds: failed,
+/// blocked, testing, doing, all done, todo).
+fn phase_line(tasks: &BTreeMap<String, i64>, doing_titles: &[String]) -> String {
+    let n = |s: &str| tasks.get(s).copied().unwrap_or(0);
+    let (todo, doing, testing, failed, done, blocked) = (
+        n("todo"),
+        n("doing"),
+        n("testing"),
+        n("failed"),
+        n("done"),
+        n("blocked"),
+    );
+    let total = todo + doing + testing + failed + done + blocked;
+    let plural = |k: i64| if k > 1 { "s" } else { "" };
+    if total == 0 {
+        "no cards yet".into()
+    } else if failed > 0 {
+        format!("{failed} FAILED — fixing")
+    } else if blocked > 0 {
+        format!("blocked on {blocked} card{}", plural(blocked))
+    } else if testing > 0 {
+        format!("verifying: {testing} in test")
+    } else if doing > 0 {
+        let more = if doing_titles.len() > 2 { "…" } else { "" };
+        format!(
+            "building: {}{more}",
+            doing_titles
+                .iter()
+                .take(2)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    } else if done == total {
+        "shipped — all cards done".into()
+    } else if todo > 0 {
+        format!("planned: {todo} card{} queued", plural(todo))
+    } else {
+        "in progress".into()
+    }
 }
 
 /// The phase family of a card title: `P5a …` → `P5`, `CB…` → `CB`, `FA…` → `FA`,
@@ -897,4 +914,63 @@ pub async fn merge<S: Store>(
         to,
         moved,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(pairs: &[(&str, i64)]) -> BTreeMap<String, i64> {
+        let mut c = zero_counts();
+        for (s, n) in pairs {
+            c.insert(s.to_string(), *n);
+        }
+        c
+    }
+
+    #[test]
+    fn a_projects_phase_line() {
+        let titles = ["a".to_string(), "b".to_string(), "c".to_string()];
+        let cases: &[(&[(&str, i64)], usize, &str)] = &[
+            (&[], 0, "no cards yet"),
+            (&[("failed", 2), ("blocked", 1)], 0, "2 FAILED — fixing"),
+            (&[("blocked", 1), ("testing", 1)], 0, "blocked on 1 card"),
+            (&[("blocked", 2)], 0, "blocked on 2 cards"),
+            (&[("testing", 1), ("doing", 1)], 0, "verifying: 1 in test"),
+            (&[("doing", 2)], 2, "building: a, b"),
+            (&[("doing", 3)], 3, "building: a, b…"),
+            (&[("done", 4)], 0, "shipped — all cards done"),
+            (&[("done", 1), ("todo", 1)], 0, "planned: 1 card queued"),
+            (&[("todo", 3)], 0, "planned: 3 cards queued"),
+            (
+                &[("done", 1), ("stale", 1), ("todo", 0)],
+                0,
+                "shipped — all cards done",
+            ),
+        ];
+        for (pairs, doing, want) in cases {
+            assert_eq!(
+                phase_line(&counts(pairs), &titles[..*doing]),
+                *want,
+                "{pairs:?}"
+            );
+        }
+        assert_eq!(idle_line(0, 5), "idle · last activity unknown");
+        assert_eq!(idle_line(1, 1 + 5 * 60_000), "idle · last activity 5m ago");
+    }
+
+    #[test]
+    fn row_names_follow_aliases() {
+        let aliases = json!({"a": "b", "b": "c", "x": "x", "loop1": "loop2", "loop2": "loop1"});
+        assert_eq!(row_name(&aliases, " a "), "c");
+        assert_eq!(row_name(&aliases, "x"), "x");
+        assert_eq!(row_name(&aliases, "q"), "q");
+        assert_eq!(row_name(&aliases, ""), "(unassigned)");
+        assert_eq!(row_name(&Value::Null, "a"), "a");
+        assert_eq!(
+            row_name(&aliases, "loop1"),
+            "loop1",
+            "eight hops, then stop"
+        );
+    }
 }

@@ -535,10 +535,42 @@ pub async fn phases<S: Store>(
         })
         .await?;
     cards.sort_by_key(|c| (c.ts, c.id));
+    let keyed = phase_keys(&cards);
+    let prefix = format!("phase:{project}::");
+    let goal_of = |key: &str| -> String {
+        goals
+            .iter()
+            .find(|(k, _)| k.strip_prefix(&prefix) == Some(key))
+            .and_then(|(_, v)| v.get("goal").and_then(Value::as_str))
+            .unwrap_or("")
+            .to_string()
+    };
+    let mut phases: Vec<DerivedPhase> = group_in_order(&keyed)
+        .into_iter()
+        .map(|(key, cs)| derive_phase(key, &cs, goal_of(key)))
+        .collect();
+    phases.sort_by_key(|p| p.start);
+    let misc = keyed
+        .iter()
+        .filter(|(k, _)| k.starts_with("Setup "))
+        .count();
+    Ok(Json(PhasesDerivedReply {
+        project,
+        brief: brief_of(&brief),
+        total: cards.len() as i64,
+        sparse: !cards.is_empty() && misc * 2 > cards.len(),
+        derived_by: "title-prefix + time-cluster".into(),
+        phases,
+    }))
+}
+
+/// The phase key of each card (sorted by creation): its explicit phase, else its title's
+/// family, else `Setup N`, a new round of which starts after a gap of [`PHASE_GAP_MS`].
+fn phase_keys(cards: &[Card]) -> Vec<(String, &Card)> {
     let mut misc_round = 0;
     let mut last_misc = 0i64;
-    let mut keyed: Vec<(String, &Card)> = Vec::new();
-    for c in &cards {
+    let mut keyed = Vec::new();
+    for c in cards {
         let explicit = c.phase.trim();
         let key = if !explicit.is_empty() {
             explicit.to_string()
@@ -555,24 +587,47 @@ pub async fn phases<S: Store>(
         };
         keyed.push((key, c));
     }
-    let mut order: Vec<String> = Vec::new();
-    let mut groups: BTreeMap<String, Vec<&Card>> = BTreeMap::new();
-    for (k, c) in &keyed {
-        if !groups.contains_key(k) {
-            order.push(k.clone());
+    keyed
+}
+
+/// The cards of each key, the keys in the order they first appear.
+fn group_in_order<'a>(keyed: &'a [(String, &'a Card)]) -> Vec<(&'a str, Vec<&'a Card>)> {
+    let mut order: Vec<&str> = Vec::new();
+    let mut groups: BTreeMap<&str, Vec<&Card>> = BTreeMap::new();
+    for (k, c) in keyed {
+        if !groups.contains_key(k.as_str()) {
+            order.push(k);
         }
-        groups.entry(k.clone()).or_default().push(c);
+        groups.entry(k).or_default().push(c);
     }
-    let prefix = format!("phase:{project}::");
-    let goal_of = |key: &str| -> String {
-        goals
-            .iter()
-            .find(|(k, _)| k.strip_prefix(&prefix) == Some(key))
-            .and_then(|(_, v)| v.get("goal").and_then(Value::as_str))
-            .unwrap_or("")
-            .to_string()
-    };
-    let node = |c: &Card| PhaseNode {
+    order
+        .into_iter()
+        .map(|k| (k, groups.remove(k).unwrap_or_default()))
+        .collect()
+}
+
+/// A phase's status from its cards by status: `failed`, `active`, `done`, `blocked` or
+/// `planned`, the first that holds.
+fn phase_status(counts: &BTreeMap<String, i64>, total: i64) -> &'static str {
+    let n = |s: &str| counts.get(s).copied().unwrap_or(0);
+    if n("failed") > 0 {
+        "failed"
+    } else if n("doing") > 0 || n("testing") > 0 {
+        "active"
+    } else if total > 0 && n("done") == total {
+        "done"
+    } else if n("blocked") > 0 {
+        "blocked"
+    } else if n("todo") == total {
+        "planned"
+    } else {
+        "active"
+    }
+}
+
+/// A card as a phase shows it.
+fn phase_node(c: &Card) -> PhaseNode {
+    PhaseNode {
         id: c.id,
         title: c.title.clone(),
         assignee: c.assignee.clone(),
@@ -584,79 +639,44 @@ pub async fn phases<S: Store>(
         updated: if c.updated > 0 { c.updated } else { c.ts },
         deps: c.deps.clone(),
         source: c.source.clone(),
-    };
-    let mut phases: Vec<DerivedPhase> = order
-        .iter()
-        .map(|key| {
-            let cs = &groups[key];
-            let mut counts = zero_counts();
-            for c in cs {
-                *counts.entry(c.status.clone()).or_default() += 1;
-            }
-            let n = |s: &str| counts.get(s).copied().unwrap_or(0);
-            let total = cs.len() as i64;
-            let status = if n("failed") > 0 {
-                "failed"
-            } else if n("doing") > 0 || n("testing") > 0 {
-                "active"
-            } else if total > 0 && n("done") == total {
-                "done"
-            } else if n("blocked") > 0 {
-                "blocked"
-            } else if n("todo") == total {
-                "planned"
-            } else {
-                "active"
-            };
-            let crew: Vec<PhaseNode> = cs
-                .iter()
-                .filter(|c| !is_orch(&c.assignee))
-                .map(|c| node(c))
-                .collect();
-            let orchestrators: Vec<PhaseNode> = cs
-                .iter()
-                .filter(|c| is_orch(&c.assignee))
-                .map(|c| node(c))
-                .collect();
-            let mut agents: Vec<String> = Vec::new();
-            for c in &crew {
-                if !c.agent.is_empty() && !agents.contains(&c.agent) {
-                    agents.push(c.agent.clone());
-                }
-            }
-            DerivedPhase {
-                key: key.clone(),
-                label: key.clone(),
-                theme: phase_theme(cs),
-                goal: goal_of(key),
-                start: cs.iter().map(|c| c.ts).min().unwrap_or(0),
-                end: cs
-                    .iter()
-                    .map(|c| if c.updated > 0 { c.updated } else { c.ts })
-                    .max()
-                    .unwrap_or(0),
-                counts,
-                total,
-                status: status.into(),
-                agents,
-                crew,
-                orchestrators,
-            }
-        })
-        .collect();
-    phases.sort_by_key(|p| p.start);
-    let misc = keyed
-        .iter()
-        .filter(|(k, _)| k.starts_with("Setup "))
-        .count();
-    Ok(Json(PhasesDerivedReply {
-        project,
-        brief: brief_of(&brief),
-        total: cards.len() as i64,
-        sparse: !cards.is_empty() && misc * 2 > cards.len(),
-        derived_by: "title-prefix + time-cluster".into(),
-        phases,
-    }))
+    }
+}
+
+/// The phase `key` of cards `cs`, with its `goal`.
+fn derive_phase(key: &str, cs: &[&Card], goal: String) -> DerivedPhase {
+    let mut counts = zero_counts();
+    for c in cs {
+        *counts.entry(c.status.clone()).or_default() += 1;
+    }
+    let total = cs.len() as i64;
+    let status = phase_status(&counts, total);
+    let (orch, crew): (Vec<&&Card>, Vec<&&Card>) = cs.iter().partition(|c| is_orch(&c.assignee));
+    let crew: Vec<PhaseNode> = crew.into_iter().map(|c| phase_node(c)).collect();
+    let orchestrators: Vec<PhaseNode> = orch.into_iter().map(|c| phase_node(c)).collect();
+    let mut agents: Vec<String> = Vec::new();
+    for c in &crew {
+        if !c.agent.is_empty() && !agents.contains(&c.agent) {
+            agents.push(c.agent.clone());
+        }
+    }
+    DerivedPhase {
+        key: key.to_string(),
+        label: key.to_string(),
+        theme: phase_theme(cs),
+        goal,
+        start: cs.iter().map(|c| c.ts).min().unwrap_or(0),
+        end: cs
+            .iter()
+            .map(|c| if c.updated > 0 { c.updated } else { c.ts })
+            .max()
+            .unwrap_or(0),
+        counts,
+        total,
+        status: status.into(),
+        agents,
+        crew,
+        orchestrators,
+    }
 }
 
 /// `POST /project/delete {project, force?}` (owner): forget the project's cards, brief and
@@ -957,6 +977,58 @@ mod tests {
         }
         assert_eq!(idle_line(0, 5), "idle · last activity unknown");
         assert_eq!(idle_line(1, 1 + 5 * 60_000), "idle · last activity 5m ago");
+    }
+
+    #[test]
+    fn a_phases_status() {
+        let cases: &[(&[(&str, i64)], i64, &str)] = &[
+            (&[("failed", 1), ("doing", 1)], 2, "failed"),
+            (&[("testing", 1), ("blocked", 1)], 2, "active"),
+            (&[("done", 2)], 2, "done"),
+            (&[("done", 1), ("blocked", 1)], 2, "blocked"),
+            (&[("todo", 2)], 2, "planned"),
+            (&[], 0, "planned"),
+            (&[("todo", 1), ("done", 1)], 2, "active"),
+        ];
+        for (pairs, total, want) in cases {
+            assert_eq!(phase_status(&counts(pairs), *total), *want, "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn phase_keys_and_their_order() {
+        let card = |id: i64, ts: i64, title: &str, phase: &str| Card {
+            id,
+            ts,
+            title: title.into(),
+            phase: phase.into(),
+            ..Card::default()
+        };
+        let gap = PHASE_GAP_MS;
+        let cards = [
+            card(1, 10, "set up ci", ""),
+            card(2, 20, "P3 parser", ""),
+            card(3, 30, "lint", ""),
+            card(4, 30 + gap + 1, "docs", ""),
+            card(5, 40 + gap, "anything", "Beta"),
+            card(6, 50 + gap, "P3b lexer", ""),
+        ];
+        let keyed = phase_keys(&cards);
+        let keys: Vec<&str> = keyed.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["Setup 1", "P3", "Setup 1", "Setup 2", "Beta", "P3"]);
+        let groups: Vec<(&str, Vec<i64>)> = group_in_order(&keyed)
+            .into_iter()
+            .map(|(k, cs)| (k, cs.iter().map(|c| c.id).collect()))
+            .collect();
+        assert_eq!(
+            groups,
+            [
+                ("Setup 1", vec![1, 3]),
+                ("P3", vec![2, 6]),
+                ("Setup 2", vec![4]),
+                ("Beta", vec![5]),
+            ]
+        );
     }
 
     #[test]

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use trantor_proto::{CARD_STATUSES, Card, limits, now_ms};
-use trantor_store::{CardFilter, Store};
+use trantor_store::{CardFilter, Store, StoreError, WriteTx};
 
 /// Time gap that starts a new "Setup N" phase among untagged cards.
 const PHASE_GAP_MS: i64 = 8 * 3_600_000;
@@ -719,32 +719,7 @@ pub async fn delete<S: Store>(
             return Err(ApiError::not_found(format!("no such project: {project}")));
         }
     }
-    // Open contracts: unanswered dispatches by the project's sessions within the window.
-    let mut open: Vec<Value> = Vec::new();
-    for s in &peers {
-        let ledger = crate::domain::ledger::compute_ledger(
-            &hub,
-            s,
-            Some(&project),
-            now,
-            hub.cfg.contract_window_ms,
-            None,
-            crate::domain::ledger::LedgerPage {
-                after: 0,
-                limit: 1000,
-                open_only: true,
-            },
-        )
-        .await?;
-        let unanswered = ledger
-            .contracts
-            .iter()
-            .chain(ledger.abandoned_contracts.iter())
-            .filter(|c| !c.answered);
-        for c in unanswered {
-            open.push(json!({ "id": c.id, "from": s, "to": c.to }));
-        }
-    }
+    let open = open_contracts(&hub, &peers, &project, now).await?;
     if !open.is_empty() {
         return Err(ApiError::with(
             StatusCode::CONFLICT,
@@ -770,42 +745,9 @@ pub async fn delete<S: Store>(
             json!({ "openCards": live }),
         ));
     }
-    let ids: Vec<i64> = cards.iter().map(|c| c.id).collect();
     let p = project.clone();
-    let gone = cards.clone();
     let (n, out) = hub
-        .write(move |tx| {
-            let mut out = Outbox::default();
-            for c in &gone {
-                tx.delete_card(c.id)?;
-                out.event(
-                    tx,
-                    crate::domain::cards::card_event(
-                        c,
-                        "deleted",
-                        "hub",
-                        now,
-                        Some(&c.status),
-                        "deleted",
-                    ),
-                )?;
-            }
-            tx.set_kv(&project_key(&p), &Value::Null)?;
-            for (k, _) in tx.kv_prefix(&format!("phase:{p}::"))? {
-                tx.set_kv(&k, &Value::Null)?;
-            }
-            out.event(
-                tx,
-                event(
-                    now,
-                    "project.deleted",
-                    &p,
-                    "hub",
-                    json!({ "cards": ids.len() }),
-                ),
-            )?;
-            Ok((ids.len() as i64, out))
-        })
+        .write(move |tx| forget_project(tx, &p, &cards, now))
         .await?;
     hub.publish(out);
     let mut removed = BTreeMap::new();
@@ -818,6 +760,75 @@ pub async fn delete<S: Store>(
         project,
         removed,
     }))
+}
+
+/// The open contracts of a project's sessions: unanswered dispatches within the contract
+/// window, as `{id, from, to}`.
+async fn open_contracts<S: Store>(
+    hub: &AppState<S>,
+    sessions: &[String],
+    project: &str,
+    now: i64,
+) -> ApiResult<Vec<Value>> {
+    let mut open: Vec<Value> = Vec::new();
+    for s in sessions {
+        let ledger = crate::domain::ledger::compute_ledger(
+            hub,
+            s,
+            Some(project),
+            now,
+            hub.cfg.contract_window_ms,
+            None,
+            crate::domain::ledger::LedgerPage {
+                after: 0,
+                limit: 1000,
+                open_only: true,
+            },
+        )
+        .await?;
+        let unanswered = ledger
+            .contracts
+            .iter()
+            .chain(ledger.abandoned_contracts.iter())
+            .filter(|c| !c.answered);
+        for c in unanswered {
+            open.push(json!({ "id": c.id, "from": s, "to": c.to }));
+        }
+    }
+    Ok(open)
+}
+
+/// Deletes a project's `cards` (each with its `deleted` event), its brief and its phase goals,
+/// then records `project.deleted` (in the caller's transaction); returns the cards deleted.
+fn forget_project(
+    tx: &mut dyn WriteTx,
+    project: &str,
+    cards: &[Card],
+    now: i64,
+) -> Result<(i64, Outbox), StoreError> {
+    let mut out = Outbox::default();
+    for c in cards {
+        tx.delete_card(c.id)?;
+        out.event(
+            tx,
+            crate::domain::cards::card_event(c, "deleted", "hub", now, Some(&c.status), "deleted"),
+        )?;
+    }
+    tx.set_kv(&project_key(project), &Value::Null)?;
+    for (k, _) in tx.kv_prefix(&format!("phase:{project}::"))? {
+        tx.set_kv(&k, &Value::Null)?;
+    }
+    out.event(
+        tx,
+        event(
+            now,
+            "project.deleted",
+            project,
+            "hub",
+            json!({ "cards": cards.len() }),
+        ),
+    )?;
+    Ok((cards.len() as i64, out))
 }
 
 /// `POST /project/merge {from, to}`: fold lane `from` into `to`. Cards, peers and the brief move;

@@ -105,7 +105,7 @@ pub struct SweepCandidate {
     /// Source.
     pub source: String,
     /// Status (doing or testing).
-    pub status: String,
+    pub status: crate::CardStatus,
     /// Title.
     pub title: String,
 }
@@ -361,7 +361,11 @@ impl ImportCard {
         let mut base = crate::Card {
             project: project.to_string(),
             title: self.title.clone().unwrap_or_default(),
-            status: self.status.clone().unwrap_or_else(|| "todo".into()),
+            status: self
+                .status
+                .clone()
+                .map(crate::CardStatus::from)
+                .unwrap_or_default(),
             assignee: self.assignee.clone().unwrap_or_default(),
             by: self.by.clone().unwrap_or_default(),
             ts: self.ts.unwrap_or(0),

@@ -1,8 +1,8 @@
 //! The board: `/task`, `/task/update`, `/task/checklist-toggle`, `/tasks`, `/card`.
 
 use crate::domain::cards::{
-    card_event, collapse_ws, created_history, drill_refusal, has_drill_line, is_status, move_card,
-    push_log, slim, truncate,
+    card_event, collapse_ws, created_history, drill_refusal, has_drill_line, move_card, push_log,
+    request_status, slim, truncate,
 };
 use crate::error::{ApiError, ApiResult, check_len, check_opt, check_secrets};
 use crate::extract::{JsonBody, Params, parse_int};
@@ -14,8 +14,8 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 use trantor_proto::limits;
 use trantor_proto::{
-    Card, CardReply, ChecklistInput, ChecklistItem, ChecklistToggleRequest, TaskCreateRequest,
-    TaskReply, TaskUpdateRequest, TasksReply, now_ms, session_project,
+    Card, CardReply, CardStatus, ChecklistInput, ChecklistItem, ChecklistToggleRequest,
+    TaskCreateRequest, TaskReply, TaskUpdateRequest, TasksReply, now_ms, session_project,
 };
 use trantor_store::{CardFilter, EventFilter, ReadTx, Store, StoreError, WriteTx};
 
@@ -125,9 +125,10 @@ pub async fn create<S: Store>(
     // Stale is reached only through moves; an unknown status is a todo.
     let status = req
         .status
-        .map(|s| s.trim().to_ascii_lowercase())
-        .filter(|s| is_status(s) && s != "stale")
-        .unwrap_or_else(|| "todo".into());
+        .as_ref()
+        .map(request_status)
+        .filter(|s| s.is_known() && *s != CardStatus::Stale)
+        .unwrap_or_default();
     let ts = match req.ts {
         Some(t) if t > 0 && t <= now + DAY_MS => t,
         _ => now,
@@ -171,7 +172,7 @@ pub async fn create<S: Store>(
         push_log(&mut card, now, &by, n);
     }
     // The drill gate holds for a card created as done too, whatever its `source` says.
-    if card.status == "done" && !has_drill_line(&card, None, note.as_deref()) {
+    if card.status == CardStatus::Done && !has_drill_line(&card, None, note.as_deref()) {
         return Err(ApiError::with(
             StatusCode::CONFLICT,
             "no drill line on a card created as done: pass drill:\"<the command or check>\", a \
@@ -185,7 +186,7 @@ pub async fn create<S: Store>(
             let mut out = Outbox::default();
             persist_edge(tx, &mut out, &by, touch, now)?;
             let card = tx.insert_card(card)?;
-            let status = card.status.clone();
+            let status = card.status.to_string();
             out.event(tx, card_event(&card, "created", &by, now, None, &status))?;
             Ok((card, out))
         })
@@ -201,7 +202,7 @@ pub async fn create<S: Store>(
 struct Update {
     id: i64,
     by: String,
-    status: Option<String>,
+    status: Option<CardStatus>,
     note: Option<String>,
     assignee: Option<String>,
     reassign: bool,
@@ -261,7 +262,7 @@ fn validate_update(req: TaskUpdateRequest) -> ApiResult<Update> {
     Ok(Update {
         id: req.id,
         by: trimmed(req.by).unwrap_or_default(),
-        status: req.status.map(|s| s.trim().to_ascii_lowercase()),
+        status: req.status.as_ref().map(request_status),
         note,
         assignee: trimmed(req.assignee),
         reassign: req.reassign.unwrap_or(false),
@@ -304,7 +305,7 @@ pub async fn update<S: Store>(
             persist_edge(tx, &mut out, &u.by, touch, now)?;
             if u.delete {
                 tx.delete_card(card.id)?;
-                let from = card.status.clone();
+                let from = card.status.to_string();
                 out.event(
                     tx,
                     card_event(&card, "deleted", &u.by, now, Some(&from), "deleted"),
@@ -344,7 +345,7 @@ fn update_refusal(
             json!({ "id": card.id, "assignee": card.assignee }),
         )));
     }
-    let to_done = u.status.as_deref() == Some("done") && card.status != "done";
+    let to_done = u.status == Some(CardStatus::Done) && card.status != CardStatus::Done;
     // No source exempts a card from the gate: `source` is any client's say-so.
     if to_done && !has_drill_line(card, u.edits.drill.as_deref(), u.note.as_deref()) {
         return Ok(Some(ApiError::with(
@@ -382,7 +383,7 @@ fn edit(
         changes.push("note");
     }
     // An unknown status is ignored, as in the original.
-    let moved = match u.status.as_deref().filter(|s| is_status(s)) {
+    let moved = match u.status.clone().filter(CardStatus::is_known) {
         Some(s) => move_card(card, s, &u.by, u.note.as_deref(), now),
         None => None,
     };
@@ -396,7 +397,7 @@ fn edit(
     }
     let only_note_on_move = changes == ["note"] && u.status.is_some();
     if !changes.is_empty() && !only_note_on_move {
-        let status = card.status.clone();
+        let status = card.status.to_string();
         let mut ev = card_event(card, "updated", &u.by, now, Some(&status), &status);
         ev.data.insert("changes".into(), json!(changes));
         if let Some(n) = &u.note {
@@ -478,7 +479,7 @@ pub async fn checklist_toggle<S: Store>(
             push_log(&mut card, now, &by, &line);
             card.updated = now;
             tx.put_card(&card)?;
-            let status = card.status.clone();
+            let status = card.status.to_string();
             let mut ev = card_event(&card, "updated", &by, now, Some(&status), &status);
             ev.data.insert("changes".into(), json!(["checklist"]));
             ev.data.insert(

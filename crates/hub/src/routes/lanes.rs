@@ -22,7 +22,7 @@ use trantor_proto::lanes::{
     NarrateRequest, OverseerContext, OverseerStatus, OverseerWatching, ProjectDigest,
     SweepCandidate, SweepReply, SweepRequest,
 };
-use trantor_proto::{CARD_STATUSES, Card, limits, now_ms, session_project};
+use trantor_proto::{CARD_STATUSES, Card, CardStatus, limits, now_ms, session_project};
 use trantor_store::{CardFilter, EventFilter, Store, StoreError, WriteTx};
 
 /// The card event types (the timeline's feed).
@@ -333,7 +333,7 @@ pub async fn project_digest<S: Store>(
     let mut counts: BTreeMap<String, i64> =
         CARD_STATUSES.iter().map(|s| (s.to_string(), 0)).collect();
     for c in &cards {
-        *counts.entry(c.status.clone()).or_default() += 1;
+        *counts.entry(c.status.to_string()).or_default() += 1;
     }
     let pick = |status: &str, n: usize| -> Vec<DigestCard> {
         let mut v: Vec<&Card> = cards.iter().filter(|c| c.status == status).collect();
@@ -544,10 +544,10 @@ fn sweep_cards(
         let Some(mut card) = tx.card(*id)? else {
             continue;
         };
-        if !matches!(card.status.as_str(), "doing" | "testing") || card.updated >= cut {
+        if !matches!(card.status, CardStatus::Doing | CardStatus::Testing) || card.updated >= cut {
             continue;
         }
-        if let Some(ev) = move_card(&mut card, "stale", by, None, now) {
+        if let Some(ev) = move_card(&mut card, CardStatus::Stale, by, None, now) {
             card.extra.insert("_reaped".into(), json!(true));
             tx.put_card(&card)?;
             out.event(tx, ev)?;

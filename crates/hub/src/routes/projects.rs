@@ -15,7 +15,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
-use trantor_proto::{CARD_STATUSES, Card, limits, now_ms};
+use trantor_proto::{CARD_STATUSES, Card, CardStatus, limits, now_ms};
 use trantor_store::{CardFilter, Store, StoreError, WriteTx};
 
 /// Time gap that starts a new "Setup N" phase among untagged cards.
@@ -87,7 +87,7 @@ pub struct PhaseNode {
     /// Model.
     pub model: String,
     /// Status.
-    pub status: String,
+    pub status: CardStatus,
     /// Difficulty.
     pub difficulty: String,
     /// Created, ms.
@@ -308,8 +308,8 @@ pub async fn projects<S: Store>(State(hub): State<AppState<S>>) -> ApiResult<Jso
     }
     for c in &cards {
         let e = row_for(&mut rows, &briefs, row_name(&aliases, &c.project));
-        *e.tasks.entry(c.status.clone()).or_default() += 1;
-        if c.status == "doing" {
+        *e.tasks.entry(c.status.to_string()).or_default() += 1;
+        if c.status == CardStatus::Doing {
             e.doing_titles.push(c.title.clone());
         }
         e.last_activity = e.last_activity.max(c.updated);
@@ -646,7 +646,7 @@ fn phase_node(c: &Card) -> PhaseNode {
 fn derive_phase(key: &str, cs: &[&Card], goal: String) -> DerivedPhase {
     let mut counts = zero_counts();
     for c in cs {
-        *counts.entry(c.status.clone()).or_default() += 1;
+        *counts.entry(c.status.to_string()).or_default() += 1;
     }
     let total = cs.len() as i64;
     let status = phase_status(&counts, total);
@@ -733,7 +733,7 @@ pub async fn delete<S: Store>(
     }
     let live = cards
         .iter()
-        .filter(|c| !matches!(c.status.as_str(), "done" | "stale"))
+        .filter(|c| !matches!(c.status, CardStatus::Done | CardStatus::Stale))
         .count();
     if live > 0 && !req.force {
         return Err(ApiError::with(
@@ -811,7 +811,14 @@ fn forget_project(
         tx.delete_card(c.id)?;
         out.event(
             tx,
-            crate::domain::cards::card_event(c, "deleted", "hub", now, Some(&c.status), "deleted"),
+            crate::domain::cards::card_event(
+                c,
+                "deleted",
+                "hub",
+                now,
+                Some(c.status.as_str()),
+                "deleted",
+            ),
         )?;
     }
     tx.set_kv(&project_key(project), &Value::Null)?;

@@ -556,7 +556,7 @@ impl HubClient {
     }
 
     /// `POST /register`.
-    pub async fn register(&self, req: &RegisterRequest) -> Result<Value, ClientError> {
+    pub async fn register(&self, req: &RegisterRequest) -> Result<RegisterReply, ClientError> {
         self.post("/register", req).await
     }
 
@@ -636,7 +636,7 @@ impl HubClient {
     }
 
     /// `POST /lesson`.
-    pub async fn lesson(&self, req: &LessonRequest) -> Result<Value, ClientError> {
+    pub async fn lesson(&self, req: &LessonRequest) -> Result<LessonReply, ClientError> {
         self.post("/lesson", req).await
     }
 

@@ -640,6 +640,11 @@ impl HubClient {
         self.post("/lesson", req).await
     }
 
+    /// `GET /projects`: every project with its crew, card counts and where it stands.
+    pub async fn projects(&self) -> Result<crate::lanes::ProjectsReply, ClientError> {
+        self.get("/projects", &[]).await
+    }
+
     /// `GET /policy`.
     pub async fn policy(&self) -> Result<PolicyReply, ClientError> {
         self.get("/policy", &[]).await

@@ -5,9 +5,9 @@
 //! The benchmark never touches the database the URL names: it creates a scratch database
 //! `trantor_bench_<pid>` on the same server and drops it at the end.
 
-use super::hub::{
-    HubBenchArgs, HubProc, LoadGen, Sizes, TempDir, ceiling, percentile, restarted, throughput,
-    wake_between,
+use super::hub_proc::{HubProc, TempDir, percentile};
+use super::hub_shared::{
+    HubBenchArgs, LoadGen, Sizes, ceiling, restarted, throughput, wake_between,
 };
 use super::{Row, Table};
 use anyhow::{Context, Result};

@@ -11,7 +11,7 @@
 //! overlapping CLIs, and acknowledgement → turn started (p50/p99). Every file stays in `--dir`
 //! when given, so a test can count them itself (crates/cli/tests/chaos.rs).
 
-use super::hub::percentile;
+use super::hub_proc::percentile;
 use super::{Row, Table};
 use anyhow::{Context, Result, bail};
 use serde_json::json;

@@ -42,7 +42,7 @@ pub(super) async fn bare_commit<S: Store>(store: S, writers: usize, secs: u64) -
                                 from: from.clone(),
                                 to: to.clone(),
                                 project: "bench".into(),
-                                text: super::hub::LOAD_TEXT.into(),
+                                text: super::hub_shared::LOAD_TEXT.into(),
                                 ..Default::default()
                             },
                             &[],
@@ -63,7 +63,7 @@ pub(super) async fn bare_commit<S: Store>(store: S, writers: usize, secs: u64) -
                         let data = json!({
                             "msgId": msg.id,
                             "toSession": to,
-                            "text": super::hub::LOAD_TEXT,
+                            "text": super::hub_shared::LOAD_TEXT,
                             "refs": [],
                         });
                         tx.insert_event(NewEvent {

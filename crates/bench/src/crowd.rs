@@ -17,8 +17,8 @@
 //! reported as not measured, with the reason.
 
 use super::http::Http;
-use super::hub::{CpuWindow, HubProc, TempDir, health, percentile, rss_kib};
 use super::hub_pg::{Scratch, split_url};
+use super::hub_proc::{CpuWindow, HubProc, TempDir, health, percentile, rss_kib};
 use super::{Row, Table};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
@@ -322,7 +322,7 @@ async fn crowd(
         .iter()
         .map(|h| CpuWindow::start(h.pid()))
         .collect::<Result<_>>()?;
-    let client0 = super::hub::self_cpu_ns()?;
+    let client0 = super::hub_proc::self_cpu_ns()?;
     let t0 = Instant::now();
     state.measuring.store(true, Ordering::SeqCst);
     let base = Snapshot::of(&state.counts);
@@ -336,7 +336,7 @@ async fn crowd(
         let (used, _, wall) = w.end()?;
         cpu.push(used as f64 / wall as f64);
     }
-    let client = super::hub::self_cpu_ns()?.saturating_sub(client0) as f64;
+    let client = super::hub_proc::self_cpu_ns()?.saturating_sub(client0) as f64;
     let rss: Vec<u64> = hubs
         .iter()
         .map(|h| rss_kib(h.pid()))

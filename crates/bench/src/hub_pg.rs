@@ -5,9 +5,9 @@
 //! The benchmark never touches the database the URL names: it creates a scratch database
 //! `trantor_bench_<pid>` on the same server and drops it at the end.
 
-use super::hub::{
-    HubBenchArgs, HubProc, LoadGen, Sizes, TempDir, ceiling, percentile, restarted, throughput,
-    wake_between,
+use super::hub_proc::{HubProc, TempDir, percentile};
+use super::hub_shared::{
+    HubBenchArgs, LoadGen, Sizes, ceiling, restarted, throughput, wake_between,
 };
 use super::{Row, Table};
 use anyhow::{Context, Result};
@@ -122,12 +122,18 @@ pub async fn run(args: &HubBenchArgs, url: &str) -> Result<Table> {
 
 /// A hub (`--sync full`) with its state under `home` and its store the database at `db_url`.
 fn spawn_on(home: &TempDir, db_url: &str) -> Result<HubProc> {
+    spawn_synced(home, db_url, "full")
+}
+
+/// A hub at `--sync <sync>` (`full`: `synchronous_commit = on`; `normal`: `off`) with its state
+/// under `home` and its store the database at `db_url`.
+fn spawn_synced(home: &TempDir, db_url: &str, sync: &'static str) -> Result<HubProc> {
     let data = home.path().join("data");
     let url = db_url.to_string();
     HubProc::spawn_with(home.path(), move |cmd, _| {
         cmd.arg("hub")
             .env("RELAY_DATA_DIR", data)
-            .env("TRANTOR_SYNC", "full")
+            .env("TRANTOR_SYNC", sync)
             .env("RELAY_DATABASE_URL", url);
     })
 }
@@ -199,22 +205,56 @@ impl PgRun<'_> {
         // and a bare group commit of the same rows (the store alone).
         let c = ceiling(sizes, self.load, table).await?;
         let g = self.bare_commit_row(table).await?;
-        let original = original_rate(self.url, sizes, self.load, table).await?;
-        let (want, want_text) = match original {
-            Some(r) => (r, format!("≥ the original's {r:.0}/s, same run")),
-            None => (4_461.0, "≥ 4,461/s (the original's, issue #24)".to_string()),
-        };
-        table.row(Row::check(
-            "PostgreSQL: /send against the original's rate (docs/bench-hub-postgres.md)",
+        table.row(Row::info(
+            "PostgreSQL: /send (synchronous_commit on) against its limits, same run",
             format!(
                 "{:.0} % of the ceiling, {:.0} % of the bare group commit",
                 t.rate / c.rate.max(1.0) * 100.0,
                 t.rate / g.rate.max(1.0) * 100.0
             ),
+        ));
+        let normal = self.normal_sync_rate(table).await?;
+        let original = original_rate(self.url, sizes, self.load, table).await?;
+        let (want, want_text) = match original {
+            Some(r) => (r, format!("≥ the original's {r:.0}/s, same run")),
+            None => (4_461.0, "≥ 4,461/s (the original's, issue #24)".to_string()),
+        };
+        // The original answers before its rows are written (it writes them once a second), so
+        // its rate is held against ours at the promise nearest to it: `--sync normal`, answered
+        // after the commit but before PostgreSQL flushes its WAL (docs/bench-hub-postgres.md).
+        table.row(Row::check(
+            "PostgreSQL: /send against the original's rate at the nearest promise (--sync normal)",
+            format!(
+                "{normal:.0} sends/s ({:.2}× synchronous_commit on)",
+                normal / t.rate.max(1.0)
+            ),
             &want_text,
-            t.rate >= want,
+            normal >= want,
         ));
         self.two_hubs_row(a, b, table).await
+    }
+
+    /// `/send` throughput of a hub at `--sync normal` (`synchronous_commit = off`: a write is
+    /// answered after its `COMMIT`, before the WAL reaches the disk; it survives a hub crash,
+    /// not a database server crash) on a scratch database of its own, with its row in `table`.
+    async fn normal_sync_rate(&self, table: &mut Table) -> Result<f64> {
+        eprintln!("bench: /send throughput on PostgreSQL at --sync normal…");
+        let scratch = Scratch::create_named(self.url, "_normal").await?;
+        let home = TempDir::new("pg-normal")?;
+        let mut hub = spawn_synced(&home, &scratch.url, "normal")?;
+        hub.wait_healthy(Instant::now(), Duration::from_secs(30))
+            .await?;
+        let t = throughput(hub.port, hub.pid(), self.sizes, self.load).await?;
+        hub.stop()?;
+        table.row(Row::info(
+            format!(
+                "PostgreSQL: /send throughput, {} clients, {:.1} s, one hub at --sync normal \
+                 (synchronous_commit off: answered after the commit, before the WAL flush)",
+                self.sizes.throughput_clients, t.secs
+            ),
+            format!("{:.0} sends/s ({})", t.rate, t.cpu_text()),
+        ));
+        Ok(t.rate)
     }
 
     /// A bare group commit of `/send`'s rows on the scratch database, no HTTP (the storage

@@ -11,6 +11,8 @@ mod crowd;
 mod http;
 mod hub;
 mod hub_pg;
+mod hub_proc;
+mod hub_shared;
 mod runner;
 mod scaling;
 
@@ -28,7 +30,7 @@ pub struct BenchArgs {
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum BenchWhat {
     /// The hub: wake latency, idle CPU, /send throughput, burst loss, RSS, restart time.
-    Hub(hub::HubBenchArgs),
+    Hub(hub_shared::HubBenchArgs),
     /// A seat: runner idle RSS and CPU, wake → CLI spawned latency (optionally beside the
     /// original JavaScript runner, in the same run).
     Runner(runner::RunnerBenchArgs),

@@ -8,7 +8,7 @@
 //! installed npm `trantor`), with a fake `claude` on PATH, in the same run, so the ratio holds
 //! on whatever machine runs it.
 
-use super::hub::{CpuWindow, percentile, rss_kib};
+use super::hub_proc::{CpuWindow, percentile, rss_kib};
 use super::{Row, Table};
 use anyhow::{Context, Result, bail};
 use std::os::unix::process::CommandExt;

@@ -6,7 +6,7 @@
 //! timed over keep-alive requests. A route whose cost is flat has a 1M / 1k ratio near 1.
 
 use super::http::Http;
-use super::hub::{HubProc, TempDir, percentile};
+use super::hub_proc::{HubProc, TempDir, percentile};
 use super::{Row, Table};
 use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};

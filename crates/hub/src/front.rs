@@ -7,9 +7,11 @@
 //!
 //! - a plain `GET /poll` (HTTP/1.1, no body) it runs through the same router itself. The poll
 //!   handler, seeing [`Parkable`] on the request, returns at once with its hold as a [`Parked`]
-//!   future; the middleware futures end there, and the front awaits only the parked hold
-//!   (a few hundred bytes), watching the socket for the client going away, then writes the
-//!   reply itself (`content-length`, `date`, keep-alive as the request asked);
+//!   reply: a [`Hold`], the poll's own small state between looks, not a future. The
+//!   middleware futures end there, the futures that served the request are freed, and the
+//!   connection's task keeps the socket, the hold and [`drive`]'s wait (the wake-ups, the
+//!   deadline, the socket's hang-up watch); it writes the reply itself (`content-length`,
+//!   `date`, keep-alive as the request asked);
 //! - every other request it hands to hyper for exactly that request: hyper reads the head the
 //!   front already read (then the body from the socket), answers, and when it next wants a head
 //!   the connection's IO says end-of-file, which makes hyper hand the socket back
@@ -20,6 +22,7 @@
 //! TLS connections are served by hyper for their whole life, as before.
 
 use crate::conn::{Busy, ConnSlot, Tracked};
+use crate::wake::Armed;
 use axum::http;
 use axum::response::Response;
 use std::future::Future;
@@ -44,12 +47,31 @@ const READ_CHUNK: usize = 1024;
 #[derive(Debug, Clone, Copy)]
 pub struct Parkable;
 
-/// A reply that is not ready yet: the front awaits the future and writes what it resolves to,
+/// A held request as its driver ([`drive`]) sees it: a small state between looks, not a
+/// future, so while it waits a held poll costs its own fields and the driver's wait, nothing
+/// of the router's or the handler's futures.
+///
+/// The driver arms the wake-ups, then looks; a look that finds nothing gives the hold back,
+/// and the driver waits for a wake-up (and looks again), the deadline ([`Hold::expire`]) or
+/// the client hanging up (the hold is dropped).
+pub trait Hold: Send + 'static {
+    /// Fresh wake-ups for the next wait; the driver enables them before [`Hold::look`].
+    fn arm(&self) -> Armed;
+    /// Look once: the reply (news, an error, or the hub stopping), or the hold back to wait.
+    fn look(self: Box<Self>) -> Looking;
+    /// When the wait ends without news.
+    fn deadline(&self) -> tokio::time::Instant;
+    /// The reply at the deadline.
+    fn expire(self: Box<Self>) -> Response;
+}
+
+/// A look in progress ([`Hold::look`]); boxed, so it is freed before the wait.
+pub type Looking = Pin<Box<dyn Future<Output = Result<Response, Box<dyn Hold>>> + Send>>;
+
+/// A reply that is not ready yet: the front drives the hold and writes what it answers,
 /// headers included. Only on requests marked [`Parkable`].
 #[derive(Clone)]
-pub struct Parked(Arc<Mutex<Option<ParkedFuture>>>);
-
-type ParkedFuture = Pin<Box<dyn Future<Output = Response> + Send>>;
+pub struct Parked(Arc<Mutex<Option<Box<dyn Hold>>>>);
 
 impl std::fmt::Debug for Parked {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -58,10 +80,10 @@ impl std::fmt::Debug for Parked {
 }
 
 /// A response carrying `hold` as its [`Parked`] reply.
-pub fn park(hold: impl Future<Output = Response> + Send + 'static) -> Response {
+pub fn park(hold: Box<dyn Hold>) -> Response {
     let mut resp = Response::new(axum::body::Body::empty());
     resp.extensions_mut()
-        .insert(Parked(Arc::new(Mutex::new(Some(Box::pin(hold))))));
+        .insert(Parked(Arc::new(Mutex::new(Some(hold)))));
     resp
 }
 
@@ -70,52 +92,140 @@ pub fn is_parked(resp: &Response) -> bool {
     resp.extensions().get::<Parked>().is_some()
 }
 
+/// Drive `hold` to its reply: look, and until there is news, wait for a wake-up or the
+/// deadline. With `io` (the front's own connection), also watch the socket: `None` when the
+/// client hung up first (the hold is dropped, its presence and wake slot with it).
+///
+/// The hang-up watch uses the socket's own peek readiness (no waiter of its own in this
+/// future): this is the state a held poll's connection stays in.
+pub async fn drive(mut hold: Box<dyn Hold>, io: Option<&TcpStream>) -> Option<Response> {
+    // Once the client sent more (a pipelined request), it stays for the next head and the
+    // hang-up watch stops: the socket is then readable until the head is read.
+    let mut watching = io.is_some();
+    loop {
+        // Arm before looking, so a commit racing with the look still wakes the wait.
+        let mut armed = std::pin::pin!(hold.arm());
+        armed.as_mut().enable();
+        hold = match hold.look().await {
+            Ok(resp) => return Some(resp),
+            Err(hold) => hold,
+        };
+        let mut expiry = std::pin::pin!(tokio::time::sleep_until(hold.deadline()));
+        let woke = std::future::poll_fn(|cx| {
+            if armed.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Some(true));
+            }
+            if expiry.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Some(false));
+            }
+            if let (true, Some(io)) = (watching, io) {
+                let mut probe = [0u8; 1];
+                let mut probe = ReadBuf::new(&mut probe);
+                match io.poll_peek(cx, &mut probe) {
+                    Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Poll::Ready(None),
+                    Poll::Ready(Ok(_)) => watching = false,
+                    Poll::Pending => {}
+                }
+            }
+            Poll::Pending
+        })
+        .await?;
+        if !woke {
+            return Some(hold.expire());
+        }
+    }
+}
+
 /// Serve a plain TCP connection until it ends, the hub stops, or it is shed while idle.
 ///
 /// This future is the connection's task, and while a poll is held it is most of what the poll
-/// costs; so each phase but the hold (reading a head, routing, writing a reply, hyper's turn)
-/// is a boxed future of its own, freed when the phase ends, and the hold keeps only the socket,
-/// the parked future and the hang-up watch.
+/// costs; so serving requests ([`serve_until_held`]) is a boxed future, freed when a request
+/// turns out to be a held poll, and writing the reply is boxed too: during the hold the task
+/// keeps only the connection, the [`Hold`] and [`drive`]'s wait.
 pub(crate) async fn serve_plain(
-    mut io: TcpStream,
+    io: TcpStream,
     app: axum::Router,
     header_timeout: Duration,
     mut stop: watch::Receiver<bool>,
     slot: Arc<ConnSlot>,
 ) {
-    let mut buf: Vec<u8> = Vec::new();
+    let (mut io, mut buf) = (io, Vec::new());
     loop {
-        let head = Box::pin(next_head(
-            &mut io,
-            &mut buf,
-            header_timeout,
-            &mut stop,
-            &slot,
-        ))
-        .await;
+        let serving = serve_until_held(io, buf, &app, header_timeout, &mut stop, &slot);
+        let Some(held) = Box::pin(serving).await else {
+            return;
+        };
+        let Held {
+            io: held_io,
+            buf: held_buf,
+            hold,
+            close,
+            busy,
+        } = *held;
+        io = held_io;
+        buf = held_buf;
+        let Some(resp) = drive(hold, Some(&io)).await else {
+            // The client hung up while held.
+            return;
+        };
+        let keep = Box::pin(write_reply(&mut io, Box::new(resp), close)).await;
+        drop(busy);
+        if !keep || *stop.borrow() {
+            return;
+        }
+    }
+}
+
+/// A connection whose request is a held poll: what the hold's wait keeps.
+struct Held {
+    io: TcpStream,
+    /// Bytes pipelined behind the poll's head (usually none: an empty, unallocated buffer).
+    buf: Vec<u8>,
+    hold: Box<dyn Hold>,
+    /// The client asked to close after this reply.
+    close: bool,
+    /// The connection counts as busy (not shed at the cap) until the reply is written.
+    busy: Busy,
+}
+
+/// Serve requests on the connection until one is a held poll (returned, for the caller to
+/// drive with the connection's task kept small) or the connection ends (`None`).
+async fn serve_until_held(
+    mut io: TcpStream,
+    mut buf: Vec<u8>,
+    app: &axum::Router,
+    header_timeout: Duration,
+    stop: &mut watch::Receiver<bool>,
+    slot: &Arc<ConnSlot>,
+) -> Option<Box<Held>> {
+    loop {
+        let head = Box::pin(next_head(&mut io, &mut buf, header_timeout, stop, slot)).await;
         match head {
-            Head::Closed => return,
+            Head::Closed => return None,
             Head::Own { req, len, close } => {
                 buf.drain(..len);
                 if buf.is_empty() {
                     // Nothing pipelined behind it: free the buffer for the hold.
                     buf = Vec::new();
                 }
-                let busy = Busy::new(&slot);
-                let resp = match Box::pin(route(&io, &app, req)).await {
+                let busy = Busy::new(slot);
+                let resp = match Box::pin(route(&io, app, req)).await {
                     Some(Routed::Ready(resp)) => resp,
-                    Some(Routed::Parked(hold)) => match held(&io, hold).await {
-                        Some(resp) => resp,
-                        // The client hung up while held: the hold ended (its presence and
-                        // wake slot went with it).
-                        None => return,
-                    },
-                    None => return,
+                    Some(Routed::Parked(hold)) => {
+                        return Some(Box::new(Held {
+                            io,
+                            buf,
+                            hold,
+                            close,
+                            busy,
+                        }));
+                    }
+                    None => return None,
                 };
                 let keep = Box::pin(write_reply(&mut io, resp, close)).await;
                 drop(busy);
                 if !keep || *stop.borrow() {
-                    return;
+                    return None;
                 }
             }
             Head::Hyper { hand_back } => {
@@ -124,10 +234,10 @@ pub(crate) async fn serve_plain(
                     io,
                     prefix,
                     hand_back,
-                    &app,
+                    app,
                     header_timeout,
-                    &mut stop,
-                    &slot,
+                    stop,
+                    slot,
                 ))
                 .await;
                 match session {
@@ -135,7 +245,7 @@ pub(crate) async fn serve_plain(
                         io = back;
                         buf = rest;
                     }
-                    _ => return,
+                    _ => return None,
                 }
             }
         }
@@ -267,8 +377,8 @@ enum Routed {
     /// A reply to write now (boxed: this enum outlives nothing, but keeps the connection's
     /// future small).
     Ready(Box<Response>),
-    /// A held poll: the reply once this resolves.
-    Parked(ParkedFuture),
+    /// A held poll: the reply once [`drive`] has driven this.
+    Parked(Box<dyn Hold>),
 }
 
 /// Run one request through the router; `None` when the client went away meanwhile.
@@ -296,31 +406,6 @@ async fn route(
         Some(hold) => Routed::Parked(hold),
         None => Routed::Ready(Box::new(resp)),
     })
-}
-
-/// Await a parked hold while watching the socket: `None` when the client hung up first.
-/// Written with the socket's own peek readiness (no waiter of its own in this future), since
-/// this is the state a held poll's task stays in.
-async fn held(io: &TcpStream, mut hold: ParkedFuture) -> Option<Box<Response>> {
-    // Once the client sent more (a pipelined request), it stays for the next head and the
-    // hang-up watch stops: the socket is then readable until the head is read.
-    let mut watching = true;
-    std::future::poll_fn(move |cx| {
-        if let Poll::Ready(resp) = hold.as_mut().poll(cx) {
-            return Poll::Ready(Some(Box::new(resp)));
-        }
-        if watching {
-            let mut probe = [0u8; 1];
-            let mut probe = ReadBuf::new(&mut probe);
-            match io.poll_peek(cx, &mut probe) {
-                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Poll::Ready(None),
-                Poll::Ready(Ok(_)) => watching = false,
-                Poll::Pending => {}
-            }
-        }
-        Poll::Pending
-    })
-    .await
 }
 
 /// Write `resp` as the reply; `false` when the connection is to close (the client asked, or

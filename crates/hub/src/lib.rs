@@ -249,6 +249,7 @@ pub async fn serve_with<S: Store>(
     duty::spawn(hub.clone());
     overseer::spawn(hub.clone());
     cluster::spawn(hub.clone());
+    ring_at_shutdown(&hub, stop_rx.clone());
     let addr = listener.local_addr().context("listener has no address")?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let mounted = mount.map(|m| {
@@ -301,6 +302,18 @@ pub async fn serve_with<S: Store>(
     reaper::flush_presence(&hub).await;
     tracing::info!("hub stopped");
     Ok(())
+}
+
+/// When the hub stops, wake every held poll: each looks once more, sees the hub stopping and
+/// answers (a poll's driver waits only for wake-ups, its deadline and its client).
+fn ring_at_shutdown<S: Store>(hub: &state::AppState<S>, mut stop: watch::Receiver<bool>) {
+    let hub = hub.clone();
+    tokio::spawn(async move {
+        // The flag flips before the ring, and a hold checks it after arming: none sleeps on.
+        if stop.wait_for(|s| *s).await.is_ok() {
+            hub.wake.ring_everyone();
+        }
+    });
 }
 
 /// Accept and serve connections with `app` until `shutdown` resolves, then stop accepting,

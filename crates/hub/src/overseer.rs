@@ -215,6 +215,25 @@ pub async fn pass<S: Store>(
     hub: &AppState<S>,
     now: i64,
 ) -> Result<Vec<OverseerWarning>, StoreError> {
+    let (duty, seen) = observe(hub, now).await?;
+    let clear = hub.cfg.overseer_clear_ms;
+    let (opened, out) = hub
+        .write(move |tx| {
+            let mut out = Outbox::default();
+            let opened = record(tx, &mut out, seen, duty.as_deref(), now, clear)?;
+            Ok((opened, out))
+        })
+        .await?;
+    hub.publish(out);
+    Ok(opened)
+}
+
+/// What a pass sees at `now`: the duty session in force and the conditions standing in the
+/// watched projects.
+async fn observe<S: Store>(
+    hub: &AppState<S>,
+    now: i64,
+) -> Result<(Option<String>, Vec<OverseerWarning>), StoreError> {
     let cfg_duty = hub.cfg.duty_session.clone();
     let ttl = hub.cfg.claim_ttl_ms;
     let (duty, peers, claims, autonomy) = hub
@@ -245,98 +264,135 @@ pub async fn pass<S: Store>(
         })
         .collect();
     let watched = |project: &str| autonomy.contains_key(project) || autonomy.contains_key("*");
-    let seen: Vec<OverseerWarning> = detect(&live, &claims)
+    let seen = detect(&live, &claims)
         .into_iter()
         .filter(|w| watched(&w.project))
         .collect();
-    let clear = hub.cfg.overseer_clear_ms;
-    let (opened, out) = hub
-        .write(move |tx| {
-            let mut out = Outbox::default();
-            let mut state = OverseerState::load(tx)?;
-            let mut opened = Vec::new();
-            let mut current = Vec::new();
-            let mut keys = BTreeSet::new();
-            for mut w in seen {
-                let key = key_of(&w);
-                keys.insert(key.clone());
-                let parties: Vec<String> = w
-                    .sessions
-                    .iter()
-                    .filter(|s| Some(s.as_str()) != duty.as_deref())
-                    .cloned()
-                    .collect();
-                match state.episodes.get_mut(&key) {
-                    Some(ep) => {
-                        ep.last_tick = now;
-                        w.since = ep.since;
-                        let newcomers: Vec<String> = parties
-                            .iter()
-                            .filter(|p| !ep.sessions.contains(*p))
-                            .cloned()
-                            .collect();
-                        for me in &newcomers {
-                            if let Some(text) = intro(&w, me, &parties) {
-                                send(tx, &mut out, me, text, &w.project, now)?;
-                            }
-                            ep.sessions.insert(me.clone());
-                        }
-                    }
-                    None => {
-                        w.since = now;
-                        state.episodes.insert(
-                            key,
-                            Episode {
-                                since: now,
-                                last_tick: now,
-                                sessions: parties.iter().cloned().collect(),
-                            },
-                        );
-                        out.event(
-                            tx,
-                            event(
-                                now,
-                                "overseer.warn",
-                                &w.project,
-                                "overseer",
-                                json!({
-                                    "kind": w.kind,
-                                    "sessions": w.sessions,
-                                    "files": w.files,
-                                    "detail": w.detail,
-                                    "narrated": false,
-                                }),
-                            ),
-                        )?;
-                        if let Some(d) = &duty {
-                            let text = format!(
-                                "⚠️ OVERSEER {} [{}]: {} — if the parties are not already \
-                                 coordinating, message them.",
-                                w.kind, w.project, w.detail
-                            );
-                            send(tx, &mut out, d, text, &w.project, now)?;
-                        }
-                        if parties.len() > 1 {
-                            for me in &parties {
-                                if let Some(text) = intro(&w, me, &parties) {
-                                    send(tx, &mut out, me, text, &w.project, now)?;
-                                }
-                            }
-                        }
-                        opened.push(w.clone());
-                    }
-                }
-                current.push(w);
+    Ok((duty, seen))
+}
+
+/// Records the conditions `seen` at `now` in the overseer state: an episode opens (and is
+/// announced) for a new one, a standing one introduces its newcomers, and an episode gone for
+/// longer than `clear` ms ends. Returns the warnings that opened an episode.
+fn record(
+    tx: &mut dyn WriteTx,
+    out: &mut Outbox,
+    seen: Vec<OverseerWarning>,
+    duty: Option<&str>,
+    now: i64,
+    clear: i64,
+) -> Result<Vec<OverseerWarning>, StoreError> {
+    let mut state = OverseerState::load(tx)?;
+    let mut opened = Vec::new();
+    let mut current = Vec::new();
+    let mut keys = BTreeSet::new();
+    for mut w in seen {
+        let key = key_of(&w);
+        keys.insert(key.clone());
+        let parties = parties_of(&w, duty);
+        match state.episodes.get_mut(&key) {
+            Some(ep) => {
+                ep.last_tick = now;
+                w.since = ep.since;
+                introduce_newcomers(tx, out, ep, &w, &parties, now)?;
             }
-            state
-                .episodes
-                .retain(|k, ep| keys.contains(k) || now - ep.last_tick <= clear);
-            state.last_tick = now;
-            state.warnings = current;
-            state.save(tx)?;
-            Ok((opened, out))
-        })
-        .await?;
-    hub.publish(out);
+            None => {
+                w.since = now;
+                state.episodes.insert(
+                    key,
+                    Episode {
+                        since: now,
+                        last_tick: now,
+                        sessions: parties.iter().cloned().collect(),
+                    },
+                );
+                announce(tx, out, &w, duty, &parties, now)?;
+                opened.push(w.clone());
+            }
+        }
+        current.push(w);
+    }
+    state
+        .episodes
+        .retain(|k, ep| keys.contains(k) || now - ep.last_tick <= clear);
+    state.last_tick = now;
+    state.warnings = current;
+    state.save(tx)?;
     Ok(opened)
+}
+
+/// The parties of a condition: its sessions but the duty session.
+fn parties_of(w: &OverseerWarning, duty: Option<&str>) -> Vec<String> {
+    w.sessions
+        .iter()
+        .filter(|s| Some(s.as_str()) != duty)
+        .cloned()
+        .collect()
+}
+
+/// A standing episode introduces each party it has not introduced yet.
+fn introduce_newcomers(
+    tx: &mut dyn WriteTx,
+    out: &mut Outbox,
+    ep: &mut Episode,
+    w: &OverseerWarning,
+    parties: &[String],
+    now: i64,
+) -> Result<(), StoreError> {
+    let newcomers: Vec<String> = parties
+        .iter()
+        .filter(|p| !ep.sessions.contains(*p))
+        .cloned()
+        .collect();
+    for me in &newcomers {
+        if let Some(text) = intro(w, me, parties) {
+            send(tx, out, me, text, &w.project, now)?;
+        }
+        ep.sessions.insert(me.clone());
+    }
+    Ok(())
+}
+
+/// A new episode: the `overseer.warn` event, the warning to the duty session, and (when there
+/// are two parties or more) the introduction to every party.
+fn announce(
+    tx: &mut dyn WriteTx,
+    out: &mut Outbox,
+    w: &OverseerWarning,
+    duty: Option<&str>,
+    parties: &[String],
+    now: i64,
+) -> Result<(), StoreError> {
+    out.event(
+        tx,
+        event(
+            now,
+            "overseer.warn",
+            &w.project,
+            "overseer",
+            json!({
+                "kind": w.kind,
+                "sessions": w.sessions,
+                "files": w.files,
+                "detail": w.detail,
+                "narrated": false,
+            }),
+        ),
+    )?;
+    if let Some(d) = duty {
+        let text = format!(
+            "⚠️ OVERSEER {} [{}]: {} — if the parties are not already coordinating, message \
+             them.",
+            w.kind, w.project, w.detail
+        );
+        send(tx, out, d, text, &w.project, now)?;
+    }
+    if parties.len() > 1 {
+        for me in parties {
+            if let Some(text) = intro(w, me, parties) {
+                send(tx, out, me, text, &w.project, now)?;
+            }
+        }
+    }
+    Ok(())
 }

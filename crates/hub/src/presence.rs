@@ -50,14 +50,6 @@ pub struct Presence {
     online_ms: i64,
 }
 
-/// Keeps a session counted as present while a poll is held; released on drop.
-#[derive(Debug)]
-pub struct Hold<'a> {
-    presence: &'a Presence,
-    /// Shared with the poll holding it (no copy of the name per held poll).
-    session: Arc<str>,
-}
-
 impl Presence {
     /// A cache seeded from the stored peer rows (so the online edge survives a restart).
     pub fn new(online_ms: i64, peers: &[Peer], now: i64) -> Self {
@@ -131,14 +123,19 @@ impl Presence {
         }
     }
 
-    /// Count a held poll of `session` (which must have been touched) until the guard drops.
-    pub fn hold(&self, session: &Arc<str>) -> Hold<'_> {
-        if let Some(live) = self.map().get_mut(&**session) {
+    /// Count a held poll of `session` (which must have been touched) until the matching
+    /// [`Presence::end_hold`]. A plain pair, not a guard borrowing the cache, so a parked poll
+    /// can own its side of it.
+    pub fn begin_hold(&self, session: &str) {
+        if let Some(live) = self.map().get_mut(session) {
             live.held += 1;
         }
-        Hold {
-            presence: self,
-            session: session.clone(),
+    }
+
+    /// A held poll of `session` ended.
+    pub fn end_hold(&self, session: &str) {
+        if let Some(live) = self.map().get_mut(session) {
+            live.held = live.held.saturating_sub(1);
         }
     }
 
@@ -248,14 +245,6 @@ impl Presence {
     }
 }
 
-impl Drop for Hold<'_> {
-    fn drop(&mut self) {
-        if let Some(live) = self.presence.map().get_mut(&*self.session) {
-            live.held = live.held.saturating_sub(1);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,13 +266,12 @@ mod tests {
     fn held_poll_is_present_past_the_window() {
         let p = Presence::new(1000, &[], 0);
         p.touch("a:p", 0);
-        {
-            let _h = p.hold(&Arc::from("a:p"));
-            assert!(p.is_online("a:p", 50_000));
-            assert!(p.sweep_offline(50_000).is_empty());
-            assert_eq!(p.held_polls(), 1);
-            assert_eq!(p.take_dirty(50_000), vec![("a:p".to_string(), 50_000)]);
-        }
+        p.begin_hold("a:p");
+        assert!(p.is_online("a:p", 50_000));
+        assert!(p.sweep_offline(50_000).is_empty());
+        assert_eq!(p.held_polls(), 1);
+        assert_eq!(p.take_dirty(50_000), vec![("a:p".to_string(), 50_000)]);
+        p.end_hold("a:p");
         assert_eq!(p.held_polls(), 0);
         assert!(!p.is_online("a:p", 60_000));
     }

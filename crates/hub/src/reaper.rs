@@ -8,7 +8,7 @@ use crate::domain::cards::{move_card, push_log};
 use crate::domain::ledger::{LedgerPage, REAP_KEY, compute_ledger};
 use crate::state::{AppState, Outbox, event};
 use serde_json::{Map, Value, json};
-use trantor_proto::now_ms;
+use trantor_proto::{CardStatus, now_ms};
 use trantor_store::{CardFilter, Store, StoreError};
 
 /// Start the background jobs; they stop when the hub shuts down.
@@ -171,7 +171,7 @@ async fn reap_cards<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), StoreEr
             .max()
             .map(|t| format!("{} ago", human_ms(now - t)))
             .unwrap_or_else(|| "never".into());
-        if c.status == "todo" && c.updated < todo_cut {
+        if c.status == CardStatus::Todo && c.updated < todo_cut {
             moves.push((
                 c.id,
                 format!(
@@ -179,7 +179,7 @@ async fn reap_cards<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), StoreEr
                     days(now - c.updated)
                 ),
             ));
-        } else if c.status == "doing" && c.updated < doing_cut {
+        } else if c.status == CardStatus::Doing && c.updated < doing_cut {
             let anyone = owners.iter().any(|s| !s.is_empty() && hub.online(s, now));
             if !anyone {
                 moves.push((
@@ -200,10 +200,11 @@ async fn reap_cards<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), StoreEr
                 let Some(mut card) = tx.card(*id)? else {
                     continue;
                 };
-                if !matches!(card.status.as_str(), "todo" | "doing") {
+                if !matches!(card.status, CardStatus::Todo | CardStatus::Doing) {
                     continue;
                 }
-                if let Some(ev) = move_card(&mut card, "stale", "reaper", Some(note), now) {
+                if let Some(ev) = move_card(&mut card, CardStatus::Stale, "reaper", Some(note), now)
+                {
                     push_log(&mut card, now, "reaper", note);
                     card.extra.insert("_reaped".into(), json!(now));
                     tx.put_card(&card)?;

@@ -13,25 +13,33 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use tokio::sync::Notify;
-use tokio::sync::futures::Notified;
+use tokio::sync::futures::OwnedNotified;
 use trantor_proto::BROADCAST;
 
 /// Per-session wake slots plus the broadcast slot.
 #[derive(Debug, Default)]
 pub struct WakeRegistry {
     /// Keyed by the session name its first reader brought (shared with that reader's
-    /// [`Subscription`], so a held poll's slot costs no copy of the name).
+    /// [`Ticket`], so a held poll's slot costs no copy of the name).
     slots: Mutex<HashMap<Arc<str>, Arc<Notify>>>,
-    all: Notify,
+    all: Arc<Notify>,
     rings: AtomicU64,
 }
 
-/// A reader's registration; dropping it releases the session's slot when it was the last one.
+/// A reader's registration for one session's wake slot. It owns what it holds (no borrow of
+/// the registry), so a held poll can keep it while the front parks the poll; hand it back
+/// with [`WakeRegistry::unsubscribe`] when the reader is done.
 #[derive(Debug)]
-pub struct Subscription<'a> {
-    registry: &'a WakeRegistry,
+pub struct Ticket {
     session: Arc<str>,
     slot: Arc<Notify>,
+}
+
+impl Ticket {
+    /// The session this ticket waits for (the registry's own copy of the name).
+    pub fn session(&self) -> &Arc<str> {
+        &self.session
+    }
 }
 
 impl WakeRegistry {
@@ -46,8 +54,8 @@ impl WakeRegistry {
         self.slots.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Register a reader of `session`.
-    pub fn subscribe(&self, session: &Arc<str>) -> Subscription<'_> {
+    /// Register a reader of `session`; pair with [`WakeRegistry::unsubscribe`].
+    pub fn subscribe(&self, session: &Arc<str>) -> Ticket {
         let mut slots = self.slots();
         let (key, slot) = match slots.get_key_value(&**session) {
             Some((k, v)) => (k.clone(), v.clone()),
@@ -57,10 +65,28 @@ impl WakeRegistry {
                 (session.clone(), slot)
             }
         };
-        Subscription {
-            registry: self,
-            session: key,
-            slot,
+        Ticket { session: key, slot }
+    }
+
+    /// Release a reader's registration (the reader drops the ticket right after); the
+    /// session's slot goes with its last reader.
+    pub fn unsubscribe(&self, ticket: &Ticket) {
+        let mut slots = self.slots();
+        // Two strong references left means the map's and the ticket's: no other reader.
+        if let Some(slot) = slots.get(&*ticket.session)
+            && Arc::ptr_eq(slot, &ticket.slot)
+            && Arc::strong_count(&ticket.slot) == 2
+        {
+            slots.remove(&*ticket.session);
+        }
+    }
+
+    /// The wait for a message to the ticket's session or to everyone. Call [`Armed::enable`]
+    /// before the store query, so a commit that lands during the query still wakes it.
+    pub fn armed(&self, ticket: &Ticket) -> Armed {
+        Armed {
+            own: ticket.slot.clone().notified_owned(),
+            all: self.all.clone().notified_owned(),
         }
     }
 
@@ -98,27 +124,16 @@ impl WakeRegistry {
     }
 }
 
-impl Subscription<'_> {
-    /// The wait for a message to this session or to everyone. Pin it where it is awaited (no
-    /// allocation) and call [`Armed::enable`] before the store query, so a commit that lands
-    /// during the query still wakes it.
-    pub fn armed(&self) -> Armed<'_> {
-        Armed {
-            own: self.slot.notified(),
-            all: self.registry.all.notified(),
-        }
-    }
-}
-
 /// Two wake-ups (the session's and the broadcast one), held inline; resolves on the first.
+/// Owned, so it can live in a parked poll's state beside the ticket it came from.
 #[derive(Debug)]
-pub struct Armed<'a> {
-    own: Notified<'a>,
-    all: Notified<'a>,
+pub struct Armed {
+    own: OwnedNotified,
+    all: OwnedNotified,
 }
 
-impl<'a> Armed<'a> {
-    fn project(self: Pin<&mut Self>) -> (Pin<&mut Notified<'a>>, Pin<&mut Notified<'a>>) {
+impl Armed {
+    fn project(self: Pin<&mut Self>) -> (Pin<&mut OwnedNotified>, Pin<&mut OwnedNotified>) {
         // SAFETY: structural pinning of both fields: `Armed` has no `Drop` impl, is not
         // `Unpin` (its fields are not), and never moves a field out of a pinned `Armed`.
         unsafe {
@@ -138,7 +153,7 @@ impl<'a> Armed<'a> {
     }
 }
 
-impl Future for Armed<'_> {
+impl Future for Armed {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
@@ -147,19 +162,6 @@ impl Future for Armed<'_> {
             Poll::Ready(())
         } else {
             Poll::Pending
-        }
-    }
-}
-
-impl Drop for Subscription<'_> {
-    fn drop(&mut self) {
-        let mut slots = self.registry.slots();
-        // Two strong references left means the map's and ours: no other reader of the session.
-        if let Some(slot) = slots.get(&*self.session)
-            && Arc::ptr_eq(slot, &self.slot)
-            && Arc::strong_count(&self.slot) == 2
-        {
-            slots.remove(&*self.session);
         }
     }
 }
@@ -173,7 +175,7 @@ mod tests {
     async fn ring_after_arm_is_not_missed() {
         let reg = WakeRegistry::new();
         let sub = reg.subscribe(&Arc::from("a:p"));
-        let mut armed = std::pin::pin!(sub.armed());
+        let mut armed = std::pin::pin!(reg.armed(&sub));
         armed.as_mut().enable();
         // The ring happens before anyone awaits: the enabled waiter still sees it.
         reg.ring("a:p");
@@ -195,9 +197,9 @@ mod tests {
         let a = reg.subscribe(&Arc::from("a:p"));
         let b = reg.subscribe(&Arc::from("b:p"));
         // Both armed BEFORE any ring, as /poll arms before its store query.
-        let mut wa = std::pin::pin!(a.armed());
+        let mut wa = std::pin::pin!(reg.armed(&a));
         wa.as_mut().enable();
-        let mut wb = std::pin::pin!(b.armed());
+        let mut wb = std::pin::pin!(reg.armed(&b));
         wb.as_mut().enable();
         assert!(!resolved_now(wb.as_mut()), "armed, nothing rung yet");
         // A ring for an unrelated session, and one for a session nobody waits on.
@@ -211,7 +213,7 @@ mod tests {
         // The broadcast wakes b:p; a reader armed after every ring has nothing due.
         reg.ring(BROADCAST);
         assert!(resolved_now(wb), "a broadcast missed b:p");
-        let mut after = std::pin::pin!(b.armed());
+        let mut after = std::pin::pin!(reg.armed(&b));
         after.as_mut().enable();
         assert!(
             !resolved_now(after),
@@ -223,11 +225,13 @@ mod tests {
     #[test]
     fn slots_are_released() {
         let reg = WakeRegistry::new();
-        {
-            let _a = reg.subscribe(&Arc::from("a:p"));
-            let _b = reg.subscribe(&Arc::from("a:p"));
-            assert_eq!(reg.sessions_waiting(), 1);
-        }
+        let a = reg.subscribe(&Arc::from("a:p"));
+        let b = reg.subscribe(&Arc::from("a:p"));
+        assert_eq!(reg.sessions_waiting(), 1);
+        reg.unsubscribe(&a);
+        drop(a);
+        assert_eq!(reg.sessions_waiting(), 1, "b:p still waits");
+        reg.unsubscribe(&b);
         assert_eq!(reg.sessions_waiting(), 0);
     }
 }

@@ -12,6 +12,19 @@ use serde_json::Value;
 /// The card statuses a tool may set (`stale` is the reaper's, not an agent's).
 pub const MOVABLE_STATUSES: [&str; 6] = ["todo", "doing", "testing", "failed", "done", "blocked"];
 
+/// The status a tool argument names, read as the hub reads it (trimmed, any case), when it is
+/// one of [`MOVABLE_STATUSES`]; else the tool's error, naming the allowed ones.
+pub fn movable_status(s: &str) -> Result<trantor_proto::CardStatus, String> {
+    match s.parse::<trantor_proto::CardStatus>() {
+        Ok(st) if st != trantor_proto::CardStatus::Stale => Ok(st),
+        _ => Err(format!(
+            "unknown status '{}': use one of {}",
+            s.trim().to_lowercase(),
+            MOVABLE_STATUSES.join(", ")
+        )),
+    }
+}
+
 /// Card difficulty tags.
 pub const DIFFICULTIES: [&str; 3] = ["easy", "medium", "hard"];
 

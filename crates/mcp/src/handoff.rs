@@ -148,10 +148,8 @@ pub async fn gather(hub: &HubClient, session: &str, project: &str, h: &mut Hando
             h.cards = cards
                 .iter()
                 .filter(|c| {
-                    matches!(
-                        c.status.as_str(),
-                        "doing" | "testing" | "failed" | "blocked"
-                    )
+                    use trantor_proto::CardStatus::{Blocked, Doing, Failed, Testing};
+                    matches!(c.status, Doing | Testing | Failed | Blocked)
                 })
                 .take(30)
                 .map(|c| {

@@ -5,12 +5,18 @@
 
 use serde_json::Value;
 use std::fmt::Write as _;
-use trantor_proto::{Card, Contract, ContractsReply, Message, Peer};
+use trantor_proto::{Card, CardStatus, Contract, ContractsReply, Message, Peer};
 
 /// Board columns in the order a person reads them: live work first, then the queue, then the
 /// finished and the forgotten.
-pub const BOARD_ORDER: [&str; 7] = [
-    "doing", "testing", "failed", "blocked", "todo", "done", "stale",
+pub const BOARD_ORDER: [CardStatus; 7] = [
+    CardStatus::Doing,
+    CardStatus::Testing,
+    CardStatus::Failed,
+    CardStatus::Blocked,
+    CardStatus::Todo,
+    CardStatus::Done,
+    CardStatus::Stale,
 ];
 
 /// How many done cards a board view lists before summarising the rest.
@@ -180,8 +186,8 @@ pub fn board(project: &str, cards: &[Card]) -> String {
         }
         seen += group.len();
         group.sort_by_key(|c| std::cmp::Reverse((c.updated.max(c.ts), c.id)));
-        let _ = write!(out, "\n{}:", status.to_uppercase());
-        let shown = if status == "done" || status == "stale" {
+        let _ = write!(out, "\n{}:", status.as_str().to_uppercase());
+        let shown = if matches!(status, CardStatus::Done | CardStatus::Stale) {
             DONE_SHOWN
         } else {
             usize::MAX
@@ -195,10 +201,7 @@ pub fn board(project: &str, cards: &[Card]) -> String {
     }
     if seen < cards.len() {
         let _ = write!(out, "\nOTHER:");
-        for c in cards
-            .iter()
-            .filter(|c| !BOARD_ORDER.contains(&c.status.as_str()))
-        {
+        for c in cards.iter().filter(|c| !BOARD_ORDER.contains(&c.status)) {
             let _ = write!(out, "\n  {} [{}]", card_line(c), c.status);
         }
     }

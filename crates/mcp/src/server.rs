@@ -22,15 +22,16 @@ use rmcp::model::{
 use rmcp::model::{SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_handler, tool_router};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Mutex;
 use trantor_proto::identity::{Identity, new_op_id};
 use trantor_proto::{
-    Card, CardReply, ChecklistInput, ChecklistToggleRequest, ClientError, HubClient, InboxReply,
-    LessonRequest, Message, RegisterRequest, SendReply, SendRequest, TaskCreateRequest, TaskReply,
-    TaskUpdateRequest, now_ms,
+    Card, CardReply, CardStatus, CatchupReply, ChecklistInput, ChecklistToggleRequest, ClientError,
+    HubClient, InboxReply, LessonReply, LessonRequest, Message, OkReply, PhaseReply, PhaseRequest,
+    ProjectRequest, ProjectWriteReply, RegisterReply, RegisterRequest, SendReply, SendRequest,
+    TaskCreateRequest, TaskReply, TaskUpdateRequest, now_ms,
 };
 
 /// Longest `relay_wait`: MCP clients background or drop tool calls past about two minutes.
@@ -65,8 +66,9 @@ pub struct Relay {
     tool_router: Arc<ToolRouter<Relay>>,
 }
 
-fn is_open(status: &str) -> bool {
-    matches!(status, "todo" | "doing" | "testing" | "failed" | "blocked")
+fn is_open(status: &CardStatus) -> bool {
+    use CardStatus::{Blocked, Doing, Failed, Testing, Todo};
+    matches!(status, Todo | Doing | Testing | Failed | Blocked)
 }
 
 /// The full sha of `rev` in the repository the server runs in (for a contract's `base:`).
@@ -199,7 +201,8 @@ impl Relay {
             kind,
             ..Default::default()
         };
-        let r: Result<Value, _> = self.hub.post_with_op("/register", &req, &new_op_id()).await;
+        let r: Result<RegisterReply, _> =
+            self.hub.post_with_op("/register", &req, &new_op_id()).await;
         let ok = r.is_ok();
         self.state.lock().await.registered = ok;
         r.map(|_| ())
@@ -299,7 +302,7 @@ impl Relay {
     async fn evidence(
         &self,
         id: i64,
-        status: &str,
+        status: &CardStatus,
         note: Option<&str>,
     ) -> (
         Option<String>,
@@ -310,11 +313,11 @@ impl Relay {
         let Ok(cwd) = std::env::current_dir() else {
             return keep;
         };
-        if status == "doing" {
+        if *status == CardStatus::Doing {
             crate::hollow::mark_doing(&cwd, id).await;
             return keep;
         }
-        if !matches!(status, "testing" | "done") {
+        if !matches!(status, CardStatus::Testing | CardStatus::Done) {
             return keep;
         }
         let Ok(card): Result<CardReply, _> = self
@@ -491,7 +494,7 @@ impl Relay {
         {
             let mut related: Vec<&Card> = all
                 .iter()
-                .filter(|c| c.id != card.id && c.status == "done")
+                .filter(|c| c.id != card.id && c.status == CardStatus::Done)
                 .filter(|c| words(&c.title).iter().any(|w| mine.contains(w)))
                 .collect();
             related.sort_by_key(|c| std::cmp::Reverse(c.updated.max(c.ts)));
@@ -577,9 +580,13 @@ impl Relay {
     )]
     async fn relay_status(&self, Parameters(a): Parameters<StatusArgs>) -> ToolResult {
         let status = a.status.trim().to_string();
-        let body =
-            json!({"session": self.id.session, "status": status, "project": self.id.project});
-        let _: Value = self.write("/status", &body).await?;
+        let body = RegisterRequest {
+            session: self.id.session.clone(),
+            project: Some(self.id.project.clone()),
+            status: Some(status.clone()),
+            ..Default::default()
+        };
+        let _: OkReply = self.write("/status", &body).await?;
         Ok(format!("status set: {status}"))
     }
 
@@ -702,15 +709,7 @@ impl Relay {
         if title.is_empty() {
             return Err("`title` is empty".into());
         }
-        let status = clean(a.status).map(|s| s.to_lowercase());
-        if let Some(s) = &status
-            && !MOVABLE_STATUSES.contains(&s.as_str())
-        {
-            return Err(format!(
-                "unknown status '{s}': use one of {}",
-                MOVABLE_STATUSES.join(", ")
-            ));
-        }
+        let status = clean(a.status).as_deref().map(movable_status).transpose()?;
         let difficulty = clean(a.difficulty).map(|s| s.to_lowercase());
         if let Some(d) = &difficulty
             && !DIFFICULTIES.contains(&d.as_str())
@@ -732,7 +731,7 @@ impl Relay {
         let req = TaskCreateRequest {
             project: Some(project.clone()),
             title: title.clone(),
-            status: Some(status.unwrap_or_else(|| "todo".into())),
+            status: Some(status.unwrap_or_default()),
             assignee: Some(clean(a.assignee).unwrap_or_else(|| self.id.session.clone())),
             by: Some(self.id.session.clone()),
             difficulty,
@@ -777,13 +776,7 @@ impl Relay {
         description = "Move a card as you progress: todo -> doing -> testing -> done. Never jump straight to done: move to testing when you finish, run the project's tests, then done only if green — or failed (with a relay_send saying what broke). blocked = waiting on something outside. A move to testing or done should carry a `note` with what changed and the evidence (command and pass counts); without one the move is still made, with a warning; a move with no evidence at all (no diff since you took the card, no new files, no ticked item, no test command) or no `verified at <sha>` is flagged HOLLOW: on the card and its assigner is told — unless the note says why there is no code (docs-only, investigated, refused…). The hub refuses one move: to done when the card has no drill line (pass `drill`, or a note naming the test command) — that refusal comes back as this tool's error."
     )]
     async fn relay_task_move(&self, Parameters(a): Parameters<TaskMoveArgs>) -> ToolResult {
-        let status = a.status.trim().to_lowercase();
-        if !MOVABLE_STATUSES.contains(&status.as_str()) {
-            return Err(format!(
-                "unknown status '{status}': use one of {}",
-                MOVABLE_STATUSES.join(", ")
-            ));
-        }
+        let status = movable_status(&a.status)?;
         let note = clean(a.note);
         let (sent_note, blast, hollow) = self.evidence(a.id, &status, note.as_deref()).await;
         let req = TaskUpdateRequest {
@@ -837,7 +830,7 @@ impl Relay {
         }
         if note.is_some() {
             out.push_str(" (note logged)");
-        } else if matches!(status.as_str(), "testing" | "done") {
+        } else if matches!(status, CardStatus::Testing | CardStatus::Done) {
             out.push_str(
                 " — warning: no note. Add one with what changed and the evidence, or the move reads as unverified.",
             );
@@ -957,7 +950,7 @@ impl Relay {
         annotations(read_only_hint = true)
     )]
     async fn relay_catchup(&self) -> ToolResult {
-        let reply: Value = self
+        let reply: CatchupReply = self
             .hub
             .get("/catchup", &[("session", self.id.session.clone())])
             .await
@@ -982,11 +975,11 @@ impl Relay {
             by: Some(self.id.session.clone()),
             project: Some(self.id.project.clone()),
         };
-        let reply: Value = self.write("/lesson", &req).await?;
-        if reply.get("dedup").and_then(Value::as_bool) == Some(true) {
+        let reply: LessonReply = self.write("/lesson", &req).await?;
+        if reply.dedup == Some(true) {
             return Ok(format!("lesson already recorded ({scope})"));
         }
-        match reply.get("count").and_then(Value::as_i64) {
+        match reply.count {
             Some(n) => Ok(format!("lesson recorded for {scope} ({n} total)")),
             None => Ok(format!("lesson recorded for {scope}")),
         }
@@ -1072,8 +1065,12 @@ impl Relay {
     )]
     async fn relay_project_brief(&self, Parameters(a): Parameters<BriefArgs>) -> ToolResult {
         let project = clean(a.project).unwrap_or_else(|| self.id.project.clone());
-        let body = json!({"project": project, "brief": a.brief.trim(), "by": self.id.session});
-        let _: Value = self.write("/project", &body).await?;
+        let body = ProjectRequest {
+            project: project.clone(),
+            brief: Some(a.brief.trim().to_string()),
+            by: Some(self.id.session.clone()),
+        };
+        let _: ProjectWriteReply = self.write("/project", &body).await?;
         Ok(format!("brief set for {project}"))
     }
 
@@ -1082,13 +1079,13 @@ impl Relay {
     )]
     async fn relay_phase_goal(&self, Parameters(a): Parameters<PhaseGoalArgs>) -> ToolResult {
         let project = clean(a.project).unwrap_or_else(|| self.id.project.clone());
-        let body = json!({
-            "project": project,
-            "phase": a.phase.trim(),
-            "goal": a.goal.trim(),
-            "by": self.id.session,
-        });
-        let _: Value = self.write("/phase", &body).await?;
+        let body = PhaseRequest {
+            project: project.clone(),
+            phase: a.phase.trim().to_string(),
+            goal: Some(a.goal.trim().to_string()),
+            by: Some(self.id.session.clone()),
+        };
+        let _: PhaseReply = self.write("/phase", &body).await?;
         Ok(format!(
             "goal set for phase {} of {project}",
             a.phase.trim()
@@ -1194,89 +1191,86 @@ impl ServerHandler for Relay {
 }
 
 /// The `relay_catchup` text: one section per kind of news, messages quoted as peer text.
-fn render_catchup(c: &Value) -> String {
-    let list = |k: &str| c[k].as_array().cloned().unwrap_or_default();
-    let one = |v: &Value, n: usize| -> String {
-        v.as_str()
-            .unwrap_or("")
-            .chars()
+fn render_catchup(c: &CatchupReply) -> String {
+    let one = |v: &str, n: usize| -> String {
+        v.chars()
             .filter(|ch| !ch.is_control() || *ch == ' ')
             .take(n)
             .collect()
     };
+    let or_unknown = |v: &str| -> String {
+        if v.is_empty() {
+            "?".into()
+        } else {
+            v.to_string()
+        }
+    };
     let mut out = format!(
         "Catch-up for {} on {}:\n",
-        c["session"].as_str().unwrap_or("?"),
-        c["project"].as_str().unwrap_or("?")
+        or_unknown(&c.session),
+        or_unknown(&c.project)
     );
-    let msgs = list("messages");
-    out.push_str(&format!("Messages since your last look: {}\n", msgs.len()));
-    for m in &msgs {
+    out.push_str(&format!(
+        "Messages since your last look: {}\n",
+        c.messages.len()
+    ));
+    for m in &c.messages {
         out.push_str(&format!(
             "  #{} {} → {} (peer text): {}\n",
-            m["id"],
-            one(&m["from"], 80),
-            one(&m["to"], 80),
-            one(&m["text"], 300)
+            m.id,
+            one(&m.from, 80),
+            one(&m.to, 80),
+            one(&m.text, 300)
         ));
     }
-    let receipts = list("receipts");
-    if !receipts.is_empty() {
-        out.push_str(&format!("Receipts: {}\n", receipts.len()));
-        for m in &receipts {
+    if !c.receipts.is_empty() {
+        out.push_str(&format!("Receipts: {}\n", c.receipts.len()));
+        for m in &c.receipts {
             out.push_str(&format!(
                 "  #{} {}: {}\n",
-                m["id"],
-                one(&m["from"], 80),
-                one(&m["text"], 160)
+                m.id,
+                one(&m.from, 80),
+                one(&m.text, 160)
             ));
         }
     }
-    let moves = list("cardEvents");
-    out.push_str(&format!("Card changes: {}\n", moves.len()));
-    for e in &moves {
+    out.push_str(&format!("Card changes: {}\n", c.card_events.len()));
+    for e in &c.card_events {
+        let field = |k: &str| e.data.get(k).and_then(Value::as_str);
         out.push_str(&format!(
             "  card #{} {}{} by {}\n",
-            e["taskId"],
-            one(&e["type"], 20),
-            match (e["from"].as_str(), e["to"].as_str()) {
+            e.data.get("taskId").unwrap_or(&Value::Null),
+            one(&e.kind, 20),
+            match (field("from"), field("to")) {
                 (Some(f), Some(t)) => format!(" {f} → {t}"),
                 _ => String::new(),
             },
-            one(&e["by"], 80)
+            one(&e.by, 80)
         ));
     }
-    let crew = list("crew");
-    if !crew.is_empty() {
+    if !c.crew.is_empty() {
         out.push_str("Crew:\n");
-        for p in &crew {
+        for p in &c.crew {
             out.push_str(&format!(
                 "  {} {} {}\n",
-                one(&p["session"], 80),
-                if p["online"].as_bool() == Some(true) {
-                    "online"
-                } else {
-                    "offline"
-                },
-                one(&p["status"], 120)
+                one(&p.session, 80),
+                if p.online { "online" } else { "offline" },
+                one(&p.status, 120)
             ));
         }
     }
     out.push_str(&format!(
         "Open contracts: {} ({} stalled)\n",
-        c["contracts"]["open"], c["contracts"]["stalled"]
+        c.contracts.open, c.contracts.stalled
     ));
-    for k in list("waitingOnMe") {
+    for k in &c.waiting_on_me {
         out.push_str(&format!(
             "Waiting on you: card #{} [{}] {}\n",
-            k["id"],
-            one(&k["status"], 20),
-            one(&k["title"], 120)
+            k.id,
+            one(k.status.as_str(), 20),
+            one(&k.title, 120)
         ));
     }
-    out.push_str(&format!(
-        "Unread direct messages: {}\n",
-        list("unread").len()
-    ));
+    out.push_str(&format!("Unread direct messages: {}\n", c.unread.len()));
     out
 }

@@ -556,7 +556,7 @@ impl HubClient {
     }
 
     /// `POST /register`.
-    pub async fn register(&self, req: &RegisterRequest) -> Result<Value, ClientError> {
+    pub async fn register(&self, req: &RegisterRequest) -> Result<RegisterReply, ClientError> {
         self.post("/register", req).await
     }
 
@@ -636,8 +636,13 @@ impl HubClient {
     }
 
     /// `POST /lesson`.
-    pub async fn lesson(&self, req: &LessonRequest) -> Result<Value, ClientError> {
+    pub async fn lesson(&self, req: &LessonRequest) -> Result<LessonReply, ClientError> {
         self.post("/lesson", req).await
+    }
+
+    /// `GET /projects`: every project with its crew, card counts and where it stands.
+    pub async fn projects(&self) -> Result<crate::lanes::ProjectsReply, ClientError> {
+        self.get("/projects", &[]).await
     }
 
     /// `GET /policy`.

@@ -1,6 +1,7 @@
 //! Wire types of the project-level routes the original's hooks, CLI and dashboard read:
 //! the project digest of `GET /catchup?project=`, `GET /history`, `POST /sweep`,
-//! `GET /overseer/status` (`docs/protocol.md` §15).
+//! `GET /overseer/status`, and the project views and lane maintenance `GET /projects`,
+//! `GET /phases`, `POST /project/delete`, `POST /project/merge` (`docs/protocol.md` §15).
 
 use crate::Event;
 use schemars::JsonSchema;
@@ -105,7 +106,7 @@ pub struct SweepCandidate {
     /// Source.
     pub source: String,
     /// Status (doing or testing).
-    pub status: String,
+    pub status: crate::CardStatus,
     /// Title.
     pub title: String,
 }
@@ -361,7 +362,11 @@ impl ImportCard {
         let mut base = crate::Card {
             project: project.to_string(),
             title: self.title.clone().unwrap_or_default(),
-            status: self.status.clone().unwrap_or_else(|| "todo".into()),
+            status: self
+                .status
+                .clone()
+                .map(crate::CardStatus::from)
+                .unwrap_or_default(),
             assignee: self.assignee.clone().unwrap_or_default(),
             by: self.by.clone().unwrap_or_default(),
             ts: self.ts.unwrap_or(0),
@@ -428,4 +433,180 @@ pub struct ImportReply {
     pub messages: i64,
     /// Cards that got a fresh id.
     pub remapped: i64,
+}
+
+/// A session on a project row of `/projects`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectAgent {
+    /// Session.
+    pub session: String,
+    /// Online now.
+    pub online: bool,
+    /// Status line.
+    pub status: String,
+    /// `ok`, `down` or `errored`.
+    pub health: String,
+    /// LLM brand.
+    pub llm: String,
+    /// Model.
+    pub model: String,
+    /// Hook version.
+    pub hook_version: String,
+    /// Whether its hooks are older than the hub.
+    pub stale_hooks: bool,
+}
+
+/// One project of `/projects`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectRow {
+    /// Project (`(unassigned)` for cards and peers without one).
+    pub project: String,
+    /// Brief.
+    pub brief: String,
+    /// Sessions on it.
+    pub agents: Vec<ProjectAgent>,
+    /// Cards by status.
+    pub tasks: BTreeMap<String, i64>,
+    /// Titles of its doing cards.
+    pub doing_titles: Vec<String>,
+    /// Newest activity (presence, card, brief), ms.
+    pub last_activity: i64,
+    /// No session online.
+    pub idle: bool,
+    /// One line: where the project is.
+    pub phase: String,
+}
+
+/// `GET /projects` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ProjectsReply {
+    /// Projects.
+    pub projects: Vec<ProjectRow>,
+}
+
+/// A card in a phase of `/phases`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PhaseNode {
+    /// Card id.
+    pub id: i64,
+    /// Title.
+    pub title: String,
+    /// Assignee.
+    pub assignee: String,
+    /// The assignee's brand (before its colon).
+    pub agent: String,
+    /// Model.
+    pub model: String,
+    /// Status.
+    pub status: crate::CardStatus,
+    /// Difficulty.
+    pub difficulty: String,
+    /// Created, ms.
+    pub ts: i64,
+    /// Last change, ms.
+    pub updated: i64,
+    /// Dependencies.
+    pub deps: Vec<i64>,
+    /// Source.
+    pub source: String,
+}
+
+/// A derived phase.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DerivedPhase {
+    /// Phase key (`P3`, `CB`, an explicit card phase, or `Setup N`).
+    pub key: String,
+    /// Label (= key).
+    pub label: String,
+    /// What the phase is about, from its card titles.
+    pub theme: String,
+    /// The goal set with `POST /phase` ("" when none).
+    pub goal: String,
+    /// Earliest card creation, ms.
+    pub start: i64,
+    /// Latest card change, ms.
+    pub end: i64,
+    /// Cards by status.
+    pub counts: BTreeMap<String, i64>,
+    /// Cards.
+    pub total: i64,
+    /// `failed`, `active`, `done`, `blocked` or `planned`.
+    pub status: String,
+    /// Crew brands on it.
+    pub agents: Vec<String>,
+    /// Crew cards.
+    pub crew: Vec<PhaseNode>,
+    /// Orchestrator cards.
+    pub orchestrators: Vec<PhaseNode>,
+}
+
+/// `GET /phases` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PhasesDerivedReply {
+    /// Project.
+    pub project: String,
+    /// Brief.
+    pub brief: String,
+    /// Phases, oldest first.
+    pub phases: Vec<DerivedPhase>,
+    /// Cards.
+    pub total: i64,
+    /// More than half the cards fell into time-clustered `Setup` phases.
+    pub sparse: bool,
+    /// How the phases were derived.
+    pub derived_by: String,
+}
+
+/// `POST /project/delete` body.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct DeleteRequest {
+    /// The project.
+    #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::PROJECT))]
+    pub project: String,
+    /// Delete even with open cards (contracts still refuse).
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// `POST /project/delete` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct DeleteReply {
+    /// Always true.
+    pub ok: bool,
+    /// The project.
+    pub project: String,
+    /// What was removed: `{tasks, peers, messages, events}`.
+    pub removed: BTreeMap<String, i64>,
+}
+
+/// `POST /project/merge` body.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct MergeRequest {
+    /// The lane folded away.
+    #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::PROJECT), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
+    pub from: String,
+    /// The lane it joins.
+    #[serde(default)]
+    #[schemars(extend("x-required" = true), length(min = 1, max = crate::limits::PROJECT), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
+    pub to: String,
+}
+
+/// `POST /project/merge` reply.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct MergeReply {
+    /// Always true.
+    pub ok: bool,
+    /// The lane folded away.
+    pub from: String,
+    /// The lane it joined.
+    pub to: String,
+    /// What moved: `{cards, events, peers, messages}`.
+    pub moved: BTreeMap<String, i64>,
 }

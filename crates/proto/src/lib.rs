@@ -25,6 +25,7 @@ pub mod lanes;
 pub mod limits;
 pub mod proposals;
 pub mod secrets;
+pub mod status;
 pub mod text;
 pub mod tls;
 pub mod types;

@@ -7,10 +7,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use crate::status::{CardStatus, UnknownStatus};
+
 /// The broadcast address: a message to `all` is delivered to every session but its sender.
 pub const BROADCAST: &str = "all";
 
-/// Card statuses the hub knows. Any other value on create becomes `todo`.
+/// Card statuses the hub knows, as wire strings ([`CardStatus::KNOWN`] as types). Any other value
+/// on create becomes `todo`.
 pub const CARD_STATUSES: [&str; 7] = [
     "todo", "doing", "testing", "failed", "done", "blocked", "stale",
 ];
@@ -347,9 +350,9 @@ pub struct Card {
     /// Title.
     #[serde(default)]
     pub title: String,
-    /// One of [`CARD_STATUSES`].
+    /// Status ([`CardStatus`]: one of [`CARD_STATUSES`], or any other string kept as sent).
     #[serde(default)]
-    pub status: String,
+    pub status: CardStatus,
     /// Assignee session (or bare agent name).
     #[serde(default)]
     pub assignee: String,
@@ -422,7 +425,7 @@ pub struct TaskCreateRequest {
     pub title: String,
     /// Initial status; `stale` or unknown becomes `todo`.
     #[serde(default)]
-    pub status: Option<String>,
+    pub status: Option<CardStatus>,
     /// Assignee.
     #[serde(default)]
     #[schemars(length(max = crate::limits::SESSION))]
@@ -497,9 +500,9 @@ pub struct TaskUpdateRequest {
     #[serde(default)]
     #[schemars(extend("x-required" = true), range(min = 1))]
     pub id: i64,
-    /// New status.
+    /// New status (an unknown one is ignored by the hub).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
+    pub status: Option<CardStatus>,
     /// Note appended to the log.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = crate::limits::LOG_TEXT))]
@@ -1188,33 +1191,48 @@ pub struct AppointReply {
 }
 
 /// `GET /catchup` reply: what happened since the session last looked. Fields are in name order,
-/// as the hub has always written them.
+/// as the hub has always written them. Every field reads as empty when a hub leaves it out (the
+/// original hub has only the project digest); the document still lists the fields this hub
+/// always writes as required (`x-required`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
 #[serde(rename_all = "camelCase")]
 pub struct CatchupReply {
     /// Cards of the project by status.
+    #[schemars(extend("x-required" = true))]
     pub board: std::collections::BTreeMap<String, i64>,
     /// Card events (created, moved, updated, deleted) in the project since the last look.
+    #[schemars(extend("x-required" = true))]
     pub card_events: Vec<Event>,
     /// The session's open contracts.
+    #[schemars(extend("x-required" = true))]
     pub contracts: CatchupContracts,
     /// The rest of the project's crew.
+    #[schemars(extend("x-required" = true))]
     pub crew: Vec<CatchupPeer>,
     /// Messages to the session since the last look (receipts apart).
+    #[schemars(extend("x-required" = true))]
     pub messages: Vec<Message>,
     /// The session's project.
+    #[schemars(extend("x-required" = true))]
     pub project: String,
     /// Receipts to the session since the last look.
+    #[schemars(extend("x-required" = true))]
     pub receipts: Vec<Message>,
     /// The session.
+    #[schemars(extend("x-required" = true))]
     pub session: String,
     /// Where this look started.
+    #[schemars(extend("x-required" = true))]
     pub since: CatchupSince,
     /// The newest message id on the hub.
+    #[schemars(extend("x-required" = true))]
     pub tip: i64,
     /// Direct messages the session has not read.
+    #[schemars(extend("x-required" = true))]
     pub unread: Vec<Message>,
     /// Cards waiting on the session (assigned and open, or its own in review), at most 20.
+    #[schemars(extend("x-required" = true))]
     pub waiting_on_me: Vec<CardBrief>,
 }
 
@@ -1224,6 +1242,8 @@ pub struct CatchupSince {
     /// The event id after which card events are listed (null: the newest ones).
     pub event: Option<i64>,
     /// The message id after which messages are listed.
+    #[serde(default)]
+    #[schemars(extend("x-required" = true))]
     pub msg: i64,
 }
 
@@ -1232,56 +1252,81 @@ pub struct CatchupSince {
 #[serde(rename_all = "camelCase")]
 pub struct CatchupPeer {
     /// `ok`, `stale`, … as `/peers` reports it.
+    #[serde(default)]
+    #[schemars(extend("x-required" = true))]
     pub health: String,
     /// Last seen, ms.
+    #[serde(default)]
+    #[schemars(extend("x-required" = true))]
     pub last_seen: i64,
     /// Online now.
+    #[serde(default)]
+    #[schemars(extend("x-required" = true))]
     pub online: bool,
     /// The runner's phase (null when none).
     pub phase: Option<String>,
     /// Bus address.
+    #[serde(default)]
+    #[schemars(extend("x-required" = true))]
     pub session: String,
     /// Status text.
+    #[serde(default)]
+    #[schemars(extend("x-required" = true))]
     pub status: String,
 }
 
 /// A card named in a catch-up. Fields are in name order.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
 pub struct CardBrief {
     /// Assignee.
+    #[schemars(extend("x-required" = true))]
     pub assignee: String,
     /// Card id.
+    #[schemars(extend("x-required" = true))]
     pub id: i64,
     /// Status.
-    pub status: String,
+    #[schemars(extend("x-required" = true))]
+    pub status: CardStatus,
     /// Title.
+    #[schemars(extend("x-required" = true))]
     pub title: String,
 }
 
 /// A catch-up's contracts: the counts and the open ones.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
 pub struct CatchupContracts {
     /// The open contracts (text cut to 200 characters).
+    #[schemars(extend("x-required" = true))]
     pub items: Vec<OpenContract>,
     /// How many are open.
+    #[schemars(extend("x-required" = true))]
     pub open: i64,
     /// How many of those are stalled.
+    #[schemars(extend("x-required" = true))]
     pub stalled: i64,
 }
 
 /// An open contract in a catch-up. Fields are in name order.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
 #[serde(rename_all = "camelCase")]
 pub struct OpenContract {
     /// How long it has been open, ms.
+    #[schemars(extend("x-required" = true))]
     pub age_ms: i64,
     /// Its disposition (as `/contracts` says).
+    #[schemars(extend("x-required" = true))]
     pub disposition: String,
     /// The contract message's id.
+    #[schemars(extend("x-required" = true))]
     pub id: i64,
     /// Its text (first 200 characters).
+    #[schemars(extend("x-required" = true))]
     pub text: String,
     /// Who owes the answer.
+    #[schemars(extend("x-required" = true))]
     pub to: String,
 }
 
@@ -1336,6 +1381,22 @@ mod tests {
         let set: TaskUpdateRequest =
             serde_json::from_str(r#"{"id":1,"checklist":["a"]}"#).unwrap_or_default();
         assert!(matches!(set.checklist, Some(Some(ref v)) if v.len() == 1));
+    }
+
+    #[test]
+    fn catchup_reads_what_a_hub_leaves_out() {
+        let empty: Option<CatchupReply> = serde_json::from_str("{}").ok();
+        assert!(empty.is_some_and(|c| c.tip == 0 && c.crew.is_empty() && c.session.is_empty()));
+        let c: Option<CatchupReply> = serde_json::from_str(
+            r#"{"session":"a:p","crew":[{"session":"b:p"}],"waitingOnMe":[{"id":4}],
+                "since":{"msg":3}}"#,
+        )
+        .ok();
+        let c = c.unwrap_or_default();
+        assert_eq!(c.crew.len(), 1);
+        assert!(!c.crew[0].online && c.crew[0].phase.is_none());
+        assert_eq!(c.waiting_on_me[0].status, CardStatus::Todo);
+        assert_eq!((c.since.msg, c.since.event), (3, None));
     }
 
     #[test]

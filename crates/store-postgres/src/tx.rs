@@ -994,7 +994,7 @@ impl WriteTx for PgTx<'_> {
             &[
                 &id,
                 &card.project,
-                &card.status,
+                &card.status.as_str(),
                 &card.assignee,
                 &card.updated,
                 &data,
@@ -1018,7 +1018,7 @@ impl WriteTx for PgTx<'_> {
             &[
                 &card.id,
                 &card.project,
-                &card.status,
+                &card.status.as_str(),
                 &card.assignee,
                 &card.updated,
                 &data,

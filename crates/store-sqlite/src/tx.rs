@@ -1119,7 +1119,12 @@ impl WriteTx for SqlTx<'_> {
             "insert_card",
             "INSERT INTO cards(project, status, assignee, updated, data)
                  VALUES (?1, ?2, ?3, ?4, '{}')",
-            params![card.project, card.status, card.assignee, card.updated],
+            params![
+                card.project,
+                card.status.as_str(),
+                card.assignee,
+                card.updated
+            ],
         )?;
         card.id = id;
         let data = encode("cards", &card)?;
@@ -1147,7 +1152,7 @@ impl WriteTx for SqlTx<'_> {
             params![
                 card.id,
                 card.project,
-                card.status,
+                card.status.as_str(),
                 card.assignee,
                 card.updated,
                 data

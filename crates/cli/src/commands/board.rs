@@ -2,12 +2,12 @@
 
 use super::{Common, HubResult, print_json, table, usage};
 use std::process::ExitCode;
-use trantor_mcp::args::{DIFFICULTIES, MOVABLE_STATUSES};
+use trantor_mcp::args::{DIFFICULTIES, movable_status};
 use trantor_mcp::render;
 use trantor_proto::identity::new_op_id;
 use trantor_proto::{
-    Card, ChecklistInput, ChecklistToggleRequest, ClientError, HubClient, TaskCreateRequest,
-    TaskReply, TaskUpdateRequest, TasksReply, now_ms,
+    Card, CardStatus, ChecklistInput, ChecklistToggleRequest, ClientError, HubClient,
+    TaskCreateRequest, TaskReply, TaskUpdateRequest, TasksReply, now_ms,
 };
 
 pub(crate) const BOARD_HELP: &str = concat!(
@@ -309,7 +309,7 @@ fn phase_goals(goals: &[(String, String)], cards: &[Card]) -> String {
     let mut out = String::from("phase goals:");
     for (phase, goal) in goals {
         let of: Vec<&Card> = cards.iter().filter(|c| c.phase == *phase).collect();
-        let done = of.iter().filter(|c| c.status == "done").count();
+        let done = of.iter().filter(|c| c.status == CardStatus::Done).count();
         out.push_str(&format!(
             "\n  {phase}: {goal} ({done}/{} cards done)",
             of.len()
@@ -341,7 +341,7 @@ pub(crate) fn board_table_with_cost(
     for status in render::BOARD_ORDER {
         let mut group: Vec<&Card> = cards.iter().filter(|c| c.status == status).collect();
         group.sort_by_key(|c| std::cmp::Reverse((c.updated.max(c.ts), c.id)));
-        let cap = if !all && (status == "done" || status == "stale") {
+        let cap = if !all && matches!(status, CardStatus::Done | CardStatus::Stale) {
             render::DONE_SHOWN
         } else {
             usize::MAX
@@ -353,7 +353,7 @@ pub(crate) fn board_table_with_cost(
     }
     for c in cards
         .iter()
-        .filter(|c| !render::BOARD_ORDER.contains(&c.status.as_str()))
+        .filter(|c| !render::BOARD_ORDER.contains(&c.status))
     {
         rows.push(card_row(c, now));
     }
@@ -409,7 +409,7 @@ fn card_row(c: &Card, now: i64) -> Vec<String> {
     let notes = render::log_count(c);
     vec![
         format!("#{}", c.id),
-        c.status.clone(),
+        c.status.to_string(),
         c.assignee.clone(),
         render::age(c.updated.max(c.ts), now),
         if notes > 0 {
@@ -447,13 +447,7 @@ async fn card_add(a: CardAddArgs) -> anyhow::Result<ExitCode> {
     if title.is_empty() {
         return Err(usage("the card title is empty"));
     }
-    let status = a.status.trim().to_lowercase();
-    if !MOVABLE_STATUSES.contains(&status.as_str()) {
-        return Err(usage(format!(
-            "unknown status '{status}': use one of {}",
-            MOVABLE_STATUSES.join(", ")
-        )));
-    }
+    let status = movable_status(&a.status).map_err(usage)?;
     let difficulty = a.difficulty.map(|d| d.trim().to_lowercase());
     if let Some(d) = &difficulty
         && !DIFFICULTIES.contains(&d.as_str())
@@ -522,13 +516,7 @@ async fn card_add(a: CardAddArgs) -> anyhow::Result<ExitCode> {
 
 async fn card_move(a: CardMoveArgs) -> anyhow::Result<ExitCode> {
     let (id, hub) = a.common.connect()?;
-    let status = a.status.trim().to_lowercase();
-    if !MOVABLE_STATUSES.contains(&status.as_str()) {
-        return Err(usage(format!(
-            "unknown status '{status}': use one of {}",
-            MOVABLE_STATUSES.join(", ")
-        )));
-    }
+    let status = movable_status(&a.status).map_err(usage)?;
     let req = TaskUpdateRequest {
         id: a.id,
         status: Some(status),

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use trantor_proto::CardStatus;
 use trantor_runner::crew::{GitError, git};
 
 /// How long one git call of these verbs may take.
@@ -392,7 +393,9 @@ pub(crate) async fn open_cards(
     match hub.tasks(Some(project)).await {
         Ok(cards) => cards
             .into_iter()
-            .filter(|c| c.assignee == session && !matches!(c.status.as_str(), "done" | "deleted"))
+            .filter(|c| {
+                c.assignee == session && c.status != CardStatus::Done && !c.status.is_deleted()
+            })
             .map(|c| c.id)
             .collect(),
         Err(_) => Vec::new(),
@@ -410,9 +413,10 @@ pub(crate) async fn harvest_cards(
     match hub.tasks(Some(project)).await {
         Ok(cards) => cards
             .into_iter()
-            .filter(|c| c.assignee == session && c.status != "deleted")
+            .filter(|c| c.assignee == session && !c.status.is_deleted())
             .filter(|c| {
-                c.status != "done" || !c.log.iter().any(|l| l.text.starts_with("harvested "))
+                c.status != CardStatus::Done
+                    || !c.log.iter().any(|l| l.text.starts_with("harvested "))
             })
             .map(|c| c.id)
             .collect(),

@@ -14,8 +14,8 @@ use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 use trantor_proto::identity::new_op_id;
 use trantor_proto::{
-    Card, ChecklistInput, ChecklistToggleRequest, EventsReply, HubClient, SendReply, SendRequest,
-    TaskCreateRequest, TaskReply, TaskUpdateRequest, TasksReply, now_ms,
+    Card, CardStatus, ChecklistInput, ChecklistToggleRequest, EventsReply, HubClient, SendReply,
+    SendRequest, TaskCreateRequest, TaskReply, TaskUpdateRequest, TasksReply, now_ms,
 };
 
 pub(crate) const DEMO_HELP: &str = concat!(
@@ -212,7 +212,7 @@ pub(crate) async fn demo(a: DemoArgs) -> anyhow::Result<ExitCode> {
 
     say!("live event log (the hub's /events, as it happens):");
     let status = narrate_until_done(&hub, id, cursor0, t0, deadline).await;
-    if status != "done" {
+    if status != CardStatus::Done {
         say!(
             "\nthe card is still {status} after {}s; the seats' last words:",
             a.timeout
@@ -327,9 +327,9 @@ async fn narrate_until_done(
     cursor0: i64,
     t0: i64,
     deadline: Instant,
-) -> String {
+) -> CardStatus {
     let mut cursor = cursor0;
-    let mut status = String::from("todo");
+    let mut status = CardStatus::Todo;
     loop {
         let q = [
             ("project", PROJECT.to_string()),
@@ -354,9 +354,9 @@ async fn narrate_until_done(
                 .and_then(|t| t.get("status"))
                 .and_then(Value::as_str)
         {
-            status = s.to_string();
+            status = CardStatus::from_wire(s);
         }
-        if status == "done" || Instant::now() >= deadline {
+        if status == CardStatus::Done || Instant::now() >= deadline {
             return status;
         }
         tokio::time::sleep(Duration::from_millis(150)).await;
@@ -424,10 +424,10 @@ pub(crate) async fn demo_agent(a: DemoAgentArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// A card update by the demo agent `me`.
-fn demo_update(me: &str, id: i64, status: &str, note: String) -> TaskUpdateRequest {
+fn demo_update(me: &str, id: i64, status: CardStatus, note: String) -> TaskUpdateRequest {
     TaskUpdateRequest {
         id,
-        status: Some(status.into()),
+        status: Some(status),
         note: Some(note),
         by: Some(me.to_string()),
         ..Default::default()
@@ -443,14 +443,19 @@ async fn builder_turn(
     project: &str,
 ) -> anyhow::Result<Vec<String>> {
     let mut did = Vec::new();
-    for c in cards
-        .iter()
-        .filter(|c| c.assignee == me && matches!(c.status.as_str(), "todo" | "doing" | "failed"))
-    {
+    for c in cards.iter().filter(|c| {
+        use trantor_proto::CardStatus::{Doing, Failed, Todo};
+        c.assignee == me && matches!(c.status, Todo | Doing | Failed)
+    }) {
         let _: TaskReply = hub
             .post_with_op(
                 "/task/update",
-                &demo_update(me, c.id, "doing", "picked up: reading the contract".into()),
+                &demo_update(
+                    me,
+                    c.id,
+                    CardStatus::Doing,
+                    "picked up: reading the contract".into(),
+                ),
                 &new_op_id(),
             )
             .await?;
@@ -480,7 +485,7 @@ async fn builder_turn(
                 &demo_update(
                     me,
                     c.id,
-                    "testing",
+                    CardStatus::Testing,
                     "wrote greeting.txt; self-check: `cat greeting.txt` shows the greeting".into(),
                 ),
                 &new_op_id(),
@@ -511,24 +516,24 @@ async fn builder_turn(
 /// tell whoever posted it. Returns what it did.
 async fn tester_turn(hub: &HubClient, cards: &[Card], me: &str) -> anyhow::Result<Vec<String>> {
     let mut did = Vec::new();
-    for c in cards.iter().filter(|c| c.status == "testing") {
+    for c in cards.iter().filter(|c| c.status == CardStatus::Testing) {
         beat().await;
         let greeting = std::fs::read_to_string("greeting.txt").unwrap_or_default();
         let (status, note) = if greeting.contains("trantor") {
             (
-                "done",
+                CardStatus::Done,
                 "verified: the drill passed — greeting.txt greets and names trantor".to_string(),
             )
         } else {
             (
-                "failed",
+                CardStatus::Failed,
                 "the drill failed: greeting.txt is missing or does not name trantor".to_string(),
             )
         };
         let _: TaskReply = hub
             .post_with_op(
                 "/task/update",
-                &demo_update(me, c.id, status, note),
+                &demo_update(me, c.id, status.clone(), note),
                 &new_op_id(),
             )
             .await?;

@@ -23,7 +23,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use trantor_mcp::{Identity, Overrides};
-use trantor_proto::{ContractsReply, HubClient, InboxReply, Message, RegisterRequest, now_ms};
+use trantor_proto::{
+    CatchupReply, ContractsReply, DeliveredReply, DeliveredRequest, HubClient, InboxReply, Message,
+    RegisterRequest, now_ms,
+};
 
 pub(crate) const HOOK_HELP: &str = "\
 Run by Claude Code (installed by `trantor connect`), with the event's JSON on stdin:
@@ -664,22 +667,20 @@ async fn session_start(
             ..RegisterRequest::default()
         })
         .await?;
-    let c: Value = hub
+    let c: CatchupReply = hub
         .get("/catchup", &[("session", id.session.clone())])
         .await?;
-    let tip = c["tip"].as_i64().unwrap_or(0);
-    let unread: Vec<Message> = c
-        .get("unread")
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
-        .unwrap_or_default();
-    let brief = crew_brief(id, &c, &unread);
+    let brief = crew_brief(id, &c, &c.unread);
     // Anchor at session start: what is in the brief is delivered; later mail is new.
-    let shown = unread.iter().map(|m| m.id).max().unwrap_or(0);
+    let shown = c.unread.iter().map(|m| m.id).max().unwrap_or(0);
     if shown > 0 {
-        let _ = hub
-            .post::<_, Value>("/delivered", &json!({"session": id.session, "upTo": shown}))
-            .await;
+        let up = DeliveredRequest {
+            session: id.session.clone(),
+            up_to: shown,
+        };
+        let _ = hub.post::<_, DeliveredReply>("/delivered", &up).await;
     }
+    let tip = c.tip;
     let cursor = Cursor {
         since: tip.max(shown),
         last_check: 0,
@@ -704,7 +705,7 @@ fn ago(ms: i64) -> String {
 }
 
 /// The short crew brief injected at session start.
-pub(crate) fn crew_brief(id: &Identity, c: &Value, unread: &[Message]) -> String {
+pub(crate) fn crew_brief(id: &Identity, c: &CatchupReply, unread: &[Message]) -> String {
     let now = now_ms();
     let one = |s: &str, n: usize| {
         sanitize(s, n)
@@ -713,72 +714,70 @@ pub(crate) fn crew_brief(id: &Identity, c: &Value, unread: &[Message]) -> String
             .collect::<Vec<_>>()
             .join(" ")
     };
+    let or_unknown = |s: &str| {
+        if s.is_empty() {
+            "?".to_string()
+        } else {
+            s.to_string()
+        }
+    };
     let mut b = format!(
         "trantor crew brief: you are {} on project {} (hub {}). Crew messages reach you here \
          after tool calls; send with the relay_send tool or `trantor send <to> \"<text>\"`.\n",
         id.session, id.project, id.hub_url
     );
-    let crew = c["crew"].as_array().cloned().unwrap_or_default();
-    if crew.is_empty() {
+    if c.crew.is_empty() {
         b.push_str("Crew: nobody else is on this project yet (start seats with `trantor up`).\n");
     } else {
         b.push_str("Crew:\n");
-        for p in crew.iter().take(12) {
-            let state = if p["online"].as_bool() == Some(true) {
+        for p in c.crew.iter().take(12) {
+            let state = if p.online {
                 "online".to_string()
             } else {
-                format!(
-                    "offline, seen {} ago",
-                    ago(now - p["lastSeen"].as_i64().unwrap_or(0))
-                )
+                format!("offline, seen {} ago", ago(now - p.last_seen))
             };
-            let phase = p["phase"]
-                .as_str()
+            let phase = p
+                .phase
+                .as_deref()
                 .map(|s| format!(", {s}"))
                 .unwrap_or_default();
-            let status = p["status"].as_str().unwrap_or("");
             b.push_str(&format!(
                 "  - {} ({state}{phase}){}\n",
-                one(p["session"].as_str().unwrap_or("?"), 80),
-                if status.is_empty() {
+                one(&or_unknown(&p.session), 80),
+                if p.status.is_empty() {
                     String::new()
                 } else {
-                    format!(": {}", one(status, 120))
+                    format!(": {}", one(&p.status, 120))
                 }
             ));
         }
     }
-    let items = c["contracts"]["items"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    if !items.is_empty() {
+    if !c.contracts.items.is_empty() {
         b.push_str("Your open contracts:\n");
-        for k in items.iter().take(10) {
+        for k in c.contracts.items.iter().take(10) {
             b.push_str(&format!(
                 "  - #{} → {} [{}, {}]: {}\n",
-                k["id"],
-                one(k["to"].as_str().unwrap_or("?"), 80),
-                k["disposition"].as_str().unwrap_or("?"),
-                ago(k["ageMs"].as_i64().unwrap_or(0)),
-                one(k["text"].as_str().unwrap_or(""), 120)
+                k.id,
+                one(&or_unknown(&k.to), 80),
+                or_unknown(&k.disposition),
+                ago(k.age_ms),
+                one(&k.text, 120)
             ));
         }
     }
-    let waiting = c["waitingOnMe"].as_array().cloned().unwrap_or_default();
-    if !waiting.is_empty() {
+    if !c.waiting_on_me.is_empty() {
         b.push_str("Cards waiting on you:\n");
-        for k in waiting.iter().take(10) {
+        for k in c.waiting_on_me.iter().take(10) {
             b.push_str(&format!(
                 "  - #{} [{}] {}\n",
-                k["id"],
-                k["status"].as_str().unwrap_or("?"),
-                one(k["title"].as_str().unwrap_or(""), 120)
+                k.id,
+                or_unknown(k.status.as_str()),
+                one(&k.title, 120)
             ));
         }
     }
-    if let Some(board) = c["board"].as_object().filter(|m| !m.is_empty()) {
-        let counts: Vec<String> = board.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    if !c.board.is_empty() {
+        let counts: Vec<String> = c.board.iter().map(|(k, v)| format!("{k} {v}")).collect();
         b.push_str(&format!("Board: {}\n", counts.join(" · ")));
     }
     if unread.is_empty() {

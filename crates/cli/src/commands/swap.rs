@@ -13,7 +13,7 @@
 use super::crew;
 use super::up::{Spec, launch, parse_specs};
 use super::{Common, print_json, usage};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -291,7 +291,7 @@ async fn announce(
 
 /// The seat's inbox cursor now (0 when the hub does not say): the replacement reads from it.
 async fn inbox_tip(hub: &trantor_proto::HubClient, session: &str) -> i64 {
-    hub.get::<Value>(
+    hub.get::<trantor_proto::InboxReply>(
         "/inbox",
         &[
             ("session", session.to_string()),
@@ -301,7 +301,6 @@ async fn inbox_tip(hub: &trantor_proto::HubClient, session: &str) -> i64 {
         ],
     )
     .await
-    .ok()
-    .and_then(|v| v.get("cursor").and_then(|c| c.as_i64()))
+    .map(|r| r.cursor)
     .unwrap_or(0)
 }

@@ -347,86 +347,41 @@ fn peer_project(tx: &dyn ReadTx, session: &str) -> Result<String, StoreError> {
         .unwrap_or_else(|| session_project(session).to_string()))
 }
 
+/// The project a request names: the body's `project`, else the `project` query value.
+fn named_project(body: &Value, q: &HashMap<String, String>) -> String {
+    let p = str_field(body, "project");
+    if p.is_empty() {
+        q.get("project").cloned().unwrap_or_default()
+    } else {
+        p.to_string()
+    }
+}
+
+/// Only a project, no fence.
+fn unfenced(project: String) -> Target {
+    Target {
+        project,
+        fence: String::new(),
+    }
+}
+
+/// What authorization needs to know about a request to `path` (its body and query read as the
+/// route will read them).
 fn target_of(
     tx: &dyn ReadTx,
     path: &str,
     body: &Value,
     q: &HashMap<String, String>,
 ) -> Result<Target, StoreError> {
-    let named = || {
-        let p = str_field(body, "project");
-        if p.is_empty() {
-            q.get("project").cloned().unwrap_or_default()
-        } else {
-            p.to_string()
-        }
-    };
     Ok(match path {
-        "/task/update" | "/card" | "/task/checklist-toggle" => {
-            let project = match id_field(body, q) {
-                Some(id) => tx.card(id)?.map(|c| c.project).unwrap_or_default(),
-                None => String::new(),
-            };
-            Target {
-                fence: if path == "/task/update" {
-                    project.clone()
-                } else {
-                    String::new()
-                },
-                project,
-            }
-        }
-        "/send" => {
-            let from = str_field(body, "from");
-            let mut project = str_field(body, "project").to_string();
-            if project.is_empty() && !from.is_empty() {
-                project = peer_project(tx, from)?;
-            }
-            let to = str_field(body, "to");
-            let fence = if to.is_empty() || to == trantor_proto::BROADCAST {
-                String::new()
-            } else {
-                peer_project(tx, to)?
-            };
-            Target { project, fence }
-        }
+        "/task/update" | "/card" | "/task/checklist-toggle" => card_target(tx, path, body, q)?,
+        "/send" => send_target(tx, body)?,
         "/delivery" | "/delivery/fence" | "/credentials/state" | "/contracts/reroute" => {
-            // A mark or fence acts on the seat's own project; a read of one message, on the
-            // message's project.
-            let session = str_field(body, "session");
-            let session = if session.is_empty() {
-                q.get("session").map(String::as_str).unwrap_or("")
-            } else {
-                session
-            };
-            let project = match (id_field(body, q), session.is_empty()) {
-                (_, false) => peer_project(tx, session)?,
-                (Some(id), true) => tx.message(id)?.map(|m| m.project).unwrap_or_default(),
-                (None, true) => String::new(),
-            };
-            Target {
-                project,
-                fence: String::new(),
-            }
+            unfenced(seat_or_message_project(tx, body, q)?)
         }
-        "/cost" => {
-            // A card's cost is read on the card's project; a seat's, on the seat's.
-            let card = q.get("card").and_then(|s| s.trim().parse::<i64>().ok());
-            let project = match (card, named()) {
-                (Some(id), _) => tx.card(id)?.map(|c| c.project).unwrap_or_default(),
-                (None, p) if !p.is_empty() => p,
-                (None, _) => match q.get("seat") {
-                    Some(s) => peer_project(tx, s)?,
-                    None => String::new(),
-                },
-            };
-            Target {
-                project,
-                fence: String::new(),
-            }
-        }
+        "/cost" => unfenced(cost_project(tx, body, q)?),
         "/task" | "/register" => {
-            let project = named();
+            let project = named_project(body, q);
             Target {
                 fence: project.clone(),
                 project,
@@ -434,19 +389,7 @@ fn target_of(
         }
         "/invite" => Target {
             project: ANY_PROJECT.into(),
-            fence: body
-                .get("scopes")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|s| {
-                    s.get("project")
-                        .or_else(|| s.get("proj"))
-                        .and_then(Value::as_str)
-                })
-                .find(|p| !p.is_empty() && *p != ANY_PROJECT)
-                .unwrap_or("")
-                .to_string(),
+            fence: invite_fence(body),
         },
         "/identities"
         | "/identity/revoke"
@@ -454,21 +397,102 @@ fn target_of(
         | "/token/mint"
         | "/token/revoke"
         | "/overseer/duty"
-        | "/policy"
         | "/credentials"
-        | "/credentials/remove" => Target {
-            project: if path == "/policy" {
-                String::new()
-            } else {
-                ANY_PROJECT.into()
-            },
-            fence: String::new(),
+        | "/credentials/remove" => unfenced(ANY_PROJECT.into()),
+        "/policy" => unfenced(String::new()),
+        _ => unfenced(named_project(body, q)),
+    })
+}
+
+/// A card route acts on the card's project; only `/task/update` is fenced by it.
+fn card_target(
+    tx: &dyn ReadTx,
+    path: &str,
+    body: &Value,
+    q: &HashMap<String, String>,
+) -> Result<Target, StoreError> {
+    let project = match id_field(body, q) {
+        Some(id) => tx.card(id)?.map(|c| c.project).unwrap_or_default(),
+        None => String::new(),
+    };
+    Ok(Target {
+        fence: if path == "/task/update" {
+            project.clone()
+        } else {
+            String::new()
         },
-        _ => Target {
-            project: named(),
-            fence: String::new(),
+        project,
+    })
+}
+
+/// A send acts on its project (else the sender's) and is fenced by the addressee's project
+/// (none for a broadcast).
+fn send_target(tx: &dyn ReadTx, body: &Value) -> Result<Target, StoreError> {
+    let from = str_field(body, "from");
+    let mut project = str_field(body, "project").to_string();
+    if project.is_empty() && !from.is_empty() {
+        project = peer_project(tx, from)?;
+    }
+    let to = str_field(body, "to");
+    let fence = if to.is_empty() || to == trantor_proto::BROADCAST {
+        String::new()
+    } else {
+        peer_project(tx, to)?
+    };
+    Ok(Target { project, fence })
+}
+
+/// A mark or fence acts on the seat's own project; a read of one message, on the message's
+/// project.
+fn seat_or_message_project(
+    tx: &dyn ReadTx,
+    body: &Value,
+    q: &HashMap<String, String>,
+) -> Result<String, StoreError> {
+    let session = str_field(body, "session");
+    let session = if session.is_empty() {
+        q.get("session").map(String::as_str).unwrap_or("")
+    } else {
+        session
+    };
+    Ok(match (id_field(body, q), session.is_empty()) {
+        (_, false) => peer_project(tx, session)?,
+        (Some(id), true) => tx.message(id)?.map(|m| m.project).unwrap_or_default(),
+        (None, true) => String::new(),
+    })
+}
+
+/// A card's cost is read on the card's project; a seat's, on the seat's.
+fn cost_project(
+    tx: &dyn ReadTx,
+    body: &Value,
+    q: &HashMap<String, String>,
+) -> Result<String, StoreError> {
+    let card = q.get("card").and_then(|s| s.trim().parse::<i64>().ok());
+    Ok(match (card, named_project(body, q)) {
+        (Some(id), _) => tx.card(id)?.map(|c| c.project).unwrap_or_default(),
+        (None, p) if !p.is_empty() => p,
+        (None, _) => match q.get("seat") {
+            Some(s) => peer_project(tx, s)?,
+            None => String::new(),
         },
     })
+}
+
+/// An invitation is fenced by the first concrete project its scopes name.
+fn invite_fence(body: &Value) -> String {
+    body.get("scopes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|s| {
+            s.get("project")
+                .or_else(|| s.get("proj"))
+                .and_then(Value::as_str)
+        })
+        .find(|p| !p.is_empty() && *p != ANY_PROJECT)
+        .unwrap_or("")
+        .to_string()
 }
 
 /// Links declared in the policy document, as project sets.
@@ -809,6 +833,34 @@ mod tests {
             home_project(&id("x:c", &[("a", Role::Read), ("b", Role::Read)])),
             "c"
         );
+    }
+
+    #[test]
+    fn the_named_project_and_an_invitations_fence() {
+        let q = |p: &str| HashMap::from([("project".to_string(), p.to_string())]);
+        let cases: &[(Value, HashMap<String, String>, &str)] = &[
+            (serde_json::json!({"project": "a"}), q("b"), "a"),
+            (serde_json::json!({"project": ""}), q("b"), "b"),
+            (serde_json::json!({}), HashMap::new(), ""),
+        ];
+        for (body, q, want) in cases {
+            assert_eq!(named_project(body, q), *want, "{body}");
+        }
+        let fences = [
+            (serde_json::json!({}), ""),
+            (
+                serde_json::json!({"scopes": [{"project": "*"}, {"proj": "a"}]}),
+                "a",
+            ),
+            (
+                serde_json::json!({"scopes": [{"project": ""}, {"project": "b"}]}),
+                "b",
+            ),
+            (serde_json::json!({"scopes": [{"project": "*"}]}), ""),
+        ];
+        for (body, want) in fences {
+            assert_eq!(invite_fence(&body), want, "{body}");
+        }
     }
 
     #[test]

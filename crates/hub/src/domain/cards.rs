@@ -4,7 +4,7 @@
 use crate::state::event;
 use serde_json::{Value, json};
 use trantor_proto::limits;
-use trantor_proto::{CARD_STATUSES, Card, HistoryEntry, LogEntry};
+use trantor_proto::{Card, CardStatus, HistoryEntry, LogEntry};
 use trantor_store::NewEvent;
 
 /// Most card ids one message's `refs` carry.
@@ -41,9 +41,10 @@ pub fn card_refs(text: &str) -> Vec<i64> {
     out
 }
 
-/// Whether `s` is a known card status.
-pub fn is_status(s: &str) -> bool {
-    CARD_STATUSES.contains(&s)
+/// A request's status as the hub reads it: trimmed and lower-cased, then a known status or
+/// [`CardStatus::Other`] (which create turns into `todo` and update ignores).
+pub fn request_status(s: &CardStatus) -> CardStatus {
+    CardStatus::from_wire(s.as_str().trim().to_ascii_lowercase())
 }
 
 /// Collapse runs of whitespace to one space and trim (the drill line's normal form).
@@ -167,7 +168,7 @@ pub fn card_event(
 /// Returns `None` (and changes nothing) when the card already has that status.
 pub fn move_card(
     card: &mut Card,
-    to: &str,
+    to: CardStatus,
     by: &str,
     note: Option<&str>,
     now: i64,
@@ -175,25 +176,25 @@ pub fn move_card(
     if card.status == to {
         return None;
     }
-    let from = std::mem::replace(&mut card.status, to.to_string());
+    let from = std::mem::replace(&mut card.status, to.clone());
     push_history(
         card,
         HistoryEntry {
-            from: Some(from.clone()),
+            from: Some(from.to_string()),
             to: to.to_string(),
             by: by.to_string(),
             ts: now,
             note: note.map(str::to_string),
         },
     );
-    if from == "done" {
+    if from == CardStatus::Done {
         card.closed_by = None;
     }
     if !by.is_empty() {
         match to {
-            "doing" | "testing" => card.worked_by = Some(by.to_string()),
+            CardStatus::Doing | CardStatus::Testing => card.worked_by = Some(by.to_string()),
             // Closing keeps who did the work; the closer is shown beside it.
-            "done" => match card.worked_by.as_deref().filter(|w| !w.is_empty()) {
+            CardStatus::Done => match card.worked_by.as_deref().filter(|w| !w.is_empty()) {
                 None => card.worked_by = Some(by.to_string()),
                 Some(w) if w != by => card.closed_by = Some(by.to_string()),
                 Some(_) => {}
@@ -202,7 +203,7 @@ pub fn move_card(
         }
     }
     card.updated = now;
-    let mut ev = card_event(card, "moved", by, now, Some(&from), to);
+    let mut ev = card_event(card, "moved", by, now, Some(from.as_str()), to.as_str());
     if let Some(n) = note {
         ev.data
             .insert("note".into(), Value::String(truncate(n, limits::LOG_TEXT)));
@@ -216,7 +217,7 @@ pub fn created_history(card: &mut Card, by: &str, now: i64) {
         card,
         HistoryEntry {
             from: None,
-            to: card.status.clone(),
+            to: card.status.to_string(),
             by: by.to_string(),
             ts: now,
             note: None,
@@ -299,14 +300,14 @@ mod tests {
             title: "t".into(),
             ..Card::default()
         };
-        let ev = move_card(&mut c, "doing", "a:p", Some("go"), 10).expect("moved");
+        let ev = move_card(&mut c, CardStatus::Doing, "a:p", Some("go"), 10).expect("moved");
         assert_eq!(ev.kind, "moved");
         assert_eq!(ev.task_id, Some(4));
         assert_eq!(ev.data["from"], "todo");
         assert_eq!(ev.data["to"], "doing");
         assert_eq!(c.worked_by.as_deref(), Some("a:p"));
         assert_eq!(c.history.len(), 1);
-        assert!(move_card(&mut c, "doing", "a:p", None, 11).is_none());
+        assert!(move_card(&mut c, CardStatus::Doing, "a:p", None, 11).is_none());
         // The person closing a seat's card: the seat stays its worker, the person its closer.
         let mut w = Card {
             id: 5,
@@ -314,25 +315,29 @@ mod tests {
             worked_by: Some("claude:p".into()),
             ..Card::default()
         };
-        move_card(&mut w, "done", "me:p", None, 20).expect("moved");
+        move_card(&mut w, CardStatus::Done, "me:p", None, 20).expect("moved");
         assert_eq!(w.worked_by.as_deref(), Some("claude:p"));
         assert_eq!(w.closed_by.as_deref(), Some("me:p"));
-        move_card(&mut w, "doing", "codex:p", None, 21).expect("reopened");
+        move_card(&mut w, CardStatus::Doing, "codex:p", None, 21).expect("reopened");
         assert_eq!(w.worked_by.as_deref(), Some("codex:p"));
         assert_eq!(w.closed_by, None);
         // Closed by its own worker, or with no worker yet: no separate closer.
-        move_card(&mut w, "done", "codex:p", None, 22).expect("moved");
+        move_card(&mut w, CardStatus::Done, "codex:p", None, 22).expect("moved");
         assert_eq!(w.closed_by, None);
         let mut fresh = Card {
             id: 6,
             status: "todo".into(),
             ..Card::default()
         };
-        move_card(&mut fresh, "done", "me:p", None, 23).expect("moved");
+        move_card(&mut fresh, CardStatus::Done, "me:p", None, 23).expect("moved");
         assert_eq!(fresh.worked_by.as_deref(), Some("me:p"));
         assert_eq!(fresh.closed_by, None);
         for i in 0..(limits::HISTORY_ENTRIES + 5) {
-            let to = if i % 2 == 0 { "todo" } else { "doing" };
+            let to = if i % 2 == 0 {
+                CardStatus::Todo
+            } else {
+                CardStatus::Doing
+            };
             move_card(&mut c, to, "a:p", None, 12);
         }
         assert_eq!(c.history.len(), limits::HISTORY_ENTRIES);

@@ -22,6 +22,57 @@ pub struct GatesDoc {
     pub gates: Vec<VerifyGate>,
 }
 
+/// Gates kept; past it the oldest 100 are dropped.
+pub const CAP: usize = 500;
+
+/// The statuses a resolution may give a gate.
+pub fn is_resolution(status: &str) -> bool {
+    matches!(status, "verified" | "failed" | "waived")
+}
+
+impl GatesDoc {
+    /// The open gate of `project` (any case) with exactly this claim: adding it again is a
+    /// dedup.
+    pub fn open_with_claim(&self, project: &str, claim: &str) -> Option<&VerifyGate> {
+        self.gates.iter().find(|g| {
+            g.status == "open" && g.project.eq_ignore_ascii_case(project) && g.claim == claim
+        })
+    }
+
+    /// Adds `gate` with the next id (dropping the oldest 100 past [`CAP`]); returns it as kept.
+    pub fn add(&mut self, mut gate: VerifyGate) -> VerifyGate {
+        self.seq += 1;
+        gate.id = self.seq;
+        self.gates.push(gate.clone());
+        if self.gates.len() > CAP {
+            self.gates.drain(..100);
+        }
+        gate
+    }
+
+    /// Resolves gate `id` of `project` (any case) as `status`, by `by` with `note` at `now`;
+    /// returns it as resolved, or `None` when the project has no such gate.
+    pub fn resolve(
+        &mut self,
+        id: i64,
+        project: &str,
+        status: String,
+        by: &str,
+        note: &str,
+        now: i64,
+    ) -> Option<VerifyGate> {
+        let g = self
+            .gates
+            .iter_mut()
+            .find(|g| g.id == id && g.project.eq_ignore_ascii_case(project))?;
+        g.status = status;
+        g.resolved_by = Some(by.to_string());
+        g.resolved_note = Some(note.to_string());
+        g.resolved_ts = Some(now);
+        Some(g.clone())
+    }
+}
+
 /// Read the gates document (empty when absent or unreadable).
 pub fn load(v: Option<Value>) -> GatesDoc {
     v.and_then(|v| serde_json::from_value(v).ok())
@@ -50,4 +101,58 @@ pub fn done_refusal(card: i64, g: &VerifyGate) -> ApiError {
         ),
         json!({ "id": card, "gate": g }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gate(project: &str, claim: &str) -> VerifyGate {
+        VerifyGate {
+            project: project.into(),
+            claim: claim.into(),
+            status: "open".into(),
+            ..VerifyGate::default()
+        }
+    }
+
+    #[test]
+    fn gates_are_numbered_deduplicated_resolved_and_capped() {
+        let mut doc = GatesDoc::default();
+        assert_eq!(doc.add(gate("P", "c")).id, 1);
+        assert_eq!(doc.add(gate("p", "d")).id, 2);
+        assert_eq!(doc.open_with_claim("p", "c").map(|g| g.id), Some(1));
+        assert!(
+            doc.open_with_claim("p", "C").is_none(),
+            "the claim is exact"
+        );
+        assert!(doc.resolve(1, "q", "failed".into(), "b", "n", 9).is_none());
+        let r = doc.resolve(1, "p", "failed".into(), "b", "n", 9);
+        let r = r.map(|g| (g.status, g.resolved_by, g.resolved_note, g.resolved_ts));
+        let want = ("failed".into(), Some("b".into()), Some("n".into()), Some(9));
+        assert_eq!(r, Some(want));
+        assert!(
+            doc.open_with_claim("p", "c").is_none(),
+            "resolved is not open"
+        );
+        for _ in 2..CAP {
+            doc.add(gate("p", "x"));
+        }
+        assert_eq!(doc.gates.len(), CAP);
+        assert_eq!(doc.add(gate("p", "y")).id, CAP as i64 + 1);
+        assert_eq!(doc.gates.len(), CAP + 1 - 100);
+        assert_eq!(doc.gates.first().map(|g| g.id), Some(101));
+    }
+
+    #[test]
+    fn resolutions() {
+        for (s, ok) in [
+            ("verified", true),
+            ("failed", true),
+            ("waived", true),
+            ("open", false),
+        ] {
+            assert_eq!(is_resolution(s), ok, "{s}");
+        }
+    }
 }

@@ -13,9 +13,9 @@ use axum::http::StatusCode;
 use axum::routing::{MethodRouter, post};
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use trantor_proto::lanes::{ImportReply, ImportRequest};
+use trantor_proto::lanes::{ImportCard, ImportEvent, ImportMessage, ImportReply, ImportRequest};
 use trantor_proto::{limits, now_ms};
-use trantor_store::{CardFilter, NewMessage, Store};
+use trantor_store::{CardFilter, NewMessage, Store, StoreError, WriteTx};
 
 /// Most cards one import carries (a bigger project comes in parts, the later ones with
 /// `force`).
@@ -58,6 +58,37 @@ pub async fn import<S: Store>(
     }
     check_len("project", &asked, limits::PROJECT)?;
     check_opt("by", &req.by, limits::SESSION)?;
+    check_counts(&req)?;
+    check_messages(&req.messages)?;
+    check_events(&req.events)?;
+    let by = req.by.clone().unwrap_or_default().trim().to_string();
+    let now = now_ms();
+    let result = hub
+        .write(move |tx| {
+            let project = canon(tx, &asked)?;
+            let existing = tx
+                .cards(&CardFilter {
+                    project: Some(project.clone()),
+                    ..CardFilter::default()
+                })?
+                .len();
+            if existing > 0 && !req.force {
+                return Ok(Err(ApiError::with(
+                    StatusCode::CONFLICT,
+                    "project already has cards here",
+                    json!({ "existing": existing }),
+                )));
+            }
+            adopt(tx, req, &project, &by, now).map(Ok)
+        })
+        .await?;
+    let (reply, out) = result?;
+    hub.publish(out);
+    Ok(Json(reply))
+}
+
+/// 400 when an import carries more rows of a kind than one import may.
+fn check_counts(req: &ImportRequest) -> ApiResult<()> {
     if req.tasks.len() > MAX_TASKS {
         return Err(ApiError::too_long("tasks", MAX_TASKS));
     }
@@ -67,7 +98,12 @@ pub async fn import<S: Store>(
     if req.messages.len() > MAX_ROWS {
         return Err(ApiError::too_long("messages", MAX_ROWS));
     }
-    for (i, m) in req.messages.iter().enumerate() {
+    Ok(())
+}
+
+/// 400 on the first malformed message, named by its place (`messages[2].text`).
+fn check_messages(messages: &[ImportMessage]) -> ApiResult<()> {
+    for (i, m) in messages.iter().enumerate() {
         let at = |f: &str| format!("messages[{i}].{f}");
         for (name, v, max) in [
             ("from", &m.from, limits::SESSION),
@@ -87,7 +123,12 @@ pub async fn import<S: Store>(
             )));
         }
     }
-    for (i, e) in req.events.iter().enumerate() {
+    Ok(())
+}
+
+/// 400 on the first malformed event, named by its place (`events[0].type`).
+fn check_events(events: &[ImportEvent]) -> ApiResult<()> {
+    for (i, e) in events.iter().enumerate() {
         let at = |f: &str| format!("events[{i}].{f}");
         if e.kind.trim().is_empty() {
             return Err(ApiError::bad_request(format!("{} required", at("type"))));
@@ -101,93 +142,95 @@ pub async fn import<S: Store>(
             )));
         }
     }
-    let by = req.by.clone().unwrap_or_default().trim().to_string();
-    let now = now_ms();
-    let result = hub
-        .write(move |tx| {
-            let project = canon(tx, &asked)?;
-            let existing = tx
-                .cards(&CardFilter {
-                    project: Some(project.clone()),
-                    ..CardFilter::default()
-                })?
-                .len();
-            if existing > 0 && !req.force {
-                return Ok(Err(ApiError::with(
-                    StatusCode::CONFLICT,
-                    "project already has cards here",
-                    json!({ "existing": existing }),
-                )));
-            }
-            let mut remap: HashMap<i64, i64> = HashMap::new();
-            let mut reply = ImportReply {
-                ok: true,
-                ..ImportReply::default()
-            };
-            for c in &req.tasks {
-                let stored = tx.insert_card(c.to_card(&project))?;
-                if c.id != Some(stored.id) {
-                    reply.remapped += 1;
-                }
-                if let Some(old) = c.id {
-                    remap.insert(old, stored.id);
-                }
-                reply.tasks += 1;
-            }
-            let mut out = Outbox::default();
-            for e in req.events {
-                let mut data = e.data;
-                data.remove("id");
-                data.remove("project");
-                if let Some(t) = e.task_id {
-                    data.insert("taskId".into(), json!(remap.get(&t).copied().unwrap_or(t)));
-                }
-                let ev = event(
-                    e.ts.unwrap_or(now),
-                    &e.kind,
-                    &project,
-                    e.by.as_deref().unwrap_or(""),
-                    Value::Object(data),
-                );
-                tx.insert_event(ev)?;
-                reply.events += 1;
-            }
-            for m in req.messages {
-                let refs = crate::domain::cards::card_refs(&m.text);
-                tx.insert_message(
-                    NewMessage {
-                        ts: m.ts.unwrap_or(now),
-                        from: m.from,
-                        to: m.to,
-                        project: project.clone(),
-                        text: m.text,
-                        re: m.re,
-                        kind: m.kind,
-                        wake: Some(false),
-                    },
-                    &refs,
-                )?;
-                reply.messages += 1;
-            }
-            out.event(
-                tx,
-                event(
-                    now,
-                    "project.adopted",
-                    &project,
-                    &by,
-                    json!({ "counts": {
-                        "tasks": reply.tasks,
-                        "events": reply.events,
-                        "messages": reply.messages,
-                        "remapped": reply.remapped,
-                    } }),
-                ),
-            )?;
-            Ok(Ok((reply, out)))
-        })
-        .await?;
-    let (reply, out) = result?;
-    hub.publish(out);
-    Ok(Json(reply))
+    Ok(())
+}
+
+/// Writes an import's rows into `project` (in the caller's transaction): the cards with fresh
+/// ids, the events with their card ids remapped, the messages, then the `project.adopted`
+/// event with the counts.
+fn adopt(
+    tx: &mut dyn WriteTx,
+    req: ImportRequest,
+    project: &str,
+    by: &str,
+    now: i64,
+) -> Result<(ImportReply, Outbox), StoreError> {
+    let mut reply = ImportReply {
+        ok: true,
+        ..ImportReply::default()
+    };
+    let remap = adopt_cards(tx, &req.tasks, project, &mut reply)?;
+    let mut out = Outbox::default();
+    for e in req.events {
+        let mut data = e.data;
+        data.remove("id");
+        data.remove("project");
+        if let Some(t) = e.task_id {
+            data.insert("taskId".into(), json!(remap.get(&t).copied().unwrap_or(t)));
+        }
+        let ev = event(
+            e.ts.unwrap_or(now),
+            &e.kind,
+            project,
+            e.by.as_deref().unwrap_or(""),
+            Value::Object(data),
+        );
+        tx.insert_event(ev)?;
+        reply.events += 1;
+    }
+    for m in req.messages {
+        let refs = crate::domain::cards::card_refs(&m.text);
+        tx.insert_message(
+            NewMessage {
+                ts: m.ts.unwrap_or(now),
+                from: m.from,
+                to: m.to,
+                project: project.to_string(),
+                text: m.text,
+                re: m.re,
+                kind: m.kind,
+                wake: Some(false),
+            },
+            &refs,
+        )?;
+        reply.messages += 1;
+    }
+    out.event(
+        tx,
+        event(
+            now,
+            "project.adopted",
+            project,
+            by,
+            json!({ "counts": {
+                "tasks": reply.tasks,
+                "events": reply.events,
+                "messages": reply.messages,
+                "remapped": reply.remapped,
+            } }),
+        ),
+    )?;
+    Ok((reply, out))
+}
+
+/// Inserts the imported cards into `project`, counting them (and those whose id changed) in
+/// `reply`; returns the other hub's card ids mapped to this hub's.
+fn adopt_cards(
+    tx: &mut dyn WriteTx,
+    tasks: &[ImportCard],
+    project: &str,
+    reply: &mut ImportReply,
+) -> Result<HashMap<i64, i64>, StoreError> {
+    let mut remap = HashMap::new();
+    for c in tasks {
+        let stored = tx.insert_card(c.to_card(project))?;
+        if c.id != Some(stored.id) {
+            reply.remapped += 1;
+        }
+        if let Some(old) = c.id {
+            remap.insert(old, stored.id);
+        }
+        reply.tasks += 1;
+    }
+    Ok(remap)
 }

@@ -1,8 +1,8 @@
 //! The board: `/task`, `/task/update`, `/task/checklist-toggle`, `/tasks`, `/card`.
 
 use crate::domain::cards::{
-    card_event, collapse_ws, created_history, drill_refusal, has_drill_line, is_status, move_card,
-    push_log, slim, truncate,
+    card_event, collapse_ws, created_history, drill_refusal, has_drill_line, move_card, push_log,
+    request_status, slim, truncate,
 };
 use crate::error::{ApiError, ApiResult, check_len, check_opt, check_secrets};
 use crate::extract::{JsonBody, Params, parse_int};
@@ -14,10 +14,10 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 use trantor_proto::limits;
 use trantor_proto::{
-    Card, CardReply, ChecklistInput, ChecklistItem, ChecklistToggleRequest, TaskCreateRequest,
-    TaskReply, TaskUpdateRequest, TasksReply, now_ms, session_project,
+    Card, CardReply, CardStatus, ChecklistInput, ChecklistItem, ChecklistToggleRequest,
+    TaskCreateRequest, TaskReply, TaskUpdateRequest, TasksReply, now_ms, session_project,
 };
-use trantor_store::{CardFilter, EventFilter, Store};
+use trantor_store::{CardFilter, EventFilter, ReadTx, Store, StoreError, WriteTx};
 
 /// A day, ms: how far in the future a historical `ts` on create may be.
 const DAY_MS: i64 = 86_400_000;
@@ -125,9 +125,10 @@ pub async fn create<S: Store>(
     // Stale is reached only through moves; an unknown status is a todo.
     let status = req
         .status
-        .map(|s| s.trim().to_ascii_lowercase())
-        .filter(|s| is_status(s) && s != "stale")
-        .unwrap_or_else(|| "todo".into());
+        .as_ref()
+        .map(request_status)
+        .filter(|s| s.is_known() && *s != CardStatus::Stale)
+        .unwrap_or_default();
     let ts = match req.ts {
         Some(t) if t > 0 && t <= now + DAY_MS => t,
         _ => now,
@@ -171,7 +172,7 @@ pub async fn create<S: Store>(
         push_log(&mut card, now, &by, n);
     }
     // The drill gate holds for a card created as done too, whatever its `source` says.
-    if card.status == "done" && !has_drill_line(&card, None, note.as_deref()) {
+    if card.status == CardStatus::Done && !has_drill_line(&card, None, note.as_deref()) {
         return Err(ApiError::with(
             StatusCode::CONFLICT,
             "no drill line on a card created as done: pass drill:\"<the command or check>\", a \
@@ -185,7 +186,7 @@ pub async fn create<S: Store>(
             let mut out = Outbox::default();
             persist_edge(tx, &mut out, &by, touch, now)?;
             let card = tx.insert_card(card)?;
-            let status = card.status.clone();
+            let status = card.status.to_string();
             out.event(tx, card_event(&card, "created", &by, now, None, &status))?;
             Ok((card, out))
         })
@@ -201,19 +202,25 @@ pub async fn create<S: Store>(
 struct Update {
     id: i64,
     by: String,
-    status: Option<String>,
+    status: Option<CardStatus>,
     note: Option<String>,
-    drill: Option<String>,
     assignee: Option<String>,
     reassign: bool,
+    edits: Edits,
+    delete: bool,
+    blast: Option<Value>,
+}
+
+/// The card fields a validated `/task/update` sets as sent.
+#[derive(Default)]
+struct Edits {
+    drill: Option<String>,
     title: Option<String>,
     summary: Option<String>,
     difficulty: Option<String>,
     model: Option<String>,
     deps: Option<Vec<i64>>,
     checklist: Option<Vec<ChecklistItem>>,
-    delete: bool,
-    blast: Option<Value>,
 }
 
 fn validate_update(req: TaskUpdateRequest) -> ApiResult<Update> {
@@ -255,17 +262,19 @@ fn validate_update(req: TaskUpdateRequest) -> ApiResult<Update> {
     Ok(Update {
         id: req.id,
         by: trimmed(req.by).unwrap_or_default(),
-        status: req.status.map(|s| s.trim().to_ascii_lowercase()),
+        status: req.status.as_ref().map(request_status),
         note,
-        drill,
         assignee: trimmed(req.assignee),
         reassign: req.reassign.unwrap_or(false),
-        title,
-        summary,
-        difficulty: difficulty(req.difficulty)?,
-        model: trimmed(req.model),
-        deps,
-        checklist,
+        edits: Edits {
+            drill,
+            title,
+            summary,
+            difficulty: difficulty(req.difficulty)?,
+            model: trimmed(req.model),
+            deps,
+            checklist,
+        },
         delete: req.delete.unwrap_or(false),
         blast: req.blast,
     })
@@ -290,103 +299,20 @@ pub async fn update<S: Store>(
                 .as_deref()
                 .filter(|a| *a != card.assignee)
                 .map(str::to_string);
-            // The freeze protects an owned card; an unassigned card may be claimed.
-            if reassigning.is_some()
-                && !card.assignee.is_empty()
-                && !(u.reassign || u.by == card.assignee)
-            {
-                return Ok(Err(ApiError::with(
-                    StatusCode::CONFLICT,
-                    "assignee is immutable",
-                    json!({ "id": card.id, "assignee": card.assignee }),
-                )));
-            }
-            let to_done = u.status.as_deref() == Some("done") && card.status != "done";
-            // No source exempts a card from the gate: `source` is any client's say-so.
-            if to_done && !has_drill_line(&card, u.drill.as_deref(), u.note.as_deref()) {
-                return Ok(Err(ApiError::with(
-                    StatusCode::CONFLICT,
-                    drill_refusal(card.id),
-                    json!({ "id": card.id, "status": card.status }),
-                )));
-            }
-            if to_done && let Some(g) = crate::domain::gates::open_gate_for_card(&*tx, card.id)? {
-                return Ok(Err(crate::domain::gates::done_refusal(card.id, &g)));
+            if let Some(refusal) = update_refusal(&*tx, &card, &u, reassigning.is_some())? {
+                return Ok(Err(refusal));
             }
             persist_edge(tx, &mut out, &u.by, touch, now)?;
             if u.delete {
                 tx.delete_card(card.id)?;
-                let from = card.status.clone();
+                let from = card.status.to_string();
                 out.event(
                     tx,
                     card_event(&card, "deleted", &u.by, now, Some(&from), "deleted"),
                 )?;
                 return Ok(Ok((card, out)));
             }
-            let mut changes: Vec<&str> = Vec::new();
-            if let Some(d) = u.drill {
-                card.drill = d;
-                changes.push("drill");
-            }
-            if let Some(t) = u.title {
-                card.title = t;
-                changes.push("title");
-            }
-            if let Some(s) = u.summary {
-                card.summary = s;
-                changes.push("summary");
-            }
-            if let Some(d) = u.difficulty {
-                card.difficulty = d;
-                changes.push("difficulty");
-            }
-            if let Some(m) = u.model {
-                card.model = m;
-                changes.push("model");
-            }
-            if let Some(d) = u.deps {
-                card.deps = d;
-                changes.push("deps");
-            }
-            if let Some(c) = u.checklist {
-                card.checklist = c;
-                changes.push("checklist");
-            }
-            if let Some(a) = reassigning {
-                let how = if u.reassign { "explicit" } else { "handoff" };
-                let line = format!("reassigned {} → {} ({how})", card.assignee, a);
-                push_log(&mut card, now, &u.by, &line);
-                card.assignee = a;
-                changes.push("assignee");
-            }
-            if let Some(n) = &u.note {
-                push_log(&mut card, now, &u.by, n);
-                changes.push("note");
-            }
-            // An unknown status is ignored, as in the original.
-            let moved = match u.status.as_deref().filter(|s| is_status(s)) {
-                Some(s) => move_card(&mut card, s, &u.by, u.note.as_deref(), now),
-                None => None,
-            };
-            card.updated = now;
-            tx.put_card(&card)?;
-            if let Some(mut ev) = moved {
-                if let Some(b) = &u.blast {
-                    ev.data.insert("blast".into(), b.clone());
-                }
-                out.event(tx, ev)?;
-            }
-            let only_note_on_move = changes == ["note"] && u.status.is_some();
-            if !changes.is_empty() && !only_note_on_move {
-                let status = card.status.clone();
-                let mut ev = card_event(&card, "updated", &u.by, now, Some(&status), &status);
-                ev.data.insert("changes".into(), json!(changes));
-                if let Some(n) = &u.note {
-                    ev.data
-                        .insert("note".into(), json!(truncate(n, limits::LOG_TEXT)));
-                }
-                out.event(tx, ev)?;
-            }
+            edit(tx, &mut out, &mut card, u, reassigning, now)?;
             Ok(Ok((card, out)))
         })
         .await?;
@@ -396,6 +322,125 @@ pub async fn update<S: Store>(
         ok: true,
         task: card,
     }))
+}
+
+/// Whether the assignee freeze refuses a change of assignee by `by`: it protects an owned card
+/// (moved on only with `reassign` or by its own assignee); an unassigned card may be claimed.
+fn frozen(assignee: &str, by: &str, reassign: bool) -> bool {
+    !(assignee.is_empty() || reassign || by == assignee)
+}
+
+/// Why an update may not touch `card`, in the order they are checked: the assignee freeze, the
+/// drill gate on a move to done, an open verify gate on it.
+fn update_refusal(
+    tx: &dyn ReadTx,
+    card: &Card,
+    u: &Update,
+    reassigning: bool,
+) -> Result<Option<ApiError>, StoreError> {
+    if reassigning && frozen(&card.assignee, &u.by, u.reassign) {
+        return Ok(Some(ApiError::with(
+            StatusCode::CONFLICT,
+            "assignee is immutable",
+            json!({ "id": card.id, "assignee": card.assignee }),
+        )));
+    }
+    let to_done = u.status == Some(CardStatus::Done) && card.status != CardStatus::Done;
+    // No source exempts a card from the gate: `source` is any client's say-so.
+    if to_done && !has_drill_line(card, u.edits.drill.as_deref(), u.note.as_deref()) {
+        return Ok(Some(ApiError::with(
+            StatusCode::CONFLICT,
+            drill_refusal(card.id),
+            json!({ "id": card.id, "status": card.status }),
+        )));
+    }
+    if to_done && let Some(g) = crate::domain::gates::open_gate_for_card(tx, card.id)? {
+        return Ok(Some(crate::domain::gates::done_refusal(card.id, &g)));
+    }
+    Ok(None)
+}
+
+/// Applies an update to `card` and stores it, with its events: the move (carrying `blast`), then
+/// `updated` naming what changed (not for a note that only explains a move).
+fn edit(
+    tx: &mut dyn WriteTx,
+    out: &mut Outbox,
+    card: &mut Card,
+    u: Update,
+    reassigning: Option<String>,
+    now: i64,
+) -> Result<(), StoreError> {
+    let mut changes = apply_edits(card, u.edits);
+    if let Some(a) = reassigning {
+        let how = if u.reassign { "explicit" } else { "handoff" };
+        let line = format!("reassigned {} → {} ({how})", card.assignee, a);
+        push_log(card, now, &u.by, &line);
+        card.assignee = a;
+        changes.push("assignee");
+    }
+    if let Some(n) = &u.note {
+        push_log(card, now, &u.by, n);
+        changes.push("note");
+    }
+    // An unknown status is ignored, as in the original.
+    let moved = match u.status.clone().filter(CardStatus::is_known) {
+        Some(s) => move_card(card, s, &u.by, u.note.as_deref(), now),
+        None => None,
+    };
+    card.updated = now;
+    tx.put_card(card)?;
+    if let Some(mut ev) = moved {
+        if let Some(b) = &u.blast {
+            ev.data.insert("blast".into(), b.clone());
+        }
+        out.event(tx, ev)?;
+    }
+    let only_note_on_move = changes == ["note"] && u.status.is_some();
+    if !changes.is_empty() && !only_note_on_move {
+        let status = card.status.to_string();
+        let mut ev = card_event(card, "updated", &u.by, now, Some(&status), &status);
+        ev.data.insert("changes".into(), json!(changes));
+        if let Some(n) = &u.note {
+            ev.data
+                .insert("note".into(), json!(truncate(n, limits::LOG_TEXT)));
+        }
+        out.event(tx, ev)?;
+    }
+    Ok(())
+}
+
+/// Sets the fields an update edits on `card`; returns their names, in a fixed order.
+fn apply_edits(card: &mut Card, e: Edits) -> Vec<&'static str> {
+    let mut changes = Vec::new();
+    if let Some(d) = e.drill {
+        card.drill = d;
+        changes.push("drill");
+    }
+    if let Some(t) = e.title {
+        card.title = t;
+        changes.push("title");
+    }
+    if let Some(s) = e.summary {
+        card.summary = s;
+        changes.push("summary");
+    }
+    if let Some(d) = e.difficulty {
+        card.difficulty = d;
+        changes.push("difficulty");
+    }
+    if let Some(m) = e.model {
+        card.model = m;
+        changes.push("model");
+    }
+    if let Some(d) = e.deps {
+        card.deps = d;
+        changes.push("deps");
+    }
+    if let Some(c) = e.checklist {
+        card.checklist = c;
+        changes.push("checklist");
+    }
+    changes
 }
 
 /// `POST /task/checklist-toggle {id, index, done}`.
@@ -434,7 +479,7 @@ pub async fn checklist_toggle<S: Store>(
             push_log(&mut card, now, &by, &line);
             card.updated = now;
             tx.put_card(&card)?;
-            let status = card.status.clone();
+            let status = card.status.to_string();
             let mut ev = card_event(&card, "updated", &by, now, Some(&status), &status);
             ev.data.insert("changes".into(), json!(["checklist"]));
             ev.data.insert(
@@ -580,5 +625,38 @@ mod tests {
             deps_list(full, None).expect("at the limit").len(),
             limits::DEPS
         );
+    }
+
+    #[test]
+    fn the_assignee_freeze() {
+        // (assignee, by, reassign) → refused
+        let cases = [
+            ("", "a:p", false, false),
+            ("a:p", "a:p", false, false),
+            ("a:p", "b:p", true, false),
+            ("a:p", "b:p", false, true),
+            ("a:p", "", false, true),
+        ];
+        for (assignee, by, reassign, want) in cases {
+            assert_eq!(
+                frozen(assignee, by, reassign),
+                want,
+                "{assignee} {by} {reassign}"
+            );
+        }
+    }
+
+    #[test]
+    fn edits_name_what_they_set_in_order() {
+        let mut card = Card::default();
+        let e = Edits {
+            checklist: Some(Vec::new()),
+            title: Some("t".into()),
+            deps: Some(vec![2]),
+            ..Edits::default()
+        };
+        assert_eq!(apply_edits(&mut card, e), ["title", "deps", "checklist"]);
+        assert_eq!((card.title.as_str(), card.deps.as_slice()), ("t", &[2][..]));
+        assert!(apply_edits(&mut card, Edits::default()).is_empty());
     }
 }

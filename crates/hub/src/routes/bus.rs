@@ -4,8 +4,10 @@ use crate::domain::cards::{card_refs, move_card, push_log, truncate};
 use crate::domain::ledger::{LedgerPage, compute_ledger};
 use crate::error::{ApiError, ApiResult, check_len, check_opt, check_secrets};
 use crate::extract::{JsonBody, Params};
+use crate::front;
 use crate::presence::Touch;
 use crate::state::{AppState, Hub, Outbox, event, persist_edge};
+use crate::wake::{Armed, Ticket};
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -15,8 +17,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 use trantor_proto::limits;
 use trantor_proto::{
-    BROADCAST, DeliveredReply, DeliveredRequest, InboxReply, Message, RecentReply, SendReply,
-    SendRequest, now_ms, session_project,
+    BROADCAST, CardStatus, DeliveredReply, DeliveredRequest, InboxReply, Message, RecentReply,
+    SendReply, SendRequest, now_ms, session_project,
 };
 use trantor_store::{NewMessage, ReadTx, Store, StoreError, WriteTx};
 
@@ -157,10 +159,10 @@ fn ask_block(
         let Some(mut card) = tx.card(r)? else {
             continue;
         };
-        if card.project != msg.project || card.status == "blocked" {
+        if card.project != msg.project || card.status == CardStatus::Blocked {
             continue;
         }
-        if let Some(ev) = move_card(&mut card, "blocked", &msg.from, None, now) {
+        if let Some(ev) = move_card(&mut card, CardStatus::Blocked, &msg.from, None, now) {
             push_log(
                 &mut card,
                 now,
@@ -197,9 +199,9 @@ fn ask_answer(
         if card.project != ask.project {
             continue;
         }
-        if card.status == "blocked" {
+        if card.status == CardStatus::Blocked {
             let note = format!("answered: {}", msg.text);
-            if let Some(ev) = move_card(&mut card, "doing", &msg.from, None, now) {
+            if let Some(ev) = move_card(&mut card, CardStatus::Doing, &msg.from, None, now) {
                 push_log(
                     &mut card,
                     now,
@@ -329,11 +331,12 @@ fn wait_param(p: &Params) -> ApiResult<Duration> {
 
 /// `GET /poll?session&since&wait[&peek]`: held until a deliverable message commits or `wait` passes.
 ///
-/// Served by the plain-HTTP front ([`crate::front`]), the hold is handed back as a parked reply,
-/// so while it waits it keeps only its own state, not the router's futures.
+/// The hold is a [`PollHold`], a small state between looks that [`front::drive`] drives.
+/// Served by the plain-HTTP front ([`crate::front`]), it is handed back as a parked reply, so
+/// while it waits the connection keeps only that state, not the router's futures.
 pub async fn poll<S: Store>(
     State(hub): State<AppState<S>>,
-    parkable: Option<axum::Extension<crate::front::Parkable>>,
+    parkable: Option<axum::Extension<front::Parkable>>,
     p: Params,
 ) -> ApiResult<Response> {
     let session = session_param(&p)?;
@@ -343,79 +346,140 @@ pub async fn poll<S: Store>(
     let raise = !p.flag("peek")?;
     drop(p);
     let deadline = tokio::time::Instant::now() + wait;
-    let session: Arc<str> = Arc::from(session);
     let parked = parkable.is_some();
-    let held = hold(hub, session, since, deadline, raise, parked);
+    let hold = Box::new(PollHold::new(hub, &session, since, deadline, raise, parked));
     Ok(if parked {
-        crate::front::park(held)
+        front::park(hold)
     } else {
-        held.await
+        // Without the front (TLS, HTTP/1.0, a poll with a body) there is no socket to watch:
+        // the driver answers at news or the deadline, and never without a reply.
+        match front::drive(hold, None).await {
+            Some(resp) => resp,
+            None => ApiError::with(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                "the poll ended without a reply",
+                serde_json::Value::Null,
+            )
+            .into_response(),
+        }
     })
 }
 
-/// A poll's hold: look, and until there is news, wait for a ring, the deadline or shutdown.
-/// A `parked` hold counts its own reply in the metrics (the router's layer saw a placeholder).
+/// A held poll between looks: what a waiting `/poll` costs, besides the driver's wait.
 ///
-/// While it waits, this future is what a held poll costs (the front parks it, boxed), so the
-/// store calls, which are large futures and short, are boxed apart and freed before the wait;
-/// the session's name is one shared allocation for the presence hold and the wake slot; and
-/// it is the outermost future of the hold, so its arguments are stored once.
-async fn hold<S: Store>(
+/// It counts its session present ([`Presence::begin_hold`]) and holds a wake [`Ticket`]
+/// from creation until it is dropped — answered, expired, or its client gone. The session's
+/// name is the ticket's, one allocation shared with the wake slot.
+struct PollHold<S: Store> {
     hub: AppState<S>,
-    session: Arc<str>,
+    ticket: Ticket,
     since: i64,
     deadline: tokio::time::Instant,
+    /// Raise the delivery ledger (not `peek`).
     raise: bool,
+    /// Served by the front: this hold counts its own reply in the metrics (the router's layer
+    /// saw a placeholder).
     parked: bool,
-) -> Response {
-    let reply: ApiResult<InboxReply> = async {
-        let touch = hub.presence.touch(&session, now_ms());
-        let _hold = hub.presence.hold(&session);
-        let sub = hub.wake.subscribe(&session);
-        let mut shutdown = hub.shutdown.clone();
+    /// The first look may find the session coming online (a write); later ones are reads.
+    touch: Touch,
+    /// A look after a wake-up (counted when it finds news).
+    woken: bool,
+    /// The last look's empty page: the reply at the deadline.
+    last: InboxReply,
+}
 
-        // A session coming online needs a write anyway (its peer row and `presence.online`),
-        // so that first look reads the page and raises the ledger in it. Every other look,
-        // woken ones included, reads committed messages on a reader and answers at once; the
-        // ledger raise follows in the next group commit (`raise_after_reply`), off the
-        // reply's path.
-        let mut woken = false;
-        let mut touch = touch;
-        loop {
-            // Arm before querying so a commit racing with the query still wakes us.
-            let mut armed = std::pin::pin!(sub.armed());
-            armed.as_mut().enable();
-            let page = Box::pin(look(&hub, &session, since, touch, raise)).await?;
-            touch = Touch::Seen;
-            if page.has_news() {
-                if woken {
-                    hub.metrics.polls_woken.fetch_add(1, Ordering::Relaxed);
-                }
-                hub.presence.touch(&session, now_ms());
-                return Ok(page.reply);
-            }
-            if *shutdown.borrow() {
-                return Ok(page.reply);
-            }
-            tokio::select! {
-                _ = armed.as_mut() => { woken = true; }
-                _ = tokio::time::sleep_until(deadline) => {
-                    hub.metrics.polls_timed_out.fetch_add(1, Ordering::Relaxed);
-                    hub.presence.touch(&session, now_ms());
-                    return Ok(page.reply);
-                }
-                _ = shutdown.changed() => {
-                    return Ok(page.reply);
-                }
-            }
+impl<S: Store> PollHold<S> {
+    fn new(
+        hub: AppState<S>,
+        session: &str,
+        since: i64,
+        deadline: tokio::time::Instant,
+        raise: bool,
+        parked: bool,
+    ) -> Self {
+        let touch = hub.presence.touch(session, now_ms());
+        hub.presence.begin_hold(session);
+        let ticket = hub.wake.subscribe(&Arc::from(session));
+        PollHold {
+            hub,
+            ticket,
+            since,
+            deadline,
+            raise,
+            parked,
+            touch,
+            woken: false,
+            last: InboxReply::default(),
         }
     }
-    .await;
-    let resp = reply.map(Json).into_response();
-    if parked {
-        hub.metrics.request("GET", "/poll", resp.status().as_u16());
+
+    fn session(&self) -> &Arc<str> {
+        self.ticket.session()
     }
-    resp
+
+    /// The reply, counted in the metrics when the router's layer did not see it.
+    fn answer(&self, reply: ApiResult<InboxReply>) -> Response {
+        let resp = reply.map(Json).into_response();
+        if self.parked {
+            self.hub
+                .metrics
+                .request("GET", "/poll", resp.status().as_u16());
+        }
+        resp
+    }
+}
+
+impl<S: Store> Drop for PollHold<S> {
+    fn drop(&mut self) {
+        self.hub.presence.end_hold(self.ticket.session());
+        self.hub.wake.unsubscribe(&self.ticket);
+    }
+}
+
+impl<S: Store> front::Hold for PollHold<S> {
+    fn arm(&self) -> Armed {
+        self.hub.wake.armed(&self.ticket)
+    }
+
+    fn look(mut self: Box<Self>) -> front::Looking {
+        Box::pin(async move {
+            let session = self.session().clone();
+            let looked = look(&self.hub, &session, self.since, self.touch, self.raise).await;
+            self.touch = Touch::Seen;
+            let page = match looked {
+                Ok(page) => page,
+                Err(e) => return Ok(self.answer(Err(e))),
+            };
+            if page.has_news() {
+                if self.woken {
+                    self.hub.metrics.polls_woken.fetch_add(1, Ordering::Relaxed);
+                }
+                self.hub.presence.touch(&session, now_ms());
+                return Ok(self.answer(Ok(page.reply)));
+            }
+            if *self.hub.shutdown.borrow() {
+                return Ok(self.answer(Ok(page.reply)));
+            }
+            // The next look follows a wake-up.
+            self.woken = true;
+            self.last = page.reply;
+            Err(self as Box<dyn front::Hold>)
+        })
+    }
+
+    fn deadline(&self) -> tokio::time::Instant {
+        self.deadline
+    }
+
+    fn expire(mut self: Box<Self>) -> Response {
+        self.hub
+            .metrics
+            .polls_timed_out
+            .fetch_add(1, Ordering::Relaxed);
+        self.hub.presence.touch(self.session(), now_ms());
+        let reply = std::mem::take(&mut self.last);
+        self.answer(Ok(reply))
+    }
 }
 
 /// One look of a poll: the page from `since` (a write when the session comes online, else a

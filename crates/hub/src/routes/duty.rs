@@ -185,7 +185,7 @@ pub async fn catchup<S: Store>(
         .collect();
     let mut counts: BTreeMap<String, i64> = BTreeMap::new();
     for c in &cards {
-        *counts.entry(c.status.clone()).or_default() += 1;
+        *counts.entry(c.status.to_string()).or_default() += 1;
     }
     let waiting_on_me = waiting_on(&cards, &session);
     let page = crate::domain::ledger::LedgerPage {
@@ -331,8 +331,9 @@ fn waiting_on(cards: &[trantor_proto::Card], session: &str) -> Vec<CardBrief> {
     cards
         .iter()
         .filter(|c| {
-            (c.assignee == session && matches!(c.status.as_str(), "todo" | "doing" | "blocked"))
-                || (c.by == session && matches!(c.status.as_str(), "blocked" | "testing"))
+            use trantor_proto::CardStatus::{Blocked, Doing, Testing, Todo};
+            (c.assignee == session && matches!(c.status, Todo | Doing | Blocked))
+                || (c.by == session && matches!(c.status, Blocked | Testing))
         })
         .take(20)
         .map(|c| CardBrief {

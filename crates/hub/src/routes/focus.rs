@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use trantor_proto::focus::{
     CC_MAX, FocusReply, FocusRequest, STATUS_MAX, TEXT_MAX, TODOS_MAX, TodosReply, TodosRequest,
 };
-use trantor_proto::{Card, limits, now_ms};
+use trantor_proto::{Card, CardStatus, limits, now_ms};
 use trantor_store::{CardFilter, NewEvent, Store};
 
 fn cut(s: &str, n: usize) -> String {
@@ -62,7 +62,7 @@ fn new_card(
     project: &str,
     title: &str,
     session: &str,
-    status: &str,
+    status: CardStatus,
     source: &str,
     now: i64,
 ) -> Card {
@@ -70,7 +70,7 @@ fn new_card(
         id: 0,
         project: project.to_string(),
         title: title.to_string(),
-        status: status.to_string(),
+        status,
         assignee: session.to_string(),
         by: session.to_string(),
         ts: now,
@@ -124,7 +124,7 @@ pub async fn post_focus<S: Store>(
                     ..CardFilter::default()
                 })?
                 .into_iter()
-                .filter(|c| c.source == "session" && c.status != "done")
+                .filter(|c| c.source == "session" && c.status != CardStatus::Done)
                 .collect();
             // With a cc, the card of that cc, else an older client's card of this session
             // that has no cc yet; never another cc's card.
@@ -141,8 +141,8 @@ pub async fn post_focus<S: Store>(
                 Some(mut c) => {
                     if c.title != title {
                         c.history.push(trantor_proto::HistoryEntry {
-                            from: Some(c.status.clone()),
-                            to: c.status.clone(),
+                            from: Some(c.status.to_string()),
+                            to: c.status.to_string(),
                             by: session.clone(),
                             ts: now,
                             note: Some(cut(&title, 90)),
@@ -153,14 +153,14 @@ pub async fn post_focus<S: Store>(
                         }
                         c.summary.clear();
                         c.title = title.clone();
-                        let st = c.status.clone();
+                        let st = c.status.to_string();
                         out.event(tx, card_event(&c, "updated", &session, now, None, &st))?;
                         out.event(tx, focus_event(now, &project, &session, &c, &title, true))?;
                     }
                     if !cc.is_empty() && extra_str(&c, "cc").is_empty() {
                         c.extra.insert("cc".into(), json!(cc));
                     }
-                    if let Some(ev) = move_card(&mut c, "doing", &session, None, now) {
+                    if let Some(ev) = move_card(&mut c, CardStatus::Doing, &session, None, now) {
                         out.event(tx, ev)?;
                     }
                     c.updated = now;
@@ -168,7 +168,14 @@ pub async fn post_focus<S: Store>(
                     c
                 }
                 None => {
-                    let mut c = new_card(&project, &title, &session, "doing", "session", now);
+                    let mut c = new_card(
+                        &project,
+                        &title,
+                        &session,
+                        CardStatus::Doing,
+                        "session",
+                        now,
+                    );
                     if !cc.is_empty() {
                         c.extra.insert("cc".into(), json!(cc));
                     }
@@ -202,7 +209,7 @@ pub async fn get_focus<S: Store>(
         .await?;
     let card = cards.into_iter().find(|c| {
         c.source == "session"
-            && c.status != "done"
+            && c.status != CardStatus::Done
             && if cc.is_empty() {
                 !session.is_empty() && c.assignee == session
             } else {
@@ -236,14 +243,14 @@ pub async fn post_todos<S: Store>(
         check_len("status", &t.status, STATUS_MAX)?;
     }
     let count = req.todos.len();
-    let todos: Vec<(String, &'static str)> = req
+    let todos: Vec<(String, CardStatus)> = req
         .todos
         .iter()
         .map(|t| {
             let want = match t.status.as_str() {
-                "in_progress" => "doing",
-                "completed" => "done",
-                _ => "todo",
+                "in_progress" => CardStatus::Doing,
+                "completed" => CardStatus::Done,
+                _ => CardStatus::Todo,
             };
             (cut(t.content.trim(), 200), want)
         })
@@ -272,14 +279,15 @@ pub async fn post_todos<S: Store>(
                 seen.push(key);
                 match mine.iter().find(|c| extra_str(c, "todoKey") == key) {
                     None => {
-                        let mut c = new_card(&project, key, &session, want, "todo", now);
+                        let mut c = new_card(&project, key, &session, want.clone(), "todo", now);
                         c.extra.insert("todoKey".into(), json!(key));
                         let c = tx.insert_card(c)?;
-                        out.event(tx, card_event(&c, "created", &session, now, None, want))?;
+                        let to = want.as_str();
+                        out.event(tx, card_event(&c, "created", &session, now, None, to))?;
                     }
                     Some(c) if c.status != *want => {
                         let mut c = c.clone();
-                        if let Some(ev) = move_card(&mut c, want, &session, None, now) {
+                        if let Some(ev) = move_card(&mut c, want.clone(), &session, None, now) {
                             out.event(tx, ev)?;
                         }
                         tx.put_card(&c)?;
@@ -288,7 +296,7 @@ pub async fn post_todos<S: Store>(
                 }
             }
             for c in &mine {
-                if seen.contains(&extra_str(c, "todoKey")) || c.status == "done" {
+                if seen.contains(&extra_str(c, "todoKey")) || c.status == CardStatus::Done {
                     continue;
                 }
                 tx.delete_card(c.id)?;

@@ -5,7 +5,7 @@
 //! to a card makes `/task/update` refuse that card's move to done (409 naming the gate);
 //! docs/protocol.md §9.5.
 
-use crate::domain::gates::{GATES_KEY, load};
+use crate::domain::gates::{GATES_KEY, is_resolution, load};
 use crate::error::{ApiError, ApiResult, check_len, check_opt};
 use crate::extract::{JsonBody, Params};
 use crate::state::{AppState, Outbox, event};
@@ -17,8 +17,6 @@ use trantor_proto::{
 };
 use trantor_store::Store;
 
-/// Gates kept; past it the oldest 100 are dropped.
-const CAP: usize = 500;
 /// Length limit of a claim, a why, a how-to-verify and a note.
 const TEXT: usize = 300;
 
@@ -35,7 +33,8 @@ fn project_of(req_project: &Option<String>, by: &str) -> Option<String> {
         })
 }
 
-/// `POST /verify-gate`.
+/// `POST /verify-gate`: resolve a gate (`resolve`) or add one (an open gate of the project
+/// with the same claim is returned as a dedup).
 pub async fn post<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<VerifyGateRequest>,
@@ -48,70 +47,82 @@ pub async fn post<S: Store>(
     check_len("project", &project, limits::PROJECT)?;
     let now = now_ms();
     if let Some(st) = &req.status
-        && !matches!(st.as_str(), "verified" | "failed" | "waived")
+        && !is_resolution(st)
     {
         return Err(ApiError::bad_request(
             "status must be verified, failed or waived",
         ));
     }
     if req.resolve {
-        let id = req
-            .id
-            .ok_or_else(|| ApiError::bad_request("id required to resolve a gate"))?;
-        let status = req.status.clone().unwrap_or_else(|| "verified".into());
-        if !matches!(status.as_str(), "verified" | "failed" | "waived") {
-            return Err(ApiError::bad_request(
-                "status must be verified, failed or waived",
-            ));
-        }
-        let note = req.note.clone().unwrap_or_default();
-        crate::error::check_secrets([note.as_str()])?;
-        let got = hub
-            .store
-            .write(move |tx| {
-                let mut doc = load(tx.kv(GATES_KEY)?);
-                let Some(g) = doc
-                    .gates
-                    .iter_mut()
-                    .find(|g| g.id == id && g.project.eq_ignore_ascii_case(&project))
-                else {
-                    return Ok(None);
-                };
-                g.status = status;
-                g.resolved_by = Some(by.clone());
-                g.resolved_note = Some(note.clone());
-                g.resolved_ts = Some(now);
-                let out = g.clone();
-                tx.set_kv(
-                    GATES_KEY,
-                    &serde_json::to_value(&doc).unwrap_or(Value::Null),
-                )?;
-                let mut events = Outbox::default();
-                events.event(
-                    tx,
-                    event(
-                        now,
-                        "verify.gate.resolved",
-                        &out.project,
-                        &by,
-                        json!({ "gateId": out.id, "claim": out.claim, "status": out.status, "note": note }),
-                    ),
-                )?;
-                Ok(Some((out, events)))
-            })
-            .await?;
-        return match got {
-            Some((gate, events)) => {
-                hub.publish(events);
-                Ok(Json(VerifyGateReply {
-                    ok: true,
-                    gate,
-                    dedup: false,
-                }))
-            }
-            None => Err(ApiError::not_found("no such gate in that project")),
-        };
+        resolve(&hub, req, project, by, now).await
+    } else {
+        open(&hub, req, project, by, now).await
     }
+}
+
+/// Resolves gate `id` of `project` (404 when the project has none) and records
+/// `verify.gate.resolved`.
+async fn resolve<S: Store>(
+    hub: &AppState<S>,
+    req: VerifyGateRequest,
+    project: String,
+    by: String,
+    now: i64,
+) -> ApiResult<Json<VerifyGateReply>> {
+    let id = req
+        .id
+        .ok_or_else(|| ApiError::bad_request("id required to resolve a gate"))?;
+    // `post` has refused any other status.
+    let status = req.status.unwrap_or_else(|| "verified".into());
+    let note = req.note.unwrap_or_default();
+    crate::error::check_secrets([note.as_str()])?;
+    let got = hub
+        .store
+        .write(move |tx| {
+            let mut doc = load(tx.kv(GATES_KEY)?);
+            let Some(out) = doc.resolve(id, &project, status, &by, &note, now) else {
+                return Ok(None);
+            };
+            tx.set_kv(
+                GATES_KEY,
+                &serde_json::to_value(&doc).unwrap_or(Value::Null),
+            )?;
+            let mut events = Outbox::default();
+            events.event(
+                tx,
+                event(
+                    now,
+                    "verify.gate.resolved",
+                    &out.project,
+                    &by,
+                    json!({ "gateId": out.id, "claim": out.claim, "status": out.status, "note": note }),
+                ),
+            )?;
+            Ok(Some((out, events)))
+        })
+        .await?;
+    match got {
+        Some((gate, events)) => {
+            hub.publish(events);
+            Ok(Json(VerifyGateReply {
+                ok: true,
+                gate,
+                dedup: false,
+            }))
+        }
+        None => Err(ApiError::not_found("no such gate in that project")),
+    }
+}
+
+/// Adds a gate to `project` and records `verify.gate.opened`; an open gate with the same claim
+/// is returned instead, as a dedup, with nothing written.
+async fn open<S: Store>(
+    hub: &AppState<S>,
+    req: VerifyGateRequest,
+    project: String,
+    by: String,
+    now: i64,
+) -> ApiResult<Json<VerifyGateReply>> {
     let claim = req
         .claim
         .as_deref()
@@ -132,14 +143,10 @@ pub async fn post<S: Store>(
         .store
         .write(move |tx| {
             let mut doc = load(tx.kv(GATES_KEY)?);
-            if let Some(g) = doc.gates.iter().find(|g| {
-                g.status == "open" && g.project.eq_ignore_ascii_case(&project) && g.claim == claim
-            }) {
+            if let Some(g) = doc.open_with_claim(&project, &claim) {
                 return Ok((g.clone(), true, Outbox::default()));
             }
-            doc.seq += 1;
-            let g = VerifyGate {
-                id: doc.seq,
+            let g = doc.add(VerifyGate {
                 project,
                 claim,
                 why,
@@ -149,11 +156,7 @@ pub async fn post<S: Store>(
                 ts: now,
                 card,
                 ..Default::default()
-            };
-            doc.gates.push(g.clone());
-            if doc.gates.len() > CAP {
-                doc.gates.drain(..100);
-            }
+            });
             tx.set_kv(
                 GATES_KEY,
                 &serde_json::to_value(&doc).unwrap_or(Value::Null),

@@ -22,8 +22,8 @@ use trantor_proto::lanes::{
     NarrateRequest, OverseerContext, OverseerStatus, OverseerWatching, ProjectDigest,
     SweepCandidate, SweepReply, SweepRequest,
 };
-use trantor_proto::{CARD_STATUSES, Card, limits, now_ms, session_project};
-use trantor_store::{CardFilter, EventFilter, Store, StoreError};
+use trantor_proto::{CARD_STATUSES, Card, CardStatus, limits, now_ms, session_project};
+use trantor_store::{CardFilter, EventFilter, Store, StoreError, WriteTx};
 
 /// The card event types (the timeline's feed).
 pub const CARD_EVENT_TYPES: [&str; 4] = ["created", "moved", "updated", "deleted"];
@@ -333,7 +333,7 @@ pub async fn project_digest<S: Store>(
     let mut counts: BTreeMap<String, i64> =
         CARD_STATUSES.iter().map(|s| (s.to_string(), 0)).collect();
     for c in &cards {
-        *counts.entry(c.status.clone()).or_default() += 1;
+        *counts.entry(c.status.to_string()).or_default() += 1;
     }
     let pick = |status: &str, n: usize| -> Vec<DigestCard> {
         let mut v: Vec<&Card> = cards.iter().filter(|c| c.status == status).collect();
@@ -451,28 +451,8 @@ pub async fn sweep<S: Store>(
         .filter(|p| p.online)
         .map(|p| (p.session.clone(), p))
         .collect();
-    let mut busy: Vec<String> = cands
-        .iter()
-        .flat_map(|c| {
-            let parent = c.extra.get("parent").and_then(Value::as_str).unwrap_or("");
-            [c.assignee.clone(), parent.to_string()]
-        })
-        .filter(|s| live.get(s).is_some_and(working))
-        .collect();
-    busy.sort();
-    busy.dedup();
-    let view: Vec<SweepCandidate> = cands
-        .iter()
-        .map(|c| SweepCandidate {
-            age_ms: now - c.updated,
-            assignee: c.assignee.clone(),
-            id: c.id,
-            project: c.project.clone(),
-            source: c.source.clone(),
-            status: c.status.clone(),
-            title: c.title.clone(),
-        })
-        .collect();
+    let busy = busy_seats(&cands, &live);
+    let view: Vec<SweepCandidate> = cands.iter().map(|c| candidate(c, now)).collect();
     if req.dry_run {
         return Ok(Json(SweepReply {
             ok: true,
@@ -484,16 +464,7 @@ pub async fn sweep<S: Store>(
         }));
     }
     if !busy.is_empty() {
-        return Err(ApiError::with(
-            StatusCode::CONFLICT,
-            format!(
-                "sweep refused: {} working on candidate cards; a working seat's card is not \
-                 stale (nothing was moved; wait for the seats to go idle, or narrow the sweep \
-                 with project/olderMs)",
-                busy.join(", ")
-            ),
-            json!({ "working": busy, "count": view.len() }),
-        ));
+        return Err(busy_refusal(busy, view.len()));
     }
     let by = req
         .by
@@ -502,26 +473,7 @@ pub async fn sweep<S: Store>(
         .unwrap_or_else(|| "sweep".into());
     let ids: Vec<i64> = view.iter().map(|c| c.id).collect();
     let (swept, out) = hub
-        .write(move |tx| {
-            let mut out = Outbox::default();
-            let mut swept = 0i64;
-            for id in &ids {
-                // Re-read inside the write: the card may have moved since the scan.
-                let Some(mut card) = tx.card(*id)? else {
-                    continue;
-                };
-                if !matches!(card.status.as_str(), "doing" | "testing") || card.updated >= cut {
-                    continue;
-                }
-                if let Some(ev) = move_card(&mut card, "stale", &by, None, now) {
-                    card.extra.insert("_reaped".into(), json!(true));
-                    tx.put_card(&card)?;
-                    out.event(tx, ev)?;
-                    swept += 1;
-                }
-            }
-            Ok((swept, out))
-        })
+        .write(move |tx| sweep_cards(tx, &ids, cut, &by, now))
         .await?;
     hub.publish(out);
     Ok(Json(SweepReply {
@@ -532,6 +484,77 @@ pub async fn sweep<S: Store>(
         candidates: view,
         working: Vec::new(),
     }))
+}
+
+/// The online seats at work on a candidate (its assignee or its `parent`), sorted, once each.
+fn busy_seats(cands: &[&Card], live: &BTreeMap<String, trantor_proto::Peer>) -> Vec<String> {
+    let mut busy: Vec<String> = cands
+        .iter()
+        .flat_map(|c| {
+            let parent = c.extra.get("parent").and_then(Value::as_str).unwrap_or("");
+            [c.assignee.clone(), parent.to_string()]
+        })
+        .filter(|s| live.get(s).is_some_and(working))
+        .collect();
+    busy.sort();
+    busy.dedup();
+    busy
+}
+
+/// A sweep candidate as the reply shows it.
+fn candidate(c: &Card, now: i64) -> SweepCandidate {
+    SweepCandidate {
+        age_ms: now - c.updated,
+        assignee: c.assignee.clone(),
+        id: c.id,
+        project: c.project.clone(),
+        source: c.source.clone(),
+        status: c.status.clone(),
+        title: c.title.clone(),
+    }
+}
+
+/// The 409 of a sweep while seats work on `count` candidates.
+fn busy_refusal(busy: Vec<String>, count: usize) -> ApiError {
+    ApiError::with(
+        StatusCode::CONFLICT,
+        format!(
+            "sweep refused: {} working on candidate cards; a working seat's card is not stale \
+             (nothing was moved; wait for the seats to go idle, or narrow the sweep with \
+             project/olderMs)",
+            busy.join(", ")
+        ),
+        json!({ "working": busy, "count": count }),
+    )
+}
+
+/// Moves the cards `ids` to stale (in the caller's transaction), each re-read first and skipped
+/// unless still doing or testing and untouched since `cut`; returns how many moved.
+fn sweep_cards(
+    tx: &mut dyn WriteTx,
+    ids: &[i64],
+    cut: i64,
+    by: &str,
+    now: i64,
+) -> Result<(i64, Outbox), StoreError> {
+    let mut out = Outbox::default();
+    let mut swept = 0i64;
+    for id in ids {
+        // Re-read inside the write: the card may have moved since the scan.
+        let Some(mut card) = tx.card(*id)? else {
+            continue;
+        };
+        if !matches!(card.status, CardStatus::Doing | CardStatus::Testing) || card.updated >= cut {
+            continue;
+        }
+        if let Some(ev) = move_card(&mut card, CardStatus::Stale, by, None, now) {
+            card.extra.insert("_reaped".into(), json!(true));
+            tx.put_card(&card)?;
+            out.event(tx, ev)?;
+            swept += 1;
+        }
+    }
+    Ok((swept, out))
 }
 
 /// `GET /overseer/status`: is the watcher alive, who is on duty, what it sees.
@@ -677,4 +700,49 @@ pub async fn canon_layer<S: Store>(
         v["project"] = Value::String(to);
     }
     next.run(req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_seats_are_working_assignees_and_parents() {
+        let peer = |session: &str, phase: Option<&str>, status: &str| {
+            let p = trantor_proto::Peer {
+                session: session.into(),
+                phase: phase.map(str::to_string),
+                status: status.into(),
+                ..Default::default()
+            };
+            (session.to_string(), p)
+        };
+        let live = BTreeMap::from([
+            peer("a:p", Some("working"), ""),
+            peer("b:p", Some("idle"), "working on it"),
+            peer("c:p", None, "  working on #3"),
+            peer("d:p", Some(""), "idle"),
+            peer("lead:p", Some("working"), ""),
+        ]);
+        let card = |assignee: &str, parent: Option<&str>| {
+            let mut c = Card {
+                assignee: assignee.into(),
+                ..Card::default()
+            };
+            if let Some(p) = parent {
+                c.extra.insert("parent".into(), json!(p));
+            }
+            c
+        };
+        let cards = [
+            card("a:p", None),
+            card("b:p", Some("lead:p")),
+            card("c:p", None),
+            card("d:p", None),
+            card("gone:p", Some("a:p")),
+        ];
+        let cands: Vec<&Card> = cards.iter().collect();
+        assert_eq!(busy_seats(&cands, &live), ["a:p", "c:p", "lead:p"]);
+        assert!(busy_seats(&[], &live).is_empty());
+    }
 }

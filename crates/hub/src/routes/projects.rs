@@ -11,191 +11,17 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{MethodRouter, get, post};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
-use trantor_proto::{CARD_STATUSES, Card, limits, now_ms};
-use trantor_store::{CardFilter, Store};
+use trantor_proto::lanes::{
+    DeleteReply, DeleteRequest, DerivedPhase, MergeReply, MergeRequest, PhaseNode,
+    PhasesDerivedReply, ProjectAgent, ProjectRow, ProjectsReply,
+};
+use trantor_proto::{CARD_STATUSES, Card, CardStatus, limits, now_ms};
+use trantor_store::{CardFilter, Store, StoreError, WriteTx};
 
 /// Time gap that starts a new "Setup N" phase among untagged cards.
 const PHASE_GAP_MS: i64 = 8 * 3_600_000;
-
-/// A session on a project row of `/projects`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ProjectAgent {
-    /// Session.
-    pub session: String,
-    /// Online now.
-    pub online: bool,
-    /// Status line.
-    pub status: String,
-    /// `ok`, `down` or `errored`.
-    pub health: String,
-    /// LLM brand.
-    pub llm: String,
-    /// Model.
-    pub model: String,
-    /// Hook version.
-    pub hook_version: String,
-    /// Whether its hooks are older than the hub.
-    pub stale_hooks: bool,
-}
-
-/// One project of `/projects`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ProjectRow {
-    /// Project (`(unassigned)` for cards and peers without one).
-    pub project: String,
-    /// Brief.
-    pub brief: String,
-    /// Sessions on it.
-    pub agents: Vec<ProjectAgent>,
-    /// Cards by status.
-    pub tasks: BTreeMap<String, i64>,
-    /// Titles of its doing cards.
-    pub doing_titles: Vec<String>,
-    /// Newest activity (presence, card, brief), ms.
-    pub last_activity: i64,
-    /// No session online.
-    pub idle: bool,
-    /// One line: where the project is.
-    pub phase: String,
-}
-
-/// `GET /projects` reply.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-pub struct ProjectsReply {
-    /// Projects.
-    pub projects: Vec<ProjectRow>,
-}
-
-/// A card in a phase of `/phases`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PhaseNode {
-    /// Card id.
-    pub id: i64,
-    /// Title.
-    pub title: String,
-    /// Assignee.
-    pub assignee: String,
-    /// The assignee's brand (before its colon).
-    pub agent: String,
-    /// Model.
-    pub model: String,
-    /// Status.
-    pub status: String,
-    /// Difficulty.
-    pub difficulty: String,
-    /// Created, ms.
-    pub ts: i64,
-    /// Last change, ms.
-    pub updated: i64,
-    /// Dependencies.
-    pub deps: Vec<i64>,
-    /// Source.
-    pub source: String,
-}
-
-/// A derived phase.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct DerivedPhase {
-    /// Phase key (`P3`, `CB`, an explicit card phase, or `Setup N`).
-    pub key: String,
-    /// Label (= key).
-    pub label: String,
-    /// What the phase is about, from its card titles.
-    pub theme: String,
-    /// The goal set with `POST /phase` ("" when none).
-    pub goal: String,
-    /// Earliest card creation, ms.
-    pub start: i64,
-    /// Latest card change, ms.
-    pub end: i64,
-    /// Cards by status.
-    pub counts: BTreeMap<String, i64>,
-    /// Cards.
-    pub total: i64,
-    /// `failed`, `active`, `done`, `blocked` or `planned`.
-    pub status: String,
-    /// Crew brands on it.
-    pub agents: Vec<String>,
-    /// Crew cards.
-    pub crew: Vec<PhaseNode>,
-    /// Orchestrator cards.
-    pub orchestrators: Vec<PhaseNode>,
-}
-
-/// `GET /phases` reply.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PhasesDerivedReply {
-    /// Project.
-    pub project: String,
-    /// Brief.
-    pub brief: String,
-    /// Phases, oldest first.
-    pub phases: Vec<DerivedPhase>,
-    /// Cards.
-    pub total: i64,
-    /// More than half the cards fell into time-clustered `Setup` phases.
-    pub sparse: bool,
-    /// How the phases were derived.
-    pub derived_by: String,
-}
-
-/// `POST /project/delete` body.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-pub struct DeleteRequest {
-    /// The project.
-    #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = limits::PROJECT))]
-    pub project: String,
-    /// Delete even with open cards (contracts still refuse).
-    #[serde(default)]
-    pub force: bool,
-}
-
-/// `POST /project/delete` reply.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-pub struct DeleteReply {
-    /// Always true.
-    pub ok: bool,
-    /// The project.
-    pub project: String,
-    /// What was removed: `{tasks, peers, messages, events}`.
-    pub removed: BTreeMap<String, i64>,
-}
-
-/// `POST /project/merge` body.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-pub struct MergeRequest {
-    /// The lane folded away.
-    #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = limits::PROJECT), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
-    pub from: String,
-    /// The lane it joins.
-    #[serde(default)]
-    #[schemars(extend("x-required" = true), length(min = 1, max = limits::PROJECT), regex(pattern = r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"))]
-    pub to: String,
-}
-
-/// `POST /project/merge` reply.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-pub struct MergeReply {
-    /// Always true.
-    pub ok: bool,
-    /// The lane folded away.
-    pub from: String,
-    /// The lane it joined.
-    pub to: String,
-    /// What moved: `{cards, events, peers, messages}`.
-    pub moved: BTreeMap<String, i64>,
-}
 
 /// This module's routes, for the route table.
 pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
@@ -286,47 +112,14 @@ pub async fn projects<S: Store>(State(hub): State<AppState<S>>) -> ApiResult<Jso
             ))
         })
         .await?;
-    let canon_of = |p: &str| -> String {
-        let mut name = p.trim().to_string();
-        for _ in 0..8 {
-            match aliases.get(&name).and_then(Value::as_str) {
-                Some(n) if n != name => name = n.to_string(),
-                _ => break,
-            }
-        }
-        if name.is_empty() {
-            "(unassigned)".into()
-        } else {
-            name
-        }
-    };
     let briefs: BTreeMap<String, Value> = briefs
         .into_iter()
         .filter_map(|(k, v)| Some((k.strip_prefix("project:")?.to_string(), v)))
         .collect();
     let mut rows: BTreeMap<String, ProjectRow> = BTreeMap::new();
-    fn mk<'a>(
-        rows: &'a mut BTreeMap<String, ProjectRow>,
-        briefs: &BTreeMap<String, Value>,
-        k: String,
-    ) -> &'a mut ProjectRow {
-        let brief = brief_of(&briefs.get(&k).cloned());
-        let brief_ts = briefs
-            .get(&k)
-            .and_then(|b| b.get("ts"))
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        rows.entry(k.clone()).or_insert_with(|| ProjectRow {
-            project: k,
-            brief,
-            tasks: zero_counts(),
-            last_activity: brief_ts,
-            ..ProjectRow::default()
-        })
-    }
     for p in peers {
         let p = hub.live_peer(p, now);
-        let e = mk(&mut rows, &briefs, canon_of(&p.project));
+        let e = row_for(&mut rows, &briefs, row_name(&aliases, &p.project));
         e.last_activity = e.last_activity.max(p.last_seen);
         e.agents.push(ProjectAgent {
             online: p.online,
@@ -340,9 +133,9 @@ pub async fn projects<S: Store>(State(hub): State<AppState<S>>) -> ApiResult<Jso
         });
     }
     for c in &cards {
-        let e = mk(&mut rows, &briefs, canon_of(&c.project));
-        *e.tasks.entry(c.status.clone()).or_default() += 1;
-        if c.status == "doing" {
+        let e = row_for(&mut rows, &briefs, row_name(&aliases, &c.project));
+        *e.tasks.entry(c.status.to_string()).or_default() += 1;
+        if c.status == CardStatus::Doing {
             e.doing_titles.push(c.title.clone());
         }
         e.last_activity = e.last_activity.max(c.updated);
@@ -350,55 +143,105 @@ pub async fn projects<S: Store>(State(hub): State<AppState<S>>) -> ApiResult<Jso
     let mut out: Vec<ProjectRow> = rows.into_values().collect();
     for e in &mut out {
         e.idle = !e.agents.iter().any(|a| a.online);
-        let n = |s: &str| e.tasks.get(s).copied().unwrap_or(0);
-        let (todo, doing, testing, failed, done, blocked) = (
-            n("todo"),
-            n("doing"),
-            n("testing"),
-            n("failed"),
-            n("done"),
-            n("blocked"),
-        );
-        let total = todo + doing + testing + failed + done + blocked;
-        let plural = |k: i64| if k > 1 { "s" } else { "" };
-        e.phase = if total == 0 {
-            "no cards yet".into()
-        } else if failed > 0 {
-            format!("{failed} FAILED — fixing")
-        } else if blocked > 0 {
-            format!("blocked on {blocked} card{}", plural(blocked))
-        } else if testing > 0 {
-            format!("verifying: {testing} in test")
-        } else if doing > 0 {
-            let more = if e.doing_titles.len() > 2 { "…" } else { "" };
-            format!(
-                "building: {}{more}",
-                e.doing_titles
-                    .iter()
-                    .take(2)
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        } else if done == total {
-            "shipped — all cards done".into()
-        } else if todo > 0 {
-            format!("planned: {todo} card{} queued", plural(todo))
+        e.phase = if e.idle {
+            idle_line(e.last_activity, now)
         } else {
-            "in progress".into()
+            phase_line(&e.tasks, &e.doing_titles)
         };
-        if e.idle {
-            e.phase = format!(
-                "idle · last activity {}",
-                if e.last_activity > 0 {
-                    fmt_age(now - e.last_activity)
-                } else {
-                    "unknown".into()
-                }
-            );
-        }
     }
     Ok(Json(ProjectsReply { projects: out }))
+}
+
+/// The row a project is shown under: its name through the alias table (up to 8 hops), or
+/// `(unassigned)` for none.
+fn row_name(aliases: &Value, project: &str) -> String {
+    let mut name = project.trim().to_string();
+    for _ in 0..8 {
+        match aliases.get(&name).and_then(Value::as_str) {
+            Some(n) if n != name => name = n.to_string(),
+            _ => break,
+        }
+    }
+    if name.is_empty() {
+        "(unassigned)".into()
+    } else {
+        name
+    }
+}
+
+/// The row of project `k`, made (with its brief) on first use.
+fn row_for<'a>(
+    rows: &'a mut BTreeMap<String, ProjectRow>,
+    briefs: &BTreeMap<String, Value>,
+    k: String,
+) -> &'a mut ProjectRow {
+    let brief = brief_of(&briefs.get(&k).cloned());
+    let brief_ts = briefs
+        .get(&k)
+        .and_then(|b| b.get("ts"))
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    rows.entry(k.clone()).or_insert_with(|| ProjectRow {
+        project: k,
+        brief,
+        tasks: zero_counts(),
+        last_activity: brief_ts,
+        ..ProjectRow::default()
+    })
+}
+
+/// The phase line of a project no session is online on.
+fn idle_line(last_activity: i64, now: i64) -> String {
+    format!(
+        "idle · last activity {}",
+        if last_activity > 0 {
+            fmt_age(now - last_activity)
+        } else {
+            "unknown".into()
+        }
+    )
+}
+
+/// Where a project is, in one line, from its cards by status (the first that holds: failed,
+/// blocked, testing, doing, all done, todo).
+fn phase_line(tasks: &BTreeMap<String, i64>, doing_titles: &[String]) -> String {
+    let n = |s: &str| tasks.get(s).copied().unwrap_or(0);
+    let (todo, doing, testing, failed, done, blocked) = (
+        n("todo"),
+        n("doing"),
+        n("testing"),
+        n("failed"),
+        n("done"),
+        n("blocked"),
+    );
+    let total = todo + doing + testing + failed + done + blocked;
+    let plural = |k: i64| if k > 1 { "s" } else { "" };
+    if total == 0 {
+        "no cards yet".into()
+    } else if failed > 0 {
+        format!("{failed} FAILED — fixing")
+    } else if blocked > 0 {
+        format!("blocked on {blocked} card{}", plural(blocked))
+    } else if testing > 0 {
+        format!("verifying: {testing} in test")
+    } else if doing > 0 {
+        let more = if doing_titles.len() > 2 { "…" } else { "" };
+        format!(
+            "building: {}{more}",
+            doing_titles
+                .iter()
+                .take(2)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    } else if done == total {
+        "shipped — all cards done".into()
+    } else if todo > 0 {
+        format!("planned: {todo} card{} queued", plural(todo))
+    } else {
+        "in progress".into()
+    }
 }
 
 /// The phase family of a card title: `P5a …` → `P5`, `CB…` → `CB`, `FA…` → `FA`,
@@ -518,10 +361,42 @@ pub async fn phases<S: Store>(
         })
         .await?;
     cards.sort_by_key(|c| (c.ts, c.id));
+    let keyed = phase_keys(&cards);
+    let prefix = format!("phase:{project}::");
+    let goal_of = |key: &str| -> String {
+        goals
+            .iter()
+            .find(|(k, _)| k.strip_prefix(&prefix) == Some(key))
+            .and_then(|(_, v)| v.get("goal").and_then(Value::as_str))
+            .unwrap_or("")
+            .to_string()
+    };
+    let mut phases: Vec<DerivedPhase> = group_in_order(&keyed)
+        .into_iter()
+        .map(|(key, cs)| derive_phase(key, &cs, goal_of(key)))
+        .collect();
+    phases.sort_by_key(|p| p.start);
+    let misc = keyed
+        .iter()
+        .filter(|(k, _)| k.starts_with("Setup "))
+        .count();
+    Ok(Json(PhasesDerivedReply {
+        project,
+        brief: brief_of(&brief),
+        total: cards.len() as i64,
+        sparse: !cards.is_empty() && misc * 2 > cards.len(),
+        derived_by: "title-prefix + time-cluster".into(),
+        phases,
+    }))
+}
+
+/// The phase key of each card (sorted by creation): its explicit phase, else its title's
+/// family, else `Setup N`, a new round of which starts after a gap of [`PHASE_GAP_MS`].
+fn phase_keys(cards: &[Card]) -> Vec<(String, &Card)> {
     let mut misc_round = 0;
     let mut last_misc = 0i64;
-    let mut keyed: Vec<(String, &Card)> = Vec::new();
-    for c in &cards {
+    let mut keyed = Vec::new();
+    for c in cards {
         let explicit = c.phase.trim();
         let key = if !explicit.is_empty() {
             explicit.to_string()
@@ -538,24 +413,47 @@ pub async fn phases<S: Store>(
         };
         keyed.push((key, c));
     }
-    let mut order: Vec<String> = Vec::new();
-    let mut groups: BTreeMap<String, Vec<&Card>> = BTreeMap::new();
-    for (k, c) in &keyed {
-        if !groups.contains_key(k) {
-            order.push(k.clone());
+    keyed
+}
+
+/// The cards of each key, the keys in the order they first appear.
+fn group_in_order<'a>(keyed: &'a [(String, &'a Card)]) -> Vec<(&'a str, Vec<&'a Card>)> {
+    let mut order: Vec<&str> = Vec::new();
+    let mut groups: BTreeMap<&str, Vec<&Card>> = BTreeMap::new();
+    for (k, c) in keyed {
+        if !groups.contains_key(k.as_str()) {
+            order.push(k);
         }
-        groups.entry(k.clone()).or_default().push(c);
+        groups.entry(k).or_default().push(c);
     }
-    let prefix = format!("phase:{project}::");
-    let goal_of = |key: &str| -> String {
-        goals
-            .iter()
-            .find(|(k, _)| k.strip_prefix(&prefix) == Some(key))
-            .and_then(|(_, v)| v.get("goal").and_then(Value::as_str))
-            .unwrap_or("")
-            .to_string()
-    };
-    let node = |c: &Card| PhaseNode {
+    order
+        .into_iter()
+        .map(|k| (k, groups.remove(k).unwrap_or_default()))
+        .collect()
+}
+
+/// A phase's status from its cards by status: `failed`, `active`, `done`, `blocked` or
+/// `planned`, the first that holds.
+fn phase_status(counts: &BTreeMap<String, i64>, total: i64) -> &'static str {
+    let n = |s: &str| counts.get(s).copied().unwrap_or(0);
+    if n("failed") > 0 {
+        "failed"
+    } else if n("doing") > 0 || n("testing") > 0 {
+        "active"
+    } else if total > 0 && n("done") == total {
+        "done"
+    } else if n("blocked") > 0 {
+        "blocked"
+    } else if n("todo") == total {
+        "planned"
+    } else {
+        "active"
+    }
+}
+
+/// A card as a phase shows it.
+fn phase_node(c: &Card) -> PhaseNode {
+    PhaseNode {
         id: c.id,
         title: c.title.clone(),
         assignee: c.assignee.clone(),
@@ -567,79 +465,44 @@ pub async fn phases<S: Store>(
         updated: if c.updated > 0 { c.updated } else { c.ts },
         deps: c.deps.clone(),
         source: c.source.clone(),
-    };
-    let mut phases: Vec<DerivedPhase> = order
-        .iter()
-        .map(|key| {
-            let cs = &groups[key];
-            let mut counts = zero_counts();
-            for c in cs {
-                *counts.entry(c.status.clone()).or_default() += 1;
-            }
-            let n = |s: &str| counts.get(s).copied().unwrap_or(0);
-            let total = cs.len() as i64;
-            let status = if n("failed") > 0 {
-                "failed"
-            } else if n("doing") > 0 || n("testing") > 0 {
-                "active"
-            } else if total > 0 && n("done") == total {
-                "done"
-            } else if n("blocked") > 0 {
-                "blocked"
-            } else if n("todo") == total {
-                "planned"
-            } else {
-                "active"
-            };
-            let crew: Vec<PhaseNode> = cs
-                .iter()
-                .filter(|c| !is_orch(&c.assignee))
-                .map(|c| node(c))
-                .collect();
-            let orchestrators: Vec<PhaseNode> = cs
-                .iter()
-                .filter(|c| is_orch(&c.assignee))
-                .map(|c| node(c))
-                .collect();
-            let mut agents: Vec<String> = Vec::new();
-            for c in &crew {
-                if !c.agent.is_empty() && !agents.contains(&c.agent) {
-                    agents.push(c.agent.clone());
-                }
-            }
-            DerivedPhase {
-                key: key.clone(),
-                label: key.clone(),
-                theme: phase_theme(cs),
-                goal: goal_of(key),
-                start: cs.iter().map(|c| c.ts).min().unwrap_or(0),
-                end: cs
-                    .iter()
-                    .map(|c| if c.updated > 0 { c.updated } else { c.ts })
-                    .max()
-                    .unwrap_or(0),
-                counts,
-                total,
-                status: status.into(),
-                agents,
-                crew,
-                orchestrators,
-            }
-        })
-        .collect();
-    phases.sort_by_key(|p| p.start);
-    let misc = keyed
-        .iter()
-        .filter(|(k, _)| k.starts_with("Setup "))
-        .count();
-    Ok(Json(PhasesDerivedReply {
-        project,
-        brief: brief_of(&brief),
-        total: cards.len() as i64,
-        sparse: !cards.is_empty() && misc * 2 > cards.len(),
-        derived_by: "title-prefix + time-cluster".into(),
-        phases,
-    }))
+    }
+}
+
+/// The phase `key` of cards `cs`, with its `goal`.
+fn derive_phase(key: &str, cs: &[&Card], goal: String) -> DerivedPhase {
+    let mut counts = zero_counts();
+    for c in cs {
+        *counts.entry(c.status.to_string()).or_default() += 1;
+    }
+    let total = cs.len() as i64;
+    let status = phase_status(&counts, total);
+    let (orch, crew): (Vec<&&Card>, Vec<&&Card>) = cs.iter().partition(|c| is_orch(&c.assignee));
+    let crew: Vec<PhaseNode> = crew.into_iter().map(|c| phase_node(c)).collect();
+    let orchestrators: Vec<PhaseNode> = orch.into_iter().map(|c| phase_node(c)).collect();
+    let mut agents: Vec<String> = Vec::new();
+    for c in &crew {
+        if !c.agent.is_empty() && !agents.contains(&c.agent) {
+            agents.push(c.agent.clone());
+        }
+    }
+    DerivedPhase {
+        key: key.to_string(),
+        label: key.to_string(),
+        theme: phase_theme(cs),
+        goal,
+        start: cs.iter().map(|c| c.ts).min().unwrap_or(0),
+        end: cs
+            .iter()
+            .map(|c| if c.updated > 0 { c.updated } else { c.ts })
+            .max()
+            .unwrap_or(0),
+        counts,
+        total,
+        status: status.into(),
+        agents,
+        crew,
+        orchestrators,
+    }
 }
 
 /// `POST /project/delete {project, force?}` (owner): forget the project's cards, brief and
@@ -682,13 +545,63 @@ pub async fn delete<S: Store>(
             return Err(ApiError::not_found(format!("no such project: {project}")));
         }
     }
-    // Open contracts: unanswered dispatches by the project's sessions within the window.
+    let open = open_contracts(&hub, &peers, &project, now).await?;
+    if !open.is_empty() {
+        return Err(ApiError::with(
+            StatusCode::CONFLICT,
+            format!(
+                "project {project} has {} open contract(s): answer or let them lapse before \
+                 deleting (nothing was deleted)",
+                open.len()
+            ),
+            json!({ "openContracts": open }),
+        ));
+    }
+    let live = cards
+        .iter()
+        .filter(|c| !matches!(c.status, CardStatus::Done | CardStatus::Stale))
+        .count();
+    if live > 0 && !req.force {
+        return Err(ApiError::with(
+            StatusCode::CONFLICT,
+            format!(
+                "project {project} has {live} open card(s); pass force:true to delete them too \
+                 (nothing was deleted)"
+            ),
+            json!({ "openCards": live }),
+        ));
+    }
+    let p = project.clone();
+    let (n, out) = hub
+        .write(move |tx| forget_project(tx, &p, &cards, now))
+        .await?;
+    hub.publish(out);
+    let mut removed = BTreeMap::new();
+    removed.insert("tasks".to_string(), n);
+    removed.insert("peers".to_string(), 0);
+    removed.insert("messages".to_string(), 0);
+    removed.insert("events".to_string(), 0);
+    Ok(Json(DeleteReply {
+        ok: true,
+        project,
+        removed,
+    }))
+}
+
+/// The open contracts of a project's sessions: unanswered dispatches within the contract
+/// window, as `{id, from, to}`.
+async fn open_contracts<S: Store>(
+    hub: &AppState<S>,
+    sessions: &[String],
+    project: &str,
+    now: i64,
+) -> ApiResult<Vec<Value>> {
     let mut open: Vec<Value> = Vec::new();
-    for s in &peers {
+    for s in sessions {
         let ledger = crate::domain::ledger::compute_ledger(
-            &hub,
+            hub,
             s,
-            Some(&project),
+            Some(project),
             now,
             hub.cfg.contract_window_ms,
             None,
@@ -708,79 +621,47 @@ pub async fn delete<S: Store>(
             open.push(json!({ "id": c.id, "from": s, "to": c.to }));
         }
     }
-    if !open.is_empty() {
-        return Err(ApiError::with(
-            StatusCode::CONFLICT,
-            format!(
-                "project {project} has {} open contract(s): answer or let them lapse before \
-                 deleting (nothing was deleted)",
-                open.len()
+    Ok(open)
+}
+
+/// Deletes a project's `cards` (each with its `deleted` event), its brief and its phase goals,
+/// then records `project.deleted` (in the caller's transaction); returns the cards deleted.
+fn forget_project(
+    tx: &mut dyn WriteTx,
+    project: &str,
+    cards: &[Card],
+    now: i64,
+) -> Result<(i64, Outbox), StoreError> {
+    let mut out = Outbox::default();
+    for c in cards {
+        tx.delete_card(c.id)?;
+        out.event(
+            tx,
+            crate::domain::cards::card_event(
+                c,
+                "deleted",
+                "hub",
+                now,
+                Some(c.status.as_str()),
+                "deleted",
             ),
-            json!({ "openContracts": open }),
-        ));
+        )?;
     }
-    let live = cards
-        .iter()
-        .filter(|c| !matches!(c.status.as_str(), "done" | "stale"))
-        .count();
-    if live > 0 && !req.force {
-        return Err(ApiError::with(
-            StatusCode::CONFLICT,
-            format!(
-                "project {project} has {live} open card(s); pass force:true to delete them too \
-                 (nothing was deleted)"
-            ),
-            json!({ "openCards": live }),
-        ));
+    tx.set_kv(&project_key(project), &Value::Null)?;
+    for (k, _) in tx.kv_prefix(&format!("phase:{project}::"))? {
+        tx.set_kv(&k, &Value::Null)?;
     }
-    let ids: Vec<i64> = cards.iter().map(|c| c.id).collect();
-    let p = project.clone();
-    let gone = cards.clone();
-    let (n, out) = hub
-        .write(move |tx| {
-            let mut out = Outbox::default();
-            for c in &gone {
-                tx.delete_card(c.id)?;
-                out.event(
-                    tx,
-                    crate::domain::cards::card_event(
-                        c,
-                        "deleted",
-                        "hub",
-                        now,
-                        Some(&c.status),
-                        "deleted",
-                    ),
-                )?;
-            }
-            tx.set_kv(&project_key(&p), &Value::Null)?;
-            for (k, _) in tx.kv_prefix(&format!("phase:{p}::"))? {
-                tx.set_kv(&k, &Value::Null)?;
-            }
-            out.event(
-                tx,
-                event(
-                    now,
-                    "project.deleted",
-                    &p,
-                    "hub",
-                    json!({ "cards": ids.len() }),
-                ),
-            )?;
-            Ok((ids.len() as i64, out))
-        })
-        .await?;
-    hub.publish(out);
-    let mut removed = BTreeMap::new();
-    removed.insert("tasks".to_string(), n);
-    removed.insert("peers".to_string(), 0);
-    removed.insert("messages".to_string(), 0);
-    removed.insert("events".to_string(), 0);
-    Ok(Json(DeleteReply {
-        ok: true,
-        project,
-        removed,
-    }))
+    out.event(
+        tx,
+        event(
+            now,
+            "project.deleted",
+            project,
+            "hub",
+            json!({ "cards": cards.len() }),
+        ),
+    )?;
+    Ok((cards.len() as i64, out))
 }
 
 /// `POST /project/merge {from, to}`: fold lane `from` into `to`. Cards, peers and the brief move;
@@ -897,4 +778,115 @@ pub async fn merge<S: Store>(
         to,
         moved,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(pairs: &[(&str, i64)]) -> BTreeMap<String, i64> {
+        let mut c = zero_counts();
+        for (s, n) in pairs {
+            c.insert(s.to_string(), *n);
+        }
+        c
+    }
+
+    #[test]
+    fn a_projects_phase_line() {
+        let titles = ["a".to_string(), "b".to_string(), "c".to_string()];
+        let cases: &[(&[(&str, i64)], usize, &str)] = &[
+            (&[], 0, "no cards yet"),
+            (&[("failed", 2), ("blocked", 1)], 0, "2 FAILED — fixing"),
+            (&[("blocked", 1), ("testing", 1)], 0, "blocked on 1 card"),
+            (&[("blocked", 2)], 0, "blocked on 2 cards"),
+            (&[("testing", 1), ("doing", 1)], 0, "verifying: 1 in test"),
+            (&[("doing", 2)], 2, "building: a, b"),
+            (&[("doing", 3)], 3, "building: a, b…"),
+            (&[("done", 4)], 0, "shipped — all cards done"),
+            (&[("done", 1), ("todo", 1)], 0, "planned: 1 card queued"),
+            (&[("todo", 3)], 0, "planned: 3 cards queued"),
+            (
+                &[("done", 1), ("stale", 1), ("todo", 0)],
+                0,
+                "shipped — all cards done",
+            ),
+        ];
+        for (pairs, doing, want) in cases {
+            assert_eq!(
+                phase_line(&counts(pairs), &titles[..*doing]),
+                *want,
+                "{pairs:?}"
+            );
+        }
+        assert_eq!(idle_line(0, 5), "idle · last activity unknown");
+        assert_eq!(idle_line(1, 1 + 5 * 60_000), "idle · last activity 5m ago");
+    }
+
+    #[test]
+    fn a_phases_status() {
+        let cases: &[(&[(&str, i64)], i64, &str)] = &[
+            (&[("failed", 1), ("doing", 1)], 2, "failed"),
+            (&[("testing", 1), ("blocked", 1)], 2, "active"),
+            (&[("done", 2)], 2, "done"),
+            (&[("done", 1), ("blocked", 1)], 2, "blocked"),
+            (&[("todo", 2)], 2, "planned"),
+            (&[], 0, "planned"),
+            (&[("todo", 1), ("done", 1)], 2, "active"),
+        ];
+        for (pairs, total, want) in cases {
+            assert_eq!(phase_status(&counts(pairs), *total), *want, "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn phase_keys_and_their_order() {
+        let card = |id: i64, ts: i64, title: &str, phase: &str| Card {
+            id,
+            ts,
+            title: title.into(),
+            phase: phase.into(),
+            ..Card::default()
+        };
+        let gap = PHASE_GAP_MS;
+        let cards = [
+            card(1, 10, "set up ci", ""),
+            card(2, 20, "P3 parser", ""),
+            card(3, 30, "lint", ""),
+            card(4, 30 + gap + 1, "docs", ""),
+            card(5, 40 + gap, "anything", "Beta"),
+            card(6, 50 + gap, "P3b lexer", ""),
+        ];
+        let keyed = phase_keys(&cards);
+        let keys: Vec<&str> = keyed.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["Setup 1", "P3", "Setup 1", "Setup 2", "Beta", "P3"]);
+        let groups: Vec<(&str, Vec<i64>)> = group_in_order(&keyed)
+            .into_iter()
+            .map(|(k, cs)| (k, cs.iter().map(|c| c.id).collect()))
+            .collect();
+        assert_eq!(
+            groups,
+            [
+                ("Setup 1", vec![1, 3]),
+                ("P3", vec![2, 6]),
+                ("Setup 2", vec![4]),
+                ("Beta", vec![5]),
+            ]
+        );
+    }
+
+    #[test]
+    fn row_names_follow_aliases() {
+        let aliases = json!({"a": "b", "b": "c", "x": "x", "loop1": "loop2", "loop2": "loop1"});
+        assert_eq!(row_name(&aliases, " a "), "c");
+        assert_eq!(row_name(&aliases, "x"), "x");
+        assert_eq!(row_name(&aliases, "q"), "q");
+        assert_eq!(row_name(&aliases, ""), "(unassigned)");
+        assert_eq!(row_name(&Value::Null, "a"), "a");
+        assert_eq!(
+            row_name(&aliases, "loop1"),
+            "loop1",
+            "eight hops, then stop"
+        );
+    }
 }

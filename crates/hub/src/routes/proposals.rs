@@ -176,20 +176,7 @@ pub async fn propose<S: Store>(
     let scope = req.scope.trim().to_string();
     let condition = req.condition.trim().to_string();
     let exclusions = req.exclusions.trim().to_string();
-    if scope.is_empty() || condition.is_empty() || exclusions.is_empty() {
-        return Err(ApiError::bad_request(
-            "a proposal must state its bound: scope (what), condition (when), exclusions (what \
-             is still NOT covered) — a permission without a bound is a blank cheque",
-        ));
-    }
-    for (name, v) in [
-        ("scope", &scope),
-        ("condition", &condition),
-        ("exclusions", &exclusions),
-    ] {
-        check_len(name, v, TEXT)?;
-    }
-    crate::error::check_secrets([scope.as_str(), condition.as_str(), exclusions.as_str()])?;
+    check_bound(&scope, &condition, &exclusions)?;
     let key = req.capability_key().map_err(ApiError::bad_request)?;
     let asked = req
         .project
@@ -212,50 +199,14 @@ pub async fn propose<S: Store>(
             };
             let project = canon(tx, &project)?;
             let mut doc = load(tx.kv(KEY)?);
-            let fp = fingerprint(&scope, &condition);
-            if let Some(d) = doc.proposals.iter().find(|p| {
-                p.status == "denied"
-                    && p.project == project
-                    && fingerprint(&p.scope, &p.condition) == fp
-            }) {
-                return Ok(Err(ApiError::with(
-                    StatusCode::CONFLICT,
-                    "near-duplicate of a DENIED proposal — do not re-propose; refine the bound \
-                     or move on",
-                    json!({ "deniedId": d.id, "note": d.note, "decidedTs": d.decided_ts }),
-                )));
+            match intake(&doc, &session, &project, &scope, &condition, cap) {
+                Err(refusal) => return Ok(Err(refusal)),
+                Ok(Some(dup)) => return Ok(Ok((dup, true, Outbox::default()))),
+                Ok(None) => {}
             }
-            let pending: Vec<&Proposal> = doc
-                .proposals
-                .iter()
-                .filter(|p| p.status == "pending" && p.session == session)
-                .collect();
-            if let Some(dup) = pending
-                .iter()
-                .find(|p| p.project == project && fingerprint(&p.scope, &p.condition) == fp)
-            {
-                return Ok(Ok(((*dup).clone(), true, Outbox::default())));
-            }
-            if pending.len() >= cap {
-                let list: Vec<Value> = pending
-                    .iter()
-                    .map(|p| json!({ "id": p.id, "scope": p.scope }))
-                    .collect();
-                return Ok(Err(ApiError::with(
-                    StatusCode::CONFLICT,
-                    format!(
-                        "queue full: {}/{cap} pending for this session — withdraw one of yours \
-                         to file another",
-                        pending.len()
-                    ),
-                    json!({ "pending": list }),
-                )));
-            }
-            doc.seq += 1;
             let pr = Proposal {
-                id: doc.seq,
                 session: session.clone(),
-                project: project.clone(),
+                project,
                 scope,
                 condition,
                 exclusions,
@@ -264,22 +215,7 @@ pub async fn propose<S: Store>(
                 ts: now,
                 ..Proposal::default()
             };
-            doc.proposals.push(pr.clone());
-            if doc.proposals.len() > CAP {
-                doc.proposals.drain(..100);
-            }
-            save(tx, &doc)?;
-            let mut out = Outbox::default();
-            let mut data = json!({
-                "proposalId": pr.id,
-                "scope": pr.scope,
-                "condition": pr.condition,
-                "exclusions": pr.exclusions,
-            });
-            if !pr.key.is_empty() {
-                data["key"] = json!(pr.key);
-            }
-            out.event(tx, event(now, "proposal.filed", &project, &session, data))?;
+            let (pr, out) = file(tx, &mut doc, pr, now)?;
             Ok(Ok((pr, false, out)))
         })
         .await?;
@@ -290,6 +226,108 @@ pub async fn propose<S: Store>(
         proposal,
         dedup,
     }))
+}
+
+/// 400 unless a proposal states its whole bound (scope, condition, exclusions), each within
+/// [`TEXT`] and free of secrets.
+fn check_bound(scope: &str, condition: &str, exclusions: &str) -> ApiResult<()> {
+    if scope.is_empty() || condition.is_empty() || exclusions.is_empty() {
+        return Err(ApiError::bad_request(
+            "a proposal must state its bound: scope (what), condition (when), exclusions (what \
+             is still NOT covered) — a permission without a bound is a blank cheque",
+        ));
+    }
+    for (name, v) in [
+        ("scope", scope),
+        ("condition", condition),
+        ("exclusions", exclusions),
+    ] {
+        check_len(name, v, TEXT)?;
+    }
+    crate::error::check_secrets([scope, condition, exclusions])
+}
+
+/// Whether `session` may file this proposal on `project`, in the order checked: 409 for a
+/// near-duplicate of a denied proposal of the project, its own pending near-duplicate
+/// (`Some`: returned as a dedup), 409 when it already holds `cap` pending; `None`: file it.
+fn intake(
+    doc: &Doc,
+    session: &str,
+    project: &str,
+    scope: &str,
+    condition: &str,
+    cap: usize,
+) -> ApiResult<Option<Proposal>> {
+    let fp = fingerprint(scope, condition);
+    if let Some(d) = doc.proposals.iter().find(|p| {
+        p.status == "denied" && p.project == project && fingerprint(&p.scope, &p.condition) == fp
+    }) {
+        return Err(ApiError::with(
+            StatusCode::CONFLICT,
+            "near-duplicate of a DENIED proposal — do not re-propose; refine the bound or move \
+             on",
+            json!({ "deniedId": d.id, "note": d.note, "decidedTs": d.decided_ts }),
+        ));
+    }
+    let pending: Vec<&Proposal> = doc
+        .proposals
+        .iter()
+        .filter(|p| p.status == "pending" && p.session == session)
+        .collect();
+    if let Some(dup) = pending
+        .iter()
+        .find(|p| p.project == project && fingerprint(&p.scope, &p.condition) == fp)
+    {
+        return Ok(Some((*dup).clone()));
+    }
+    if pending.len() >= cap {
+        let list: Vec<Value> = pending
+            .iter()
+            .map(|p| json!({ "id": p.id, "scope": p.scope }))
+            .collect();
+        return Err(ApiError::with(
+            StatusCode::CONFLICT,
+            format!(
+                "queue full: {}/{cap} pending for this session — withdraw one of yours to file \
+                 another",
+                pending.len()
+            ),
+            json!({ "pending": list }),
+        ));
+    }
+    Ok(None)
+}
+
+/// Files `pr` with the next id (dropping the oldest 100 past [`CAP`]), saves the document and
+/// records `proposal.filed`, in the caller's transaction; returns the proposal as filed.
+fn file(
+    tx: &mut dyn WriteTx,
+    doc: &mut Doc,
+    mut pr: Proposal,
+    now: i64,
+) -> Result<(Proposal, Outbox), StoreError> {
+    doc.seq += 1;
+    pr.id = doc.seq;
+    doc.proposals.push(pr.clone());
+    if doc.proposals.len() > CAP {
+        doc.proposals.drain(..100);
+    }
+    save(tx, doc)?;
+    let mut out = Outbox::default();
+    let mut data = json!({
+        "proposalId": pr.id,
+        "scope": pr.scope,
+        "condition": pr.condition,
+        "exclusions": pr.exclusions,
+    });
+    if !pr.key.is_empty() {
+        data["key"] = json!(pr.key);
+    }
+    out.event(
+        tx,
+        event(now, "proposal.filed", &pr.project, &pr.session, data),
+    )?;
+    Ok((pr, out))
 }
 
 /// `GET /proposals[?project=][&status=][&session=]`.
@@ -537,4 +575,55 @@ pub async fn grants<S: Store>(
     let excess = rows.len().saturating_sub(PAGE);
     rows.drain(..excess);
     Ok(Json(GrantsReply { grants: rows }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn proposal(id: i64, session: &str, project: &str, scope: &str, status: &str) -> Proposal {
+        Proposal {
+            id,
+            session: session.into(),
+            project: project.into(),
+            scope: scope.into(),
+            condition: "when asked".into(),
+            status: status.into(),
+            ..Proposal::default()
+        }
+    }
+
+    #[test]
+    fn intake_refuses_denied_dedups_pending_and_caps_the_queue() {
+        let doc = Doc {
+            seq: 4,
+            proposals: vec![
+                proposal(1, "a:p", "p", "push to main", "denied"),
+                proposal(2, "a:p", "p", "run the bench", "pending"),
+                proposal(3, "a:p", "q", "open ports", "pending"),
+                proposal(4, "b:p", "p", "read logs", "pending"),
+            ],
+        };
+        let verdict = |session: &str, project: &str, scope: &str, cap: usize| match intake(
+            &doc,
+            session,
+            project,
+            scope,
+            "When, asked!",
+            cap,
+        ) {
+            Err(e) => format!("{} {}", e.status.as_u16(), e.body["error"]),
+            Ok(Some(dup)) => format!("dedup #{}", dup.id),
+            Ok(None) => "file".to_string(),
+        };
+        let denied = "409 \"near-duplicate of a DENIED proposal";
+        assert!(verdict("b:p", "p", "Push to  main.", 9).starts_with(denied));
+        assert_eq!(verdict("b:p", "q", "push to main", 9), "file");
+        assert_eq!(verdict("a:p", "p", "run the bench", 9), "dedup #2");
+        assert_eq!(verdict("a:p", "p", "run the bench", 1), "dedup #2");
+        assert!(verdict("a:p", "p", "other", 2).starts_with("409 \"queue full: 2/2"));
+        assert_eq!(verdict("a:p", "p", "other", 3), "file");
+        let full = verdict("c:p", "p", "read logs", 0);
+        assert!(full.starts_with("409 \"queue full: 0/0"), "{full}");
+    }
 }

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use trantor_proto::lanes::ProjectRow;
 use trantor_proto::{ClientError, HubClient, now_ms};
 
 /// The scheme of every resource this server serves.
@@ -250,13 +251,9 @@ impl Relay {
         ErrorData::internal_error(self.hub_error(e), None)
     }
 
-    async fn projects(&self) -> Result<Vec<Value>, ErrorData> {
-        let v: Value = self
-            .hub
-            .get("/projects", &[])
-            .await
-            .map_err(|e| self.rpc_error(e))?;
-        Ok(v["projects"].as_array().cloned().unwrap_or_default())
+    async fn projects(&self) -> Result<Vec<ProjectRow>, ErrorData> {
+        let reply = self.hub.projects().await.map_err(|e| self.rpc_error(e))?;
+        Ok(reply.projects)
     }
 
     /// `resources/list`: every project's board and brief, this session's open cards and the
@@ -264,15 +261,16 @@ impl Relay {
     pub async fn resource_list(&self) -> Result<ListResourcesResult, ErrorData> {
         let mut out = Vec::new();
         for p in self.projects().await? {
-            let Some(name) = p["project"].as_str().filter(|n| !n.starts_with('(')) else {
+            let name = p.project.as_str();
+            if name.starts_with('(') {
                 continue;
-            };
+            }
             out.push(
                 Resource::new(Uri::Board(name.into()).render(), format!("board {name}"))
                     .with_title(format!("The {name} board"))
                     .with_mime_type("text/plain"),
             );
-            if p["brief"].as_str().is_some_and(|b| !b.is_empty()) {
+            if !p.brief.is_empty() {
                 out.push(
                     Resource::new(Uri::Brief(name.into()).render(), format!("brief {name}"))
                         .with_title(format!("The {name} brief"))
@@ -318,9 +316,9 @@ impl Relay {
                 let all = self.projects().await?;
                 let row = all
                     .iter()
-                    .find(|p| p["project"].as_str() == Some(project.as_str()))
+                    .find(|p| p.project == project)
                     .ok_or_else(|| not_found(uri))?;
-                let brief = row["brief"].as_str().unwrap_or("").trim();
+                let brief = row.brief.trim();
                 let body = if brief.is_empty() {
                     format!("{project} has no brief yet (set one with relay_project_brief)")
                 } else {
@@ -609,11 +607,8 @@ impl Relay {
             }
             Some("project") => {
                 for p in self.projects().await? {
-                    if let Some(n) = p["project"].as_str()
-                        && !n.starts_with('(')
-                        && n.starts_with(prefix)
-                    {
-                        values.insert(n.to_string());
+                    if !p.project.starts_with('(') && p.project.starts_with(prefix) {
+                        values.insert(p.project);
                     }
                 }
             }

@@ -301,7 +301,7 @@ impl Seat {
         tracing::warn!("card #{card}: {note}");
         let req = TaskUpdateRequest {
             id: card,
-            status: Some("blocked".into()),
+            status: Some(trantor_proto::CardStatus::Blocked),
             note: Some(note.clone()),
             by: Some(self.cfg.session.clone()),
             ..Default::default()

@@ -1,0 +1,471 @@
+//! What `trantor bench hub` shares with its PostgreSQL and scaling runs: the options, the
+//! sizes, the `/send` load generator and the measurements of a running hub (throughput, the
+//! bare-route ceiling, wake latency, a timed restart).
+
+use super::http::Http;
+use super::hub_proc::{CpuWindow, HubProc, TempDir, field_i64, health, self_cpu_ns};
+use super::{Row, Table};
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Options of `trantor bench hub`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct HubBenchArgs {
+    /// Fewer samples and smaller data sets (a smoke run, not the published numbers).
+    #[arg(long)]
+    pub quick: bool,
+    /// Also write the report (markdown) to this file.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Run only these measurements (comma-separated: wake, idle, throughput, loss, rss,
+    /// polls, delivery, restart); all by default.
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// Measure hubs on PostgreSQL instead: a `postgres://` URL of a server (the benchmark
+    /// creates and drops a scratch database there): /send throughput and wake latency within
+    /// one hub and across two hubs on one database.
+    #[arg(long)]
+    pub store: Option<String>,
+    /// Instead of the bars: each read route's latency at 1k / 100k / 1M stored messages
+    /// (+10,000 cards), and with one session holding 1,000 / 200,000 messages in the 24-h
+    /// window, on stores seeded directly (docs/bench-hub.md; `--only window` or `--only sizes`
+    /// runs one of the two tables).
+    #[arg(long)]
+    pub scaling: bool,
+    /// Held polls for the held-poll rows (`polls`; default 10,000). Each is a connection of
+    /// the bench and one of the hub, so the hard open-file limit must allow twice this many
+    /// (`prlimit --nofile=N:N trantor bench hub …`); beyond 20,000 the bench connects from
+    /// several loopback source addresses (127.0.0.x).
+    #[arg(long)]
+    pub held_polls: Option<usize>,
+}
+
+impl HubBenchArgs {
+    /// Whether a measurement was asked for (`--only`; every one when it is empty).
+    pub(super) fn wants(&self, name: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|o| o == name)
+    }
+}
+
+/// How much of everything to do.
+pub(super) struct Sizes {
+    pub(super) wake_samples: usize,
+    pub(super) idle_pollers: usize,
+    pub(super) idle_secs: u64,
+    pub(super) throughput_clients: usize,
+    pub(super) throughput_secs: u64,
+    pub(super) burst: usize,
+    pub(super) rss_messages: i64,
+    pub(super) restart_messages: usize,
+    pub(super) held_polls: usize,
+    pub(super) wake_idle_polls: usize,
+    pub(super) wake_rate: u64,
+}
+
+impl Sizes {
+    pub(super) fn new(quick: bool) -> Sizes {
+        if quick {
+            Sizes {
+                wake_samples: 200,
+                idle_pollers: 50,
+                idle_secs: 3,
+                throughput_clients: 16,
+                throughput_secs: 2,
+                burst: 12_000,
+                rss_messages: 20_000,
+                restart_messages: 100_000,
+                held_polls: 2_000,
+                wake_idle_polls: 1_000,
+                wake_rate: 1_000,
+            }
+        } else {
+            Sizes {
+                wake_samples: 1_000,
+                idle_pollers: 50,
+                idle_secs: 30,
+                throughput_clients: 16,
+                throughput_secs: 5,
+                burst: 12_000,
+                rss_messages: 100_000,
+                restart_messages: 1_000_000,
+                held_polls: 10_000,
+                wake_idle_polls: 1_000,
+                wake_rate: 1_000,
+            }
+        }
+    }
+}
+
+/// Wake latency from a `/send` to `send_port` to the return of the `/poll` held on
+/// `poll_port` (another hub on the same database, or the same one), µs, sorted; `others_held`
+/// polls are held on `poll_port` besides the one timed.
+pub(super) async fn wake_between(
+    send_port: u16,
+    poll_port: u16,
+    session: &str,
+    samples: usize,
+    others_held: i64,
+) -> Result<Vec<f64>> {
+    let mut sender = Http::connect(send_port).await?;
+    let mut watcher = Http::connect(poll_port).await?;
+    let mut poller = Some(Http::connect(poll_port).await?);
+    let mut cursor = 0i64;
+    let mut out = Vec::with_capacity(samples);
+    for i in 0..samples {
+        let mut p = poller.take().context("poller connection lost")?;
+        let path = format!("/poll?session={session}&since={cursor}&wait=30");
+        let held = tokio::spawn(async move {
+            let r = p.get(&path).await;
+            let at = Instant::now();
+            (p, r, at)
+        });
+        // Send only once the poll is held, so what is timed is a wake, not a first read.
+        let start = Instant::now();
+        loop {
+            let h = health(&mut watcher).await?;
+            if h["pollsHeld"].as_i64().unwrap_or(0) > others_held {
+                break;
+            }
+            if start.elapsed() > Duration::from_secs(5) {
+                bail!("the poll was never held");
+            }
+            tokio::task::yield_now().await;
+        }
+        tokio::time::sleep(Duration::from_micros(300)).await;
+        let body = json!({"from": "bench-sender", "to": session, "text": format!("wake {i}")});
+        let reply = sender.post("/send", &body.to_string()).await?;
+        let sent_at = Instant::now();
+        let id = field_i64(&reply.json()?, "id")?;
+        let (p, r, got_at) = held.await.context("poller task failed")?;
+        let page = r?.json()?;
+        let ids: Vec<i64> = page["messages"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|m| m["id"].as_i64()).collect())
+            .unwrap_or_default();
+        if !ids.contains(&id) {
+            bail!("poll reply {page} lacks message {id}");
+        }
+        cursor = field_i64(&page, "cursor")?;
+        out.push(got_at.saturating_duration_since(sent_at).as_secs_f64() * 1e6);
+        poller = Some(p);
+    }
+    out.sort_by(f64::total_cmp);
+    Ok(out)
+}
+
+/// Send as fast as `clients` connections can for `secs` (or, with `per_client_limit`, that
+/// many each); each client writes to the next one's session. Returns (sends, seconds).
+pub(super) async fn send_load(
+    port: u16,
+    clients: usize,
+    secs: u64,
+    per_client_limit: Option<usize>,
+) -> Result<(usize, f64)> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..clients {
+        let mut c = Http::connect(port).await?;
+        let to = (i + 1) % clients;
+        tasks.push(tokio::spawn(async move {
+            let mut sent = 0usize;
+            let text = LOAD_TEXT;
+            loop {
+                if per_client_limit.is_some_and(|l| sent >= l)
+                    || (per_client_limit.is_none() && Instant::now() >= deadline)
+                {
+                    break;
+                }
+                let body = json!({"from": format!("bench-c{i}"), "to": format!("bench-c{to}"),
+                                  "text": text});
+                let r = c.post("/send", &body.to_string()).await?;
+                if r.status != 200 {
+                    bail!(
+                        "/send: HTTP {}: {}",
+                        r.status,
+                        String::from_utf8_lossy(&r.body)
+                    );
+                }
+                sent += 1;
+            }
+            anyhow::Ok(sent)
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.context("sender task failed")??;
+    }
+    Ok((total, start.elapsed().as_secs_f64()))
+}
+
+/// The text every throughput `/send` carries (the built-in client and wrk send the same body).
+pub(super) const LOAD_TEXT: &str = "a benchmark message of roughly the size agents send each other: \
+                         status, a question, a pointer to card #12 and a file path";
+
+/// The load generator of the throughput rows.
+#[derive(Debug, Clone)]
+pub(super) enum LoadGen {
+    /// `wrk` (found on `PATH`): C, epoll, one keep-alive connection per client, pipelining off;
+    /// a Lua `request()` cycles through 16 prebuilt requests.
+    Wrk(PathBuf),
+    /// The built-in client ([`send_load`]): one tokio task and raw connection per client.
+    Builtin,
+}
+
+impl LoadGen {
+    /// `wrk` when it is installed, else the built-in client.
+    pub(super) fn detect() -> LoadGen {
+        std::env::var_os("PATH")
+            .into_iter()
+            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .map(|d| d.join("wrk"))
+            .find(|p| p.is_file())
+            .map_or(LoadGen::Builtin, LoadGen::Wrk)
+    }
+
+    pub(super) fn describe(&self) -> String {
+        match self {
+            LoadGen::Wrk(p) => format!("wrk ({}), 2 threads", p.display()),
+            LoadGen::Builtin => "the built-in client (wrk not installed)".into(),
+        }
+    }
+}
+
+/// CPU used by waited-for children of this process, ns (`getrusage(RUSAGE_CHILDREN)`).
+fn children_cpu_ns() -> Result<u64> {
+    let u = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+        .context("getrusage")?;
+    let us =
+        |t: nix::sys::time::TimeVal| i128::from(t.tv_sec()) * 1_000_000 + i128::from(t.tv_usec());
+    u64::try_from((us(u.user_time()) + us(u.system_time())) * 1_000).context("negative CPU time")
+}
+
+/// Run wrk against `POST /send` with `clients` connections for `secs`: client *i* writes to
+/// client *i+1*'s session. Returns (requests, seconds, wrk's CPU ns). Fails on any non-2xx
+/// reply or socket error.
+async fn wrk_send(wrk: &Path, port: u16, clients: usize, secs: u64) -> Result<(usize, f64, u64)> {
+    let dir = TempDir::new("wrk")?;
+    let script = dir.path().join("send.lua");
+    let lua = format!(
+        r#"local reqs = {{}}
+local n = 0
+init = function(args)
+  for k = 0, {last} do
+    local body = string.format('{{"from":"bench-c%d","to":"bench-c%d","text":"{text}"}}', k, (k + 1) % {clients})
+    reqs[k + 1] = wrk.format("POST", "/send", {{["Content-Type"] = "application/json"}}, body)
+  end
+end
+request = function()
+  n = n % {clients} + 1
+  return reqs[n]
+end
+"#,
+        last = clients - 1,
+        text = LOAD_TEXT,
+    );
+    std::fs::write(&script, lua).context("cannot write the wrk script")?;
+    let before = children_cpu_ns()?;
+    let out = tokio::process::Command::new(wrk)
+        .args([
+            "-t",
+            "2",
+            "-c",
+            &clients.to_string(),
+            "-d",
+            &format!("{secs}s"),
+        ])
+        .args(["--timeout", "10s", "-s"])
+        .arg(&script)
+        .arg(format!("http://127.0.0.1:{port}/send"))
+        .output()
+        .await
+        .context("cannot run wrk")?;
+    let cpu = children_cpu_ns()?
+        .checked_sub(before)
+        .context("children CPU went backwards")?;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    if !out.status.success() {
+        bail!(
+            "wrk failed ({}): {text}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    if let Some(line) = text
+        .lines()
+        .find(|l| l.contains("Non-2xx") || l.contains("Socket errors"))
+    {
+        bail!("wrk saw failures: {line}\n{text}");
+    }
+    // "  123456 requests in 5.00s, 12.34MB read"
+    let line = text
+        .lines()
+        .find(|l| l.contains(" requests in "))
+        .with_context(|| format!("no request count in wrk's output:\n{text}"))?;
+    let mut words = line.split_whitespace();
+    let requests: usize = words
+        .next()
+        .and_then(|w| w.parse().ok())
+        .with_context(|| format!("odd wrk line {line:?}"))?;
+    let secs: f64 = line
+        .split(" requests in ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|d| parse_wrk_duration(d.trim()))
+        .with_context(|| format!("odd wrk duration in {line:?}"))?;
+    Ok((requests, secs, cpu))
+}
+
+/// wrk's durations: `5.00s`, `812.34ms`, `1.02m`.
+fn parse_wrk_duration(d: &str) -> Option<f64> {
+    if let Some(v) = d.strip_suffix("ms") {
+        v.parse::<f64>().ok().map(|v| v / 1e3)
+    } else if let Some(v) = d.strip_suffix("us") {
+        v.parse::<f64>().ok().map(|v| v / 1e6)
+    } else if let Some(v) = d.strip_suffix('s') {
+        v.parse().ok()
+    } else if let Some(v) = d.strip_suffix('m') {
+        v.parse::<f64>().ok().map(|v| v * 60.0)
+    } else {
+        None
+    }
+}
+
+/// One throughput window: the rate and the CPU both sides used for it.
+pub(super) struct Throughput {
+    pub(super) secs: f64,
+    pub(super) rate: f64,
+    /// Server CPU per request, µs, and cores busy (CPU / wall).
+    pub(super) hub_us: f64,
+    hub_cores: f64,
+    /// Load generator CPU per request, µs, and cores busy.
+    client_us: f64,
+    client_cores: f64,
+}
+
+impl Throughput {
+    pub(super) fn cpu_text(&self) -> String {
+        format!(
+            "server {:.1} µs ({:.2} cores busy) / load generator {:.1} µs ({:.2} cores busy)",
+            self.hub_us, self.hub_cores, self.client_us, self.client_cores
+        )
+    }
+}
+
+/// Throughput (3): `/send` as fast as the load generator goes, with the server's CPU (its
+/// process clock) and the generator's CPU (wrk: `RUSAGE_CHILDREN`; built-in: this process)
+/// over the same window.
+pub(super) async fn throughput(
+    port: u16,
+    pid: u32,
+    sizes: &Sizes,
+    load: &LoadGen,
+) -> Result<Throughput> {
+    let hub_w = CpuWindow::start(pid)?;
+    let (sends, secs, client) = match load {
+        LoadGen::Wrk(wrk) => {
+            wrk_send(wrk, port, sizes.throughput_clients, sizes.throughput_secs).await?
+        }
+        LoadGen::Builtin => {
+            let client0 = self_cpu_ns()?;
+            let (sends, secs) =
+                send_load(port, sizes.throughput_clients, sizes.throughput_secs, None).await?;
+            let client = self_cpu_ns()?
+                .checked_sub(client0)
+                .context("this process's CPU time went backwards")?;
+            (sends, secs, client)
+        }
+    };
+    let (hub_cpu, _, wall) = hub_w.end()?;
+    let n = sends.max(1) as f64;
+    let client = client as f64;
+    Ok(Throughput {
+        secs,
+        rate: sends as f64 / secs,
+        hub_us: hub_cpu as f64 / 1e3 / n,
+        hub_cores: hub_cpu as f64 / wall as f64,
+        client_us: client / 1e3 / n,
+        client_cores: client / wall as f64,
+    })
+}
+
+/// The bare-route ceiling (the same load against a bare route on the same server stack, started
+/// for it and stopped after), with its row in `table`.
+pub(super) async fn ceiling(
+    sizes: &Sizes,
+    load: &LoadGen,
+    table: &mut Table,
+) -> Result<Throughput> {
+    eprintln!("bench: bare-route ceiling…");
+    let home = TempDir::new("ceiling")?;
+    let mut server = HubProc::spawn_ceiling(home.path())?;
+    server
+        .wait_healthy(Instant::now(), Duration::from_secs(20))
+        .await?;
+    let c = throughput(server.port, server.pid(), sizes, load).await?;
+    server.stop()?;
+    table.row(Row::info(
+        format!(
+            "ceiling: bare route (same accept loop, same body decoded, nothing stored), {:.1} s",
+            c.secs
+        ),
+        format!("{:.0} requests/s", c.rate),
+    ));
+    Ok(c)
+}
+
+/// A hub restarted on a filled store, timed from its spawn.
+pub(super) struct Restarted {
+    /// The hub, still running.
+    pub(super) hub: HubProc,
+    /// The connection the newest message was read through.
+    pub(super) conn: Http,
+    /// Spawn → first `/health` 200.
+    pub(super) ready: Duration,
+    /// Spawn → first read that returned the newest message.
+    pub(super) read_newest: Duration,
+    /// The message count `/health` gave right after that read.
+    pub(super) stored: i64,
+}
+
+/// Start a hub with `spawn` and time it to its first `/health` 200 and to the first read that
+/// returns message `newest` (a row read, not a status page: the inbox of its recipient
+/// `newest_to` after the id just before it); 60 s at most each.
+pub(super) async fn restarted(
+    spawn: impl FnOnce() -> Result<HubProc>,
+    newest_to: &str,
+    newest: i64,
+) -> Result<Restarted> {
+    let t0 = Instant::now();
+    let mut hub = spawn()?;
+    let ready = hub.wait_healthy(t0, Duration::from_secs(60)).await?;
+    let mut conn = Http::connect(hub.port).await?;
+    let read_newest = loop {
+        let page = conn
+            .get(&format!(
+                "/inbox?session={newest_to}&since={}&peek=1",
+                newest - 1
+            ))
+            .await?
+            .json()?;
+        let got = page["messages"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|m| m["id"].as_i64() == Some(newest)));
+        if got {
+            break t0.elapsed();
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            bail!("the newest message #{newest} was not readable 60 s after the restart");
+        }
+    };
+    let stored = field_i64(&health(&mut conn).await?, "messages")?;
+    Ok(Restarted {
+        hub,
+        conn,
+        ready,
+        read_newest,
+        stored,
+    })
+}

@@ -88,7 +88,7 @@ pub fn mask_url(url: &str) -> String {
 }
 
 /// Percent-encode a query value: every byte but the unreserved ones (`A-Z a-z 0-9 - _ . ~`,
-/// RFC 3986 §2.3) becomes `%XX`.
+/// the unreserved set of RFC 3986) becomes `%XX`.
 pub fn url_encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {

@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use trantor_testkit::layers::{crate_paths, paths_after};
 
 /// The layers from the top, each with its modules from the top: a module may name its own
 /// module and any listed after it (in its layer or a lower one).
@@ -36,133 +37,14 @@ fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("read the source folder") {
-        let path = entry.expect("a folder entry").path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
-/// Every source file but `lib.rs` (the root, which wires every module together), relative to
-/// `src`, with its text.
+/// Every source file but `lib.rs`, relative to `src`, with its text.
 fn sources() -> Vec<(PathBuf, String)> {
-    let root = src();
-    let mut files = Vec::new();
-    rust_files(&root, &mut files);
-    files.sort();
-    files
-        .into_iter()
-        .filter_map(|path| {
-            let rel = path.strip_prefix(&root).expect("under src").to_path_buf();
-            (rel != Path::new("lib.rs")).then(|| {
-                (
-                    rel,
-                    std::fs::read_to_string(&path).expect("read a source file"),
-                )
-            })
-        })
-        .collect()
-}
-
-/// The module a source file belongs to: its first folder, or its own name for a top-level file.
-fn module_of(rel: &Path) -> String {
-    let first = rel.components().next().expect("a relative path");
-    let first = first.as_os_str().to_string_lossy();
-    first.strip_suffix(".rs").unwrap_or(&first).to_string()
-}
-
-fn is_ident(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '_'
-}
-
-/// Every `<prefix>…` path in one file's code (comments dropped): (line, each first segment that
-/// follows the prefix; for a group `{a, b::c}` each of its top-level names, and `{` first).
-fn paths_after(text: &str, prefix: &str) -> Vec<(usize, String)> {
-    let mut found = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let code = line.split("//").next().unwrap_or("");
-        let mut rest = code;
-        let mut offset = 0;
-        while let Some(at) = rest.find(prefix) {
-            let before = code[..offset + at].chars().next_back();
-            let after = &rest[at + prefix.len()..];
-            if !before.is_some_and(|c| is_ident(c) || c == '$' || c == ':') {
-                if let Some(group) = after.strip_prefix('{') {
-                    found.push((i + 1, "{".to_string()));
-                    let mut depth = 0;
-                    let mut start = true;
-                    for (j, c) in group.char_indices() {
-                        match c {
-                            '{' => depth += 1,
-                            '}' if depth == 0 => break,
-                            '}' => depth -= 1,
-                            ',' if depth == 0 => start = true,
-                            c if start && is_ident(c) => {
-                                start = false;
-                                let name: String =
-                                    group[j..].chars().take_while(|&c| is_ident(c)).collect();
-                                found.push((i + 1, name));
-                            }
-                            c if !c.is_whitespace() => start = false,
-                            _ => {}
-                        }
-                    }
-                } else {
-                    let segment: String = after.chars().take_while(|&c| is_ident(c)).collect();
-                    found.push((i + 1, segment));
-                }
-            }
-            offset += at + prefix.len();
-            rest = after;
-        }
-    }
-    found
-}
-
-/// The first segment of every `crate::…` path (a group is `{`).
-fn crate_paths(text: &str) -> Vec<(usize, String)> {
-    let mut found: Vec<(usize, String)> = Vec::new();
-    for (line, seg) in paths_after(text, "crate::") {
-        // A group's members follow its `{`: the `{` alone is the finding.
-        if found.last().is_some_and(|(l, s)| *l == line && s == "{") && seg != "{" {
-            continue;
-        }
-        found.push((line, seg));
-    }
-    found
+    trantor_testkit::layers::sources(&src())
 }
 
 /// Every violation of the module order, one line each.
 fn violations(files: &[(PathBuf, String)]) -> Vec<String> {
-    let order = modules();
-    let mut bad = Vec::new();
-    for (rel, text) in files {
-        let module = module_of(rel);
-        let Some(mine) = order.iter().position(|m| *m == module) else {
-            bad.push(format!(
-                "{}: `{module}` is in no layer of LAYERS",
-                rel.display()
-            ));
-            continue;
-        };
-        for (line, segment) in crate_paths(text) {
-            let at = format!("{}:{line}", rel.display());
-            match order.iter().position(|m| *m == segment) {
-                None => bad.push(format!(
-                    "{at}: `crate::{segment}` does not name a module (name it: crate::<module>::…)"
-                )),
-                Some(theirs) if theirs < mine => bad.push(format!(
-                    "{at}: `{module}` imports from `{segment}`, a module above it"
-                )),
-                Some(_) => {}
-            }
-        }
-    }
-    bad
+    trantor_testkit::layers::order_violations(files, &modules(), "module")
 }
 
 /// The sibling files each file of a folder names (`super::x`, `crate::<folder>::x`), by folder.

@@ -5,6 +5,7 @@
 //! must list the same layers in the same order.
 
 use std::path::{Path, PathBuf};
+use trantor_testkit::layers::crate_paths;
 
 /// The layers, from the top: a module may name its own layer and any after it here.
 const LAYERS: &[&str] = &[
@@ -21,89 +22,10 @@ fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("read the source folder") {
-        let path = entry.expect("a folder entry").path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
-/// The layer a source file belongs to: its first folder, or its own name for a top-level file.
-fn layer_of(rel: &Path) -> String {
-    let first = rel.components().next().expect("a relative path");
-    let first = first.as_os_str().to_string_lossy();
-    first.strip_suffix(".rs").unwrap_or(&first).to_string()
-}
-
-fn is_ident(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '_'
-}
-
-/// Every `crate::…` path in one file's code (comments dropped): (line, what follows `crate::`,
-/// up to the end of the first segment; `{` for a group).
-fn crate_paths(text: &str) -> Vec<(usize, String)> {
-    let mut found = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let code = line.split("//").next().unwrap_or("");
-        let mut rest = code;
-        let mut offset = 0;
-        while let Some(at) = rest.find("crate::") {
-            let before = code[..offset + at].chars().next_back();
-            let after = &rest[at + "crate::".len()..];
-            if !before.is_some_and(|c| is_ident(c) || c == '$') {
-                let segment: String = if after.starts_with('{') {
-                    "{".to_string()
-                } else {
-                    after.chars().take_while(|&c| is_ident(c)).collect()
-                };
-                found.push((i + 1, segment));
-            }
-            offset += at + "crate::".len();
-            rest = after;
-        }
-    }
-    found
-}
-
 /// Every violation in the runner's sources, one line each.
 fn violations() -> Vec<String> {
-    let root = src();
-    let mut files = Vec::new();
-    rust_files(&root, &mut files);
-    files.sort();
-    let mut bad = Vec::new();
-    for path in files {
-        let rel = path.strip_prefix(&root).expect("under src");
-        if rel == Path::new("lib.rs") {
-            continue;
-        }
-        let layer = layer_of(rel);
-        let Some(mine) = LAYERS.iter().position(|l| *l == layer) else {
-            bad.push(format!(
-                "{}: `{layer}` is in no layer of LAYERS",
-                rel.display()
-            ));
-            continue;
-        };
-        let text = std::fs::read_to_string(&path).expect("read a source file");
-        for (line, segment) in crate_paths(&text) {
-            let at = format!("{}:{line}", rel.display());
-            match LAYERS.iter().position(|l| *l == segment) {
-                None => bad.push(format!(
-                    "{at}: `crate::{segment}` does not name a layer (name it: crate::<layer>::…)"
-                )),
-                Some(theirs) if theirs < mine => bad.push(format!(
-                    "{at}: `{layer}` imports from `{segment}`, a layer above it"
-                )),
-                Some(_) => {}
-            }
-        }
-    }
-    bad
+    let files = trantor_testkit::layers::sources(&src());
+    trantor_testkit::layers::order_violations(&files, LAYERS, "layer")
 }
 
 #[test]

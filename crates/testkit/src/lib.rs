@@ -12,6 +12,7 @@
 //! wait      wait_until(): a condition polled until a deadline (never a fixed sleep)
 //! process   GroupChild (a process group killed on drop), bounded waits, stray-process cleanup
 //! git       a scratch repository for drills
+//! layers    the import scanner of the hub's and the runner's layer tests
 //! prereq    a missing tool skips visibly on a developer machine and fails under CI
 //! ```
 //!
@@ -21,6 +22,7 @@
 mod git;
 mod http;
 mod hub;
+pub mod layers;
 mod prereq;
 mod process;
 mod wait;

@@ -79,6 +79,13 @@ pub fn load(v: Option<Value>) -> GatesDoc {
         .unwrap_or_default()
 }
 
+/// Write the gates document; a document that cannot be encoded fails the write (it never
+/// replaces the stored one with `null`).
+pub fn save(tx: &mut dyn trantor_store::WriteTx, doc: &GatesDoc) -> Result<(), StoreError> {
+    let v = serde_json::to_value(doc).map_err(|e| StoreError::db_from("verify gates", e))?;
+    tx.set_kv(GATES_KEY, &v)
+}
+
 /// The open gate holding `card`, if any (for the done refusal).
 pub fn open_gate_for_card(
     tx: &(impl trantor_store::ReadTx + ?Sized),

@@ -5,13 +5,13 @@
 //! to a card makes `/task/update` refuse that card's move to done (409 naming the gate);
 //! docs/protocol.md §9.5.
 
-use crate::domain::gates::{GATES_KEY, is_resolution, load};
+use crate::domain::gates::{GATES_KEY, is_resolution, load, save};
 use crate::error::{ApiError, ApiResult, check_len, check_opt};
 use crate::extract::{JsonBody, Params};
 use crate::state::{AppState, Outbox, event};
 use axum::Json;
 use axum::extract::State;
-use serde_json::{Value, json};
+use serde_json::json;
 use trantor_proto::{
     VerifyGate, VerifyGateReply, VerifyGateRequest, VerifyGatesReply, limits, now_ms,
 };
@@ -77,16 +77,12 @@ async fn resolve<S: Store>(
     let note = req.note.unwrap_or_default();
     crate::error::check_secrets([note.as_str()])?;
     let got = hub
-        .store
         .write(move |tx| {
             let mut doc = load(tx.kv(GATES_KEY)?);
             let Some(out) = doc.resolve(id, &project, status, &by, &note, now) else {
                 return Ok(None);
             };
-            tx.set_kv(
-                GATES_KEY,
-                &serde_json::to_value(&doc).unwrap_or(Value::Null),
-            )?;
+            save(tx, &doc)?;
             let mut events = Outbox::default();
             events.event(
                 tx,
@@ -140,7 +136,6 @@ async fn open<S: Store>(
     crate::error::check_secrets([claim.as_str(), why.as_str(), how.as_str()])?;
     let card = req.card.filter(|c| *c > 0);
     let (gate, dedup, events) = hub
-        .store
         .write(move |tx| {
             let mut doc = load(tx.kv(GATES_KEY)?);
             if let Some(g) = doc.open_with_claim(&project, &claim) {
@@ -157,10 +152,7 @@ async fn open<S: Store>(
                 card,
                 ..Default::default()
             });
-            tx.set_kv(
-                GATES_KEY,
-                &serde_json::to_value(&doc).unwrap_or(Value::Null),
-            )?;
+            save(tx, &doc)?;
             let mut events = Outbox::default();
             events.event(
                 tx,

@@ -7,11 +7,11 @@
 //! own hooks — stays as it was, in its order. A change is backed up first; a run that would
 //! change nothing writes nothing.
 
-use super::connect::{
+use super::hook::Event;
+use super::wiring::{
     Format, OJson, Target, Wiring, inspect, json_entry, ostr, read_json, read_toml,
     write_with_backup,
 };
-use super::hook::Event;
 use std::path::{Path, PathBuf};
 
 /// Seconds Claude Code gives one hook before cancelling it (our own cap is shorter).

@@ -60,6 +60,7 @@ mod trace;
 mod ui;
 mod up;
 mod watch;
+mod wiring;
 
 use std::process::ExitCode;
 use trantor_mcp::{Identity, Overrides};

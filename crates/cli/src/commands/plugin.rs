@@ -18,7 +18,7 @@
 //! while the plugin is enabled. `remove` uninstalls the plugin, forgets the marketplace and
 //! deletes the directory. Both are idempotent.
 
-use super::connect::{OJson, our_command, read_json};
+use super::wiring::{OJson, our_command, read_json};
 use super::{find_on_path, print_json, usage};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -447,7 +447,7 @@ pub(crate) async fn install(a: PluginArgs) -> anyhow::Result<ExitCode> {
             detail: format!("{detail} — the plugin runs them now"),
         });
     }
-    if let Some(t) = super::connect::targets(&home)
+    if let Some(t) = super::wiring::targets(&home)
         .into_iter()
         .find(|t| t.name == "claude")
     {

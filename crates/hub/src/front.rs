@@ -142,16 +142,10 @@ pub async fn drive(mut hold: Box<dyn Hold>, io: Option<&TcpStream>) -> Option<Re
 /// costs; so serving requests ([`serve_until_held`]) is a boxed future, freed when a request
 /// turns out to be a held poll, and writing the reply is boxed too: during the hold the task
 /// keeps only the connection, the [`Hold`] and [`drive`]'s wait.
-pub(crate) async fn serve_plain(
-    io: TcpStream,
-    app: axum::Router,
-    header_timeout: Duration,
-    mut stop: watch::Receiver<bool>,
-    slot: Arc<ConnSlot>,
-) {
+pub(crate) async fn serve_plain(io: TcpStream, front: Arc<Front>, slot: Arc<ConnSlot>) {
     let (mut io, mut buf) = (io, Vec::new());
     loop {
-        let serving = serve_until_held(io, buf, &app, header_timeout, &mut stop, &slot);
+        let serving = serve_until_held(io, buf, &front, &slot);
         let Some(held) = Box::pin(serving).await else {
             return;
         };
@@ -170,10 +164,21 @@ pub(crate) async fn serve_plain(
         };
         let keep = Box::pin(write_reply(&mut io, Box::new(resp), close)).await;
         drop(busy);
-        if !keep || *stop.borrow() {
+        if !keep || *front.stop.borrow() {
             return;
         }
     }
+}
+
+/// What every connection of one accept loop shares: one allocation, not a copy per
+/// connection (a held poll's task keeps one pointer to it).
+pub(crate) struct Front {
+    /// The router every request runs through.
+    pub(crate) app: axum::Router,
+    /// How long a request head (and a TLS handshake) may take; an idle keep-alive ends then.
+    pub(crate) header_timeout: Duration,
+    /// Flips to true when the hub stops.
+    pub(crate) stop: watch::Receiver<bool>,
 }
 
 /// A connection whose request is a held poll: what the hold's wait keeps.
@@ -193,11 +198,11 @@ struct Held {
 async fn serve_until_held(
     mut io: TcpStream,
     mut buf: Vec<u8>,
-    app: &axum::Router,
-    header_timeout: Duration,
-    stop: &mut watch::Receiver<bool>,
+    front: &Front,
     slot: &Arc<ConnSlot>,
 ) -> Option<Box<Held>> {
+    let (app, header_timeout) = (&front.app, front.header_timeout);
+    let stop = &mut front.stop.clone();
     loop {
         let head = Box::pin(next_head(&mut io, &mut buf, header_timeout, stop, slot)).await;
         match head {

@@ -329,6 +329,11 @@ async fn accept_loop(
     stop_tx: &watch::Sender<bool>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
+    let front = Arc::new(front::Front {
+        app,
+        header_timeout,
+        stop: stop_tx.subscribe(),
+    });
     let gauge = Arc::new(ConnGauge::default());
     let conns = Arc::new(Conns::default());
     // Every connection task holds a clone; `recv` returns `None` once all have ended.
@@ -360,8 +365,7 @@ async fn accept_loop(
             continue;
         }
         let _ = stream.set_nodelay(true);
-        let app = app.clone();
-        let stop = stop_tx.subscribe();
+        let front = front.clone();
         let alive = alive_tx.clone();
         let tls = tls.clone();
         let gauge = gauge.clone();
@@ -372,14 +376,17 @@ async fn accept_loop(
             let _alive = alive;
             let _registered = Registered { conns, key };
             match tls {
-                None => front::serve_plain(stream, app, header_timeout, stop, slot).await,
+                None => front::serve_plain(stream, front, slot).await,
                 // Boxed: the TLS session is large, and an inline branch would make every plain
                 // connection's task (a held poll's, too) as large as a TLS one.
                 Some(tls) => {
                     Box::pin(async move {
                         // The handshake gets the same deadline as a request head.
                         match tokio::time::timeout(header_timeout, tls.accept(stream)).await {
-                            Ok(Ok(s)) => serve_conn(s, app, header_timeout, stop, slot).await,
+                            Ok(Ok(s)) => {
+                                let (app, stop) = (front.app.clone(), front.stop.clone());
+                                serve_conn(s, app, front.header_timeout, stop, slot).await
+                            }
                             Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
                             Err(_) => tracing::debug!("TLS handshake timed out"),
                         }

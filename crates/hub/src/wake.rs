@@ -1,7 +1,7 @@
 //! The wake registry: a held `/poll` returns the moment a message deliverable to it commits.
 //!
-//! Each session with at least one waiting reader has a [`Notify`]; broadcasts ring one shared
-//! [`Notify`]. A reader *enables* its `Notified` futures before it queries the store, so a commit
+//! Each session with at least one waiting reader has a [`Notify`]; a broadcast rings every
+//! session's. A reader *enables* its `Notified` futures before it queries the store, so a commit
 //! that lands after the query started is never missed: either the query sees the row, or the
 //! sender's `notify_waiters` (called after its commit) finds the enabled waiter. There is no
 //! re-scan timer, so an idle reader costs nothing until it is woken or its hold expires.
@@ -22,7 +22,6 @@ pub struct WakeRegistry {
     /// Keyed by the session name its first reader brought (shared with that reader's
     /// [`Ticket`], so a held poll's slot costs no copy of the name).
     slots: Mutex<HashMap<Arc<str>, Arc<Notify>>>,
-    all: Arc<Notify>,
     rings: AtomicU64,
 }
 
@@ -81,13 +80,11 @@ impl WakeRegistry {
         }
     }
 
-    /// The wait for a message to the ticket's session or to everyone. Call [`Armed::enable`]
-    /// before the store query, so a commit that lands during the query still wakes it.
+    /// The wait for a message to the ticket's session or to everyone (a broadcast rings every
+    /// slot). Call [`Armed::enable`] before the store query, so a commit that lands during the
+    /// query still wakes it.
     pub fn armed(&self, ticket: &Ticket) -> Armed {
-        Armed {
-            own: ticket.slot.clone().notified_owned(),
-            all: self.all.clone().notified_owned(),
-        }
+        Armed(ticket.slot.clone().notified_owned())
     }
 
     /// Wake every reader a new message addressed `to` may be deliverable to. Call after the
@@ -95,7 +92,7 @@ impl WakeRegistry {
     pub fn ring(&self, to: &str) {
         self.rings.fetch_add(1, Ordering::Relaxed);
         if to == BROADCAST {
-            self.all.notify_waiters();
+            self.ring_slots();
             return;
         }
         let slot = self.slots().get(to).cloned();
@@ -106,7 +103,12 @@ impl WakeRegistry {
 
     /// Wake every reader (shutdown).
     pub fn ring_everyone(&self) {
-        self.all.notify_waiters();
+        self.ring_slots();
+    }
+
+    /// Ring every session's slot: a broadcast, or shutdown. One wake-up per held poll instead
+    /// of a second, shared one it would also have to wait on; broadcasts are rare.
+    fn ring_slots(&self) {
         let slots: Vec<Arc<Notify>> = self.slots().values().cloned().collect();
         for s in slots {
             s.notify_waiters();
@@ -124,32 +126,21 @@ impl WakeRegistry {
     }
 }
 
-/// Two wake-ups (the session's and the broadcast one), held inline; resolves on the first.
-/// Owned, so it can live in a parked poll's state beside the ticket it came from.
+/// The wake-up of one held reader (its session's slot, which a broadcast rings too). Owned,
+/// so it can live in a parked poll's state beside the ticket it came from.
 #[derive(Debug)]
-pub struct Armed {
-    own: OwnedNotified,
-    all: OwnedNotified,
-}
+pub struct Armed(OwnedNotified);
 
 impl Armed {
-    fn project(self: Pin<&mut Self>) -> (Pin<&mut OwnedNotified>, Pin<&mut OwnedNotified>) {
-        // SAFETY: structural pinning of both fields: `Armed` has no `Drop` impl, is not
-        // `Unpin` (its fields are not), and never moves a field out of a pinned `Armed`.
-        unsafe {
-            let this = self.get_unchecked_mut();
-            (
-                Pin::new_unchecked(&mut this.own),
-                Pin::new_unchecked(&mut this.all),
-            )
-        }
+    fn inner(self: Pin<&mut Self>) -> Pin<&mut OwnedNotified> {
+        // SAFETY: structural pinning of the one field: `Armed` has no `Drop` impl, is not
+        // `Unpin` (its field is not), and never moves the field out of a pinned `Armed`.
+        unsafe { self.map_unchecked_mut(|a| &mut a.0) }
     }
 
-    /// Register both wake-ups now: a ring from here on resolves this future.
+    /// Register the wake-up now: a ring from here on resolves this future.
     pub fn enable(self: Pin<&mut Self>) {
-        let (own, all) = self.project();
-        own.enable();
-        all.enable();
+        self.inner().enable();
     }
 }
 
@@ -157,12 +148,7 @@ impl Future for Armed {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let (own, all) = self.project();
-        if own.poll(cx).is_ready() || all.poll(cx).is_ready() {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
+        self.inner().poll(cx)
     }
 }
 

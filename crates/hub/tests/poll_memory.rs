@@ -112,14 +112,15 @@ fn live() -> isize {
 /// Polls held per round.
 const POLLS: usize = 400;
 /// The most a held poll may cost, bytes of Rust heap (hub connection + handler + the test's
-/// client socket). Measured 1,924–1,959 bytes in a debug build (2026-12-04 20:05), down from
-/// 2,132–2,160 (the hold as a boxed future beside the connection's task), 4,857, and 25,630
-/// when hyper held the connection and the router's futures for the whole hold. What they are,
-/// from the histogram this test prints: the connection's task with the driver's wait inline
-/// (896 in a debug build), the two sockets' registrations (256 each, the test's and the
-/// hub's), the poll's hold state (104), the hold's timer entry (96), the connection's
-/// shedding slot (88), the session's wake slot (48) and its name, shared by the hold's
-/// presence and wake entries (24). See docs/bench-hub.md, "Held polls".
+/// client socket). Measured 1,796–1,802 bytes in a debug build and 1,780–1,783 in a release
+/// one (2026-12-04 21:20), down from 2,132–2,160 (the hold as a boxed future beside the
+/// connection's task), 4,857, and 25,630 when hyper held the connection and the router's
+/// futures for the whole hold. What they are, from the histogram this test prints: the
+/// connection's task with the driver's wait inline (768: tokio rounds a task to 128 bytes), the
+/// two sockets' registrations (256 each, the test's and the hub's), the poll's hold state
+/// (104), the timer entry (96 in a debug build) or a second 88, the connection's shedding slot
+/// (88), the session's wake slot (48) and its name, shared by the hold's presence and wake
+/// entries (24). See docs/bench-hub.md, "Held polls".
 const PER_POLL_BOUND: isize = 5 * 512;
 /// What may stay per session after its polls ended: its presence entry (name, lastSeen).
 const PER_SESSION_AFTER: isize = 512;

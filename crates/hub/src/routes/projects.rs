@@ -792,10 +792,13 @@ mod tests {
         c
     }
 
+    /// Card counts by status, as a table row writes them.
+    type Counts = &'static [(&'static str, i64)];
+
     #[test]
     fn a_projects_phase_line() {
         let titles = ["a".to_string(), "b".to_string(), "c".to_string()];
-        let cases: &[(&[(&str, i64)], usize, &str)] = &[
+        let cases: &[(Counts, usize, &str)] = &[
             (&[], 0, "no cards yet"),
             (&[("failed", 2), ("blocked", 1)], 0, "2 FAILED — fixing"),
             (&[("blocked", 1), ("testing", 1)], 0, "blocked on 1 card"),
@@ -825,7 +828,7 @@ mod tests {
 
     #[test]
     fn a_phases_status() {
-        let cases: &[(&[(&str, i64)], i64, &str)] = &[
+        let cases: &[(Counts, i64, &str)] = &[
             (&[("failed", 1), ("doing", 1)], 2, "failed"),
             (&[("testing", 1), ("blocked", 1)], 2, "active"),
             (&[("done", 2)], 2, "done"),

@@ -16,6 +16,41 @@ pub fn runs_periodic<S: Store>(hub: &AppState<S>) -> bool {
     hub.store.lease().is_none_or(|l| l.held)
 }
 
+/// Run `pass` every `every` (the first tick skipped, so start-up is not slowed by a pass) on
+/// the hub that [`runs_periodic`], until the hub shuts down. A failed pass is logged as `what`
+/// and tried again at the next tick.
+pub fn spawn_leased<S, F, Fut, T, E>(
+    hub: AppState<S>,
+    every: std::time::Duration,
+    what: &'static str,
+    pass: F,
+) where
+    S: Store,
+    F: Fn(AppState<S>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<T, E>> + Send,
+    E: std::fmt::Display,
+{
+    tokio::spawn(async move {
+        let mut shutdown = hub.shutdown.clone();
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    if !runs_periodic(&hub) {
+                        continue;
+                    }
+                    if let Err(e) = pass(hub.clone()).await {
+                        tracing::warn!(error = %e, "{what} pass failed; retrying next tick");
+                    }
+                }
+                _ = shutdown.changed() => break,
+            }
+        }
+    });
+}
+
 /// Forward changes committed by other hubs to this hub's held polls and SSE streams, until
 /// shutdown. A catch-up (recipients unknown) or a lagging receiver wakes every held poll: each
 /// re-reads its mailbox, so nothing is missed, only some work repeated.

@@ -66,24 +66,9 @@ impl OverseerState {
 
 /// Start the overseer pass; it stops when the hub shuts down.
 pub fn spawn<S: Store>(hub: AppState<S>) {
-    tokio::spawn(async move {
-        let mut shutdown = hub.shutdown.clone();
-        let mut tick = tokio::time::interval(hub.cfg.duty_tick);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tick.tick().await;
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {
-                    if !crate::cluster::runs_periodic(&hub) {
-                        continue;
-                    }
-                    if let Err(e) = pass(&hub, now_ms()).await {
-                        tracing::warn!(error = %e, "overseer pass failed; retrying next tick");
-                    }
-                }
-                _ = shutdown.changed() => break,
-            }
-        }
+    let every = hub.cfg.duty_tick;
+    crate::cluster::spawn_leased(hub, every, "overseer", |hub| async move {
+        pass(&hub, now_ms()).await
     });
 }
 

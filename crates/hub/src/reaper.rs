@@ -25,26 +25,10 @@ pub fn spawn<S: Store>(hub: AppState<S>) {
             }
         }
     });
-    tokio::spawn(async move {
-        let mut shutdown = hub.shutdown.clone();
-        let mut tick = tokio::time::interval(hub.cfg.reap_interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // The first tick fires at once; skip it so start-up is not slowed by a sweep.
-        tick.tick().await;
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {
-                    // On a shared store only the lease holder reaps (crate::cluster).
-                    if !crate::cluster::runs_periodic(&hub) {
-                        continue;
-                    }
-                    if let Err(e) = reap(&hub).await {
-                        tracing::warn!(error = %e.report(), "reaper pass failed; retrying next tick");
-                    }
-                }
-                _ = shutdown.changed() => break,
-            }
-        }
+    // On a shared store only the lease holder reaps (crate::cluster).
+    let every = hub.cfg.reap_interval;
+    crate::cluster::spawn_leased(hub, every, "reaper", |hub| async move {
+        reap(&hub).await.map_err(|e| e.report())
     });
 }
 

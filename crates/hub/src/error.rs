@@ -109,6 +109,17 @@ pub fn check_len(field: &str, value: &str, limit: usize) -> ApiResult<()> {
     Ok(())
 }
 
+/// A required text field, trimmed: 400 `<field> required` when it is blank, `<field> too long`
+/// past `limit` characters.
+pub fn check_required(field: &str, value: &str, limit: usize) -> ApiResult<String> {
+    let v = value.trim();
+    if v.is_empty() {
+        return Err(ApiError::bad_request(format!("{field} required")));
+    }
+    check_len(field, v, limit)?;
+    Ok(v.to_string())
+}
+
 /// Check an optional text field.
 pub fn check_opt(field: &str, value: &Option<String>, limit: usize) -> ApiResult<()> {
     match value {

@@ -3,7 +3,7 @@
 //! hub's ids and the imported project; the whole import is one transaction.
 
 use crate::domain::policy::canon;
-use crate::error::{ApiError, ApiResult, check_len, check_opt};
+use crate::error::{ApiError, ApiResult, check_len, check_opt, check_required};
 use crate::extract::JsonBody;
 use crate::openapi::{RouteDoc, Verb, shape};
 use crate::state::{AppState, Outbox, event};
@@ -52,11 +52,7 @@ pub async fn import<S: Store>(
     // `JsonBody` has already read such a float as its integer (`extract::integral`).
     let req: ImportRequest = serde_json::from_value(body)
         .map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))?;
-    let asked = req.project.trim().to_string();
-    if asked.is_empty() {
-        return Err(ApiError::bad_request("project required"));
-    }
-    check_len("project", &asked, limits::PROJECT)?;
+    let asked = check_required("project", &req.project, limits::PROJECT)?;
     check_opt("by", &req.by, limits::SESSION)?;
     check_counts(&req)?;
     check_messages(&req.messages)?;

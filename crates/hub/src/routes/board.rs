@@ -4,7 +4,7 @@ use crate::domain::cards::{
     card_event, collapse_ws, created_history, drill_refusal, has_drill_line, move_card, push_log,
     request_status, slim, truncate,
 };
-use crate::error::{ApiError, ApiResult, check_len, check_opt, check_secrets};
+use crate::error::{ApiError, ApiResult, check_len, check_opt, check_required, check_secrets};
 use crate::extract::{JsonBody, Params, parse_int};
 use crate::presence::Touch;
 use crate::state::{AppState, Outbox, persist_edge};
@@ -87,11 +87,7 @@ pub async fn create<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<TaskCreateRequest>,
 ) -> ApiResult<Json<TaskReply>> {
-    let title = req.title.trim().to_string();
-    if title.is_empty() {
-        return Err(ApiError::bad_request("title required"));
-    }
-    check_len("title", &title, limits::TITLE)?;
+    let title = check_required("title", &req.title, limits::TITLE)?;
     check_opt("project", &req.project, limits::PROJECT)?;
     check_opt("assignee", &req.assignee, limits::SESSION)?;
     check_opt("by", &req.by, limits::SESSION)?;

@@ -4,7 +4,7 @@
 //! (docs/runner.md §12.6). What a scope spent is the cost ledger's sum (`GET /cost`), so a
 //! budget needs no bookkeeping of its own.
 
-use crate::error::{ApiError, ApiResult, check_len};
+use crate::error::{ApiError, ApiResult, check_len, check_required};
 use crate::extract::{JsonBody, Params};
 use crate::openapi::{RouteDoc, Ty, Verb, f, shape};
 use crate::state::AppState;
@@ -129,11 +129,7 @@ pub async fn set<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<BudgetRequest>,
 ) -> ApiResult<Json<BudgetsReply>> {
-    let project = req.project.trim().to_string();
-    if project.is_empty() {
-        return Err(ApiError::bad_request("project required"));
-    }
-    check_len("project", &project, limits::PROJECT)?;
+    let project = check_required("project", &req.project, limits::PROJECT)?;
     let by = req.by.unwrap_or_default();
     check_len("by", &by, limits::SESSION)?;
     if let Some(c) = req.card

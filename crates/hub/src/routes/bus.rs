@@ -2,7 +2,7 @@
 
 use crate::domain::cards::{card_refs, move_card, push_log, truncate};
 use crate::domain::ledger::{LedgerPage, compute_ledger};
-use crate::error::{ApiError, ApiResult, check_len, check_opt, check_secrets};
+use crate::error::{ApiError, ApiResult, check_len, check_opt, check_required, check_secrets};
 use crate::extract::{JsonBody, Params};
 use crate::front;
 use crate::presence::Touch;
@@ -541,11 +541,7 @@ pub async fn delivered<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<DeliveredRequest>,
 ) -> ApiResult<Json<DeliveredReply>> {
-    let session = req.session.trim().to_string();
-    if session.is_empty() {
-        return Err(ApiError::bad_request("session required"));
-    }
-    check_len("session", &session, limits::SESSION)?;
+    let session = check_required("session", &req.session, limits::SESSION)?;
     let now = now_ms();
     let touch = hub.presence.touch(&session, now);
     let up_to = req.up_to.max(0);

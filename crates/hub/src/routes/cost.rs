@@ -2,7 +2,7 @@
 //! with the tokens and dollars its CLI reported, and `GET /cost` adds them up per card, seat,
 //! day or credential. `GET /card` carries the card's own sum ([`card_cost`]).
 
-use crate::error::{ApiError, ApiResult, check_len};
+use crate::error::{ApiError, ApiResult, check_len, check_required};
 use crate::extract::{JsonBody, Params};
 use crate::openapi::{RouteDoc, Ty, Verb, f, shape};
 use crate::state::AppState;
@@ -73,22 +73,13 @@ pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
     ]
 }
 
-fn non_blank(field: &str, v: &str, max: usize) -> ApiResult<String> {
-    let v = v.trim();
-    if v.is_empty() {
-        return Err(ApiError::bad_request(format!("{field} required")));
-    }
-    check_len(field, v, max)?;
-    Ok(v.to_string())
-}
-
 /// `POST /turns`: record one finished turn.
 pub async fn record<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(mut req): JsonBody<TurnReport>,
 ) -> ApiResult<Json<TurnReportReply>> {
-    req.session = non_blank("session", &req.session, limits::SESSION)?;
-    req.instance = non_blank(
+    req.session = check_required("session", &req.session, limits::SESSION)?;
+    req.instance = check_required(
         "instance",
         &req.instance,
         trantor_proto::delivery::INSTANCE_MAX,

@@ -7,7 +7,7 @@
 //! whose seat another runner took over) cannot claim or consume anything.
 
 use crate::domain::delivery::{is_direct, record_of, record_stored};
-use crate::error::{ApiError, ApiResult, check_len};
+use crate::error::{ApiError, ApiResult, check_len, check_required};
 use crate::extract::{JsonBody, Params};
 use crate::state::AppState;
 use axum::Json;
@@ -31,15 +31,6 @@ fn record_kept<S: Store>(hub: &AppState<S>) -> ApiResult<()> {
     Ok(())
 }
 
-fn non_blank(field: &str, v: &str, max: usize) -> ApiResult<String> {
-    let v = v.trim();
-    if v.is_empty() {
-        return Err(ApiError::bad_request(format!("{field} required")));
-    }
-    check_len(field, v, max)?;
-    Ok(v.to_string())
-}
-
 fn superseded(session: &str, current: &str) -> ApiError {
     ApiError::with(
         StatusCode::CONFLICT,
@@ -54,8 +45,8 @@ pub async fn fence<S: Store>(
     JsonBody(req): JsonBody<DeliveryFenceRequest>,
 ) -> ApiResult<Json<DeliveryFenceReply>> {
     record_kept(&hub)?;
-    let session = non_blank("session", &req.session, limits::SESSION)?;
-    let instance = non_blank("instance", &req.instance, INSTANCE_MAX)?;
+    let session = check_required("session", &req.session, limits::SESSION)?;
+    let instance = check_required("instance", &req.instance, INSTANCE_MAX)?;
     let now = now_ms();
     let (s, i) = (session.clone(), instance.clone());
     let previous = hub
@@ -88,8 +79,8 @@ pub async fn mark<S: Store>(
     JsonBody(req): JsonBody<DeliveryMark>,
 ) -> ApiResult<Json<DeliveryMarkReply>> {
     record_kept(&hub)?;
-    let session = non_blank("session", &req.session, limits::SESSION)?;
-    let instance = non_blank("instance", &req.instance, INSTANCE_MAX)?;
+    let session = check_required("session", &req.session, limits::SESSION)?;
+    let instance = check_required("instance", &req.instance, INSTANCE_MAX)?;
     if let Some(o) = &req.outcome {
         check_len("outcome", o, NOTE_MAX)?;
     }
@@ -197,7 +188,7 @@ pub async fn get<S: Store>(
              session's open messages)",
         ));
     };
-    let session = non_blank("session", session, limits::SESSION)?;
+    let session = check_required("session", session, limits::SESSION)?;
     // The open messages are the only listing there is: `open=1` says so, and may be left out.
     if p.get("open").is_some() && !p.flag("open")? {
         return Err(ApiError::bad_request(

@@ -1,6 +1,6 @@
 //! The unified event log and lessons: `/events`, `/lessons`, `/lesson`.
 
-use crate::error::{ApiError, ApiResult, check_len, check_opt, check_secrets};
+use crate::error::{ApiResult, check_len, check_opt, check_required, check_secrets};
 use crate::extract::{JsonBody, Params};
 use crate::state::{AppState, Outbox, event};
 use axum::Json;
@@ -87,11 +87,7 @@ pub async fn lesson<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<LessonRequest>,
 ) -> ApiResult<Json<LessonReply>> {
-    let text = req.text.trim().to_string();
-    if text.is_empty() {
-        return Err(ApiError::bad_request("text required"));
-    }
-    check_len("text", &text, limits::LESSON_TEXT)?;
+    let text = check_required("text", &req.text, limits::LESSON_TEXT)?;
     let scope = req
         .scope
         .map(|s| s.trim().to_lowercase())

@@ -6,7 +6,7 @@
 use crate::domain::cards::move_card;
 use crate::domain::policy::{ALIASES_KEY, canon};
 use crate::domain::policy::{POLICY_KEY, policy_from, project_key};
-use crate::error::{ApiError, ApiResult, check_opt};
+use crate::error::{ApiError, ApiResult, check_opt, check_required};
 use crate::extract::{JsonBody, Params};
 use crate::openapi::{RouteDoc, Ty, Verb, f, shape};
 use crate::state::{AppState, Outbox};
@@ -249,11 +249,7 @@ pub async fn overseer_narrate<S: Store>(
     if id <= 0 {
         return Err(ApiError::bad_request("eventId required"));
     }
-    let text = req.text.trim().to_string();
-    if text.is_empty() {
-        return Err(ApiError::bad_request("text required"));
-    }
-    crate::error::check_len("text", &text, NARRATION_MAX)?;
+    let text = check_required("text", &req.text, NARRATION_MAX)?;
     let found = hub
         .store
         .write(move |tx| {

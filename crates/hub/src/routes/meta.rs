@@ -2,7 +2,7 @@
 //! `/phase`, `GET /_op`.
 
 use crate::domain::policy::{POLICY_KEY, policy_from, project_key};
-use crate::error::{ApiError, ApiResult, check_len, check_opt};
+use crate::error::{ApiError, ApiResult, check_len, check_opt, check_required};
 use crate::extract::{JsonBody, Params};
 use crate::state::AppState;
 use axum::Json;
@@ -273,11 +273,7 @@ pub async fn project_post<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<ProjectRequest>,
 ) -> ApiResult<Json<ProjectWriteReply>> {
-    let project = req.project.trim().to_string();
-    if project.is_empty() {
-        return Err(ApiError::bad_request("project required"));
-    }
-    check_len("project", &project, limits::PROJECT)?;
+    let project = check_required("project", &req.project, limits::PROJECT)?;
     let brief = req.brief.unwrap_or_default().trim().to_string();
     check_len("brief", &brief, limits::BRIEF)?;
     check_opt("by", &req.by, limits::SESSION)?;

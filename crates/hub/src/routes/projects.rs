@@ -3,7 +3,7 @@
 
 use crate::domain::policy::project_key;
 use crate::domain::policy::{ALIASES_KEY, canon};
-use crate::error::{ApiError, ApiResult, check_len};
+use crate::error::{ApiError, ApiResult, check_len, check_required};
 use crate::extract::{JsonBody, Params};
 use crate::openapi::{RouteDoc, Ty, Verb, f, shape};
 use crate::state::{AppState, Outbox, event};
@@ -512,11 +512,7 @@ pub async fn delete<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<DeleteRequest>,
 ) -> ApiResult<Json<DeleteReply>> {
-    let asked = req.project.trim().to_string();
-    if asked.is_empty() {
-        return Err(ApiError::bad_request("project required"));
-    }
-    check_len("project", &asked, limits::PROJECT)?;
+    let asked = check_required("project", &req.project, limits::PROJECT)?;
     let now = now_ms();
     let a = asked.clone();
     let (project, cards, peers) = hub

@@ -10,7 +10,7 @@
 use crate::domain::cards::{card_refs, push_log, truncate};
 use crate::domain::credentials;
 use crate::domain::policy::{POLICY_KEY, policy_from};
-use crate::error::{ApiError, ApiResult, check_len};
+use crate::error::{ApiError, ApiResult, check_len, check_required};
 use crate::extract::JsonBody;
 use crate::openapi::{RouteDoc, Verb, shape};
 use crate::state::{AppState, Outbox, event};
@@ -93,11 +93,7 @@ pub async fn reroute<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<RerouteRequest>,
 ) -> ApiResult<Json<RerouteReply>> {
-    let holder = req.session.trim().to_string();
-    if holder.is_empty() {
-        return Err(ApiError::bad_request("session required"));
-    }
-    check_len("session", &holder, limits::SESSION)?;
+    let holder = check_required("session", &req.session, limits::SESSION)?;
     let reason = req.reason.unwrap_or_default();
     check_len("reason", &reason, NOTE_MAX)?;
     let reason = if reason.trim().is_empty() {

@@ -13,12 +13,12 @@
 //! See `docs/protocol.md` §11.1.
 
 use crate::domain::duty::{DUTY_SENDER, duty_session};
-use crate::state::{AppState, Outbox, event};
+use crate::state::{AppState, KvDoc, Outbox, event};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashSet};
 use trantor_proto::{Message, now_ms};
-use trantor_store::{NewMessage, ReadTx, Store, StoreError, WriteTx};
+use trantor_store::{NewMessage, Store, StoreError, WriteTx};
 
 /// kv key of the escalation ledger and the dark clock.
 pub const STATE_KEY: &str = "duty.state";
@@ -64,19 +64,9 @@ pub struct DutyState {
     pub failures: Vec<Value>,
 }
 
-impl DutyState {
-    /// Read the state; a missing or unreadable document is an empty state.
-    pub fn load(tx: &dyn ReadTx) -> Result<DutyState, StoreError> {
-        Ok(tx
-            .kv(STATE_KEY)?
-            .and_then(|v| serde_json::from_value(v).ok())
-            .unwrap_or_default())
-    }
-
-    fn save(&self, tx: &mut dyn WriteTx) -> Result<(), StoreError> {
-        let v = serde_json::to_value(self).map_err(|e| StoreError::db_from("duty ledger", e))?;
-        tx.set_kv(STATE_KEY, &v)
-    }
+impl KvDoc for DutyState {
+    const KEY: &'static str = STATE_KEY;
+    const WHAT: &'static str = "duty ledger";
 }
 
 /// Start the duty pass; it stops when the hub shuts down. On a shared store only the lease

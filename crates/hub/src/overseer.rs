@@ -11,13 +11,13 @@
 //! so a restart neither repeats nor forgets them (`docs/protocol.md` §15.3).
 
 use crate::domain::duty::DUTY_SENDER;
-use crate::state::{AppState, Outbox, event};
+use crate::state::{AppState, KvDoc, Outbox, event};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use trantor_proto::lanes::OverseerWarning;
 use trantor_proto::{now_ms, session_project};
-use trantor_store::{NewMessage, ReadTx, Store, StoreError, WriteTx};
+use trantor_store::{NewMessage, Store, StoreError, WriteTx};
 
 /// kv key of the overseer's state.
 pub const STATE_KEY: &str = "overseer.state";
@@ -49,19 +49,9 @@ pub struct OverseerState {
     pub warnings: Vec<OverseerWarning>,
 }
 
-impl OverseerState {
-    /// Read the state; a missing or unreadable document is an empty state.
-    pub fn load(tx: &dyn ReadTx) -> Result<OverseerState, StoreError> {
-        Ok(tx
-            .kv(STATE_KEY)?
-            .and_then(|v| serde_json::from_value(v).ok())
-            .unwrap_or_default())
-    }
-
-    fn save(&self, tx: &mut dyn WriteTx) -> Result<(), StoreError> {
-        let v = serde_json::to_value(self).map_err(|e| StoreError::db_from("overseer", e))?;
-        tx.set_kv(STATE_KEY, &v)
-    }
+impl KvDoc for OverseerState {
+    const KEY: &'static str = STATE_KEY;
+    const WHAT: &'static str = "overseer";
 }
 
 /// Start the overseer pass; it stops when the hub shuts down.

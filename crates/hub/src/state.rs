@@ -10,7 +10,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{broadcast, watch};
 use trantor_proto::{Event, Message, Peer, now_ms, session_project};
-use trantor_store::{NewEvent, OpRecord, Store, StoreError, WriteTx};
+use trantor_store::{NewEvent, OpRecord, ReadTx, Store, StoreError, WriteTx};
 
 /// What the SSE feed carries: committed messages and events.
 #[derive(Debug, Clone)]
@@ -45,6 +45,33 @@ impl Outbox {
         self.event(tx, event(msg.ts, "message", &msg.project, &msg.from, data))?;
         self.messages.push(msg.clone());
         Ok(msg)
+    }
+}
+
+/// A JSON document the hub keeps under one key of the store's kv (a ledger, a list with its
+/// last id). A missing or unreadable document reads as the default; one that cannot be encoded
+/// fails the write rather than replace the stored one with `null`.
+pub trait KvDoc: serde::Serialize + serde::de::DeserializeOwned + Default {
+    /// Its kv key.
+    const KEY: &'static str;
+    /// What it is, for a store error.
+    const WHAT: &'static str;
+
+    /// The document a kv value holds.
+    fn from_kv(v: Option<Value>) -> Self {
+        v.and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or_default()
+    }
+
+    /// Read it.
+    fn load<T: ReadTx + ?Sized>(tx: &T) -> Result<Self, StoreError> {
+        Ok(Self::from_kv(tx.kv(Self::KEY)?))
+    }
+
+    /// Write it, in the caller's transaction.
+    fn save(&self, tx: &mut dyn WriteTx) -> Result<(), StoreError> {
+        let v = serde_json::to_value(self).map_err(|e| StoreError::db_from(Self::WHAT, e))?;
+        tx.set_kv(Self::KEY, &v)
     }
 }
 

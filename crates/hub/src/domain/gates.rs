@@ -2,6 +2,7 @@
 //! holds a card, and the 409 a done move gets while one is open.
 
 use crate::error::ApiError;
+use crate::state::KvDoc;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -73,17 +74,14 @@ impl GatesDoc {
     }
 }
 
-/// Read the gates document (empty when absent or unreadable).
-pub fn load(v: Option<Value>) -> GatesDoc {
-    v.and_then(|v| serde_json::from_value(v).ok())
-        .unwrap_or_default()
+impl KvDoc for GatesDoc {
+    const KEY: &'static str = GATES_KEY;
+    const WHAT: &'static str = "verify gates";
 }
 
-/// Write the gates document; a document that cannot be encoded fails the write (it never
-/// replaces the stored one with `null`).
-pub fn save(tx: &mut dyn trantor_store::WriteTx, doc: &GatesDoc) -> Result<(), StoreError> {
-    let v = serde_json::to_value(doc).map_err(|e| StoreError::db_from("verify gates", e))?;
-    tx.set_kv(GATES_KEY, &v)
+/// The gates document a kv value holds (empty when absent or unreadable).
+pub fn load(v: Option<Value>) -> GatesDoc {
+    GatesDoc::from_kv(v)
 }
 
 /// The open gate holding `card`, if any (for the done refusal).
@@ -91,7 +89,7 @@ pub fn open_gate_for_card(
     tx: &(impl trantor_store::ReadTx + ?Sized),
     card: i64,
 ) -> Result<Option<VerifyGate>, StoreError> {
-    Ok(load(tx.kv(GATES_KEY)?)
+    Ok(GatesDoc::load(tx)?
         .gates
         .into_iter()
         .find(|g| g.status == "open" && g.card == Some(card)))

@@ -5,10 +5,10 @@
 //! to a card makes `/task/update` refuse that card's move to done (409 naming the gate);
 //! docs/protocol.md §9.5.
 
-use crate::domain::gates::{GATES_KEY, is_resolution, load, save};
+use crate::domain::gates::{GatesDoc, is_resolution};
 use crate::error::{ApiError, ApiResult, check_len, check_opt};
 use crate::extract::{JsonBody, Params};
-use crate::state::{AppState, Outbox, event};
+use crate::state::{AppState, KvDoc, Outbox, event};
 use axum::Json;
 use axum::extract::State;
 use serde_json::json;
@@ -78,11 +78,11 @@ async fn resolve<S: Store>(
     crate::error::check_secrets([note.as_str()])?;
     let got = hub
         .write(move |tx| {
-            let mut doc = load(tx.kv(GATES_KEY)?);
+            let mut doc = GatesDoc::load(tx)?;
             let Some(out) = doc.resolve(id, &project, status, &by, &note, now) else {
                 return Ok(None);
             };
-            save(tx, &doc)?;
+            doc.save(tx)?;
             let mut events = Outbox::default();
             events.event(
                 tx,
@@ -137,7 +137,7 @@ async fn open<S: Store>(
     let card = req.card.filter(|c| *c > 0);
     let (gate, dedup, events) = hub
         .write(move |tx| {
-            let mut doc = load(tx.kv(GATES_KEY)?);
+            let mut doc = GatesDoc::load(tx)?;
             if let Some(g) = doc.open_with_claim(&project, &claim) {
                 return Ok((g.clone(), true, Outbox::default()));
             }
@@ -152,7 +152,7 @@ async fn open<S: Store>(
                 card,
                 ..Default::default()
             });
-            save(tx, &doc)?;
+            doc.save(tx)?;
             let mut events = Outbox::default();
             events.event(
                 tx,
@@ -183,7 +183,7 @@ pub async fn list<S: Store>(
     let project = p.text("project").map(str::to_string);
     let all = p.flag("all")?;
     let card = p.int("card")?;
-    let doc = load(hub.store.read(|tx| tx.kv(GATES_KEY)).await?);
+    let doc = hub.store.read(|tx| GatesDoc::load(tx)).await?;
     let gates = doc
         .gates
         .into_iter()

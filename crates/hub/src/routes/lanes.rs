@@ -9,7 +9,7 @@ use crate::domain::policy::{POLICY_KEY, policy_from, project_key};
 use crate::error::{ApiError, ApiResult, check_opt, check_required};
 use crate::extract::{JsonBody, Params};
 use crate::openapi::{RouteDoc, Ty, Verb, f, shape};
-use crate::state::{AppState, Outbox};
+use crate::state::{AppState, KvDoc, Outbox};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;

@@ -11,7 +11,7 @@ use crate::domain::policy::canon;
 use crate::error::{ApiError, ApiResult, check_len};
 use crate::extract::{JsonBody, Params};
 use crate::openapi::{RouteDoc, Ty, Verb, f, shape};
-use crate::state::{AppState, Outbox, event};
+use crate::state::{AppState, KvDoc, Outbox, event};
 use axum::Json;
 use axum::extract::{Extension, State};
 use axum::http::StatusCode;
@@ -40,14 +40,9 @@ struct Doc {
     proposals: Vec<Proposal>,
 }
 
-fn load(v: Option<Value>) -> Doc {
-    v.and_then(|v| serde_json::from_value(v).ok())
-        .unwrap_or_default()
-}
-
-fn save(tx: &mut dyn WriteTx, doc: &Doc) -> Result<(), StoreError> {
-    let v = serde_json::to_value(doc).map_err(|e| StoreError::db_from("proposals", e))?;
-    tx.set_kv(KEY, &v)
+impl KvDoc for Doc {
+    const KEY: &'static str = KEY;
+    const WHAT: &'static str = "proposals";
 }
 
 /// This module's routes, for the route table.
@@ -198,7 +193,7 @@ pub async fn propose<S: Store>(
                     .unwrap_or_else(|| session_project(&session).to_string()),
             };
             let project = canon(tx, &project)?;
-            let mut doc = load(tx.kv(KEY)?);
+            let mut doc = Doc::load(tx)?;
             match intake(&doc, &session, &project, &scope, &condition, cap) {
                 Err(refusal) => return Ok(Err(refusal)),
                 Ok(Some(dup)) => return Ok(Ok((dup, true, Outbox::default()))),
@@ -312,7 +307,7 @@ fn file(
     if doc.proposals.len() > CAP {
         doc.proposals.drain(..100);
     }
-    save(tx, doc)?;
+    doc.save(tx)?;
     let mut out = Outbox::default();
     let mut data = json!({
         "proposalId": pr.id,
@@ -345,7 +340,7 @@ pub async fn proposals<S: Store>(
                 Some(pj) => Some(canon(tx, pj)?),
                 None => None,
             };
-            let doc = load(tx.kv(KEY)?);
+            let doc = Doc::load(tx)?;
             let pending = doc
                 .proposals
                 .iter()
@@ -429,7 +424,7 @@ pub async fn decide<S: Store>(
     let now = now_ms();
     let result = hub
         .write(move |tx| {
-            let mut doc = load(tx.kv(KEY)?);
+            let mut doc = Doc::load(tx)?;
             let Some(pr) = doc.proposals.iter_mut().find(|p| p.id == id) else {
                 return Ok(Err(ApiError::not_found("no such proposal")));
             };
@@ -453,7 +448,7 @@ pub async fn decide<S: Store>(
             pr.decided_by = by.clone();
             pr.note = note.clone();
             let pr = pr.clone();
-            save(tx, &doc)?;
+            doc.save(tx)?;
             let mut out = Outbox::default();
             out.event(
                 tx,
@@ -491,7 +486,7 @@ pub async fn withdraw<S: Store>(
     let now = now_ms();
     let result = hub
         .write(move |tx| {
-            let mut doc = load(tx.kv(KEY)?);
+            let mut doc = Doc::load(tx)?;
             let Some(pr) = doc.proposals.iter_mut().find(|p| p.id == id) else {
                 return Ok(Err(ApiError::not_found("no such proposal")));
             };
@@ -511,7 +506,7 @@ pub async fn withdraw<S: Store>(
             pr.decided_ts = now;
             pr.decided_by = pr.session.clone();
             let pr = pr.clone();
-            save(tx, &doc)?;
+            doc.save(tx)?;
             let mut out = Outbox::default();
             out.event(
                 tx,
@@ -550,7 +545,7 @@ pub async fn grants<S: Store>(
                 Some(pj) => Some(canon(tx, pj)?),
                 None => None,
             };
-            Ok(load(tx.kv(KEY)?)
+            Ok(Doc::load(tx)?
                 .proposals
                 .into_iter()
                 .filter(|p| p.status == "approved")

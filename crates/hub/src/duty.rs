@@ -12,13 +12,13 @@
 //! escalation messages, so a hub killed mid-pass neither loses nor repeats an escalation.
 //! See `docs/protocol.md` §11.1.
 
-use crate::domain::duty::{DUTY_SENDER, duty_session};
+use crate::domain::duty::{DUTY_SENDER, duty_session, post_alert};
 use crate::state::{AppState, KvDoc, Outbox, event};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashSet};
-use trantor_proto::{Message, now_ms};
-use trantor_store::{NewMessage, Store, StoreError, WriteTx};
+use trantor_proto::{Message, Peer, now_ms};
+use trantor_store::{ReadTx, Store, StoreError, WriteTx};
 
 /// kv key of the escalation ledger and the dark clock.
 pub const STATE_KEY: &str = "duty.state";
@@ -149,64 +149,17 @@ fn quote(text: &str) -> String {
     cut.replace("->", "-›").replace('→', "›")
 }
 
-fn insert_duty_message(
-    tx: &mut dyn WriteTx,
-    out: &mut Outbox,
-    to: &str,
-    text: String,
-    now: i64,
-    keep_record: bool,
-) -> Result<Message, StoreError> {
-    let project = trantor_proto::session_project(to).to_string();
-    let msg = tx.insert_message(
-        NewMessage {
-            ts: now,
-            from: DUTY_SENDER.into(),
-            to: to.into(),
-            project: project.clone(),
-            text: text.clone(),
-            re: None,
-            kind: Some("alert".into()),
-            wake: None,
-        },
-        &[],
-    )?;
-    if keep_record {
-        crate::domain::delivery::record_stored(tx, &msg)?;
-    }
-    out.posted(tx, msg)
-}
-
 /// One duty pass at `now`. Does nothing while no duty session is configured or appointed.
 pub async fn pass<S: Store>(hub: &AppState<S>, now: i64) -> Result<PassReport, StoreError> {
     let cfg_duty = hub.cfg.duty_session.clone();
     let (duty, peer) = hub
         .store
-        .read(move |tx| {
-            let duty = duty_session(cfg_duty.as_deref(), tx)?;
-            let peer = match &duty {
-                Some(d) => tx.peer(d)?,
-                None => None,
-            };
-            Ok((duty, peer))
-        })
+        .read(move |tx| duty_and_peer(cfg_duty.as_deref(), tx))
         .await?;
     let Some(duty) = duty else {
         return Ok(PassReport::default());
     };
-    let live = peer.map(|p| hub.live_peer(p, now));
-    let last_seen = live.as_ref().map(|p| p.last_seen).unwrap_or(0);
-    let seen = DutySeen {
-        delivered: live.as_ref().map(|p| p.delivered_up_to).unwrap_or(0),
-        beating: now - last_seen.max(hub.started_ms) <= hub.cfg.duty_dark_ms,
-        last_seen,
-        duty,
-        window: hub.cfg.duty_undelivered_ms,
-        stuck_ms: hub.cfg.duty_stuck_ms,
-        stuck_max: hub.cfg.duty_stuck_max,
-        keep_record: !hub.cfg.no_delivery_record,
-        now,
-    };
+    let seen = DutySeen::new(hub, duty, peer, now);
     let (report, out) = hub.store.write(move |tx| escalate(tx, &seen)).await?;
     if !report.to_duty.is_empty() || !report.to_senders.is_empty() {
         tracing::info!(
@@ -220,12 +173,27 @@ pub async fn pass<S: Store>(hub: &AppState<S>, now: i64) -> Result<PassReport, S
     Ok(report)
 }
 
+/// The duty session in force and its stored peer row.
+fn duty_and_peer(
+    cfg_duty: Option<&str>,
+    tx: &dyn ReadTx,
+) -> Result<(Option<String>, Option<Peer>), StoreError> {
+    let duty = duty_session(cfg_duty, tx)?;
+    let peer = match &duty {
+        Some(d) => tx.peer(d)?,
+        None => None,
+    };
+    Ok((duty, peer))
+}
+
 /// What a pass knows before it writes: the duty session, how it was last seen, the knobs.
 struct DutySeen {
     duty: String,
     last_seen: i64,
     /// The duty session's `deliveredUpTo`.
     delivered: i64,
+    /// Online now (a held poll counts).
+    online: bool,
     /// Heartbeating within the dark window.
     beating: bool,
     window: i64,
@@ -233,6 +201,49 @@ struct DutySeen {
     stuck_max: usize,
     keep_record: bool,
     now: i64,
+}
+
+impl DutySeen {
+    /// Duty session `duty` at `now`, seen through its stored `peer` row and the live presence.
+    fn new<S: Store>(hub: &AppState<S>, duty: String, peer: Option<Peer>, now: i64) -> DutySeen {
+        let live = peer.map(|p| hub.live_peer(p, now));
+        let last_seen = live.as_ref().map(|p| p.last_seen).unwrap_or(0);
+        DutySeen {
+            delivered: live.as_ref().map(|p| p.delivered_up_to).unwrap_or(0),
+            online: live.as_ref().is_some_and(|p| p.online),
+            beating: now - last_seen.max(hub.started_ms) <= hub.cfg.duty_dark_ms,
+            last_seen,
+            duty,
+            window: hub.cfg.duty_undelivered_ms,
+            stuck_ms: hub.cfg.duty_stuck_ms,
+            stuck_max: hub.cfg.duty_stuck_max,
+            keep_record: !hub.cfg.no_delivery_record,
+            now,
+        }
+    }
+
+    /// Whether `e` is an escalation to duty that duty has not read.
+    fn unread_by_duty(&self, e: &Escalated) -> bool {
+        e.to == self.duty && e.esc > self.delivered
+    }
+
+    /// How many `hub:duty` messages duty has not read, counting only those at least `min_age`
+    /// ms old when given.
+    fn unread_escalations(&self, state: &DutyState, min_age: Option<i64>) -> usize {
+        state
+            .escalated
+            .values()
+            .filter(|e| self.unread_by_duty(e))
+            .filter(|e| min_age.is_none_or(|age| self.now - e.at >= age))
+            .map(|e| e.esc)
+            .collect::<HashSet<_>>()
+            .len()
+    }
+
+    /// Sitting on unread escalations past the stuck age.
+    fn stuck(&self, state: &DutyState) -> bool {
+        self.unread_escalations(state, Some(self.stuck_ms)) >= self.stuck_max
+    }
 }
 
 /// The pass's one write: find the unread mail, run the dark clock, escalate what is new (to
@@ -247,15 +258,7 @@ fn escalate(tx: &mut dyn WriteTx, s: &DutySeen) -> Result<(PassReport, Outbox), 
         .into_iter()
         .filter(|m| eligible(m, duty, &known))
         .collect();
-    let stuck = state
-        .escalated
-        .values()
-        .filter(|e| e.to == duty && e.esc > s.delivered && now - e.at >= s.stuck_ms)
-        .map(|e| e.esc)
-        .collect::<HashSet<_>>()
-        .len()
-        >= s.stuck_max;
-    let dark = !s.beating || stuck;
+    let dark = !s.beating || s.stuck(&state);
     let mut report = PassReport {
         dark,
         ..PassReport::default()
@@ -271,7 +274,7 @@ fn escalate(tx: &mut dyn WriteTx, s: &DutySeen) -> Result<(PassReport, Outbox), 
             state
                 .escalated
                 .get(&m.id)
-                .is_some_and(|e| e.to == duty && e.esc > s.delivered)
+                .is_some_and(|e| s.unread_by_duty(e))
         });
         let items: Vec<&Message> = fresh.iter().copied().chain(handed_back).collect();
         to_senders(tx, &mut out, &mut state, &mut report, s, &items)?;
@@ -383,7 +386,8 @@ fn send_escalations(
 ) -> Result<Vec<i64>, StoreError> {
     let mut sent = Vec::new();
     for (text, ids) in texts(header, items, s.now) {
-        let esc = insert_duty_message(tx, out, to, text, s.now, s.keep_record)?;
+        let project = trantor_proto::session_project(to);
+        let esc = post_alert(tx, out, to, project, text, s.keep_record, s.now)?;
         for m in items.iter().filter(|m| ids.contains(&m.id)) {
             state.escalated.insert(
                 m.id,
@@ -405,15 +409,13 @@ fn send_escalations(
 pub async fn status<S: Store>(hub: &AppState<S>, now: i64) -> Result<Value, StoreError> {
     let cfg_duty = hub.cfg.duty_session.clone();
     let from_cfg = cfg_duty.is_some();
-    let (duty, peer, state) = hub
+    let ((duty, peer), state) = hub
         .store
         .read(move |tx| {
-            let duty = duty_session(cfg_duty.as_deref(), tx)?;
-            let peer = match &duty {
-                Some(d) => tx.peer(d)?,
-                None => None,
-            };
-            Ok((duty, peer, DutyState::load(tx)?))
+            Ok((
+                duty_and_peer(cfg_duty.as_deref(), tx)?,
+                DutyState::load(tx)?,
+            ))
         })
         .await?;
     let Some(duty) = duty else {
@@ -425,36 +427,21 @@ pub async fn status<S: Store>(hub: &AppState<S>, now: i64) -> Result<Value, Stor
             "failures": state.failures,
         }));
     };
-    let live = peer.map(|p| hub.live_peer(p, now));
-    let last_seen = live.as_ref().map(|p| p.last_seen).unwrap_or(0);
-    let delivered = live.as_ref().map(|p| p.delivered_up_to).unwrap_or(0);
-    let beating = now - last_seen.max(hub.started_ms) <= hub.cfg.duty_dark_ms;
-    let queued: HashSet<i64> = state
-        .escalated
-        .values()
-        .filter(|e| e.to == duty && e.esc > delivered)
-        .map(|e| e.esc)
-        .collect();
-    let stale = state
-        .escalated
-        .values()
-        .filter(|e| e.to == duty && e.esc > delivered && now - e.at >= hub.cfg.duty_stuck_ms)
-        .map(|e| e.esc)
-        .collect::<HashSet<_>>()
-        .len();
-    let stuck = stale >= hub.cfg.duty_stuck_max;
+    let seen = DutySeen::new(hub, duty, peer, now);
+    let stuck = seen.stuck(&state);
+    let last_seen = seen.last_seen;
     Ok(json!({
         "configured": true,
-        "session": duty,
+        "session": seen.duty,
         "source": if from_cfg { "RELAY_DUTY_SESSION" } else { "appointed" },
-        "online": live.as_ref().is_some_and(|p| p.online),
-        "beating": beating,
+        "online": seen.online,
+        "beating": seen.beating,
         "consuming": !stuck,
         "stuck": stuck,
         "dark": state.dark_since.is_some(),
         "lastSeenMs": if last_seen > 0 { json!(now - last_seen) } else { Value::Null },
         "darkSinceMs": state.dark_since.map(|t| now - t),
-        "queuedEscalations": queued.len(),
+        "queuedEscalations": seen.unread_escalations(&state, None),
         "escalated": state.escalated.len(),
         "undeliveredMs": hub.cfg.duty_undelivered_ms,
         "darkMs": hub.cfg.duty_dark_ms,

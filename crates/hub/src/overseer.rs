@@ -10,14 +10,14 @@
 //! `RELAY_OVERSEER_CLEAR_MS`. The episodes and the last pass's warnings live in the store's kv,
 //! so a restart neither repeats nor forgets them (`docs/protocol.md` §15.3).
 
-use crate::domain::duty::DUTY_SENDER;
+use crate::domain::duty::post_alert;
 use crate::state::{AppState, KvDoc, Outbox, event};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use trantor_proto::lanes::OverseerWarning;
 use trantor_proto::{now_ms, session_project};
-use trantor_store::{NewMessage, Store, StoreError, WriteTx};
+use trantor_store::{Store, StoreError, WriteTx};
 
 /// kv key of the overseer's state.
 pub const STATE_KEY: &str = "overseer.state";
@@ -129,6 +129,7 @@ pub(crate) fn key_of(w: &OverseerWarning) -> String {
     }
 }
 
+/// An overseer alert (cut to 2000 characters) to `to`.
 fn send(
     tx: &mut dyn WriteTx,
     out: &mut Outbox,
@@ -138,20 +139,7 @@ fn send(
     now: i64,
 ) -> Result<(), StoreError> {
     let text: String = text.chars().take(2000).collect();
-    let msg = tx.insert_message(
-        NewMessage {
-            ts: now,
-            from: DUTY_SENDER.into(),
-            to: to.into(),
-            project: project.to_string(),
-            text: text.clone(),
-            re: None,
-            kind: Some("alert".into()),
-            wake: None,
-        },
-        &[],
-    )?;
-    out.posted(tx, msg)?;
+    post_alert(tx, out, to, project, text, false, now)?;
     Ok(())
 }
 

@@ -6,7 +6,7 @@
 //! denied proposal is refused; deciding is the owner's. Proposals live in one kv document.
 
 use crate::auth::AuthContext;
-use crate::domain::duty::DUTY_SENDER;
+use crate::domain::duty::post_alert;
 use crate::domain::policy::canon;
 use crate::error::{ApiError, ApiResult, check_len};
 use crate::extract::{JsonBody, Params};
@@ -23,7 +23,7 @@ use trantor_proto::proposals::{
     ProposeRequest, TEXT, WithdrawRequest,
 };
 use trantor_proto::{limits, now_ms, session_project};
-use trantor_store::{NewMessage, Store, StoreError, WriteTx};
+use trantor_store::{Store, StoreError, WriteTx};
 
 /// kv key of the proposals document.
 pub const KEY: &str = "proposals";
@@ -383,20 +383,7 @@ fn tell(tx: &mut dyn WriteTx, out: &mut Outbox, pr: &Proposal, now: i64) -> Resu
         pr.status.to_uppercase(),
         pr.scope
     );
-    let msg = tx.insert_message(
-        NewMessage {
-            ts: now,
-            from: DUTY_SENDER.into(),
-            to: pr.session.clone(),
-            project: pr.project.clone(),
-            text: text.clone(),
-            re: None,
-            kind: Some("alert".into()),
-            wake: None,
-        },
-        &[],
-    )?;
-    out.posted(tx, msg)?;
+    post_alert(tx, out, &pr.session, &pr.project, text, false, now)?;
     Ok(())
 }
 

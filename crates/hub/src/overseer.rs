@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use trantor_proto::lanes::OverseerWarning;
-use trantor_proto::{now_ms, session_project};
+use trantor_proto::now_ms;
 use trantor_store::{Store, StoreError, WriteTx};
 
 /// kv key of the overseer's state.
@@ -215,17 +215,7 @@ async fn observe<S: Store>(
             ))
         })
         .await?;
-    let live: Vec<trantor_proto::Peer> = peers
-        .into_iter()
-        .map(|p| hub.live_peer(p, now))
-        .filter(|p| p.online)
-        .map(|mut p| {
-            if p.project.is_empty() {
-                p.project = session_project(&p.session).to_string();
-            }
-            p
-        })
-        .collect();
+    let live = hub.online_peers(peers, now);
     let watched = |project: &str| autonomy.contains_key(project) || autonomy.contains_key("*");
     let seen = detect(&live, &claims)
         .into_iter()

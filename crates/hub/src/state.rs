@@ -174,6 +174,22 @@ impl<S: Store> Hub<S> {
         p
     }
 
+    /// The online ones of stored peer rows at `now`, live presence overlaid, each with a
+    /// project (its session's suffix when the row has none).
+    pub fn online_peers(&self, peers: Vec<Peer>, now: i64) -> Vec<Peer> {
+        peers
+            .into_iter()
+            .map(|p| self.live_peer(p, now))
+            .filter(|p| p.online)
+            .map(|mut p| {
+                if p.project.is_empty() {
+                    p.project = session_project(&p.session).to_string();
+                }
+                p
+            })
+            .collect()
+    }
+
     /// Whether `session` is online now.
     pub fn online(&self, session: &str, now: i64) -> bool {
         self.presence.is_online(session, now)
@@ -212,15 +228,17 @@ pub fn persist_edge(
         None => new_peer(session, now),
     };
     tx.put_peer(&peer)?;
-    out.event(
-        tx,
-        event(
-            now,
-            "presence.online",
-            &peer.project,
-            session,
-            json!({ "status": peer.status }),
-        ),
+    out.event(tx, online_event(&peer, session, now))
+}
+
+/// The `presence.online` event of `session` (its peer row `peer`) coming online at `now`.
+pub fn online_event(peer: &Peer, session: &str, now: i64) -> NewEvent {
+    event(
+        now,
+        "presence.online",
+        &peer.project,
+        session,
+        json!({ "status": peer.status }),
     )
 }
 

@@ -22,7 +22,7 @@ use trantor_proto::lanes::{
     NarrateRequest, OverseerContext, OverseerStatus, OverseerWatching, ProjectDigest,
     SweepCandidate, SweepReply, SweepRequest,
 };
-use trantor_proto::{CARD_STATUSES, Card, CardStatus, limits, now_ms, session_project};
+use trantor_proto::{CARD_STATUSES, Card, CardStatus, limits, now_ms};
 use trantor_store::{CardFilter, EventFilter, Store, StoreError, WriteTx};
 
 /// The card event types (the timeline's feed).
@@ -177,17 +177,7 @@ pub async fn overseer_context<S: Store>(
         .filter(|x| *x != project)
         .collect();
     let ours = |p: &str| p == project || linked.contains(p);
-    let live: Vec<trantor_proto::Peer> = peers
-        .into_iter()
-        .map(|p| hub.live_peer(p, now))
-        .filter(|p| p.online)
-        .map(|mut p| {
-            if p.project.is_empty() {
-                p.project = session_project(&p.session).to_string();
-            }
-            p
-        })
-        .collect();
+    let live = hub.online_peers(peers, now);
     let mut peers_out: Vec<ContextPeer> = live
         .iter()
         .filter(|p| ours(&p.project))

@@ -3,10 +3,9 @@
 use crate::error::{ApiError, ApiResult, check_len, check_opt};
 use crate::extract::{JsonBody, Params};
 use crate::presence::Touch;
-use crate::state::{AppState, Outbox, event, health, new_peer};
+use crate::state::{AppState, Outbox, health, new_peer, online_event};
 use axum::Json;
 use axum::extract::State;
-use serde_json::json;
 use trantor_proto::limits;
 use trantor_proto::{
     BROADCAST, OkReply, PeerReply, PeersReply, RegisterReply, RegisterRequest, VERSION, now_ms,
@@ -93,16 +92,7 @@ async fn upsert<S: Store>(
             peer.registered = true;
             tx.put_peer(&peer)?;
             if touch == Touch::CameOnline {
-                out.event(
-                    tx,
-                    event(
-                        now,
-                        "presence.online",
-                        &peer.project,
-                        &s,
-                        json!({ "status": peer.status }),
-                    ),
-                )?;
+                out.event(tx, online_event(&peer, &s, now))?;
             }
             Ok((out, peer.project))
         })

@@ -285,10 +285,7 @@ pub async fn claims<S: Store>(
     let claims = hub
         .store
         .read(move |tx| {
-            let project = match &asked {
-                Some(a) => Some(canon(tx, a)?),
-                None => None,
-            };
+            let project = asked.as_deref().map(|p| canon(tx, p)).transpose()?;
             let mut all = live_claims_with_ttl(tx, now, ttl)?;
             if let Some(p) = project {
                 all.retain(|c| c.project == p);

@@ -369,10 +369,7 @@ pub async fn history<S: Store>(
     let events = hub
         .store
         .read(move |tx| {
-            let project = match &asked {
-                Some(a) => Some(canon(tx, a)?),
-                None => None,
-            };
+            let project = asked.as_deref().map(|p| canon(tx, p)).transpose()?;
             tx.events(&EventFilter {
                 project,
                 types: Some(CARD_EVENT_TYPES.map(str::to_string).to_vec()),
@@ -418,10 +415,7 @@ pub async fn sweep<S: Store>(
     let (cards, peers) = hub
         .store
         .read(move |tx| {
-            let project = match &asked {
-                Some(a) => Some(canon(tx, a)?),
-                None => None,
-            };
+            let project = asked.as_deref().map(|p| canon(tx, p)).transpose()?;
             let cards = tx.cards(&CardFilter {
                 project,
                 statuses: Some(vec!["doing".into(), "testing".into()]),

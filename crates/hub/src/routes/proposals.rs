@@ -215,12 +215,7 @@ pub async fn propose<S: Store>(
         })
         .await?;
     let (proposal, dedup, out) = result?;
-    hub.publish(out);
-    Ok(Json(ProposalReply {
-        ok: true,
-        proposal,
-        dedup,
-    }))
+    Ok(reply(&hub, proposal, dedup, out))
 }
 
 /// 400 unless a proposal states its whole bound (scope, condition, exclusions), each within
@@ -336,10 +331,7 @@ pub async fn proposals<S: Store>(
     let (rows, pending) = hub
         .store
         .read(move |tx| {
-            let project = match &project {
-                Some(pj) => Some(canon(tx, pj)?),
-                None => None,
-            };
+            let project = project.as_deref().map(|p| canon(tx, p)).transpose()?;
             let doc = Doc::load(tx)?;
             let pending = doc
                 .proposals
@@ -407,57 +399,42 @@ pub async fn decide<S: Store>(
         .trim()
         .to_string();
     check_len("by", &by, limits::SESSION)?;
-    let id = req.id;
     let now = now_ms();
-    let result = hub
-        .write(move |tx| {
-            let mut doc = Doc::load(tx)?;
-            let Some(pr) = doc.proposals.iter_mut().find(|p| p.id == id) else {
-                return Ok(Err(ApiError::not_found("no such proposal")));
-            };
-            if decision == "revoked" {
-                if pr.status != "approved" {
-                    return Ok(Err(ApiError::with(
-                        StatusCode::CONFLICT,
-                        format!("only an approved proposal can be revoked (is {})", pr.status),
-                        json!({ "proposal": pr }),
-                    )));
-                }
-            } else if pr.status != "pending" {
-                return Ok(Err(ApiError::with(
+    let rule = move |pr: &Proposal| {
+        if decision == "revoked" {
+            if pr.status != "approved" {
+                return Err(ApiError::with(
                     StatusCode::CONFLICT,
-                    format!("already {}", pr.status),
+                    format!(
+                        "only an approved proposal can be revoked (is {})",
+                        pr.status
+                    ),
                     json!({ "proposal": pr }),
-                )));
+                ));
             }
-            pr.status = decision.clone();
-            pr.decided_ts = now;
-            pr.decided_by = by.clone();
-            pr.note = note.clone();
-            let pr = pr.clone();
-            doc.save(tx)?;
-            let mut out = Outbox::default();
-            out.event(
-                tx,
-                event(
-                    now,
-                    "proposal.decided",
-                    &pr.project,
-                    &by,
-                    json!({ "proposalId": pr.id, "scope": pr.scope, "status": decision, "note": note }),
-                ),
-            )?;
-            tell(tx, &mut out, &pr, now)?;
-            Ok(Ok((pr, out)))
+        } else if pr.status != "pending" {
+            return Err(already(pr));
+        }
+        Ok(Settle {
+            status: decision,
+            by,
+            note: Some(note),
         })
-        .await?;
-    let (proposal, out) = result?;
-    hub.publish(out);
-    Ok(Json(ProposalReply {
-        ok: true,
-        proposal,
-        dedup: false,
-    }))
+    };
+    let record = move |tx: &mut dyn WriteTx, out: &mut Outbox, pr: &Proposal| {
+        out.event(
+            tx,
+            event(
+                now,
+                "proposal.decided",
+                &pr.project,
+                &pr.decided_by,
+                json!({ "proposalId": pr.id, "scope": pr.scope, "status": pr.status, "note": pr.note }),
+            ),
+        )?;
+        tell(tx, out, pr, now)
+    };
+    settle(&hub, req.id, now, rule, record).await
 }
 
 /// `POST /proposal/withdraw {id, session}`: only the proposer, only while pending.
@@ -469,52 +446,106 @@ pub async fn withdraw<S: Store>(
     let claimant = signer(&ctx)
         .or_else(|| first_named(&req.session, &req.by))
         .unwrap_or_default();
-    let id = req.id;
     let now = now_ms();
+    let rule = move |pr: &Proposal| {
+        if pr.status != "pending" {
+            return Err(already(pr));
+        }
+        if claimant != pr.session {
+            return Err(ApiError::forbidden(
+                "only the proposing session may withdraw",
+            ));
+        }
+        Ok(Settle {
+            status: "withdrawn".into(),
+            by: pr.session.clone(),
+            note: None,
+        })
+    };
+    let record = move |tx: &mut dyn WriteTx, out: &mut Outbox, pr: &Proposal| {
+        let data = json!({ "proposalId": pr.id, "scope": pr.scope });
+        out.event(
+            tx,
+            event(now, "proposal.withdrawn", &pr.project, &pr.session, data),
+        )
+    };
+    settle(&hub, req.id, now, rule, record).await
+}
+
+/// 409: the proposal is no longer pending.
+fn already(pr: &Proposal) -> ApiError {
+    ApiError::with(
+        StatusCode::CONFLICT,
+        format!("already {}", pr.status),
+        json!({ "proposal": pr }),
+    )
+}
+
+/// How a decision or a withdrawal settles a proposal.
+struct Settle {
+    /// The new status.
+    status: String,
+    /// Who settled it.
+    by: String,
+    /// The decision's note (a withdrawal keeps the proposal's).
+    note: Option<String>,
+}
+
+/// Settles proposal `id` at `now` in one write (404 when there is none): `rule` refuses or
+/// says how, the proposal is stamped and saved, `record` adds its events and notices. The reply
+/// carries the proposal as settled.
+async fn settle<S, R, W>(
+    hub: &AppState<S>,
+    id: i64,
+    now: i64,
+    rule: R,
+    record: W,
+) -> ApiResult<Json<ProposalReply>>
+where
+    S: Store,
+    R: FnOnce(&Proposal) -> ApiResult<Settle> + Send + 'static,
+    W: FnOnce(&mut dyn WriteTx, &mut Outbox, &Proposal) -> Result<(), StoreError> + Send + 'static,
+{
     let result = hub
         .write(move |tx| {
             let mut doc = Doc::load(tx)?;
             let Some(pr) = doc.proposals.iter_mut().find(|p| p.id == id) else {
                 return Ok(Err(ApiError::not_found("no such proposal")));
             };
-            if pr.status != "pending" {
-                return Ok(Err(ApiError::with(
-                    StatusCode::CONFLICT,
-                    format!("already {}", pr.status),
-                    json!({ "proposal": pr }),
-                )));
-            }
-            if claimant != pr.session {
-                return Ok(Err(ApiError::forbidden(
-                    "only the proposing session may withdraw",
-                )));
-            }
-            pr.status = "withdrawn".into();
+            let how = match rule(pr) {
+                Ok(how) => how,
+                Err(refusal) => return Ok(Err(refusal)),
+            };
+            pr.status = how.status;
             pr.decided_ts = now;
-            pr.decided_by = pr.session.clone();
+            pr.decided_by = how.by;
+            if let Some(note) = how.note {
+                pr.note = note;
+            }
             let pr = pr.clone();
             doc.save(tx)?;
             let mut out = Outbox::default();
-            out.event(
-                tx,
-                event(
-                    now,
-                    "proposal.withdrawn",
-                    &pr.project,
-                    &pr.session,
-                    json!({ "proposalId": pr.id, "scope": pr.scope }),
-                ),
-            )?;
+            record(tx, &mut out, &pr)?;
             Ok(Ok((pr, out)))
         })
         .await?;
     let (proposal, out) = result?;
+    Ok(reply(hub, proposal, false, out))
+}
+
+/// Publishes what a write produced and answers with `proposal`.
+fn reply<S: Store>(
+    hub: &AppState<S>,
+    proposal: Proposal,
+    dedup: bool,
+    out: Outbox,
+) -> Json<ProposalReply> {
     hub.publish(out);
-    Ok(Json(ProposalReply {
+    Json(ProposalReply {
         ok: true,
         proposal,
-        dedup: false,
-    }))
+        dedup,
+    })
 }
 
 /// `GET /grants[?project=][&key=][&session=]`: the approved proposals.
@@ -528,10 +559,7 @@ pub async fn grants<S: Store>(
     let mut rows = hub
         .store
         .read(move |tx| {
-            let project = match &project {
-                Some(pj) => Some(canon(tx, pj)?),
-                None => None,
-            };
+            let project = project.as_deref().map(|p| canon(tx, p)).transpose()?;
             Ok(Doc::load(tx)?
                 .proposals
                 .into_iter()

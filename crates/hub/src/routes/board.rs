@@ -187,11 +187,7 @@ pub async fn create<S: Store>(
             Ok((card, out))
         })
         .await?;
-    hub.publish(out);
-    Ok(Json(TaskReply {
-        ok: true,
-        task: card,
-    }))
+    Ok(task_reply(&hub, card, out))
 }
 
 /// A validated `/task/update` request.
@@ -284,40 +280,60 @@ pub async fn update<S: Store>(
     let u = validate_update(req)?;
     let now = now_ms();
     let touch = touch_actor(&hub, &u.by, now);
+    change_card(&hub, u.id, move |tx, out, card| {
+        let reassigning = u
+            .assignee
+            .as_deref()
+            .filter(|a| *a != card.assignee)
+            .map(str::to_string);
+        if let Some(refusal) = update_refusal(&*tx, card, &u, reassigning.is_some())? {
+            return Ok(Err(refusal));
+        }
+        persist_edge(tx, out, &u.by, touch, now)?;
+        if u.delete {
+            tx.delete_card(card.id)?;
+            let from = card.status.to_string();
+            out.event(
+                tx,
+                card_event(card, "deleted", &u.by, now, Some(&from), "deleted"),
+            )?;
+            return Ok(Ok(()));
+        }
+        edit(tx, out, card, u, reassigning, now)?;
+        Ok(Ok(()))
+    })
+    .await
+}
+
+/// Changes card `id` in one write (404 when there is none): `change` refuses, or changes the
+/// card and records its events in the outbox. The reply is the card as changed.
+async fn change_card<S, F>(hub: &AppState<S>, id: i64, change: F) -> ApiResult<Json<TaskReply>>
+where
+    S: Store,
+    F: FnOnce(&mut dyn WriteTx, &mut Outbox, &mut Card) -> Result<ApiResult<()>, StoreError>
+        + Send
+        + 'static,
+{
     let outcome = hub
         .write(move |tx| {
             let mut out = Outbox::default();
-            let Some(mut card) = tx.card(u.id)? else {
+            let Some(mut card) = tx.card(id)? else {
                 return Ok(Err(ApiError::not_found("no such task")));
             };
-            let reassigning = u
-                .assignee
-                .as_deref()
-                .filter(|a| *a != card.assignee)
-                .map(str::to_string);
-            if let Some(refusal) = update_refusal(&*tx, &card, &u, reassigning.is_some())? {
-                return Ok(Err(refusal));
-            }
-            persist_edge(tx, &mut out, &u.by, touch, now)?;
-            if u.delete {
-                tx.delete_card(card.id)?;
-                let from = card.status.to_string();
-                out.event(
-                    tx,
-                    card_event(&card, "deleted", &u.by, now, Some(&from), "deleted"),
-                )?;
-                return Ok(Ok((card, out)));
-            }
-            edit(tx, &mut out, &mut card, u, reassigning, now)?;
-            Ok(Ok((card, out)))
+            Ok(change(tx, &mut out, &mut card)?.map(|()| (card, out)))
         })
         .await?;
     let (card, out) = outcome?;
+    Ok(task_reply(hub, card, out))
+}
+
+/// Publishes what a write produced and answers with `card`.
+fn task_reply<S: Store>(hub: &AppState<S>, card: Card, out: Outbox) -> Json<TaskReply> {
     hub.publish(out);
-    Ok(Json(TaskReply {
+    Json(TaskReply {
         ok: true,
         task: card,
-    }))
+    })
 }
 
 /// Whether the assignee freeze refuses a change of assignee by `by`: it protects an owned card
@@ -408,35 +424,27 @@ fn edit(
 /// Sets the fields an update edits on `card`; returns their names, in a fixed order.
 fn apply_edits(card: &mut Card, e: Edits) -> Vec<&'static str> {
     let mut changes = Vec::new();
-    if let Some(d) = e.drill {
-        card.drill = d;
-        changes.push("drill");
-    }
-    if let Some(t) = e.title {
-        card.title = t;
-        changes.push("title");
-    }
-    if let Some(s) = e.summary {
-        card.summary = s;
-        changes.push("summary");
-    }
-    if let Some(d) = e.difficulty {
-        card.difficulty = d;
-        changes.push("difficulty");
-    }
-    if let Some(m) = e.model {
-        card.model = m;
-        changes.push("model");
-    }
-    if let Some(d) = e.deps {
-        card.deps = d;
-        changes.push("deps");
-    }
-    if let Some(c) = e.checklist {
-        card.checklist = c;
-        changes.push("checklist");
-    }
+    set(&mut changes, "drill", &mut card.drill, e.drill);
+    set(&mut changes, "title", &mut card.title, e.title);
+    set(&mut changes, "summary", &mut card.summary, e.summary);
+    set(
+        &mut changes,
+        "difficulty",
+        &mut card.difficulty,
+        e.difficulty,
+    );
+    set(&mut changes, "model", &mut card.model, e.model);
+    set(&mut changes, "deps", &mut card.deps, e.deps);
+    set(&mut changes, "checklist", &mut card.checklist, e.checklist);
     changes
+}
+
+/// Sets field `name` (`slot`) to `value` when one was sent, and names it in `changes`.
+fn set<T>(changes: &mut Vec<&'static str>, name: &'static str, slot: &mut T, value: Option<T>) {
+    if let Some(v) = value {
+        *slot = v;
+        changes.push(name);
+    }
 }
 
 /// `POST /task/checklist-toggle {id, index, done}`.
@@ -451,47 +459,36 @@ pub async fn checklist_toggle<S: Store>(
     let by = trimmed(req.by).unwrap_or_default();
     let now = now_ms();
     let touch = touch_actor(&hub, &by, now);
-    let outcome = hub
-        .write(move |tx| {
-            let mut out = Outbox::default();
-            let Some(mut card) = tx.card(req.id)? else {
-                return Ok(Err(ApiError::not_found("no such task")));
-            };
-            let Some(item) = usize::try_from(req.index)
-                .ok()
-                .and_then(|i| card.checklist.get_mut(i))
-            else {
-                return Ok(Err(ApiError::not_found("no such checklist item")));
-            };
-            item.done = req.done;
-            // Who toggled what is kept: a log line on the card and a card event.
-            let line = format!(
-                "checklist item {} {}: {}",
-                req.index + 1,
-                if req.done { "checked" } else { "unchecked" },
-                truncate(&item.text, 200)
-            );
-            persist_edge(tx, &mut out, &by, touch, now)?;
-            push_log(&mut card, now, &by, &line);
-            card.updated = now;
-            tx.put_card(&card)?;
-            let status = card.status.to_string();
-            let mut ev = card_event(&card, "updated", &by, now, Some(&status), &status);
-            ev.data.insert("changes".into(), json!(["checklist"]));
-            ev.data.insert(
-                "checklist".into(),
-                json!({ "index": req.index, "done": req.done }),
-            );
-            out.event(tx, ev)?;
-            Ok(Ok((card, out)))
-        })
-        .await?;
-    let (card, out) = outcome?;
-    hub.publish(out);
-    Ok(Json(TaskReply {
-        ok: true,
-        task: card,
-    }))
+    change_card(&hub, req.id, move |tx, out, card| {
+        let Some(item) = usize::try_from(req.index)
+            .ok()
+            .and_then(|i| card.checklist.get_mut(i))
+        else {
+            return Ok(Err(ApiError::not_found("no such checklist item")));
+        };
+        item.done = req.done;
+        // Who toggled what is kept: a log line on the card and a card event.
+        let line = format!(
+            "checklist item {} {}: {}",
+            req.index + 1,
+            if req.done { "checked" } else { "unchecked" },
+            truncate(&item.text, 200)
+        );
+        persist_edge(tx, out, &by, touch, now)?;
+        push_log(card, now, &by, &line);
+        card.updated = now;
+        tx.put_card(card)?;
+        let status = card.status.to_string();
+        let mut ev = card_event(card, "updated", &by, now, Some(&status), &status);
+        ev.data.insert("changes".into(), json!(["checklist"]));
+        ev.data.insert(
+            "checklist".into(),
+            json!({ "index": req.index, "done": req.done }),
+        );
+        out.event(tx, ev)?;
+        Ok(Ok(()))
+    })
+    .await
 }
 
 /// `GET /tasks?project&fields=slim&card=1,2`: the board.

@@ -15,7 +15,7 @@ use serde_json::json;
 use trantor_proto::{
     VerifyGate, VerifyGateReply, VerifyGateRequest, VerifyGatesReply, limits, now_ms,
 };
-use trantor_store::Store;
+use trantor_store::{NewEvent, Store};
 
 /// Length limit of a claim, a why, a how-to-verify and a note.
 const TEXT: usize = 300;
@@ -53,22 +53,55 @@ pub async fn post<S: Store>(
             "status must be verified, failed or waived",
         ));
     }
-    if req.resolve {
-        resolve(&hub, req, project, by, now).await
+    let change = if req.resolve {
+        resolution(req)?
     } else {
-        open(&hub, req, project, by, now).await
-    }
+        opening(req)?
+    };
+    let got = hub
+        .write(move |tx| {
+            let mut doc = GatesDoc::load(tx)?;
+            let Some((gate, ev)) = change.apply(&mut doc, project, by, now) else {
+                return Ok(None);
+            };
+            let mut events = Outbox::default();
+            let dedup = ev.is_none();
+            if let Some(ev) = ev {
+                doc.save(tx)?;
+                events.event(tx, ev)?;
+            }
+            Ok(Some((gate, dedup, events)))
+        })
+        .await?;
+    let (gate, dedup, events) =
+        got.ok_or_else(|| ApiError::not_found("no such gate in that project"))?;
+    hub.publish(events);
+    Ok(Json(VerifyGateReply {
+        ok: true,
+        gate,
+        dedup,
+    }))
 }
 
-/// Resolves gate `id` of `project` (404 when the project has none) and records
-/// `verify.gate.resolved`.
-async fn resolve<S: Store>(
-    hub: &AppState<S>,
-    req: VerifyGateRequest,
-    project: String,
-    by: String,
-    now: i64,
-) -> ApiResult<Json<VerifyGateReply>> {
+/// What a `POST /verify-gate` does to the gates document.
+enum GateChange {
+    /// Resolve gate `id` as `status` (`verified` when none was sent).
+    Resolve {
+        id: i64,
+        status: String,
+        note: String,
+    },
+    /// Add a gate (an open one of the project with the same claim is a dedup).
+    Open {
+        claim: String,
+        why: String,
+        how: String,
+        card: Option<i64>,
+    },
+}
+
+/// A resolution, checked: it names the gate and carries no secret.
+fn resolution(req: VerifyGateRequest) -> ApiResult<GateChange> {
     let id = req
         .id
         .ok_or_else(|| ApiError::bad_request("id required to resolve a gate"))?;
@@ -76,49 +109,11 @@ async fn resolve<S: Store>(
     let status = req.status.unwrap_or_else(|| "verified".into());
     let note = req.note.unwrap_or_default();
     crate::error::check_secrets([note.as_str()])?;
-    let got = hub
-        .write(move |tx| {
-            let mut doc = GatesDoc::load(tx)?;
-            let Some(out) = doc.resolve(id, &project, status, &by, &note, now) else {
-                return Ok(None);
-            };
-            doc.save(tx)?;
-            let mut events = Outbox::default();
-            events.event(
-                tx,
-                event(
-                    now,
-                    "verify.gate.resolved",
-                    &out.project,
-                    &by,
-                    json!({ "gateId": out.id, "claim": out.claim, "status": out.status, "note": note }),
-                ),
-            )?;
-            Ok(Some((out, events)))
-        })
-        .await?;
-    match got {
-        Some((gate, events)) => {
-            hub.publish(events);
-            Ok(Json(VerifyGateReply {
-                ok: true,
-                gate,
-                dedup: false,
-            }))
-        }
-        None => Err(ApiError::not_found("no such gate in that project")),
-    }
+    Ok(GateChange::Resolve { id, status, note })
 }
 
-/// Adds a gate to `project` and records `verify.gate.opened`; an open gate with the same claim
-/// is returned instead, as a dedup, with nothing written.
-async fn open<S: Store>(
-    hub: &AppState<S>,
-    req: VerifyGateRequest,
-    project: String,
-    by: String,
-    now: i64,
-) -> ApiResult<Json<VerifyGateReply>> {
+/// A new gate, checked: a claim, each text within [`TEXT`], no secret.
+fn opening(req: VerifyGateRequest) -> ApiResult<GateChange> {
     let claim = req
         .claim
         .as_deref()
@@ -135,44 +130,59 @@ async fn open<S: Store>(
     check_len("howToVerify", &how, TEXT)?;
     crate::error::check_secrets([claim.as_str(), why.as_str(), how.as_str()])?;
     let card = req.card.filter(|c| *c > 0);
-    let (gate, dedup, events) = hub
-        .write(move |tx| {
-            let mut doc = GatesDoc::load(tx)?;
-            if let Some(g) = doc.open_with_claim(&project, &claim) {
-                return Ok((g.clone(), true, Outbox::default()));
+    Ok(GateChange::Open {
+        claim,
+        why,
+        how,
+        card,
+    })
+}
+
+impl GateChange {
+    /// Applies the change to `doc` for `project`, by `by` at `now`: the gate as it stands and
+    /// the event that records the change (`None` for a dedup, which changes nothing); `None`
+    /// when a resolution names no gate of the project.
+    fn apply(
+        self,
+        doc: &mut GatesDoc,
+        project: String,
+        by: String,
+        now: i64,
+    ) -> Option<(VerifyGate, Option<NewEvent>)> {
+        match self {
+            GateChange::Resolve { id, status, note } => {
+                let g = doc.resolve(id, &project, status, &by, &note, now)?;
+                let data =
+                    json!({ "gateId": g.id, "claim": g.claim, "status": g.status, "note": note });
+                let ev = event(now, "verify.gate.resolved", &g.project, &by, data);
+                Some((g, Some(ev)))
             }
-            let g = doc.add(VerifyGate {
-                project,
+            GateChange::Open {
                 claim,
                 why,
-                how_to_verify: how,
-                status: "open".into(),
-                by,
-                ts: now,
+                how,
                 card,
-                ..Default::default()
-            });
-            doc.save(tx)?;
-            let mut events = Outbox::default();
-            events.event(
-                tx,
-                event(
-                    now,
-                    "verify.gate.opened",
-                    &g.project,
-                    &g.by,
-                    json!({ "gateId": g.id, "claim": g.claim, "why": g.why, "howToVerify": g.how_to_verify, "taskId": g.card }),
-                ),
-            )?;
-            Ok((g, false, events))
-        })
-        .await?;
-    hub.publish(events);
-    Ok(Json(VerifyGateReply {
-        ok: true,
-        gate,
-        dedup,
-    }))
+            } => {
+                if let Some(g) = doc.open_with_claim(&project, &claim) {
+                    return Some((g.clone(), None));
+                }
+                let g = doc.add(VerifyGate {
+                    project,
+                    claim,
+                    why,
+                    how_to_verify: how,
+                    status: "open".into(),
+                    by,
+                    ts: now,
+                    card,
+                    ..Default::default()
+                });
+                let data = json!({ "gateId": g.id, "claim": g.claim, "why": g.why, "howToVerify": g.how_to_verify, "taskId": g.card });
+                let ev = event(now, "verify.gate.opened", &g.project, &g.by, data);
+                Some((g, Some(ev)))
+            }
+        }
+    }
 }
 
 /// `GET /verify-gates?project=&all=1&card=`.

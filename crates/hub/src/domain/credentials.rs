@@ -159,10 +159,14 @@ pub fn report(tx: &mut dyn WriteTx, r: &StateReport, now: i64) -> Result<Reporte
     };
     let joined = join_seat(c, &r.session);
     let mut out = Outbox::default();
-    let mut change = match r.state.as_str() {
-        "exhausted" => exhausted(tx, &mut out, c, r, now)?,
-        "auth" => refused(tx, &mut out, c, r, now)?,
-        _ => Change::default(),
+    let verdict = match r.state.as_str() {
+        "exhausted" => exhausted(c, r, now),
+        "auth" => refused(c, r),
+        _ => Err(Change::default()),
+    };
+    let mut change = match verdict {
+        Ok(m) => mark(tx, &mut out, c, r, m, now)?,
+        Err(unmarked) => unmarked,
     };
     change.changed |= joined;
     let info = c.clone().effective(now);
@@ -187,34 +191,63 @@ fn because(evidence: &Option<String>) -> String {
         .unwrap_or_default()
 }
 
-/// An exhaustion report. One without a reset time proves nothing the hub can hold the seats
-/// to: it is answered like a reset in the past (taken as a seat report, nothing marked). No
-/// provider's reset is more than [`cred::UNTIL_MAX_MS`] out: a mis-read time must not park a
-/// crew for good.
-fn exhausted(
+/// A mark a report proves: the credential's new state, until when, and the notice saying so.
+struct Mark {
+    state: &'static str,
+    until: Option<i64>,
+    text: String,
+}
+
+/// Marks `c` as `m` says, proved by `r`'s seat, with one notice on the bus.
+fn mark(
     tx: &mut dyn WriteTx,
     out: &mut Outbox,
     c: &mut CredentialInfo,
     r: &StateReport,
+    m: Mark,
     now: i64,
 ) -> Result<Change, StoreError> {
+    c.state = m.state.into();
+    c.until = m.until;
+    c.last_evidence = r.evidence.clone();
+    c.proved_by = Some(r.session.clone());
+    notice(
+        tx,
+        out,
+        trantor_proto::session_project(&r.session),
+        m.text,
+        now,
+    )?;
+    Ok(Change {
+        changed: true,
+        marked: true,
+        ignored: None,
+        timer: m.until,
+    })
+}
+
+/// An exhaustion report. One without a reset time proves nothing the hub can hold the seats
+/// to: it is answered like a reset in the past (taken as a seat report, nothing marked). No
+/// provider's reset is more than [`cred::UNTIL_MAX_MS`] out: a mis-read time must not park a
+/// crew for good. `Err`: nothing to mark (a repeat may still push the end out).
+fn exhausted(c: &mut CredentialInfo, r: &StateReport, now: i64) -> Result<Mark, Change> {
     let ignored = |why: String| Change {
         ignored: Some(why),
         ..Change::default()
     };
     let Some(u) = r.until else {
-        return Ok(ignored(
+        return Err(ignored(
             "until: an exhausted report needs the reset time (ms); nothing marked".into(),
         ));
     };
     if u > now.saturating_add(cred::UNTIL_MAX_MS) {
-        return Ok(ignored(format!(
+        return Err(ignored(format!(
             "until {u} is more than {} days out: not a provider's reset, nothing marked",
             cred::UNTIL_MAX_MS / 86_400_000
         )));
     }
     if u <= now {
-        return Ok(ignored(format!(
+        return Err(ignored(format!(
             "until {u} is not in the future (now {now}): the reset has passed, nothing marked"
         )));
     }
@@ -229,13 +262,9 @@ fn exhausted(
             change.changed = true;
             change.timer = Some(u);
         }
-        return Ok(change);
+        return Err(change);
     }
     let session = &r.session;
-    c.state = "exhausted".into();
-    c.until = Some(u);
-    c.last_evidence = r.evidence.clone();
-    c.proved_by = Some(session.clone());
     let others = c.seats.iter().filter(|s| *s != session).count();
     let text = format!(
         "⛔ credential {} EXHAUSTED until {} (proved by {session}{}) — every seat on it parks until then ({others} other seat(s))",
@@ -243,25 +272,17 @@ fn exhausted(
         trantor_proto::date::fmt_utc_minutes(u),
         because(&r.evidence)
     );
-    notice(tx, out, trantor_proto::session_project(session), text, now)?;
-    Ok(Change {
-        changed: true,
-        marked: true,
-        ignored: None,
-        timer: Some(u),
+    Ok(Mark {
+        state: "exhausted",
+        until: Some(u),
+        text,
     })
 }
 
 /// A refusal (`auth`) report: marked once, until an operator names the credential again.
-fn refused(
-    tx: &mut dyn WriteTx,
-    out: &mut Outbox,
-    c: &mut CredentialInfo,
-    r: &StateReport,
-    now: i64,
-) -> Result<Change, StoreError> {
+fn refused(c: &CredentialInfo, r: &StateReport) -> Result<Mark, Change> {
     if c.state == "auth" {
-        return Ok(Change {
+        return Err(Change {
             ignored: Some(format!(
                 "already refused (auth, proved by {})",
                 c.proved_by.as_deref().unwrap_or("another seat")
@@ -269,22 +290,16 @@ fn refused(
             ..Change::default()
         });
     }
-    let session = &r.session;
-    c.state = "auth".into();
-    c.until = None;
-    c.last_evidence = r.evidence.clone();
-    c.proved_by = Some(session.clone());
     let text = format!(
-        "⛔ credential {} REFUSED (auth, proved by {session}{}) — every seat on it parks until an operator names it again (trantor credentials add {} …)",
+        "⛔ credential {} REFUSED (auth, proved by {}{}) — every seat on it parks until an operator names it again (trantor credentials add {} …)",
         c.name,
+        r.session,
         because(&r.evidence),
         c.name
     );
-    notice(tx, out, trantor_proto::session_project(session), text, now)?;
-    Ok(Change {
-        changed: true,
-        marked: true,
-        ignored: None,
-        timer: None,
+    Ok(Mark {
+        state: "auth",
+        until: None,
+        text,
     })
 }

@@ -65,7 +65,7 @@ pub fn spawn<S: Store>(hub: AppState<S>) {
 /// The conditions standing at `now`.
 pub(crate) fn detect(
     live: &[trantor_proto::Peer],
-    claims: &[crate::domain::claims::Claim],
+    claims: &[trantor_proto::claims::Claim],
 ) -> Vec<OverseerWarning> {
     let mut out = Vec::new();
     let mut by_project: BTreeMap<&str, Vec<&trantor_proto::Peer>> = BTreeMap::new();

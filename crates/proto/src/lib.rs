@@ -9,6 +9,7 @@ pub mod advise;
 pub mod auth;
 pub mod backoff;
 pub mod budget;
+pub mod claims;
 pub mod client;
 pub mod cost;
 pub mod credentials;

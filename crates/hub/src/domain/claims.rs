@@ -1,26 +1,9 @@
 //! File claims as stored (docs/protocol.md §15.4): one kv document per project and file, its
 //! sessions with the time each last claimed; [`live_claims`] reads the live ones.
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use trantor_proto::claims::Claim;
 use trantor_store::{ReadTx, StoreError};
-
-/// A live claim.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Claim {
-    /// Project.
-    pub project: String,
-    /// File (repo-relative).
-    pub file: String,
-    /// Claiming session.
-    pub session: String,
-    /// Last claimed, ms.
-    pub ts: i64,
-    /// How long ago, seconds.
-    pub ago_sec: i64,
-}
 
 /// The sessions of one claim (or read) document: session → ts.
 pub fn sessions(doc: &Option<Value>) -> Map<String, Value> {

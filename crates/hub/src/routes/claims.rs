@@ -6,7 +6,7 @@
 //! the store's kv (one document per project and file), so they survive a restart and are shared
 //! by hubs on one database; expired entries are dropped when their document is next written.
 
-use crate::domain::claims::{Claim, live_claims_with_ttl, sessions};
+use crate::domain::claims::{live_claims_with_ttl, sessions};
 use crate::domain::policy::canon;
 use crate::error::{ApiError, ApiResult, check_len};
 use crate::extract::{JsonBody, Params};
@@ -15,88 +15,10 @@ use crate::state::{AppState, Outbox, event};
 use axum::Json;
 use axum::extract::State;
 use axum::routing::{MethodRouter, get, post};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{Value, json};
+use trantor_proto::claims::{ClaimReply, ClaimRequest, ClaimsReply, Conflict, FILE_MAX, ReadReply};
 use trantor_proto::{limits, now_ms};
 use trantor_store::{Store, StoreError, WriteTx};
-
-/// Longest file path accepted.
-const FILE_MAX: usize = 400;
-
-/// `POST /claim` and `POST /read` body.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-pub struct ClaimRequest {
-    /// The project.
-    #[serde(default)]
-    #[schemars(
-        extend("x-required" = true),
-        length(min = 1, max = limits::PROJECT),
-        regex(pattern = limits::NON_BLANK_PATTERN)
-    )]
-    pub project: String,
-    /// The file, relative to the project's root (absolute paths and `..` are refused).
-    #[serde(default)]
-    #[schemars(
-        extend("x-required" = true),
-        length(min = 1, max = FILE_MAX),
-        regex(pattern = limits::PROJECT_PATH_PATTERN)
-    )]
-    pub file: String,
-    /// The session editing (or reading) it.
-    #[serde(default)]
-    #[schemars(
-        extend("x-required" = true),
-        length(min = 1, max = limits::SESSION),
-        regex(pattern = limits::NON_BLANK_PATTERN)
-    )]
-    pub session: String,
-    /// `/read` only: the seat the reader looked at.
-    #[serde(default)]
-    #[schemars(length(max = limits::SESSION))]
-    pub seat: Option<String>,
-}
-
-/// Another session's live claim on the same file.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Conflict {
-    /// The other session.
-    pub session: String,
-    /// When it last claimed the file, ms.
-    pub ts: i64,
-    /// How long ago, seconds.
-    pub ago_sec: i64,
-}
-
-/// `POST /claim` reply.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ClaimReply {
-    /// Always true.
-    pub ok: bool,
-    /// Other sessions editing the same file within the claim window.
-    pub conflicts: Vec<Conflict>,
-    /// The claim window, ms.
-    pub ttl_ms: i64,
-}
-
-/// `POST /read` reply.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ReadReply {
-    /// Always true.
-    pub ok: bool,
-    /// The throttle window, ms.
-    pub ttl_ms: i64,
-}
-
-/// `GET /claims` reply.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct ClaimsReply {
-    /// Live claims, newest first.
-    pub claims: Vec<Claim>,
-}
 
 /// This module's routes, for the route table.
 pub fn table<S: Store>() -> Vec<(RouteDoc, MethodRouter<AppState<S>>)> {
@@ -229,49 +151,55 @@ pub async fn claim<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<ClaimRequest>,
 ) -> ApiResult<Json<ClaimReply>> {
-    let mut c = check(&req)?;
+    let c = check(&req)?;
+    let conflicts = touch(&hub, c, "claim", |c, conflicts, mine| {
+        let mut events = Vec::new();
+        if !mine {
+            events.push(("file.claim", json!({ "file": c.file })));
+        }
+        if !conflicts.is_empty() {
+            let with: Vec<&str> = conflicts.iter().map(|x| x.session.as_str()).collect();
+            events.push(("file.conflict", json!({ "file": c.file, "with": with })));
+        }
+        events
+    })
+    .await?;
+    Ok(Json(ClaimReply {
+        ok: true,
+        conflicts,
+        ttl_ms: hub.cfg.claim_ttl_ms,
+    }))
+}
+
+/// `session`'s touch of (project, file) in its `kind` document (`claim` or `fileread`), in
+/// one write with the events `events` names for it, given the other live sessions and whether
+/// this one already held it. Returns the other live sessions.
+async fn touch<S, E>(
+    hub: &AppState<S>,
+    mut c: Checked,
+    kind: &'static str,
+    events: E,
+) -> ApiResult<Vec<Conflict>>
+where
+    S: Store,
+    E: FnOnce(&Checked, &[Conflict], bool) -> Vec<(&'static str, Value)> + Send + 'static,
+{
     let ttl = hub.cfg.claim_ttl_ms;
     let now = now_ms();
     let (conflicts, out) = hub
         .write(move |tx| {
             c.project = canon(tx, &c.project)?;
-            let key = doc_key("claim", &c.project, &c.file);
+            let key = doc_key(kind, &c.project, &c.file);
             let (conflicts, mine) = touch_doc(tx, &key, &c, ttl, now)?;
             let mut out = Outbox::default();
-            if !mine {
-                out.event(
-                    tx,
-                    event(
-                        now,
-                        "file.claim",
-                        &c.project,
-                        &c.session,
-                        json!({ "file": c.file }),
-                    ),
-                )?;
-            }
-            if !conflicts.is_empty() {
-                let with: Vec<&str> = conflicts.iter().map(|x| x.session.as_str()).collect();
-                out.event(
-                    tx,
-                    event(
-                        now,
-                        "file.conflict",
-                        &c.project,
-                        &c.session,
-                        json!({ "file": c.file, "with": with }),
-                    ),
-                )?;
+            for (ty, data) in events(&c, &conflicts, mine) {
+                out.event(tx, event(now, ty, &c.project, &c.session, data))?;
             }
             Ok((conflicts, out))
         })
         .await?;
     hub.publish(out);
-    Ok(Json(ClaimReply {
-        ok: true,
-        conflicts,
-        ttl_ms: ttl,
-    }))
+    Ok(conflicts)
 }
 
 /// `GET /claims[?project=P]`: live claims, newest first.
@@ -301,35 +229,18 @@ pub async fn read<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<ClaimRequest>,
 ) -> ApiResult<Json<ReadReply>> {
-    let mut c = check(&req)?;
-    let seat = req.seat.clone().unwrap_or_default();
-    check_len("seat", &seat, limits::SESSION)?;
-    let ttl = hub.cfg.claim_ttl_ms;
-    let now = now_ms();
-    let out = hub
-        .write(move |tx| {
-            c.project = canon(tx, &c.project)?;
-            let key = doc_key("fileread", &c.project, &c.file);
-            let (_, mine) = touch_doc(tx, &key, &c, ttl, now)?;
-            let mut out = Outbox::default();
-            if !mine {
-                out.event(
-                    tx,
-                    event(
-                        now,
-                        "file.read",
-                        &c.project,
-                        &c.session,
-                        json!({ "file": c.file, "seat": seat }),
-                    ),
-                )?;
-            }
-            Ok(out)
-        })
-        .await?;
-    hub.publish(out);
+    let c = check(&req)?;
+    let seat = req.seat.unwrap_or_default();
+    touch(&hub, c, "fileread", move |c, _, mine| {
+        if mine {
+            Vec::new()
+        } else {
+            vec![("file.read", json!({ "file": c.file, "seat": seat }))]
+        }
+    })
+    .await?;
     Ok(Json(ReadReply {
         ok: true,
-        ttl_ms: ttl,
+        ttl_ms: hub.cfg.claim_ttl_ms,
     }))
 }

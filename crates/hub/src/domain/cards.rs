@@ -1,11 +1,27 @@
-//! Card rules that are pure functions: card references in text, the drill gate, status moves
-//! with their history, log and event, and the slim board view.
+//! Card rules: card references in text, the drill gate, status moves with their history, log
+//! and event, the slim board view (pure functions), and the read of a project's cards.
 
+use crate::domain::policy::canon;
 use crate::state::event;
 use serde_json::{Value, json};
 use trantor_proto::limits;
 use trantor_proto::{Card, CardStatus, HistoryEntry, LogEntry};
-use trantor_store::NewEvent;
+use trantor_store::{CardFilter, NewEvent, ReadTx, StoreError};
+
+/// Every card of `project` (the name as stored on the cards).
+pub fn cards_of(tx: &dyn ReadTx, project: &str) -> Result<Vec<Card>, StoreError> {
+    tx.cards(&CardFilter {
+        project: Some(project.to_string()),
+        ..CardFilter::default()
+    })
+}
+
+/// The canonical name of project `asked` (aliases followed) and every card of it.
+pub fn lane_cards(tx: &dyn ReadTx, asked: &str) -> Result<(String, Vec<Card>), StoreError> {
+    let project = canon(tx, asked)?;
+    let cards = cards_of(tx, &project)?;
+    Ok((project, cards))
+}
 
 /// Most card ids one message's `refs` carry.
 pub const MAX_REFS: usize = 8;

@@ -3,6 +3,7 @@
 //! (`docs/protocol.md` §5.7, §11.2, §11.3).
 
 use crate::auth::{AuthContext, AuthMode};
+use crate::domain::cards::cards_of;
 use crate::domain::duty::APPOINTED_KEY;
 use crate::domain::ledger::compute_ledger;
 use crate::duty;
@@ -18,7 +19,7 @@ use trantor_proto::{
     CatchupReply, CatchupSince, DutyFailure, DutyFailureReply, FailureRequest, OpenContract,
     limits, now_ms, session_project,
 };
-use trantor_store::{CardFilter, EventFilter, ReadTx, Store, StoreError};
+use trantor_store::{EventFilter, ReadTx, Store, StoreError};
 
 /// Longest failure detail kept.
 const DETAIL_CAP: usize = 500;
@@ -288,10 +289,7 @@ fn catchup_read(
         .into_iter()
         .filter(|p| p.project == project && p.session != s)
         .collect();
-    let cards = tx.cards(&CardFilter {
-        project: Some(project.clone()),
-        ..CardFilter::default()
-    })?;
+    let cards = cards_of(tx, &project)?;
     let unread: Vec<_> = tx
         .messages_for(s, delivered, 200)?
         .into_iter()

@@ -3,7 +3,7 @@
 //! (`docs/protocol.md` §15). Project names are resolved through the alias table
 //! ([`canon`]) that `POST /project/merge` writes.
 
-use crate::domain::cards::move_card;
+use crate::domain::cards::{lane_cards, move_card};
 use crate::domain::policy::{ALIASES_KEY, canon};
 use crate::domain::policy::{POLICY_KEY, policy_from, project_key};
 use crate::error::{ApiError, ApiResult, check_opt, check_required};
@@ -307,11 +307,7 @@ pub async fn project_digest<S: Store>(
     let (project, cards, brief) = hub
         .store
         .read(move |tx| {
-            let project = canon(tx, &asked)?;
-            let cards = tx.cards(&CardFilter {
-                project: Some(project.clone()),
-                ..CardFilter::default()
-            })?;
+            let (project, cards) = lane_cards(tx, &asked)?;
             let brief = tx.kv(&project_key(&project))?;
             Ok((project, cards, brief))
         })

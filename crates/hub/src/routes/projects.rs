@@ -1,6 +1,7 @@
 //! The project-grouped views and lane maintenance: `GET /projects`, `GET /phases`,
 //! `POST /project/delete`, `POST /project/merge` (`docs/protocol.md` §15.5).
 
+use crate::domain::cards::{cards_of, lane_cards};
 use crate::domain::policy::project_key;
 use crate::domain::policy::{ALIASES_KEY, canon};
 use crate::error::{ApiError, ApiResult, check_len, check_required};
@@ -350,11 +351,7 @@ pub async fn phases<S: Store>(
     let (project, mut cards, brief, goals) = hub
         .store
         .read(move |tx| {
-            let project = canon(tx, &asked)?;
-            let cards = tx.cards(&CardFilter {
-                project: Some(project.clone()),
-                ..CardFilter::default()
-            })?;
+            let (project, cards) = lane_cards(tx, &asked)?;
             let brief = tx.kv(&project_key(&project))?;
             let goals = tx.kv_prefix(&format!("phase:{project}::"))?;
             Ok((project, cards, brief, goals))
@@ -518,11 +515,7 @@ pub async fn delete<S: Store>(
     let (project, cards, peers) = hub
         .store
         .read(move |tx| {
-            let project = canon(tx, &a)?;
-            let cards = tx.cards(&CardFilter {
-                project: Some(project.clone()),
-                ..CardFilter::default()
-            })?;
+            let (project, cards) = lane_cards(tx, &a)?;
             let peers: Vec<String> = tx
                 .peers()?
                 .into_iter()
@@ -688,10 +681,7 @@ pub async fn merge<S: Store>(
                     json!({ "from": from, "to": to_c }),
                 )));
             }
-            let to_cards = tx.cards(&CardFilter {
-                project: Some(to_c.clone()),
-                ..CardFilter::default()
-            })?;
+            let to_cards = cards_of(tx, &to_c)?;
             let peers = tx.peers()?;
             let to_exists = !to_cards.is_empty()
                 || peers.iter().any(|p| p.project == to_c)
@@ -703,10 +693,7 @@ pub async fn merge<S: Store>(
             }
             let mut out = Outbox::default();
             let mut cards = 0i64;
-            for mut c in tx.cards(&CardFilter {
-                project: Some(from_c.clone()),
-                ..CardFilter::default()
-            })? {
+            for mut c in cards_of(tx, &from_c)? {
                 c.project = to_c.clone();
                 tx.put_card(&c)?;
                 cards += 1;

@@ -2,7 +2,7 @@
 //! brief key, and the alias table that `POST /project/merge` writes ([`canon`]).
 
 use serde_json::{Value, json};
-use trantor_proto::PolicyReply;
+use trantor_proto::{PolicyReply, session_project};
 use trantor_store::{ReadTx, StoreError};
 
 /// The kv key of the org policy (links and autonomy).
@@ -22,6 +22,23 @@ pub fn policy_from(v: Option<Value>) -> PolicyReply {
         p.autonomy.insert("*".into(), json!(1));
     }
     p
+}
+
+/// A session's project: `named` when given and not empty, else the session's suffix.
+pub fn project_or_suffix(named: Option<&str>, session: &str) -> String {
+    named
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| session_project(session))
+        .to_string()
+}
+
+/// A session's project: the one its peer row names, else the session's suffix.
+pub fn project_of_session(tx: &dyn ReadTx, session: &str) -> Result<String, StoreError> {
+    let peer = tx.peer(session)?;
+    Ok(project_or_suffix(
+        peer.as_ref().map(|p| p.project.as_str()),
+        session,
+    ))
 }
 
 /// kv key of the alias table: `{alias: canonical}` (written by `POST /project/merge`).

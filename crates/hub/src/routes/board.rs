@@ -4,6 +4,7 @@ use crate::domain::cards::{
     card_event, collapse_ws, created_history, drill_refusal, has_drill_line, move_card, push_log,
     request_status, slim, truncate,
 };
+use crate::domain::policy::project_or_suffix;
 use crate::error::{ApiError, ApiResult, check_len, check_opt, check_required, check_secrets};
 use crate::extract::{JsonBody, Params, parse_int};
 use crate::presence::Touch;
@@ -15,7 +16,7 @@ use serde_json::{Value, json};
 use trantor_proto::limits;
 use trantor_proto::{
     Card, CardReply, CardStatus, ChecklistInput, ChecklistItem, ChecklistToggleRequest,
-    TaskCreateRequest, TaskReply, TaskUpdateRequest, TasksReply, now_ms, session_project,
+    TaskCreateRequest, TaskReply, TaskUpdateRequest, TasksReply, now_ms,
 };
 use trantor_store::{CardFilter, EventFilter, ReadTx, Store, StoreError, WriteTx};
 
@@ -115,9 +116,7 @@ pub async fn create<S: Store>(
 
     let now = now_ms();
     let by = trimmed(req.by).unwrap_or_default();
-    let project = trimmed(req.project)
-        .filter(|p| !p.is_empty())
-        .unwrap_or_else(|| session_project(&by).to_string());
+    let project = project_or_suffix(req.project.as_deref().map(str::trim), &by);
     // Stale is reached only through moves; an unknown status is a todo.
     let status = req
         .status

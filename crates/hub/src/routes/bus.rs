@@ -2,6 +2,7 @@
 
 use crate::domain::cards::{card_refs, move_card, push_log, truncate};
 use crate::domain::ledger::{LedgerPage, compute_ledger};
+use crate::domain::policy::project_of_session;
 use crate::error::{ApiError, ApiResult, check_len, check_opt, check_required, check_secrets};
 use crate::extract::{JsonBody, Params};
 use crate::front;
@@ -18,7 +19,7 @@ use std::time::Duration;
 use trantor_proto::limits;
 use trantor_proto::{
     BROADCAST, CardStatus, DeliveredReply, DeliveredRequest, InboxReply, Message, RecentReply,
-    SendReply, SendRequest, now_ms, session_project,
+    SendReply, SendRequest, now_ms,
 };
 use trantor_store::{NewMessage, ReadTx, Store, StoreError, WriteTx};
 
@@ -81,11 +82,7 @@ pub async fn send<S: Store>(
             persist_edge(tx, &mut out, &from, touch, now)?;
             let project = match known_project {
                 Some(p) => p,
-                None => tx
-                    .peer(&from)?
-                    .map(|p| p.project)
-                    .filter(|p| !p.is_empty())
-                    .unwrap_or_else(|| session_project(&from).to_string()),
+                None => project_of_session(tx, &from)?,
             };
             let msg = tx.insert_message(
                 NewMessage {

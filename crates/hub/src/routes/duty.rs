@@ -6,6 +6,7 @@ use crate::auth::{AuthContext, AuthMode};
 use crate::domain::cards::cards_of;
 use crate::domain::duty::APPOINTED_KEY;
 use crate::domain::ledger::compute_ledger;
+use crate::domain::policy::project_or_suffix;
 use crate::duty;
 use crate::error::{ApiError, ApiResult, check_len, check_opt};
 use crate::extract::{JsonBody, Params};
@@ -58,11 +59,7 @@ pub async fn failure<S: Store>(
             "kind must be relay-403 or skipped-nudge",
         ));
     }
-    let project = req
-        .project
-        .map(|p| p.trim().to_string())
-        .filter(|p| !p.is_empty())
-        .unwrap_or_else(|| session_project(&recipient).to_string());
+    let project = project_or_suffix(req.project.as_deref().map(str::trim), &recipient);
     let text: String = req.detail.chars().take(DETAIL_CAP).collect();
     let cfg_duty = hub.cfg.duty_session.clone();
     let now = now_ms();
@@ -172,11 +169,7 @@ pub async fn catchup<S: Store>(
         .store
         .read(move |tx| catchup_read(tx, &s, since_msg))
         .await?;
-    let project = peer
-        .as_ref()
-        .map(|p| p.project.clone())
-        .filter(|p| !p.is_empty())
-        .unwrap_or_else(|| session_project(&session).to_string());
+    let project = project_or_suffix(peer.as_ref().map(|p| p.project.as_str()), &session);
     let (receipts, messages): (Vec<_>, Vec<_>) = msgs
         .into_iter()
         .partition(|m| m.kind.as_deref() == Some("receipt"));

@@ -1,5 +1,6 @@
 //! The unified event log and lessons: `/events`, `/lessons`, `/lesson`.
 
+use crate::domain::policy::project_of_session;
 use crate::error::{ApiResult, check_len, check_opt, check_required, check_secrets};
 use crate::extract::{JsonBody, Params};
 use crate::state::{AppState, Outbox, event};
@@ -7,9 +8,7 @@ use axum::Json;
 use axum::extract::State;
 use serde_json::json;
 use trantor_proto::limits;
-use trantor_proto::{
-    EventsReply, Lesson, LessonReply, LessonRequest, LessonsReply, now_ms, session_project,
-};
+use trantor_proto::{EventsReply, Lesson, LessonReply, LessonRequest, LessonsReply, now_ms};
 use trantor_store::{EventFilter, Store};
 
 /// `GET /events?project&type&by&taskId&since&limit`: filters combine with AND; the newest
@@ -119,11 +118,7 @@ pub async fn lesson<S: Store>(
             }
             let project = match explicit {
                 Some(p) => p,
-                None => tx
-                    .peer(&by)?
-                    .map(|p| p.project)
-                    .filter(|p| !p.is_empty())
-                    .unwrap_or_else(|| session_project(&by).to_string()),
+                None => project_of_session(tx, &by)?,
             };
             let lesson = tx.insert_lesson(Lesson {
                 id: 0,

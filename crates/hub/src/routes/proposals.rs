@@ -7,7 +7,7 @@
 
 use crate::auth::AuthContext;
 use crate::domain::duty::post_alert;
-use crate::domain::policy::canon;
+use crate::domain::policy::{canon, project_of_session};
 use crate::error::{ApiError, ApiResult, check_len};
 use crate::extract::{JsonBody, Params};
 use crate::openapi::{RouteDoc, Ty, Verb, f, shape};
@@ -22,7 +22,7 @@ use trantor_proto::proposals::{
     DecideRequest, Grant, GrantsReply, KEY_MAX, Proposal, ProposalReply, ProposalsReply,
     ProposeRequest, TEXT, WithdrawRequest,
 };
-use trantor_proto::{limits, now_ms, session_project};
+use trantor_proto::{limits, now_ms};
 use trantor_store::{Store, StoreError, WriteTx};
 
 /// kv key of the proposals document.
@@ -186,11 +186,7 @@ pub async fn propose<S: Store>(
         .write(move |tx| {
             let project = match asked {
                 Some(p) => p,
-                None => tx
-                    .peer(&session)?
-                    .map(|p| p.project)
-                    .filter(|p| !p.is_empty())
-                    .unwrap_or_else(|| session_project(&session).to_string()),
+                None => project_of_session(tx, &session)?,
             };
             let project = canon(tx, &project)?;
             let mut doc = Doc::load(tx)?;

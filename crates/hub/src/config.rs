@@ -1,6 +1,7 @@
 //! Hub configuration: command-line flags of `trantor hub`, each with the original's environment
 //! variable as fallback (`RELAY_*`), and the checks made before anything binds.
 
+use crate::error::non_blank;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -416,12 +417,7 @@ impl Config {
                 .unwrap_or(args.retention_days.saturating_mul(86_400_000))),
             op_ttl_ms: ms(args.op_ttl_ms).max(60_000),
             presence_flush: Duration::from_millis(args.presence_flush_ms.clamp(50, 600_000)),
-            duty_session: args
-                .duty_session
-                .as_deref()
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string),
+            duty_session: non_blank(args.duty_session.as_deref()),
             duty_undelivered_ms: ms(args.duty_undelivered_ms),
             duty_dark_ms: ms(args.duty_dark_ms).max(1),
             duty_stuck_max: usize::try_from(args.duty_stuck_max.max(1)).unwrap_or(usize::MAX),
@@ -442,12 +438,7 @@ impl Config {
             sync: args.sync,
             auth,
             enroll_tofu,
-            bootstrap_token: args
-                .bootstrap_token
-                .as_deref()
-                .map(str::trim)
-                .filter(|t| !t.is_empty())
-                .map(str::to_string),
+            bootstrap_token: non_blank(args.bootstrap_token.as_deref()),
             tls,
             store_url: store_url(args.store.as_deref())?,
             no_delivery_record: args.no_delivery_record,

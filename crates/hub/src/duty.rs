@@ -268,7 +268,7 @@ fn escalate(tx: &mut dyn WriteTx, s: &DutySeen) -> Result<(PassReport, Outbox), 
         .iter()
         .filter(|m| !state.escalated.contains_key(&m.id))
         .collect();
-    if dark {
+    let batches = if dark {
         // While dark, escalations duty never read are handed back to their senders.
         let handed_back = unread.iter().filter(|m| {
             state
@@ -277,9 +277,17 @@ fn escalate(tx: &mut dyn WriteTx, s: &DutySeen) -> Result<(PassReport, Outbox), 
                 .is_some_and(|e| s.unread_by_duty(e))
         });
         let items: Vec<&Message> = fresh.iter().copied().chain(handed_back).collect();
-        to_senders(tx, &mut out, &mut state, &mut report, s, &items)?;
-    } else if !fresh.is_empty() {
-        to_duty(tx, &mut out, &mut state, &mut report, s, &fresh)?;
+        to_senders(s, &items)
+    } else {
+        to_duty(s, &fresh)
+    };
+    for (to, header, items) in batches {
+        let sent = send_escalations(tx, &mut out, &mut state, s, &to, &header, &items)?;
+        if dark {
+            report.to_senders.extend(sent);
+        } else {
+            report.to_duty.extend(sent);
+        }
     }
     state.escalated.retain(|_, e| now - e.at < LEDGER_KEEP_MS);
     state.save(tx)?;
@@ -329,48 +337,39 @@ fn dark_clock(
     }
 }
 
+/// Unread messages to escalate to one session (`to`) under one header.
+type Batch<'a> = (String, String, Vec<&'a Message>);
+
 /// While duty is dark: each sender gets its unread messages back, grouped.
-fn to_senders(
-    tx: &mut dyn WriteTx,
-    out: &mut Outbox,
-    state: &mut DutyState,
-    report: &mut PassReport,
-    s: &DutySeen,
-    items: &[&Message],
-) -> Result<(), StoreError> {
+fn to_senders<'a>(s: &DutySeen, items: &[&'a Message]) -> Vec<Batch<'a>> {
     let mut by_sender: BTreeMap<&str, Vec<&Message>> = BTreeMap::new();
     for m in items {
         by_sender.entry(m.from.as_str()).or_default().push(m);
     }
-    for (sender, items) in by_sender {
-        let header = format!(
-            "⚠️ UNDELIVERED (duty {} is dark, so this comes back to you; the \
-             recipient has not read it):",
-            s.duty
-        );
-        let sent = send_escalations(tx, out, state, s, sender, &header, &items)?;
-        report.to_senders.extend(sent);
-    }
-    Ok(())
+    by_sender
+        .into_iter()
+        .map(|(sender, items)| {
+            let header = format!(
+                "⚠️ UNDELIVERED (duty {} is dark, so this comes back to you; the \
+                 recipient has not read it):",
+                s.duty
+            );
+            (sender.to_string(), header, items)
+        })
+        .collect()
 }
 
-/// While duty is up: the new unread messages go to duty.
-fn to_duty(
-    tx: &mut dyn WriteTx,
-    out: &mut Outbox,
-    state: &mut DutyState,
-    report: &mut PassReport,
-    s: &DutySeen,
-    fresh: &[&Message],
-) -> Result<(), StoreError> {
+/// While duty is up: the new unread messages go to duty (nothing when there are none).
+fn to_duty<'a>(s: &DutySeen, fresh: &[&'a Message]) -> Vec<Batch<'a>> {
+    if fresh.is_empty() {
+        return Vec::new();
+    }
     let header = format!(
         "⚠️ UNDELIVERED {} message(s) unread past {}:",
         fresh.len(),
         mins(s.window)
     );
-    let sent = send_escalations(tx, out, state, s, &s.duty, &header, fresh)?;
-    report.to_duty.extend(sent);
-    Ok(())
+    vec![(s.duty.clone(), header, fresh.to_vec())]
 }
 
 /// Send `items` to `to` as `hub:duty` messages under `header` and record each in the ledger;

@@ -1,4 +1,5 @@
-//! `ApiError`: every refusal the hub gives, as `{"error": "...", ...}` JSON with the right status.
+//! `ApiError`: every refusal the hub gives, as `{"error": "...", ...}` JSON with the right status,
+//! and the checks (and trims) of the text fields a request or the configuration carries.
 //!
 //! Client mistakes are 4xx with a text naming the problem; only a failing store gives a 5xx
 //! (503 when the store is shutting down, 500 otherwise), carrying the store's message.
@@ -118,6 +119,35 @@ pub fn check_required(field: &str, value: &str, limit: usize) -> ApiResult<Strin
     }
     check_len(field, v, limit)?;
     Ok(v.to_string())
+}
+
+/// Required text fields `(name, value, limit)`, trimmed: 400 `message` when any is blank, then
+/// each checked against its limit, in order.
+pub fn check_all_required<const N: usize>(
+    fields: [(&str, &str, usize); N],
+    message: &str,
+) -> ApiResult<[String; N]> {
+    let values = fields.map(|(_, v, _)| v.trim().to_string());
+    if values.iter().any(String::is_empty) {
+        return Err(ApiError::bad_request(message));
+    }
+    for ((name, _, limit), v) in fields.iter().zip(&values) {
+        check_len(name, v, *limit)?;
+    }
+    Ok(values)
+}
+
+/// An optional text field trimmed; absent when blank.
+pub fn non_blank(value: Option<&str>) -> Option<String> {
+    value
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+}
+
+/// The first of two optional names that is not blank, trimmed.
+pub fn first_named(a: &Option<String>, b: &Option<String>) -> Option<String> {
+    non_blank(a.as_deref()).or_else(|| non_blank(b.as_deref()))
 }
 
 /// Check an optional text field.

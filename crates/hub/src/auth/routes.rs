@@ -292,12 +292,7 @@ pub async fn revoke<S: Store>(
         .as_deref()
         .map(|p| p.trim().to_ascii_lowercase())
         .filter(|p| !p.is_empty());
-    let name = req
-        .name
-        .as_deref()
-        .map(str::trim)
-        .filter(|n| !n.is_empty())
-        .map(str::to_string);
+    let name = crate::error::non_blank(req.name.as_deref());
     if pubkey.is_none() && name.is_none() {
         return Err(ApiError::bad_request("name or pubkey required"));
     }

@@ -8,7 +8,7 @@
 
 use crate::domain::claims::{live_claims_with_ttl, sessions};
 use crate::domain::policy::canon;
-use crate::error::{ApiError, ApiResult, check_len};
+use crate::error::{ApiError, ApiResult, check_all_required, check_len};
 use crate::extract::{JsonBody, Params};
 use crate::openapi::{RouteDoc, Ty, Verb, f, shape};
 use crate::state::{AppState, Outbox, event};
@@ -96,13 +96,13 @@ struct Checked {
 }
 
 fn check(req: &ClaimRequest) -> ApiResult<Checked> {
-    let project = req.project.trim().to_string();
-    let session = req.session.trim().to_string();
-    if project.is_empty() || session.is_empty() {
-        return Err(ApiError::bad_request("project, file and session required"));
-    }
-    check_len("project", &project, limits::PROJECT)?;
-    check_len("session", &session, limits::SESSION)?;
+    let [project, session] = check_all_required(
+        [
+            ("project", &req.project, limits::PROJECT),
+            ("session", &req.session, limits::SESSION),
+        ],
+        "project, file and session required",
+    )?;
     let file = inside_path(&req.file)?;
     check_len("seat", req.seat.as_deref().unwrap_or(""), limits::SESSION)?;
     Ok(Checked {

@@ -31,6 +31,20 @@ fn record_kept<S: Store>(hub: &AppState<S>) -> ApiResult<()> {
     Ok(())
 }
 
+/// Who marks or fences, checked: the hub keeps the record, and a session and its runner
+/// instance are named (trimmed).
+fn runner_of<S: Store>(
+    hub: &AppState<S>,
+    session: &str,
+    instance: &str,
+) -> ApiResult<(String, String)> {
+    record_kept(hub)?;
+    Ok((
+        check_required("session", session, limits::SESSION)?,
+        check_required("instance", instance, INSTANCE_MAX)?,
+    ))
+}
+
 fn superseded(session: &str, current: &str) -> ApiError {
     ApiError::with(
         StatusCode::CONFLICT,
@@ -44,9 +58,7 @@ pub async fn fence<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<DeliveryFenceRequest>,
 ) -> ApiResult<Json<DeliveryFenceReply>> {
-    record_kept(&hub)?;
-    let session = check_required("session", &req.session, limits::SESSION)?;
-    let instance = check_required("instance", &req.instance, INSTANCE_MAX)?;
+    let (session, instance) = runner_of(&hub, &req.session, &req.instance)?;
     let now = now_ms();
     let (s, i) = (session.clone(), instance.clone());
     let previous = hub
@@ -78,9 +90,7 @@ pub async fn mark<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<DeliveryMark>,
 ) -> ApiResult<Json<DeliveryMarkReply>> {
-    record_kept(&hub)?;
-    let session = check_required("session", &req.session, limits::SESSION)?;
-    let instance = check_required("instance", &req.instance, INSTANCE_MAX)?;
+    let (session, instance) = runner_of(&hub, &req.session, &req.instance)?;
     if let Some(o) = &req.outcome {
         check_len("outcome", o, NOTE_MAX)?;
     }

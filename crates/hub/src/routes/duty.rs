@@ -8,7 +8,7 @@ use crate::domain::duty::APPOINTED_KEY;
 use crate::domain::ledger::compute_ledger;
 use crate::domain::policy::project_or_suffix;
 use crate::duty;
-use crate::error::{ApiError, ApiResult, check_len, check_opt};
+use crate::error::{ApiError, ApiResult, check_len, check_opt, non_blank};
 use crate::extract::{JsonBody, Params};
 use crate::state::{AppState, Outbox};
 use axum::Json;
@@ -105,12 +105,9 @@ pub async fn appoint<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<AppointRequest>,
 ) -> ApiResult<Json<AppointReply>> {
-    let session = req
-        .session
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty());
+    let session = non_blank(req.session.as_deref());
+    check_opt("session", &session, limits::SESSION)?;
     if let Some(s) = &session {
-        check_len("session", s, limits::SESSION)?;
         if s == BROADCAST || s.starts_with("hub:") {
             return Err(ApiError::bad_request(
                 "the duty session must be a session, not all or hub:*",

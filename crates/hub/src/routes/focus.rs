@@ -2,7 +2,7 @@
 
 use super::{RouteDoc, Verb};
 use crate::domain::cards::{card_event, created_history, move_card};
-use crate::error::{ApiError, ApiResult, check_len, check_opt};
+use crate::error::{ApiError, ApiResult, check_len, check_opt, first_named};
 use crate::extract::{JsonBody, Params};
 use crate::openapi::{Field, Ty, f, shape};
 use crate::state::{AppState, Outbox, event, persist_edge};
@@ -47,13 +47,7 @@ fn focus_event(
 fn who(session: &Option<String>, by: &Option<String>) -> ApiResult<String> {
     check_opt("session", session, limits::SESSION)?;
     check_opt("by", by, limits::SESSION)?;
-    let s = session
-        .as_deref()
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .or_else(|| by.as_deref().map(str::trim).filter(|s| !s.is_empty()))
-        .unwrap_or("")
-        .to_string();
+    let s = first_named(session, by).unwrap_or_default();
     check_len("session", &s, limits::SESSION)?;
     Ok(s)
 }

@@ -6,6 +6,7 @@
 //! docs/protocol.md §9.5.
 
 use crate::domain::gates::{GatesDoc, is_resolution};
+use crate::domain::policy::project_or_suffix;
 use crate::error::{ApiError, ApiResult, check_len, check_opt};
 use crate::extract::{JsonBody, Params};
 use crate::state::{AppState, KvDoc, Outbox, event};
@@ -20,19 +21,6 @@ use trantor_store::{NewEvent, Store};
 /// Length limit of a claim, a why, a how-to-verify and a note.
 const TEXT: usize = 300;
 
-fn project_of(req_project: &Option<String>, by: &str) -> Option<String> {
-    req_project
-        .as_deref()
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(str::to_string)
-        .or_else(|| {
-            by.rsplit_once(':')
-                .map(|(_, p)| p.to_string())
-                .filter(|p| !p.is_empty())
-        })
-}
-
 /// `POST /verify-gate`: resolve a gate (`resolve`) or add one (an open gate of the project
 /// with the same claim is returned as a dedup).
 pub async fn post<S: Store>(
@@ -42,8 +30,10 @@ pub async fn post<S: Store>(
     check_opt("by", &req.by, limits::SESSION)?;
     check_opt("note", &req.note, TEXT)?;
     let by = req.by.clone().unwrap_or_default();
-    let project =
-        project_of(&req.project, &by).ok_or_else(|| ApiError::bad_request("project required"))?;
+    let project = project_or_suffix(req.project.as_deref().map(str::trim), &by);
+    if project.is_empty() {
+        return Err(ApiError::bad_request("project required"));
+    }
     check_len("project", &project, limits::PROJECT)?;
     let now = now_ms();
     if let Some(st) = &req.status

@@ -6,7 +6,7 @@
 use crate::domain::cards::{lane_cards, move_card};
 use crate::domain::policy::{ALIASES_KEY, canon};
 use crate::domain::policy::{POLICY_KEY, policy_from, project_key};
-use crate::error::{ApiError, ApiResult, check_opt, check_required};
+use crate::error::{ApiError, ApiResult, check_opt, check_required, non_blank};
 use crate::extract::{JsonBody, Params};
 use crate::openapi::{RouteDoc, Ty, Verb, f, shape};
 use crate::state::{AppState, KvDoc, Outbox};
@@ -402,12 +402,7 @@ pub async fn sweep<S: Store>(
     let older = req.older_ms.unwrap_or(hub.cfg.reap_grace_ms).max(0);
     let now = now_ms();
     let cut = now.saturating_sub(older);
-    let asked = req
-        .project
-        .as_deref()
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(str::to_string);
+    let asked = non_blank(req.project.as_deref());
     let (cards, peers) = hub
         .store
         .read(move |tx| {

@@ -2,7 +2,7 @@
 //! `/phase`, `GET /_op`.
 
 use crate::domain::policy::{POLICY_KEY, policy_from, project_key};
-use crate::error::{ApiError, ApiResult, check_len, check_opt, check_required};
+use crate::error::{ApiError, ApiResult, check_all_required, check_len, check_opt, check_required};
 use crate::extract::{JsonBody, Params};
 use crate::state::AppState;
 use axum::Json;
@@ -310,13 +310,13 @@ pub async fn phase_post<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<PhaseRequest>,
 ) -> ApiResult<Json<PhaseReply>> {
-    let project = req.project.trim().to_string();
-    let phase = req.phase.trim().to_string();
-    if project.is_empty() || phase.is_empty() {
-        return Err(ApiError::bad_request("project and phase required"));
-    }
-    check_len("project", &project, limits::PROJECT)?;
-    check_len("phase", &phase, limits::CARD_PHASE)?;
+    let [project, phase] = check_all_required(
+        [
+            ("project", &req.project, limits::PROJECT),
+            ("phase", &req.phase, limits::CARD_PHASE),
+        ],
+        "project and phase required",
+    )?;
     let goal = req.goal.unwrap_or_default().trim().to_string();
     check_len("goal", &goal, limits::GOAL)?;
     check_opt("by", &req.by, limits::SESSION)?;

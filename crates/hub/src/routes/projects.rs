@@ -4,7 +4,7 @@
 use crate::domain::cards::{cards_of, lane_cards};
 use crate::domain::policy::project_key;
 use crate::domain::policy::{ALIASES_KEY, canon};
-use crate::error::{ApiError, ApiResult, check_len, check_required};
+use crate::error::{ApiError, ApiResult, check_all_required, check_len, check_required};
 use crate::extract::{JsonBody, Params};
 use crate::openapi::{RouteDoc, Ty, Verb, f, shape};
 use crate::state::{AppState, Outbox, event};
@@ -662,13 +662,13 @@ pub async fn merge<S: Store>(
     State(hub): State<AppState<S>>,
     JsonBody(req): JsonBody<MergeRequest>,
 ) -> ApiResult<Json<MergeReply>> {
-    let from = req.from.trim().to_string();
-    let to = req.to.trim().to_string();
-    if from.is_empty() || to.is_empty() {
-        return Err(ApiError::bad_request("distinct from+to required"));
-    }
-    check_len("from", &from, limits::PROJECT)?;
-    check_len("to", &to, limits::PROJECT)?;
+    let [from, to] = check_all_required(
+        [
+            ("from", &req.from, limits::PROJECT),
+            ("to", &req.to, limits::PROJECT),
+        ],
+        "distinct from+to required",
+    )?;
     let now = now_ms();
     let result = hub
         .write(move |tx| {

@@ -8,7 +8,7 @@
 use crate::auth::AuthContext;
 use crate::domain::duty::post_alert;
 use crate::domain::policy::{canon, project_of_session};
-use crate::error::{ApiError, ApiResult, check_len};
+use crate::error::{ApiError, ApiResult, check_len, check_opt, first_named, non_blank};
 use crate::extract::{JsonBody, Params};
 use crate::openapi::{RouteDoc, Ty, Verb, f, shape};
 use crate::state::{AppState, KvDoc, Outbox, event};
@@ -142,16 +142,6 @@ fn signer(ctx: &Option<Extension<AuthContext>>) -> Option<String> {
         .map(|i| i.name.clone())
 }
 
-/// The first of two optional names that is not blank, trimmed.
-fn first_named(a: &Option<String>, b: &Option<String>) -> Option<String> {
-    [a, b]
-        .into_iter()
-        .flatten()
-        .map(|s| s.trim())
-        .find(|s| !s.is_empty())
-        .map(str::to_string)
-}
-
 /// `POST /propose`.
 pub async fn propose<S: Store>(
     State(hub): State<AppState<S>>,
@@ -173,13 +163,8 @@ pub async fn propose<S: Store>(
     let exclusions = req.exclusions.trim().to_string();
     check_bound(&scope, &condition, &exclusions)?;
     let key = req.capability_key().map_err(ApiError::bad_request)?;
-    let asked = req
-        .project
-        .map(|p| p.trim().to_string())
-        .filter(|p| !p.is_empty());
-    if let Some(p) = &asked {
-        check_len("project", p, limits::PROJECT)?;
-    }
+    let asked = non_blank(req.project.as_deref());
+    check_opt("project", &asked, limits::PROJECT)?;
     let cap = hub.cfg.proposal_cap;
     let now = now_ms();
     let result = hub

@@ -38,12 +38,13 @@
 //!               contracts, the delivery record, file claims, named credentials, who is on
 //!               duty, the policy and project aliases
 //! [core]        what every layer shares
-//!   state       the shared state every handler gets (`AppState`): store, caches, metrics
+//!   state       the shared state every handler gets (`AppState`): store, caches, metrics;
+//!               the kv documents (`KvDoc`)
 //!   config      the hub's one clap struct and what it resolves to, the auth mode
 //!   presence    the presence cache
 //!   wake        the held-poll wake registry
 //!   metrics     the counters behind /metrics
-//!   error       `ApiError`, the one error reply
+//!   error       `ApiError`, the one error reply; the checks of request text fields
 //! ```
 //!
 //! The store is reached only through [`trantor_store::Store`]; wire shapes come from

@@ -606,7 +606,8 @@ impl ReadTx for PgTx<'_> {
             q.sql.push_str(&format!(" AND id = ANY({n})"));
         }
         if let Some(statuses) = &filter.statuses {
-            let n = q.arg(statuses.clone());
+            let names: Vec<String> = statuses.iter().map(|s| s.as_str().to_string()).collect();
+            let n = q.arg(names);
             q.sql.push_str(&format!(" AND status = ANY({n})"));
         }
         q.sql.push_str(" ORDER BY id");

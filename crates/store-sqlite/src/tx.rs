@@ -776,7 +776,7 @@ impl ReadTx for SqlTx<'_> {
         if let Some(statuses) = &filter.statuses {
             sql.push_str(" AND status IN (");
             for (i, s) in statuses.iter().enumerate() {
-                args.push(SqlValue::Text(s.clone()));
+                args.push(SqlValue::Text(s.as_str().to_string()));
                 sql.push_str(&format!("{}?{}", if i == 0 { "" } else { "," }, args.len()));
             }
             sql.push(')');

@@ -31,7 +31,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::future::Future;
 use trantor_proto::{
-    Card, CostSummary, DeliveryEntry, DeliveryOpenItem, Event, Lesson, Message, Peer, TurnReport,
+    Card, CardStatus, CostSummary, DeliveryEntry, DeliveryOpenItem, Event, Lesson, Message, Peer,
+    TurnReport,
 };
 
 pub use worker::panic_message;
@@ -188,7 +189,7 @@ pub struct CardFilter {
     /// Only these ids.
     pub ids: Option<Vec<i64>>,
     /// Only these statuses.
-    pub statuses: Option<Vec<String>>,
+    pub statuses: Option<Vec<CardStatus>>,
     /// Only this assignee.
     pub assignee: Option<String>,
 }

@@ -7,14 +7,17 @@
 //! thread answers. The backend's writer thread takes the first queued [`WriteJob`], pulls in
 //! what else is queued ([`pull`]), runs the batch in one transaction of its own making, and then
 //! hands the outcome to [`finish_batch`] — so a reply is sent only after `COMMIT` returned.
+//!
+//! A backend's store handle keeps its queues and what it reports in a [`Shared`] and implements
+//! [`Backend`]; the [`Store`] it gets is written once, here.
 
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, mpsc};
 
-use tokio::sync::oneshot;
+use tokio::sync::{broadcast, oneshot};
 
-use crate::{ReadTx, StoreError, WriteTx};
+use crate::{Change, LeaseStatus, ReadTx, Store, StoreError, WriteTx};
 
 /// A write closure bound to its reply channel, in two steps so the reply can wait for COMMIT.
 pub trait WriteJob: Send {
@@ -209,5 +212,79 @@ pub fn finish_batch(batch: &mut Vec<BoxedWriteJob>, outcome: Result<(), StoreErr
     let err = outcome.err();
     for job in batch.drain(..) {
         job.finish(err.as_ref());
+    }
+}
+
+/// What a backend's store handle holds for its [`Store`]: the queues to its worker threads and
+/// what it reports.
+pub struct Shared<C> {
+    /// The queues to the worker threads.
+    pub workers: Workers<C>,
+    /// What [`Store::describe`] says.
+    pub describe: String,
+    /// The durability level in force ([`Store::synchronous`]).
+    pub synchronous: &'static str,
+    /// Where changes other processes commit are published ([`Store::watch`]); `None` when no
+    /// other process can write to the store.
+    pub changes: Option<broadcast::Sender<Change>>,
+    /// The periodic-work lease as last checked ([`Store::lease`]); `None` when this process is
+    /// the only writer.
+    pub lease: Option<Arc<Mutex<LeaseStatus>>>,
+}
+
+/// A store whose transactions run on worker threads: what a backend implements to be a
+/// [`Store`].
+pub trait Backend: Clone + Send + Sync + 'static {
+    /// What each reader thread owns (its connection).
+    type Conn: 'static;
+    /// The handle's queues and reports.
+    fn shared(&self) -> &Shared<Self::Conn>;
+    /// Run `f` in a read transaction (one consistent snapshot) on a reader's `conn`.
+    fn read_on<R>(
+        conn: &mut Self::Conn,
+        f: impl FnOnce(&dyn ReadTx) -> Result<R, StoreError>,
+    ) -> Result<R, StoreError>;
+}
+
+impl<B: Backend> Store for B {
+    fn read<R, F>(&self, f: F) -> impl Future<Output = Result<R, StoreError>> + Send
+    where
+        F: FnOnce(&dyn ReadTx) -> Result<R, StoreError> + Send + 'static,
+        R: Send + 'static,
+    {
+        self.shared()
+            .workers
+            .read(move |conn: &mut B::Conn| B::read_on(conn, f))
+    }
+
+    fn write<R, F>(&self, f: F) -> impl Future<Output = Result<R, StoreError>> + Send
+    where
+        F: FnOnce(&mut dyn WriteTx) -> Result<R, StoreError> + Send + 'static,
+        R: Send + 'static,
+    {
+        self.shared().workers.write(f)
+    }
+
+    fn describe(&self) -> String {
+        self.shared().describe.clone()
+    }
+
+    fn synchronous(&self) -> &'static str {
+        self.shared().synchronous
+    }
+
+    fn watch(&self) -> Option<broadcast::Receiver<Change>> {
+        self.shared()
+            .changes
+            .as_ref()
+            .map(broadcast::Sender::subscribe)
+    }
+
+    fn lease(&self) -> Option<LeaseStatus> {
+        let status = self.shared().lease.as_ref()?;
+        Some(match status.lock() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        })
     }
 }

@@ -34,6 +34,7 @@
 
 mod batch;
 mod schema;
+mod statements;
 mod tx;
 
 pub use schema::SCHEMA_VERSION;

@@ -16,6 +16,7 @@
 //! the hub process being killed but the last commits before a power loss may be rolled back.
 
 mod schema;
+mod statements;
 mod tx;
 
 use std::fmt;

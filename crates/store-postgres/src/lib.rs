@@ -113,21 +113,16 @@ pub struct PgStore {
 struct Inner {
     url: String,
     /// The queues, `postgres:<url>`, the `synchronous_commit` the server applied, the changes
-    /// the listener hears and the lease thread's status.
+    /// the listener hears, the lease thread's status and the threads.
     shared: Shared<Slot>,
-    threads: Vec<JoinHandle<()>>,
     stop: Arc<AtomicBool>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        // The listener and lease threads end at their next check; the worker threads when
+        // `shared` closes their queues, and then it joins them all.
         self.stop.store(true, Ordering::SeqCst);
-        self.shared.workers.close();
-        for t in self.threads.drain(..) {
-            if t.join().is_err() {
-                tracing::error!("a postgres store thread panicked");
-            }
-        }
     }
 }
 
@@ -414,7 +409,7 @@ impl Conn {
     }
 
     /// Send what is queued and then `call`'s request, in one round trip.
-    fn send<'a, T, F>(
+    pub(crate) fn send<'a, T, F>(
         &'a mut self,
         call: impl FnOnce(&'a tokio_postgres::Client) -> F,
     ) -> Result<T, postgres::Error>
@@ -473,33 +468,6 @@ impl Conn {
                 _ => None,
             })
             .collect())
-    }
-
-    /// Rows of a prepared statement.
-    pub(crate) fn query(
-        &mut self,
-        st: &Statement,
-        params: &[&(dyn postgres::types::ToSql + Sync)],
-    ) -> Result<Vec<postgres::Row>, postgres::Error> {
-        self.send(|c| c.query(st, params))
-    }
-
-    /// At most one row of a prepared statement.
-    pub(crate) fn query_opt(
-        &mut self,
-        st: &Statement,
-        params: &[&(dyn postgres::types::ToSql + Sync)],
-    ) -> Result<Option<postgres::Row>, postgres::Error> {
-        self.send(|c| c.query_opt(st, params))
-    }
-
-    /// Rows changed by a prepared statement.
-    pub(crate) fn execute(
-        &mut self,
-        st: &Statement,
-        params: &[&(dyn postgres::types::ToSql + Sync)],
-    ) -> Result<u64, postgres::Error> {
-        self.send(|c| c.execute(st, params))
     }
 
     /// The prepared statement for `sql`, preparing it on first use.
@@ -1029,9 +997,9 @@ impl PgStore {
                     synchronous,
                     changes: Some(changes),
                     lease,
+                    threads,
                 },
                 url: masked,
-                threads,
                 stop,
             }),
         })
@@ -1146,7 +1114,7 @@ fn spawn_workers(
         setup: Some(Box::new(move |c: &mut Conn| {
             c.batch_execute(&format!("SET synchronous_commit = {sync}"))?;
             let st = c.prepare("SELECT pg_backend_pid()")?;
-            let pid: i32 = match c.query_opt(&st, &[])? {
+            let pid: i32 = match c.send(|c| c.query_opt(&st, &[]))? {
                 Some(row) => row.try_get(0)?,
                 None => 0,
             };

@@ -40,7 +40,7 @@ macro_rules! via_call {
                 sql: &str,
                 params: &[Param<'_>],
             ) -> Result<$t, StoreError> {
-                self.call(table, op, sql, |c, st| c.$method(st, params))
+                self.call(table, op, sql, |c, st| c.send(|c| c.$method(st, params)))
             }
         )+
     };

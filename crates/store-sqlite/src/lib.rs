@@ -23,7 +23,6 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
@@ -94,29 +93,10 @@ pub struct SqliteStore {
 struct Inner {
     path: PathBuf,
     stats: Arc<WriteStats>,
-    /// The queues, `sqlite:<path>`, and `PRAGMA synchronous` of the writer connection, read back
-    /// after setting it.
+    /// The queues, `sqlite:<path>`, `PRAGMA synchronous` of the writer connection (read back
+    /// after setting it) and the threads. Dropping it closes the queues and joins the threads,
+    /// so "drop, then reopen the file" is deterministic (the writer's final checkpoint is done).
     shared: Shared<Connection>,
-    threads: Vec<JoinHandle<()>>,
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        // Closing the channels ends the threads; joining makes "drop, then reopen the file"
-        // deterministic (the writer's final checkpoint is done when this returns).
-        self.shared.workers.close();
-        let me = std::thread::current().id();
-        for t in self.threads.drain(..) {
-            // A closure that captured the last handle drops it on a store thread, which must
-            // not wait for itself.
-            if t.thread().id() == me {
-                continue;
-            }
-            if t.join().is_err() {
-                tracing::error!("a store thread panicked");
-            }
-        }
-    }
 }
 
 impl fmt::Debug for SqliteStore {
@@ -280,8 +260,8 @@ impl SqliteStore {
                     synchronous,
                     changes: None,
                     lease: None,
+                    threads,
                 },
-                threads,
             }),
         })
     }

@@ -14,6 +14,7 @@
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, mpsc};
+use std::thread::JoinHandle;
 
 use tokio::sync::{broadcast, oneshot};
 
@@ -107,6 +108,14 @@ pub struct Workers<C> {
     reader: Option<mpsc::Sender<ReadJob<C>>>,
 }
 
+impl<C> Workers<C> {
+    /// Close both queues: the threads finish what is queued and end.
+    pub fn close(&mut self) {
+        self.writer.take();
+        self.reader.take();
+    }
+}
+
 impl<C: 'static> Workers<C> {
     /// New queues, with the receiving sides for the writer thread and the reader threads.
     pub fn new() -> (Workers<C>, mpsc::Receiver<BoxedWriteJob>, ReadQueue<C>) {
@@ -117,12 +126,6 @@ impl<C: 'static> Workers<C> {
             reader: Some(rtx),
         };
         (workers, wrx, Arc::new(Mutex::new(rrx)))
-    }
-
-    /// Close both queues: the threads finish what is queued and end.
-    pub fn close(&mut self) {
-        self.writer.take();
-        self.reader.take();
     }
 
     /// Queue `run` for a reader thread; resolves with its answer.
@@ -138,14 +141,7 @@ impl<C: 'static> Workers<C> {
         let job: ReadJob<C> = Box::new(move |conn: &mut C| {
             let _ = tx.send(run(conn));
         });
-        let sent = match &self.reader {
-            Some(s) => s.send(job).map_err(|_| StoreError::Closed),
-            None => Err(StoreError::Closed),
-        };
-        async move {
-            sent?;
-            rx.await.map_err(|_| StoreError::Closed)?
-        }
+        answer(self.reader.as_ref(), job, rx)
     }
 
     /// Queue the write closure `f` for the writer thread; resolves once its batch committed
@@ -164,14 +160,23 @@ impl<C: 'static> Workers<C> {
             out: None,
             reply: tx,
         });
-        let sent = match &self.writer {
-            Some(s) => s.send(job).map_err(|_| StoreError::Closed),
-            None => Err(StoreError::Closed),
-        };
-        async move {
-            sent?;
-            rx.await.map_err(|_| StoreError::Closed)?
-        }
+        answer(self.writer.as_ref(), job, rx)
+    }
+}
+
+/// Queue `job` on `queue` (`None`: closed) and resolve with the answer it sends on `rx`.
+fn answer<J, R>(
+    queue: Option<&mpsc::Sender<J>>,
+    job: J,
+    rx: oneshot::Receiver<Result<R, StoreError>>,
+) -> impl Future<Output = Result<R, StoreError>> + use<J, R> {
+    let sent = match queue {
+        Some(s) => s.send(job).map_err(|_| StoreError::Closed),
+        None => Err(StoreError::Closed),
+    };
+    async move {
+        sent?;
+        rx.await.map_err(|_| StoreError::Closed)?
     }
 }
 
@@ -230,6 +235,27 @@ pub struct Shared<C> {
     /// The periodic-work lease as last checked ([`Store::lease`]); `None` when this process is
     /// the only writer.
     pub lease: Option<Arc<Mutex<LeaseStatus>>>,
+    /// The threads serving the store, joined when it is dropped.
+    pub threads: Vec<JoinHandle<()>>,
+}
+
+impl<C> Drop for Shared<C> {
+    fn drop(&mut self) {
+        // Closing the queues ends the worker threads; joining makes "drop, then reopen" see
+        // everything they did finished.
+        self.workers.close();
+        let me = std::thread::current().id();
+        for t in self.threads.drain(..) {
+            // A closure that captured the last handle drops it on a store thread, which must
+            // not wait for itself.
+            if t.thread().id() == me {
+                continue;
+            }
+            if t.join().is_err() {
+                tracing::error!("a store thread panicked");
+            }
+        }
+    }
 }
 
 /// A store whose transactions run on worker threads: what a backend implements to be a

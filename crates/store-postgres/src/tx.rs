@@ -19,7 +19,7 @@ use postgres::types::{FromSql, IsNull, ToSql, Type};
 use trantor_proto::{BROADCAST, DeliveryEntry, Event, Message};
 use trantor_store::rows::encode;
 use trantor_store::rows::message_args;
-use trantor_store::sql::{Arg, Columns, Dialect, ParamStyle, Run, Statements, Visit};
+use trantor_store::sql::{Arg, Cell, Columns, Dialect, ParamStyle, Run, Statements, Visit};
 use trantor_store::{NewEvent, NewMessage, PruneReport, ReadTx, StoreError, WriteTx};
 
 use crate::{Conn, NOTIFY_CHANNEL, batch, map_pg, statements};
@@ -220,26 +220,19 @@ impl Columns for PgRow<'_> {
     fn table(&self) -> &'static str {
         self.table
     }
-    fn opt_int(&self, i: usize) -> Result<Option<i64>, StoreError> {
-        if self
-            .row
-            .columns()
-            .get(i)
-            .is_some_and(|c| *c.type_() == Type::INT4)
-        {
-            let v: Option<i32> = get(self.row, i, self.table)?;
-            return Ok(v.map(i64::from));
-        }
-        get(self.row, i, self.table)
-    }
-    fn opt_text(&self, i: usize) -> Result<Option<String>, StoreError> {
-        get(self.row, i, self.table)
-    }
-    fn opt_bool(&self, i: usize) -> Result<Option<bool>, StoreError> {
-        get(self.row, i, self.table)
-    }
-    fn opt_real(&self, i: usize) -> Result<Option<f64>, StoreError> {
-        get(self.row, i, self.table)
+
+    fn cell(&self, i: usize) -> Result<Cell, StoreError> {
+        let (row, t) = (self.row, self.table);
+        let ty = row.columns().get(i).map(|c| c.type_().clone());
+        let cell = match ty {
+            Some(Type::INT8) => get::<Option<i64>>(row, i, t)?.map(Cell::Int),
+            Some(Type::INT4) => get::<Option<i32>>(row, i, t)?.map(|v| Cell::Int(v.into())),
+            Some(Type::FLOAT8) => get::<Option<f64>>(row, i, t)?.map(Cell::Real),
+            Some(Type::BOOL) => get::<Option<bool>>(row, i, t)?.map(Cell::Bool),
+            // Text, and any type this crate never selects (its decoding error says which).
+            _ => get::<Option<String>>(row, i, t)?.map(Cell::Text),
+        };
+        Ok(cell.unwrap_or(Cell::Null))
     }
 }
 

@@ -15,8 +15,8 @@ use serde_json::Value;
 use trantor_proto::{BROADCAST, DeliveryEntry, Event, Message};
 
 use trantor_store::rows::encode;
-use trantor_store::rows::message_args;
-use trantor_store::sql::{Arg, Columns, Dialect, Origin, ParamStyle, Run, Statements, Visit};
+use trantor_store::rows::{corrupt, message_args};
+use trantor_store::sql::{Arg, Cell, Columns, Dialect, Origin, ParamStyle, Run, Statements, Visit};
 use trantor_store::{
     CONTRACT_MATCH_MS, NewEvent, NewMessage, PruneReport, ReadTx, StoreError, WriteTx,
     is_ack_contract, is_ask, is_ledger_traffic,
@@ -108,27 +108,28 @@ struct SqlRow<'r, 's> {
     origin: Origin,
 }
 
-impl SqlRow<'_, '_> {
-    fn get<T: rusqlite::types::FromSql>(&self, i: usize) -> Result<T, StoreError> {
-        self.row.get(i).map_err(map_err(self.origin))
-    }
-}
-
 impl Columns for SqlRow<'_, '_> {
     fn table(&self) -> &'static str {
         self.origin.0
     }
-    fn opt_int(&self, i: usize) -> Result<Option<i64>, StoreError> {
-        self.get(i)
-    }
-    fn opt_text(&self, i: usize) -> Result<Option<String>, StoreError> {
-        self.get(i)
-    }
-    fn opt_bool(&self, i: usize) -> Result<Option<bool>, StoreError> {
-        self.get(i)
-    }
-    fn opt_real(&self, i: usize) -> Result<Option<f64>, StoreError> {
-        self.get(i)
+
+    fn cell(&self, i: usize) -> Result<Cell, StoreError> {
+        Ok(match self.row.get_ref(i).map_err(map_err(self.origin))? {
+            ValueRef::Null => Cell::Null,
+            ValueRef::Integer(v) => Cell::Int(v),
+            ValueRef::Real(v) => Cell::Real(v),
+            ValueRef::Text(t) => match std::str::from_utf8(t) {
+                Ok(t) => Cell::Text(t.to_owned()),
+                Err(e) => return Err(corrupt(self.origin.0, format!("column {i}"), e)),
+            },
+            ValueRef::Blob(_) => {
+                return Err(StoreError::Corrupt {
+                    table: self.origin.0,
+                    context: format!("column {i}: a blob, which nothing stores"),
+                    source: None,
+                });
+            }
+        })
     }
 }
 

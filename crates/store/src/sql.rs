@@ -376,42 +376,104 @@ impl ParamStyle {
     }
 }
 
-/// The columns of the row being read, by index. A value that does not decode (or a NULL
-/// where one is not allowed) is a corrupt row of the statement's table.
-pub trait Columns {
-    /// The statement's table, for errors.
-    fn table(&self) -> &'static str;
-    /// An integer column, or NULL.
-    fn opt_int(&self, i: usize) -> Result<Option<i64>, StoreError>;
-    /// A text column, or NULL.
-    fn opt_text(&self, i: usize) -> Result<Option<String>, StoreError>;
-    /// A boolean column, or NULL.
-    fn opt_bool(&self, i: usize) -> Result<Option<bool>, StoreError>;
-    /// A float column, or NULL.
-    fn opt_real(&self, i: usize) -> Result<Option<f64>, StoreError>;
+/// One column's value, as a driver read it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    /// NULL.
+    Null,
+    /// An integer (SQLite also stores booleans so).
+    Int(i64),
+    /// A float.
+    Real(f64),
+    /// A text.
+    Text(String),
+    /// A boolean.
+    Bool(bool),
+}
 
-    /// An integer column that may not be NULL.
-    fn int(&self, i: usize) -> Result<i64, StoreError> {
-        self.opt_int(i)?.ok_or_else(|| null(self.table(), i))
-    }
-    /// A text column that may not be NULL.
-    fn text(&self, i: usize) -> Result<String, StoreError> {
-        self.opt_text(i)?.ok_or_else(|| null(self.table(), i))
-    }
-    /// A boolean column that may not be NULL.
-    fn bool(&self, i: usize) -> Result<bool, StoreError> {
-        self.opt_bool(i)?.ok_or_else(|| null(self.table(), i))
-    }
-    /// A float column that may not be NULL.
-    fn real(&self, i: usize) -> Result<f64, StoreError> {
-        self.opt_real(i)?.ok_or_else(|| null(self.table(), i))
+impl Cell {
+    /// What kind of value this is, for errors.
+    fn kind(&self) -> &'static str {
+        match self {
+            Cell::Null => "NULL",
+            Cell::Int(_) => "an integer",
+            Cell::Real(_) => "a float",
+            Cell::Text(_) => "a text",
+            Cell::Bool(_) => "a boolean",
+        }
     }
 }
 
-fn null(table: &'static str, i: usize) -> StoreError {
+/// The columns of the row being read, by index: a backend reads one column's value ([`Cell`]);
+/// what it is read as is decided here, once. A value of another kind (or a NULL where one is not
+/// allowed) is a corrupt row of the statement's table.
+pub trait Columns {
+    /// The statement's table, for errors.
+    fn table(&self) -> &'static str;
+    /// Column `i`'s value.
+    fn cell(&self, i: usize) -> Result<Cell, StoreError>;
+
+    /// An integer column, or NULL.
+    fn opt_int(&self, i: usize) -> Result<Option<i64>, StoreError> {
+        match self.cell(i)? {
+            Cell::Null => Ok(None),
+            Cell::Int(v) => Ok(Some(v)),
+            other => Err(mismatch(self.table(), i, "an integer", &other)),
+        }
+    }
+    /// A text column, or NULL.
+    fn opt_text(&self, i: usize) -> Result<Option<String>, StoreError> {
+        match self.cell(i)? {
+            Cell::Null => Ok(None),
+            Cell::Text(v) => Ok(Some(v)),
+            other => Err(mismatch(self.table(), i, "a text", &other)),
+        }
+    }
+    /// A boolean column (an integer: not 0), or NULL.
+    fn opt_bool(&self, i: usize) -> Result<Option<bool>, StoreError> {
+        match self.cell(i)? {
+            Cell::Null => Ok(None),
+            Cell::Bool(v) => Ok(Some(v)),
+            Cell::Int(v) => Ok(Some(v != 0)),
+            other => Err(mismatch(self.table(), i, "a boolean", &other)),
+        }
+    }
+    /// A float column (an integer converted), or NULL.
+    fn opt_real(&self, i: usize) -> Result<Option<f64>, StoreError> {
+        match self.cell(i)? {
+            Cell::Null => Ok(None),
+            Cell::Real(v) => Ok(Some(v)),
+            Cell::Int(v) => Ok(Some(v as f64)),
+            other => Err(mismatch(self.table(), i, "a float", &other)),
+        }
+    }
+    /// An integer column that may not be NULL.
+    fn int(&self, i: usize) -> Result<i64, StoreError> {
+        self.opt_int(i)?
+            .ok_or_else(|| mismatch(self.table(), i, "an integer", &Cell::Null))
+    }
+    /// A text column that may not be NULL.
+    fn text(&self, i: usize) -> Result<String, StoreError> {
+        self.opt_text(i)?
+            .ok_or_else(|| mismatch(self.table(), i, "a text", &Cell::Null))
+    }
+    /// A boolean column that may not be NULL.
+    fn bool(&self, i: usize) -> Result<bool, StoreError> {
+        self.opt_bool(i)?
+            .ok_or_else(|| mismatch(self.table(), i, "a boolean", &Cell::Null))
+    }
+    /// A float column that may not be NULL.
+    fn real(&self, i: usize) -> Result<f64, StoreError> {
+        self.opt_real(i)?
+            .ok_or_else(|| mismatch(self.table(), i, "a float", &Cell::Null))
+    }
+}
+
+/// Column `i` of a row of `table` holds `found` where `wanted` was expected.
+fn mismatch(table: &'static str, i: usize, wanted: &str, found: &Cell) -> StoreError {
     StoreError::Corrupt {
         table,
-        context: format!("column {i} is NULL"),
+        context: format!("column {i}: {} where {wanted} was expected", found.kind()),
         source: None,
     }
 }
@@ -437,68 +499,68 @@ pub trait Statements {
     }
 }
 
-/// Every row of `run`, decoded by `decode`.
-pub fn query<T, S: Statements + ?Sized>(
-    tx: &S,
-    run: &Run<'_, '_>,
-    decode: impl Fn(&dyn Columns) -> Result<T, StoreError>,
-) -> Result<Vec<T>, StoreError> {
-    let mut out = Vec::new();
-    tx.each_row(run, &mut |c| {
-        out.push(decode(c)?);
-        Ok(())
-    })?;
-    Ok(out)
+/// A statement bound to its transaction and parameters, ready to run.
+pub struct Bound<'t, 'a, S: ?Sized> {
+    tx: &'t S,
+    origin: Origin,
+    sql: Cow<'t, str>,
+    args: &'t [Arg<'a>],
 }
 
-/// Every row of `stmt` with `args`, decoded by `decode`.
-pub fn rows<T, S: Statements + ?Sized>(
-    tx: &S,
+/// `stmt` with `args`, on `tx`.
+pub fn bind<'t, 'a, S: Statements + ?Sized>(
+    tx: &'t S,
     stmt: impl Into<Stmt>,
-    args: &[Arg<'_>],
-    decode: impl Fn(&dyn Columns) -> Result<T, StoreError>,
-) -> Result<Vec<T>, StoreError> {
+    args: &'t [Arg<'a>],
+) -> Bound<'t, 'a, S> {
     let stmt = stmt.into();
-    let sql = tx.statement(stmt);
-    query(
+    Bound {
         tx,
-        &Run {
-            origin: stmt.origin(),
-            sql: &sql,
-            args,
-        },
-        decode,
-    )
-}
-
-/// The row of a statement that returns at most one.
-pub fn first<T>(rows: Vec<T>) -> Option<T> {
-    rows.into_iter().next()
-}
-
-/// The integer in the first column of `stmt`'s row (0 when there is none or it is NULL).
-pub fn number<S: Statements + ?Sized>(
-    tx: &S,
-    stmt: impl Into<Stmt>,
-    args: &[Arg<'_>],
-) -> Result<i64, StoreError> {
-    let n = first(rows(tx, stmt, args, |c| c.opt_int(0))?);
-    Ok(n.flatten().unwrap_or(0))
-}
-
-/// Run `stmt` with `args` for the rows it changes.
-pub fn execute<S: Statements + ?Sized>(
-    tx: &S,
-    stmt: impl Into<Stmt>,
-    args: &[Arg<'_>],
-) -> Result<u64, StoreError> {
-    let stmt = stmt.into();
-    let sql = tx.statement(stmt);
-    tx.execute(&Run {
         origin: stmt.origin(),
-        sql: &sql,
+        sql: tx.statement(stmt),
         args,
-    })
+    }
+}
+
+impl<S: Statements + ?Sized> Bound<'_, '_, S> {
+    fn run(&self) -> Run<'_, '_> {
+        Run {
+            origin: self.origin,
+            sql: &self.sql,
+            args: self.args,
+        }
+    }
+
+    /// Every row, decoded by `decode`.
+    pub fn all<T>(
+        &self,
+        decode: impl Fn(&dyn Columns) -> Result<T, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
+        let mut out = Vec::new();
+        self.tx.each_row(&self.run(), &mut |c| {
+            out.push(decode(c)?);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// The row of a statement that returns at most one, decoded by `decode`.
+    pub fn one<T>(
+        &self,
+        decode: impl Fn(&dyn Columns) -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError> {
+        Ok(self.all(decode)?.into_iter().next())
+    }
+
+    /// The integer in the first column of the row (0 when there is none or it is NULL).
+    pub fn number(&self) -> Result<i64, StoreError> {
+        Ok(self.one(|c| c.opt_int(0))?.flatten().unwrap_or(0))
+    }
+
+    /// Run it for the rows it changes.
+    pub fn execute(&self) -> Result<u64, StoreError> {
+        self.tx.execute(&self.run())
+    }
 }
 
 /// A statement built clause by clause, with its parameters numbered as the backend writes them.
@@ -529,11 +591,16 @@ impl<'a> Query<'a> {
         }
     }
 
-    /// The statement, to run as `origin`.
-    pub fn run(&self, origin: Origin) -> Run<'_, 'a> {
-        Run {
+    /// The statement on `tx`, run as `origin`.
+    pub fn bind<'t, S: Statements + ?Sized>(
+        &'t self,
+        tx: &'t S,
+        origin: Origin,
+    ) -> Bound<'t, 'a, S> {
+        Bound {
+            tx,
             origin,
-            sql: &self.sql,
+            sql: Cow::Borrowed(&self.sql),
             args: &self.args,
         }
     }

@@ -10,7 +10,7 @@ use trantor_proto::{
 };
 
 use crate::rows::{self, encode};
-use crate::sql::{self, Arg, Common, Dialect, Statements};
+use crate::sql::{self, Arg, Common, Dialect, Statements, bind};
 use crate::{
     CardFilter, ContractRow, CostBy, CostQuery, Counts, EventFilter, LedgerCounts, LedgerQuery,
     NewEvent, NewMessage, OpRecord, OpenGroup, PruneReport, ReapedContract, StoreError,
@@ -20,7 +20,7 @@ use crate::{
 pub trait ReadTx: Statements {
     /// The highest message id ever assigned (0 when none), even if that message was pruned.
     fn tip(&self) -> Result<i64, StoreError> {
-        sql::number(self, Dialect::Tip, &[])
+        bind(self, Dialect::Tip, &[]).number()
     }
     /// Messages deliverable to `session` (to it or to `all`, not from it) with `id > since`,
     /// oldest first, at most `limit`.
@@ -31,21 +31,15 @@ pub trait ReadTx: Statements {
         limit: usize,
     ) -> Result<Vec<Message>, StoreError> {
         let args = [Arg::Text(session), Arg::Int(since), Arg::Limit(limit)];
-        sql::rows(self, Dialect::MessagesFor, &args, rows::message)
+        bind(self, Dialect::MessagesFor, &args).all(rows::message)
     }
     /// One message.
     fn message(&self, id: i64) -> Result<Option<Message>, StoreError> {
-        let row = sql::rows(self, Common::Message, &[Arg::Int(id)], rows::message)?;
-        Ok(sql::first(row))
+        bind(self, Common::Message, &[Arg::Int(id)]).one(rows::message)
     }
     /// The newest `limit` messages of every kind, oldest first.
     fn recent_messages(&self, limit: usize) -> Result<Vec<Message>, StoreError> {
-        let mut v = sql::rows(
-            self,
-            Common::RecentMessages,
-            &[Arg::Limit(limit)],
-            rows::message,
-        )?;
+        let mut v = bind(self, Common::RecentMessages, &[Arg::Limit(limit)]).all(rows::message)?;
         v.reverse();
         Ok(v)
     }
@@ -56,7 +50,7 @@ pub trait ReadTx: Statements {
         since_ts: i64,
     ) -> Result<Vec<Message>, StoreError> {
         let args = [Arg::Text(session), Arg::Int(since_ts)];
-        sql::rows(self, Dialect::DirectMessagesInvolving, &args, rows::message)
+        bind(self, Dialect::DirectMessagesInvolving, &args).all(rows::message)
     }
     /// Direct messages with `from_ts <= ts <= until_ts` that their recipient has not read yet
     /// (its `deliveredUpTo` is below the id, or it has no peer row), oldest first, at most
@@ -69,27 +63,20 @@ pub trait ReadTx: Statements {
         limit: usize,
     ) -> Result<Vec<Message>, StoreError> {
         let args = [Arg::Int(from_ts), Arg::Int(until_ts), Arg::Limit(limit)];
-        sql::rows(self, Dialect::UndeliveredDirect, &args, rows::message)
+        bind(self, Dialect::UndeliveredDirect, &args).all(rows::message)
     }
     /// Sessions that sent a direct message with `ts >= since_ts` (for the contract reaper).
     fn dispatchers_since(&self, since_ts: i64) -> Result<Vec<String>, StoreError> {
-        sql::rows(
-            self,
-            Dialect::DispatchersSince,
-            &[Arg::Int(since_ts)],
-            |c| c.text(0),
-        )
+        bind(self, Dialect::DispatchersSince, &[Arg::Int(since_ts)]).all(|c| c.text(0))
     }
     /// Senders with open contracts sent at or after `since_ts` (for the contract reaper; costs
     /// the open contracts, not the traffic).
     fn ledger_senders(&self, since_ts: i64) -> Result<Vec<String>, StoreError> {
-        sql::rows(self, Dialect::LedgerSenders, &[Arg::Int(since_ts)], |c| {
-            c.text(0)
-        })
+        bind(self, Dialect::LedgerSenders, &[Arg::Int(since_ts)]).all(|c| c.text(0))
     }
     /// Every contract the reaper recorded (a full scan: for `hub export`, not a route).
     fn ledger_reaped(&self) -> Result<Vec<ReapedContract>, StoreError> {
-        sql::rows(self, Common::LedgerReaped, &[], rows::reaped)
+        bind(self, Common::LedgerReaped, &[]).all(rows::reaped)
     }
     /// The sender's open contracts in the window, counted per assignee (ordered by assignee).
     fn ledger_groups(&self, q: &LedgerQuery) -> Result<Vec<OpenGroup>, StoreError> {
@@ -103,7 +90,7 @@ pub trait ReadTx: Statements {
         let stmt = Dialect::LedgerGroups {
             by_project: q.project.is_some(),
         };
-        sql::rows(self, stmt, &args, rows::open_group)
+        bind(self, stmt, &args).all(rows::open_group)
     }
     /// The sender's answered and ack contracts in the window, counted.
     fn ledger_counts(&self, q: &LedgerQuery) -> Result<LedgerCounts, StoreError> {
@@ -112,12 +99,7 @@ pub trait ReadTx: Statements {
             Arg::Int(q.since_ts),
             Arg::OptText(q.project.as_deref()),
         ];
-        let counts = sql::first(sql::rows(
-            self,
-            Dialect::LedgerCounts,
-            &args,
-            rows::ledger_counts,
-        )?);
+        let counts = bind(self, Dialect::LedgerCounts, &args).one(rows::ledger_counts)?;
         Ok(counts.unwrap_or_default())
     }
     /// Up to `limit` of the sender's contracts in the window with ids above `after`, oldest
@@ -136,44 +118,29 @@ pub trait ReadTx: Statements {
             Arg::Int(after),
             Arg::Limit(limit),
         ];
-        sql::rows(
-            self,
-            Dialect::LedgerRows { open_only },
-            &args,
-            rows::contract,
-        )
+        bind(self, Dialect::LedgerRows { open_only }, &args).all(rows::contract)
     }
     /// The newest `limit` messages citing card `#card`, oldest first.
     fn messages_citing(&self, card: i64, limit: usize) -> Result<Vec<Message>, StoreError> {
         let args = [Arg::Int(card), Arg::Limit(limit)];
-        sql::rows(self, Common::MessagesCiting, &args, rows::message)
+        bind(self, Common::MessagesCiting, &args).all(rows::message)
     }
     /// One peer row.
     fn peer(&self, session: &str) -> Result<Option<Peer>, StoreError> {
-        Ok(sql::first(sql::rows(
-            self,
-            Common::Peer,
-            &[Arg::Text(session)],
-            rows::peer,
-        )?))
+        bind(self, Common::Peer, &[Arg::Text(session)]).one(rows::peer)
     }
     /// Every peer row.
     fn peers(&self) -> Result<Vec<Peer>, StoreError> {
-        sql::rows(self, Common::Peers, &[], rows::peer)
+        bind(self, Common::Peers, &[]).all(rows::peer)
     }
     /// One card.
     fn card(&self, id: i64) -> Result<Option<Card>, StoreError> {
-        Ok(sql::first(sql::rows(
-            self,
-            Common::Card,
-            &[Arg::Int(id)],
-            rows::card,
-        )?))
+        bind(self, Common::Card, &[Arg::Int(id)]).one(rows::card)
     }
     /// Cards matching the filter, by id ascending.
     fn cards(&self, filter: &CardFilter) -> Result<Vec<Card>, StoreError> {
         let q = sql::cards_query(self.param_style(), filter);
-        sql::query(self, &q.run(("cards", "cards")), rows::card)
+        q.bind(self, ("cards", "cards")).all(rows::card)
     }
     /// Events matching the filter, oldest first.
     fn events(&self, filter: &EventFilter) -> Result<Vec<Event>, StoreError> {
@@ -181,13 +148,15 @@ pub trait ReadTx: Statements {
         let Some(q) = sql::events_query(self.param_style(), &select, filter) else {
             return Ok(Vec::new());
         };
-        let mut events = sql::query(self, &q.run(Dialect::EventsSelect.origin()), rows::event)?;
+        let mut events = q
+            .bind(self, Dialect::EventsSelect.origin())
+            .all(rows::event)?;
         events.reverse();
         Ok(events)
     }
     /// The newest event id (0 when none).
     fn latest_event_id(&self) -> Result<i64, StoreError> {
-        sql::number(self, Dialect::LatestEventId, &[])
+        bind(self, Dialect::LatestEventId, &[]).number()
     }
     /// Lessons whose scope is one of `scopes`, oldest first.
     fn lessons(&self, scopes: &[String]) -> Result<Vec<Lesson>, StoreError> {
@@ -195,13 +164,11 @@ pub trait ReadTx: Statements {
             return Ok(Vec::new());
         }
         let q = sql::lessons_query(self.param_style(), scopes);
-        sql::query(self, &q.run(("lessons", "lessons")), rows::lesson)
+        q.bind(self, ("lessons", "lessons")).all(rows::lesson)
     }
     /// A small named JSON document (policy, project briefs, phase goals, …).
     fn kv(&self, key: &str) -> Result<Option<Value>, StoreError> {
-        let raw = sql::first(sql::rows(self, Common::Kv, &[Arg::Text(key)], |c| {
-            c.text(0)
-        })?);
+        let raw = bind(self, Common::Kv, &[Arg::Text(key)]).one(|c| c.text(0))?;
         raw.map(|s| rows::decode_json("kv", key, &s)).transpose()
     }
     /// Every small document whose key starts with `prefix`, ordered by key (a project's phase
@@ -210,32 +177,25 @@ pub trait ReadTx: Statements {
         // Keys compare bytewise: every key starting with `prefix` sorts in
         // [prefix, prefix + U+10FFFF).
         let args = [Arg::Text(prefix), Arg::Owned(format!("{prefix}\u{10FFFF}"))];
-        sql::rows(self, Common::KvPrefix, &args, rows::kv)
+        bind(self, Common::KvPrefix, &args).all(rows::kv)
     }
     /// The recorded outcome of an `_op`.
     fn op(&self, id: &str) -> Result<Option<OpRecord>, StoreError> {
-        Ok(sql::first(sql::rows(
-            self,
-            Common::Op,
-            &[Arg::Text(id)],
-            rows::op,
-        )?))
+        bind(self, Common::Op, &[Arg::Text(id)]).one(rows::op)
     }
     /// Row counts.
     fn counts(&self) -> Result<Counts, StoreError> {
-        sql::first(sql::rows(self, Dialect::Counts, &[], rows::counts)?)
-            .ok_or_else(|| StoreError::db("counts: no row"))
+        let counts = bind(self, Dialect::Counts, &[]).one(rows::counts)?;
+        counts.ok_or_else(|| StoreError::db("counts: no row"))
     }
     /// Every lesson, oldest first (for `trantor hub export`).
     fn all_lessons(&self) -> Result<Vec<Lesson>, StoreError> {
-        sql::rows(self, Common::AllLessons, &[], rows::lesson)
+        bind(self, Common::AllLessons, &[]).all(rows::lesson)
     }
     /// The delivery record of message `id`, in append order (empty when none was written: a
     /// broadcast, or a message older than the record).
     fn delivery_states(&self, id: i64) -> Result<Vec<DeliveryEntry>, StoreError> {
-        sql::rows(self, Common::DeliveryStates, &[Arg::Int(id)], |c| {
-            rows::delivery_entry(id, c)
-        })
+        bind(self, Common::DeliveryStates, &[Arg::Int(id)]).all(|c| rows::delivery_entry(id, c))
     }
     /// The direct messages to `session` whose latest delivery state is not terminal (`consumed`,
     /// `failed`), oldest first, at most `limit` (0: no limit), with how many there are in all.
@@ -245,26 +205,19 @@ pub trait ReadTx: Statements {
         limit: usize,
     ) -> Result<(Vec<DeliveryOpenItem>, i64), StoreError> {
         let args = [Arg::Text(session), Arg::Limit(limit)];
-        let items = sql::rows(self, Common::DeliveryOpen, &args, |c| {
-            rows::delivery_open_item(session, c)
-        })?;
-        let total = sql::number(self, Common::DeliveryOpenCount, &[Arg::Text(session)])?;
+        let items = bind(self, Common::DeliveryOpen, &args)
+            .all(|c| rows::delivery_open_item(session, c))?;
+        let total = bind(self, Common::DeliveryOpenCount, &args[..1]).number()?;
         Ok((items, total))
     }
     /// The runner instance `session` is fenced to, if any.
     fn delivery_fence(&self, session: &str) -> Result<Option<String>, StoreError> {
-        let args = [Arg::Text(session)];
-        Ok(sql::first(sql::rows(
-            self,
-            Common::DeliveryFence,
-            &args,
-            |c| c.text(0),
-        )?))
+        bind(self, Common::DeliveryFence, &[Arg::Text(session)]).one(|c| c.text(0))
     }
     /// Every recorded turn with its hub time, oldest first (a full scan: for `hub export`, not
     /// a route).
     fn all_turns(&self) -> Result<Vec<(i64, TurnReport)>, StoreError> {
-        sql::rows(self, Common::AllTurns, &[], rows::turn)
+        bind(self, Common::AllTurns, &[]).all(rows::turn)
     }
     /// The recorded turns matching `q`, added up per `by` group, at most `limit` groups (0: no
     /// limit), largest dollars first (then key). [`CostBy::Total`] is one group (all zeros when
@@ -279,8 +232,8 @@ pub trait ReadTx: Statements {
         let Some(q) = sql::cost_query(self.param_style(), &select, q, by, limit) else {
             return Ok(Vec::new());
         };
-        let run = q.run(Dialect::CostSelect(by).origin());
-        sql::query(self, &run, |c| rows::cost(by, c))
+        let origin = Dialect::CostSelect(by).origin();
+        q.bind(self, origin).all(|c| rows::cost(by, c))
     }
 }
 
@@ -297,7 +250,7 @@ pub trait WriteTx: ReadTx {
             Arg::Int(peer.delivered_up_to),
             Arg::Text(&data),
         ];
-        sql::execute(self, Dialect::PutPeer, &args)?;
+        bind(self, Dialect::PutPeer, &args).execute()?;
         Ok(())
     }
     /// Raise a session's delivery ledger to `up_to` (never lowers it); returns the new value.
@@ -305,32 +258,23 @@ pub trait WriteTx: ReadTx {
         // An unknown session gets a bare row (last_seen 0) so its ledger is never lost; the
         // hub's peer TTL keeps such a row out of `/peers`.
         let args = [Arg::Text(session), Arg::Int(up_to)];
-        sql::first(sql::rows(self, Dialect::RaiseDelivered, &args, |c| {
-            c.int(0)
-        })?)
-        .ok_or_else(|| StoreError::db("peers: raise_delivered returned no row"))
+        let raised = bind(self, Dialect::RaiseDelivered, &args).one(|c| c.int(0))?;
+        raised.ok_or_else(|| StoreError::db("peers: raise_delivered returned no row"))
     }
     /// Delete peers last seen before `last_seen`; returns their sessions.
     fn delete_peers_before(&mut self, last_seen: i64) -> Result<Vec<String>, StoreError> {
-        sql::rows(
-            self,
-            Common::DeletePeersBefore,
-            &[Arg::Int(last_seen)],
-            |c| c.text(0),
-        )
+        bind(self, Common::DeletePeersBefore, &[Arg::Int(last_seen)]).all(|c| c.text(0))
     }
     /// Delete peers that never registered (`registered` unset) last seen before `last_seen`;
     /// returns their sessions.
     fn delete_anonymous_peers_before(&mut self, last_seen: i64) -> Result<Vec<String>, StoreError> {
         let args = [Arg::Int(last_seen)];
-        sql::rows(self, Dialect::DeleteAnonymousPeersBefore, &args, |c| {
-            c.text(0)
-        })
+        bind(self, Dialect::DeleteAnonymousPeersBefore, &args).all(|c| c.text(0))
     }
     /// Store a new card, assigning the next id (the given id is ignored).
     fn insert_card(&mut self, mut card: Card) -> Result<Card, StoreError> {
-        card.id = sql::first(sql::rows(self, Dialect::ReserveCardId, &[], |c| c.int(0))?)
-            .ok_or_else(|| StoreError::db("cards: no id was reserved"))?;
+        let id = bind(self, Dialect::ReserveCardId, &[]).one(|c| c.int(0))?;
+        card.id = id.ok_or_else(|| StoreError::db("cards: no id was reserved"))?;
         self.put_card(&card)?;
         Ok(card)
     }
@@ -346,12 +290,12 @@ pub trait WriteTx: ReadTx {
             Arg::Int(card.updated),
             Arg::Text(&data),
         ];
-        sql::execute(self, Dialect::PutCard, &args)?;
+        bind(self, Dialect::PutCard, &args).execute()?;
         Ok(())
     }
     /// Delete a card.
     fn delete_card(&mut self, id: i64) -> Result<(), StoreError> {
-        sql::execute(self, Common::DeleteCard, &[Arg::Int(id)])?;
+        bind(self, Common::DeleteCard, &[Arg::Int(id)]).execute()?;
         Ok(())
     }
     /// Append an event, assigning the next id.
@@ -365,14 +309,14 @@ pub trait WriteTx: ReadTx {
             Arg::Int(lesson.ts),
             Arg::Text(&lesson.project),
         ];
-        lesson.id = sql::first(sql::rows(self, Common::InsertLesson, &args, |c| c.int(0))?)
-            .ok_or_else(|| StoreError::db("lessons: insert returned no id"))?;
+        let id = bind(self, Common::InsertLesson, &args).one(|c| c.int(0))?;
+        lesson.id = id.ok_or_else(|| StoreError::db("lessons: insert returned no id"))?;
         Ok(lesson)
     }
     /// Set a named JSON document.
     fn set_kv(&mut self, key: &str, value: &Value) -> Result<(), StoreError> {
         let data = encode("kv", value)?;
-        sql::execute(self, Common::SetKv, &[Arg::Text(key), Arg::Text(&data)])?;
+        bind(self, Common::SetKv, &[Arg::Text(key), Arg::Text(&data)]).execute()?;
         Ok(())
     }
     /// Record an `_op` outcome. The first final record (code ≠ 0) wins; a code-0 record is a
@@ -385,7 +329,7 @@ pub trait WriteTx: ReadTx {
             Arg::Int(i64::from(op.code)),
             Arg::Text(&body),
         ];
-        sql::execute(self, Common::PutOp, &args)?;
+        bind(self, Common::PutOp, &args).execute()?;
         Ok(())
     }
     /// Store a message under the id it already has (`trantor hub import`), with the card ids
@@ -408,7 +352,7 @@ pub trait WriteTx: ReadTx {
             Arg::Int(ts),
             Arg::Text(reason),
         ];
-        Ok(sql::execute(self, Common::MarkReaped, &args)? > 0)
+        Ok(bind(self, Common::MarkReaped, &args).execute()? > 0)
     }
     /// Append one state to message `id`'s delivery record (`entry.session` is its recipient).
     /// The record is only ever appended to; a terminal state closes the message for
@@ -424,13 +368,14 @@ pub trait WriteTx: ReadTx {
     ) -> Result<Option<String>, StoreError> {
         let previous = self.delivery_fence(session)?;
         let args = [Arg::Text(session), Arg::Text(instance), Arg::Int(ts)];
-        sql::execute(self, Common::SetDeliveryFence, &args)?;
+        bind(self, Common::SetDeliveryFence, &args).execute()?;
         Ok(previous)
     }
     /// Record one finished turn's cost at hub time `ts`; `false` (and nothing changed) when a
     /// turn with the same `(session, instance, turn)` is already recorded.
     fn record_turn(&mut self, ts: i64, turn: &TurnReport) -> Result<bool, StoreError> {
-        Ok(sql::execute(self, Dialect::RecordTurn, &rows::turn_args(ts, turn))? == 1)
+        let args = rows::turn_args(ts, turn);
+        Ok(bind(self, Dialect::RecordTurn, &args).execute()? == 1)
     }
     /// Retention: remove messages older than `before_ts` that every recipient has read
     /// (broadcasts, or direct messages at or below the recipient's `deliveredUpTo`) with their

@@ -107,12 +107,12 @@ pub async fn appoint<S: Store>(
 ) -> ApiResult<Json<AppointReply>> {
     let session = non_blank(req.session.as_deref());
     check_opt("session", &session, limits::SESSION)?;
-    if let Some(s) = &session {
-        if s == BROADCAST || s.starts_with("hub:") {
-            return Err(ApiError::bad_request(
-                "the duty session must be a session, not all or hub:*",
-            ));
-        }
+    if let Some(s) = &session
+        && (s == BROADCAST || s.starts_with("hub:"))
+    {
+        return Err(ApiError::bad_request(
+            "the duty session must be a session, not all or hub:*",
+        ));
     }
     let stored = session.clone();
     hub.store

@@ -608,16 +608,7 @@ impl HubClient {
             q.push(("project", p.to_string()));
         }
         let reply: TasksReply = self.get("/tasks", &q).await?;
-        reply
-            .tasks
-            .into_iter()
-            .map(|v| {
-                serde_json::from_value(v).map_err(|e| ClientError::Decode {
-                    path: "/tasks".into(),
-                    message: e.to_string(),
-                })
-            })
-            .collect()
+        Ok(reply.tasks)
     }
 
     /// `GET /card?id=`.

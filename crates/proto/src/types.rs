@@ -32,6 +32,16 @@ where
     Option::<T>::deserialize(d).map(Some)
 }
 
+/// For string fields a hub may send as `null`: `null` reads as the default, like an absent field
+/// (a deleted card rebuilt from an event that lacked the field, docs/protocol.md §7.5).
+fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Option::<T>::deserialize(d).map(Option::unwrap_or_default)
+}
+
 /// A message on the bus (docs/protocol.md §3.1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Message {
@@ -348,13 +358,13 @@ pub struct Card {
     #[serde(default)]
     pub project: String,
     /// Title.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub title: String,
     /// Status ([`CardStatus`]: one of [`CARD_STATUSES`], or any other string kept as sent).
     #[serde(default)]
     pub status: CardStatus,
     /// Assignee session (or bare agent name).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub assignee: String,
     /// Creator, treated as the assigner.
     #[serde(default)]
@@ -366,7 +376,7 @@ pub struct Card {
     #[serde(default)]
     pub updated: i64,
     /// `easy`, `medium`, `hard` or empty.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub difficulty: String,
     /// Model hint.
     #[serde(default)]
@@ -589,11 +599,14 @@ pub struct TaskReply {
     pub task: Card,
 }
 
-/// `GET /tasks` reply.
+/// `GET /tasks` reply. Clients read the cards as [`Card`]s; the hub writes each as the JSON view
+/// it sends (`C` = [`Value`]: a slim card is a projection of a card, not a card with empty lists).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-pub struct TasksReply {
-    /// Cards (slim ones carry `logCount` in `extra` and omit log/history/checklist).
-    pub tasks: Vec<Value>,
+#[schemars(rename = "TasksReply")]
+pub struct TasksReply<C = Card> {
+    /// Cards. A slim one leaves out `log`, `history` and `checklist` (it reads with them empty)
+    /// and carries `logCount`, `checklistCount` and `checklistDone` (in [`Card::extra`]).
+    pub tasks: Vec<C>,
     /// Echoes `slim` when asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fields: Option<String>,
@@ -631,9 +644,12 @@ pub struct EventsReply {
     pub latest: i64,
 }
 
-/// `GET /card` reply. Fields are in name order, as the hub has always written them.
+/// `GET /card` reply. Fields are in name order, as the hub has always written them. Clients read
+/// the card as a [`Card`]; the hub writes it as the JSON view it sends (`C` = [`Value`]: a
+/// deleted card is rebuilt from its last event with only some of a card's fields).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct CardReply {
+#[schemars(rename = "CardReply")]
+pub struct CardReply<C = Card> {
     /// What the turns that worked on this card cost (docs/protocol.md §7.6).
     #[serde(default)]
     pub cost: crate::cost::CostSummary,
@@ -642,7 +658,7 @@ pub struct CardReply {
     /// Messages whose text cites `#id`.
     pub messages: Vec<Message>,
     /// The card (a deleted card is rebuilt from its last event with status `deleted`).
-    pub task: Option<Value>,
+    pub task: Option<C>,
 }
 
 /// A lesson.

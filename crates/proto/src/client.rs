@@ -497,8 +497,8 @@ impl HubClient {
         .await
     }
 
-    /// `GET /health`.
-    pub async fn health(&self) -> Result<Value, ClientError> {
+    /// `GET /health` (our hub's reply, or the original's fewer fields: [`HealthReply`]).
+    pub async fn health(&self) -> Result<HealthReply, ClientError> {
         self.get("/health", &[]).await
     }
 

@@ -1030,18 +1030,22 @@ pub struct BannerReply {
 
 /// `/health` reply: liveness, row counts, persistence, retention and the duty agent. Fields are
 /// in name order, as the hub has always written them. The status is 503 when the store fails.
+/// The original's hub writes only `ok`, `authMode`, `peers`, `messages`, `streams`, `persist`
+/// and `duty`: a client reads the other fields of its reply as absent, empty or zero.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HealthReply {
-    /// Always `off` (the hub trusts its network).
+    /// `off`, `warn` or `enforce`.
     pub auth_mode: String,
-    /// Cards stored.
-    pub cards: i64,
+    /// Cards stored (absent from the original's hub).
+    #[serde(default)]
+    pub cards: Option<i64>,
     /// The duty agent's status (`configured`, thresholds, escalations, failures, …), or
     /// `{"error": …}` when it could not be read.
     pub duty: Value,
-    /// Events stored.
-    pub events: i64,
+    /// Events stored (absent from the original's hub).
+    #[serde(default)]
+    pub events: Option<i64>,
     /// The periodic-work lease over a store shared by several hubs (PostgreSQL); `null` on the
     /// embedded store, where the hub always runs the periodic work.
     #[serde(default)]
@@ -1055,16 +1059,22 @@ pub struct HealthReply {
     /// Persistence status.
     pub persist: HealthPersist,
     /// Long polls held open now.
+    #[serde(default)]
     pub polls_held: u64,
     /// Retention settings and what retention removed.
+    #[serde(default)]
     pub retention: HealthRetention,
-    /// The store in use.
+    /// The store in use (empty from the original's hub).
+    #[serde(default)]
     pub store: String,
     /// Event streams open now.
     pub streams: u64,
-    /// The store's durability level as applied (`full` or `normal`).
+    /// The store's durability level as applied (`full` or `normal`; empty from the original's
+    /// hub).
+    #[serde(default)]
     pub sync: String,
-    /// The hub's version.
+    /// The hub's version (empty from the original's hub).
+    #[serde(default)]
     pub version: String,
 }
 

@@ -5,7 +5,7 @@ use super::{Common, find_on_path, print_json};
 use serde_json::{Value, json};
 use std::process::ExitCode;
 use trantor_mcp::Identity;
-use trantor_proto::HubClient;
+use trantor_proto::{HealthReply, HubClient};
 
 pub(crate) const DOCTOR_HELP: &str = concat!(
     "\
@@ -195,11 +195,9 @@ pub(crate) async fn doctor(a: DoctorArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The checks read from the hub's `/health` answer: the hub, its store, its duty service.
-fn health_checks(h: &Value, id: &Identity) -> Vec<Check> {
-    let version = h
-        .get("version")
-        .and_then(Value::as_str)
-        .unwrap_or("unknown");
+fn health_checks(h: &HealthReply, id: &Identity) -> Vec<Check> {
+    let known = |s: &str| if s.is_empty() { "unknown" } else { s }.to_string();
+    let version = known(&h.version);
     let hub = Check {
         name: "hub".into(),
         ok: true,
@@ -209,26 +207,18 @@ fn health_checks(h: &Value, id: &Identity) -> Vec<Check> {
         ),
         fix: None,
     };
-    let store = h.get("store").and_then(Value::as_str).unwrap_or("unknown");
-    let persist_ok = h
-        .get("persist")
-        .and_then(|p| p.get("ok"))
-        .and_then(Value::as_bool)
-        .unwrap_or(true);
-    let last_error = h
-        .get("persist")
-        .and_then(|p| p.get("lastError"))
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let counts = ["messages", "cards", "peers"]
-        .iter()
-        .filter_map(|k| {
-            h.get(*k)
-                .and_then(Value::as_i64)
-                .map(|n| format!("{n} {k}"))
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
+    let store = known(&h.store);
+    let persist_ok = h.persist.ok;
+    let last_error = &h.persist.last_error;
+    let counts = [
+        ("messages", Some(h.messages)),
+        ("cards", h.cards),
+        ("peers", Some(h.peers)),
+    ]
+    .iter()
+    .filter_map(|(k, n)| n.map(|n| format!("{n} {k}")))
+    .collect::<Vec<_>>()
+    .join(", ");
     let store = Check {
         name: "store".into(),
         ok: persist_ok,
@@ -245,7 +235,7 @@ fn health_checks(h: &Value, id: &Identity) -> Vec<Check> {
     vec![
         hub,
         store,
-        duty_check(h.get("duty").unwrap_or(&Value::Null)),
+        duty_check(&h.duty),
     ]
 }
 

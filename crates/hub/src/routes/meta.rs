@@ -84,8 +84,8 @@ pub async fn health<S: Store>(State(hub): State<AppState<S>>) -> impl IntoRespon
         sync: hub.store.synchronous().into(),
         peers: c.peers,
         messages: c.messages,
-        cards: c.cards,
-        events: c.events,
+        cards: Some(c.cards),
+        events: Some(c.events),
         streams,
         polls_held: hub.presence.held_polls(),
         persist: HealthPersist {

@@ -599,13 +599,14 @@ pub struct TaskReply {
     pub task: Card,
 }
 
-/// `GET /tasks` reply. Clients read the cards as [`Card`]s; the hub writes each as the JSON view
-/// it sends (`C` = [`Value`]: a slim card is a projection of a card, not a card with empty lists).
+/// `GET /tasks` reply. Clients read the cards as [`Card`]s (a slim one with an empty log,
+/// history and checklist, its counts in [`Card::extra`]); the hub writes each card as the JSON
+/// view it sends (`C` = [`Value`]: a slim card is a projection of a card).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-#[schemars(rename = "TasksReply")]
+#[schemars(rename = "TasksReply", description = "`GET /tasks` reply.")]
 pub struct TasksReply<C = Card> {
-    /// Cards. A slim one leaves out `log`, `history` and `checklist` (it reads with them empty)
-    /// and carries `logCount`, `checklistCount` and `checklistDone` (in [`Card::extra`]).
+    /// Cards. A slim one (`fields=slim`) leaves out `log`, `history` and `checklist` and carries
+    /// `logCount`, `checklistCount` and `checklistDone` instead.
     pub tasks: Vec<C>,
     /// Echoes `slim` when asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -648,7 +649,10 @@ pub struct EventsReply {
 /// the card as a [`Card`]; the hub writes it as the JSON view it sends (`C` = [`Value`]: a
 /// deleted card is rebuilt from its last event with only some of a card's fields).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[schemars(rename = "CardReply")]
+#[schemars(
+    rename = "CardReply",
+    description = "`GET /card` reply. Fields are in name order, as the hub has always written them."
+)]
 pub struct CardReply<C = Card> {
     /// What the turns that worked on this card cost (docs/protocol.md §7.6).
     #[serde(default)]
@@ -1031,20 +1035,18 @@ pub struct BannerReply {
 /// `/health` reply: liveness, row counts, persistence, retention and the duty agent. Fields are
 /// in name order, as the hub has always written them. The status is 503 when the store fails.
 /// The original's hub writes only `ok`, `authMode`, `peers`, `messages`, `streams`, `persist`
-/// and `duty`: a client reads the other fields of its reply as absent, empty or zero.
+/// and `duty`: the other fields are optional.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HealthReply {
     /// `off`, `warn` or `enforce`.
     pub auth_mode: String,
     /// Cards stored (absent from the original's hub).
-    #[serde(default)]
     pub cards: Option<i64>,
     /// The duty agent's status (`configured`, thresholds, escalations, failures, …), or
     /// `{"error": …}` when it could not be read.
     pub duty: Value,
     /// Events stored (absent from the original's hub).
-    #[serde(default)]
     pub events: Option<i64>,
     /// The periodic-work lease over a store shared by several hubs (PostgreSQL); `null` on the
     /// embedded store, where the hub always runs the periodic work.
@@ -1058,24 +1060,19 @@ pub struct HealthReply {
     pub peers: i64,
     /// Persistence status.
     pub persist: HealthPersist,
-    /// Long polls held open now.
-    #[serde(default)]
-    pub polls_held: u64,
-    /// Retention settings and what retention removed.
-    #[serde(default)]
-    pub retention: HealthRetention,
-    /// The store in use (empty from the original's hub).
-    #[serde(default)]
-    pub store: String,
+    /// Long polls held open now (absent from the original's hub).
+    pub polls_held: Option<u64>,
+    /// Retention settings and what retention removed (absent from the original's hub).
+    pub retention: Option<HealthRetention>,
+    /// The store in use (absent from the original's hub).
+    pub store: Option<String>,
     /// Event streams open now.
     pub streams: u64,
-    /// The store's durability level as applied (`full` or `normal`; empty from the original's
+    /// The store's durability level as applied, `full` or `normal` (absent from the original's
     /// hub).
-    #[serde(default)]
-    pub sync: String,
-    /// The hub's version (empty from the original's hub).
-    #[serde(default)]
-    pub version: String,
+    pub sync: Option<String>,
+    /// The hub's version (absent from the original's hub).
+    pub version: Option<String>,
 }
 
 /// `/health`'s `lease` object (several hubs on one PostgreSQL database).

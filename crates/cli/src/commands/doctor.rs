@@ -196,8 +196,7 @@ pub(crate) async fn doctor(a: DoctorArgs) -> anyhow::Result<ExitCode> {
 
 /// The checks read from the hub's `/health` answer: the hub, its store, its duty service.
 fn health_checks(h: &HealthReply, id: &Identity) -> Vec<Check> {
-    let known = |s: &str| if s.is_empty() { "unknown" } else { s }.to_string();
-    let version = known(&h.version);
+    let version = h.version.as_deref().unwrap_or("unknown");
     let hub = Check {
         name: "hub".into(),
         ok: true,
@@ -207,7 +206,7 @@ fn health_checks(h: &HealthReply, id: &Identity) -> Vec<Check> {
         ),
         fix: None,
     };
-    let store = known(&h.store);
+    let store = h.store.as_deref().unwrap_or("unknown");
     let persist_ok = h.persist.ok;
     let last_error = &h.persist.last_error;
     let counts = [

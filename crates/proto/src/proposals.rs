@@ -54,6 +54,18 @@ pub struct Proposal {
     pub note: String,
 }
 
+impl Proposal {
+    /// How a listing opens a proposal: `#7 ⏳ PENDING` (its id, the status's icon, the status).
+    pub fn headline(&self) -> String {
+        format!(
+            "#{} {} {}",
+            self.id,
+            status_icon(&self.status),
+            self.status.to_uppercase()
+        )
+    }
+}
+
 /// `POST /propose` body: the proposer is `session`, or `by` (one of them non-blank).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("anyOf" = crate::limits::one_of_non_blank("session", "by")))]

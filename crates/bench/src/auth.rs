@@ -110,16 +110,9 @@ async fn send_loop(
             Some(k) => auth::sign_request(k, "POST", "/send", body.as_bytes()).headers,
             None => Vec::new(),
         };
-        let r = c
-            .request_with("POST", "/send", &headers, Some(&body))
-            .await?;
-        if r.status != 200 {
-            bail!(
-                "/send answered {}: {}",
-                r.status,
-                String::from_utf8_lossy(&r.body)
-            );
-        }
+        c.request_with("POST", "/send", &headers, Some(&body))
+            .await?
+            .ok("/send")?;
         n += 1;
     }
     Ok(n)

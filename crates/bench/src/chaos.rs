@@ -741,29 +741,18 @@ pub async fn run(args: &ChaosBenchArgs) -> Result<Table> {
             format!("{m}: contracts acknowledged"),
             n.acknowledged.to_string(),
         ));
-        t.row(Row::check(
-            format!("{m}: lost"),
-            n.lost.to_string(),
-            "0",
-            n.lost == 0,
-        ));
-        t.row(Row::check(
+        t.row(Row::zero(format!("{m}: lost"), n.lost));
+        t.row(Row::zero(
             format!("{m}: duplicated (two completed turns)"),
-            n.duplicated.to_string(),
-            "0",
-            n.duplicated == 0,
+            n.duplicated,
         ));
-        t.row(Row::check(
+        t.row(Row::zero(
             format!("{m}: two CLIs at once in a seat"),
-            n.overlapping.to_string(),
-            "0",
-            n.overlapping == 0,
+            n.overlapping,
         ));
-        t.row(Row::check(
+        t.row(Row::zero(
             format!("{m}: /delivery records not complete and in order"),
-            n.incomplete_records.to_string(),
-            "0",
-            n.incomplete_records == 0,
+            n.incomplete_records,
         ));
         t.row(Row::info(
             format!("{m}: ack → turn started p50 / p99"),

@@ -542,6 +542,24 @@ impl Snapshot {
     }
 }
 
+/// The connection kept in `conn`, else a new one with a `buffer`-byte read buffer; `None`
+/// after counting a failed connect in `errors`.
+async fn kept_or_new(
+    conn: &mut Option<Http>,
+    port: u16,
+    buffer: usize,
+    errors: &AtomicU64,
+) -> Option<Http> {
+    if let Some(c) = conn.take() {
+        return Some(c);
+    }
+    let fresh = Http::connect_with(port, buffer).await;
+    if fresh.is_err() {
+        errors.fetch_add(1, Ordering::Relaxed);
+    }
+    fresh.ok()
+}
+
 /// One seat's held poll: re-held the moment it returns; every contract in a reply is a wake
 /// sample and is answered.
 async fn poller(port: u16, seat: usize, state: Arc<Crowd>, answer: WriteQueue) {
@@ -549,16 +567,10 @@ async fn poller(port: u16, seat: usize, state: Arc<Crowd>, answer: WriteQueue) {
     let mut cursor = 0i64;
     let mut conn: Option<Http> = None;
     while !state.stop.load(Ordering::Relaxed) {
-        let mut c = match conn.take() {
-            Some(c) => c,
-            None => match Http::connect_with(port, 4 * 1024).await {
-                Ok(c) => c,
-                Err(_) => {
-                    state.counts.poll_errors.fetch_add(1, Ordering::Relaxed);
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    continue;
-                }
-            },
+        let Some(mut c) = kept_or_new(&mut conn, port, 4 * 1024, &state.counts.poll_errors).await
+        else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
         };
         let r = c
             .get(&format!("/poll?session={me}&since={cursor}&wait=25"))
@@ -656,15 +668,9 @@ async fn pool_worker(port: u16, rx: SharedQueue, state: Arc<Crowd>) {
                 0,
             ),
         };
-        let mut c = match conn.take() {
-            Some(c) => c,
-            None => match Http::connect_with(port, 8 * 1024).await {
-                Ok(c) => c,
-                Err(_) => {
-                    state.counts.write_errors.fetch_add(1, Ordering::Relaxed);
-                    continue;
-                }
-            },
+        let Some(mut c) = kept_or_new(&mut conn, port, 8 * 1024, &state.counts.write_errors).await
+        else {
+            continue;
         };
         match c.post(path, &body.to_string()).await {
             Ok(r) if (200..300).contains(&r.status) => {

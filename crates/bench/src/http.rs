@@ -24,6 +24,18 @@ pub struct Response {
 }
 
 impl Response {
+    /// `Ok` on a 200; otherwise an error naming `what`, the status and the body.
+    pub fn ok(&self, what: &str) -> Result<()> {
+        if self.status != 200 {
+            bail!(
+                "{what}: HTTP {}: {}",
+                self.status,
+                String::from_utf8_lossy(&self.body)
+            );
+        }
+        Ok(())
+    }
+
     /// The body as JSON, failing on a non-2xx status with the body in the message.
     pub fn json(&self) -> Result<serde_json::Value> {
         if !(200..300).contains(&self.status) {
@@ -93,19 +105,7 @@ impl Http {
     }
 
     async fn request(&mut self, method: &str, path: &str, body: Option<&str>) -> Result<Response> {
-        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n");
-        if let Some(b) = body {
-            req.push_str(&format!(
-                "Content-Type: application/json\r\nContent-Length: {}\r\n",
-                b.len()
-            ));
-        }
-        req.push_str("\r\n");
-        if let Some(b) = body {
-            req.push_str(b);
-        }
-        self.conn.get_mut().write_all(req.as_bytes()).await?;
-        self.read_response().await
+        self.request_with(method, path, &[], body).await
     }
 
     async fn next_line(&mut self) -> Result<&str> {

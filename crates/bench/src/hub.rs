@@ -9,8 +9,8 @@
 use super::http::Http;
 use super::hub_proc::{CpuWindow, HubProc, TempDir, field_i64, health, percentile, rss_kib};
 use super::hub_shared::{
-    HubBenchArgs, LOAD_TEXT, LoadGen, Sizes, Throughput, ceiling, restarted, send_load, throughput,
-    wake_between,
+    HubBenchArgs, LOAD_TEXT, LoadGen, Sizes, Throughput, ceiling, fill_rows, restarted, send_load,
+    throughput, throughput_of, wake_between,
 };
 use super::{Row, Table};
 use anyhow::{Context, Result, bail};
@@ -18,7 +18,7 @@ use serde_json::json;
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use trantor_store::{NewMessage, Store};
+use trantor_store::NewMessage;
 use trantor_store_sqlite::SqliteStore;
 
 /// Options of the hidden `trantor bench ceiling-server`.
@@ -243,10 +243,9 @@ async fn background_sends(
                 tick.tick().await;
                 let body = json!({"from": format!("bench-bg{k}"), "to": "bench-sink",
                                   "text": LOAD_TEXT});
-                let r = c.post("/send", &body.to_string()).await?;
-                if r.status != 200 {
-                    bail!("background /send: HTTP {}", r.status);
-                }
+                c.post("/send", &body.to_string())
+                    .await?
+                    .ok("background /send")?;
                 sent += 1;
             }
             anyhow::Ok(sent)
@@ -338,40 +337,23 @@ async fn held_polls(port: u16, pid: u32, sizes: &Sizes, table: &mut Table) -> Re
 /// Restart (6): fill a store file with `n` messages directly (big write batches), in-process.
 async fn fill_store(path: &Path, n: usize) -> Result<()> {
     let store = SqliteStore::open(path)?;
-    const PER_WRITE: usize = 2_000;
     let base_ts = trantor_proto::now_ms() - n as i64;
-    let mut next = 0usize;
-    while next < n {
-        // A few writes in flight so the writer groups them into one commit.
-        let mut inflight = Vec::new();
-        for _ in 0..4 {
-            if next >= n {
-                break;
-            }
-            let from = next;
-            let to = (next + PER_WRITE).min(n);
-            next = to;
-            inflight.push(store.write(move |tx| {
-                for i in from..to {
-                    tx.insert_message(
-                        NewMessage {
-                            ts: base_ts + i as i64,
-                            from: format!("fill-s{}", i % 50),
-                            to: format!("fill-r{}", i % 200),
-                            project: "bench".into(),
-                            text: format!("fill message {i}: status, a question, card #12"),
-                            ..Default::default()
-                        },
-                        &[],
-                    )?;
-                }
-                Ok(())
-            }));
-        }
-        for w in inflight {
-            w.await?;
-        }
-    }
+    // A few writes in flight so the writer groups them into one commit.
+    fill_rows(&store, n, 4, move |tx, i| {
+        tx.insert_message(
+            NewMessage {
+                ts: base_ts + i as i64,
+                from: format!("fill-s{}", i % 50),
+                to: format!("fill-r{}", i % 200),
+                project: "bench".into(),
+                text: format!("fill message {i}: status, a question, card #12"),
+                ..Default::default()
+            },
+            &[],
+        )
+        .map(drop)
+    })
+    .await?;
     // Dropping the last handle joins the writer, which checkpoints the log into the file.
     drop(store);
     Ok(())
@@ -641,16 +623,12 @@ async fn sync_normal_rows(
 ) -> Result<()> {
     eprintln!("bench: /send throughput (--sync normal)…");
     let normal_home = TempDir::new("hub-normal")?;
-    let mut normal = HubProc::spawn(
+    let normal = HubProc::spawn(
         &normal_home.path().join("data"),
         normal_home.path(),
         "normal",
     )?;
-    normal
-        .wait_healthy(Instant::now(), Duration::from_secs(20))
-        .await?;
-    let n = throughput(normal.port, normal.pid(), sizes, load).await?;
-    normal.stop()?;
+    let n = throughput_of(normal, Duration::from_secs(20), sizes, load).await?;
     table.row(Row::info(
         format!(
             "/send throughput, {} connections, {:.1} s (--sync normal, same run)",

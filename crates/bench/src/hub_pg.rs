@@ -7,7 +7,7 @@
 
 use super::hub_proc::{HubProc, TempDir, percentile};
 use super::hub_shared::{
-    HubBenchArgs, LoadGen, Sizes, ceiling, restarted, throughput, wake_between,
+    HubBenchArgs, LoadGen, Sizes, ceiling, restarted, throughput, throughput_of, wake_between,
 };
 use super::{Row, Table};
 use anyhow::{Context, Result};
@@ -241,11 +241,8 @@ impl PgRun<'_> {
         eprintln!("bench: /send throughput on PostgreSQL at --sync normal…");
         let scratch = Scratch::create_named(self.url, "_normal").await?;
         let home = TempDir::new("pg-normal")?;
-        let mut hub = spawn_synced(&home, &scratch.url, "normal")?;
-        hub.wait_healthy(Instant::now(), Duration::from_secs(30))
-            .await?;
-        let t = throughput(hub.port, hub.pid(), self.sizes, self.load).await?;
-        hub.stop()?;
+        let hub = spawn_synced(&home, &scratch.url, "normal")?;
+        let t = throughput_of(hub, Duration::from_secs(30), self.sizes, self.load).await?;
         table.row(Row::info(
             format!(
                 "PostgreSQL: /send throughput, {} clients, {:.1} s, one hub at --sync normal \

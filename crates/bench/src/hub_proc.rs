@@ -260,13 +260,18 @@ impl CpuWindow {
 
 /// Resident set of `pid`, KiB (`VmRSS`).
 pub(super) fn rss_kib(pid: u32) -> Result<u64> {
+    proc_status_kib(pid, "VmRSS")
+}
+
+/// A KiB field (`VmRSS`, `RssAnon`, …) of `/proc/<pid>/status`.
+pub(super) fn proc_status_kib(pid: u32, field: &str) -> Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
-        .context("no VmRSS in /proc status")
+        .with_context(|| format!("no {field} in /proc status"))
 }
 
 pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {

@@ -9,6 +9,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use trantor_store::{Store, StoreError, WriteTx};
 
 /// Options of `trantor bench hub`.
 #[derive(Debug, Clone, clap::Args)]
@@ -180,14 +181,7 @@ pub(super) async fn send_load(
                 }
                 let body = json!({"from": format!("bench-c{i}"), "to": format!("bench-c{to}"),
                                   "text": text});
-                let r = c.post("/send", &body.to_string()).await?;
-                if r.status != 200 {
-                    bail!(
-                        "/send: HTTP {}: {}",
-                        r.status,
-                        String::from_utf8_lossy(&r.body)
-                    );
-                }
+                c.post("/send", &body.to_string()).await?.ok("/send")?;
                 sent += 1;
             }
             anyhow::Ok(sent)
@@ -391,6 +385,20 @@ pub(super) async fn throughput(
     })
 }
 
+/// [`throughput`] of a hub just spawned: waited for (healthy within `ready`), measured,
+/// stopped.
+pub(super) async fn throughput_of(
+    mut hub: HubProc,
+    ready: Duration,
+    sizes: &Sizes,
+    load: &LoadGen,
+) -> Result<Throughput> {
+    hub.wait_healthy(Instant::now(), ready).await?;
+    let t = throughput(hub.port, hub.pid(), sizes, load).await?;
+    hub.stop()?;
+    Ok(t)
+}
+
 /// The bare-route ceiling (the same load against a bare route on the same server stack, started
 /// for it and stopped after), with its row in `table`.
 pub(super) async fn ceiling(
@@ -400,12 +408,13 @@ pub(super) async fn ceiling(
 ) -> Result<Throughput> {
     eprintln!("bench: bare-route ceiling…");
     let home = TempDir::new("ceiling")?;
-    let mut server = HubProc::spawn_ceiling(home.path())?;
-    server
-        .wait_healthy(Instant::now(), Duration::from_secs(20))
-        .await?;
-    let c = throughput(server.port, server.pid(), sizes, load).await?;
-    server.stop()?;
+    let c = throughput_of(
+        HubProc::spawn_ceiling(home.path())?,
+        Duration::from_secs(20),
+        sizes,
+        load,
+    )
+    .await?;
     table.row(Row::info(
         format!(
             "ceiling: bare route (same accept loop, same body decoded, nothing stored), {:.1} s",
@@ -468,4 +477,32 @@ pub(super) async fn restarted(
         read_newest,
         stored,
     })
+}
+
+/// Rows one write carries when a benchmark seeds a store directly.
+const PER_WRITE: usize = 2_000;
+
+/// Write rows `0..n` into `store` directly (in-process, no hub), [`PER_WRITE`] rows a write
+/// and `in_flight` writes queued at once (queued writes let the writer group them into one
+/// commit); `row(tx, i)` writes row `i`.
+pub(super) async fn fill_rows<S, F>(store: &S, n: usize, in_flight: usize, row: F) -> Result<()>
+where
+    S: Store,
+    F: Fn(&mut dyn WriteTx, usize) -> Result<(), StoreError> + Clone + Send + 'static,
+{
+    let starts: Vec<usize> = (0..n).step_by(PER_WRITE).collect();
+    for group in starts.chunks(in_flight.max(1)) {
+        let writes: Vec<_> = group
+            .iter()
+            .map(|&from| {
+                let row = row.clone();
+                let to = (from + PER_WRITE).min(n);
+                store.write(move |tx| (from..to).try_for_each(|i| row(tx, i)))
+            })
+            .collect();
+        for w in writes {
+            w.await?;
+        }
+    }
+    Ok(())
 }

@@ -86,6 +86,11 @@ impl Row {
         }
     }
 
+    /// A count that must be zero (things lost, duplicated, out of order), held to `0`.
+    pub fn zero(what: impl Into<String>, count: usize) -> Row {
+        Row::check(what, count.to_string(), "0", count == 0)
+    }
+
     /// A measurement shown for context, with no target of its own.
     pub fn info(what: impl Into<String>, result: impl Into<String>) -> Row {
         Row {

@@ -8,7 +8,7 @@
 //! installed npm `trantor`), with a fake `claude` on PATH, in the same run, so the ratio holds
 //! on whatever machine runs it.
 
-use super::hub_proc::{CpuWindow, percentile, rss_kib};
+use super::hub_proc::{CpuWindow, percentile, proc_status_kib, rss_kib};
 use super::{Row, Table};
 use anyhow::{Context, Result, bail};
 use std::os::unix::process::CommandExt;
@@ -60,6 +60,20 @@ impl RunnerNumbers {
 
 struct Proc(Child);
 
+impl Proc {
+    /// Spawn `cmd` quiet (stdin, stdout and stderr on `/dev/null`) as the leader of its own
+    /// process group, which [`Drop`] kills whole; `what` names it in the error.
+    fn spawn(cmd: &mut Command, what: &str) -> Result<Proc> {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .map(Proc)
+            .with_context(|| format!("starting {what}"))
+    }
+}
+
 impl Drop for Proc {
     fn drop(&mut self) {
         // The runner and its turns live in their own process groups; killing the group of the
@@ -88,13 +102,7 @@ fn now_ns() -> u128 {
 
 /// Private anonymous memory of `pid` (heap, stacks), KiB (`RssAnon`).
 fn anon_kib(pid: u32) -> Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("RssAnon:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .context("no RssAnon in /proc status")
+    proc_status_kib(pid, "RssAnon")
 }
 
 fn spawn_count(file: &Path) -> Vec<u128> {
@@ -178,20 +186,15 @@ const PROJECT: &str = "bench";
 async fn start_hub(exe: &Path, dir: &Path) -> Result<(Proc, String)> {
     let port = free_port()?;
     std::fs::create_dir_all(dir)?;
-    let hub = Proc(
+    let hub = Proc::spawn(
         Command::new(exe)
             .arg("hub")
             .env("RELAY_PORT", port.to_string())
             .env("RELAY_HOST", "127.0.0.1")
             .env("RELAY_DATA_DIR", dir)
-            .env("HOME", dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .context("starting the hub")?,
-    );
+            .env("HOME", dir),
+        "the hub",
+    )?;
     let url = format!("http://127.0.0.1:{port}");
     let client = HubClient::new(url.clone()).with_timeout(Duration::from_secs(5));
     let up = Instant::now();
@@ -246,20 +249,15 @@ fn start_runner(
             (cmd, format!("claude:{PROJECT}"))
         }
     };
-    let runner = Proc(
+    let runner = Proc::spawn(
         cmd.env("HOME", &home)
             .env("PATH", &path_env)
             .env("AGENT_BUS_DIR", home.join(".agent-bus"))
             .env("RELAY_URL", url)
             .env("RELAY_PROJECT", PROJECT)
-            .env("RELAY_HOST_ID", "orch")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .context("starting the runner")?,
-    );
+            .env("RELAY_HOST_ID", "orch"),
+        "the runner",
+    )?;
     Ok((runner, session))
 }
 

@@ -7,13 +7,14 @@
 
 use super::http::Http;
 use super::hub_proc::{HubProc, TempDir, percentile};
+use super::hub_shared::fill_rows;
 use super::{Row, Table};
 use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use trantor_proto::Card;
-use trantor_store::{NewEvent, NewMessage, Store};
+use trantor_store::{NewEvent, NewMessage, Store, StoreError, WriteTx};
 use trantor_store_sqlite::SqliteStore;
 
 /// Cards seeded at every size.
@@ -46,59 +47,60 @@ async fn seed(path: &Path, messages: usize) -> Result<()> {
             Ok(())
         })
         .await?;
-    const PER_WRITE: usize = 2_000;
     let step = 86_400_000 / PER_DAY;
     let base_ts = now - messages as i64 * step;
-    let mut next = 0usize;
-    while next < messages {
-        let mut inflight = Vec::new();
-        for _ in 0..4 {
-            if next >= messages {
-                break;
-            }
-            let from = next;
-            let to = (next + PER_WRITE).min(messages);
-            next = to;
-            inflight.push(store.write(move |tx| {
-                for i in from..to {
-                    let sender = format!("fill-s{}", i % SESSIONS);
-                    let recipient = format!("fill-s{}", (i + 1) % SESSIONS);
-                    let text = format!("fill message {i}: status, a question, card #12");
-                    let ts = base_ts + i as i64 * step;
-                    let msg = tx.insert_message(
-                        NewMessage {
-                            ts,
-                            from: sender.clone(),
-                            to: recipient.clone(),
-                            project: "bench".into(),
-                            text: text.clone(),
-                            ..Default::default()
-                        },
-                        &[12],
-                    )?;
-                    let mut data = Map::new();
-                    data.insert("msgId".into(), json!(msg.id));
-                    data.insert("toSession".into(), json!(recipient));
-                    data.insert("text".into(), json!(text));
-                    data.insert("refs".into(), json!([12]));
-                    tx.insert_event(NewEvent {
-                        ts,
-                        kind: "message".into(),
-                        project: "bench".into(),
-                        by: sender,
-                        task_id: None,
-                        refs: vec![12],
-                        data,
-                    })?;
-                }
-                Ok(())
-            }));
-        }
-        for w in inflight {
-            w.await?;
-        }
-    }
+    fill_rows(&store, messages, 4, move |tx, i| {
+        insert_sent(
+            tx,
+            base_ts + i as i64 * step,
+            format!("fill-s{}", i % SESSIONS),
+            format!("fill-s{}", (i + 1) % SESSIONS),
+            format!("fill message {i}: status, a question, card #12"),
+            &[12],
+        )
+    })
+    .await?;
     drop(store);
+    Ok(())
+}
+
+/// Insert a message as `/send` writes it: the message and its `message` event, `refs` the
+/// cards it cites.
+fn insert_sent(
+    tx: &mut dyn WriteTx,
+    ts: i64,
+    from: String,
+    to: String,
+    text: String,
+    refs: &[i64],
+) -> Result<(), StoreError> {
+    let msg = tx.insert_message(
+        NewMessage {
+            ts,
+            from: from.clone(),
+            to: to.clone(),
+            project: "bench".into(),
+            text: text.clone(),
+            ..Default::default()
+        },
+        refs,
+    )?;
+    let mut data = Map::new();
+    data.insert("msgId".into(), json!(msg.id));
+    data.insert("toSession".into(), json!(to));
+    data.insert("text".into(), json!(text));
+    if !refs.is_empty() {
+        data.insert("refs".into(), json!(refs));
+    }
+    tx.insert_event(NewEvent {
+        ts,
+        kind: "message".into(),
+        project: "bench".into(),
+        by: from,
+        task_id: None,
+        refs: refs.to_vec(),
+        data,
+    })?;
     Ok(())
 }
 
@@ -130,30 +132,36 @@ async fn time_routes(port: u16, tip: i64, samples: usize) -> Result<Vec<(f64, f6
     let mut c = Http::connect(port).await?;
     let mut out = Vec::new();
     for (label, path) in routes(tip) {
-        // Warm: the first read of a route pulls its pages into the cache.
-        for _ in 0..3 {
-            let r = c.get(&path).await?;
-            if r.status != 200 {
-                bail!(
-                    "{label}: HTTP {}: {}",
-                    r.status,
-                    String::from_utf8_lossy(&r.body)
-                );
-            }
-        }
-        let mut lat = Vec::with_capacity(samples);
-        for _ in 0..samples {
-            let t = Instant::now();
-            let r = c.get(&path).await?;
-            lat.push(t.elapsed().as_secs_f64() * 1e6);
-            if r.status != 200 {
-                bail!("{label}: HTTP {}", r.status);
-            }
-        }
-        lat.sort_by(f64::total_cmp);
-        out.push((percentile(&lat, 0.5), percentile(&lat, 0.99)));
+        let (p50, p99, _) = time_route(&mut c, label, &path, samples).await?;
+        out.push((p50, p99));
     }
     Ok(out)
+}
+
+/// One route's median and p99 latency (µs) over `samples` keep-alive requests after 3 warm-up
+/// ones, and its reply's size in bytes; any answer but 200 fails, naming `label`.
+async fn time_route(
+    c: &mut Http,
+    label: &str,
+    path: &str,
+    samples: usize,
+) -> Result<(f64, f64, usize)> {
+    // Warm: the first read of a route pulls its pages into the cache.
+    let mut bytes = 0;
+    for _ in 0..3 {
+        let r = c.get(path).await?;
+        r.ok(label)?;
+        bytes = r.body.len();
+    }
+    let mut lat = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let t = Instant::now();
+        let r = c.get(path).await?;
+        lat.push(t.elapsed().as_secs_f64() * 1e6);
+        r.ok(label)?;
+    }
+    lat.sort_by(f64::total_cmp);
+    Ok((percentile(&lat, 0.5), percentile(&lat, 0.99), bytes))
 }
 
 /// Run the scaling table: sizes 1k / 100k / 1M messages (quick: 1k / 10k / 100k).
@@ -236,52 +244,23 @@ async fn seed_window(path: &Path, messages: usize) -> Result<()> {
     // Spread over the last 20 h, oldest first.
     let step = (20 * 3_600_000 / messages.max(1) as i64).max(1);
     let base_ts = now - messages as i64 * step;
-    const PER_WRITE: usize = 2_000;
-    let mut next = 0usize;
-    while next < messages {
-        let from = next;
-        let to = (next + PER_WRITE).min(messages);
-        next = to;
-        store
-            .write(move |tx| {
-                for i in from..to {
-                    let worker = format!("w{}:bench", (i / 4) % WORKERS);
-                    let (sender, recipient) = if i % 4 == 1 {
-                        (worker, ORCH.to_string())
-                    } else {
-                        (ORCH.to_string(), worker)
-                    };
-                    let text = format!("window message {i}: do the next step of #12");
-                    let ts = base_ts + i as i64 * step;
-                    let msg = tx.insert_message(
-                        NewMessage {
-                            ts,
-                            from: sender.clone(),
-                            to: recipient.clone(),
-                            project: "bench".into(),
-                            text: text.clone(),
-                            ..Default::default()
-                        },
-                        &[],
-                    )?;
-                    let mut data = Map::new();
-                    data.insert("msgId".into(), json!(msg.id));
-                    data.insert("toSession".into(), json!(recipient));
-                    data.insert("text".into(), json!(text));
-                    tx.insert_event(NewEvent {
-                        ts,
-                        kind: "message".into(),
-                        project: "bench".into(),
-                        by: sender,
-                        task_id: None,
-                        refs: vec![],
-                        data,
-                    })?;
-                }
-                Ok(())
-            })
-            .await?;
-    }
+    fill_rows(&store, messages, 1, move |tx, i| {
+        let worker = format!("w{}:bench", (i / 4) % WORKERS);
+        let (sender, recipient) = if i % 4 == 1 {
+            (worker, ORCH.to_string())
+        } else {
+            (ORCH.to_string(), worker)
+        };
+        insert_sent(
+            tx,
+            base_ts + i as i64 * step,
+            sender,
+            recipient,
+            format!("window message {i}: do the next step of #12"),
+            &[],
+        )
+    })
+    .await?;
     drop(store);
     Ok(())
 }
@@ -334,29 +313,7 @@ pub async fn run_window(quick: bool, table: &mut Table) -> Result<()> {
         let mut c = Http::connect(hub.port).await?;
         let mut out = Vec::new();
         for (label, path) in window_routes(n as i64) {
-            let mut bytes = 0;
-            for _ in 0..3 {
-                let r = c.get(&path).await?;
-                if r.status != 200 {
-                    bail!(
-                        "{label}: HTTP {}: {}",
-                        r.status,
-                        String::from_utf8_lossy(&r.body)
-                    );
-                }
-                bytes = r.body.len();
-            }
-            let mut lat = Vec::with_capacity(samples);
-            for _ in 0..samples {
-                let t = Instant::now();
-                let r = c.get(&path).await?;
-                lat.push(t.elapsed().as_secs_f64() * 1e6);
-                if r.status != 200 {
-                    bail!("{label}: HTTP {}", r.status);
-                }
-            }
-            lat.sort_by(f64::total_cmp);
-            out.push((percentile(&lat, 0.5), percentile(&lat, 0.99), bytes));
+            out.push(time_route(&mut c, label, &path, samples).await?);
         }
         let l: Value = c.get(&format!("/contracts?session={ORCH}")).await?.json()?;
         table.note(format!(

@@ -201,6 +201,19 @@ fn card_not_found(hub: &HubClient, id: i64, e: ClientError) -> anyhow::Error {
     }
 }
 
+/// A write to card `id` at `path` (with an `_op`, so a retry is not a second write); a 404 says
+/// there is no such card.
+async fn card_write<B: serde::Serialize>(
+    hub: &HubClient,
+    path: &str,
+    id: i64,
+    req: &B,
+) -> anyhow::Result<TaskReply> {
+    hub.post_with_op(path, req, &new_op_id())
+        .await
+        .map_err(|e| card_not_found(hub, id, e))
+}
+
 pub(crate) async fn board(a: BoardArgs) -> anyhow::Result<ExitCode> {
     let (id, hub) = a.common.connect()?;
     let now = now_ms();
@@ -516,10 +529,7 @@ async fn card_move(a: CardMoveArgs) -> anyhow::Result<ExitCode> {
         by: Some(id.session.clone()),
         ..Default::default()
     };
-    let reply: TaskReply = hub
-        .post_with_op("/task/update", &req, &new_op_id())
-        .await
-        .map_err(|e| card_not_found(&hub, a.id, e))?;
+    let reply = card_write(&hub, "/task/update", a.id, &req).await?;
     let line = format!("card #{} -> {}", reply.task.id, reply.task.status);
     print_card_result(a.common.json, &reply, line)
 }
@@ -536,10 +546,7 @@ async fn card_note(a: CardNoteArgs) -> anyhow::Result<ExitCode> {
         by: Some(id.session.clone()),
         ..Default::default()
     };
-    let reply: TaskReply = hub
-        .post_with_op("/task/update", &req, &new_op_id())
-        .await
-        .map_err(|e| card_not_found(&hub, a.id, e))?;
+    let reply = card_write(&hub, "/task/update", a.id, &req).await?;
     let line = format!(
         "note added to card #{} ({} notes)",
         reply.task.id,
@@ -559,10 +566,7 @@ async fn card_check(a: CardCheckArgs) -> anyhow::Result<ExitCode> {
         done: !a.undo,
         by: Some(id.session.clone()),
     };
-    let reply: TaskReply = hub
-        .post_with_op("/task/checklist-toggle", &req, &new_op_id())
-        .await
-        .map_err(|e| card_not_found(&hub, a.id, e))?;
+    let reply = card_write(&hub, "/task/checklist-toggle", a.id, &req).await?;
     let c = &reply.task;
     let done = c.checklist.iter().filter(|i| i.done).count();
     let item = c

@@ -390,16 +390,7 @@ pub(crate) async fn open_cards(
     project: &str,
     session: &str,
 ) -> Vec<i64> {
-    match hub.tasks(Some(project)).await {
-        Ok(cards) => cards
-            .into_iter()
-            .filter(|c| {
-                c.assignee == session && c.status != CardStatus::Done && !c.status.is_deleted()
-            })
-            .map(|c| c.id)
-            .collect(),
-        Err(_) => Vec::new(),
-    }
+    seat_cards(hub, project, session, |c| c.status != CardStatus::Done).await
 }
 
 /// The seat's cards whose work a harvest brings home: assigned to its session, not deleted, and
@@ -410,14 +401,24 @@ pub(crate) async fn harvest_cards(
     project: &str,
     session: &str,
 ) -> Vec<i64> {
+    seat_cards(hub, project, session, |c| {
+        c.status != CardStatus::Done || !c.log.iter().any(|l| l.text.starts_with("harvested "))
+    })
+    .await
+}
+
+/// The ids of the project's cards assigned to `session`, not deleted, that `keep` keeps, in the
+/// hub's order (newest first); none when the board cannot be read.
+async fn seat_cards(
+    hub: &trantor_proto::HubClient,
+    project: &str,
+    session: &str,
+    keep: impl Fn(&trantor_proto::Card) -> bool,
+) -> Vec<i64> {
     match hub.tasks(Some(project)).await {
         Ok(cards) => cards
             .into_iter()
-            .filter(|c| c.assignee == session && !c.status.is_deleted())
-            .filter(|c| {
-                c.status != CardStatus::Done
-                    || !c.log.iter().any(|l| l.text.starts_with("harvested "))
-            })
+            .filter(|c| c.assignee == session && !c.status.is_deleted() && keep(c))
             .map(|c| c.id)
             .collect(),
         Err(_) => Vec::new(),

@@ -406,15 +406,29 @@ pub(crate) async fn demo_agent(a: DemoAgentArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A card update by the demo agent `me`.
-fn demo_update(me: &str, id: i64, status: CardStatus, note: String) -> TaskUpdateRequest {
-    TaskUpdateRequest {
+/// The demo agent `me` moves card `id` to `status` with `note`.
+async fn demo_move(
+    hub: &HubClient,
+    me: &str,
+    id: i64,
+    status: CardStatus,
+    note: String,
+) -> anyhow::Result<()> {
+    let req = TaskUpdateRequest {
         id,
         status: Some(status),
         note: Some(note),
         by: Some(me.to_string()),
         ..Default::default()
-    }
+    };
+    let _: TaskReply = hub.post_with_op("/task/update", &req, &new_op_id()).await?;
+    Ok(())
+}
+
+/// The demo agent sends `req` (with an `_op`, so a retry is not a second message).
+async fn demo_send(hub: &HubClient, req: SendRequest) -> anyhow::Result<()> {
+    let _: SendReply = hub.post_with_op("/send", &req, &new_op_id()).await?;
+    Ok(())
 }
 
 /// The builder's turn: build each of its open cards (write greeting.txt, tick the checklist)
@@ -430,18 +444,14 @@ async fn builder_turn(
         use trantor_proto::CardStatus::{Doing, Failed, Todo};
         c.assignee == me && matches!(c.status, Todo | Doing | Failed)
     }) {
-        let _: TaskReply = hub
-            .post_with_op(
-                "/task/update",
-                &demo_update(
-                    me,
-                    c.id,
-                    CardStatus::Doing,
-                    "picked up: reading the contract".into(),
-                ),
-                &new_op_id(),
-            )
-            .await?;
+        demo_move(
+            hub,
+            me,
+            c.id,
+            CardStatus::Doing,
+            "picked up: reading the contract".into(),
+        )
+        .await?;
         beat().await;
         std::fs::write(
             "greeting.txt",
@@ -462,31 +472,25 @@ async fn builder_turn(
                 .await?;
         }
         beat().await;
-        let _: TaskReply = hub
-            .post_with_op(
-                "/task/update",
-                &demo_update(
-                    me,
-                    c.id,
-                    CardStatus::Testing,
-                    "wrote greeting.txt; self-check: `cat greeting.txt` shows the greeting".into(),
-                ),
-                &new_op_id(),
-            )
-            .await?;
-        let _: SendReply = hub
-            .post_with_op(
-                "/send",
-                &SendRequest {
-                    from: me.to_string(),
-                    to: Some(format!("tester:{project}")),
-                    text: format!("contract: please test #{} — drill: {}", c.id, c.drill),
-                    kind: Some("contract".into()),
-                    ..Default::default()
-                },
-                &new_op_id(),
-            )
-            .await?;
+        demo_move(
+            hub,
+            me,
+            c.id,
+            CardStatus::Testing,
+            "wrote greeting.txt; self-check: `cat greeting.txt` shows the greeting".into(),
+        )
+        .await?;
+        demo_send(
+            hub,
+            SendRequest {
+                from: me.to_string(),
+                to: Some(format!("tester:{project}")),
+                text: format!("contract: please test #{} — drill: {}", c.id, c.drill),
+                kind: Some("contract".into()),
+                ..Default::default()
+            },
+        )
+        .await?;
         did.push(format!(
             "built card #{} and handed it to tester:{project}",
             c.id
@@ -513,31 +517,23 @@ async fn tester_turn(hub: &HubClient, cards: &[Card], me: &str) -> anyhow::Resul
                 "the drill failed: greeting.txt is missing or does not name trantor".to_string(),
             )
         };
-        let _: TaskReply = hub
-            .post_with_op(
-                "/task/update",
-                &demo_update(me, c.id, status.clone(), note),
-                &new_op_id(),
-            )
-            .await?;
+        demo_move(hub, me, c.id, status.clone(), note).await?;
         let to = if c.by.is_empty() {
             ME.to_string()
         } else {
             c.by.clone()
         };
-        let _: SendReply = hub
-            .post_with_op(
-                "/send",
-                &SendRequest {
-                    from: me.to_string(),
-                    to: Some(to.clone()),
-                    text: format!("#{} is {status} (tested by {me})", c.id),
-                    wake: Some(false),
-                    ..Default::default()
-                },
-                &new_op_id(),
-            )
-            .await?;
+        demo_send(
+            hub,
+            SendRequest {
+                from: me.to_string(),
+                to: Some(to.clone()),
+                text: format!("#{} is {status} (tested by {me})", c.id),
+                wake: Some(false),
+                ..Default::default()
+            },
+        )
+        .await?;
         did.push(format!(
             "tested card #{} and moved it to {status}, telling {to}",
             c.id

@@ -486,6 +486,20 @@ fn parse_lessons(obj: &Map<String, Value>, name: &str, plan: &mut Plan) -> anyho
     Ok(())
 }
 
+/// A project's or a phase's document from the original's entry `m`: its `text_key` (the brief
+/// or the goal, else empty), `by` (else empty) and `ts` (`updated`, else `ts`, else 0).
+fn meta_doc(m: &Map<String, Value>, text_key: &str) -> Value {
+    let ts = m.get("updated").or_else(|| m.get("ts")).cloned();
+    let mut doc = Map::new();
+    doc.insert(
+        text_key.to_string(),
+        m.get(text_key).cloned().unwrap_or(json!("")),
+    );
+    doc.insert("by".into(), m.get("by").cloned().unwrap_or(json!("")));
+    doc.insert("ts".into(), ts.unwrap_or(json!(0)));
+    Value::Object(doc)
+}
+
 /// Named documents: the original's keys mapped onto this hub's.
 fn parse_named_docs(obj: &Map<String, Value>, name: &str, plan: &mut Plan) -> anyhow::Result<()> {
     if let Some(projects) = map(obj, "projectMeta", name)? {
@@ -496,15 +510,8 @@ fn parse_named_docs(obj: &Map<String, Value>, name: &str, plan: &mut Plan) -> an
                     kind(v)
                 );
             };
-            let ts = m.get("updated").or_else(|| m.get("ts")).cloned();
-            plan.docs.push((
-                format!("project:{project}"),
-                json!({
-                    "brief": m.get("brief").cloned().unwrap_or(json!("")),
-                    "by": m.get("by").cloned().unwrap_or(json!("")),
-                    "ts": ts.unwrap_or(json!(0)),
-                }),
-            ));
+            plan.docs
+                .push((format!("project:{project}"), meta_doc(m, "brief")));
         }
     }
     if let Some(phases) = map(obj, "phaseMeta", name)? {
@@ -515,15 +522,8 @@ fn parse_named_docs(obj: &Map<String, Value>, name: &str, plan: &mut Plan) -> an
             if !key.contains("::") {
                 bail!("{name}: phaseMeta[{key:?}]: expected a `project::phase` key");
             }
-            let ts = m.get("updated").or_else(|| m.get("ts")).cloned();
-            plan.docs.push((
-                format!("phase:{key}"),
-                json!({
-                    "goal": m.get("goal").cloned().unwrap_or(json!("")),
-                    "by": m.get("by").cloned().unwrap_or(json!("")),
-                    "ts": ts.unwrap_or(json!(0)),
-                }),
-            ));
+            plan.docs
+                .push((format!("phase:{key}"), meta_doc(m, "goal")));
         }
     }
     if let Some(policy) = map(obj, "orgPolicy", name)? {

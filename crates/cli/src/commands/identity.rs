@@ -28,7 +28,7 @@ pub enum IdentityCommand {
     /// token).
     Enroll(EnrollArgs),
     /// This session's public key and key file.
-    Show(ShowArgs),
+    Show(Common),
 }
 
 /// Options of the owner-signed verbs.
@@ -58,13 +58,6 @@ pub struct EnrollArgs {
     /// The identity kind: human (default for a person at the CLI), agent or tool.
     #[arg(long, default_value = "human")]
     pub kind: String,
-    #[command(flatten)]
-    pub common: Common,
-}
-
-/// `trantor identity show` options.
-#[derive(Debug, clap::Args)]
-pub struct ShowArgs {
     #[command(flatten)]
     pub common: Common,
 }
@@ -182,12 +175,12 @@ async fn enroll_self(a: EnrollArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
-    let id = a.common.identity();
+fn show(common: Common) -> anyhow::Result<ExitCode> {
+    let id = common.identity();
     let bus = identity::bus_dir(&identity::ProcessEnv);
     let key = keys::load_or_create(&bus, &id.session, "agent")?;
     let path = keys::key_path(&bus, &id.session);
-    if a.common.json {
+    if common.json {
         print_json(&serde_json::json!({
             "name": key.name, "kind": key.kind, "pubkey": key.pubkey(),
             "createdAt": key.created_at, "file": path,

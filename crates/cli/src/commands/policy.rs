@@ -22,7 +22,7 @@ pub enum PolicyCommand {
     /// Remove the link between exactly these projects.
     Unlink(UnlinkArgs),
     /// Show the links and every project's dials.
-    Show(ShowArgs),
+    Show(Common),
 }
 
 /// `trantor policy link` options.
@@ -48,19 +48,12 @@ pub struct UnlinkArgs {
     pub common: Common,
 }
 
-/// `trantor policy show` options.
-#[derive(Debug, clap::Args)]
-pub struct ShowArgs {
-    #[command(flatten)]
-    pub common: Common,
-}
-
 /// Run a `trantor policy` verb.
 pub(crate) async fn policy(c: PolicyCommand) -> anyhow::Result<ExitCode> {
     let common = match &c {
         PolicyCommand::Link(a) => &a.common,
         PolicyCommand::Unlink(a) => &a.common,
-        PolicyCommand::Show(a) => &a.common,
+        PolicyCommand::Show(common) => common,
     };
     let (id, hub) = common.connect()?;
     match &c {

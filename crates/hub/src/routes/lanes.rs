@@ -635,7 +635,8 @@ pub fn may_alias(req: &axum::extract::Request) -> bool {
 
 /// Route layer: a request naming a project by an alias (`?project=` or a JSON body's
 /// `project`) is served as if it named the canonical project, so a merged lane's old name
-/// keeps working on every route. Costs one kv read, only for requests that name a project.
+/// keeps working on every route. Costs one kv read, only for requests that name a project: a
+/// POST whose body has no `project` (a plain `/send`) reads nothing.
 pub async fn canon_layer<S: Store>(
     hub: AppState<S>,
     req: axum::extract::Request,
@@ -648,7 +649,22 @@ pub async fn canon_layer<S: Store>(
         .and_then(|m| m.get("project").cloned())
         .filter(|p| !p.trim().is_empty());
     let is_post = req.method() == axum::http::Method::POST;
-    if query_project.is_none() && !is_post {
+    let (req, body_names_project) = if is_post {
+        match crate::extract::read_once(req).await {
+            Ok((req, body)) => {
+                let named = body
+                    .json()
+                    .and_then(|v| v.get("project"))
+                    .and_then(Value::as_str)
+                    .is_some_and(|p| !p.trim().is_empty());
+                (req, named)
+            }
+            Err(e) => return e.into_response(),
+        }
+    } else {
+        (req, false)
+    };
+    if query_project.is_none() && !body_names_project {
         return next.run(req).await;
     }
     let aliases = match hub.store.read(|tx| tx.kv(ALIASES_KEY)).await {

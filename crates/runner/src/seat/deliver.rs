@@ -437,15 +437,14 @@ impl Seat {
         fails: u32,
         retry_at: Option<i64>,
     ) {
-        self.delivery.fails = fails;
         self.delivery.no_delivery_retry = true;
-        self.save_pending(false);
-        let Some(retry_at) = retry_at else {
-            self.park_seat("no-delivery", 0, None, String::new(), assigners)
-                .await;
+        if self
+            .retry_or_park(fails, retry_at, "no-delivery", assigners)
+            .await
+            .is_none()
+        {
             return;
-        };
-        self.delivery.retry_at = retry_at;
+        }
         let status = r
             .j
             .card_status_at_end
@@ -462,6 +461,27 @@ impl Seat {
         }
     }
 
+    /// A turn that kept its wake owed: the failure count is `fails` and the queue is saved; the
+    /// retry is set for `retry_at`, or, when the ladder is spent (`None`), the seat parks for
+    /// `reason` and `None` comes back (docs/runner.md §11.3, §12.3).
+    async fn retry_or_park(
+        &mut self,
+        fails: u32,
+        retry_at: Option<i64>,
+        reason: &str,
+        assigners: &[Assigner],
+    ) -> Option<i64> {
+        self.delivery.fails = fails;
+        self.save_pending(false);
+        let Some(retry_at) = retry_at else {
+            self.park_seat(reason, 0, None, String::new(), assigners)
+                .await;
+            return None;
+        };
+        self.delivery.retry_at = retry_at;
+        Some(retry_at)
+    }
+
     /// An empty turn (docs/runner.md §11.3): retried on the ladder with a broadcast, or parked
     /// once the ladder is spent.
     async fn on_empty(
@@ -472,14 +492,12 @@ impl Seat {
         retry_at: Option<i64>,
         now: i64,
     ) {
-        self.delivery.fails = fails;
-        self.save_pending(false);
-        let Some(retry_at) = retry_at else {
-            self.park_seat("empty-turn", 0, None, String::new(), assigners)
-                .await;
+        let Some(retry_at) = self
+            .retry_or_park(fails, retry_at, "empty-turn", assigners)
+            .await
+        else {
             return;
         };
-        self.delivery.retry_at = retry_at;
         self.broadcast(receipt::empty(
             &self.cfg.session,
             r.secs,

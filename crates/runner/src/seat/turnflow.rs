@@ -56,6 +56,16 @@ pub struct ChainStart {
     ledger: Option<i64>,
 }
 
+/// What one turn of a chain is asked to be: its prompt, whether its CLI session starts fresh,
+/// what triggered it and its kind.
+#[derive(Clone, Copy)]
+struct Ask<'a> {
+    prompt: &'a str,
+    fresh: bool,
+    trigger: &'a str,
+    kind: TurnKind,
+}
+
 /// A turn that got past its supersession checks and is on disk, about to spawn.
 struct Begun {
     t0: i64,
@@ -290,22 +300,23 @@ impl Seat {
                 t.elapsed()
             );
         }
-        let mut r = self
-            .one_turn(&prompt_text, fresh, trigger, kind, &input, &start)
-            .await;
+        let ask = Ask {
+            prompt: &prompt_text,
+            fresh,
+            trigger,
+            kind,
+        };
+        let mut r = self.one_turn(ask, &input, &start).await;
         if r.cut && !r.superseded && kind != TurnKind::FollowUp {
             let first_cut = r.cut_evidence.clone();
             let t_chain = r.secs;
-            let mut f = self
-                .one_turn(
-                    prompt::FOLLOW_UP,
-                    false,
-                    "time-box follow-up",
-                    TurnKind::FollowUp,
-                    &input,
-                    &start,
-                )
-                .await;
+            let follow_up = Ask {
+                prompt: prompt::FOLLOW_UP,
+                fresh: false,
+                trigger: "time-box follow-up",
+                kind: TurnKind::FollowUp,
+            };
+            let mut f = self.one_turn(follow_up, &input, &start).await;
             f.secs += t_chain;
             f.cut_evidence = f.cut_evidence.or(first_cut);
             f.started_ms = r.started_ms;
@@ -316,17 +327,11 @@ impl Seat {
 
     async fn one_turn(
         &mut self,
-        prompt_text: &str,
-        fresh: bool,
-        trigger: &str,
-        kind: TurnKind,
+        ask: Ask<'_>,
         input: &TurnInput,
         start: &ChainStart,
     ) -> TurnResult {
-        let Some(begun) = self
-            .begin_turn(prompt_text, fresh, trigger, kind, input, start)
-            .await
-        else {
+        let Some(begun) = self.begin_turn(ask, input, start).await else {
             return TurnResult {
                 superseded: true,
                 ..Default::default()
@@ -339,15 +344,15 @@ impl Seat {
             invocation,
             cli_lock,
         } = begun;
-        let spec = self.turn_spec(invocation, fresh, cli_lock.as_ref());
+        let spec = self.turn_spec(invocation, ask.fresh, cli_lock.as_ref());
         let transcript = self.transcript_mark();
         let (run, containers) = self.spawn_and_wait(spec, input, card, cli_lock).await;
         let judged = self
-            .judge_turn(&run, prompt_text, kind, start, card, t0, transcript)
+            .judge_turn(&run, ask.prompt, ask.kind, start, card, t0, transcript)
             .await;
         let secs = started.elapsed().as_secs() as i64;
-        self.record_turn(&run, &judged, trigger, card, started, &containers);
-        self.end_turn(run, judged, trigger, card, t0, secs)
+        self.record_turn(&run, &judged, ask.trigger, card, started, &containers);
+        self.end_turn(run, judged, ask.trigger, card, t0, secs)
     }
 
     /// Everything before the spawn: the supersession checks, the turn number, the phase and
@@ -355,13 +360,16 @@ impl Seat {
     /// `None` when the runner learned it is superseded (docs/runner.md §24.1): nothing spawns.
     async fn begin_turn(
         &mut self,
-        prompt_text: &str,
-        fresh: bool,
-        trigger: &str,
-        kind: TurnKind,
+        ask: Ask<'_>,
         input: &TurnInput,
         start: &ChainStart,
     ) -> Option<Begun> {
+        let Ask {
+            prompt: prompt_text,
+            fresh,
+            trigger,
+            kind,
+        } = ask;
         // A turn that carries contracts waits for their `claimed` marks to be answered: a
         // superseded runner learns it before it spawns anything (docs/runner.md §24.1).
         let carries = matches!(kind, TurnKind::Wake | TurnKind::FollowUp)

@@ -219,11 +219,7 @@ fn health_checks(h: &HealthReply, id: &Identity) -> Vec<Check> {
                 .to_string()
         }),
     };
-    vec![
-        hub,
-        store,
-        duty_check(&h.duty),
-    ]
+    vec![hub, store, duty_check(&h.duty)]
 }
 
 /// The hub check when `/health` failed, with how to start or choose one.

@@ -135,7 +135,9 @@ impl HubReads {
             .filter(|t| t.get("assignee").and_then(Value::as_str) == Some(self.session.as_str()))
             .filter(|t| {
                 matches!(
-                    t.get("status").and_then(Value::as_str).map(CardStatus::from_wire),
+                    t.get("status")
+                        .and_then(Value::as_str)
+                        .map(CardStatus::from_wire),
                     Some(CardStatus::Doing | CardStatus::Testing | CardStatus::Todo)
                 )
             })

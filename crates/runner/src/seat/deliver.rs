@@ -445,11 +445,10 @@ impl Seat {
         {
             return;
         }
-        let status = r
-            .j
-            .card_status_at_end
-            .as_ref()
-            .map_or("unknown", CardStatus::as_str);
+        let status =
+            r.j.card_status_at_end
+                .as_ref()
+                .map_or("unknown", CardStatus::as_str);
         for a in assigners {
             let t = receipt::no_delivery(&self.cfg.session, r.card, status, r.secs, a);
             self.hub.bus.send_outcome(receipt::to_assigner(
@@ -533,7 +532,10 @@ impl Seat {
             self.flush_janitor_notices();
         }
         for a in assigners {
-            let status = r.j.card_status_at_end.as_ref().map_or("", CardStatus::as_str);
+            let status =
+                r.j.card_status_at_end
+                    .as_ref()
+                    .map_or("", CardStatus::as_str);
             let card = (r.card > 0).then_some((r.card, status));
             let t = receipt::done(&self.cfg.session, r.secs, r.started_ms, card, a);
             self.hub.bus.send_outcome(receipt::to_assigner(

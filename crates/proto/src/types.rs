@@ -1062,7 +1062,10 @@ pub struct HealthReply {
     pub persist: HealthPersist,
     /// Long polls held open now (absent from the original's hub).
     pub polls_held: Option<u64>,
-    /// Retention settings and what retention removed (absent from the original's hub).
+    /// Retention settings and what retention removed (absent from the original's hub; never
+    /// `null`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "HealthRetention")]
     pub retention: Option<HealthRetention>,
     /// The store in use (absent from the original's hub).
     pub store: Option<String>,

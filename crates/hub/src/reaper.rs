@@ -136,7 +136,7 @@ async fn reap_cards<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), StoreEr
         .store
         .read(|tx| {
             tx.cards(&CardFilter {
-                statuses: Some(vec!["todo".into(), "doing".into()]),
+                statuses: Some(vec![CardStatus::Todo, CardStatus::Doing]),
                 ..CardFilter::default()
             })
         })

@@ -34,6 +34,7 @@
 
 mod batch;
 mod schema;
+mod statements;
 mod tx;
 
 pub use schema::SCHEMA_VERSION;
@@ -51,8 +52,8 @@ use std::time::{Duration, Instant};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, NoTls, Statement};
 use tokio::sync::broadcast;
-use trantor_store::worker::{self, BoxedWriteJob, Workers};
-use trantor_store::{Change, LeaseStatus, ReadTx, Store, StoreError, WriteTx};
+use trantor_store::worker::{self, Backend, BoxedWriteJob, Shared, Workers};
+use trantor_store::{Change, LeaseStatus, ReadTx, StoreError};
 
 use tx::PgTx;
 
@@ -111,23 +112,17 @@ pub struct PgStore {
 
 struct Inner {
     url: String,
-    synchronous: &'static str,
-    workers: Workers<Slot>,
-    threads: Vec<JoinHandle<()>>,
+    /// The queues, `postgres:<url>`, the `synchronous_commit` the server applied, the changes
+    /// the listener hears, the lease thread's status and the threads.
+    shared: Shared<Slot>,
     stop: Arc<AtomicBool>,
-    changes: broadcast::Sender<Change>,
-    lease: Option<Arc<Mutex<LeaseStatus>>>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        // The listener and lease threads end at their next check; the worker threads when
+        // `shared` closes their queues, and then it joins them all.
         self.stop.store(true, Ordering::SeqCst);
-        self.workers.close();
-        for t in self.threads.drain(..) {
-            if t.join().is_err() {
-                tracing::error!("a postgres store thread panicked");
-            }
-        }
     }
 }
 
@@ -414,7 +409,7 @@ impl Conn {
     }
 
     /// Send what is queued and then `call`'s request, in one round trip.
-    fn send<'a, T, F>(
+    pub(crate) fn send<'a, T, F>(
         &'a mut self,
         call: impl FnOnce(&'a tokio_postgres::Client) -> F,
     ) -> Result<T, postgres::Error>
@@ -473,33 +468,6 @@ impl Conn {
                 _ => None,
             })
             .collect())
-    }
-
-    /// Rows of a prepared statement.
-    pub(crate) fn query(
-        &mut self,
-        st: &Statement,
-        params: &[&(dyn postgres::types::ToSql + Sync)],
-    ) -> Result<Vec<postgres::Row>, postgres::Error> {
-        self.send(|c| c.query(st, params))
-    }
-
-    /// At most one row of a prepared statement.
-    pub(crate) fn query_opt(
-        &mut self,
-        st: &Statement,
-        params: &[&(dyn postgres::types::ToSql + Sync)],
-    ) -> Result<Option<postgres::Row>, postgres::Error> {
-        self.send(|c| c.query_opt(st, params))
-    }
-
-    /// Rows changed by a prepared statement.
-    pub(crate) fn execute(
-        &mut self,
-        st: &Statement,
-        params: &[&(dyn postgres::types::ToSql + Sync)],
-    ) -> Result<u64, postgres::Error> {
-        self.send(|c| c.execute(st, params))
     }
 
     /// The prepared statement for `sql`, preparing it on first use.
@@ -595,8 +563,10 @@ impl Connector {
 /// Session set-up run on each new connection of a worker.
 type SessionSetup = Box<dyn Fn(&mut Conn) -> Result<(), postgres::Error> + Send>;
 
-/// A worker thread's connection, opened on demand and dropped when it fails.
-struct Slot {
+/// A worker thread's connection, opened on demand and dropped when it fails. Public only as
+/// what [`PgStore`]'s reader threads own ([`Backend::Conn`]); nothing outside the crate can make
+/// or use one.
+pub struct Slot {
     conn: Option<Conn>,
     connector: Arc<Connector>,
     app: String,
@@ -659,22 +629,6 @@ impl Slot {
             attempt += 1;
         }
     }
-}
-
-fn run_read<R>(
-    slot: &mut Slot,
-    f: impl FnOnce(&dyn ReadTx) -> Result<R, StoreError>,
-) -> Result<R, StoreError> {
-    slot.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
-    let conn = slot.get()?;
-    let out = worker::run_read_closure(&PgTx::new(conn), f);
-    if let Some(conn) = slot.conn.as_mut()
-        && let Err(e) = conn.batch_execute("COMMIT")
-    {
-        tracing::debug!(error = %e, "ending a read transaction failed");
-    }
-    slot.check();
-    out
 }
 
 fn writer_loop(mut slot: Slot, rx: mpsc::Receiver<BoxedWriteJob>, max_batch: usize) {
@@ -1037,13 +991,16 @@ impl PgStore {
         tracing::debug!(url = %masked, synchronous, "postgres store open");
         Ok(PgStore {
             inner: Arc::new(Inner {
+                shared: Shared {
+                    workers,
+                    describe: format!("postgres:{masked}"),
+                    synchronous,
+                    changes: Some(changes),
+                    lease,
+                    threads,
+                },
                 url: masked,
-                synchronous,
-                workers,
-                threads,
                 stop,
-                changes,
-                lease,
             }),
         })
     }
@@ -1157,7 +1114,7 @@ fn spawn_workers(
         setup: Some(Box::new(move |c: &mut Conn| {
             c.batch_execute(&format!("SET synchronous_commit = {sync}"))?;
             let st = c.prepare("SELECT pg_backend_pid()")?;
-            let pid: i32 = match c.query_opt(&st, &[])? {
+            let pid: i32 = match c.send(|c| c.query_opt(&st, &[]))? {
                 Some(row) => row.try_get(0)?,
                 None => 0,
             };
@@ -1225,42 +1182,26 @@ impl Background<'_> {
     }
 }
 
-impl Store for PgStore {
-    fn read<R, F>(&self, f: F) -> impl Future<Output = Result<R, StoreError>> + Send
-    where
-        F: FnOnce(&dyn ReadTx) -> Result<R, StoreError> + Send + 'static,
-        R: Send + 'static,
-    {
-        self.inner
-            .workers
-            .read(move |slot: &mut Slot| run_read(slot, f))
+impl Backend for PgStore {
+    type Conn = Slot;
+
+    fn shared(&self) -> &Shared<Slot> {
+        &self.inner.shared
     }
 
-    fn write<R, F>(&self, f: F) -> impl Future<Output = Result<R, StoreError>> + Send
-    where
-        F: FnOnce(&mut dyn WriteTx) -> Result<R, StoreError> + Send + 'static,
-        R: Send + 'static,
-    {
-        self.inner.workers.write(f)
-    }
-
-    fn describe(&self) -> String {
-        format!("postgres:{}", self.inner.url)
-    }
-
-    fn synchronous(&self) -> &'static str {
-        self.inner.synchronous
-    }
-
-    fn watch(&self) -> Option<broadcast::Receiver<Change>> {
-        Some(self.inner.changes.subscribe())
-    }
-
-    fn lease(&self) -> Option<LeaseStatus> {
-        let status = self.inner.lease.as_ref()?;
-        Some(match status.lock() {
-            Ok(g) => g.clone(),
-            Err(p) => p.into_inner().clone(),
-        })
+    fn read_on<R>(
+        slot: &mut Slot,
+        f: impl FnOnce(&dyn ReadTx) -> Result<R, StoreError>,
+    ) -> Result<R, StoreError> {
+        slot.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+        let conn = slot.get()?;
+        let out = worker::run_read_closure(&PgTx::new(conn), f);
+        if let Some(conn) = slot.conn.as_mut()
+            && let Err(e) = conn.batch_execute("COMMIT")
+        {
+            tracing::debug!(error = %e, "ending a read transaction failed");
+        }
+        slot.check();
+        out
     }
 }

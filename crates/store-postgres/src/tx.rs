@@ -1,30 +1,28 @@
-//! [`ReadTx`] and [`WriteTx`] over one PostgreSQL connection that is inside a transaction.
+//! The PostgreSQL driver under the shared statements ([`Statements`] over one connection that
+//! is inside a transaction), and the writes whose steps are PostgreSQL's own: inside the
+//! writer's batch the inserts of messages, events and delivery states need no answer (the
+//! writer chose their ids) and are deferred, and counters are kept in the statements that
+//! change what they count.
 //!
 //! The transaction itself (BEGIN, the write lock, savepoints, COMMIT) is managed by the worker
 //! threads in the crate root; this type only runs the statements, each through the
 //! connection's prepared-statement cache. A statement whose answer is needed is one round trip,
-//! carrying any deferred work with it; inside the writer's batch the inserts of messages, events
-//! and delivery states need no answer (the writer chose their ids) and are deferred.
+//! carrying any deferred work with it.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
+use std::error::Error;
 
 use postgres::Row;
-use postgres::types::{FromSql, ToSql};
-use serde_json::Value;
-use trantor_proto::{BROADCAST, Card, Event, Lesson, Message, Peer};
-use trantor_store::rows::{
-    EventColumns, decode_card, decode_event, decode_json, decode_kv, decode_op, decode_peer,
-    encode, prefix_upper_bound,
-};
-use trantor_store::{
-    CardFilter, ContractRow, Counts, EventFilter, LedgerCounts, LedgerQuery, NewEvent, NewMessage,
-    OpRecord, OpenGroup, PruneReport, ReadTx, ReapedContract, StoreError, WriteTx,
-};
+use postgres::types::private::BytesMut;
+use postgres::types::{FromSql, IsNull, ToSql, Type};
+use trantor_proto::{BROADCAST, DeliveryEntry, Event, Message};
+use trantor_store::rows::encode;
+use trantor_store::rows::message_args;
+use trantor_store::sql::{Arg, Cell, Columns, Dialect, ParamStyle, Run, Statements, Visit};
+use trantor_store::{NewEvent, NewMessage, PruneReport, ReadTx, StoreError, WriteTx};
 
-use crate::{Conn, NOTIFY_CHANNEL, batch, map_pg};
-
-mod cost;
-mod delivery;
+use crate::{Conn, NOTIFY_CHANNEL, batch, map_pg, statements};
 
 /// A statement parameter.
 type Param<'a> = &'a (dyn ToSql + Sync);
@@ -42,7 +40,7 @@ macro_rules! via_call {
                 sql: &str,
                 params: &[Param<'_>],
             ) -> Result<$t, StoreError> {
-                self.call(table, op, sql, |c, st| c.$method(st, params))
+                self.call(table, op, sql, |c, st| c.send(|c| c.$method(st, params)))
             }
         )+
     };
@@ -123,15 +121,35 @@ impl<'c> PgTx<'c> {
         }
     }
 
-    fn counter(&self, name: &str) -> Result<i64, StoreError> {
-        self.scalar(
-            "counters",
-            "counter",
-            "SELECT n FROM counters WHERE name = $1",
-            &[&name],
-        )
+    /// Record that row `id` cites each of `cards`, in `table` (one statement for all).
+    fn insert_refs(
+        &self,
+        (table, sql): RefTable,
+        id: i64,
+        cards: &[i64],
+    ) -> Result<(), StoreError> {
+        if cards.is_empty() {
+            return Ok(());
+        }
+        self.exec(table, "insert", sql, &[&cards, &id])?;
+        Ok(())
     }
 }
+
+/// A table of the cards a row cites, and its statement: `(cards, row id)`.
+type RefTable = (&'static str, &'static str);
+
+const MESSAGE_REFS: RefTable = (
+    "message_refs",
+    "INSERT INTO message_refs(card_id, msg_id) SELECT unnest($1::bigint[]), $2
+     ON CONFLICT DO NOTHING",
+);
+
+const EVENT_REFS: RefTable = (
+    "event_refs",
+    "INSERT INTO event_refs(card_id, event_id) SELECT unnest($1::bigint[]), $2
+     ON CONFLICT DO NOTHING",
+);
 
 /// A column of a row; a value that does not decode is a corrupt row of `table`.
 fn get<'a, T: FromSql<'a>>(row: &'a Row, idx: usize, table: &'static str) -> Result<T, StoreError> {
@@ -142,678 +160,118 @@ fn get<'a, T: FromSql<'a>>(row: &'a Row, idx: usize, table: &'static str) -> Res
     })
 }
 
-/// PostgreSQL's LIMIT: `0` means "no limit" here (`LIMIT NULL`).
-fn sql_limit(limit: usize) -> Option<i64> {
-    if limit == 0 {
-        None
-    } else {
-        Some(i64::try_from(limit).unwrap_or(i64::MAX))
-    }
-}
+/// A shared statement's parameter, bound as PostgreSQL takes it: an integer given for an
+/// `INTEGER` column is narrowed to it; a limit of 0 is `LIMIT NULL` (none).
+#[derive(Debug)]
+struct Bind<'b, 'a>(&'b Arg<'a>);
 
-const MSG_COLS: &str = "id, ts, from_s, to_s, project, text, re, kind, wake";
-
-fn message_row(r: &Row) -> Result<Message, StoreError> {
-    let t = "messages";
-    Ok(Message {
-        id: get(r, 0, t)?,
-        ts: get(r, 1, t)?,
-        from: get(r, 2, t)?,
-        to: get(r, 3, t)?,
-        project: get(r, 4, t)?,
-        text: get(r, 5, t)?,
-        re: get(r, 6, t)?,
-        kind: get(r, 7, t)?,
-        wake: get(r, 8, t)?,
-    })
-}
-
-/// The lowest message id a window starting at `$2` can hold: the smallest id among the first
-/// messages in ts order at or after it (two probes of the ts index). Ids are assigned in commit
-/// order under the write lock, so a sender's window is the id range from here.
-const WINDOW_FIRST_ID: &str = "COALESCE((SELECT min(id) FROM messages WHERE ts =
-     (SELECT min(ts) FROM messages WHERE ts >= $2)), 9223372036854775807)";
-
-/// Whether a contract row was overtaken by later traffic with its assignee (supersession).
-const OVERTAKEN: &str = "c.id < GREATEST(COALESCE(p.last_reply, 0), COALESCE(p.last_answered, 0))";
-
-fn contract_row(r: &Row) -> Result<ContractRow, StoreError> {
-    let t = "contracts";
-    let answer_id: Option<i64> = get(r, 10, t)?;
-    let reaped_ts: Option<i64> = get(r, 13, t)?;
-    Ok(ContractRow {
-        contract: Message {
-            id: get(r, 0, t)?,
-            ts: get(r, 1, t)?,
-            from: get(r, 2, t)?,
-            to: get(r, 3, t)?,
-            project: get(r, 4, t)?,
-            text: get::<Option<String>>(r, 5, t)?.unwrap_or_default(),
-            re: get(r, 6, t)?,
-            kind: get(r, 7, t)?,
-            wake: get(r, 8, t)?,
-        },
-        ack: get(r, 9, t)?,
-        answer: match answer_id {
-            Some(id) => Some((
-                id,
-                get::<Option<i64>>(r, 11, t)?.unwrap_or(0),
-                get::<Option<String>>(r, 12, t)?.unwrap_or_default(),
-            )),
-            None => None,
-        },
-        reaped: match reaped_ts {
-            Some(ts) => Some((ts, get::<Option<String>>(r, 14, t)?.unwrap_or_default())),
-            None => None,
-        },
-        overtaken: get(r, 15, t)?,
-    })
-}
-
-fn messages(rows: Vec<Row>) -> Result<Vec<Message>, StoreError> {
-    rows.iter().map(message_row).collect()
-}
-
-fn peer_row(r: &Row) -> Result<Peer, StoreError> {
-    let t = "peers";
-    let data: String = get(r, 3, t)?;
-    decode_peer(get(r, 0, t)?, get(r, 1, t)?, get(r, 2, t)?, &data)
-}
-
-fn card_row(r: &Row) -> Result<Card, StoreError> {
-    let data: String = get(r, 1, "cards")?;
-    decode_card(get(r, 0, "cards")?, &data)
-}
-
-fn event_row(r: &Row) -> Result<Event, StoreError> {
-    let t = "events";
-    let cols = EventColumns {
-        id: get(r, 0, t)?,
-        ts: get(r, 1, t)?,
-        kind: get(r, 2, t)?,
-        project: get(r, 3, t)?,
-        by: get(r, 4, t)?,
-        data: get(r, 5, t)?,
-    };
-    decode_event(cols, None)
-}
-
-fn lesson_row(r: &Row) -> Result<Lesson, StoreError> {
-    let t = "lessons";
-    Ok(Lesson {
-        id: get(r, 0, t)?,
-        scope: get(r, 1, t)?,
-        text: get(r, 2, t)?,
-        by: get(r, 3, t)?,
-        ts: get(r, 4, t)?,
-        project: get(r, 5, t)?,
-    })
-}
-
-/// Dynamic WHERE clauses with numbered parameters.
-#[derive(Default)]
-struct Query {
-    sql: String,
-    args: Vec<Box<dyn ToSql + Sync>>,
-}
-
-impl Query {
-    /// Add a parameter; returns its `$n`.
-    fn arg(&mut self, v: impl ToSql + Sync + 'static) -> String {
-        self.args.push(Box::new(v));
-        format!("${}", self.args.len())
-    }
-
-    fn params(&self) -> Vec<Param<'_>> {
-        self.args.iter().map(|b| b.as_ref() as Param<'_>).collect()
-    }
-}
-
-impl ReadTx for PgTx<'_> {
-    fn delivery_states(&self, id: i64) -> Result<Vec<trantor_proto::DeliveryEntry>, StoreError> {
-        self.delivery_states_impl(id)
-    }
-
-    fn delivery_open(
+impl ToSql for Bind<'_, '_> {
+    fn to_sql(
         &self,
-        session: &str,
-        limit: usize,
-    ) -> Result<(Vec<trantor_proto::DeliveryOpenItem>, i64), StoreError> {
-        self.delivery_open_impl(session, limit)
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        self.to_sql_checked(ty, out)
     }
 
-    fn delivery_fence(&self, session: &str) -> Result<Option<String>, StoreError> {
-        self.delivery_fence_impl(session)
+    fn accepts(_: &Type) -> bool {
+        true
     }
 
-    fn all_turns(&self) -> Result<Vec<(i64, trantor_proto::TurnReport)>, StoreError> {
-        self.all_turns_impl()
-    }
-
-    fn cost(
+    fn to_sql_checked(
         &self,
-        q: &trantor_store::CostQuery,
-        by: trantor_store::CostBy,
-        limit: usize,
-    ) -> Result<Vec<(String, trantor_proto::CostSummary)>, StoreError> {
-        self.cost_impl(q, by, limit)
-    }
-
-    fn tip(&self) -> Result<i64, StoreError> {
-        self.counter("messages_tip")
-    }
-
-    fn messages_for(
-        &self,
-        session: &str,
-        since: i64,
-        limit: usize,
-    ) -> Result<Vec<Message>, StoreError> {
-        // Two ordered index ranges (direct and broadcast), each cut at the page size, merged.
-        let sql = format!(
-            "SELECT {MSG_COLS} FROM (
-               (SELECT {MSG_COLS} FROM messages
-                  WHERE to_s = $1 AND $1 <> '{BROADCAST}' AND from_s <> $1 AND id > $2
-                  ORDER BY id LIMIT $3)
-               UNION ALL
-               (SELECT {MSG_COLS} FROM messages
-                  WHERE to_s = '{BROADCAST}' AND from_s <> $1 AND id > $2
-                  ORDER BY id LIMIT $3)
-             ) m ORDER BY id LIMIT $3"
-        );
-        let rows = self.query(
-            "messages",
-            "messages_for",
-            &sql,
-            &[&session, &since, &sql_limit(limit)],
-        )?;
-        messages(rows)
-    }
-
-    fn message(&self, id: i64) -> Result<Option<Message>, StoreError> {
-        let sql = format!("SELECT {MSG_COLS} FROM messages WHERE id = $1");
-        self.query_opt("messages", "message", &sql, &[&id])?
-            .as_ref()
-            .map(message_row)
-            .transpose()
-    }
-
-    fn recent_messages(&self, limit: usize) -> Result<Vec<Message>, StoreError> {
-        let sql = format!("SELECT {MSG_COLS} FROM messages ORDER BY id DESC LIMIT $1");
-        let mut v =
-            messages(self.query("messages", "recent_messages", &sql, &[&sql_limit(limit)])?)?;
-        v.reverse();
-        Ok(v)
-    }
-
-    fn direct_messages_involving(
-        &self,
-        session: &str,
-        since_ts: i64,
-    ) -> Result<Vec<Message>, StoreError> {
-        let sql = format!(
-            "SELECT {MSG_COLS} FROM messages
-               WHERE from_s = $1 AND ts >= $2 AND to_s <> '{BROADCAST}'
-             UNION
-             SELECT {MSG_COLS} FROM messages
-               WHERE to_s = $1 AND ts >= $2 AND $1 <> '{BROADCAST}'
-             ORDER BY id"
-        );
-        messages(self.query(
-            "messages",
-            "direct_messages_involving",
-            &sql,
-            &[&session, &since_ts],
-        )?)
-    }
-
-    fn undelivered_direct(
-        &self,
-        from_ts: i64,
-        until_ts: i64,
-        limit: usize,
-    ) -> Result<Vec<Message>, StoreError> {
-        let sql = format!(
-            "SELECT {MSG_COLS} FROM messages m
-               WHERE ts >= $1 AND ts <= $2
-                 AND to_s <> '{BROADCAST}' AND to_s NOT LIKE 'hub:%' AND from_s NOT LIKE 'hub:%'
-                 AND (wake IS NULL OR wake)
-                 AND (kind IS NULL OR kind NOT IN ('status', 'receipt'))
-                 AND id > COALESCE(
-                       (SELECT p.delivered_up_to FROM peers p WHERE p.session = m.to_s), 0)
-             ORDER BY id LIMIT $3"
-        );
-        messages(self.query(
-            "messages",
-            "undelivered_direct",
-            &sql,
-            &[&from_ts, &until_ts, &sql_limit(limit)],
-        )?)
-    }
-
-    fn dispatchers_since(&self, since_ts: i64) -> Result<Vec<String>, StoreError> {
-        let sql = format!(
-            "SELECT DISTINCT from_s FROM messages
-               WHERE ts >= $1 AND to_s <> '{BROADCAST}' ORDER BY from_s"
-        );
-        self.query("messages", "dispatchers_since", &sql, &[&since_ts])?
-            .iter()
-            .map(|r| get(r, 0, "messages"))
-            .collect()
-    }
-
-    fn ledger_senders(&self, since_ts: i64) -> Result<Vec<String>, StoreError> {
-        self.query(
-            "contracts",
-            "ledger_senders",
-            "SELECT DISTINCT sender FROM contracts
-               WHERE answer_id IS NULL AND NOT ack AND ts >= $1 ORDER BY sender",
-            &[&since_ts],
-        )?
-        .iter()
-        .map(|r| get(r, 0, "contracts"))
-        .collect()
-    }
-
-    fn ledger_reaped(&self) -> Result<Vec<ReapedContract>, StoreError> {
-        self.query(
-            "contracts",
-            "ledger_reaped",
-            "SELECT sender, id, assignee, ts, reaped_ts, COALESCE(reaped_reason, '')
-               FROM contracts WHERE reaped_ts IS NOT NULL ORDER BY id",
-            &[],
-        )?
-        .iter()
-        .map(|r| {
-            let t = "contracts";
-            Ok(ReapedContract {
-                sender: get(r, 0, t)?,
-                id: get(r, 1, t)?,
-                assignee: get(r, 2, t)?,
-                ts: get(r, 3, t)?,
-                reaped_ts: get(r, 4, t)?,
-                reason: get(r, 5, t)?,
-            })
-        })
-        .collect()
-    }
-
-    fn ledger_groups(&self, q: &LedgerQuery) -> Result<Vec<OpenGroup>, StoreError> {
-        let sql = format!(
-            "SELECT c.assignee, count(*)::BIGINT,
-                    count(*) FILTER (WHERE c.ts < $4 AND {OVERTAKEN})::BIGINT,
-                    count(*) FILTER (WHERE NOT (c.ts < $4 AND {OVERTAKEN})
-                                       AND $5::BIGINT IS NOT NULL AND c.ts <= $5)::BIGINT
-               FROM contracts c
-               LEFT JOIN contract_peers p ON p.sender = c.sender AND p.peer = c.assignee
-              WHERE c.sender = $1 AND c.answer_id IS NULL AND NOT c.ack AND c.ts >= $2
-                AND ($3::TEXT IS NULL OR c.project = $3)
-              GROUP BY c.assignee ORDER BY c.assignee"
-        );
-        self.query(
-            "contracts",
-            "ledger_groups",
-            &sql,
-            &[
-                &q.sender,
-                &q.since_ts,
-                &q.project,
-                &q.supersede_cut,
-                &q.overdue_cut,
-            ],
-        )?
-        .iter()
-        .map(|r| {
-            Ok(OpenGroup {
-                assignee: get(r, 0, "contracts")?,
-                open: get(r, 1, "contracts")?,
-                superseded: get(r, 2, "contracts")?,
-                overdue: get(r, 3, "contracts")?,
-            })
-        })
-        .collect()
-    }
-
-    fn ledger_counts(&self, q: &LedgerQuery) -> Result<LedgerCounts, StoreError> {
-        let row = self.query_opt(
-            "contracts",
-            "ledger_counts",
-            &format!(
-                "SELECT count(answer_id)::BIGINT,
-                    count(*) FILTER (WHERE answer_id IS NULL AND ack)::BIGINT
-               FROM contracts
-              WHERE sender = $1 AND ts >= $2 AND ($3::TEXT IS NULL OR project = $3)
-                AND id >= {WINDOW_FIRST_ID}
-                AND (answer_id IS NOT NULL OR ack)"
-            ),
-            &[&q.sender, &q.since_ts, &q.project],
-        )?;
-        match row {
-            Some(r) => Ok(LedgerCounts {
-                answered: get(&r, 0, "contracts")?,
-                ack: get(&r, 1, "contracts")?,
-            }),
-            None => Ok(LedgerCounts::default()),
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        match self.0 {
+            Arg::Int(v) if *ty == Type::INT4 => i32::try_from(*v)?.to_sql_checked(ty, out),
+            Arg::Int(v) => v.to_sql_checked(ty, out),
+            Arg::OptInt(v) => v.to_sql_checked(ty, out),
+            Arg::Text(s) => s.to_sql_checked(ty, out),
+            Arg::OptText(s) => s.to_sql_checked(ty, out),
+            Arg::Owned(s) => s.to_sql_checked(ty, out),
+            Arg::Bool(b) => b.to_sql_checked(ty, out),
+            Arg::OptBool(b) => b.to_sql_checked(ty, out),
+            Arg::OptReal(f) => f.to_sql_checked(ty, out),
+            Arg::Limit(0) => None::<i64>.to_sql_checked(ty, out),
+            Arg::Limit(n) => i64::try_from(*n)
+                .unwrap_or(i64::MAX)
+                .to_sql_checked(ty, out),
+            Arg::Ints(v) => v.to_sql_checked(ty, out),
+            Arg::Texts(v) => v.to_sql_checked(ty, out),
         }
     }
+}
 
-    fn ledger_rows(
-        &self,
-        q: &LedgerQuery,
-        after: i64,
-        limit: usize,
-        open_only: bool,
-    ) -> Result<Vec<ContractRow>, StoreError> {
-        let filter = if open_only {
-            "AND c.answer_id IS NULL AND NOT c.ack"
-        } else {
-            ""
+/// Run `f` with `args` bound.
+fn bound<T>(args: &[Arg<'_>], f: impl FnOnce(&[Param<'_>]) -> T) -> T {
+    let binds: Vec<Bind<'_, '_>> = args.iter().map(Bind).collect();
+    let params: Vec<Param<'_>> = binds.iter().map(|b| b as Param<'_>).collect();
+    f(&params)
+}
+
+/// The row being read, for the shared decoding.
+struct PgRow<'r> {
+    row: &'r Row,
+    table: &'static str,
+}
+
+impl Columns for PgRow<'_> {
+    fn table(&self) -> &'static str {
+        self.table
+    }
+
+    fn cell(&self, i: usize) -> Result<Cell, StoreError> {
+        let (row, t) = (self.row, self.table);
+        let ty = row.columns().get(i).map(|c| c.type_().clone());
+        let cell = match ty {
+            Some(Type::INT8) => get::<Option<i64>>(row, i, t)?.map(Cell::Int),
+            Some(Type::INT4) => get::<Option<i32>>(row, i, t)?.map(|v| Cell::Int(v.into())),
+            Some(Type::FLOAT8) => get::<Option<f64>>(row, i, t)?.map(Cell::Real),
+            Some(Type::BOOL) => get::<Option<bool>>(row, i, t)?.map(Cell::Bool),
+            // Text, and any type this crate never selects (its decoding error says which).
+            _ => get::<Option<String>>(row, i, t)?.map(Cell::Text),
         };
-        let sql = format!(
-            "SELECT c.id, c.ts, c.sender, c.assignee, c.project, m.text, m.re, m.kind, m.wake,
-                    c.ack, c.answer_id, a.ts, a.text, c.reaped_ts, c.reaped_reason, {OVERTAKEN}
-               FROM contracts c
-               LEFT JOIN messages m ON m.id = c.id
-               LEFT JOIN messages a ON a.id = c.answer_id
-               LEFT JOIN contract_peers p ON p.sender = c.sender AND p.peer = c.assignee
-              WHERE c.sender = $1 AND c.ts >= $2 AND ($3::TEXT IS NULL OR c.project = $3)
-                AND c.id > GREATEST($4, {WINDOW_FIRST_ID} - 1) {filter}
-              ORDER BY c.id LIMIT $5"
-        );
-        self.query(
-            "contracts",
-            "ledger_rows",
-            &sql,
-            &[
-                &q.sender,
-                &q.since_ts,
-                &q.project,
-                &after,
-                &sql_limit(limit),
-            ],
-        )?
-        .iter()
-        .map(contract_row)
-        .collect()
-    }
-
-    fn messages_citing(&self, card: i64, limit: usize) -> Result<Vec<Message>, StoreError> {
-        let sql = format!(
-            "SELECT {MSG_COLS} FROM messages WHERE id IN (
-                 SELECT msg_id FROM message_refs WHERE card_id = $1
-                 ORDER BY msg_id DESC LIMIT $2)
-             ORDER BY id"
-        );
-        messages(self.query(
-            "messages",
-            "messages_citing",
-            &sql,
-            &[&card, &sql_limit(limit)],
-        )?)
-    }
-
-    fn peer(&self, session: &str) -> Result<Option<Peer>, StoreError> {
-        self.query_opt(
-            "peers",
-            "peer",
-            "SELECT session, last_seen, delivered_up_to, data FROM peers WHERE session = $1",
-            &[&session],
-        )?
-        .as_ref()
-        .map(peer_row)
-        .transpose()
-    }
-
-    fn peers(&self) -> Result<Vec<Peer>, StoreError> {
-        self.query(
-            "peers",
-            "peers",
-            "SELECT session, last_seen, delivered_up_to, data FROM peers ORDER BY session",
-            &[],
-        )?
-        .iter()
-        .map(peer_row)
-        .collect()
-    }
-
-    fn card(&self, id: i64) -> Result<Option<Card>, StoreError> {
-        self.query_opt(
-            "cards",
-            "card",
-            "SELECT id, data FROM cards WHERE id = $1",
-            &[&id],
-        )?
-        .as_ref()
-        .map(card_row)
-        .transpose()
-    }
-
-    fn cards(&self, filter: &CardFilter) -> Result<Vec<Card>, StoreError> {
-        let mut q = Query {
-            sql: "SELECT id, data FROM cards WHERE true".into(),
-            ..Default::default()
-        };
-        if let Some(p) = &filter.project {
-            let n = q.arg(p.clone());
-            q.sql.push_str(&format!(" AND project = {n}"));
-        }
-        if let Some(a) = &filter.assignee {
-            let n = q.arg(a.clone());
-            q.sql.push_str(&format!(" AND assignee = {n}"));
-        }
-        if let Some(ids) = &filter.ids {
-            let n = q.arg(ids.clone());
-            q.sql.push_str(&format!(" AND id = ANY({n})"));
-        }
-        if let Some(statuses) = &filter.statuses {
-            let n = q.arg(statuses.clone());
-            q.sql.push_str(&format!(" AND status = ANY({n})"));
-        }
-        q.sql.push_str(" ORDER BY id");
-        self.query("cards", "cards", &q.sql, &q.params())?
-            .iter()
-            .map(card_row)
-            .collect()
-    }
-
-    fn events(&self, filter: &EventFilter) -> Result<Vec<Event>, StoreError> {
-        let mut q = Query {
-            sql: "SELECT id, ts, type, project, by_s, data FROM events WHERE true".into(),
-            ..Default::default()
-        };
-        if let Some(p) = &filter.project {
-            let n = q.arg(p.clone());
-            q.sql.push_str(&format!(" AND project = {n}"));
-        }
-        if let Some(by) = &filter.by {
-            let n = q.arg(by.clone());
-            q.sql.push_str(&format!(" AND by_s = {n}"));
-        }
-        if let Some(since) = filter.since {
-            let n = q.arg(since);
-            q.sql.push_str(&format!(" AND id > {n}"));
-        }
-        if let Some(types) = &filter.types {
-            let mut alts: Vec<String> = Vec::new();
-            let mut exact: Vec<String> = Vec::new();
-            for t in types {
-                if t.ends_with('.') {
-                    let lo = q.arg(t.clone());
-                    match prefix_upper_bound(t) {
-                        Some(hi) => {
-                            let hi = q.arg(hi);
-                            alts.push(format!("(type >= {lo} AND type < {hi})"));
-                        }
-                        None => alts.push(format!("type >= {lo}")),
-                    }
-                } else {
-                    exact.push(t.clone());
-                }
-            }
-            if !exact.is_empty() {
-                let n = q.arg(exact);
-                alts.push(format!("type = ANY({n})"));
-            }
-            if alts.is_empty() {
-                return Ok(Vec::new());
-            }
-            q.sql.push_str(&format!(" AND ({})", alts.join(" OR ")));
-        }
-        if let Some(task) = filter.task_id {
-            let n = q.arg(task);
-            if filter.card_events_only {
-                q.sql.push_str(&format!(" AND task_id = {n}"));
-            } else {
-                q.sql.push_str(&format!(
-                    " AND (task_id = {n} OR id IN (SELECT event_id FROM event_refs WHERE card_id = {n}))"
-                ));
-            }
-        }
-        let n = q.arg(sql_limit(filter.limit));
-        q.sql.push_str(&format!(" ORDER BY id DESC LIMIT {n}"));
-        let mut events = self
-            .query("events", "events", &q.sql, &q.params())?
-            .iter()
-            .map(event_row)
-            .collect::<Result<Vec<_>, _>>()?;
-        events.reverse();
-        Ok(events)
-    }
-
-    fn latest_event_id(&self) -> Result<i64, StoreError> {
-        self.counter("events_tip")
-    }
-
-    fn lessons(&self, scopes: &[String]) -> Result<Vec<Lesson>, StoreError> {
-        if scopes.is_empty() {
-            return Ok(Vec::new());
-        }
-        let scopes = scopes.to_vec();
-        self.query(
-            "lessons",
-            "lessons",
-            "SELECT id, scope, text, by_s, ts, project FROM lessons
-               WHERE scope = ANY($1) ORDER BY id",
-            &[&scopes],
-        )?
-        .iter()
-        .map(lesson_row)
-        .collect()
-    }
-
-    fn kv(&self, key: &str) -> Result<Option<Value>, StoreError> {
-        let row = self.query_opt("kv", "kv", "SELECT value FROM kv WHERE key = $1", &[&key])?;
-        row.map(|r| {
-            let s: String = get(&r, 0, "kv")?;
-            decode_json("kv", key, &s)
-        })
-        .transpose()
-    }
-
-    fn kv_prefix(&self, prefix: &str) -> Result<Vec<(String, Value)>, StoreError> {
-        // Keys compare bytewise (COLLATE "C"): every key starting with `prefix` sorts in
-        // [prefix, prefix + U+10FFFF).
-        let upper = format!("{prefix}\u{10FFFF}");
-        self.query(
-            "kv",
-            "kv_prefix",
-            "SELECT key, value FROM kv WHERE key >= $1 AND key < $2 ORDER BY key",
-            &[&prefix, &upper],
-        )?
-        .iter()
-        .map(|r| {
-            let v: String = get(r, 1, "kv")?;
-            decode_kv(get(r, 0, "kv")?, &v)
-        })
-        .collect()
-    }
-
-    fn op(&self, id: &str) -> Result<Option<OpRecord>, StoreError> {
-        let row = self.query_opt(
-            "ops",
-            "op",
-            "SELECT id, ts, code, body FROM ops WHERE id = $1",
-            &[&id],
-        )?;
-        row.map(|r| {
-            let id: String = get(&r, 0, "ops")?;
-            let ts: i64 = get(&r, 1, "ops")?;
-            let code: i32 = get(&r, 2, "ops")?;
-            let body: String = get(&r, 3, "ops")?;
-            decode_op(id, ts, i64::from(code), &body)
-        })
-        .transpose()
-    }
-
-    fn all_lessons(&self) -> Result<Vec<Lesson>, StoreError> {
-        self.query(
-            "lessons",
-            "all_lessons",
-            "SELECT id, scope, text, by_s, ts, project FROM lessons ORDER BY id",
-            &[],
-        )?
-        .iter()
-        .map(lesson_row)
-        .collect()
-    }
-
-    fn counts(&self) -> Result<Counts, StoreError> {
-        let r = self.query_opt(
-            "counters",
-            "counts",
-            "SELECT
-               (SELECT n FROM counters WHERE name = 'messages_count'),
-               (SELECT n FROM counters WHERE name = 'events_count'),
-               (SELECT count(*) FROM peers),
-               (SELECT count(*) FROM cards),
-               (SELECT count(*) FROM lessons)",
-            &[],
-        )?;
-        let Some(r) = r else {
-            return Err(StoreError::db("counts: no row"));
-        };
-        let t = "counters";
-        Ok(Counts {
-            messages: get::<Option<i64>>(&r, 0, t)?.unwrap_or(0),
-            events: get::<Option<i64>>(&r, 1, t)?.unwrap_or(0),
-            peers: get(&r, 2, t)?,
-            cards: get(&r, 3, t)?,
-            lessons: get(&r, 4, t)?,
-        })
+        Ok(cell.unwrap_or(Cell::Null))
     }
 }
+
+impl Statements for PgTx<'_> {
+    fn sql(&self, stmt: Dialect) -> Cow<'static, str> {
+        statements::text(stmt)
+    }
+
+    fn param_style(&self) -> ParamStyle {
+        ParamStyle::Dollar
+    }
+
+    fn each_row(&self, run: &Run<'_, '_>, each: Visit<'_>) -> Result<(), StoreError> {
+        let (table, op) = run.origin;
+        for row in bound(run.args, |p| self.query(table, op, run.sql, p))? {
+            each(&PgRow { row: &row, table })?;
+        }
+        Ok(())
+    }
+
+    fn execute(&self, run: &Run<'_, '_>) -> Result<u64, StoreError> {
+        let (table, op) = run.origin;
+        bound(run.args, |p| self.exec(table, op, run.sql, p))
+    }
+}
+
+impl ReadTx for PgTx<'_> {}
 
 impl WriteTx for PgTx<'_> {
-    fn record_turn(
-        &mut self,
-        ts: i64,
-        turn: &trantor_proto::TurnReport,
-    ) -> Result<bool, StoreError> {
-        self.record_turn_impl(ts, turn)
-    }
-
-    fn append_delivery(
-        &mut self,
-        id: i64,
-        entry: &trantor_proto::DeliveryEntry,
-    ) -> Result<(), StoreError> {
-        self.append_delivery_impl(id, entry)
-    }
-
-    fn set_delivery_fence(
-        &mut self,
-        session: &str,
-        instance: &str,
-        ts: i64,
-    ) -> Result<Option<String>, StoreError> {
-        self.set_delivery_fence_impl(session, instance, ts)
-    }
-
     fn put_message(&mut self, msg: &Message, refs: &[i64]) -> Result<bool, StoreError> {
-        let added = self.scalar(
-            "messages",
-            "put_message",
-            "WITH m AS (
+        let args: Vec<Arg<'_>> = [Arg::Int(msg.id)]
+            .into_iter()
+            .chain(message_args(msg))
+            .collect();
+        let added = bound(&args, |p| {
+            self.scalar(
+                "messages",
+                "put_message",
+                "WITH m AS (
                  INSERT INTO messages(id, ts, from_s, to_s, project, text, re, kind, wake)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
                  ON CONFLICT (id) DO NOTHING RETURNING id),
@@ -823,18 +281,9 @@ impl WriteTx for PgTx<'_> {
                      WHERE name IN ('messages_tip', 'messages_count')
                        AND EXISTS (SELECT 1 FROM m))
              SELECT count(*) FROM m",
-            &[
-                &msg.id,
-                &msg.ts,
-                &msg.from,
-                &msg.to,
-                &msg.project,
-                &msg.text,
-                &msg.re,
-                &msg.kind,
-                &msg.wake,
-            ],
-        )?;
+                p,
+            )
+        })?;
         if added == 0 {
             return Ok(false);
         }
@@ -849,16 +298,7 @@ impl WriteTx for PgTx<'_> {
                WHERE $1::bigint >= CASE WHEN is_called THEN last_value + 1 ELSE last_value END",
             &[&msg.id],
         )?;
-        if !refs.is_empty() {
-            let refs = refs.to_vec();
-            self.exec(
-                "message_refs",
-                "insert",
-                "INSERT INTO message_refs(card_id, msg_id) SELECT unnest($1::bigint[]), $2
-                 ON CONFLICT DO NOTHING",
-                &[&refs, &msg.id],
-            )?;
-        }
+        self.insert_refs(MESSAGE_REFS, msg.id, refs)?;
         Ok(true)
     }
 
@@ -891,157 +331,16 @@ impl WriteTx for PgTx<'_> {
                      WHERE name IN ('messages_tip', 'messages_count'))
              SELECT id, pg_notify('{NOTIFY_CHANNEL}', id::text || ' ' || $3) FROM m"
         );
-        let row = self.query_opt(
-            "messages",
-            "insert_message",
-            &sql,
-            &[
-                &msg.ts,
-                &msg.from,
-                &msg.to,
-                &msg.project,
-                &msg.text,
-                &msg.re,
-                &msg.kind,
-                &msg.wake,
-            ],
-        )?;
+        let mut stored = msg.stored_as(0);
+        let row = bound(&message_args(&stored), |p| {
+            self.query_opt("messages", "insert_message", &sql, p)
+        })?;
         let Some(row) = row else {
             return Err(StoreError::db("messages: insert returned no id"));
         };
-        let id: i64 = get(&row, 0, "messages")?;
-        if !refs.is_empty() {
-            let refs = refs.to_vec();
-            self.exec(
-                "message_refs",
-                "insert",
-                "INSERT INTO message_refs(card_id, msg_id) SELECT unnest($1::bigint[]), $2
-                 ON CONFLICT DO NOTHING",
-                &[&refs, &id],
-            )?;
-        }
-        Ok(msg.stored_as(id))
-    }
-
-    fn put_peer(&mut self, peer: &Peer) -> Result<(), StoreError> {
-        let data = encode("peers", peer)?;
-        self.exec(
-            "peers",
-            "put_peer",
-            "INSERT INTO peers(session, last_seen, delivered_up_to, data) VALUES ($1, $2, $3, $4)
-             ON CONFLICT(session) DO UPDATE SET
-                 last_seen = excluded.last_seen,
-                 data = excluded.data,
-                 delivered_up_to = GREATEST(peers.delivered_up_to, excluded.delivered_up_to)",
-            &[&peer.session, &peer.last_seen, &peer.delivered_up_to, &data],
-        )?;
-        Ok(())
-    }
-
-    fn raise_delivered(&mut self, session: &str, up_to: i64) -> Result<i64, StoreError> {
-        self.scalar(
-            "peers",
-            "raise_delivered",
-            "INSERT INTO peers(session, last_seen, delivered_up_to, data) VALUES ($1, 0, $2, '{}')
-             ON CONFLICT(session) DO UPDATE SET
-                 delivered_up_to = GREATEST(peers.delivered_up_to, excluded.delivered_up_to)
-             RETURNING delivered_up_to",
-            &[&session, &up_to],
-        )
-    }
-
-    fn delete_peers_before(&mut self, last_seen: i64) -> Result<Vec<String>, StoreError> {
-        self.query(
-            "peers",
-            "delete_peers_before",
-            "DELETE FROM peers WHERE last_seen < $1 RETURNING session",
-            &[&last_seen],
-        )?
-        .iter()
-        .map(|r| get(r, 0, "peers"))
-        .collect()
-    }
-
-    fn delete_anonymous_peers_before(&mut self, last_seen: i64) -> Result<Vec<String>, StoreError> {
-        self.query(
-            "peers",
-            "delete_anonymous_peers_before",
-            "DELETE FROM peers WHERE last_seen < $1
-                 AND COALESCE((data::jsonb) -> 'registered', 'null'::jsonb)
-                     IN ('null'::jsonb, 'false'::jsonb, '0'::jsonb)
-             RETURNING session",
-            &[&last_seen],
-        )?
-        .iter()
-        .map(|r| get(r, 0, "peers"))
-        .collect()
-    }
-
-    fn insert_card(&mut self, mut card: Card) -> Result<Card, StoreError> {
-        let id = self.scalar(
-            "cards",
-            "insert_card",
-            "SELECT nextval(pg_get_serial_sequence('cards', 'id'))",
-            &[],
-        )?;
-        card.id = id;
-        let data = encode("cards", &card)?;
-        self.exec(
-            "cards",
-            "insert_card",
-            "INSERT INTO cards(id, project, status, assignee, updated, data)
-             VALUES ($1, $2, $3, $4, $5, $6)",
-            &[
-                &id,
-                &card.project,
-                &card.status.as_str(),
-                &card.assignee,
-                &card.updated,
-                &data,
-            ],
-        )?;
-        Ok(card)
-    }
-
-    fn put_card(&mut self, card: &Card) -> Result<(), StoreError> {
-        // An upsert: replacing a missing id inserts it (how an import keeps the original ids);
-        // the sequence is then moved past it so a later insert_card never reuses it.
-        let data = encode("cards", card)?;
-        self.exec(
-            "cards",
-            "put_card",
-            "INSERT INTO cards(id, project, status, assignee, updated, data)
-             VALUES ($1, $2, $3, $4, $5, $6)
-             ON CONFLICT(id) DO UPDATE SET
-                 project = excluded.project, status = excluded.status,
-                 assignee = excluded.assignee, updated = excluded.updated, data = excluded.data",
-            &[
-                &card.id,
-                &card.project,
-                &card.status.as_str(),
-                &card.assignee,
-                &card.updated,
-                &data,
-            ],
-        )?;
-        self.query(
-            "cards",
-            "put_card",
-            "SELECT setval('cards_id_seq', $1::bigint) FROM cards_id_seq
-               WHERE $1::bigint >= CASE WHEN is_called THEN last_value + 1 ELSE last_value END",
-            &[&card.id],
-        )?;
-        Ok(())
-    }
-
-    fn delete_card(&mut self, id: i64) -> Result<(), StoreError> {
-        self.exec(
-            "cards",
-            "delete_card",
-            "DELETE FROM cards WHERE id = $1",
-            &[&id],
-        )?;
-        Ok(())
+        stored.id = get(&row, 0, "messages")?;
+        self.insert_refs(MESSAGE_REFS, stored.id, refs)?;
+        Ok(stored)
     }
 
     fn insert_event(&mut self, event: NewEvent) -> Result<Event, StoreError> {
@@ -1058,14 +357,7 @@ impl WriteTx for PgTx<'_> {
                 data,
                 refs: event.refs.clone(),
             }));
-            return Ok(Event {
-                id,
-                ts: event.ts,
-                kind: event.kind,
-                project: event.project,
-                by: event.by,
-                data: event.data,
-            });
+            return Ok(event.stored_as(id));
         }
         let id = self.scalar(
             "events",
@@ -1086,85 +378,61 @@ impl WriteTx for PgTx<'_> {
                 &data,
             ],
         )?;
-        if !event.refs.is_empty() {
-            self.exec(
-                "event_refs",
-                "insert",
-                "INSERT INTO event_refs(card_id, event_id) SELECT unnest($1::bigint[]), $2
-                 ON CONFLICT DO NOTHING",
-                &[&event.refs, &id],
-            )?;
-        }
-        Ok(Event {
-            id,
-            ts: event.ts,
-            kind: event.kind,
-            project: event.project,
-            by: event.by,
-            data: event.data,
-        })
+        self.insert_refs(EVENT_REFS, id, &event.refs)?;
+        Ok(event.stored_as(id))
     }
 
-    fn insert_lesson(&mut self, mut lesson: Lesson) -> Result<Lesson, StoreError> {
-        lesson.id = self.scalar(
-            "lessons",
-            "insert_lesson",
-            "INSERT INTO lessons(scope, text, by_s, ts, project) VALUES ($1, $2, $3, $4, $5)
-             RETURNING id",
+    fn append_delivery(&mut self, id: i64, e: &DeliveryEntry) -> Result<(), StoreError> {
+        let turn = e.turn.map(|t| i64::try_from(t).unwrap_or(i64::MAX));
+        let pid = e.pid.map(i64::from);
+        let st = e.state.as_str();
+        // One round trip: the row, then the open index (kept or closed by the state).
+        let sql = if e.state.is_terminal() {
+            "WITH d AS (
+                 INSERT INTO delivery(msg_id, state, ts, session, instance, turn, pid, outcome, reason)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING seq)
+             DELETE FROM delivery_open WHERE msg_id = $1 AND EXISTS (SELECT 1 FROM d)"
+        } else {
+            "WITH d AS (
+                 INSERT INTO delivery(msg_id, state, ts, session, instance, turn, pid, outcome, reason)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING seq)
+             INSERT INTO delivery_open(msg_id, session, seq) SELECT $1, $4, seq FROM d
+             ON CONFLICT (msg_id) DO UPDATE SET seq = excluded.seq"
+        };
+        if self.conn.borrow().ids.is_some() {
+            // Inside the writer's batch: nothing is read back, so it goes out with the next
+            // round trip (an insert without a key of its own to conflict on).
+            self.defer(batch::Row::Delivery(batch::DeliveryRow {
+                msg_id: id,
+                state: st.to_string(),
+                terminal: e.state.is_terminal(),
+                ts: e.ts,
+                session: e.session.clone(),
+                instance: e.instance.clone(),
+                turn,
+                pid,
+                outcome: e.outcome.clone(),
+                reason: e.reason.clone(),
+            }));
+            return Ok(());
+        }
+        self.exec(
+            "delivery",
+            "append",
+            sql,
             &[
-                &lesson.scope,
-                &lesson.text,
-                &lesson.by,
-                &lesson.ts,
-                &lesson.project,
+                &id,
+                &st,
+                &e.ts,
+                &e.session,
+                &e.instance,
+                &turn,
+                &pid,
+                &e.outcome,
+                &e.reason,
             ],
         )?;
-        Ok(lesson)
-    }
-
-    fn set_kv(&mut self, key: &str, value: &Value) -> Result<(), StoreError> {
-        let data = encode("kv", value)?;
-        self.exec(
-            "kv",
-            "set_kv",
-            "INSERT INTO kv(key, value) VALUES ($1, $2)
-             ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            &[&key, &data],
-        )?;
         Ok(())
-    }
-
-    fn put_op(&mut self, op: &OpRecord) -> Result<(), StoreError> {
-        let body = encode("ops", &op.body)?;
-        let code = i32::from(op.code);
-        self.exec(
-            "ops",
-            "put_op",
-            // First final record wins; a pending marker (code 0) is replaced by the reply.
-            "INSERT INTO ops(id, ts, code, body) VALUES ($1, $2, $3, $4)
-             ON CONFLICT(id) DO UPDATE SET ts = excluded.ts, code = excluded.code,
-                 body = excluded.body
-             WHERE ops.code = 0",
-            &[&op.id, &op.ts, &code, &body],
-        )?;
-        Ok(())
-    }
-
-    fn mark_reaped(
-        &mut self,
-        sender: &str,
-        id: i64,
-        ts: i64,
-        reason: &str,
-    ) -> Result<bool, StoreError> {
-        let n = self.exec(
-            "contracts",
-            "mark_reaped",
-            "UPDATE contracts SET reaped_ts = $3, reaped_reason = $4
-               WHERE sender = $1 AND id = $2 AND reaped_ts IS NULL",
-            &[&sender, &id, &ts, &reason],
-        )?;
-        Ok(n > 0)
     }
 
     fn prune(&mut self, before_ts: i64, ops_before_ts: i64) -> Result<PruneReport, StoreError> {

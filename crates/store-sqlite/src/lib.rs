@@ -16,18 +16,18 @@
 //! the hub process being killed but the last commits before a power loss may be rolled back.
 
 mod schema;
+mod statements;
 mod tx;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
-use trantor_store::worker::{self, BoxedWriteJob, Workers};
-use trantor_store::{ReadTx, Store, StoreError, WriteTx};
+use trantor_store::worker::{self, Backend, BoxedWriteJob, Shared, Workers};
+use trantor_store::{ReadTx, StoreError};
 
 pub use schema::SCHEMA_VERSION;
 use tx::SqlTx;
@@ -92,30 +92,11 @@ pub struct SqliteStore {
 
 struct Inner {
     path: PathBuf,
-    /// `PRAGMA synchronous` of the writer connection, read back after setting it.
-    synchronous: &'static str,
     stats: Arc<WriteStats>,
-    workers: Workers<Connection>,
-    threads: Vec<JoinHandle<()>>,
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        // Closing the channels ends the threads; joining makes "drop, then reopen the file"
-        // deterministic (the writer's final checkpoint is done when this returns).
-        self.workers.close();
-        let me = std::thread::current().id();
-        for t in self.threads.drain(..) {
-            // A closure that captured the last handle drops it on a store thread, which must
-            // not wait for itself.
-            if t.thread().id() == me {
-                continue;
-            }
-            if t.join().is_err() {
-                tracing::error!("a store thread panicked");
-            }
-        }
-    }
+    /// The queues, `sqlite:<path>`, `PRAGMA synchronous` of the writer connection (read back
+    /// after setting it) and the threads. Dropping it closes the queues and joins the threads,
+    /// so "drop, then reopen the file" is deterministic (the writer's final checkpoint is done).
+    shared: Shared<Connection>,
 }
 
 impl fmt::Debug for SqliteStore {
@@ -272,10 +253,15 @@ impl SqliteStore {
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 path: path.to_path_buf(),
-                synchronous,
                 stats,
-                workers,
-                threads,
+                shared: Shared {
+                    workers,
+                    describe: format!("sqlite:{}", path.display()),
+                    synchronous,
+                    changes: None,
+                    lease: None,
+                    threads,
+                },
             }),
         })
     }
@@ -293,22 +279,6 @@ impl SqliteStore {
             self.inner.stats.jobs.load(Ordering::Relaxed),
         )
     }
-}
-
-fn run_read<R>(
-    conn: &Connection,
-    f: impl FnOnce(&dyn ReadTx) -> Result<R, StoreError>,
-) -> Result<R, StoreError> {
-    conn.execute_batch("BEGIN DEFERRED")
-        .map_err(|e| StoreError::db_from("begin read", e))?;
-    let out = worker::run_read_closure(&SqlTx::new(conn), f);
-    // A read transaction has nothing to keep; ending it releases the snapshot so the WAL can be
-    // checkpointed past it.
-    if let Err(e) = conn.execute_batch("COMMIT") {
-        tracing::warn!(error = %e, "ending a read transaction failed");
-        let _ = conn.execute_batch("ROLLBACK");
-    }
-    out
 }
 
 fn writer_loop(
@@ -385,31 +355,27 @@ fn run_batch(conn: &Connection, batch: &mut [BoxedWriteJob]) -> Result<(), Store
     result
 }
 
-impl Store for SqliteStore {
-    fn read<R, F>(&self, f: F) -> impl Future<Output = Result<R, StoreError>> + Send
-    where
-        F: FnOnce(&dyn ReadTx) -> Result<R, StoreError> + Send + 'static,
-        R: Send + 'static,
-    {
-        self.inner
-            .workers
-            .read(move |conn: &mut Connection| run_read(conn, f))
+impl Backend for SqliteStore {
+    type Conn = Connection;
+
+    fn shared(&self) -> &Shared<Connection> {
+        &self.inner.shared
     }
 
-    fn write<R, F>(&self, f: F) -> impl Future<Output = Result<R, StoreError>> + Send
-    where
-        F: FnOnce(&mut dyn WriteTx) -> Result<R, StoreError> + Send + 'static,
-        R: Send + 'static,
-    {
-        self.inner.workers.write(f)
-    }
-
-    fn describe(&self) -> String {
-        format!("sqlite:{}", self.inner.path.display())
-    }
-
-    fn synchronous(&self) -> &'static str {
-        self.inner.synchronous
+    fn read_on<R>(
+        conn: &mut Connection,
+        f: impl FnOnce(&dyn ReadTx) -> Result<R, StoreError>,
+    ) -> Result<R, StoreError> {
+        conn.execute_batch("BEGIN DEFERRED")
+            .map_err(|e| StoreError::db_from("begin read", e))?;
+        let out = worker::run_read_closure(&SqlTx::new(conn), f);
+        // A read transaction has nothing to keep; ending it releases the snapshot so the WAL can
+        // be checkpointed past it.
+        if let Err(e) = conn.execute_batch("COMMIT") {
+            tracing::warn!(error = %e, "ending a read transaction failed");
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        out
     }
 }
 
@@ -417,7 +383,7 @@ impl Store for SqliteStore {
 mod tests {
     use super::*;
     use serde_json::{Map, Value, json};
-    use trantor_store::{EventFilter, NewEvent, NewMessage};
+    use trantor_store::{EventFilter, NewEvent, NewMessage, Store};
 
     fn message_event(msg_id: i64, to: &str, text: &str) -> NewEvent {
         let mut data = Map::new();

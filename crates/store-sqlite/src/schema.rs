@@ -7,6 +7,8 @@
 use rusqlite::{Connection, OptionalExtension};
 use trantor_store::StoreError;
 use trantor_store::migrate::{self, SchemaTx};
+use trantor_store::rows;
+use trantor_store::sql::{Run, Statements};
 
 /// The schema version this build writes and understands.
 pub const SCHEMA_VERSION: i64 = 5;
@@ -273,20 +275,23 @@ CREATE INDEX turns_project ON turns(project, ts);
 /// Fill the contract ledger from the messages already stored (migration to version 4), in id
 /// order, as if each had just committed.
 fn backfill_contracts(conn: &Connection) -> Result<usize, StoreError> {
-    let err = super::tx::map_err("messages", "backfill contracts");
-    let mut st = conn
-        .prepare(&format!(
-            "SELECT id, ts, from_s, to_s, project, '', re, kind, wake FROM messages
-               WHERE to_s != '{}' ORDER BY id",
-            trantor_proto::BROADCAST
-        ))
-        .map_err(&err)?;
+    let sql = format!(
+        "SELECT id, ts, from_s, to_s, project, '', re, kind, wake FROM messages
+           WHERE to_s != '{}' ORDER BY id",
+        trantor_proto::BROADCAST
+    );
     let tx = super::tx::SqlTx::new(conn);
     let mut n = 0;
-    for m in st.query_map([], super::tx::message_row).map_err(&err)? {
-        tx.ledger_on_message(&m.map_err(&err)?)?;
+    let run = Run {
+        origin: ("messages", "backfill contracts"),
+        sql: &sql,
+        args: &[],
+    };
+    tx.each_row(&run, &mut |c| {
+        tx.ledger_on_message(&rows::message(c)?)?;
         n += 1;
-    }
+        Ok(())
+    })?;
     Ok(n)
 }
 

@@ -1,26 +1,28 @@
-//! [`ReadTx`] and [`WriteTx`] over one SQLite connection that is inside a transaction.
+//! The SQLite driver under the shared statements ([`Statements`] over one connection that is
+//! inside a transaction), and the writes whose steps are SQLite's own: a message keeps the
+//! contract ledger as it commits, a `message` event is stored as a reference to its message's
+//! text, and counts are kept by AUTOINCREMENT marks and delete triggers.
 //!
 //! The transaction itself (BEGIN, savepoints, COMMIT) is managed by the writer and reader threads
-//! in the parent module; this type only runs the statements. Every statement goes through the
+//! in the crate root; this type only runs the statements. Every statement goes through the
 //! connection's prepared-statement cache.
 
-use rusqlite::types::Value as SqlValue;
-use rusqlite::{Connection, OptionalExtension, Params, Row, params, params_from_iter};
+use std::borrow::Cow;
+
+use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef};
+use rusqlite::{CachedStatement, Connection, OptionalExtension, Params, Row, ToSql, params};
 use serde_json::Value;
-use trantor_proto::{BROADCAST, Card, Event, Lesson, Message, Peer};
+use trantor_proto::{BROADCAST, DeliveryEntry, Event, Message};
 
-use trantor_store::rows::{
-    EventColumns, decode_card, decode_event, decode_json, decode_kv, decode_op, decode_peer,
-    encode, prefix_upper_bound,
-};
+use trantor_store::rows::encode;
+use trantor_store::rows::{corrupt, message_args};
+use trantor_store::sql::{Arg, Cell, Columns, Dialect, Origin, ParamStyle, Run, Statements, Visit};
 use trantor_store::{
-    CONTRACT_MATCH_MS, CardFilter, ContractRow, Counts, EventFilter, LedgerCounts, LedgerQuery,
-    NewEvent, NewMessage, OpRecord, OpenGroup, PruneReport, ReadTx, ReapedContract, StoreError,
-    WriteTx, is_ack_contract, is_ask, is_ledger_traffic,
+    CONTRACT_MATCH_MS, NewEvent, NewMessage, PruneReport, ReadTx, StoreError, WriteTx,
+    is_ack_contract, is_ask, is_ledger_traffic,
 };
 
-mod cost;
-mod delivery;
+use crate::statements;
 
 /// Statements of a transaction on `conn` (read-only or read-write, as the connection is).
 pub(crate) struct SqlTx<'c> {
@@ -46,12 +48,10 @@ impl<'c> SqlTx<'c> {
     }
 }
 
-/// Turn a rusqlite error into a [`StoreError`]: a value that does not decode is a corrupt row,
-/// anything else a database error, both with the table and the operation for context.
-pub(crate) fn map_err(
-    table: &'static str,
-    op: &'static str,
-) -> impl Fn(rusqlite::Error) -> StoreError {
+/// Turn a rusqlite error of a statement on `origin` into a [`StoreError`]: a value that does
+/// not decode is a corrupt row, anything else a database error, both with the table and the
+/// operation for context.
+pub(crate) fn map_err((table, op): Origin) -> impl Fn(rusqlite::Error) -> StoreError {
     move |e| match e {
         rusqlite::Error::FromSqlConversionFailure(..)
         | rusqlite::Error::InvalidColumnType(..)
@@ -75,78 +75,168 @@ fn sql_limit(limit: usize) -> i64 {
     }
 }
 
-const MSG_COLS: &str = "id, ts, from_s, to_s, project, text, re, kind, wake";
+/// A shared statement's parameter, bound as SQLite takes it.
+struct Bind<'b, 'a>(&'b Arg<'a>);
 
-pub(crate) fn message_row(r: &Row<'_>) -> rusqlite::Result<Message> {
-    Ok(Message {
-        id: r.get(0)?,
-        ts: r.get(1)?,
-        from: r.get(2)?,
-        to: r.get(3)?,
-        project: r.get(4)?,
-        text: r.get(5)?,
-        re: r.get(6)?,
-        kind: r.get(7)?,
-        wake: r.get(8)?,
-    })
+impl ToSql for Bind<'_, '_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        fn text(s: &str) -> ToSqlOutput<'_> {
+            ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes()))
+        }
+        Ok(match self.0 {
+            Arg::Int(v) => ToSqlOutput::from(*v),
+            Arg::OptInt(v) => v.map_or(ToSqlOutput::Owned(SqlValue::Null), ToSqlOutput::from),
+            Arg::Text(s) => text(s),
+            Arg::OptText(s) => s.map_or(ToSqlOutput::Owned(SqlValue::Null), text),
+            Arg::Owned(s) => text(s),
+            Arg::Bool(b) => ToSqlOutput::from(*b),
+            Arg::OptBool(b) => b.map_or(ToSqlOutput::Owned(SqlValue::Null), ToSqlOutput::from),
+            Arg::OptReal(f) => f.map_or(ToSqlOutput::Owned(SqlValue::Null), ToSqlOutput::from),
+            Arg::Limit(n) => ToSqlOutput::from(sql_limit(*n)),
+            Arg::Ints(_) | Arg::Texts(_) => {
+                return Err(rusqlite::Error::ToSqlConversionFailure(
+                    "a list is bound one parameter per element in SQLite".into(),
+                ));
+            }
+        })
+    }
 }
 
-/// Raw peer columns; the JSON is decoded after the statement is done.
-type PeerRow = (String, i64, i64, String);
-
-fn peer_row((session, last_seen, delivered, data): PeerRow) -> Result<Peer, StoreError> {
-    decode_peer(session, last_seen, delivered, &data)
+/// The row being read, for the shared decoding.
+struct SqlRow<'r, 's> {
+    row: &'r Row<'s>,
+    origin: Origin,
 }
 
-fn card_row((id, data): (i64, String)) -> Result<Card, StoreError> {
-    decode_card(id, &data)
+impl Columns for SqlRow<'_, '_> {
+    fn table(&self) -> &'static str {
+        self.origin.0
+    }
+
+    fn cell(&self, i: usize) -> Result<Cell, StoreError> {
+        Ok(match self.row.get_ref(i).map_err(map_err(self.origin))? {
+            ValueRef::Null => Cell::Null,
+            ValueRef::Integer(v) => Cell::Int(v),
+            ValueRef::Real(v) => Cell::Real(v),
+            ValueRef::Text(t) => match std::str::from_utf8(t) {
+                Ok(t) => Cell::Text(t.to_owned()),
+                Err(e) => return Err(corrupt(self.origin.0, format!("column {i}"), e)),
+            },
+            ValueRef::Blob(_) => {
+                return Err(StoreError::Corrupt {
+                    table: self.origin.0,
+                    context: format!("column {i}: a blob, which nothing stores"),
+                    source: None,
+                });
+            }
+        })
+    }
 }
 
-/// Raw event columns: id, ts, type, project, by, data, and for a `message` event stored by
-/// reference, how many characters of its message's text it carries and that text.
-type EventRow = (
-    i64,
-    i64,
-    String,
-    String,
-    String,
-    String,
-    Option<i64>,
-    Option<String>,
+impl Statements for SqlTx<'_> {
+    fn sql(&self, stmt: Dialect) -> Cow<'static, str> {
+        statements::text(stmt)
+    }
+
+    fn param_style(&self) -> ParamStyle {
+        ParamStyle::Numbered
+    }
+
+    fn each_row(&self, run: &Run<'_, '_>, each: Visit<'_>) -> Result<(), StoreError> {
+        let origin = run.origin;
+        let mut st = self.cached(origin, run.sql)?;
+        let mut rows = st.query(binds(run.args)).map_err(map_err(origin))?;
+        while let Some(row) = rows.next().map_err(map_err(origin))? {
+            each(&SqlRow { row, origin })?;
+        }
+        Ok(())
+    }
+
+    fn execute(&self, run: &Run<'_, '_>) -> Result<u64, StoreError> {
+        let n = self.exec(run.origin, run.sql, binds(run.args))?;
+        Ok(u64::try_from(n).unwrap_or(u64::MAX))
+    }
+}
+
+/// `args` as the parameters of a statement.
+fn binds<'b, 'a>(args: &'b [Arg<'a>]) -> impl Params + 'b {
+    rusqlite::params_from_iter(args.iter().map(Bind))
+}
+
+/// A table of the cards a row cites, and its statement: `(card, row id)`.
+type RefTable = (Origin, &'static str);
+
+const MESSAGE_REFS: RefTable = (
+    ("message_refs", "insert"),
+    "INSERT OR IGNORE INTO message_refs(card_id, msg_id) VALUES (?1, ?2)",
 );
 
-/// The event columns [`event_row`] reads: the message text of an event stored by reference
-/// comes from the messages table (a rowid lookup), cut to the characters the event holds.
-const EVENT_COLS: &str = "id, ts, type, project, by_s, data, text_chars,
-    (SELECT substr(m.text, 1, events.text_chars) FROM messages m WHERE m.id = events.msg_id)";
-
-fn event_row(
-    (id, ts, kind, project, by, data, text_chars, text): EventRow,
-) -> Result<Event, StoreError> {
-    let cols = EventColumns {
-        id,
-        ts,
-        kind,
-        project,
-        by,
-        data,
-    };
-    // A message pruned under its event (retention removes events first) reads as "".
-    decode_event(cols, text_chars.map(|_| text.unwrap_or_default()))
-}
-
-fn lesson_row(r: &Row<'_>) -> rusqlite::Result<Lesson> {
-    Ok(Lesson {
-        id: r.get(0)?,
-        scope: r.get(1)?,
-        text: r.get(2)?,
-        by: r.get(3)?,
-        ts: r.get(4)?,
-        project: r.get(5)?,
-    })
-}
+const EVENT_REFS: RefTable = (
+    ("event_refs", "insert"),
+    "INSERT OR IGNORE INTO event_refs(card_id, event_id) VALUES (?1, ?2)",
+);
 
 impl SqlTx<'_> {
+    /// The cached statement for `sql`; a failure names `origin`.
+    fn cached(&self, origin: Origin, sql: &str) -> Result<CachedStatement<'_>, StoreError> {
+        self.conn.prepare_cached(sql).map_err(map_err(origin))
+    }
+
+    /// Run a cached query expected to return at most one row.
+    fn row<T, P: Params>(
+        &self,
+        origin: Origin,
+        sql: &str,
+        params: P,
+        f: impl FnOnce(&Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Option<T>, StoreError> {
+        let row = self.cached(origin, sql)?.query_row(params, f).optional();
+        row.map_err(map_err(origin))
+    }
+
+    /// Run a cached statement; returns the number of rows changed.
+    fn exec<P: Params>(&self, origin: Origin, sql: &str, params: P) -> Result<usize, StoreError> {
+        self.cached(origin, sql)?
+            .execute(params)
+            .map_err(map_err(origin))
+    }
+
+    /// Run a cached INSERT of one row; returns its rowid. (Cheaper than `RETURNING`, which
+    /// makes SQLite buffer the result; the writer connection is used by one thread only.)
+    fn insert<P: Params>(&self, origin: Origin, sql: &str, params: P) -> Result<i64, StoreError> {
+        match self.exec(origin, sql, params)? {
+            1 => Ok(self.conn.last_insert_rowid()),
+            n => Err(StoreError::db(format!(
+                "{}: {}: inserted {n} rows",
+                origin.0, origin.1
+            ))),
+        }
+    }
+
+    /// Record that row `id` cites each of `cards`, in `table`.
+    fn insert_refs(
+        &self,
+        (origin, sql): RefTable,
+        id: i64,
+        cards: &[i64],
+    ) -> Result<(), StoreError> {
+        for card in cards {
+            self.exec(origin, sql, params![card, id])?;
+        }
+        Ok(())
+    }
+
+    /// The AUTOINCREMENT high-water mark of `table` (0 before its first row).
+    fn sequence(&self, table: &'static str) -> Result<i64, StoreError> {
+        let seq = self.row(
+            (table, "sequence"),
+            "SELECT seq FROM sqlite_sequence WHERE name = ?1",
+            [table],
+            |r| r.get::<_, i64>(0),
+        )?;
+        Ok(seq.unwrap_or(0))
+    }
+
     /// For a `message` event (`data.msgId` names a stored message and `data.text` is a prefix
     /// of that message's text): the message id and the prefix length in characters, so the
     /// event can be stored without a second copy of the text. `None` stores the event as is.
@@ -168,101 +258,14 @@ impl SqlTx<'_> {
             return Ok(full.starts_with(text).then_some((msg, chars)));
         }
         let same: Option<bool> = self.row(
-            "messages",
-            "insert_event",
+            ("messages", "insert_event"),
             "SELECT substr(text, 1, ?2) = ?3 FROM messages WHERE id = ?1",
             params![msg, chars, text],
             |r| r.get(0),
         )?;
         Ok((same == Some(true)).then_some((msg, chars)))
     }
-
-    /// Run a cached query and collect its rows.
-    fn rows<T, P, F>(
-        &self,
-        table: &'static str,
-        op: &'static str,
-        sql: &str,
-        params: P,
-        f: F,
-    ) -> Result<Vec<T>, StoreError>
-    where
-        P: Params,
-        F: FnMut(&Row<'_>) -> rusqlite::Result<T>,
-    {
-        let err = map_err(table, op);
-        let mut st = self.conn.prepare_cached(sql).map_err(&err)?;
-        let rows = st.query_map(params, f).map_err(&err)?;
-        rows.collect::<Result<Vec<T>, _>>().map_err(&err)
-    }
-
-    /// Run a cached query expected to return at most one row.
-    fn row<T, P, F>(
-        &self,
-        table: &'static str,
-        op: &'static str,
-        sql: &str,
-        params: P,
-        f: F,
-    ) -> Result<Option<T>, StoreError>
-    where
-        P: Params,
-        F: FnOnce(&Row<'_>) -> rusqlite::Result<T>,
-    {
-        let err = map_err(table, op);
-        let mut st = self.conn.prepare_cached(sql).map_err(&err)?;
-        st.query_row(params, f).optional().map_err(&err)
-    }
-
-    /// Run a cached INSERT of one row; returns its rowid. (Cheaper than `RETURNING`, which
-    /// makes SQLite buffer the result; the writer connection is used by one thread only.)
-    fn insert<P: Params>(
-        &self,
-        table: &'static str,
-        op: &'static str,
-        sql: &str,
-        params: P,
-    ) -> Result<i64, StoreError> {
-        match self.exec(table, op, sql, params)? {
-            1 => Ok(self.conn.last_insert_rowid()),
-            n => Err(StoreError::db(format!("{table}: {op}: inserted {n} rows"))),
-        }
-    }
-
-    /// Run a cached statement; returns the number of rows changed.
-    fn exec<P: Params>(
-        &self,
-        table: &'static str,
-        op: &'static str,
-        sql: &str,
-        params: P,
-    ) -> Result<usize, StoreError> {
-        let err = map_err(table, op);
-        let mut st = self.conn.prepare_cached(sql).map_err(&err)?;
-        st.execute(params).map_err(&err)
-    }
-
-    fn sequence(&self, table: &'static str) -> Result<i64, StoreError> {
-        Ok(self
-            .row(
-                table,
-                "sequence",
-                "SELECT seq FROM sqlite_sequence WHERE name = ?1",
-                [table],
-                |r| r.get::<_, i64>(0),
-            )?
-            .unwrap_or(0))
-    }
 }
-
-/// The lowest message id a window starting at `?2` can hold: the first message in ts order at
-/// or after it (one probe of the ts index). Ids are assigned in commit order and ts is taken
-/// when a write is made, so a sender's window is the id range from here.
-const WINDOW_FIRST_ID: &str = "COALESCE((SELECT id FROM messages INDEXED BY messages_ts
-     WHERE ts >= ?2 ORDER BY ts, id LIMIT 1), 9223372036854775807)";
-
-/// Whether a contract row was overtaken by later traffic with its assignee (supersession).
-const OVERTAKEN: &str = "c.id < max(COALESCE(p.last_reply, 0), COALESCE(p.last_answered, 0))";
 
 impl SqlTx<'_> {
     /// Keep the contract ledger as message `m` commits (docs/protocol.md §5.6): `m` is a
@@ -276,8 +279,7 @@ impl SqlTx<'_> {
         if !is_ask(m) {
             if let Some(re) = m.re {
                 let row = self.row(
-                    "contracts",
-                    "answer by re",
+                    ("contracts", "answer by re"),
                     "SELECT assignee, answer_id, by_re FROM contracts
                        WHERE sender = ?1 AND id = ?2",
                     params![m.to, re],
@@ -293,8 +295,7 @@ impl SqlTx<'_> {
                     && !(answer.is_some() && by_re)
                 {
                     self.exec(
-                        "contracts",
-                        "answer by re",
+                        ("contracts", "answer by re"),
                         "UPDATE contracts SET answer_id = ?3, by_re = 1
                            WHERE sender = ?1 AND id = ?2",
                         params![m.to, re, m.id],
@@ -303,8 +304,7 @@ impl SqlTx<'_> {
                     // A plain reply this one displaced answers the next open contract.
                     if let Some(plain) = answer {
                         let ts = self.row(
-                            "messages",
-                            "answer by re",
+                            ("messages", "answer by re"),
                             "SELECT ts FROM messages WHERE id = ?1",
                             [plain],
                             |r| r.get::<_, i64>(0),
@@ -323,8 +323,7 @@ impl SqlTx<'_> {
         }
         self.bump_contract_peer(&m.to, &m.from, m.id, answered)?;
         self.exec(
-            "contracts",
-            "insert",
+            ("contracts", "insert"),
             "INSERT OR IGNORE INTO contracts(sender, id, assignee, ts, project, ack)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             params![m.from, m.id, m.to, m.ts, m.project, is_ack_contract(m)],
@@ -343,8 +342,7 @@ impl SqlTx<'_> {
         ts: i64,
     ) -> Result<i64, StoreError> {
         let c = self.row(
-            "contracts",
-            "answer by reply",
+            ("contracts", "answer by reply"),
             "SELECT id FROM contracts INDEXED BY contracts_open
                WHERE sender = ?1 AND assignee = ?2 AND answer_id IS NULL AND ack = 0
                  AND ts >= ?3 AND id < ?4
@@ -354,8 +352,7 @@ impl SqlTx<'_> {
         )?;
         let Some(c) = c else { return Ok(0) };
         self.exec(
-            "contracts",
-            "answer by reply",
+            ("contracts", "answer by reply"),
             "UPDATE contracts SET answer_id = ?3, by_re = 0 WHERE sender = ?1 AND id = ?2",
             params![sender, c, reply],
         )?;
@@ -371,8 +368,7 @@ impl SqlTx<'_> {
         last_answered: i64,
     ) -> Result<(), StoreError> {
         self.exec(
-            "contract_peers",
-            "upsert",
+            ("contract_peers", "upsert"),
             "INSERT INTO contract_peers(sender, peer, last_reply, last_answered)
                  VALUES (?1, ?2, ?3, ?4)
              ON CONFLICT(sender, peer) DO UPDATE SET
@@ -384,620 +380,32 @@ impl SqlTx<'_> {
     }
 }
 
-fn contract_row(r: &Row<'_>) -> rusqlite::Result<ContractRow> {
-    let answer_id: Option<i64> = r.get(10)?;
-    let reaped_ts: Option<i64> = r.get(13)?;
-    Ok(ContractRow {
-        contract: Message {
-            id: r.get(0)?,
-            ts: r.get(1)?,
-            from: r.get(2)?,
-            to: r.get(3)?,
-            project: r.get(4)?,
-            text: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
-            re: r.get(6)?,
-            kind: r.get(7)?,
-            wake: r.get(8)?,
-        },
-        ack: r.get(9)?,
-        answer: match answer_id {
-            Some(id) => Some((
-                id,
-                r.get::<_, Option<i64>>(11)?.unwrap_or(0),
-                r.get::<_, Option<String>>(12)?.unwrap_or_default(),
-            )),
-            None => None,
-        },
-        reaped: match reaped_ts {
-            Some(ts) => Some((ts, r.get::<_, Option<String>>(14)?.unwrap_or_default())),
-            None => None,
-        },
-        overtaken: r.get(15)?,
-    })
-}
-
-impl ReadTx for SqlTx<'_> {
-    fn delivery_states(&self, id: i64) -> Result<Vec<trantor_proto::DeliveryEntry>, StoreError> {
-        self.delivery_states_impl(id)
-    }
-
-    fn delivery_open(
-        &self,
-        session: &str,
-        limit: usize,
-    ) -> Result<(Vec<trantor_proto::DeliveryOpenItem>, i64), StoreError> {
-        self.delivery_open_impl(session, limit)
-    }
-
-    fn delivery_fence(&self, session: &str) -> Result<Option<String>, StoreError> {
-        self.delivery_fence_impl(session)
-    }
-
-    fn all_turns(&self) -> Result<Vec<(i64, trantor_proto::TurnReport)>, StoreError> {
-        self.all_turns_impl()
-    }
-
-    fn cost(
-        &self,
-        q: &trantor_store::CostQuery,
-        by: trantor_store::CostBy,
-        limit: usize,
-    ) -> Result<Vec<(String, trantor_proto::CostSummary)>, StoreError> {
-        self.cost_impl(q, by, limit)
-    }
-
-    fn tip(&self) -> Result<i64, StoreError> {
-        self.sequence("messages")
-    }
-
-    fn messages_for(
-        &self,
-        session: &str,
-        since: i64,
-        limit: usize,
-    ) -> Result<Vec<Message>, StoreError> {
-        // Two ordered index ranges (direct: to_s = session; broadcast: to_s = 'all') merged by
-        // id, so the cost is the page size, not the mailbox size. `?1 != 'all'` keeps a session
-        // literally named `all` from reading the broadcasts twice.
-        let sql = format!(
-            "SELECT {MSG_COLS} FROM messages
-               WHERE to_s = ?1 AND ?1 != '{BROADCAST}' AND from_s != ?1 AND id > ?2
-             UNION ALL
-             SELECT {MSG_COLS} FROM messages
-               WHERE to_s = '{BROADCAST}' AND from_s != ?1 AND id > ?2
-             ORDER BY id LIMIT ?3"
-        );
-        self.rows(
-            "messages",
-            "messages_for",
-            &sql,
-            params![session, since, sql_limit(limit)],
-            message_row,
-        )
-    }
-
-    fn message(&self, id: i64) -> Result<Option<Message>, StoreError> {
-        let sql = format!("SELECT {MSG_COLS} FROM messages WHERE id = ?1");
-        self.row("messages", "message", &sql, [id], message_row)
-    }
-
-    fn recent_messages(&self, limit: usize) -> Result<Vec<Message>, StoreError> {
-        let sql = format!("SELECT {MSG_COLS} FROM messages ORDER BY id DESC LIMIT ?1");
-        let mut v = self.rows(
-            "messages",
-            "recent_messages",
-            &sql,
-            [sql_limit(limit)],
-            message_row,
-        )?;
-        v.reverse();
-        Ok(v)
-    }
-
-    fn direct_messages_involving(
-        &self,
-        session: &str,
-        since_ts: i64,
-    ) -> Result<Vec<Message>, StoreError> {
-        // Sent by the session: the (from_s, ts) index. Sent to it: its (to_s, id) range,
-        // starting at the lowest id of any message in the window — found on the ts index, so
-        // it costs the window's traffic, not the store's history (walking the whole mailbox
-        // made `/contracts` grow with every message ever received). The ts filter still applies
-        // to each row, so the answer is exact even where ids and ts are not in the same order.
-        // A (to_s, ts) index would do the same but cost every insert one more index page. A
-        // self-addressed message matches both arms, hence UNION rather than UNION ALL.
-        let sql = format!(
-            "SELECT {MSG_COLS} FROM messages
-               WHERE from_s = ?1 AND ts >= ?2 AND to_s != '{BROADCAST}'
-             UNION
-             SELECT {MSG_COLS} FROM messages INDEXED BY messages_to_id
-               WHERE to_s = ?1 AND ?1 != '{BROADCAST}' AND ts >= ?2
-                 AND id >= (SELECT min(id) FROM messages INDEXED BY messages_ts WHERE ts >= ?2)
-             ORDER BY id"
-        );
-        self.rows(
-            "messages",
-            "direct_messages_involving",
-            &sql,
-            params![session, since_ts],
-            message_row,
-        )
-    }
-
-    fn undelivered_direct(
-        &self,
-        from_ts: i64,
-        until_ts: i64,
-        limit: usize,
-    ) -> Result<Vec<Message>, StoreError> {
-        // The ts range is small (the duty window); the ledger lookup is one primary-key probe
-        // per row.
-        let sql = format!(
-            "SELECT {MSG_COLS} FROM messages INDEXED BY messages_ts
-               WHERE ts >= ?1 AND ts <= ?2
-                 AND to_s != '{BROADCAST}' AND to_s NOT LIKE 'hub:%' AND from_s NOT LIKE 'hub:%'
-                 AND (wake IS NULL OR wake != 0)
-                 AND (kind IS NULL OR kind NOT IN ('status', 'receipt'))
-                 AND id > COALESCE(
-                       (SELECT delivered_up_to FROM peers WHERE session = messages.to_s), 0)
-             ORDER BY id LIMIT ?3"
-        );
-        self.rows(
-            "messages",
-            "undelivered_direct",
-            &sql,
-            params![from_ts, until_ts, sql_limit(limit)],
-            message_row,
-        )
-    }
-
-    fn dispatchers_since(&self, since_ts: i64) -> Result<Vec<String>, StoreError> {
-        // Without ANALYZE statistics the planner prefers walking the (from_s, ts) index for the
-        // DISTINCT, i.e. every message; the ts range is the small side.
-        let sql = format!(
-            "SELECT DISTINCT from_s FROM messages INDEXED BY messages_ts
-               WHERE ts >= ?1 AND to_s != '{BROADCAST}' ORDER BY from_s"
-        );
-        self.rows("messages", "dispatchers_since", &sql, [since_ts], |r| {
-            r.get(0)
-        })
-    }
-
-    fn ledger_senders(&self, since_ts: i64) -> Result<Vec<String>, StoreError> {
-        self.rows(
-            "contracts",
-            "ledger_senders",
-            "SELECT DISTINCT sender FROM contracts INDEXED BY contracts_open
-               WHERE answer_id IS NULL AND ack = 0 AND ts >= ?1 ORDER BY sender",
-            [since_ts],
-            |r| r.get(0),
-        )
-    }
-
-    fn ledger_reaped(&self) -> Result<Vec<ReapedContract>, StoreError> {
-        self.rows(
-            "contracts",
-            "ledger_reaped",
-            "SELECT sender, id, assignee, ts, reaped_ts, COALESCE(reaped_reason, '')
-               FROM contracts WHERE reaped_ts IS NOT NULL ORDER BY id",
-            [],
-            |r| {
-                Ok(ReapedContract {
-                    sender: r.get(0)?,
-                    id: r.get(1)?,
-                    assignee: r.get(2)?,
-                    ts: r.get(3)?,
-                    reaped_ts: r.get(4)?,
-                    reason: r.get(5)?,
-                })
-            },
-        )
-    }
-
-    fn ledger_groups(&self, q: &LedgerQuery) -> Result<Vec<OpenGroup>, StoreError> {
-        // Counted per assignee on the open index, which covers every column used unless a
-        // project is asked for (then each row is read): the supersession cut is looked up once
-        // per assignee, not per row.
-        let project = if q.project.is_some() {
-            "AND c.project = ?3"
-        } else {
-            "AND ?3 IS NULL"
-        };
-        let open = format!(
-            "FROM contracts c INDEXED BY contracts_open
-              WHERE c.sender = ?1 AND c.assignee = g.assignee AND c.answer_id IS NULL
-                AND c.ack = 0 AND c.ts >= ?2 {project}"
-        );
-        let cut = "max(COALESCE(p.last_reply, 0), COALESCE(p.last_answered, 0))";
-        let sql = format!(
-            "WITH g AS (
-                 SELECT c.assignee AS assignee, count(*) AS n
-                   FROM contracts c INDEXED BY contracts_open
-                  WHERE c.sender = ?1 AND c.answer_id IS NULL AND c.ack = 0 AND c.ts >= ?2
-                        {project}
-                  GROUP BY c.assignee)
-             SELECT g.assignee, g.n,
-                    (SELECT count(*) {open} AND c.ts < ?4 AND c.id < {cut}),
-                    CASE WHEN ?5 IS NULL THEN 0 ELSE
-                      (SELECT count(*) {open} AND c.ts <= ?5
-                          AND NOT (c.ts < ?4 AND c.id < {cut})) END
-               FROM g LEFT JOIN contract_peers p ON p.sender = ?1 AND p.peer = g.assignee
-              ORDER BY g.assignee"
-        );
-        self.rows(
-            "contracts",
-            "ledger_groups",
-            &sql,
-            params![
-                q.sender,
-                q.since_ts,
-                q.project,
-                q.supersede_cut,
-                q.overdue_cut
-            ],
-            |r| {
-                Ok(OpenGroup {
-                    assignee: r.get(0)?,
-                    open: r.get(1)?,
-                    superseded: r.get(2)?,
-                    overdue: r.get(3)?,
-                })
-            },
-        )
-    }
-
-    fn ledger_counts(&self, q: &LedgerQuery) -> Result<LedgerCounts, StoreError> {
-        let sql = format!(
-            "SELECT count(answer_id), COALESCE(sum(answer_id IS NULL AND ack = 1), 0)
-               FROM contracts
-              WHERE sender = ?1 AND id >= {WINDOW_FIRST_ID} AND ts >= ?2
-                AND (?3 IS NULL OR project = ?3)
-                AND (answer_id IS NOT NULL OR ack = 1)"
-        );
-        Ok(self
-            .row(
-                "contracts",
-                "ledger_counts",
-                &sql,
-                params![q.sender, q.since_ts, q.project],
-                |r| {
-                    Ok(LedgerCounts {
-                        answered: r.get(0)?,
-                        ack: r.get(1)?,
-                    })
-                },
-            )?
-            .unwrap_or_default())
-    }
-
-    fn ledger_rows(
-        &self,
-        q: &LedgerQuery,
-        after: i64,
-        limit: usize,
-        open_only: bool,
-    ) -> Result<Vec<ContractRow>, StoreError> {
-        let (from, filter) = if open_only {
-            (
-                "contracts c INDEXED BY contracts_open",
-                "AND c.answer_id IS NULL AND c.ack = 0",
-            )
-        } else {
-            ("contracts c", "")
-        };
-        let sql = format!(
-            "SELECT c.id, c.ts, c.sender, c.assignee, c.project, m.text, m.re, m.kind, m.wake,
-                    c.ack, c.answer_id, a.ts, a.text, c.reaped_ts, c.reaped_reason, {OVERTAKEN}
-               FROM {from}
-               LEFT JOIN messages m ON m.id = c.id
-               LEFT JOIN messages a ON a.id = c.answer_id
-               LEFT JOIN contract_peers p ON p.sender = c.sender AND p.peer = c.assignee
-              WHERE c.sender = ?1 AND c.ts >= ?2 AND (?3 IS NULL OR c.project = ?3)
-                AND c.id > max(?4, {WINDOW_FIRST_ID} - 1) {filter}
-              ORDER BY c.id LIMIT ?5"
-        );
-        self.rows(
-            "contracts",
-            "ledger_rows",
-            &sql,
-            params![q.sender, q.since_ts, q.project, after, sql_limit(limit)],
-            contract_row,
-        )
-    }
-
-    fn messages_citing(&self, card: i64, limit: usize) -> Result<Vec<Message>, StoreError> {
-        let sql = format!(
-            "SELECT {MSG_COLS} FROM messages WHERE id IN (
-                 SELECT msg_id FROM message_refs WHERE card_id = ?1
-                 ORDER BY msg_id DESC LIMIT ?2)
-             ORDER BY id"
-        );
-        self.rows(
-            "messages",
-            "messages_citing",
-            &sql,
-            params![card, sql_limit(limit)],
-            message_row,
-        )
-    }
-
-    fn peer(&self, session: &str) -> Result<Option<Peer>, StoreError> {
-        let row = self.row(
-            "peers",
-            "peer",
-            "SELECT session, last_seen, delivered_up_to, data FROM peers WHERE session = ?1",
-            [session],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )?;
-        row.map(peer_row).transpose()
-    }
-
-    fn peers(&self) -> Result<Vec<Peer>, StoreError> {
-        let rows: Vec<PeerRow> = self.rows(
-            "peers",
-            "peers",
-            "SELECT session, last_seen, delivered_up_to, data FROM peers ORDER BY session",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )?;
-        rows.into_iter().map(peer_row).collect()
-    }
-
-    fn card(&self, id: i64) -> Result<Option<Card>, StoreError> {
-        let row = self.row(
-            "cards",
-            "card",
-            "SELECT id, data FROM cards WHERE id = ?1",
-            [id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
-        row.map(card_row).transpose()
-    }
-
-    fn cards(&self, filter: &CardFilter) -> Result<Vec<Card>, StoreError> {
-        let mut sql = String::from("SELECT id, data FROM cards WHERE 1 = 1");
-        let mut args: Vec<SqlValue> = Vec::new();
-        if let Some(p) = &filter.project {
-            args.push(SqlValue::Text(p.clone()));
-            sql.push_str(&format!(" AND project = ?{}", args.len()));
-        }
-        if let Some(a) = &filter.assignee {
-            args.push(SqlValue::Text(a.clone()));
-            sql.push_str(&format!(" AND assignee = ?{}", args.len()));
-        }
-        if let Some(ids) = &filter.ids {
-            sql.push_str(" AND id IN (");
-            for (i, id) in ids.iter().enumerate() {
-                args.push(SqlValue::Integer(*id));
-                sql.push_str(&format!("{}?{}", if i == 0 { "" } else { "," }, args.len()));
-            }
-            sql.push(')');
-        }
-        if let Some(statuses) = &filter.statuses {
-            sql.push_str(" AND status IN (");
-            for (i, s) in statuses.iter().enumerate() {
-                args.push(SqlValue::Text(s.clone()));
-                sql.push_str(&format!("{}?{}", if i == 0 { "" } else { "," }, args.len()));
-            }
-            sql.push(')');
-        }
-        sql.push_str(" ORDER BY id");
-        let rows: Vec<(i64, String)> =
-            self.rows("cards", "cards", &sql, params_from_iter(args), |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })?;
-        rows.into_iter().map(card_row).collect()
-    }
-
-    fn events(&self, filter: &EventFilter) -> Result<Vec<Event>, StoreError> {
-        let mut sql = format!("SELECT {EVENT_COLS} FROM events WHERE 1 = 1");
-        let mut args: Vec<SqlValue> = Vec::new();
-        if let Some(p) = &filter.project {
-            args.push(SqlValue::Text(p.clone()));
-            sql.push_str(&format!(" AND project = ?{}", args.len()));
-        }
-        if let Some(by) = &filter.by {
-            args.push(SqlValue::Text(by.clone()));
-            sql.push_str(&format!(" AND by_s = ?{}", args.len()));
-        }
-        if let Some(since) = filter.since {
-            args.push(SqlValue::Integer(since));
-            sql.push_str(&format!(" AND id > ?{}", args.len()));
-        }
-        if let Some(types) = &filter.types {
-            // Exact names in one IN list; `presence.`-style prefixes as index ranges.
-            let mut alts: Vec<String> = Vec::new();
-            let mut exact: Vec<String> = Vec::new();
-            for t in types {
-                if t.ends_with('.') {
-                    args.push(SqlValue::Text(t.clone()));
-                    let lo = args.len();
-                    match prefix_upper_bound(t) {
-                        Some(hi) => {
-                            args.push(SqlValue::Text(hi));
-                            alts.push(format!("(type >= ?{lo} AND type < ?{})", args.len()));
-                        }
-                        None => alts.push(format!("type >= ?{lo}")),
-                    }
-                } else {
-                    args.push(SqlValue::Text(t.clone()));
-                    exact.push(format!("?{}", args.len()));
-                }
-            }
-            if !exact.is_empty() {
-                alts.push(format!("type IN ({})", exact.join(",")));
-            }
-            if alts.is_empty() {
-                // An empty type list matches nothing.
-                return Ok(Vec::new());
-            }
-            sql.push_str(&format!(" AND ({})", alts.join(" OR ")));
-        }
-        if let Some(task) = filter.task_id {
-            args.push(SqlValue::Integer(task));
-            let n = args.len();
-            if filter.card_events_only {
-                sql.push_str(&format!(" AND task_id = ?{n}"));
-            } else {
-                sql.push_str(&format!(
-                    " AND (task_id = ?{n} OR id IN (SELECT event_id FROM event_refs WHERE card_id = ?{n}))"
-                ));
-            }
-        }
-        args.push(SqlValue::Integer(sql_limit(filter.limit)));
-        sql.push_str(&format!(" ORDER BY id DESC LIMIT ?{}", args.len()));
-        let rows: Vec<EventRow> =
-            self.rows("events", "events", &sql, params_from_iter(args), |r| {
-                EventRow::try_from(r)
-            })?;
-        let mut events = rows
-            .into_iter()
-            .map(event_row)
-            .collect::<Result<Vec<_>, _>>()?;
-        events.reverse();
-        Ok(events)
-    }
-
-    fn latest_event_id(&self) -> Result<i64, StoreError> {
-        self.sequence("events")
-    }
-
-    fn lessons(&self, scopes: &[String]) -> Result<Vec<Lesson>, StoreError> {
-        if scopes.is_empty() {
-            return Ok(Vec::new());
-        }
-        let marks: Vec<String> = (1..=scopes.len()).map(|i| format!("?{i}")).collect();
-        let sql = format!(
-            "SELECT id, scope, text, by_s, ts, project FROM lessons
-               WHERE scope IN ({}) ORDER BY id",
-            marks.join(",")
-        );
-        self.rows(
-            "lessons",
-            "lessons",
-            &sql,
-            params_from_iter(scopes.iter()),
-            lesson_row,
-        )
-    }
-
-    fn kv_prefix(&self, prefix: &str) -> Result<Vec<(String, Value)>, StoreError> {
-        // Every key starting with `prefix` sorts in [prefix, prefix + U+10FFFF).
-        let upper = format!("{prefix}\u{10FFFF}");
-        let raw: Vec<(String, String)> = self.rows(
-            "kv",
-            "kv_prefix",
-            "SELECT key, value FROM kv WHERE key >= ?1 AND key < ?2 ORDER BY key",
-            [prefix, upper.as_str()],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
-        raw.into_iter().map(|(k, v)| decode_kv(k, &v)).collect()
-    }
-
-    fn kv(&self, key: &str) -> Result<Option<Value>, StoreError> {
-        let raw: Option<String> = self.row(
-            "kv",
-            "kv",
-            "SELECT value FROM kv WHERE key = ?1",
-            [key],
-            |r| r.get(0),
-        )?;
-        raw.map(|s| decode_json("kv", key, &s)).transpose()
-    }
-
-    fn op(&self, id: &str) -> Result<Option<OpRecord>, StoreError> {
-        let row: Option<(String, i64, i64, String)> = self.row(
-            "ops",
-            "op",
-            "SELECT id, ts, code, body FROM ops WHERE id = ?1",
-            [id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )?;
-        row.map(|(id, ts, code, body)| decode_op(id, ts, code, &body))
-            .transpose()
-    }
-
-    fn all_lessons(&self) -> Result<Vec<Lesson>, StoreError> {
-        self.rows(
-            "lessons",
-            "all_lessons",
-            "SELECT id, scope, text, by_s, ts, project FROM lessons ORDER BY id",
-            [],
-            lesson_row,
-        )
-    }
-
-    fn counts(&self) -> Result<Counts, StoreError> {
-        let count = |table: &'static str, sql: &str| -> Result<i64, StoreError> {
-            Ok(self
-                .row(table, "counts", sql, [], |r| r.get(0))?
-                .unwrap_or(0))
-        };
-        let deleted = |name: &str| -> Result<i64, StoreError> {
-            Ok(self
-                .row(
-                    "counters",
-                    "counts",
-                    "SELECT n FROM counters WHERE name = ?1",
-                    [name],
-                    |r| r.get(0),
-                )?
-                .unwrap_or(0))
-        };
-        Ok(Counts {
-            messages: self.sequence("messages")? - deleted("messages_deleted")?,
-            events: self.sequence("events")? - deleted("events_deleted")?,
-            peers: count("peers", "SELECT count(*) FROM peers")?,
-            cards: count("cards", "SELECT count(*) FROM cards")?,
-            lessons: count("lessons", "SELECT count(*) FROM lessons")?,
-        })
-    }
-}
+impl ReadTx for SqlTx<'_> {}
 
 impl WriteTx for SqlTx<'_> {
-    fn record_turn(
-        &mut self,
-        ts: i64,
-        turn: &trantor_proto::TurnReport,
-    ) -> Result<bool, StoreError> {
-        self.record_turn_impl(ts, turn)
-    }
-
-    fn append_delivery(
-        &mut self,
-        id: i64,
-        entry: &trantor_proto::DeliveryEntry,
-    ) -> Result<(), StoreError> {
-        self.append_delivery_impl(id, entry)
-    }
-
-    fn set_delivery_fence(
-        &mut self,
-        session: &str,
-        instance: &str,
-        ts: i64,
-    ) -> Result<Option<String>, StoreError> {
-        self.set_delivery_fence_impl(session, instance, ts)
+    fn insert_message(&mut self, msg: NewMessage, refs: &[i64]) -> Result<Message, StoreError> {
+        let mut stored = msg.stored_as(0);
+        stored.id = self.insert(
+            ("messages", "insert_message"),
+            "INSERT INTO messages(ts, from_s, to_s, project, text, re, kind, wake)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            binds(&message_args(&stored)),
+        )?;
+        self.last_message = Some((stored.id, stored.text.clone()));
+        self.ledger_on_message(&stored)?;
+        self.insert_refs(MESSAGE_REFS, stored.id, refs)?;
+        Ok(stored)
     }
 
     fn put_message(&mut self, msg: &Message, refs: &[i64]) -> Result<bool, StoreError> {
         let before = self.sequence("messages")?;
+        let id = [Arg::Int(msg.id)];
+        let args = message_args(msg);
         let n = self.exec(
-            "messages",
-            "put_message",
+            ("messages", "put_message"),
             "INSERT OR IGNORE INTO messages(id, ts, from_s, to_s, project, text, re, kind, wake)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            params![
-                msg.id,
-                msg.ts,
-                msg.from,
-                msg.to,
-                msg.project,
-                msg.text,
-                msg.re,
-                msg.kind,
-                msg.wake
-            ],
+            rusqlite::params_from_iter(id.iter().chain(&args).map(Bind)),
         )?;
         if n == 0 {
             return Ok(false);
@@ -1009,166 +417,13 @@ impl WriteTx for SqlTx<'_> {
         let shift = (after - before) - 1;
         if shift != 0 {
             self.exec(
-                "counters",
-                "put_message",
+                ("counters", "put_message"),
                 "UPDATE counters SET n = n + ?1 WHERE name = 'messages_deleted'",
                 [shift],
             )?;
         }
-        for card in refs {
-            self.exec(
-                "message_refs",
-                "insert",
-                "INSERT OR IGNORE INTO message_refs(card_id, msg_id) VALUES (?1, ?2)",
-                params![card, msg.id],
-            )?;
-        }
+        self.insert_refs(MESSAGE_REFS, msg.id, refs)?;
         Ok(true)
-    }
-
-    fn insert_message(&mut self, msg: NewMessage, refs: &[i64]) -> Result<Message, StoreError> {
-        let id: i64 = self.insert(
-            "messages",
-            "insert_message",
-            "INSERT INTO messages(ts, from_s, to_s, project, text, re, kind, wake)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![
-                msg.ts,
-                msg.from,
-                msg.to,
-                msg.project,
-                msg.text,
-                msg.re,
-                msg.kind,
-                msg.wake
-            ],
-        )?;
-        self.last_message = Some((id, msg.text.clone()));
-        let stored = msg.stored_as(id);
-        self.ledger_on_message(&stored)?;
-        for card in refs {
-            self.exec(
-                "message_refs",
-                "insert",
-                "INSERT OR IGNORE INTO message_refs(card_id, msg_id) VALUES (?1, ?2)",
-                params![card, id],
-            )?;
-        }
-        Ok(stored)
-    }
-
-    fn put_peer(&mut self, peer: &Peer) -> Result<(), StoreError> {
-        let data = encode("peers", peer)?;
-        self.exec(
-            "peers",
-            "put_peer",
-            "INSERT INTO peers(session, last_seen, delivered_up_to, data) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT(session) DO UPDATE SET
-                 last_seen = excluded.last_seen,
-                 data = excluded.data,
-                 delivered_up_to = max(peers.delivered_up_to, excluded.delivered_up_to)",
-            params![peer.session, peer.last_seen, peer.delivered_up_to, data],
-        )?;
-        Ok(())
-    }
-
-    fn raise_delivered(&mut self, session: &str, up_to: i64) -> Result<i64, StoreError> {
-        // An unknown session gets a bare row (last_seen 0) so its ledger is never lost; the
-        // hub's peer TTL keeps such a row out of `/peers`.
-        let v: Option<i64> = self.row(
-            "peers",
-            "raise_delivered",
-            "INSERT INTO peers(session, last_seen, delivered_up_to, data) VALUES (?1, 0, ?2, '{}')
-             ON CONFLICT(session) DO UPDATE SET
-                 delivered_up_to = max(peers.delivered_up_to, excluded.delivered_up_to)
-             RETURNING delivered_up_to",
-            params![session, up_to],
-            |r| r.get(0),
-        )?;
-        v.ok_or_else(|| StoreError::db("peers: raise_delivered returned no row"))
-    }
-
-    fn delete_anonymous_peers_before(&mut self, last_seen: i64) -> Result<Vec<String>, StoreError> {
-        self.rows(
-            "peers",
-            "delete_anonymous_peers_before",
-            "DELETE FROM peers WHERE last_seen < ?1
-                 AND coalesce(json_extract(data, '$.registered'), 0) = 0
-             RETURNING session",
-            [last_seen],
-            |r| r.get(0),
-        )
-    }
-
-    fn delete_peers_before(&mut self, last_seen: i64) -> Result<Vec<String>, StoreError> {
-        self.rows(
-            "peers",
-            "delete_peers_before",
-            "DELETE FROM peers WHERE last_seen < ?1 RETURNING session",
-            [last_seen],
-            |r| r.get(0),
-        )
-    }
-
-    fn insert_card(&mut self, mut card: Card) -> Result<Card, StoreError> {
-        // The id is only known after the insert, so the JSON is written in a second statement
-        // (cards are rare writes; the JSON copy of the id is overridden by the column on read
-        // anyway).
-        let id: i64 = self.insert(
-            "cards",
-            "insert_card",
-            "INSERT INTO cards(project, status, assignee, updated, data)
-                 VALUES (?1, ?2, ?3, ?4, '{}')",
-            params![
-                card.project,
-                card.status.as_str(),
-                card.assignee,
-                card.updated
-            ],
-        )?;
-        card.id = id;
-        let data = encode("cards", &card)?;
-        self.exec(
-            "cards",
-            "insert_card",
-            "UPDATE cards SET data = ?2 WHERE id = ?1",
-            params![id, data],
-        )?;
-        Ok(card)
-    }
-
-    fn put_card(&mut self, card: &Card) -> Result<(), StoreError> {
-        // An upsert: replacing a missing id inserts it (how an import keeps the original ids;
-        // AUTOINCREMENT then continues above the highest id).
-        let data = encode("cards", card)?;
-        self.exec(
-            "cards",
-            "put_card",
-            "INSERT INTO cards(id, project, status, assignee, updated, data)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-             ON CONFLICT(id) DO UPDATE SET
-                 project = excluded.project, status = excluded.status,
-                 assignee = excluded.assignee, updated = excluded.updated, data = excluded.data",
-            params![
-                card.id,
-                card.project,
-                card.status.as_str(),
-                card.assignee,
-                card.updated,
-                data
-            ],
-        )?;
-        Ok(())
-    }
-
-    fn delete_card(&mut self, id: i64) -> Result<(), StoreError> {
-        self.exec(
-            "cards",
-            "delete_card",
-            "DELETE FROM cards WHERE id = ?1",
-            [id],
-        )?;
-        Ok(())
     }
 
     fn insert_event(&mut self, mut event: NewEvent) -> Result<Event, StoreError> {
@@ -1188,8 +443,7 @@ impl WriteTx for SqlTx<'_> {
             event.data.insert("text".into(), text);
         }
         let id: i64 = self.insert(
-            "events",
-            "insert_event",
+            ("events", "insert_event"),
             "INSERT INTO events(ts, type, project, by_s, task_id, data, msg_id, text_chars)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![
@@ -1203,84 +457,42 @@ impl WriteTx for SqlTx<'_> {
                 text_chars
             ],
         )?;
-        for card in &event.refs {
-            self.exec(
-                "event_refs",
-                "insert",
-                "INSERT OR IGNORE INTO event_refs(card_id, event_id) VALUES (?1, ?2)",
-                params![card, id],
-            )?;
-        }
-        Ok(Event {
-            id,
-            ts: event.ts,
-            kind: event.kind,
-            project: event.project,
-            by: event.by,
-            data: event.data,
-        })
+        self.insert_refs(EVENT_REFS, id, &event.refs)?;
+        Ok(event.stored_as(id))
     }
 
-    fn insert_lesson(&mut self, mut lesson: Lesson) -> Result<Lesson, StoreError> {
-        let id: i64 = self.insert(
-            "lessons",
-            "insert_lesson",
-            "INSERT INTO lessons(scope, text, by_s, ts, project)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+    fn append_delivery(&mut self, id: i64, e: &DeliveryEntry) -> Result<(), StoreError> {
+        let seq = self.insert(
+            ("delivery", "append"),
+            "INSERT INTO delivery(msg_id, state, ts, session, instance, turn, pid, outcome, reason)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             params![
-                lesson.scope,
-                lesson.text,
-                lesson.by,
-                lesson.ts,
-                lesson.project
+                id,
+                e.state.as_str(),
+                e.ts,
+                e.session,
+                e.instance,
+                e.turn.map(|t| i64::try_from(t).unwrap_or(i64::MAX)),
+                e.pid.map(i64::from),
+                e.outcome,
+                e.reason
             ],
         )?;
-        lesson.id = id;
-        Ok(lesson)
-    }
-
-    fn set_kv(&mut self, key: &str, value: &Value) -> Result<(), StoreError> {
-        let data = encode("kv", value)?;
-        self.exec(
-            "kv",
-            "set_kv",
-            "INSERT INTO kv(key, value) VALUES (?1, ?2)
-             ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            params![key, data],
-        )?;
+        if e.state.is_terminal() {
+            self.exec(
+                ("delivery_open", "close"),
+                "DELETE FROM delivery_open WHERE msg_id = ?1",
+                [id],
+            )?;
+        } else {
+            self.exec(
+                ("delivery_open", "open"),
+                "INSERT INTO delivery_open(msg_id, session, seq) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(msg_id) DO UPDATE SET seq = excluded.seq",
+                params![id, e.session, seq],
+            )?;
+        }
         Ok(())
-    }
-
-    fn put_op(&mut self, op: &OpRecord) -> Result<(), StoreError> {
-        let body = encode("ops", &op.body)?;
-        self.exec(
-            "ops",
-            "put_op",
-            // First final record wins; a pending marker (code 0) is replaced by the reply.
-            "INSERT INTO ops(id, ts, code, body) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT(id) DO UPDATE SET ts = excluded.ts, code = excluded.code,
-                 body = excluded.body
-             WHERE ops.code = 0",
-            params![op.id, op.ts, op.code, body],
-        )?;
-        Ok(())
-    }
-
-    fn mark_reaped(
-        &mut self,
-        sender: &str,
-        id: i64,
-        ts: i64,
-        reason: &str,
-    ) -> Result<bool, StoreError> {
-        let n = self.exec(
-            "contracts",
-            "mark_reaped",
-            "UPDATE contracts SET reaped_ts = ?3, reaped_reason = ?4
-               WHERE sender = ?1 AND id = ?2 AND reaped_ts IS NULL",
-            params![sender, id, ts, reason],
-        )?;
-        Ok(n > 0)
     }
 
     fn prune(&mut self, before_ts: i64, ops_before_ts: i64) -> Result<PruneReport, StoreError> {
@@ -1288,8 +500,7 @@ impl WriteTx for SqlTx<'_> {
         // no peer row makes the subquery NULL, so its messages are kept (never read = never
         // pruned).
         let messages = self.exec(
-            "messages",
-            "prune",
+            ("messages", "prune"),
             &format!(
                 "DELETE FROM messages WHERE ts < ?1 AND (
                      to_s = '{BROADCAST}'
@@ -1300,14 +511,12 @@ impl WriteTx for SqlTx<'_> {
         // INDEXED BY: the planner would otherwise pick the task_id index (IS NULL), which walks
         // every non-card event instead of the old ones.
         let events = self.exec(
-            "events",
-            "prune",
+            ("events", "prune"),
             "DELETE FROM events INDEXED BY events_ts WHERE ts < ?1 AND task_id IS NULL",
             [before_ts],
         )?;
         let ops = self.exec(
-            "ops",
-            "prune",
+            ("ops", "prune"),
             "DELETE FROM ops WHERE ts < ?1",
             [ops_before_ts],
         )?;

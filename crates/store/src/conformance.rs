@@ -626,7 +626,7 @@ pub async fn board_and_documents<S: Store>(s: &S) {
     );
     assert_eq!(
         list(CardFilter {
-            statuses: Some(vec!["todo".into()]),
+            statuses: Some(vec![trantor_proto::CardStatus::Todo]),
             assignee: Some("a".into()),
             ..Default::default()
         })

@@ -14,26 +14,35 @@
 //! As atuin keeps its server database trait apart from each database, this crate holds what
 //! every backend shares and one crate per backend stands beside it, holding only what differs:
 //!
-//! - here: the traits ([`Store`], [`ReadTx`], [`WriteTx`]) and their types; [`worker`], the
-//!   job queues and loops of the writer and reader threads; [`migrate`], the schema migration
-//!   runner; [`rows`], the decoding of stored rows; and (feature `conformance`) the conformance
-//!   suite every backend runs, [`conformance_suite!`].
+//! - here: the traits ([`Store`], [`ReadTx`], [`WriteTx`]) and their types; every query and
+//!   write that is the same in every backend, as the transaction traits' default methods over
+//!   the backend's statements ([`sql`]: its SQL text for each statement and its driver, the
+//!   dynamic filters built once); [`rows`], the decoding of the rows read; [`worker`], the job
+//!   queues and loops of the writer and reader threads, and the [`Store`] of a backend that
+//!   runs its transactions on them; [`migrate`], the schema migration runner; and (feature
+//!   `conformance`) the conformance suite every backend runs, [`conformance_suite!`].
 //! - `trantor-store-sqlite`: the embedded file (WAL), the default.
 //! - `trantor-store-postgres`: PostgreSQL, for several hubs on one database.
+//!
+//! A backend crate holds its SQL (a table from [`sql::Stmt`] to its dialect), its driver (how
+//! a statement runs, its parameters bind and its columns read), the writes whose steps differ
+//! (inserting a message, an event or a delivery state, and retention), its worker threads'
+//! transactions, and its schema.
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod migrate;
 pub mod rows;
+pub mod sql;
+mod tx;
 pub mod worker;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::future::Future;
-use trantor_proto::{
-    Card, CostSummary, DeliveryEntry, DeliveryOpenItem, Event, Lesson, Message, Peer, TurnReport,
-};
+use trantor_proto::{CardStatus, Event, Message};
 
+pub use tx::{ReadTx, WriteTx};
 pub use worker::panic_message;
 
 /// The underlying error of a [`StoreError`], shared so a batch that failed as a whole can give
@@ -180,6 +189,20 @@ pub struct NewEvent {
     pub data: serde_json::Map<String, Value>,
 }
 
+impl NewEvent {
+    /// The stored event, once the store has assigned `id`.
+    pub fn stored_as(self, id: i64) -> Event {
+        Event {
+            id,
+            ts: self.ts,
+            kind: self.kind,
+            project: self.project,
+            by: self.by,
+            data: self.data,
+        }
+    }
+}
+
 /// Which cards to list.
 #[derive(Debug, Clone, Default)]
 pub struct CardFilter {
@@ -188,7 +211,7 @@ pub struct CardFilter {
     /// Only these ids.
     pub ids: Option<Vec<i64>>,
     /// Only these statuses.
-    pub statuses: Option<Vec<String>>,
+    pub statuses: Option<Vec<CardStatus>>,
     /// Only this assignee.
     pub assignee: Option<String>,
 }
@@ -402,209 +425,6 @@ pub enum CostBy {
     Day,
     /// Per credential (key: its name, `""` when none was named).
     Credential,
-}
-
-/// Add one row of a grouped cost read to `s` (the backends read the sums as i64 and a few
-/// flags; this is where they become a [`CostSummary`]).
-#[allow(clippy::too_many_arguments)]
-pub fn cost_summary_of(
-    input: i64,
-    output: i64,
-    cache_read: i64,
-    cache_write: i64,
-    usd: f64,
-    turns: i64,
-    unknown: i64,
-    estimated: bool,
-) -> CostSummary {
-    let u = |v: i64| u64::try_from(v).unwrap_or(0);
-    CostSummary {
-        tokens_in: u(input)
-            .saturating_add(u(cache_read))
-            .saturating_add(u(cache_write)),
-        tokens_out: u(output),
-        cache_read: u(cache_read),
-        cache_write: u(cache_write),
-        usd,
-        turns: u(turns),
-        unknown: u(unknown),
-        estimated,
-    }
-}
-
-/// The UTC day (`YYYY-MM-DD`) of day number `day` (days since the epoch), for [`CostBy::Day`].
-pub fn day_key(day: i64) -> String {
-    let (y, m, d) = trantor_proto::date::civil_from_days(day);
-    format!("{y:04}-{m:02}-{d:02}")
-}
-
-/// Queries available inside any transaction.
-pub trait ReadTx {
-    /// The highest message id ever assigned (0 when none), even if that message was pruned.
-    fn tip(&self) -> Result<i64, StoreError>;
-    /// Messages deliverable to `session` (to it or to `all`, not from it) with `id > since`,
-    /// oldest first, at most `limit`.
-    fn messages_for(
-        &self,
-        session: &str,
-        since: i64,
-        limit: usize,
-    ) -> Result<Vec<Message>, StoreError>;
-    /// One message.
-    fn message(&self, id: i64) -> Result<Option<Message>, StoreError>;
-    /// The newest `limit` messages of every kind, oldest first.
-    fn recent_messages(&self, limit: usize) -> Result<Vec<Message>, StoreError>;
-    /// Direct messages (not to `all`) sent by or to `session` with `ts >= since_ts`, oldest first.
-    fn direct_messages_involving(
-        &self,
-        session: &str,
-        since_ts: i64,
-    ) -> Result<Vec<Message>, StoreError>;
-    /// Direct messages with `from_ts <= ts <= until_ts` that their recipient has not read yet
-    /// (its `deliveredUpTo` is below the id, or it has no peer row), oldest first, at most
-    /// `limit`. Broadcasts, messages to or from `hub:*`, `wake:false`, `status` and `receipt`
-    /// messages are left out (for the duty service).
-    fn undelivered_direct(
-        &self,
-        from_ts: i64,
-        until_ts: i64,
-        limit: usize,
-    ) -> Result<Vec<Message>, StoreError>;
-    /// Sessions that sent a direct message with `ts >= since_ts` (for the contract reaper).
-    fn dispatchers_since(&self, since_ts: i64) -> Result<Vec<String>, StoreError>;
-    /// Senders with open contracts sent at or after `since_ts` (for the contract reaper; costs
-    /// the open contracts, not the traffic).
-    fn ledger_senders(&self, since_ts: i64) -> Result<Vec<String>, StoreError>;
-    /// Every contract the reaper recorded (a full scan: for `hub export`, not a route).
-    fn ledger_reaped(&self) -> Result<Vec<ReapedContract>, StoreError>;
-    /// The sender's open contracts in the window, counted per assignee (ordered by assignee).
-    fn ledger_groups(&self, q: &LedgerQuery) -> Result<Vec<OpenGroup>, StoreError>;
-    /// The sender's answered and ack contracts in the window, counted.
-    fn ledger_counts(&self, q: &LedgerQuery) -> Result<LedgerCounts, StoreError>;
-    /// Up to `limit` of the sender's contracts in the window with ids above `after`, oldest
-    /// first; `open_only` keeps the unanswered owed ones.
-    fn ledger_rows(
-        &self,
-        q: &LedgerQuery,
-        after: i64,
-        limit: usize,
-        open_only: bool,
-    ) -> Result<Vec<ContractRow>, StoreError>;
-    /// The newest `limit` messages citing card `#card`, oldest first.
-    fn messages_citing(&self, card: i64, limit: usize) -> Result<Vec<Message>, StoreError>;
-    /// One peer row.
-    fn peer(&self, session: &str) -> Result<Option<Peer>, StoreError>;
-    /// Every peer row.
-    fn peers(&self) -> Result<Vec<Peer>, StoreError>;
-    /// One card.
-    fn card(&self, id: i64) -> Result<Option<Card>, StoreError>;
-    /// Cards matching the filter, by id ascending.
-    fn cards(&self, filter: &CardFilter) -> Result<Vec<Card>, StoreError>;
-    /// Events matching the filter, oldest first.
-    fn events(&self, filter: &EventFilter) -> Result<Vec<Event>, StoreError>;
-    /// The newest event id (0 when none).
-    fn latest_event_id(&self) -> Result<i64, StoreError>;
-    /// Lessons whose scope is one of `scopes`, oldest first.
-    fn lessons(&self, scopes: &[String]) -> Result<Vec<Lesson>, StoreError>;
-    /// A small named JSON document (policy, project briefs, phase goals, …).
-    fn kv(&self, key: &str) -> Result<Option<Value>, StoreError>;
-    /// Every small document whose key starts with `prefix`, ordered by key (a project's phase
-    /// goals).
-    fn kv_prefix(&self, prefix: &str) -> Result<Vec<(String, Value)>, StoreError>;
-    /// The recorded outcome of an `_op`.
-    fn op(&self, id: &str) -> Result<Option<OpRecord>, StoreError>;
-    /// Row counts.
-    fn counts(&self) -> Result<Counts, StoreError>;
-    /// Every lesson, oldest first (for `trantor hub export`).
-    fn all_lessons(&self) -> Result<Vec<Lesson>, StoreError>;
-    /// The delivery record of message `id`, in append order (empty when none was written: a
-    /// broadcast, or a message older than the record).
-    fn delivery_states(&self, id: i64) -> Result<Vec<DeliveryEntry>, StoreError>;
-    /// The direct messages to `session` whose latest delivery state is not terminal (`consumed`,
-    /// `failed`), oldest first, at most `limit` (0: no limit), with how many there are in all.
-    fn delivery_open(
-        &self,
-        session: &str,
-        limit: usize,
-    ) -> Result<(Vec<DeliveryOpenItem>, i64), StoreError>;
-    /// The runner instance `session` is fenced to, if any.
-    fn delivery_fence(&self, session: &str) -> Result<Option<String>, StoreError>;
-    /// Every recorded turn with its hub time, oldest first (a full scan: for `hub export`, not
-    /// a route).
-    fn all_turns(&self) -> Result<Vec<(i64, TurnReport)>, StoreError>;
-    /// The recorded turns matching `q`, added up per `by` group, at most `limit` groups (0: no
-    /// limit), largest dollars first (then key). [`CostBy::Total`] is one group (all zeros when
-    /// nothing matches).
-    fn cost(
-        &self,
-        q: &CostQuery,
-        by: CostBy,
-        limit: usize,
-    ) -> Result<Vec<(String, CostSummary)>, StoreError>;
-}
-
-/// Changes available inside a write transaction.
-pub trait WriteTx: ReadTx {
-    /// Store a message, assigning the next id; `refs` are the card ids it cites.
-    fn insert_message(&mut self, msg: NewMessage, refs: &[i64]) -> Result<Message, StoreError>;
-    /// Insert or replace a peer row (the `deliveredUpTo` stored never decreases).
-    fn put_peer(&mut self, peer: &Peer) -> Result<(), StoreError>;
-    /// Raise a session's delivery ledger to `up_to` (never lowers it); returns the new value.
-    fn raise_delivered(&mut self, session: &str, up_to: i64) -> Result<i64, StoreError>;
-    /// Delete peers last seen before `last_seen`; returns their sessions.
-    fn delete_peers_before(&mut self, last_seen: i64) -> Result<Vec<String>, StoreError>;
-    /// Delete peers that never registered (`registered` unset) last seen before `last_seen`;
-    /// returns their sessions.
-    fn delete_anonymous_peers_before(&mut self, last_seen: i64) -> Result<Vec<String>, StoreError>;
-    /// Store a new card, assigning the next id (the given id is ignored).
-    fn insert_card(&mut self, card: Card) -> Result<Card, StoreError>;
-    /// Replace an existing card.
-    fn put_card(&mut self, card: &Card) -> Result<(), StoreError>;
-    /// Delete a card.
-    fn delete_card(&mut self, id: i64) -> Result<(), StoreError>;
-    /// Append an event, assigning the next id.
-    fn insert_event(&mut self, event: NewEvent) -> Result<Event, StoreError>;
-    /// Append a lesson, assigning the next id (ids are never reused).
-    fn insert_lesson(&mut self, lesson: Lesson) -> Result<Lesson, StoreError>;
-    /// Set a named JSON document.
-    fn set_kv(&mut self, key: &str, value: &Value) -> Result<(), StoreError>;
-    /// Record an `_op` outcome. The first final record (code ≠ 0) wins; a code-0 record is a
-    /// marker ("committed, reply pending") that a later record replaces.
-    fn put_op(&mut self, op: &OpRecord) -> Result<(), StoreError>;
-    /// Store a message under the id it already has (`trantor hub import`), with the card ids
-    /// it cites; `false` (and nothing changed) when a message with that id exists. Later
-    /// [`WriteTx::insert_message`] ids continue above the highest id, and the tip and counts
-    /// stay exact.
-    fn put_message(&mut self, msg: &Message, refs: &[i64]) -> Result<bool, StoreError>;
-    /// Record the reaper's verdict on contract `id` of `sender` (first record wins); returns
-    /// whether it was recorded now.
-    fn mark_reaped(
-        &mut self,
-        sender: &str,
-        id: i64,
-        ts: i64,
-        reason: &str,
-    ) -> Result<bool, StoreError>;
-    /// Append one state to message `id`'s delivery record (`entry.session` is its recipient).
-    /// The record is only ever appended to; a terminal state closes the message for
-    /// [`ReadTx::delivery_open`].
-    fn append_delivery(&mut self, id: i64, entry: &DeliveryEntry) -> Result<(), StoreError>;
-    /// Fence `session` to runner `instance` at `ts`; returns the instance it replaced (`None`
-    /// when there was none).
-    fn set_delivery_fence(
-        &mut self,
-        session: &str,
-        instance: &str,
-        ts: i64,
-    ) -> Result<Option<String>, StoreError>;
-    /// Record one finished turn's cost at hub time `ts`; `false` (and nothing changed) when a
-    /// turn with the same `(session, instance, turn)` is already recorded.
-    fn record_turn(&mut self, ts: i64, turn: &TurnReport) -> Result<bool, StoreError>;
-    /// Retention: remove messages older than `before_ts` that every recipient has read
-    /// (broadcasts, or direct messages at or below the recipient's `deliveredUpTo`) with their
-    /// delivery records, non-card events older than `before_ts`, and `_op` records older than
-    /// `ops_before_ts`.
-    fn prune(&mut self, before_ts: i64, ops_before_ts: i64) -> Result<PruneReport, StoreError>;
 }
 
 /// A persistent store for the hub.

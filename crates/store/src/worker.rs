@@ -7,14 +7,18 @@
 //! thread answers. The backend's writer thread takes the first queued [`WriteJob`], pulls in
 //! what else is queued ([`pull`]), runs the batch in one transaction of its own making, and then
 //! hands the outcome to [`finish_batch`] — so a reply is sent only after `COMMIT` returned.
+//!
+//! A backend's store handle keeps its queues and what it reports in a [`Shared`] and implements
+//! [`Backend`]; the [`Store`] it gets is written once, here.
 
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, mpsc};
+use std::thread::JoinHandle;
 
-use tokio::sync::oneshot;
+use tokio::sync::{broadcast, oneshot};
 
-use crate::{ReadTx, StoreError, WriteTx};
+use crate::{Change, LeaseStatus, ReadTx, Store, StoreError, WriteTx};
 
 /// A write closure bound to its reply channel, in two steps so the reply can wait for COMMIT.
 pub trait WriteJob: Send {
@@ -104,6 +108,14 @@ pub struct Workers<C> {
     reader: Option<mpsc::Sender<ReadJob<C>>>,
 }
 
+impl<C> Workers<C> {
+    /// Close both queues: the threads finish what is queued and end.
+    pub fn close(&mut self) {
+        self.writer.take();
+        self.reader.take();
+    }
+}
+
 impl<C: 'static> Workers<C> {
     /// New queues, with the receiving sides for the writer thread and the reader threads.
     pub fn new() -> (Workers<C>, mpsc::Receiver<BoxedWriteJob>, ReadQueue<C>) {
@@ -114,12 +126,6 @@ impl<C: 'static> Workers<C> {
             reader: Some(rtx),
         };
         (workers, wrx, Arc::new(Mutex::new(rrx)))
-    }
-
-    /// Close both queues: the threads finish what is queued and end.
-    pub fn close(&mut self) {
-        self.writer.take();
-        self.reader.take();
     }
 
     /// Queue `run` for a reader thread; resolves with its answer.
@@ -135,14 +141,7 @@ impl<C: 'static> Workers<C> {
         let job: ReadJob<C> = Box::new(move |conn: &mut C| {
             let _ = tx.send(run(conn));
         });
-        let sent = match &self.reader {
-            Some(s) => s.send(job).map_err(|_| StoreError::Closed),
-            None => Err(StoreError::Closed),
-        };
-        async move {
-            sent?;
-            rx.await.map_err(|_| StoreError::Closed)?
-        }
+        answer(self.reader.as_ref(), job, rx)
     }
 
     /// Queue the write closure `f` for the writer thread; resolves once its batch committed
@@ -161,14 +160,23 @@ impl<C: 'static> Workers<C> {
             out: None,
             reply: tx,
         });
-        let sent = match &self.writer {
-            Some(s) => s.send(job).map_err(|_| StoreError::Closed),
-            None => Err(StoreError::Closed),
-        };
-        async move {
-            sent?;
-            rx.await.map_err(|_| StoreError::Closed)?
-        }
+        answer(self.writer.as_ref(), job, rx)
+    }
+}
+
+/// Queue `job` on `queue` (`None`: closed) and resolve with the answer it sends on `rx`.
+fn answer<J, R>(
+    queue: Option<&mpsc::Sender<J>>,
+    job: J,
+    rx: oneshot::Receiver<Result<R, StoreError>>,
+) -> impl Future<Output = Result<R, StoreError>> + use<J, R> {
+    let sent = match queue {
+        Some(s) => s.send(job).map_err(|_| StoreError::Closed),
+        None => Err(StoreError::Closed),
+    };
+    async move {
+        sent?;
+        rx.await.map_err(|_| StoreError::Closed)?
     }
 }
 
@@ -209,5 +217,100 @@ pub fn finish_batch(batch: &mut Vec<BoxedWriteJob>, outcome: Result<(), StoreErr
     let err = outcome.err();
     for job in batch.drain(..) {
         job.finish(err.as_ref());
+    }
+}
+
+/// What a backend's store handle holds for its [`Store`]: the queues to its worker threads and
+/// what it reports.
+pub struct Shared<C> {
+    /// The queues to the worker threads.
+    pub workers: Workers<C>,
+    /// What [`Store::describe`] says.
+    pub describe: String,
+    /// The durability level in force ([`Store::synchronous`]).
+    pub synchronous: &'static str,
+    /// Where changes other processes commit are published ([`Store::watch`]); `None` when no
+    /// other process can write to the store.
+    pub changes: Option<broadcast::Sender<Change>>,
+    /// The periodic-work lease as last checked ([`Store::lease`]); `None` when this process is
+    /// the only writer.
+    pub lease: Option<Arc<Mutex<LeaseStatus>>>,
+    /// The threads serving the store, joined when it is dropped.
+    pub threads: Vec<JoinHandle<()>>,
+}
+
+impl<C> Drop for Shared<C> {
+    fn drop(&mut self) {
+        // Closing the queues ends the worker threads; joining makes "drop, then reopen" see
+        // everything they did finished.
+        self.workers.close();
+        let me = std::thread::current().id();
+        for t in self.threads.drain(..) {
+            // A closure that captured the last handle drops it on a store thread, which must
+            // not wait for itself.
+            if t.thread().id() == me {
+                continue;
+            }
+            if t.join().is_err() {
+                tracing::error!("a store thread panicked");
+            }
+        }
+    }
+}
+
+/// A store whose transactions run on worker threads: what a backend implements to be a
+/// [`Store`].
+pub trait Backend: Clone + Send + Sync + 'static {
+    /// What each reader thread owns (its connection).
+    type Conn: 'static;
+    /// The handle's queues and reports.
+    fn shared(&self) -> &Shared<Self::Conn>;
+    /// Run `f` in a read transaction (one consistent snapshot) on a reader's `conn`.
+    fn read_on<R>(
+        conn: &mut Self::Conn,
+        f: impl FnOnce(&dyn ReadTx) -> Result<R, StoreError>,
+    ) -> Result<R, StoreError>;
+}
+
+impl<B: Backend> Store for B {
+    fn read<R, F>(&self, f: F) -> impl Future<Output = Result<R, StoreError>> + Send
+    where
+        F: FnOnce(&dyn ReadTx) -> Result<R, StoreError> + Send + 'static,
+        R: Send + 'static,
+    {
+        self.shared()
+            .workers
+            .read(move |conn: &mut B::Conn| B::read_on(conn, f))
+    }
+
+    fn write<R, F>(&self, f: F) -> impl Future<Output = Result<R, StoreError>> + Send
+    where
+        F: FnOnce(&mut dyn WriteTx) -> Result<R, StoreError> + Send + 'static,
+        R: Send + 'static,
+    {
+        self.shared().workers.write(f)
+    }
+
+    fn describe(&self) -> String {
+        self.shared().describe.clone()
+    }
+
+    fn synchronous(&self) -> &'static str {
+        self.shared().synchronous
+    }
+
+    fn watch(&self) -> Option<broadcast::Receiver<Change>> {
+        self.shared()
+            .changes
+            .as_ref()
+            .map(broadcast::Sender::subscribe)
+    }
+
+    fn lease(&self) -> Option<LeaseStatus> {
+        let status = self.shared().lease.as_ref()?;
+        Some(match status.lock() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        })
     }
 }

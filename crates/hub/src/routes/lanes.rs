@@ -438,7 +438,7 @@ pub async fn sweep<S: Store>(
             };
             let cards = tx.cards(&CardFilter {
                 project,
-                statuses: Some(vec!["doing".into(), "testing".into()]),
+                statuses: Some(vec![CardStatus::Doing, CardStatus::Testing]),
                 ..CardFilter::default()
             })?;
             Ok((cards, tx.peers()?))

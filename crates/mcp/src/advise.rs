@@ -23,36 +23,40 @@ pub fn find_on_path(name: &str) -> Option<PathBuf> {
         })
 }
 
-async fn probe(agent: &'static str, path: PathBuf) -> CliInfo {
+/// What `<path> --version` printed, stdout then stderr. Its stdin is closed; past `within` it
+/// is killed and the error is [`std::io::ErrorKind::TimedOut`].
+pub async fn version_output(path: &Path, within: Duration) -> std::io::Result<String> {
     let out = tokio::time::timeout(
-        VERSION_TIMEOUT,
-        tokio::process::Command::new(&path)
+        within,
+        tokio::process::Command::new(path)
             .arg("--version")
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true)
             .output(),
     )
-    .await;
-    let text = match out {
-        Ok(Ok(o)) => format!(
-            "{}\n{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        ),
-        Ok(Err(e)) => {
-            return CliInfo {
-                agent: agent.into(),
-                version: None,
-                usable: false,
-                detail: format!("{} cannot run: {e}", path.display()),
+    .await
+    .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
+    Ok(format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    ))
+}
+
+async fn probe(agent: &'static str, path: PathBuf) -> CliInfo {
+    let text = match version_output(&path, VERSION_TIMEOUT).await {
+        Ok(t) => t,
+        Err(e) => {
+            let detail = if e.kind() == std::io::ErrorKind::TimedOut {
+                format!("`{} --version` gave no answer", path.display())
+            } else {
+                format!("{} cannot run: {e}", path.display())
             };
-        }
-        Err(_) => {
             return CliInfo {
                 agent: agent.into(),
                 version: None,
                 usable: false,
-                detail: format!("`{} --version` gave no answer", path.display()),
+                detail,
             };
         }
     };

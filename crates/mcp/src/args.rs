@@ -5,50 +5,41 @@
 //! ids with `#`, or send `"true"`; those are accepted rather than failing the call over a type
 //! quibble. The schema still advertises the proper type.
 
-use schemars::JsonSchema;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
+use trantor_proto::CardStatus;
+pub use trantor_proto::advise::DIFFICULTIES;
 
-/// The card statuses a tool may set (`stale` is the reaper's, not an agent's).
-pub const MOVABLE_STATUSES: [&str; 6] = ["todo", "doing", "testing", "failed", "done", "blocked"];
-
-/// The status a tool argument names, read as the hub reads it (trimmed, any case), when it is
-/// one of [`MOVABLE_STATUSES`]; else the tool's error, naming the allowed ones.
-pub fn movable_status(s: &str) -> Result<trantor_proto::CardStatus, String> {
-    match s.parse::<trantor_proto::CardStatus>() {
-        Ok(st) if st != trantor_proto::CardStatus::Stale => Ok(st),
+/// The status a tool argument names, read as the hub reads it (trimmed, any case), when a tool
+/// may set it ([`CardStatus::is_settable`]); else the tool's error, naming the allowed ones.
+pub fn movable_status(s: &str) -> Result<CardStatus, String> {
+    match s.parse::<CardStatus>() {
+        Ok(st) if st.is_settable() => Ok(st),
         _ => Err(format!(
             "unknown status '{}': use one of {}",
             s.trim().to_lowercase(),
-            MOVABLE_STATUSES.join(", ")
+            settable_names().join(", ")
         )),
     }
 }
 
-/// Card difficulty tags.
-pub const DIFFICULTIES: [&str; 3] = ["easy", "medium", "hard"];
-
-// Schema-only stand-ins so the schema lists the allowed values as a plain `enum`; the fields
-// themselves stay strings and are checked by the tool, which gives a better error than serde.
-#[derive(JsonSchema)]
-#[serde(rename_all = "lowercase")]
-#[allow(dead_code)]
-enum StatusName {
-    Todo,
-    Doing,
-    Testing,
-    Failed,
-    Done,
-    Blocked,
+/// The wire names of the statuses a tool may set, in board order.
+fn settable_names() -> Vec<String> {
+    CardStatus::settable().map(|s| s.to_string()).collect()
 }
 
-#[derive(JsonSchema)]
-#[serde(rename_all = "lowercase")]
-#[allow(dead_code)]
-enum DifficultyName {
-    Easy,
-    Medium,
-    Hard,
+// The schemas list the allowed values as a plain `enum` (the lists are proto's); the fields
+// themselves stay strings and are checked by the tool, which gives a better error than serde.
+
+/// A status argument's schema: a string, one of the statuses a tool may set.
+fn status_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"type": "string", "enum": settable_names()})
+}
+
+/// A difficulty argument's schema: a string, one of [`DIFFICULTIES`].
+fn difficulty_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"type": "string", "enum": DIFFICULTIES})
 }
 
 fn int_from_value(v: &Value) -> Option<i64> {
@@ -255,7 +246,7 @@ pub struct TaskAddArgs {
     pub title: String,
     /// Initial status, default `todo`.
     #[serde(default, deserialize_with = "opt_string")]
-    #[schemars(with = "StatusName")]
+    #[schemars(schema_with = "status_schema")]
     pub status: Option<String>,
     /// Session id to assign (default: you).
     #[serde(default, deserialize_with = "opt_string")]
@@ -263,7 +254,7 @@ pub struct TaskAddArgs {
     pub assignee: Option<String>,
     /// Difficulty tag: routes the card to a model and shows on the board.
     #[serde(default, deserialize_with = "opt_string")]
-    #[schemars(with = "DifficultyName")]
+    #[schemars(schema_with = "difficulty_schema")]
     pub difficulty: Option<String>,
     /// The model this card is routed to, shown on the card.
     #[serde(default, deserialize_with = "opt_string")]
@@ -306,7 +297,7 @@ pub struct TaskMoveArgs {
     #[schemars(with = "i64")]
     pub id: i64,
     /// New status.
-    #[schemars(with = "StatusName")]
+    #[schemars(schema_with = "status_schema")]
     pub status: String,
     /// Card-log entry (at most 2000 characters). REQUIRED on moves to testing or done: what
     /// changed and the evidence (the command you ran and its pass counts).

@@ -62,14 +62,8 @@ pub fn dir(bus: &Path) -> PathBuf {
 }
 
 fn safe(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
+    trantor_proto::fsx::safe_file_name(s)
+        .chars()
         .take(80)
         .collect()
 }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 use std::time::Duration;
-use trantor_proto::Message;
+use trantor_proto::{ChecklistItem, Message};
 
 /// A test command shape or a pass count.
 static TEST_CMD: LazyLock<Regex> = LazyLock::new(|| {
@@ -118,7 +118,7 @@ pub fn names_verified_sha(note: &str) -> bool {
 /// Hollow when every piece of evidence is missing (no diff against the base, no new files, no
 /// ticked checklist item, no test command in the note), or when the note names no verified-at
 /// sha — unless the note declares a no-code outcome. Without a recorded base: not checked.
-pub async fn verdict(cwd: &Path, id: i64, note: &str, checklist: &[Value]) -> Verdict {
+pub async fn verdict(cwd: &Path, id: i64, note: &str, checklist: &[ChecklistItem]) -> Verdict {
     let unchecked = Verdict::default();
     let Some(path) = base_path(cwd).await else {
         return unchecked;
@@ -137,7 +137,7 @@ pub async fn verdict(cwd: &Path, id: i64, note: &str, checklist: &[Value]) -> Ve
         Some(_) => {}
         None => return unchecked,
     }
-    if !checklist.iter().any(|c| c["done"] == json!(true)) {
+    if !checklist.iter().any(|c| c.done) {
         missing.push("ticked checklist items".into());
     }
     if !has_test_command(note) {

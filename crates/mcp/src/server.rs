@@ -333,14 +333,8 @@ impl Relay {
         let blast = crate::hollow::blast(&cwd, &card.messages).await;
         let line = blast.as_ref().map(crate::hollow::blast_line);
         let text = note.unwrap_or("");
-        let checklist = card
-            .task
-            .as_ref()
-            .and_then(|t| t.get("checklist"))
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        let v = crate::hollow::verdict(&cwd, id, text, &checklist).await;
+        let checklist = card.task.as_ref().map_or(&[][..], |t| &t.checklist);
+        let v = crate::hollow::verdict(&cwd, id, text, checklist).await;
         let cap = |s: String| -> String { s.chars().take(2000).collect() };
         if v.checked && v.hollow {
             let what = format!("no {}", v.missing.join(", no "));
@@ -352,8 +346,7 @@ impl Relay {
             let assigner = card
                 .task
                 .as_ref()
-                .and_then(|t| t.get("by"))
-                .and_then(Value::as_str)
+                .map(|t| t.by.as_str())
                 .filter(|b| !b.is_empty() && *b != self.id.session)
                 .map(str::to_string);
             return (Some(cap(flagged)), blast, Some((what, assigner)));
@@ -444,12 +437,10 @@ impl Relay {
             ClientError::Http { status: 404, .. } => format!("there is no card #{id}"),
             e => self.hub_error(e),
         })?;
-        let task = reply
+        let card = reply
             .task
             .clone()
             .ok_or_else(|| format!("there is no card #{id}"))?;
-        let card: Card = serde_json::from_value(task)
-            .map_err(|e| format!("card #{id} could not be read: {e}"))?;
         Ok((card, reply))
     }
 
@@ -463,11 +454,7 @@ impl Relay {
             .get("/tasks", &q)
             .await
             .map_err(|e| self.hub_error(e))?;
-        Ok(reply
-            .tasks
-            .into_iter()
-            .filter_map(|v| serde_json::from_value::<Card>(v).ok())
-            .collect())
+        Ok(reply.tasks)
     }
 
     fn is_mine(&self, c: &Card) -> bool {

@@ -652,10 +652,7 @@ pub struct IdentitiesReply {
 
 /// Body of `POST /identity/revoke` (owner of `*`): name a key or a name (every live key of it).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-#[schemars(extend("anyOf" = [
-    {"required": ["name"], "properties": {"name": {"type": "string", "pattern": "[^\\t\\n\\x0B\\x0C\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"}}},
-    {"required": ["pubkey"], "properties": {"pubkey": {"type": "string", "pattern": "[^\\t\\n\\x0B\\x0C\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"}}}
-]))]
+#[schemars(extend("anyOf" = crate::limits::one_of_non_blank("name", "pubkey")))]
 pub struct RevokeRequest {
     /// Revoke this public key.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -132,6 +132,20 @@ impl ClientError {
     }
 }
 
+/// The error of a non-2xx reply: its JSON error body, or the first 300 characters of whatever
+/// else it was.
+fn refusal(path: &str, status: u16, bytes: &[u8]) -> ClientError {
+    let body = serde_json::from_slice::<ErrorBody>(bytes).unwrap_or_else(|_| ErrorBody {
+        error: String::from_utf8_lossy(bytes).chars().take(300).collect(),
+        extra: Default::default(),
+    });
+    ClientError::Http {
+        path: path.to_string(),
+        status,
+        body,
+    }
+}
+
 /// A client for one hub.
 #[derive(Debug, Clone)]
 pub struct HubClient {
@@ -294,15 +308,7 @@ impl HubClient {
         let status = resp.status().as_u16();
         if !(200..300).contains(&status) {
             let bytes = resp.bytes().await.unwrap_or_default();
-            let body = serde_json::from_slice::<ErrorBody>(&bytes).unwrap_or_else(|_| ErrorBody {
-                error: String::from_utf8_lossy(&bytes).chars().take(300).collect(),
-                extra: Default::default(),
-            });
-            return Err(ClientError::Http {
-                path: path.to_string(),
-                status,
-                body,
-            });
+            return Err(refusal(path, status, &bytes));
         }
         Ok(resp)
     }
@@ -324,16 +330,7 @@ impl HubClient {
                 source: e,
             })?;
             if !(200..300).contains(&status) {
-                let body =
-                    serde_json::from_slice::<ErrorBody>(&bytes).unwrap_or_else(|_| ErrorBody {
-                        error: String::from_utf8_lossy(&bytes).chars().take(300).collect(),
-                        extra: Default::default(),
-                    });
-                return Err(ClientError::Http {
-                    path: path.to_string(),
-                    status,
-                    body,
-                });
+                return Err(refusal(path, status, &bytes));
             }
             serde_json::from_slice::<T>(&bytes).map_err(|e| ClientError::Decode {
                 path: path.to_string(),
@@ -439,22 +436,6 @@ impl HubClient {
         self.post("/delivery/fence", &req).await
     }
 
-    /// `POST /turns`: record one finished turn and what it cost (docs/protocol.md §7.6).
-    pub async fn report_turn(
-        &self,
-        turn: &crate::cost::TurnReport,
-    ) -> Result<crate::cost::TurnReportReply, ClientError> {
-        self.post("/turns", turn).await
-    }
-
-    /// `GET /cost` with the given query pairs (`card`, `seat`, `project`, `since`, `by`).
-    pub async fn cost(
-        &self,
-        query: &[(&str, String)],
-    ) -> Result<crate::cost::CostReply, ClientError> {
-        self.get("/cost", query).await
-    }
-
     /// `POST /delivery`: append one state to a message's record. A 409 (another instance holds
     /// the session's fence) is [`ClientError::Superseded`].
     pub async fn delivery_mark(
@@ -480,11 +461,6 @@ impl HubClient {
         }
     }
 
-    /// `GET /delivery?id=N`: the life of one message.
-    pub async fn delivery(&self, id: i64) -> Result<crate::delivery::DeliveryRecord, ClientError> {
-        self.get("/delivery", &[("id", id.to_string())]).await
-    }
-
     /// `GET /delivery?session=S&open=1`: the session's messages not yet consumed or failed.
     pub async fn delivery_open(
         &self,
@@ -495,16 +471,6 @@ impl HubClient {
             &[("session", session.to_string()), ("open", "1".to_string())],
         )
         .await
-    }
-
-    /// `GET /health`.
-    pub async fn health(&self) -> Result<Value, ClientError> {
-        self.get("/health", &[]).await
-    }
-
-    /// `POST /send`.
-    pub async fn send(&self, req: &SendRequest) -> Result<SendReply, ClientError> {
-        self.post("/send", req).await
     }
 
     /// `GET /inbox` (non-blocking; `peek` leaves the delivery ledger alone).
@@ -555,21 +521,6 @@ impl HubClient {
             .await
     }
 
-    /// `POST /register`.
-    pub async fn register(&self, req: &RegisterRequest) -> Result<RegisterReply, ClientError> {
-        self.post("/register", req).await
-    }
-
-    /// `GET /peer?session=`.
-    pub async fn peer(&self, session: &str) -> Result<PeerReply, ClientError> {
-        self.get("/peer", &[("session", session.to_string())]).await
-    }
-
-    /// `GET /peers`.
-    pub async fn peers(&self) -> Result<PeersReply, ClientError> {
-        self.get("/peers", &[]).await
-    }
-
     /// `GET /contracts?session=&project=`.
     pub async fn contracts(
         &self,
@@ -583,24 +534,6 @@ impl HubClient {
         self.get("/contracts", &q).await
     }
 
-    /// `POST /task`.
-    pub async fn task_create(&self, req: &TaskCreateRequest) -> Result<TaskReply, ClientError> {
-        self.post("/task", req).await
-    }
-
-    /// `POST /task/update`.
-    pub async fn task_update(&self, req: &TaskUpdateRequest) -> Result<TaskReply, ClientError> {
-        self.post("/task/update", req).await
-    }
-
-    /// `POST /task/checklist-toggle`.
-    pub async fn checklist_toggle(
-        &self,
-        req: &ChecklistToggleRequest,
-    ) -> Result<TaskReply, ClientError> {
-        self.post("/task/checklist-toggle", req).await
-    }
-
     /// `GET /tasks?project=` (full cards).
     pub async fn tasks(&self, project: Option<&str>) -> Result<Vec<Card>, ClientError> {
         let mut q = vec![];
@@ -608,74 +541,92 @@ impl HubClient {
             q.push(("project", p.to_string()));
         }
         let reply: TasksReply = self.get("/tasks", &q).await?;
-        reply
-            .tasks
-            .into_iter()
-            .map(|v| {
-                serde_json::from_value(v).map_err(|e| ClientError::Decode {
-                    path: "/tasks".into(),
-                    message: e.to_string(),
-                })
-            })
-            .collect()
+        Ok(reply.tasks)
     }
+}
 
+/// The routes that are one request and nothing more, as a table of typed [`HubClient`] methods:
+/// `post name(Body) -> Reply = "/path"` sends the body; `get name() -> Reply = "/path"` asks
+/// with no query; `get name(arg: Type = "key") -> …` asks with `key=arg`; `get name(query) -> …`
+/// passes the caller's query pairs.
+macro_rules! routes {
+    ($(
+        $(#[doc = $doc:literal])*
+        $verb:ident $name:ident ($($args:tt)*) -> $reply:ty = $path:literal;
+    )*) => {
+        impl HubClient {
+            $(routes!(@one $(#[doc = $doc])* $verb $name ($($args)*) -> $reply = $path);)*
+        }
+    };
+    (@one $(#[doc = $doc:literal])* post $name:ident ($body:ty) -> $reply:ty = $path:literal) => {
+        $(#[doc = $doc])*
+        pub async fn $name(&self, body: &$body) -> Result<$reply, ClientError> {
+            self.post($path, body).await
+        }
+    };
+    (@one $(#[doc = $doc:literal])* get $name:ident () -> $reply:ty = $path:literal) => {
+        $(#[doc = $doc])*
+        pub async fn $name(&self) -> Result<$reply, ClientError> {
+            self.get($path, &[]).await
+        }
+    };
+    (@one $(#[doc = $doc:literal])* get $name:ident (query) -> $reply:ty = $path:literal) => {
+        $(#[doc = $doc])*
+        pub async fn $name(&self, query: &[(&str, String)]) -> Result<$reply, ClientError> {
+            self.get($path, query).await
+        }
+    };
+    (@one $(#[doc = $doc:literal])*
+        get $name:ident ($arg:ident: $ty:ty = $key:literal) -> $reply:ty = $path:literal) => {
+        $(#[doc = $doc])*
+        pub async fn $name(&self, $arg: $ty) -> Result<$reply, ClientError> {
+            self.get($path, &[($key, $arg.to_string())]).await
+        }
+    };
+}
+
+routes! {
+    /// `GET /health` (our hub's reply, or the original's fewer fields: [`HealthReply`]).
+    get health() -> HealthReply = "/health";
+    /// `POST /send`.
+    post send(SendRequest) -> SendReply = "/send";
+    /// `POST /register`.
+    post register(RegisterRequest) -> RegisterReply = "/register";
+    /// `GET /peer?session=`.
+    get peer(session: &str = "session") -> PeerReply = "/peer";
+    /// `GET /peers`.
+    get peers() -> PeersReply = "/peers";
+    /// `POST /task`.
+    post task_create(TaskCreateRequest) -> TaskReply = "/task";
+    /// `POST /task/update`.
+    post task_update(TaskUpdateRequest) -> TaskReply = "/task/update";
+    /// `POST /task/checklist-toggle`.
+    post checklist_toggle(ChecklistToggleRequest) -> TaskReply = "/task/checklist-toggle";
     /// `GET /card?id=`.
-    pub async fn card(&self, id: i64) -> Result<CardReply, ClientError> {
-        self.get("/card", &[("id", id.to_string())]).await
-    }
-
+    get card(id: i64 = "id") -> CardReply = "/card";
     /// `GET /events` with the given filters (`by`, `since`, `limit`, `project`, `type`, `taskId`).
-    pub async fn events(&self, query: &[(&str, String)]) -> Result<EventsReply, ClientError> {
-        self.get("/events", query).await
-    }
-
+    get events(query) -> EventsReply = "/events";
     /// `GET /lessons?agent=`.
-    pub async fn lessons(&self, agent: &str) -> Result<LessonsReply, ClientError> {
-        self.get("/lessons", &[("agent", agent.to_string())]).await
-    }
-
+    get lessons(agent: &str = "agent") -> LessonsReply = "/lessons";
     /// `POST /lesson`.
-    pub async fn lesson(&self, req: &LessonRequest) -> Result<LessonReply, ClientError> {
-        self.post("/lesson", req).await
-    }
-
+    post lesson(LessonRequest) -> LessonReply = "/lesson";
     /// `GET /projects`: every project with its crew, card counts and where it stands.
-    pub async fn projects(&self) -> Result<crate::lanes::ProjectsReply, ClientError> {
-        self.get("/projects", &[]).await
-    }
-
+    get projects() -> crate::lanes::ProjectsReply = "/projects";
     /// `GET /policy`.
-    pub async fn policy(&self) -> Result<PolicyReply, ClientError> {
-        self.get("/policy", &[]).await
-    }
-
+    get policy() -> PolicyReply = "/policy";
+    /// `POST /turns`: record one finished turn and what it cost (docs/protocol.md §7.6).
+    post report_turn(crate::cost::TurnReport) -> crate::cost::TurnReportReply = "/turns";
+    /// `GET /cost` with the given query pairs (`card`, `seat`, `project`, `since`, `by`).
+    get cost(query) -> crate::cost::CostReply = "/cost";
+    /// `GET /delivery?id=N`: the life of one message.
+    get delivery(id: i64 = "id") -> crate::delivery::DeliveryRecord = "/delivery";
     /// `POST /enroll`, signed by the key being enrolled (docs/protocol.md §2).
-    pub async fn enroll(
-        &self,
-        req: &crate::auth::EnrollRequest,
-    ) -> Result<crate::auth::EnrollReply, ClientError> {
-        self.post("/enroll", req).await
-    }
-
+    post enroll(crate::auth::EnrollRequest) -> crate::auth::EnrollReply = "/enroll";
     /// `POST /invite` (owner of `*`): a one-use token granting `scopes`.
-    pub async fn invite(
-        &self,
-        req: &crate::auth::InviteRequest,
-    ) -> Result<crate::auth::InviteReply, ClientError> {
-        self.post("/invite", req).await
-    }
-
+    post invite(crate::auth::InviteRequest) -> crate::auth::InviteReply = "/invite";
     /// `GET /identities` (owner of `*`).
-    pub async fn identities(&self) -> Result<crate::auth::IdentitiesReply, ClientError> {
-        self.get("/identities", &[]).await
-    }
-
+    get identities() -> crate::auth::IdentitiesReply = "/identities";
     /// `POST /identity/revoke` (owner of `*`).
-    pub async fn revoke_identity(
-        &self,
-        req: &crate::auth::RevokeRequest,
-    ) -> Result<crate::auth::RevokeReply, ClientError> {
-        self.post("/identity/revoke", req).await
-    }
+    post revoke_identity(crate::auth::RevokeRequest) -> crate::auth::RevokeReply
+        = "/identity/revoke";
 }

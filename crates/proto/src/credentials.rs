@@ -17,6 +17,10 @@ pub const MAX: usize = 200;
 /// The file of secrets in the bus directory.
 pub const FILE: &str = "credentials.json";
 
+/// [`valid_name`]'s rule as a JSON Schema pattern (with `minLength` 1 and `maxLength`
+/// [`NAME_MAX`]).
+pub const NAME_PATTERN: &str = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$";
+
 /// Whether `name` is a credential name: 1-64 of letters, digits, `.`, `_`, `-`, starting with
 /// a letter or digit.
 pub fn valid_name(name: &str) -> bool {
@@ -32,10 +36,7 @@ pub fn valid_name(name: &str) -> bool {
 #[serde(deny_unknown_fields)]
 pub struct CredentialRequest {
     /// The credential's name.
-    #[schemars(
-        length(min = 1, max = 64),
-        regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-    )]
+    #[schemars(length(min = 1, max = NAME_MAX), regex(pattern = NAME_PATTERN))]
     pub name: String,
     /// The agent it is for: `claude`, `codex` or `opencode`.
     #[schemars(regex(pattern = r"^(claude|codex|opencode)$"))]
@@ -47,10 +48,7 @@ pub struct CredentialRequest {
 #[serde(deny_unknown_fields)]
 pub struct CredentialRemove {
     /// The credential's name.
-    #[schemars(
-        length(min = 1, max = 64),
-        regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-    )]
+    #[schemars(length(min = 1, max = NAME_MAX), regex(pattern = NAME_PATTERN))]
     pub name: String,
 }
 
@@ -95,10 +93,7 @@ pub const EVIDENCE_MAX: usize = 500;
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CredentialStateReport {
     /// The credential's name.
-    #[schemars(
-        length(min = 1, max = 64),
-        regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-    )]
+    #[schemars(length(min = 1, max = NAME_MAX), regex(pattern = NAME_PATTERN))]
     pub name: String,
     /// `exhausted`, `auth` or `ok`.
     #[schemars(regex(pattern = r"^(ok|exhausted|auth)$"))]

@@ -14,56 +14,86 @@ pub const OPEN_DEFAULT: usize = 200;
 /// Largest page of `GET /delivery?session=&open=1`.
 pub const OPEN_MAX: usize = 1000;
 
-/// One state of a message's life.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum DeliveryState {
+/// Declares [`DeliveryState`] and [`MarkState`] from one list of states with their wire names:
+/// the hub's own first, then those a runner may mark (each also a [`MarkState`]).
+macro_rules! delivery_states {
+    (
+        $(#[doc = $hub_doc:literal])* $hub:ident = $hub_wire:literal,
+        $($(#[doc = $doc:literal])* $state:ident = $wire:literal,)*
+    ) => {
+        /// One state of a message's life.
+        #[derive(
+            Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+            JsonSchema,
+        )]
+        pub enum DeliveryState {
+            $(#[doc = $hub_doc])*
+            #[serde(rename = $hub_wire)]
+            $hub,
+            $(
+                $(#[doc = $doc])*
+                #[serde(rename = $wire)]
+                $state,
+            )*
+        }
+
+        /// The states a runner may mark (everything but the hub's own `stored`).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+        pub enum MarkState {
+            $(
+                #[doc = concat!("See [`DeliveryState::", stringify!($state), "`].")]
+                #[serde(rename = $wire)]
+                $state,
+            )*
+        }
+
+        impl DeliveryState {
+            /// The wire name.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    DeliveryState::$hub => $hub_wire,
+                    $(DeliveryState::$state => $wire,)*
+                }
+            }
+
+            /// The state named `s` on the wire.
+            pub fn parse(s: &str) -> Option<DeliveryState> {
+                match s {
+                    $hub_wire => Some(DeliveryState::$hub),
+                    $($wire => Some(DeliveryState::$state),)*
+                    _ => None,
+                }
+            }
+        }
+
+        impl From<MarkState> for DeliveryState {
+            fn from(m: MarkState) -> DeliveryState {
+                match m {
+                    $(MarkState::$state => DeliveryState::$state,)*
+                }
+            }
+        }
+    };
+}
+
+delivery_states! {
     /// Written by the hub in the same commit as the message.
-    Stored,
+    Stored = "stored",
     /// A runner took the message from a poll and persisted it to its own disk.
-    Claimed,
+    Claimed = "claimed",
     /// The runner durably recorded the turn and is about to spawn (or has spawned) the CLI.
-    Started,
+    Started = "started",
     /// The turn ended and the message counts as acted on (terminal).
-    Consumed,
+    Consumed = "consumed",
     /// The message will run again (`reason` says why).
-    Requeued,
+    Requeued = "requeued",
     /// Terminal, never retried (`reason`).
-    Failed,
+    Failed = "failed",
     /// Held while the seat is parked (`reason`); still open.
-    Parked,
+    Parked = "parked",
 }
 
 impl DeliveryState {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeliveryState::Stored => "stored",
-            DeliveryState::Claimed => "claimed",
-            DeliveryState::Started => "started",
-            DeliveryState::Consumed => "consumed",
-            DeliveryState::Requeued => "requeued",
-            DeliveryState::Failed => "failed",
-            DeliveryState::Parked => "parked",
-        }
-    }
-
-    /// The state named `s` on the wire.
-    pub fn parse(s: &str) -> Option<DeliveryState> {
-        Some(match s {
-            "stored" => DeliveryState::Stored,
-            "claimed" => DeliveryState::Claimed,
-            "started" => DeliveryState::Started,
-            "consumed" => DeliveryState::Consumed,
-            "requeued" => DeliveryState::Requeued,
-            "failed" => DeliveryState::Failed,
-            "parked" => DeliveryState::Parked,
-            _ => return None,
-        })
-    }
-
     /// `consumed` and `failed` end a message's life; every other state leaves it open.
     pub fn is_terminal(self) -> bool {
         matches!(self, DeliveryState::Consumed | DeliveryState::Failed)
@@ -73,37 +103,6 @@ impl DeliveryState {
 impl std::fmt::Display for DeliveryState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-/// The states a runner may mark (everything but the hub's own `stored`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum MarkState {
-    /// See [`DeliveryState::Claimed`].
-    Claimed,
-    /// See [`DeliveryState::Started`].
-    Started,
-    /// See [`DeliveryState::Consumed`].
-    Consumed,
-    /// See [`DeliveryState::Requeued`].
-    Requeued,
-    /// See [`DeliveryState::Failed`].
-    Failed,
-    /// See [`DeliveryState::Parked`].
-    Parked,
-}
-
-impl From<MarkState> for DeliveryState {
-    fn from(m: MarkState) -> DeliveryState {
-        match m {
-            MarkState::Claimed => DeliveryState::Claimed,
-            MarkState::Started => DeliveryState::Started,
-            MarkState::Consumed => DeliveryState::Consumed,
-            MarkState::Requeued => DeliveryState::Requeued,
-            MarkState::Failed => DeliveryState::Failed,
-            MarkState::Parked => DeliveryState::Parked,
-        }
     }
 }
 

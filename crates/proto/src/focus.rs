@@ -21,10 +21,7 @@ pub const TODOS_MAX: usize = 200;
 /// `POST /focus` body: the session is `session`, or `by` (one of them non-blank).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("anyOf" = [
-    {"required": ["session"], "properties": {"session": {"type": "string", "pattern": "[^\\t\\n\\x0B\\x0C\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"}}},
-    {"required": ["by"], "properties": {"by": {"type": "string", "pattern": "[^\\t\\n\\x0B\\x0C\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"}}}
-]))]
+#[schemars(extend("anyOf" = crate::limits::one_of_non_blank("session", "by")))]
 pub struct FocusRequest {
     /// The session (bus address); `by` stands in when absent.
     #[serde(default)]
@@ -81,10 +78,7 @@ pub struct TodoItem {
 /// `POST /todos` body: the session is `session`, or `by` (one of them non-blank).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("anyOf" = [
-    {"required": ["session"], "properties": {"session": {"type": "string", "pattern": "[^\\t\\n\\x0B\\x0C\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"}}},
-    {"required": ["by"], "properties": {"by": {"type": "string", "pattern": "[^\\t\\n\\x0B\\x0C\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"}}}
-]))]
+#[schemars(extend("anyOf" = crate::limits::one_of_non_blank("session", "by")))]
 pub struct TodosRequest {
     /// The session (bus address); `by` stands in when absent.
     #[serde(default)]

@@ -1,10 +1,26 @@
 //! The workspace's one atomic file writer ([`replace`]; the runner's state files go through it
 //! too): a file is replaced whole or not at all, so a process killed mid-write leaves the old
-//! file or the new one, never half of one.
+//! file or the new one, never half of one. Beside it, the one rule that makes a name part of a
+//! file name ([`safe_file_name`]).
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// `name` as part of a file name: every character outside `[A-Za-z0-9_.-]` becomes `_`. The
+/// rule the original's hooks and runner name their per-session files by (keys, nudge ledgers,
+/// hook cursors, handoffs), so both find the same file.
+pub fn safe_file_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
 
 /// Replace `path` with `bytes` atomically: write a sibling temp file, fsync it, rename it over
 /// the target, then fsync the directory so the rename itself survives a crash. Creates the

@@ -180,16 +180,7 @@ pub fn sanitise(name: &str) -> String {
         collapsed.push(c);
     }
     flush(&mut collapsed, dots);
-    collapsed
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+    crate::fsx::safe_file_name(&collapsed)
 }
 
 /// `<bus>/keys`.
@@ -215,16 +206,7 @@ pub fn instance_key_path(bus: &Path, name: &str, instance_id: &str) -> PathBuf {
 /// `<pubkey>\t<hub url>`). Named as the original's hooks name it: only characters outside
 /// `[A-Za-z0-9_.-]` are replaced (no dot-run folding), so both find the same file.
 pub fn enrolled_marker(bus: &Path, name: &str) -> PathBuf {
-    let safe: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let safe = crate::fsx::safe_file_name(name);
     keys_dir(bus).join(format!("{safe}.enrolled"))
 }
 

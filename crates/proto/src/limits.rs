@@ -88,6 +88,19 @@ pub const CARD_MESSAGES: usize = 200;
 pub const NON_BLANK_PATTERN: &str =
     r"[^\t\n\x0B\x0C\r \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]";
 
+/// The JSON Schema rule of a body that names one thing either of two ways (`session` or `by`):
+/// an `anyOf` of two branches, each requiring its field as a non-blank string
+/// ([`NON_BLANK_PATTERN`]). The value of a type's `#[schemars(extend("anyOf" = …))]`.
+pub fn one_of_non_blank(a: &str, b: &str) -> serde_json::Value {
+    let branch = |k: &str| {
+        serde_json::json!({
+            "required": [k],
+            "properties": {k: {"type": "string", "pattern": NON_BLANK_PATTERN}},
+        })
+    };
+    serde_json::json!([branch(a), branch(b)])
+}
+
 /// The JSON Schema pattern of a file path inside a project, exactly as the hub's claim routes
 /// accept one after trimming [`NON_BLANK_PATTERN`]'s white space: not blank, no leading `/`, `\`
 /// or `~`, no drive letter (`c:`), no NUL and no `..` component. Lookaheads, because each rule

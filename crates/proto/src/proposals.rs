@@ -54,12 +54,21 @@ pub struct Proposal {
     pub note: String,
 }
 
+impl Proposal {
+    /// How a listing opens a proposal: `#7 ⏳ PENDING` (its id, the status's icon, the status).
+    pub fn headline(&self) -> String {
+        format!(
+            "#{} {} {}",
+            self.id,
+            status_icon(&self.status),
+            self.status.to_uppercase()
+        )
+    }
+}
+
 /// `POST /propose` body: the proposer is `session`, or `by` (one of them non-blank).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-#[schemars(extend("anyOf" = [
-    {"required": ["session"], "properties": {"session": {"type": "string", "pattern": "[^\\t\\n\\x0B\\x0C\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"}}},
-    {"required": ["by"], "properties": {"by": {"type": "string", "pattern": "[^\\t\\n\\x0B\\x0C\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]"}}}
-]))]
+#[schemars(extend("anyOf" = crate::limits::one_of_non_blank("session", "by")))]
 pub struct ProposeRequest {
     /// The proposing session (or `by`).
     #[serde(default)]

@@ -72,16 +72,7 @@ impl CardStatus {
 
     /// The known status whose wire string is exactly `s`, if any.
     pub fn known(s: &str) -> Option<CardStatus> {
-        Some(match s {
-            "todo" => CardStatus::Todo,
-            "doing" => CardStatus::Doing,
-            "testing" => CardStatus::Testing,
-            "failed" => CardStatus::Failed,
-            "done" => CardStatus::Done,
-            "blocked" => CardStatus::Blocked,
-            "stale" => CardStatus::Stale,
-            _ => return None,
-        })
+        CardStatus::KNOWN.into_iter().find(|k| k.as_str() == s)
     }
 
     /// Read a status from the wire: the known status `s` names exactly, else
@@ -99,6 +90,20 @@ impl CardStatus {
     /// Whether this is one of the seven statuses the hub knows (not [`CardStatus::Other`]).
     pub fn is_known(&self) -> bool {
         !matches!(self, CardStatus::Other(_))
+    }
+
+    /// Whether an agent's tool or a person may move a card here: a known status but `stale`,
+    /// which only the reaper and a sweep set.
+    pub fn is_settable(&self) -> bool {
+        self.is_known() && *self != CardStatus::Stale
+    }
+
+    /// The statuses an agent's tool or a person may set ([`CardStatus::is_settable`]), in board
+    /// order.
+    pub fn settable() -> impl Iterator<Item = CardStatus> {
+        CardStatus::KNOWN
+            .into_iter()
+            .filter(CardStatus::is_settable)
     }
 }
 

@@ -32,6 +32,16 @@ where
     Option::<T>::deserialize(d).map(Some)
 }
 
+/// For string fields a hub may send as `null`: `null` reads as the default, like an absent field
+/// (a deleted card rebuilt from an event that lacked the field, docs/protocol.md §7.5).
+fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Option::<T>::deserialize(d).map(Option::unwrap_or_default)
+}
+
 /// A message on the bus (docs/protocol.md §3.1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Message {
@@ -348,13 +358,13 @@ pub struct Card {
     #[serde(default)]
     pub project: String,
     /// Title.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub title: String,
     /// Status ([`CardStatus`]: one of [`CARD_STATUSES`], or any other string kept as sent).
     #[serde(default)]
     pub status: CardStatus,
     /// Assignee session (or bare agent name).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub assignee: String,
     /// Creator, treated as the assigner.
     #[serde(default)]
@@ -366,7 +376,7 @@ pub struct Card {
     #[serde(default)]
     pub updated: i64,
     /// `easy`, `medium`, `hard` or empty.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub difficulty: String,
     /// Model hint.
     #[serde(default)]
@@ -589,11 +599,15 @@ pub struct TaskReply {
     pub task: Card,
 }
 
-/// `GET /tasks` reply.
+/// `GET /tasks` reply. Clients read the cards as [`Card`]s (a slim one with an empty log,
+/// history and checklist, its counts in [`Card::extra`]); the hub writes each card as the JSON
+/// view it sends (`C` = [`Value`]: a slim card is a projection of a card).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-pub struct TasksReply {
-    /// Cards (slim ones carry `logCount` in `extra` and omit log/history/checklist).
-    pub tasks: Vec<Value>,
+#[schemars(rename = "TasksReply", description = "`GET /tasks` reply.")]
+pub struct TasksReply<C = Card> {
+    /// Cards. A slim one (`fields=slim`) leaves out `log`, `history` and `checklist` and carries
+    /// `logCount`, `checklistCount` and `checklistDone` instead.
+    pub tasks: Vec<C>,
     /// Echoes `slim` when asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fields: Option<String>,
@@ -631,9 +645,15 @@ pub struct EventsReply {
     pub latest: i64,
 }
 
-/// `GET /card` reply. Fields are in name order, as the hub has always written them.
+/// `GET /card` reply. Fields are in name order, as the hub has always written them. Clients read
+/// the card as a [`Card`]; the hub writes it as the JSON view it sends (`C` = [`Value`]: a
+/// deleted card is rebuilt from its last event with only some of a card's fields).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct CardReply {
+#[schemars(
+    rename = "CardReply",
+    description = "`GET /card` reply. Fields are in name order, as the hub has always written them."
+)]
+pub struct CardReply<C = Card> {
     /// What the turns that worked on this card cost (docs/protocol.md §7.6).
     #[serde(default)]
     pub cost: crate::cost::CostSummary,
@@ -642,7 +662,7 @@ pub struct CardReply {
     /// Messages whose text cites `#id`.
     pub messages: Vec<Message>,
     /// The card (a deleted card is rebuilt from its last event with status `deleted`).
-    pub task: Option<Value>,
+    pub task: Option<C>,
 }
 
 /// A lesson.
@@ -1014,18 +1034,20 @@ pub struct BannerReply {
 
 /// `/health` reply: liveness, row counts, persistence, retention and the duty agent. Fields are
 /// in name order, as the hub has always written them. The status is 503 when the store fails.
+/// The original's hub writes only `ok`, `authMode`, `peers`, `messages`, `streams`, `persist`
+/// and `duty`: the other fields are optional.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HealthReply {
-    /// Always `off` (the hub trusts its network).
+    /// `off`, `warn` or `enforce`.
     pub auth_mode: String,
-    /// Cards stored.
-    pub cards: i64,
+    /// Cards stored (absent from the original's hub).
+    pub cards: Option<i64>,
     /// The duty agent's status (`configured`, thresholds, escalations, failures, …), or
     /// `{"error": …}` when it could not be read.
     pub duty: Value,
-    /// Events stored.
-    pub events: i64,
+    /// Events stored (absent from the original's hub).
+    pub events: Option<i64>,
     /// The periodic-work lease over a store shared by several hubs (PostgreSQL); `null` on the
     /// embedded store, where the hub always runs the periodic work.
     #[serde(default)]
@@ -1038,18 +1060,22 @@ pub struct HealthReply {
     pub peers: i64,
     /// Persistence status.
     pub persist: HealthPersist,
-    /// Long polls held open now.
-    pub polls_held: u64,
-    /// Retention settings and what retention removed.
-    pub retention: HealthRetention,
-    /// The store in use.
-    pub store: String,
+    /// Long polls held open now (absent from the original's hub).
+    pub polls_held: Option<u64>,
+    /// Retention settings and what retention removed (absent from the original's hub; never
+    /// `null`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "HealthRetention")]
+    pub retention: Option<HealthRetention>,
+    /// The store in use (absent from the original's hub).
+    pub store: Option<String>,
     /// Event streams open now.
     pub streams: u64,
-    /// The store's durability level as applied (`full` or `normal`).
-    pub sync: String,
-    /// The hub's version.
-    pub version: String,
+    /// The store's durability level as applied, `full` or `normal` (absent from the original's
+    /// hub).
+    pub sync: Option<String>,
+    /// The hub's version (absent from the original's hub).
+    pub version: Option<String>,
 }
 
 /// `/health`'s `lease` object (several hubs on one PostgreSQL database).

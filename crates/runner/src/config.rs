@@ -72,6 +72,30 @@ RELAY_HOST_ID, else <bus>/machine-id, else the host name (kept whole). An https:
 certificate must chain to a root in the PEM file RELAY_CA_CERT. The release state handoff \
 variable is internal.";
 
+/// The tokens a key spends to enroll when the hub does not know it yet: options of `trantor
+/// runner` and of `trantor identity enroll`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct EnrollTokens {
+    /// An invite token the key spends when the hub does not know it yet (minted by the hub's
+    /// operator with `trantor invite --project P --role write`).
+    #[arg(
+        long,
+        env = "RELAY_INVITE",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub invite: Option<String>,
+    /// The hub's bootstrap token, to enroll the key when the hub knows no identity yet (the
+    /// first identity becomes owner of every project).
+    #[arg(
+        long,
+        env = "RELAY_BOOTSTRAP_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub bootstrap_token: Option<String>,
+}
+
 /// Options of `trantor runner <agent> [dir]`: every knob the runner reads, each with its
 /// environment variable.
 #[derive(Debug, Clone, clap::Args)]
@@ -270,23 +294,9 @@ pub struct RunnerArgs {
     /// Where Codex keeps its configuration and session rollouts [default: $HOME/.codex].
     #[arg(long, env = "CODEX_HOME", value_name = "PATH")]
     pub codex_home: Option<PathBuf>,
-    /// An invite token the seat's key spends when the hub does not know it yet (minted with
-    /// `trantor invite --project P --role write`).
-    #[arg(
-        long,
-        env = "RELAY_INVITE",
-        value_name = "TOKEN",
-        hide_env_values = true
-    )]
-    pub invite: Option<String>,
-    /// The hub's bootstrap token, to enroll the seat's key when the hub knows no identity yet.
-    #[arg(
-        long,
-        env = "RELAY_BOOTSTRAP_TOKEN",
-        value_name = "TOKEN",
-        hide_env_values = true
-    )]
-    pub bootstrap_token: Option<String>,
+    /// The tokens the seat's key may enroll with.
+    #[command(flatten)]
+    pub tokens: EnrollTokens,
     /// The operator's owner key (a name in <bus>/keys) that mints the seat a one-use invite when
     /// the hub does not know the seat's key [default: `ownerIdentity` in <bus>/config.json].
     #[arg(long, env = "RELAY_OWNER_IDENTITY", value_name = "NAME")]
@@ -559,8 +569,8 @@ impl Config {
             swap_agent: given(&args.swap_agent),
             swap_label,
             enroll: trantor_proto::enroll::EnrollOptions {
-                invite: given(&args.invite),
-                bootstrap: given(&args.bootstrap_token),
+                invite: given(&args.tokens.invite),
+                bootstrap: given(&args.tokens.bootstrap_token),
                 owner_identity: given(&args.owner_identity).or_else(|| {
                     trantor_proto::enroll::EnrollOptions::from_env(&|_: &str| None, &bus, &project)
                         .owner_identity

@@ -38,7 +38,7 @@ mod sys;
 mod triage;
 mod turn;
 
-pub use config::{RUNNER_ENV_VARS, RunnerArgs};
+pub use config::{EnrollTokens, RUNNER_ENV_VARS, RunnerArgs};
 pub use seat::fence::{EXIT_SUPERSEDED, Superseded};
 pub use seat::park;
 pub use sys::paths;

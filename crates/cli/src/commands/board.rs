@@ -7,7 +7,7 @@ use trantor_mcp::render;
 use trantor_proto::identity::new_op_id;
 use trantor_proto::{
     Card, CardStatus, ChecklistInput, ChecklistToggleRequest, ClientError, HubClient,
-    TaskCreateRequest, TaskReply, TaskUpdateRequest, TasksReply, now_ms,
+    TaskCreateRequest, TaskReply, TaskUpdateRequest, now_ms,
 };
 
 pub(crate) const BOARD_HELP: &str = concat!(
@@ -226,7 +226,7 @@ pub(crate) async fn board(a: BoardArgs) -> anyhow::Result<ExitCode> {
             print_json(&reply)?;
             return Ok(ExitCode::SUCCESS);
         }
-        let Some(task) = reply.task.clone() else {
+        let Some(card) = reply.task.as_ref() else {
             return Err(card_not_found(
                 &hub,
                 card_id,
@@ -237,8 +237,7 @@ pub(crate) async fn board(a: BoardArgs) -> anyhow::Result<ExitCode> {
                 },
             ));
         };
-        let card: Card = serde_json::from_value(task)?;
-        say!("{}", render::card_detail(&card, now));
+        say!("{}", render::card_detail(card, now));
         if reply.cost.turns > 0 {
             let c = &reply.cost;
             say!(
@@ -263,15 +262,7 @@ pub(crate) async fn board(a: BoardArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let reply: TasksReply = hub
-        .get("/tasks", &[("project", id.project.clone())])
-        .await
-        .hub(&hub)?;
-    let cards: Vec<Card> = reply
-        .tasks
-        .into_iter()
-        .filter_map(|v| serde_json::from_value(v).ok())
-        .collect();
+    let cards = hub.tasks(Some(&id.project)).await.hub(&hub)?;
     // A hub without `GET /phase` (the original) has no goals to show.
     let phases: serde_json::Value =
         match hub.get("/phase", &[("project", id.project.clone())]).await {

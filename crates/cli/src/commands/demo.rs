@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use trantor_proto::identity::new_op_id;
 use trantor_proto::{
     Card, CardStatus, ChecklistInput, ChecklistToggleRequest, EventsReply, HubClient, SendReply,
-    SendRequest, TaskCreateRequest, TaskReply, TaskUpdateRequest, TasksReply, now_ms,
+    SendRequest, TaskCreateRequest, TaskReply, TaskUpdateRequest, now_ms,
 };
 
 pub(crate) const DEMO_HELP: &str = concat!(
@@ -223,15 +223,7 @@ pub(crate) async fn demo(a: DemoArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
 
-    let reply: TasksReply = hub
-        .get("/tasks", &[("project", PROJECT.to_string())])
-        .await
-        .unwrap_or_default();
-    let cards: Vec<Card> = reply
-        .tasks
-        .into_iter()
-        .filter_map(|v| serde_json::from_value(v).ok())
-        .collect();
+    let cards = hub.tasks(Some(PROJECT)).await.unwrap_or_default();
     say!("\n{}\n", board_table(PROJECT, &cards, true, now_ms()));
     say!(
         "card #{id} went todo → doing → testing → done in {:.1}s ({:.1}s in all).",
@@ -348,13 +340,9 @@ async fn narrate_until_done(
             cursor = cursor.max(c);
         }
         if let Ok(r) = hub.card(id).await
-            && let Some(s) = r
-                .task
-                .as_ref()
-                .and_then(|t| t.get("status"))
-                .and_then(Value::as_str)
+            && let Some(t) = r.task
         {
-            status = CardStatus::from_wire(s);
+            status = t.status;
         }
         if status == CardStatus::Done || Instant::now() >= deadline {
             return status;
@@ -395,15 +383,10 @@ pub(crate) async fn demo_agent(a: DemoAgentArgs) -> anyhow::Result<ExitCode> {
     let me = std::env::var("RELAY_SESSION").unwrap_or_else(|_| format!("{}:{PROJECT}", a.role));
     let project = std::env::var("RELAY_PROJECT").unwrap_or_else(|_| PROJECT.into());
     let hub = HubClient::new(url);
-    let reply: TasksReply = hub
-        .get("/tasks", &[("project", project.clone())])
+    let cards = hub
+        .tasks(Some(&project))
         .await
         .map_err(|e| anyhow::anyhow!("demo agent: cannot read the board: {e}"))?;
-    let cards: Vec<Card> = reply
-        .tasks
-        .into_iter()
-        .filter_map(|v| serde_json::from_value(v).ok())
-        .collect();
     let did = match a.role.as_str() {
         "builder" => builder_turn(&hub, &cards, &me, &project).await?,
         "tester" => tester_turn(&hub, &cards, &me).await?,

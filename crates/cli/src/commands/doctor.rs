@@ -5,7 +5,7 @@ use super::{Common, find_on_path, print_json};
 use serde_json::{Value, json};
 use std::process::ExitCode;
 use trantor_mcp::Identity;
-use trantor_proto::HubClient;
+use trantor_proto::{HealthReply, HubClient};
 
 pub(crate) const DOCTOR_HELP: &str = concat!(
     "\
@@ -54,23 +54,11 @@ async fn version_check(
     spec: &trantor_runner::drivers::DriverSpec,
 ) -> Check {
     use trantor_runner::drivers::{VersionCheck, check_version};
-    let out = tokio::time::timeout(
-        std::time::Duration::from_secs(20),
-        tokio::process::Command::new(path)
-            .arg("--version")
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await;
-    let text = match out {
-        Ok(Ok(o)) => format!(
-            "{}\n{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        ),
-        Ok(Err(e)) => format!("cannot run: {e}"),
-        Err(_) => "no answer within 20 s".to_string(),
+    let within = std::time::Duration::from_secs(20);
+    let text = match trantor_mcp::advise::version_output(path, within).await {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => "no answer within 20 s".to_string(),
+        Err(e) => format!("cannot run: {e}"),
     };
     let range = spec.verified.unwrap_or("none");
     let install = spec
@@ -195,11 +183,8 @@ pub(crate) async fn doctor(a: DoctorArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The checks read from the hub's `/health` answer: the hub, its store, its duty service.
-fn health_checks(h: &Value, id: &Identity) -> Vec<Check> {
-    let version = h
-        .get("version")
-        .and_then(Value::as_str)
-        .unwrap_or("unknown");
+fn health_checks(h: &HealthReply, id: &Identity) -> Vec<Check> {
+    let version = h.version.as_deref().unwrap_or("unknown");
     let hub = Check {
         name: "hub".into(),
         ok: true,
@@ -209,26 +194,18 @@ fn health_checks(h: &Value, id: &Identity) -> Vec<Check> {
         ),
         fix: None,
     };
-    let store = h.get("store").and_then(Value::as_str).unwrap_or("unknown");
-    let persist_ok = h
-        .get("persist")
-        .and_then(|p| p.get("ok"))
-        .and_then(Value::as_bool)
-        .unwrap_or(true);
-    let last_error = h
-        .get("persist")
-        .and_then(|p| p.get("lastError"))
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let counts = ["messages", "cards", "peers"]
-        .iter()
-        .filter_map(|k| {
-            h.get(*k)
-                .and_then(Value::as_i64)
-                .map(|n| format!("{n} {k}"))
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
+    let store = h.store.as_deref().unwrap_or("unknown");
+    let persist_ok = h.persist.ok;
+    let last_error = &h.persist.last_error;
+    let counts = [
+        ("messages", Some(h.messages)),
+        ("cards", h.cards),
+        ("peers", Some(h.peers)),
+    ]
+    .iter()
+    .filter_map(|(k, n)| n.map(|n| format!("{n} {k}")))
+    .collect::<Vec<_>>()
+    .join(", ");
     let store = Check {
         name: "store".into(),
         ok: persist_ok,
@@ -242,11 +219,7 @@ fn health_checks(h: &Value, id: &Identity) -> Vec<Check> {
                 .to_string()
         }),
     };
-    vec![
-        hub,
-        store,
-        duty_check(h.get("duty").unwrap_or(&Value::Null)),
-    ]
+    vec![hub, store, duty_check(&h.duty)]
 }
 
 /// The hub check when `/health` failed, with how to start or choose one.

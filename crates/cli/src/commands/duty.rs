@@ -8,7 +8,7 @@
 use super::down::{self, DownArgs};
 use super::up::{self, UpArgs};
 use super::{Common, HubResult, print_json};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -157,8 +157,7 @@ async fn up(a: DutyUpArgs) -> anyhow::Result<ExitCode> {
 
 async fn status(a: DutyStatusArgs) -> anyhow::Result<ExitCode> {
     let (id, hub) = a.common.connect()?;
-    let health = hub.health().await.hub(&hub)?;
-    let duty = health.get("duty").cloned().unwrap_or(Value::Null);
+    let duty = hub.health().await.hub(&hub)?.duty;
     let pid = super::seats::runner_pid(DUTY_PERSONA, &id.project);
     if a.common.json {
         print_json(&json!({

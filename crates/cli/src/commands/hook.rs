@@ -258,14 +258,8 @@ pub(crate) struct Cursor {
 }
 
 fn safe(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
+    trantor_proto::fsx::safe_file_name(s)
+        .chars()
         .take(120)
         .collect()
 }

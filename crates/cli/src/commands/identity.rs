@@ -53,22 +53,8 @@ pub struct RevokeArgs {
 /// `trantor identity enroll` options.
 #[derive(Debug, clap::Args)]
 pub struct EnrollArgs {
-    /// An invite token from the hub's operator.
-    #[arg(
-        long,
-        env = "RELAY_INVITE",
-        value_name = "TOKEN",
-        hide_env_values = true
-    )]
-    pub invite: Option<String>,
-    /// The hub's bootstrap token (the first identity becomes owner of every project).
-    #[arg(
-        long,
-        env = "RELAY_BOOTSTRAP_TOKEN",
-        value_name = "TOKEN",
-        hide_env_values = true
-    )]
-    pub bootstrap_token: Option<String>,
+    #[command(flatten)]
+    pub tokens: trantor_runner::EnrollTokens,
     /// The identity kind: human (default for a person at the CLI), agent or tool.
     #[arg(long, default_value = "human")]
     pub kind: String,
@@ -155,8 +141,8 @@ async fn enroll_self(a: EnrollArgs) -> anyhow::Result<ExitCode> {
     let bus = identity::bus_dir(&identity::ProcessEnv);
     let key = keys::load_or_create(&bus, &id.session, &kind)?;
     let opts = enroll::EnrollOptions {
-        invite: a.invite.clone(),
-        bootstrap: a.bootstrap_token.clone(),
+        invite: a.tokens.invite.clone(),
+        bootstrap: a.tokens.bootstrap_token.clone(),
         owner_identity: None,
         project: id.project.clone(),
         kind,

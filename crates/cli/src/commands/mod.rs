@@ -66,6 +66,9 @@ use std::process::ExitCode;
 use trantor_mcp::{Identity, Overrides};
 use trantor_proto::{ClientError, HubClient};
 
+// The first executable file named `name` on PATH: the MCP server's lookup, shared.
+pub(crate) use trantor_mcp::advise::find_on_path;
+
 /// The CLI verbs, flattened into the top-level command list.
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
@@ -318,19 +321,6 @@ impl<T> HubResult<T> for Result<T, ClientError> {
 /// A usage error (exit 2).
 pub(crate) fn usage(msg: impl Into<String>) -> anyhow::Error {
     VerbError::Usage(msg.into()).into()
-}
-
-/// The first executable file named `name` on PATH.
-pub(crate) fn find_on_path(name: &str) -> Option<std::path::PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| {
-            std::fs::metadata(p)
-                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-                .unwrap_or(false)
-        })
 }
 
 /// Write one line to stdout; a reader that went away (a closed pipe) is not an error worth

@@ -70,10 +70,8 @@ pub(crate) fn render(p: &Proposal) -> Vec<String> {
     let when = |ts: i64| trantor_proto::date::fmt_utc_minutes(ts);
     let mut out = vec![
         format!(
-            "  #{} {} {} · {} · from {} · {}",
-            p.id,
-            trantor_proto::proposals::status_icon(&p.status),
-            p.status.to_uppercase(),
+            "  {} · {} · from {} · {}",
+            p.headline(),
             p.project,
             p.session,
             when(p.ts)

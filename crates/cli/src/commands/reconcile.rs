@@ -225,7 +225,7 @@ pub(crate) async fn reconcile(a: ReconcileArgs) -> anyhow::Result<ExitCode> {
         ))
     })?;
     let (id, hub) = a.common.connect()?;
-    let tasks: TasksReply = hub
+    let tasks: TasksReply<Value> = hub
         .get("/tasks", &[("project", id.project.clone())])
         .await
         .hub(&hub)?;

@@ -59,11 +59,8 @@ fn opener() -> Option<std::path::PathBuf> {
 
 pub(crate) async fn ui(a: UiArgs) -> anyhow::Result<ExitCode> {
     let (id, hub) = a.common.connect()?;
-    let health: serde_json::Value = hub.health().await.hub(&hub)?;
-    let auth = health
-        .get("authMode")
-        .and_then(|v| v.as_str())
-        .unwrap_or("off");
+    let health = hub.health().await.hub(&hub)?;
+    let auth = health.auth_mode.as_str();
     if auth != "off" {
         // The page has no way yet to carry a person's signed identity; say so instead of
         // opening a page whose every action the hub would refuse.

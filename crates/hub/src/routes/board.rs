@@ -494,7 +494,7 @@ pub async fn checklist_toggle<S: Store>(
 pub async fn tasks<S: Store>(
     State(hub): State<AppState<S>>,
     p: Params,
-) -> ApiResult<Json<TasksReply>> {
+) -> ApiResult<Json<TasksReply<Value>>> {
     let project = p.text("project").map(str::to_string);
     let slim_view = p.text("fields") == Some("slim");
     let full_ids: Vec<i64> = match p.text("card") {
@@ -547,7 +547,7 @@ pub async fn tasks<S: Store>(
 pub async fn card<S: Store>(
     State(hub): State<AppState<S>>,
     p: Params,
-) -> ApiResult<Json<CardReply>> {
+) -> ApiResult<Json<CardReply<Value>>> {
     let id = p
         .int("id")?
         .ok_or_else(|| ApiError::bad_request("id required"))?;

@@ -78,26 +78,26 @@ pub async fn health<S: Store>(State(hub): State<AppState<S>>) -> impl IntoRespon
     };
     let reply = HealthReply {
         ok: store_ok,
-        version: VERSION.into(),
+        version: Some(VERSION.into()),
         auth_mode: hub.cfg.auth.as_str().into(),
-        store: hub.store.describe(),
-        sync: hub.store.synchronous().into(),
+        store: Some(hub.store.describe()),
+        sync: Some(hub.store.synchronous().into()),
         peers: c.peers,
         messages: c.messages,
-        cards: c.cards,
-        events: c.events,
+        cards: Some(c.cards),
+        events: Some(c.events),
         streams,
-        polls_held: hub.presence.held_polls(),
+        polls_held: Some(hub.presence.held_polls()),
         persist: HealthPersist {
             ok: store_ok,
             last_error: err,
             last_error_at: failed_at,
         },
-        retention: HealthRetention {
+        retention: Some(HealthRetention {
             read_history_ms: hub.cfg.retention_ms,
             read_history_days: hub.cfg.retention_ms / 86_400_000,
             pruned: serde_json::to_value(pruned).unwrap_or(Value::Null),
-        },
+        }),
         duty,
         lease: hub.store.lease().map(|l| trantor_proto::HealthLease {
             held: l.held,

@@ -113,10 +113,8 @@ impl Relay {
                     format!(" · operator: \"{}\"", p.note)
                 };
                 format!(
-                    "#{} {} {} — {} · when: {} · NOT covered: {}{note}",
-                    p.id,
-                    trantor_proto::proposals::status_icon(&p.status),
-                    p.status.to_uppercase(),
+                    "{} — {} · when: {} · NOT covered: {}{note}",
+                    p.headline(),
                     p.scope,
                     p.condition,
                     p.exclusions

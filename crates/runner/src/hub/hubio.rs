@@ -4,7 +4,7 @@
 
 use crate::triage::classify::CardSnap;
 use serde_json::Value;
-use trantor_proto::{HubClient, Lesson, Message, PolicyLink};
+use trantor_proto::{CardStatus, HubClient, Lesson, Message, PolicyLink};
 
 /// Typed reads over a [`HubClient`] for one seat.
 #[derive(Debug, Clone)]
@@ -45,11 +45,7 @@ pub fn card_snap(task: &Value) -> CardSnap {
         })
         .unwrap_or_default();
     CardSnap {
-        status: task
-            .get("status")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string(),
+        status: CardStatus::from_wire(task.get("status").and_then(Value::as_str).unwrap_or("")),
         log,
     }
 }
@@ -139,8 +135,10 @@ impl HubReads {
             .filter(|t| t.get("assignee").and_then(Value::as_str) == Some(self.session.as_str()))
             .filter(|t| {
                 matches!(
-                    t.get("status").and_then(Value::as_str),
-                    Some("doing" | "testing" | "todo")
+                    t.get("status")
+                        .and_then(Value::as_str)
+                        .map(CardStatus::from_wire),
+                    Some(CardStatus::Doing | CardStatus::Testing | CardStatus::Todo)
                 )
             })
             .filter(|t| {

@@ -16,7 +16,7 @@ use crate::triage::receipt::{self, Assigner};
 use crate::triage::session;
 use std::collections::BTreeSet;
 use std::time::Instant;
-use trantor_proto::{Message, TaskUpdateRequest};
+use trantor_proto::{CardStatus, Message, TaskUpdateRequest};
 
 impl Seat {
     /// The card a wake batch binds to (docs/runner.md §19.1), with the read that decided it.
@@ -445,11 +445,10 @@ impl Seat {
         {
             return;
         }
-        let status = if r.j.card_status_at_end.is_empty() {
-            "unknown"
-        } else {
-            &r.j.card_status_at_end
-        };
+        let status =
+            r.j.card_status_at_end
+                .as_ref()
+                .map_or("unknown", CardStatus::as_str);
         for a in assigners {
             let t = receipt::no_delivery(&self.cfg.session, r.card, status, r.secs, a);
             self.hub.bus.send_outcome(receipt::to_assigner(
@@ -519,12 +518,13 @@ impl Seat {
         self.save_pending(false);
         self.report_healthy();
         if r.card > 0
-            && matches!(r.j.card_status_at_end.as_str(), "testing" | "done")
+            && let Some(status @ (CardStatus::Testing | CardStatus::Done)) =
+                r.j.card_status_at_end.clone()
             && let Some(mut j) = self.work.janitor.take()
         {
-            let (card, status) = (r.card, r.j.card_status_at_end.clone());
+            let card = r.card;
             self.work.janitor = tokio::task::spawn_blocking(move || {
-                j.on_card_status(card, &status);
+                j.on_card_status(card, status.as_str());
                 j
             })
             .await
@@ -532,7 +532,11 @@ impl Seat {
             self.flush_janitor_notices();
         }
         for a in assigners {
-            let card = (r.card > 0).then_some((r.card, r.j.card_status_at_end.as_str()));
+            let status =
+                r.j.card_status_at_end
+                    .as_ref()
+                    .map_or("", CardStatus::as_str);
+            let card = (r.card > 0).then_some((r.card, status));
             let t = receipt::done(&self.cfg.session, r.secs, r.started_ms, card, a);
             self.hub.bus.send_outcome(receipt::to_assigner(
                 &self.cfg.session,

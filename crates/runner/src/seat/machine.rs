@@ -12,6 +12,7 @@
 
 use crate::seat::turnrec::{RecState, TurnRecord};
 use crate::triage::classify::card_moved;
+use trantor_proto::CardStatus;
 
 /// The time of an event: the wall clock (for records and rows) and a monotonic clock (for
 /// every wait).
@@ -40,7 +41,7 @@ pub struct Evidence {
     /// HEAD moved since the turn's base.
     pub new_commit: bool,
     /// The bound card's status now (when it could be read).
-    pub card_after: Option<String>,
+    pub card_after: Option<CardStatus>,
 }
 
 /// Something the machine was told.
@@ -328,7 +329,7 @@ impl SeatMachine {
                         format!(
                             "adopted: exit 0 with no new commit and card #{} still {}",
                             rec.card,
-                            e.card_after.as_deref().unwrap_or("unknown")
+                            e.card_after.as_ref().map_or("unknown", CardStatus::as_str)
                         ),
                     )
                 } else {

@@ -13,6 +13,7 @@
 use crate::sys::fsx;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
+use trantor_proto::CardStatus;
 
 /// The most consumed ids remembered.
 pub const DONE_CAP: usize = 2000;
@@ -53,7 +54,7 @@ pub struct TurnRecord {
     /// The card the turn is bound to (0 = none).
     pub card: i64,
     /// The card's status before the turn.
-    pub card_status: Option<String>,
+    pub card_status: Option<CardStatus>,
     /// `ended`: the contracts were consumed (else they stay owed).
     pub consumed: bool,
     /// `ended`: the verdict.

@@ -4,6 +4,7 @@
 
 use regex::Regex;
 use std::sync::LazyLock;
+use trantor_proto::CardStatus;
 use trantor_proto::text::strip_ansi;
 
 fn re(s: &str) -> Option<Regex> {
@@ -466,7 +467,7 @@ pub fn parse_reset(text: &str, now: i64) -> Option<i64> {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CardSnap {
     /// Status.
-    pub status: String,
+    pub status: CardStatus,
     /// Log entries `(ts, by, text)`.
     pub log: Vec<(i64, String, String)>,
 }
@@ -474,9 +475,10 @@ pub struct CardSnap {
 /// Whether a card's move during a turn counts as a delivery (docs/runner.md §11.2): into
 /// `testing` or `done` from outside them, or the tester's own move from `testing` to `done`. A
 /// card that stayed where it was did not move.
-pub fn card_moved(before: &str, after: &str) -> bool {
-    let delivered = |s: &str| s == "testing" || s == "done";
-    delivered(after) && (!delivered(before) || (before == "testing" && after == "done"))
+pub fn card_moved(before: &CardStatus, after: &CardStatus) -> bool {
+    let delivered = |s: &CardStatus| matches!(s, CardStatus::Testing | CardStatus::Done);
+    delivered(after)
+        && (!delivered(before) || (*before == CardStatus::Testing && *after == CardStatus::Done))
 }
 
 /// Everything the judge needs to know about a finished turn.
@@ -525,8 +527,8 @@ pub struct Judgement {
     pub no_delivery: bool,
     /// The blocked verdict (`blocked: <note>`).
     pub blocked: Option<String>,
-    /// The card status at the end (empty when unknown).
-    pub card_status_at_end: String,
+    /// The card status at the end (`None` when unknown).
+    pub card_status_at_end: Option<CardStatus>,
     /// The verdict sentence.
     pub verdict: String,
     /// `completed empty no-delivery blocked asked cut stalled api-error`.
@@ -591,7 +593,7 @@ pub fn judge(f: &TurnFacts) -> Judgement {
     }
     let clean = !f.cut && f.real_exit == 0 && j.eff_exit == 0 && f.card > 0;
     if clean && let (Some(before), Some(after)) = (&f.card_before, &f.card_after) {
-        j.card_status_at_end = after.status.clone();
+        j.card_status_at_end = Some(after.status.clone());
         let fresh = after.log.iter().rfind(|(ts, by, text)| {
             *by == f.session
                 && *ts >= f.t0
@@ -600,7 +602,9 @@ pub fn judge(f: &TurnFacts) -> Judgement {
                     .iter()
                     .any(|(ots, oby, otext)| ots == ts && oby == by && otext == text)
         });
-        if after.status == "blocked" && (before.status != "blocked" || fresh.is_some()) {
+        if after.status == CardStatus::Blocked
+            && (before.status != CardStatus::Blocked || fresh.is_some())
+        {
             let note = fresh
                 .or(after.log.last())
                 .map(|(_, _, t)| t.as_str())
@@ -621,11 +625,10 @@ pub fn judge(f: &TurnFacts) -> Judgement {
     } else if let Some(b) = &j.blocked {
         b.clone()
     } else if j.no_delivery {
-        let st = if j.card_status_at_end.is_empty() {
-            "unknown"
-        } else {
-            &j.card_status_at_end
-        };
+        let st = j
+            .card_status_at_end
+            .as_ref()
+            .map_or("unknown", CardStatus::as_str);
         format!(
             "classified no-delivery because exit 0 with no new commit and card #{} still {st}",
             f.card

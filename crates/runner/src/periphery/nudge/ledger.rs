@@ -107,16 +107,7 @@ impl NudgeLedger {
     /// The per-recipient ledger `<bus>/nudged-<recipient>.json` of docs/runner.md §16 (characters
     /// outside `[A-Za-z0-9_.-]` become `_`), shared with the wake-nudge daemon.
     pub fn for_recipient(self, recipient: &str) -> NudgeLedger {
-        let safe: String = recipient
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
+        let safe = trantor_proto::fsx::safe_file_name(recipient);
         let dir = self
             .path
             .parent()

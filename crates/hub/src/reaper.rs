@@ -220,7 +220,7 @@ async fn reap_contracts<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), Sto
             let page = LedgerPage {
                 after,
                 limit: REAP_PAGE,
-                open_only: true,
+                rows: crate::domain::ledger::PageRows::Open,
             };
             let ledger = match compute_ledger(hub, d, None, now, window, None, page).await {
                 Ok(l) => l,

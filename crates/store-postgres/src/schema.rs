@@ -12,7 +12,7 @@ use trantor_store::StoreError;
 use trantor_store::migrate::{self, SchemaTx};
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 /// Version 1: every table the `Store` trait needs.
 ///
@@ -384,8 +384,92 @@ CREATE TRIGGER messages_ledger AFTER INSERT ON messages
     FOR EACH STATEMENT EXECUTE FUNCTION trantor_ledger_on_messages();
 "#;
 
+/// Version 6: the contract tally (docs/protocol.md §5.6), the embedded store's schema v6: per
+/// (sender, hour of `ts`, assignee, project) the open, ack and answered contracts and the id
+/// range seen in the bucket, so a window's counts cost its buckets, not its traffic. Kept by
+/// statement triggers on `contracts` over their transition tables (one upsert per statement,
+/// whether the ledger's set path or its row path wrote), so every write path keeps it; a bucket
+/// whose counts all reach 0 by deletion is dropped. The hour is `trantor_store::TALLY_BUCKET_MS`.
+const V6: &str = r#"
+CREATE TABLE contract_tally (
+    sender   TEXT COLLATE "C" NOT NULL,
+    bucket   BIGINT NOT NULL,
+    assignee TEXT COLLATE "C" NOT NULL,
+    project  TEXT COLLATE "C" NOT NULL,
+    open     BIGINT NOT NULL,
+    ack      BIGINT NOT NULL,
+    answered BIGINT NOT NULL,
+    min_id   BIGINT NOT NULL,
+    max_id   BIGINT NOT NULL,
+    PRIMARY KEY (sender, bucket, assignee, project)
+);
+
+INSERT INTO contract_tally
+SELECT sender, ts / 3600000, assignee, project,
+       count(*) FILTER (WHERE answer_id IS NULL AND NOT ack),
+       count(*) FILTER (WHERE answer_id IS NULL AND ack),
+       count(answer_id), min(id), max(id)
+  FROM contracts GROUP BY sender, ts / 3600000, assignee, project;
+
+CREATE FUNCTION trantor_tally_on_contracts() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO contract_tally AS t
+        SELECT sender, ts / 3600000, assignee, project,
+               count(*) FILTER (WHERE answer_id IS NULL AND NOT ack),
+               count(*) FILTER (WHERE answer_id IS NULL AND ack),
+               count(answer_id), min(id), max(id)
+          FROM tally_new GROUP BY sender, ts / 3600000, assignee, project
+        ON CONFLICT (sender, bucket, assignee, project) DO UPDATE SET
+            open = t.open + excluded.open, ack = t.ack + excluded.ack,
+            answered = t.answered + excluded.answered,
+            min_id = LEAST(t.min_id, excluded.min_id), max_id = GREATEST(t.max_id, excluded.max_id);
+    ELSIF TG_OP = 'UPDATE' THEN
+        UPDATE contract_tally t SET open = t.open + d.o, ack = t.ack + d.k,
+               answered = t.answered + d.a
+          FROM (SELECT n.sender, n.ts / 3600000 AS bucket, n.assignee, n.project,
+                       sum((n.answer_id IS NULL AND NOT n.ack)::INT
+                           - (o.answer_id IS NULL AND NOT o.ack)::INT) AS o,
+                       sum((n.answer_id IS NULL AND n.ack)::INT
+                           - (o.answer_id IS NULL AND o.ack)::INT) AS k,
+                       sum((n.answer_id IS NOT NULL)::INT - (o.answer_id IS NOT NULL)::INT) AS a
+                  FROM tally_new n JOIN tally_old o ON o.id = n.id
+                 GROUP BY n.sender, n.ts / 3600000, n.assignee, n.project) d
+         WHERE t.sender = d.sender AND t.bucket = d.bucket AND t.assignee = d.assignee
+           AND t.project = d.project AND (d.o <> 0 OR d.k <> 0 OR d.a <> 0);
+    ELSE
+        UPDATE contract_tally t SET open = t.open - d.o, ack = t.ack - d.k,
+               answered = t.answered - d.a
+          FROM (SELECT sender, ts / 3600000 AS bucket, assignee, project,
+                       count(*) FILTER (WHERE answer_id IS NULL AND NOT ack) AS o,
+                       count(*) FILTER (WHERE answer_id IS NULL AND ack) AS k,
+                       count(answer_id) AS a
+                  FROM tally_old GROUP BY sender, ts / 3600000, assignee, project) d
+         WHERE t.sender = d.sender AND t.bucket = d.bucket AND t.assignee = d.assignee
+           AND t.project = d.project;
+        DELETE FROM contract_tally t
+         USING (SELECT DISTINCT sender, ts / 3600000 AS bucket, assignee, project
+                  FROM tally_old) d
+         WHERE t.sender = d.sender AND t.bucket = d.bucket AND t.assignee = d.assignee
+           AND t.project = d.project AND t.open = 0 AND t.ack = 0 AND t.answered = 0;
+    END IF;
+    RETURN NULL;
+END $$;
+
+-- Each trigger declares the transition tables its branch of the function reads.
+CREATE TRIGGER contracts_tally_ai AFTER INSERT ON contracts
+    REFERENCING NEW TABLE AS tally_new
+    FOR EACH STATEMENT EXECUTE FUNCTION trantor_tally_on_contracts();
+CREATE TRIGGER contracts_tally_au AFTER UPDATE ON contracts
+    REFERENCING OLD TABLE AS tally_old NEW TABLE AS tally_new
+    FOR EACH STATEMENT EXECUTE FUNCTION trantor_tally_on_contracts();
+CREATE TRIGGER contracts_tally_ad AFTER DELETE ON contracts
+    REFERENCING OLD TABLE AS tally_old
+    FOR EACH STATEMENT EXECUTE FUNCTION trantor_tally_on_contracts();
+"#;
+
 /// Migrations in order: entry `i` brings a database from version `i` to `i + 1`.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6];
 
 /// Bring the database to [`SCHEMA_VERSION`], or explain why it cannot be.
 pub(crate) fn migrate(client: &mut Client, url: &str) -> Result<(), StoreError> {

@@ -31,9 +31,13 @@ pub(crate) fn text(stmt: Dialect) -> Cow<'static, str> {
         )
         .into(),
         Dialect::LedgerSenders => LEDGER_SENDERS.into(),
-        Dialect::LedgerGroups { .. } => ledger_groups().into(),
+        Dialect::LedgerOpen => ledger_open().into(),
         Dialect::LedgerCounts => ledger_counts().into(),
-        Dialect::LedgerRows { open_only } => ledger_rows(open_only).into(),
+        Dialect::LedgerSplit => LEDGER_SPLIT.into(),
+        Dialect::LedgerRows {
+            open_only,
+            by_assignee,
+        } => ledger_rows(open_only, by_assignee).into(),
         Dialect::EventsSelect => EVENTS_SELECT.into(),
         Dialect::Counts => COUNTS.into(),
         Dialect::CostSelect(by) => cost_select(by).into(),
@@ -88,32 +92,65 @@ fn undelivered_direct() -> String {
 const LEDGER_SENDERS: &str = "SELECT DISTINCT sender FROM contracts
    WHERE answer_id IS NULL AND NOT ack AND ts >= $1 ORDER BY sender";
 
-fn ledger_groups() -> String {
+/// The id range of the window's first tally bucket (`$4`): the rows a read counts one by one.
+const EDGE: &str = "e AS (SELECT min(min_id) AS lo, max(max_id) AS hi FROM contract_tally
+                   WHERE sender = $1 AND bucket = $4)";
+
+/// The window's first bucket's contracts from `$2` on, with `{cols}` selected.
+fn edge_rows(cols: &str) -> String {
     format!(
-        "SELECT c.assignee, count(*)::BIGINT,
-                count(*) FILTER (WHERE c.ts < $4 AND {OVERTAKEN})::BIGINT,
-                count(*) FILTER (WHERE NOT (c.ts < $4 AND {OVERTAKEN})
-                                   AND $5::BIGINT IS NOT NULL AND c.ts <= $5)::BIGINT
-           FROM contracts c
-           LEFT JOIN contract_peers p ON p.sender = c.sender AND p.peer = c.assignee
-          WHERE c.sender = $1 AND c.answer_id IS NULL AND NOT c.ack AND c.ts >= $2
-            AND ($3::TEXT IS NULL OR c.project = $3)
-          GROUP BY c.assignee ORDER BY c.assignee"
+        "SELECT {cols} FROM contracts c, e
+          WHERE c.sender = $1 AND c.id BETWEEN e.lo AND e.hi AND c.ts >= $2 AND c.ts < $5
+            AND ($3::TEXT IS NULL OR c.project = $3)"
+    )
+}
+
+fn ledger_open() -> String {
+    let edge = edge_rows("c.assignee, 1::BIGINT AS n");
+    format!(
+        "WITH {EDGE}
+         SELECT assignee, sum(n)::BIGINT FROM (
+             SELECT assignee, open AS n FROM contract_tally
+              WHERE sender = $1 AND bucket > $4 AND open > 0
+                AND ($3::TEXT IS NULL OR project = $3)
+             UNION ALL
+             {edge} AND c.answer_id IS NULL AND NOT c.ack) t
+          GROUP BY assignee ORDER BY assignee"
     )
 }
 
 fn ledger_counts() -> String {
+    let edge = edge_rows(
+        "(c.answer_id IS NOT NULL)::INT::BIGINT, (c.answer_id IS NULL AND c.ack)::INT::BIGINT",
+    );
     format!(
-        "SELECT count(answer_id)::BIGINT,
-                count(*) FILTER (WHERE answer_id IS NULL AND ack)::BIGINT
-           FROM contracts
-          WHERE sender = $1 AND ts >= $2 AND ($3::TEXT IS NULL OR project = $3)
-            AND id >= {WINDOW_FIRST_ID}
-            AND (answer_id IS NOT NULL OR ack)"
+        "WITH {EDGE}
+         SELECT COALESCE(sum(a), 0)::BIGINT, COALESCE(sum(k), 0)::BIGINT FROM (
+             SELECT answered AS a, ack AS k FROM contract_tally
+              WHERE sender = $1 AND bucket > $4 AND ($3::TEXT IS NULL OR project = $3)
+             UNION ALL
+             {edge}) t"
     )
 }
 
-fn ledger_rows(open_only: bool) -> String {
+/// Of the sender's open contracts to `$6`: superseded (sent before the cut `$4` and overtaken
+/// by later traffic with the assignee), and overdue (sent at or before `$5`, not superseded).
+const LEDGER_SPLIT: &str = "WITH p AS (
+         SELECT COALESCE((SELECT GREATEST(last_reply, last_answered) FROM contract_peers
+                           WHERE sender = $1 AND peer = $6), 0) AS cut)
+     SELECT count(*) FILTER (WHERE c.ts < $4 AND c.id < p.cut)::BIGINT,
+            count(*) FILTER (WHERE $5::BIGINT IS NOT NULL AND c.ts <= $5
+                               AND NOT (c.ts < $4 AND c.id < p.cut))::BIGINT
+       FROM p, contracts c
+      WHERE c.sender = $1 AND c.assignee = $6 AND c.answer_id IS NULL AND NOT c.ack
+        AND c.ts >= $2 AND ($3::TEXT IS NULL OR c.project = $3)";
+
+fn ledger_rows(open_only: bool, by_assignee: bool) -> String {
+    let assignee = if by_assignee {
+        "c.assignee = $6"
+    } else {
+        "$6::TEXT IS NULL"
+    };
     let filter = if open_only {
         "AND c.answer_id IS NULL AND NOT c.ack"
     } else {
@@ -127,6 +164,7 @@ fn ledger_rows(open_only: bool) -> String {
            LEFT JOIN messages a ON a.id = c.answer_id
            LEFT JOIN contract_peers p ON p.sender = c.sender AND p.peer = c.assignee
           WHERE c.sender = $1 AND c.ts >= $2 AND ($3::TEXT IS NULL OR c.project = $3)
+            AND {assignee}
             AND c.id > GREATEST($4, {WINDOW_FIRST_ID} - 1) {filter}
           ORDER BY c.id LIMIT $5"
     )

@@ -407,11 +407,24 @@ async fn pg_ledger_over_a_batch_matches_one_write_each() {
     for sql in [
         "SELECT row_to_json(c)::text FROM contracts c ORDER BY id",
         "SELECT row_to_json(p)::text FROM contract_peers p ORDER BY sender, peer",
+        "SELECT row_to_json(t)::text FROM contract_tally t
+          ORDER BY sender, bucket, assignee, project",
     ] {
         let (a, b) = (one.dump(sql), many.dump(sql));
         assert!(!a.is_empty(), "{sql}: the ledger has rows");
         assert_eq!(a, b, "{sql}");
     }
+    // The tally kept through the set path and the row path is the contracts counted.
+    let kept = "SELECT sender || ' ' || bucket || ' ' || assignee || ' ' || project || ' '
+                       || open || ' ' || ack || ' ' || answered
+                  FROM contract_tally ORDER BY sender, bucket, assignee, project";
+    let counted = "SELECT sender || ' ' || ts / 3600000 || ' ' || assignee || ' ' || project
+                          || ' ' || count(*) FILTER (WHERE answer_id IS NULL AND NOT ack)
+                          || ' ' || count(*) FILTER (WHERE answer_id IS NULL AND ack)
+                          || ' ' || count(answer_id)
+                     FROM contracts GROUP BY sender, ts / 3600000, assignee, project
+                    ORDER BY sender, ts / 3600000, assignee, project";
+    assert_eq!(many.dump(kept), many.dump(counted), "the kept tally");
     // The answers the steps were made for are there.
     let answered = many.dump(
         "SELECT id || '>' || answer_id FROM contracts WHERE answer_id IS NOT NULL ORDER BY id",

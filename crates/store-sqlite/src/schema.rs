@@ -11,7 +11,7 @@ use trantor_store::rows;
 use trantor_store::sql::{Run, Statements};
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// Version 1: every table the `Store` trait needs, with one index per query shape.
 ///
@@ -272,6 +272,69 @@ CREATE INDEX turns_ts      ON turns(ts);
 CREATE INDEX turns_project ON turns(project, ts);
 "#;
 
+/// Version 6: the contract tally (docs/protocol.md §5.6), so a window's counts cost its
+/// buckets, not its traffic. Per (sender, hour of `ts`, assignee, project): the open, ack and
+/// answered contracts, and the lowest and highest id seen in the bucket (the id range a read
+/// walks to count the window's first bucket row by row from its start). Kept by triggers on
+/// `contracts`, so every write path (a send, an answer, the reaper's mark, retention) keeps it;
+/// a bucket whose counts all reach 0 by deletion is dropped. The hour is
+/// `trantor_store::TALLY_BUCKET_MS`.
+const V6: &str = r#"
+CREATE TABLE contract_tally (
+    sender   TEXT    NOT NULL,
+    bucket   INTEGER NOT NULL,
+    assignee TEXT    NOT NULL,
+    project  TEXT    NOT NULL,
+    open     INTEGER NOT NULL,
+    ack      INTEGER NOT NULL,
+    answered INTEGER NOT NULL,
+    min_id   INTEGER NOT NULL,
+    max_id   INTEGER NOT NULL,
+    PRIMARY KEY (sender, bucket, assignee, project)
+) WITHOUT ROWID;
+
+INSERT INTO contract_tally
+SELECT sender, ts / 3600000, assignee, project,
+       sum(answer_id IS NULL AND ack = 0), sum(answer_id IS NULL AND ack != 0),
+       count(answer_id), min(id), max(id)
+  FROM contracts GROUP BY sender, ts / 3600000, assignee, project;
+
+CREATE TRIGGER contracts_tally_ai AFTER INSERT ON contracts BEGIN
+    INSERT INTO contract_tally
+    VALUES (new.sender, new.ts / 3600000, new.assignee, new.project,
+            new.answer_id IS NULL AND new.ack = 0, new.answer_id IS NULL AND new.ack != 0,
+            new.answer_id IS NOT NULL, new.id, new.id)
+    ON CONFLICT (sender, bucket, assignee, project) DO UPDATE SET
+        open = open + excluded.open, ack = ack + excluded.ack,
+        answered = answered + excluded.answered,
+        min_id = min(min_id, excluded.min_id), max_id = max(max_id, excluded.max_id);
+END;
+
+CREATE TRIGGER contracts_tally_au AFTER UPDATE OF answer_id, ack ON contracts
+  WHEN (old.answer_id IS NULL) != (new.answer_id IS NULL) OR old.ack != new.ack BEGIN
+    UPDATE contract_tally SET
+        open = open + (new.answer_id IS NULL AND new.ack = 0)
+                    - (old.answer_id IS NULL AND old.ack = 0),
+        ack = ack + (new.answer_id IS NULL AND new.ack != 0)
+                  - (old.answer_id IS NULL AND old.ack != 0),
+        answered = answered + (new.answer_id IS NOT NULL) - (old.answer_id IS NOT NULL)
+     WHERE sender = new.sender AND bucket = new.ts / 3600000 AND assignee = new.assignee
+       AND project = new.project;
+END;
+
+CREATE TRIGGER contracts_tally_ad AFTER DELETE ON contracts BEGIN
+    UPDATE contract_tally SET
+        open = open - (old.answer_id IS NULL AND old.ack = 0),
+        ack = ack - (old.answer_id IS NULL AND old.ack != 0),
+        answered = answered - (old.answer_id IS NOT NULL)
+     WHERE sender = old.sender AND bucket = old.ts / 3600000 AND assignee = old.assignee
+       AND project = old.project;
+    DELETE FROM contract_tally
+     WHERE sender = old.sender AND bucket = old.ts / 3600000 AND assignee = old.assignee
+       AND project = old.project AND open = 0 AND ack = 0 AND answered = 0;
+END;
+"#;
+
 /// Fill the contract ledger from the messages already stored (migration to version 4), in id
 /// order, as if each had just committed.
 fn backfill_contracts(conn: &Connection) -> Result<usize, StoreError> {
@@ -296,7 +359,7 @@ fn backfill_contracts(conn: &Connection) -> Result<usize, StoreError> {
 }
 
 /// Migrations in order: entry `i` brings a database from version `i` to `i + 1`.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6];
 
 /// Bring the database behind `conn` to [`SCHEMA_VERSION`], or explain why it cannot be.
 pub(crate) fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {

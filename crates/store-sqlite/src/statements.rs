@@ -27,9 +27,13 @@ pub(crate) fn text(stmt: Dialect) -> Cow<'static, str> {
         Dialect::UndeliveredDirect => undelivered_direct().into(),
         Dialect::DispatchersSince => dispatchers_since().into(),
         Dialect::LedgerSenders => LEDGER_SENDERS.into(),
-        Dialect::LedgerGroups { by_project } => ledger_groups(by_project).into(),
+        Dialect::LedgerOpen => ledger_open().into(),
         Dialect::LedgerCounts => ledger_counts().into(),
-        Dialect::LedgerRows { open_only } => ledger_rows(open_only).into(),
+        Dialect::LedgerSplit => LEDGER_SPLIT.into(),
+        Dialect::LedgerRows {
+            open_only,
+            by_assignee,
+        } => ledger_rows(open_only, by_assignee).into(),
         Dialect::EventsSelect => format!("SELECT {EVENT_COLS} FROM events WHERE 1 = 1").into(),
         Dialect::Counts => COUNTS.into(),
         Dialect::CostSelect(by) => cost_select(by).into(),
@@ -102,49 +106,61 @@ fn dispatchers_since() -> String {
 const LEDGER_SENDERS: &str = "SELECT DISTINCT sender FROM contracts INDEXED BY contracts_open
    WHERE answer_id IS NULL AND ack = 0 AND ts >= ?1 ORDER BY sender";
 
-fn ledger_groups(by_project: bool) -> String {
-    // Counted per assignee on the open index, which covers every column used unless a project
-    // is asked for (then each row is read): the supersession cut is looked up once per
-    // assignee, not per row.
-    let project = if by_project {
-        "AND c.project = ?3"
-    } else {
-        "AND ?3 IS NULL"
-    };
-    let open = format!(
-        "FROM contracts c INDEXED BY contracts_open
-          WHERE c.sender = ?1 AND c.assignee = g.assignee AND c.answer_id IS NULL
-            AND c.ack = 0 AND c.ts >= ?2 {project}"
-    );
-    let cut = "max(COALESCE(p.last_reply, 0), COALESCE(p.last_answered, 0))";
+/// The id range of the window's first tally bucket (`?4`): the rows a read counts one by one.
+const EDGE: &str = "e AS (SELECT min(min_id) AS lo, max(max_id) AS hi FROM contract_tally
+                   WHERE sender = ?1 AND bucket = ?4)";
+
+/// The window's first bucket's contracts from `?2` on, with `{cols}` selected.
+fn edge_rows(cols: &str) -> String {
     format!(
-        "WITH g AS (
-             SELECT c.assignee AS assignee, count(*) AS n
-               FROM contracts c INDEXED BY contracts_open
-              WHERE c.sender = ?1 AND c.answer_id IS NULL AND c.ack = 0 AND c.ts >= ?2
-                    {project}
-              GROUP BY c.assignee)
-         SELECT g.assignee, g.n,
-                (SELECT count(*) {open} AND c.ts < ?4 AND c.id < {cut}),
-                CASE WHEN ?5 IS NULL THEN 0 ELSE
-                  (SELECT count(*) {open} AND c.ts <= ?5
-                      AND NOT (c.ts < ?4 AND c.id < {cut})) END
-           FROM g LEFT JOIN contract_peers p ON p.sender = ?1 AND p.peer = g.assignee
-          ORDER BY g.assignee"
+        "SELECT {cols} FROM contracts c, e
+          WHERE c.sender = ?1 AND c.id BETWEEN e.lo AND e.hi AND c.ts >= ?2 AND c.ts < ?5
+            AND (?3 IS NULL OR c.project = ?3)"
+    )
+}
+
+fn ledger_open() -> String {
+    let edge = edge_rows("c.assignee, 1 AS n");
+    format!(
+        "WITH {EDGE}
+         SELECT assignee, sum(n) FROM (
+             SELECT assignee, open AS n FROM contract_tally
+              WHERE sender = ?1 AND bucket > ?4 AND open > 0 AND (?3 IS NULL OR project = ?3)
+             UNION ALL
+             {edge} AND c.answer_id IS NULL AND c.ack = 0)
+          GROUP BY assignee ORDER BY assignee"
     )
 }
 
 fn ledger_counts() -> String {
+    let edge = edge_rows("c.answer_id IS NOT NULL, c.answer_id IS NULL AND c.ack != 0");
     format!(
-        "SELECT count(answer_id), COALESCE(sum(answer_id IS NULL AND ack = 1), 0)
-           FROM contracts
-          WHERE sender = ?1 AND id >= {WINDOW_FIRST_ID} AND ts >= ?2
-            AND (?3 IS NULL OR project = ?3)
-            AND (answer_id IS NOT NULL OR ack = 1)"
+        "WITH {EDGE}
+         SELECT COALESCE(sum(a), 0), COALESCE(sum(k), 0) FROM (
+             SELECT answered AS a, ack AS k FROM contract_tally
+              WHERE sender = ?1 AND bucket > ?4 AND (?3 IS NULL OR project = ?3)
+             UNION ALL
+             {edge})"
     )
 }
 
-fn ledger_rows(open_only: bool) -> String {
+/// Of the sender's open contracts to `?6`: superseded (sent before the cut `?4` and overtaken
+/// by later traffic with the assignee), and overdue (sent at or before `?5`, not superseded).
+const LEDGER_SPLIT: &str = "WITH p AS (
+         SELECT COALESCE((SELECT max(last_reply, last_answered) FROM contract_peers
+                           WHERE sender = ?1 AND peer = ?6), 0) AS cut)
+     SELECT COALESCE(sum(c.ts < ?4 AND c.id < p.cut), 0),
+            COALESCE(sum(?5 IS NOT NULL AND c.ts <= ?5 AND NOT (c.ts < ?4 AND c.id < p.cut)), 0)
+       FROM p, contracts c INDEXED BY contracts_open
+      WHERE c.sender = ?1 AND c.assignee = ?6 AND c.answer_id IS NULL AND c.ack = 0
+        AND c.ts >= ?2 AND (?3 IS NULL OR c.project = ?3)";
+
+fn ledger_rows(open_only: bool, by_assignee: bool) -> String {
+    let assignee = if by_assignee {
+        "c.assignee = ?6"
+    } else {
+        "?6 IS NULL"
+    };
     let (from, filter) = if open_only {
         (
             "contracts c INDEXED BY contracts_open",
@@ -161,6 +177,7 @@ fn ledger_rows(open_only: bool) -> String {
            LEFT JOIN messages a ON a.id = c.answer_id
            LEFT JOIN contract_peers p ON p.sender = c.sender AND p.peer = c.assignee
           WHERE c.sender = ?1 AND c.ts >= ?2 AND (?3 IS NULL OR c.project = ?3)
+            AND {assignee}
             AND c.id > max(?4, {WINDOW_FIRST_ID} - 1) {filter}
           ORDER BY c.id LIMIT ?5"
     )

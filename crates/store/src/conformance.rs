@@ -12,7 +12,10 @@ use serde_json::json;
 use std::collections::HashSet;
 use trantor_proto::{Card, DeliveryEntry, DeliveryState, Lesson, Message, Peer};
 
-use crate::{CardFilter, EventFilter, NewEvent, NewMessage, OpRecord, Store, StoreError};
+use crate::{
+    CardFilter, EventFilter, LedgerQuery, NewEvent, NewMessage, OpRecord, Store, StoreError,
+    TALLY_BUCKET_MS,
+};
 
 /// How a backend's tests get a fresh, empty store.
 pub trait Fixture {
@@ -36,7 +39,7 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@stories $fixture;
             ids_and_delivery, paging_is_exact, delivery_ledger, delivery_record, cost_ledger, prune_keeps_unread,
             savepoint_isolation, events_filters, board_and_documents, imported_ids,
-            panicking_closure_is_isolated, auth_documents);
+            panicking_closure_is_isolated, auth_documents, ledger_tally_matches_scan);
 
         #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn durable_across_reopen() {
@@ -1170,4 +1173,107 @@ pub async fn cost_ledger<S: Store>(s: &S) {
     assert_eq!(empty.0.len(), 1);
     assert_eq!(empty.0[0].1, trantor_proto::CostSummary::default());
     assert!(empty.1.is_empty());
+}
+
+/// The contract tally (kept as contracts commit, are answered and are pruned) counts what a
+/// scan of the ledger's rows counts: windows starting inside a bucket and on its edge, with and
+/// without a project, the superseded and overdue split, and again after retention.
+pub async fn ledger_tally_matches_scan<S: Store>(s: &S) {
+    const H: i64 = TALLY_BUCKET_MS;
+    let base = 100 * H;
+    let mut contracts: Vec<i64> = Vec::new();
+    for i in 0..150i64 {
+        let ts = base + i * (H / 25) + 7;
+        let w = format!("w{}", i % 3);
+        let mut m = new_msg("orch", &w, ts, &format!("m{i}"));
+        match i % 7 {
+            1 => m.wake = Some(false),
+            2 => m.project = "q".into(),
+            3 => m = new_msg(&w, "orch", ts, "done"),
+            5 => {
+                m = new_msg(&w, "orch", ts, "done, by re");
+                m.re = contracts.get(contracts.len().saturating_sub(4)).copied();
+            }
+            6 => m.kind = Some("receipt".into()),
+            _ => {}
+        }
+        let from_orch = m.from == "orch";
+        let sent = send(s, m).await;
+        if from_orch {
+            contracts.push(sent.id);
+        }
+    }
+    let sinces = [base - 1, base + H / 2 + 3, base + 2 * H, base + 5 * H + 1];
+    for since in sinces {
+        for project in [None, Some("q")] {
+            check_tally(s, since, project).await;
+        }
+    }
+    // Retention drops the first two hours (every message read).
+    let tip = *contracts.last().expect("contracts") + 10;
+    s.write(move |tx| {
+        for who in ["orch", "w0", "w1", "w2"] {
+            tx.put_peer(&peer(who, base, 0))?;
+            tx.raise_delivered(who, tip)?;
+        }
+        tx.prune(base + 2 * H + H / 3, 0)
+    })
+    .await
+    .expect("prune");
+    for since in sinces {
+        check_tally(s, since, None).await;
+    }
+}
+
+/// One window's tally read against a scan of its rows.
+async fn check_tally<S: Store>(s: &S, since: i64, project: Option<&str>) {
+    let q = LedgerQuery {
+        sender: "orch".into(),
+        project: project.map(str::to_string),
+        since_ts: since,
+        overdue_cut: Some(since + 4 * TALLY_BUCKET_MS),
+        supersede_cut: since + 3 * TALLY_BUCKET_MS,
+    };
+    let (mut groups, counts, rows) = s
+        .read(move |tx| {
+            let mut groups = tx.ledger_open(&q)?;
+            for g in &mut groups {
+                tx.ledger_split(&q, g)?;
+            }
+            let rows = tx.ledger_rows(&q, 0, 0, false, None)?;
+            Ok((groups, tx.ledger_counts(&q)?, rows))
+        })
+        .await
+        .expect("ledger");
+    let answered = rows.iter().filter(|r| r.answer.is_some()).count() as i64;
+    let ack = rows.iter().filter(|r| r.answer.is_none() && r.ack).count() as i64;
+    assert_eq!(
+        (counts.answered, counts.ack),
+        (answered, ack),
+        "closed counts from {since}, project {project:?}"
+    );
+    let mut scanned: Vec<crate::OpenGroup> = Vec::new();
+    for r in rows.iter().filter(|r| r.answer.is_none() && !r.ack) {
+        let i = match scanned.iter().position(|g| g.assignee == r.contract.to) {
+            Some(i) => i,
+            None => {
+                scanned.push(crate::OpenGroup {
+                    assignee: r.contract.to.clone(),
+                    ..Default::default()
+                });
+                scanned.len() - 1
+            }
+        };
+        let superseded = r.contract.ts < since + 3 * TALLY_BUCKET_MS && r.overtaken;
+        let g = &mut scanned[i];
+        g.open += 1;
+        g.superseded += i64::from(superseded);
+        g.overdue += i64::from(!superseded && r.contract.ts <= since + 4 * TALLY_BUCKET_MS);
+    }
+    scanned.sort_by(|a, b| a.assignee.cmp(&b.assignee));
+    groups.sort_by(|a, b| a.assignee.cmp(&b.assignee));
+    assert_eq!(
+        groups, scanned,
+        "open groups from {since}, project {project:?}"
+    );
 }

@@ -317,6 +317,28 @@ pub struct LedgerQuery {
     pub supersede_cut: i64,
 }
 
+impl LedgerQuery {
+    /// The tally bucket the window starts in: the buckets after it are summed from the kept
+    /// tally, this one is counted row by row from its `ts` on.
+    pub fn edge_bucket(&self) -> i64 {
+        self.since_ts.div_euclid(TALLY_BUCKET_MS)
+    }
+
+    /// The first `ts` after the edge bucket.
+    pub fn edge_end(&self) -> i64 {
+        self.edge_bucket()
+            .saturating_add(1)
+            .saturating_mul(TALLY_BUCKET_MS)
+    }
+}
+
+/// The width of a contract tally bucket, ms: the ledger's counts are kept per
+/// (sender, hour of `ts`, assignee, project) as contracts commit, are answered and are pruned
+/// (the `contract_tally` table, schema version 6 of SQLite, 6 of PostgreSQL), so a window's
+/// counts sum at most a day's buckets and count one bucket's rows, whatever the traffic. The
+/// migrations write `ts / 3600000`: change both with this.
+pub const TALLY_BUCKET_MS: i64 = 3_600_000;
+
 /// S's open (unanswered, owed) contracts to one assignee, counted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OpenGroup {
@@ -324,9 +346,10 @@ pub struct OpenGroup {
     pub assignee: String,
     /// Open contracts to it in the window.
     pub open: i64,
-    /// Of those, the ones superseded (see [`LedgerQuery::supersede_cut`]).
+    /// Of those, the ones superseded (see [`LedgerQuery::supersede_cut`]); filled by
+    /// [`ReadTx::ledger_split`], 0 until then.
     pub superseded: i64,
-    /// Of the rest, the overdue ones (see [`LedgerQuery::overdue_cut`]).
+    /// Of the rest, the overdue ones (see [`LedgerQuery::overdue_cut`]); as `superseded`.
     pub overdue: i64,
 }
 

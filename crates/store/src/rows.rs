@@ -176,13 +176,12 @@ pub fn reaped(c: &dyn Columns) -> Result<ReapedContract, StoreError> {
     })
 }
 
-/// A group of open contracts: assignee, open, superseded, overdue.
+/// An open group from the tally: assignee, open (the split is filled later).
 pub fn open_group(c: &dyn Columns) -> Result<OpenGroup, StoreError> {
     Ok(OpenGroup {
         assignee: c.text(0)?,
         open: c.int(1)?,
-        superseded: c.int(2)?,
-        overdue: c.int(3)?,
+        ..OpenGroup::default()
     })
 }
 

@@ -44,18 +44,22 @@ pub enum Dialect {
     DispatchersSince,
     /// (since_ts): senders with open contracts, one text column, ordered.
     LedgerSenders,
-    /// (sender, since_ts, project, supersede cut, overdue cut): assignee, open, superseded,
-    /// overdue; `by_project` when the project parameter is set.
-    LedgerGroups {
-        /// Whether a project was asked for.
-        by_project: bool,
-    },
-    /// (sender, since_ts, project): answered, ack.
+    /// (sender, since_ts, project, edge bucket, edge end): assignee, open, from the kept tally
+    /// after the edge bucket and the edge bucket's rows from `since_ts`; ordered by assignee.
+    LedgerOpen,
+    /// (sender, since_ts, project, edge bucket, edge end): answered, ack, counted as
+    /// [`Dialect::LedgerOpen`].
     LedgerCounts,
-    /// (sender, since_ts, project, after, limit): contract rows ([`crate::rows::contract`]).
+    /// (sender, since_ts, project, supersede cut, overdue cut, assignee): superseded, overdue of
+    /// the sender's open contracts to the assignee (walks those rows).
+    LedgerSplit,
+    /// (sender, since_ts, project, after, limit, assignee or NULL): contract rows
+    /// ([`crate::rows::contract`]).
     LedgerRows {
         /// Only the unanswered owed ones.
         open_only: bool,
+        /// Only the ones to the assignee parameter (else it is NULL).
+        by_assignee: bool,
     },
     /// `SELECT` of the event columns ([`crate::rows::event`]) `FROM events WHERE 1 = 1`, to
     /// which the filter is appended.
@@ -95,8 +99,9 @@ impl Dialect {
             Dialect::UndeliveredDirect => ("messages", "undelivered_direct"),
             Dialect::DispatchersSince => ("messages", "dispatchers_since"),
             Dialect::LedgerSenders => ("contracts", "ledger_senders"),
-            Dialect::LedgerGroups { .. } => ("contracts", "ledger_groups"),
-            Dialect::LedgerCounts => ("contracts", "ledger_counts"),
+            Dialect::LedgerOpen => ("contract_tally", "ledger_open"),
+            Dialect::LedgerCounts => ("contract_tally", "ledger_counts"),
+            Dialect::LedgerSplit => ("contracts", "ledger_split"),
             Dialect::LedgerRows { .. } => ("contracts", "ledger_rows"),
             Dialect::EventsSelect => ("events", "events"),
             Dialect::Counts => ("counters", "counts"),

@@ -78,38 +78,56 @@ pub trait ReadTx: Statements {
     fn ledger_reaped(&self) -> Result<Vec<ReapedContract>, StoreError> {
         bind(self, Common::LedgerReaped, &[]).all(rows::reaped)
     }
-    /// The sender's open contracts in the window, counted per assignee (ordered by assignee).
-    fn ledger_groups(&self, q: &LedgerQuery) -> Result<Vec<OpenGroup>, StoreError> {
+    /// The sender's open contracts in the window, counted per assignee (ordered by assignee;
+    /// `superseded` and `overdue` left 0: [`ReadTx::ledger_split`] fills them). Costs the
+    /// window's tally buckets and one bucket's rows, not the traffic.
+    fn ledger_open(&self, q: &LedgerQuery) -> Result<Vec<OpenGroup>, StoreError> {
+        let args = [
+            Arg::Text(&q.sender),
+            Arg::Int(q.since_ts),
+            Arg::OptText(q.project.as_deref()),
+            Arg::Int(q.edge_bucket()),
+            Arg::Int(q.edge_end()),
+        ];
+        bind(self, Dialect::LedgerOpen, &args).all(rows::open_group)
+    }
+    /// The sender's answered and ack contracts in the window, counted as
+    /// [`ReadTx::ledger_open`] counts.
+    fn ledger_counts(&self, q: &LedgerQuery) -> Result<LedgerCounts, StoreError> {
+        let args = [
+            Arg::Text(&q.sender),
+            Arg::Int(q.since_ts),
+            Arg::OptText(q.project.as_deref()),
+            Arg::Int(q.edge_bucket()),
+            Arg::Int(q.edge_end()),
+        ];
+        let counts = bind(self, Dialect::LedgerCounts, &args).one(rows::ledger_counts)?;
+        Ok(counts.unwrap_or_default())
+    }
+    /// Fill `g`'s superseded and overdue counts (walks the sender's open contracts to that
+    /// assignee: asked only for an assignee that is not abandoned).
+    fn ledger_split(&self, q: &LedgerQuery, g: &mut OpenGroup) -> Result<(), StoreError> {
         let args = [
             Arg::Text(&q.sender),
             Arg::Int(q.since_ts),
             Arg::OptText(q.project.as_deref()),
             Arg::Int(q.supersede_cut),
             Arg::OptInt(q.overdue_cut),
+            Arg::Text(&g.assignee),
         ];
-        let stmt = Dialect::LedgerGroups {
-            by_project: q.project.is_some(),
-        };
-        bind(self, stmt, &args).all(rows::open_group)
-    }
-    /// The sender's answered and ack contracts in the window, counted.
-    fn ledger_counts(&self, q: &LedgerQuery) -> Result<LedgerCounts, StoreError> {
-        let args = [
-            Arg::Text(&q.sender),
-            Arg::Int(q.since_ts),
-            Arg::OptText(q.project.as_deref()),
-        ];
-        let counts = bind(self, Dialect::LedgerCounts, &args).one(rows::ledger_counts)?;
-        Ok(counts.unwrap_or_default())
+        let split = bind(self, Dialect::LedgerSplit, &args).one(|c| Ok((c.int(0)?, c.int(1)?)))?;
+        (g.superseded, g.overdue) = split.unwrap_or_default();
+        Ok(())
     }
     /// Up to `limit` of the sender's contracts in the window with ids above `after`, oldest
-    /// first; `open_only` keeps the unanswered owed ones.
+    /// first; `open_only` keeps the unanswered owed ones, `assignee` the ones to it.
     fn ledger_rows(
         &self,
         q: &LedgerQuery,
         after: i64,
         limit: usize,
         open_only: bool,
+        assignee: Option<&str>,
     ) -> Result<Vec<ContractRow>, StoreError> {
         let args = [
             Arg::Text(&q.sender),
@@ -117,8 +135,13 @@ pub trait ReadTx: Statements {
             Arg::OptText(q.project.as_deref()),
             Arg::Int(after),
             Arg::Limit(limit),
+            Arg::OptText(assignee),
         ];
-        bind(self, Dialect::LedgerRows { open_only }, &args).all(rows::contract)
+        let stmt = Dialect::LedgerRows {
+            open_only,
+            by_assignee: assignee.is_some(),
+        };
+        bind(self, stmt, &args).all(rows::contract)
     }
     /// The newest `limit` messages citing card `#card`, oldest first.
     fn messages_citing(&self, card: i64, limit: usize) -> Result<Vec<Message>, StoreError> {

@@ -4,24 +4,41 @@
 
 use crate::domain::contracts::{self, Assignee};
 use crate::error::ApiResult;
-use crate::state::Hub;
+use crate::state::AppState;
 use std::collections::{HashMap, HashSet};
-use trantor_store::Store;
+use trantor_store::{ContractRow, ReadTx, Store, StoreError};
+
 /// Which rows of the ledger a read returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageRows {
+    /// Every contract of the window.
+    All,
+    /// The unanswered owed ones (waiting, stalled, abandoned, superseded).
+    Open,
+    /// The unanswered owed ones to assignees that are not abandoned (waiting, stalled,
+    /// superseded): a read that never shows the abandoned ones skips their rows.
+    OpenLive,
+}
+
+/// One page of the ledger's rows.
 #[derive(Debug, Clone, Copy)]
 pub struct LedgerPage {
     /// Rows with ids above this.
     pub after: i64,
     /// At most this many.
     pub limit: usize,
-    /// Only the unanswered owed ones (waiting, stalled, abandoned, superseded).
-    pub open_only: bool,
+    /// Which rows.
+    pub rows: PageRows,
 }
 
 /// Read the ledger from the store (its counts and one page of rows) and decide what depends on
 /// the clock and presence. Shared with the catch-up and the contract reaper.
+///
+/// The counts come from the kept tally (the window's buckets, not its traffic); only an
+/// assignee that is not abandoned has its open contracts walked, for the superseded and overdue
+/// split, since an abandoned assignee's are all counted abandoned.
 pub async fn compute_ledger<S: Store>(
-    hub: &Hub<S>,
+    hub: &AppState<S>,
     session: &str,
     project: Option<&str>,
     now: i64,
@@ -36,21 +53,33 @@ pub async fn compute_ledger<S: Store>(
         abandon_ms: hub.cfg.contract_abandon_ms,
     };
     let q = params.query(project, window_ms);
+    let live = hub.clone();
+    let abandon_ms = hub.cfg.contract_abandon_ms;
     let (groups, closed, mut rows, peers) = hub
         .store
         .read(move |tx| {
-            let groups = tx.ledger_groups(&q)?;
+            let mut groups = tx.ledger_open(&q)?;
             let closed = tx.ledger_counts(&q)?;
-            let rows = tx.ledger_rows(&q, page.after, page.limit + 1, page.open_only)?;
-            let targets: HashSet<&str> = groups
-                .iter()
-                .map(|g| g.assignee.as_str())
-                .chain(rows.iter().map(|r| r.contract.to.as_str()))
-                .collect();
-            let mut peers = Vec::with_capacity(targets.len());
-            for t in targets {
-                if let Some(p) = tx.peer(t)? {
-                    peers.push(p);
+            let mut peers = Vec::with_capacity(groups.len());
+            let mut live_groups = Vec::new();
+            for g in &mut groups {
+                let Some(p) = tx.peer(&g.assignee)? else {
+                    continue;
+                };
+                let p = live.live_peer(p, now);
+                if now - p.last_seen <= abandon_ms {
+                    tx.ledger_split(&q, g)?;
+                    live_groups.push(g.assignee.clone());
+                }
+                peers.push(p);
+            }
+            let rows = page_rows(tx, &q, page, &live_groups)?;
+            let mut known: HashSet<String> = peers.iter().map(|p| p.session.clone()).collect();
+            for r in &rows {
+                if known.insert(r.contract.to.clone())
+                    && let Some(p) = tx.peer(&r.contract.to)?
+                {
+                    peers.push(live.live_peer(p, now));
                 }
             }
             Ok((groups, closed, rows, peers))
@@ -65,7 +94,6 @@ pub async fn compute_ledger<S: Store>(
     let assignees: HashMap<String, Assignee> = peers
         .into_iter()
         .map(|p| {
-            let p = hub.live_peer(p, now);
             (
                 p.session.clone(),
                 Assignee {
@@ -84,6 +112,29 @@ pub async fn compute_ledger<S: Store>(
         &assignees,
         next_cursor,
     ))
+}
+
+/// Up to `page.limit + 1` rows of the page (one more tells whether another page follows).
+fn page_rows(
+    tx: &dyn ReadTx,
+    q: &trantor_store::LedgerQuery,
+    page: LedgerPage,
+    live: &[String],
+) -> Result<Vec<ContractRow>, StoreError> {
+    let n = page.limit + 1;
+    match page.rows {
+        PageRows::All => tx.ledger_rows(q, page.after, n, false, None),
+        PageRows::Open => tx.ledger_rows(q, page.after, n, true, None),
+        PageRows::OpenLive => {
+            let mut rows = Vec::new();
+            for a in live {
+                rows.extend(tx.ledger_rows(q, page.after, n, true, Some(a))?);
+            }
+            rows.sort_by_key(|r| r.contract.id);
+            rows.truncate(n);
+            Ok(rows)
+        }
+    }
 }
 
 /// The kv key of the contract reaper's records (`{msgId: {ts, from, to, reason, dispatchedTs}}`).

@@ -592,7 +592,7 @@ pub async fn contracts<S: Store>(
             .map(|l| usize::try_from(l).unwrap_or(usize::MAX))
             .unwrap_or(limits::CONTRACTS_PAGE)
             .clamp(1, limits::CONTRACTS_PAGE_MAX),
-        open_only: false,
+        rows: crate::domain::ledger::PageRows::All,
     };
     let now = now_ms();
     let reply = compute_ledger(

@@ -182,7 +182,7 @@ pub async fn catchup<S: Store>(
     let page = crate::domain::ledger::LedgerPage {
         after: 0,
         limit: 200,
-        open_only: true,
+        rows: crate::domain::ledger::PageRows::OpenLive,
     };
     let ledger = compute_ledger(
         &hub,

@@ -597,7 +597,7 @@ async fn open_contracts<S: Store>(
             crate::domain::ledger::LedgerPage {
                 after: 0,
                 limit: 1000,
-                open_only: true,
+                rows: crate::domain::ledger::PageRows::Open,
             },
         )
         .await?;

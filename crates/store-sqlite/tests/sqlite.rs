@@ -48,6 +48,67 @@ fn sqlite_refuses_a_newer_schema() {
     assert!(msg.contains("999") && msg.contains("newer"), "{msg}");
 }
 
+/// A version-5 database (contracts, no tally) migrates to version 6 with the tally filled from
+/// the contracts already there, and keeps it from then on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_migration_to_v6_fills_the_tally_from_the_contracts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("hub.db");
+    let s = SqliteStore::open(&path).expect("open");
+    for i in 0..40i64 {
+        let m = if i % 4 == 3 {
+            conformance::new_msg("w", "orch", 1_000_000 * i, "done")
+        } else {
+            conformance::new_msg("orch", "w", 1_000_000 * i, "do it")
+        };
+        conformance::send(&s, m).await;
+    }
+    drop(s);
+    let tally = |conn: &rusqlite::Connection, sql: &str| -> Vec<String> {
+        let mut stmt = conn.prepare(sql).expect("prepare");
+        stmt.query_map([], |r| r.get::<_, String>(0))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows")
+    };
+    let kept = "SELECT sender || ' ' || bucket || ' ' || assignee || ' ' || open || ' ' || ack
+                       || ' ' || answered FROM contract_tally ORDER BY sender, bucket, assignee";
+    let counted = "SELECT sender || ' ' || (ts / 3600000) || ' ' || assignee || ' '
+                          || sum(answer_id IS NULL AND ack = 0) || ' '
+                          || sum(answer_id IS NULL AND ack != 0) || ' ' || count(answer_id)
+                     FROM contracts GROUP BY sender, ts / 3600000, assignee
+                    ORDER BY sender, ts / 3600000, assignee";
+    {
+        let conn = rusqlite::Connection::open(&path).expect("raw open");
+        let before = tally(&conn, counted);
+        assert!(before.len() > 5, "{before:?}");
+        assert_eq!(
+            tally(&conn, kept),
+            before,
+            "kept as the contracts were written"
+        );
+        conn.execute_batch(
+            "DROP TRIGGER contracts_tally_ai; DROP TRIGGER contracts_tally_au;
+             DROP TRIGGER contracts_tally_ad; DROP TABLE contract_tally;
+             UPDATE meta SET value = '5' WHERE key = 'schema_version';",
+        )
+        .expect("back to version 5");
+    }
+    let s = SqliteStore::open(&path).expect("migrate");
+    conformance::send(
+        &s,
+        conformance::new_msg("w", "orch", 41_000_000, "done too"),
+    )
+    .await;
+    drop(s);
+    let conn = rusqlite::Connection::open(&path).expect("raw open");
+    assert_eq!(
+        tally(&conn, kept),
+        tally(&conn, counted),
+        "filled, then kept"
+    );
+}
+
 #[test]
 fn sqlite_refuses_a_corrupt_file_and_leaves_it() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -390,6 +390,8 @@ CREATE TRIGGER messages_ledger AFTER INSERT ON messages
 /// statement triggers on `contracts` over their transition tables (one upsert per statement,
 /// whether the ledger's set path or its row path wrote), so every write path keeps it; a bucket
 /// whose counts all reach 0 by deletion is dropped. The hour is `trantor_store::TALLY_BUCKET_MS`.
+/// Also `events_cards`: a project's card events by id, so the catch-up's card events cost
+/// those, not the project's message events.
 const V6: &str = r#"
 CREATE TABLE contract_tally (
     sender   TEXT COLLATE "C" NOT NULL,
@@ -466,6 +468,10 @@ CREATE TRIGGER contracts_tally_au AFTER UPDATE ON contracts
 CREATE TRIGGER contracts_tally_ad AFTER DELETE ON contracts
     REFERENCING OLD TABLE AS tally_old
     FOR EACH STATEMENT EXECUTE FUNCTION trantor_tally_on_contracts();
+
+-- A project's card events newest first (the catch-up's), on an index the message events stay
+-- out of.
+CREATE INDEX events_cards ON events(project, id) WHERE task_id IS NOT NULL;
 "#;
 
 /// Migrations in order: entry `i` brings a database from version `i` to `i + 1`.

@@ -279,6 +279,8 @@ CREATE INDEX turns_project ON turns(project, ts);
 /// `contracts`, so every write path (a send, an answer, the reaper's mark, retention) keeps it;
 /// a bucket whose counts all reach 0 by deletion is dropped. The hour is
 /// `trantor_store::TALLY_BUCKET_MS`.
+/// Also `events_cards`: a project's card events by id, so the catch-up's card events cost
+/// those, not the project's message events.
 const V6: &str = r#"
 CREATE TABLE contract_tally (
     sender   TEXT    NOT NULL,
@@ -333,6 +335,10 @@ CREATE TRIGGER contracts_tally_ad AFTER DELETE ON contracts BEGIN
      WHERE sender = old.sender AND bucket = old.ts / 3600000 AND assignee = old.assignee
        AND project = old.project AND open = 0 AND ack = 0 AND answered = 0;
 END;
+
+-- A project's card events newest first (the catch-up's), on an index the message events stay
+-- out of.
+CREATE INDEX events_cards ON events(project, id) WHERE task_id IS NOT NULL;
 "#;
 
 /// Fill the contract ledger from the messages already stored (migration to version 4), in id

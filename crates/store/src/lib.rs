@@ -230,6 +230,9 @@ pub struct EventFilter {
     /// With `task_id`: only the card's own events, not the message events citing it (an
     /// indexed read whose cost does not grow with the messages that cite the card).
     pub card_events_only: bool,
+    /// Only events about a card (those carrying a card id): read on the cards' own index, so
+    /// the cost does not grow with the project's message events.
+    pub of_cards: bool,
     /// Only ids greater than this.
     pub since: Option<i64>,
     /// Keep the newest `limit` of the matches (returned oldest first).

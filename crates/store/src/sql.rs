@@ -686,6 +686,9 @@ pub fn events_query<'a>(
     if let Some(since) = filter.since {
         q.and("id > {}", Arg::Int(since));
     }
+    if filter.of_cards {
+        q.sql.push_str(" AND task_id IS NOT NULL");
+    }
     if let Some(types) = &filter.types {
         // Exact names in one list; `presence.`-style prefixes as index ranges.
         let mut alts: Vec<String> = Vec::new();

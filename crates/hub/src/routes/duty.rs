@@ -271,6 +271,7 @@ fn catchup_read(
                 .to_vec(),
         ),
         since: from_event,
+        of_cards: true,
         limit: CATCHUP_EVENTS,
         ..EventFilter::default()
     })?;

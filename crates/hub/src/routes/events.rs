@@ -35,6 +35,7 @@ pub async fn events<S: Store>(
         by: p.text("by").map(str::to_string),
         task_id: p.int("taskId")?,
         card_events_only: false,
+        of_cards: false,
         since,
         limit,
     };

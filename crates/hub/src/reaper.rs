@@ -5,11 +5,11 @@
 //! none loads the whole state.
 
 use crate::domain::cards::{move_card, push_log};
-use crate::domain::ledger::{LedgerPage, REAP_KEY, compute_ledger};
+use crate::domain::ledger::{REAP_KEY, abandoned_assignees};
 use crate::state::{AppState, Outbox, event};
 use serde_json::{Map, Value, json};
 use trantor_proto::{CardStatus, now_ms};
-use trantor_store::{CardFilter, Store, StoreError};
+use trantor_store::{CardFilter, LedgerQuery, Store, StoreError};
 
 /// Start the background jobs; they stop when the hub shuts down.
 pub fn spawn<S: Store>(hub: AppState<S>) {
@@ -210,41 +210,39 @@ async fn reap_contracts<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), Sto
     let window = hub.cfg.contract_window_ms;
     let since = now - window;
     adopt_reap_records(hub).await?;
-    // Only senders with open contracts, and of each only its open rows, page by page: the pass
-    // costs the open contracts, not the traffic.
+    // Only senders with open contracts; of each only the assignees abandoned now (found on the
+    // tally), and of those only the contracts not recorded yet, page by page in the open
+    // index's order: a pass costs the open contracts to abandoned assignees, never a sort.
     let senders = hub.store.read(move |tx| tx.ledger_senders(since)).await?;
     let mut total = 0usize;
     for d in senders.iter().filter(|d| !d.starts_with("hub:")) {
-        let mut after = 0;
-        loop {
-            let page = LedgerPage {
-                after,
-                limit: REAP_PAGE,
-                rows: crate::domain::ledger::PageRows::Open,
+        let q = LedgerQuery {
+            sender: d.clone(),
+            since_ts: since,
+            ..LedgerQuery::default()
+        };
+        for (to, seen) in abandoned_assignees(hub, &q, now).await? {
+            let reason = if seen {
+                "assignee not seen within the abandon window"
+            } else {
+                "assignee never seen"
             };
-            let ledger = match compute_ledger(hub, d, None, now, window, None, page).await {
-                Ok(l) => l,
-                Err(e) => {
-                    tracing::warn!(dispatcher = %d, error = ?e.body, "contract ledger failed");
-                    break;
-                }
-            };
-            let fresh: Vec<_> = ledger
-                .abandoned_contracts
-                .into_iter()
-                .filter(|c| c.reaped.is_none())
-                .collect();
-            if !fresh.is_empty() {
+            let mut after = (i64::MIN, i64::MIN);
+            loop {
+                let (q2, a) = (q.clone(), to.clone());
+                let rows = hub
+                    .store
+                    .read(move |tx| tx.ledger_unreaped(&q2, &a, after, REAP_PAGE))
+                    .await?;
+                let Some(last) = rows.last() else { break };
+                after = (last.contract.ts, last.contract.id);
+                let more = rows.len() == REAP_PAGE;
                 let from = d.clone();
                 let out = hub
                     .write(move |tx| {
                         let mut out = Outbox::default();
-                        for c in fresh {
-                            let reason = if c.assignee_last_seen_ms.is_none() {
-                                "assignee never seen"
-                            } else {
-                                "assignee not seen within the abandon window"
-                            };
+                        for r in rows {
+                            let c = r.contract;
                             if !tx.mark_reaped(&from, c.id, now, reason)? {
                                 continue;
                             }
@@ -270,10 +268,9 @@ async fn reap_contracts<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), Sto
                     .await?;
                 total += out.events.len();
                 hub.publish(out);
-            }
-            match ledger.next_cursor {
-                Some(c) => after = c,
-                None => break,
+                if !more {
+                    break;
+                }
             }
         }
     }

@@ -14,9 +14,6 @@ use trantor_store::sql::{Dialect, MSG_COLS};
 const WINDOW_FIRST_ID: &str = "COALESCE((SELECT min(id) FROM messages WHERE ts =
      (SELECT min(ts) FROM messages WHERE ts >= $2)), 9223372036854775807)";
 
-/// Whether a contract row was overtaken by later traffic with its assignee (supersession).
-const OVERTAKEN: &str = "c.id < GREATEST(COALESCE(p.last_reply, 0), COALESCE(p.last_answered, 0))";
-
 /// The SQL of `stmt`.
 pub(crate) fn text(stmt: Dialect) -> Cow<'static, str> {
     match stmt {
@@ -38,6 +35,7 @@ pub(crate) fn text(stmt: Dialect) -> Cow<'static, str> {
             open_only,
             by_assignee,
         } => ledger_rows(open_only, by_assignee).into(),
+        Dialect::LedgerUnreaped => ledger_unreaped().into(),
         Dialect::EventsSelect => EVENTS_SELECT.into(),
         Dialect::Counts => COUNTS.into(),
         Dialect::CostSelect(by) => cost_select(by).into(),
@@ -145,6 +143,27 @@ const LEDGER_SPLIT: &str = "WITH p AS (
       WHERE c.sender = $1 AND c.assignee = $6 AND c.answer_id IS NULL AND NOT c.ack
         AND c.ts >= $2 AND ($3::TEXT IS NULL OR c.project = $3)";
 
+/// The columns of a ledger row ([`trantor_store::rows::contract`]), over `contracts c` and
+/// [`CONTRACT_JOINS`]; the last says whether later traffic with the assignee overtook the
+/// contract (supersession).
+const CONTRACT_COLS: &str = "c.id, c.ts, c.sender, c.assignee, c.project, m.text, m.re, m.kind,
+    m.wake, c.ack, c.answer_id, a.ts, a.text, c.reaped_ts, c.reaped_reason, c.id < GREATEST(COALESCE(p.last_reply, 0), COALESCE(p.last_answered, 0))";
+
+/// What a ledger row joins: its message, its answer, the pair's supersession marks.
+const CONTRACT_JOINS: &str = "LEFT JOIN messages m ON m.id = c.id
+    LEFT JOIN messages a ON a.id = c.answer_id
+    LEFT JOIN contract_peers p ON p.sender = c.sender AND p.peer = c.assignee";
+
+fn ledger_unreaped() -> String {
+    format!(
+        "SELECT {CONTRACT_COLS}
+           FROM contracts c {CONTRACT_JOINS}
+          WHERE c.sender = $1 AND c.assignee = $3 AND c.answer_id IS NULL AND NOT c.ack
+            AND c.ts >= $2 AND (c.ts, c.id) > ($4, $5) AND c.reaped_ts IS NULL
+          ORDER BY c.ts, c.id LIMIT $6"
+    )
+}
+
 fn ledger_rows(open_only: bool, by_assignee: bool) -> String {
     let assignee = if by_assignee {
         "c.assignee = $6"
@@ -157,12 +176,8 @@ fn ledger_rows(open_only: bool, by_assignee: bool) -> String {
         ""
     };
     format!(
-        "SELECT c.id, c.ts, c.sender, c.assignee, c.project, m.text, m.re, m.kind, m.wake,
-                c.ack, c.answer_id, a.ts, a.text, c.reaped_ts, c.reaped_reason, {OVERTAKEN}
-           FROM contracts c
-           LEFT JOIN messages m ON m.id = c.id
-           LEFT JOIN messages a ON a.id = c.answer_id
-           LEFT JOIN contract_peers p ON p.sender = c.sender AND p.peer = c.assignee
+        "SELECT {CONTRACT_COLS}
+           FROM contracts c {CONTRACT_JOINS}
           WHERE c.sender = $1 AND c.ts >= $2 AND ($3::TEXT IS NULL OR c.project = $3)
             AND {assignee}
             AND c.id > GREATEST($4, {WINDOW_FIRST_ID} - 1) {filter}

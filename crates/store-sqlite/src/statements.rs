@@ -14,9 +14,6 @@ use trantor_store::sql::{Dialect, MSG_COLS};
 const WINDOW_FIRST_ID: &str = "COALESCE((SELECT id FROM messages INDEXED BY messages_ts
      WHERE ts >= ?2 ORDER BY ts, id LIMIT 1), 9223372036854775807)";
 
-/// Whether a contract row was overtaken by later traffic with its assignee (supersession).
-const OVERTAKEN: &str = "c.id < max(COALESCE(p.last_reply, 0), COALESCE(p.last_answered, 0))";
-
 /// The SQL of `stmt`.
 pub(crate) fn text(stmt: Dialect) -> Cow<'static, str> {
     match stmt {
@@ -34,6 +31,7 @@ pub(crate) fn text(stmt: Dialect) -> Cow<'static, str> {
             open_only,
             by_assignee,
         } => ledger_rows(open_only, by_assignee).into(),
+        Dialect::LedgerUnreaped => ledger_unreaped().into(),
         Dialect::EventsSelect => format!("SELECT {EVENT_COLS} FROM events WHERE 1 = 1").into(),
         Dialect::Counts => COUNTS.into(),
         Dialect::CostSelect(by) => cost_select(by).into(),
@@ -155,6 +153,27 @@ const LEDGER_SPLIT: &str = "WITH p AS (
       WHERE c.sender = ?1 AND c.assignee = ?6 AND c.answer_id IS NULL AND c.ack = 0
         AND c.ts >= ?2 AND (?3 IS NULL OR c.project = ?3)";
 
+/// The columns of a ledger row ([`trantor_store::rows::contract`]), over `contracts c` and
+/// [`CONTRACT_JOINS`]; the last says whether later traffic with the assignee overtook the
+/// contract (supersession).
+const CONTRACT_COLS: &str = "c.id, c.ts, c.sender, c.assignee, c.project, m.text, m.re, m.kind,
+    m.wake, c.ack, c.answer_id, a.ts, a.text, c.reaped_ts, c.reaped_reason, c.id < max(COALESCE(p.last_reply, 0), COALESCE(p.last_answered, 0))";
+
+/// What a ledger row joins: its message, its answer, the pair's supersession marks.
+const CONTRACT_JOINS: &str = "LEFT JOIN messages m ON m.id = c.id
+    LEFT JOIN messages a ON a.id = c.answer_id
+    LEFT JOIN contract_peers p ON p.sender = c.sender AND p.peer = c.assignee";
+
+fn ledger_unreaped() -> String {
+    format!(
+        "SELECT {CONTRACT_COLS}
+           FROM contracts c INDEXED BY contracts_open {CONTRACT_JOINS}
+          WHERE c.sender = ?1 AND c.assignee = ?3 AND c.answer_id IS NULL AND c.ack = 0
+            AND c.ts >= max(?2, ?4) AND (c.ts > ?4 OR c.id > ?5) AND c.reaped_ts IS NULL
+          ORDER BY c.ts, c.id LIMIT ?6"
+    )
+}
+
 fn ledger_rows(open_only: bool, by_assignee: bool) -> String {
     let assignee = if by_assignee {
         "c.assignee = ?6"
@@ -170,12 +189,8 @@ fn ledger_rows(open_only: bool, by_assignee: bool) -> String {
         ("contracts c", "")
     };
     format!(
-        "SELECT c.id, c.ts, c.sender, c.assignee, c.project, m.text, m.re, m.kind, m.wake,
-                c.ack, c.answer_id, a.ts, a.text, c.reaped_ts, c.reaped_reason, {OVERTAKEN}
-           FROM {from}
-           LEFT JOIN messages m ON m.id = c.id
-           LEFT JOIN messages a ON a.id = c.answer_id
-           LEFT JOIN contract_peers p ON p.sender = c.sender AND p.peer = c.assignee
+        "SELECT {CONTRACT_COLS}
+           FROM {from} {CONTRACT_JOINS}
           WHERE c.sender = ?1 AND c.ts >= ?2 AND (?3 IS NULL OR c.project = ?3)
             AND {assignee}
             AND c.id > max(?4, {WINDOW_FIRST_ID} - 1) {filter}

@@ -1209,6 +1209,53 @@ pub async fn ledger_tally_matches_scan<S: Store>(s: &S) {
             check_tally(s, since, project).await;
         }
     }
+    // The reaper's pages: each assignee's open, unrecorded contracts in (ts, id) order, page by
+    // page, skipping the ones it recorded.
+    let q = LedgerQuery {
+        sender: "orch".into(),
+        since_ts: base + H / 2,
+        ..LedgerQuery::default()
+    };
+    let (q1, q2) = (q.clone(), q.clone());
+    let all = s
+        .read(move |tx| tx.ledger_rows(&q1, 0, 0, true, None))
+        .await
+        .expect("open rows");
+    let first = all
+        .iter()
+        .find(|r| r.contract.to == "w0")
+        .expect("w0")
+        .contract
+        .id;
+    s.write(move |tx| tx.mark_reaped("orch", first, base, "test"))
+        .await
+        .expect("mark");
+    let paged = s
+        .read(move |tx| {
+            let mut out = Vec::new();
+            for w in ["w0", "w1", "w2"] {
+                let mut after = (i64::MIN, i64::MIN);
+                loop {
+                    let page = tx.ledger_unreaped(&q2, w, after, 3)?;
+                    let Some(last) = page.last() else { break };
+                    after = (last.contract.ts, last.contract.id);
+                    out.extend(page.iter().map(|r| r.contract.id));
+                }
+            }
+            Ok(out)
+        })
+        .await
+        .expect("pages");
+    let mut want: Vec<i64> = all
+        .iter()
+        .map(|r| r.contract.id)
+        .filter(|id| *id != first)
+        .collect();
+    let mut got = paged.clone();
+    want.sort_unstable();
+    got.sort_unstable();
+    assert!(want.len() > 10, "{want:?}");
+    assert_eq!(got, want, "unrecorded open contracts, each once");
     // Retention drops the first two hours (every message read).
     let tip = *contracts.last().expect("contracts") + 10;
     s.write(move |tx| {

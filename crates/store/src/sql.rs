@@ -61,6 +61,10 @@ pub enum Dialect {
         /// Only the ones to the assignee parameter (else it is NULL).
         by_assignee: bool,
     },
+    /// (sender, since_ts, assignee, after ts, after id, limit): the sender's open contracts to
+    /// the assignee that the reaper has not recorded, after (ts, id) in (ts, id) order (the
+    /// open index's order: a page costs the page) ([`crate::rows::contract`]).
+    LedgerUnreaped,
     /// `SELECT` of the event columns ([`crate::rows::event`]) `FROM events WHERE 1 = 1`, to
     /// which the filter is appended.
     EventsSelect,
@@ -103,6 +107,7 @@ impl Dialect {
             Dialect::LedgerCounts => ("contract_tally", "ledger_counts"),
             Dialect::LedgerSplit => ("contracts", "ledger_split"),
             Dialect::LedgerRows { .. } => ("contracts", "ledger_rows"),
+            Dialect::LedgerUnreaped => ("contracts", "ledger_unreaped"),
             Dialect::EventsSelect => ("events", "events"),
             Dialect::Counts => ("counters", "counts"),
             Dialect::CostSelect(_) => ("turns", "cost"),

@@ -143,6 +143,26 @@ pub trait ReadTx: Statements {
         };
         bind(self, stmt, &args).all(rows::contract)
     }
+    /// Up to `limit` of the sender's open contracts in the window to `assignee` that the reaper
+    /// has not recorded, after `(ts, id)` `after`, in `(ts, id)` order: the reaper pages an
+    /// abandoned assignee's contracts with it at the cost of each page.
+    fn ledger_unreaped(
+        &self,
+        q: &LedgerQuery,
+        assignee: &str,
+        after: (i64, i64),
+        limit: usize,
+    ) -> Result<Vec<ContractRow>, StoreError> {
+        let args = [
+            Arg::Text(&q.sender),
+            Arg::Int(q.since_ts),
+            Arg::Text(assignee),
+            Arg::Int(after.0),
+            Arg::Int(after.1),
+            Arg::Limit(limit),
+        ];
+        bind(self, Dialect::LedgerUnreaped, &args).all(rows::contract)
+    }
     /// The newest `limit` messages citing card `#card`, oldest first.
     fn messages_citing(&self, card: i64, limit: usize) -> Result<Vec<Message>, StoreError> {
         let args = [Arg::Int(card), Arg::Limit(limit)];

@@ -49,8 +49,14 @@ impl Params<'_> {
     }
 
     fn abandoned(&self, who: Option<&Assignee>) -> bool {
-        who.is_none_or(|a| self.now - a.last_seen > self.abandon_ms)
+        abandoned(self.now, self.abandon_ms, who.map(|a| a.last_seen))
     }
+}
+
+/// Whether an assignee last seen at `last_seen` (`None`: never) is abandoned at `now`: the one
+/// rule for the reply's dispositions, the split and the reaper.
+pub fn abandoned(now: i64, abandon_ms: i64, last_seen: Option<i64>) -> bool {
+    last_seen.is_none_or(|t| now - t > abandon_ms)
 }
 
 /// The disposition of one ledger row.

@@ -67,7 +67,7 @@ pub async fn compute_ledger<S: Store>(
                     continue;
                 };
                 let p = live.live_peer(p, now);
-                if now - p.last_seen <= abandon_ms {
+                if !contracts::abandoned(now, abandon_ms, Some(p.last_seen)) {
                     tx.ledger_split(&q, g)?;
                     live_groups.push(g.assignee.clone());
                 }
@@ -112,6 +112,32 @@ pub async fn compute_ledger<S: Store>(
         &assignees,
         next_cursor,
     ))
+}
+
+/// The assignees of `q.sender`'s open contracts in the window that are abandoned at `now` (as
+/// `/contracts` decides: never seen, or not within the abandon window), each with whether it
+/// was ever seen. Read on the tally: costs the window's buckets, not the contracts.
+pub async fn abandoned_assignees<S: Store>(
+    hub: &AppState<S>,
+    q: &trantor_store::LedgerQuery,
+    now: i64,
+) -> Result<Vec<(String, bool)>, StoreError> {
+    let (q, live) = (q.clone(), hub.clone());
+    let abandon_ms = hub.cfg.contract_abandon_ms;
+    hub.store
+        .read(move |tx| {
+            let mut out = Vec::new();
+            for g in tx.ledger_open(&q)? {
+                let seen = tx
+                    .peer(&g.assignee)?
+                    .map(|p| live.live_peer(p, now).last_seen);
+                if contracts::abandoned(now, abandon_ms, seen) {
+                    out.push((g.assignee, seen.is_some()));
+                }
+            }
+            Ok(out)
+        })
+        .await
 }
 
 /// Up to `page.limit + 1` rows of the page (one more tells whether another page follows).

@@ -350,12 +350,14 @@ async fn restart_rows(
 
 /// Add `n` messages to the database at `url` server-side (`generate_series`, one statement per
 /// 200 messages so no statement holds two messages of one pair and the ledger trigger keeps
-/// them as sets, as it does a batch of `/send`s) and bring its counters up to date; returns
-/// the newest message id.
+/// them as sets, as it does a batch of `/send`s; each committed, as each batch is: one
+/// transaction over all of them leaves every peer and tally row a chain of versions no reader
+/// may prune, 10× slower) and bring its counters up to date; returns the newest message id.
 async fn fill_server_side(url: &str, n: i64) -> Result<i64> {
     let url = url.to_string();
     tokio::task::spawn_blocking(move || -> Result<i64> {
         let mut c = postgres::Client::connect(&url, postgres::NoTls)?;
+        // Alone in its query, so the block may commit.
         c.batch_execute(&format!(
             "DO $$ BEGIN
                FOR k IN 0..({n} - 1) / 200 LOOP
@@ -363,13 +365,16 @@ async fn fill_server_side(url: &str, n: i64) -> Result<i64> {
                    SELECT g, 'fill-s' || (g % 200), 'fill-r' || (g % 200), 'bench',
                           'a benchmark message of roughly the size agents send each other'
                    FROM generate_series(k * 200 + 1, LEAST(k * 200 + 200, {n})) g;
+                 COMMIT;
                END LOOP;
-             END $$;
-             UPDATE counters SET n = (SELECT max(id) FROM messages) WHERE name = 'messages_tip';
+             END $$"
+        ))?;
+        c.batch_execute(
+            "UPDATE counters SET n = (SELECT max(id) FROM messages) WHERE name = 'messages_tip';
              UPDATE counters SET n = (SELECT count(*) FROM messages)
                WHERE name = 'messages_count';
-             ANALYZE messages;"
-        ))?;
+             ANALYZE messages;",
+        )?;
         Ok(c.query_one("SELECT max(id) FROM messages", &[])?
             .try_get(0)?)
     })

@@ -232,7 +232,7 @@ async fn reap_contracts<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), Sto
                 let (q2, a) = (q.clone(), to.clone());
                 let rows = hub
                     .store
-                    .read(move |tx| tx.ledger_unreaped(&q2, &a, after, REAP_PAGE))
+                    .read(move |tx| tx.ledger_open_page(&q2, &a, after, REAP_PAGE, true))
                     .await?;
                 let Some(last) = rows.last() else { break };
                 after = (last.contract.ts, last.contract.id);

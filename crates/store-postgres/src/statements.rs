@@ -30,12 +30,9 @@ pub(crate) fn text(stmt: Dialect) -> Cow<'static, str> {
         Dialect::LedgerSenders => LEDGER_SENDERS.into(),
         Dialect::LedgerOpen => ledger_open().into(),
         Dialect::LedgerCounts => ledger_counts().into(),
-        Dialect::LedgerSplit => LEDGER_SPLIT.into(),
-        Dialect::LedgerRows {
-            open_only,
-            by_assignee,
-        } => ledger_rows(open_only, by_assignee).into(),
-        Dialect::LedgerUnreaped => ledger_unreaped().into(),
+        Dialect::LedgerOpenBefore => LEDGER_OPEN_BEFORE.into(),
+        Dialect::LedgerRows { open_only } => ledger_rows(open_only).into(),
+        Dialect::LedgerOpenPage { unreaped_only } => ledger_open_page(unreaped_only).into(),
         Dialect::EventsSelect => EVENTS_SELECT.into(),
         Dialect::Counts => COUNTS.into(),
         Dialect::CostSelect(by) => cost_select(by).into(),
@@ -131,17 +128,20 @@ fn ledger_counts() -> String {
     )
 }
 
-/// Of the sender's open contracts to `$6`: superseded (sent before the cut `$4` and overtaken
-/// by later traffic with the assignee), and overdue (sent at or before `$5`, not superseded).
-const LEDGER_SPLIT: &str = "WITH p AS (
-         SELECT COALESCE((SELECT GREATEST(last_reply, last_answered) FROM contract_peers
-                           WHERE sender = $1 AND peer = $6), 0) AS cut)
-     SELECT count(*) FILTER (WHERE c.ts < $4 AND c.id < p.cut)::BIGINT,
-            count(*) FILTER (WHERE $5::BIGINT IS NOT NULL AND c.ts <= $5
-                               AND NOT (c.ts < $4 AND c.id < p.cut))::BIGINT
-       FROM p, contracts c
-      WHERE c.sender = $1 AND c.assignee = $6 AND c.answer_id IS NULL AND NOT c.ack
-        AND c.ts >= $2 AND ($3::TEXT IS NULL OR c.project = $3)";
+/// The tally rows of the assignee's buckets from the edge `$4` to the cut's `$8` that may hold
+/// ids below `$7`; the wholly inside ones summed, the others' rows counted on the open index
+/// within the bucket and the bounds.
+const LEDGER_OPEN_BEFORE: &str = "WITH t AS (
+         SELECT bucket, project, open, max_id FROM contract_tally
+          WHERE sender = $1 AND bucket BETWEEN $4 AND $8 AND assignee = $5 AND open > 0
+            AND min_id < $7 AND ($3::TEXT IS NULL OR project = $3))
+     SELECT (COALESCE((SELECT sum(open) FROM t
+                        WHERE bucket > $4 AND bucket < $8 AND max_id < $7), 0)
+          + (SELECT count(*) FROM t JOIN contracts c
+                ON c.sender = $1 AND c.assignee = $5 AND c.answer_id IS NULL AND NOT c.ack
+               AND c.ts >= GREATEST($2, t.bucket * $9) AND c.ts < LEAST($6, (t.bucket + 1) * $9)
+               AND c.project = t.project AND c.id < $7
+             WHERE t.bucket = $4 OR t.bucket = $8 OR t.max_id >= $7))::BIGINT";
 
 /// The columns of a ledger row ([`trantor_store::rows::contract`]), over `contracts c` and
 /// [`CONTRACT_JOINS`]; the last says whether later traffic with the assignee overtook the
@@ -154,22 +154,22 @@ const CONTRACT_JOINS: &str = "LEFT JOIN messages m ON m.id = c.id
     LEFT JOIN messages a ON a.id = c.answer_id
     LEFT JOIN contract_peers p ON p.sender = c.sender AND p.peer = c.assignee";
 
-fn ledger_unreaped() -> String {
+fn ledger_open_page(unreaped_only: bool) -> String {
+    let unreaped = if unreaped_only {
+        "AND c.reaped_ts IS NULL"
+    } else {
+        ""
+    };
     format!(
         "SELECT {CONTRACT_COLS}
            FROM contracts c {CONTRACT_JOINS}
           WHERE c.sender = $1 AND c.assignee = $3 AND c.answer_id IS NULL AND NOT c.ack
-            AND c.ts >= $2 AND (c.ts, c.id) > ($4, $5) AND c.reaped_ts IS NULL
+            AND c.ts >= $2 AND (c.ts, c.id) > ($4, $5) {unreaped}
           ORDER BY c.ts, c.id LIMIT $6"
     )
 }
 
-fn ledger_rows(open_only: bool, by_assignee: bool) -> String {
-    let assignee = if by_assignee {
-        "c.assignee = $6"
-    } else {
-        "$6::TEXT IS NULL"
-    };
+fn ledger_rows(open_only: bool) -> String {
     let filter = if open_only {
         "AND c.answer_id IS NULL AND NOT c.ack"
     } else {
@@ -179,7 +179,6 @@ fn ledger_rows(open_only: bool, by_assignee: bool) -> String {
         "SELECT {CONTRACT_COLS}
            FROM contracts c {CONTRACT_JOINS}
           WHERE c.sender = $1 AND c.ts >= $2 AND ($3::TEXT IS NULL OR c.project = $3)
-            AND {assignee}
             AND c.id > GREATEST($4, {WINDOW_FIRST_ID} - 1) {filter}
           ORDER BY c.id LIMIT $5"
     )

@@ -1203,7 +1203,14 @@ pub async fn ledger_tally_matches_scan<S: Store>(s: &S) {
             contracts.push(sent.id);
         }
     }
-    let sinces = [base - 1, base + H / 2 + 3, base + 2 * H, base + 5 * H + 1];
+    let sinces = [
+        base - 1,
+        base + H / 2 + 3,
+        base + 2 * H,
+        base + 3 * H + H / 3,
+        base + 4 * H + 5,
+        base + 5 * H + 1,
+    ];
     for since in sinces {
         for project in [None, Some("q")] {
             check_tally(s, since, project).await;
@@ -1218,7 +1225,7 @@ pub async fn ledger_tally_matches_scan<S: Store>(s: &S) {
     };
     let (q1, q2) = (q.clone(), q.clone());
     let all = s
-        .read(move |tx| tx.ledger_rows(&q1, 0, 0, true, None))
+        .read(move |tx| tx.ledger_rows(&q1, 0, 0, true))
         .await
         .expect("open rows");
     let first = all
@@ -1236,7 +1243,7 @@ pub async fn ledger_tally_matches_scan<S: Store>(s: &S) {
             for w in ["w0", "w1", "w2"] {
                 let mut after = (i64::MIN, i64::MIN);
                 loop {
-                    let page = tx.ledger_unreaped(&q2, w, after, 3)?;
+                    let page = tx.ledger_open_page(&q2, w, after, 3, true)?;
                     let Some(last) = page.last() else { break };
                     after = (last.contract.ts, last.contract.id);
                     out.extend(page.iter().map(|r| r.contract.id));
@@ -1287,7 +1294,7 @@ async fn check_tally<S: Store>(s: &S, since: i64, project: Option<&str>) {
             for g in &mut groups {
                 tx.ledger_split(&q, g)?;
             }
-            let rows = tx.ledger_rows(&q, 0, 0, false, None)?;
+            let rows = tx.ledger_rows(&q, 0, 0, false)?;
             Ok((groups, tx.ledger_counts(&q)?, rows))
         })
         .await

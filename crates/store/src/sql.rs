@@ -50,21 +50,23 @@ pub enum Dialect {
     /// (sender, since_ts, project, edge bucket, edge end): answered, ack, counted as
     /// [`Dialect::LedgerOpen`].
     LedgerCounts,
-    /// (sender, since_ts, project, supersede cut, overdue cut, assignee): superseded, overdue of
-    /// the sender's open contracts to the assignee (walks those rows).
-    LedgerSplit,
-    /// (sender, since_ts, project, after, limit, assignee or NULL): contract rows
-    /// ([`crate::rows::contract`]).
+    /// (sender, since_ts, project, edge bucket, assignee, before ts, below id, the bucket of
+    /// before ts, the bucket width): how many of the sender's open contracts in the window to
+    /// the assignee were sent before `before ts` with an id below `below id`: the tally's
+    /// buckets wholly inside, the rest of the buckets the bounds cut counted row by row.
+    LedgerOpenBefore,
+    /// (sender, since_ts, project, after, limit): contract rows ([`crate::rows::contract`]).
     LedgerRows {
         /// Only the unanswered owed ones.
         open_only: bool,
-        /// Only the ones to the assignee parameter (else it is NULL).
-        by_assignee: bool,
     },
-    /// (sender, since_ts, assignee, after ts, after id, limit): the sender's open contracts to
-    /// the assignee that the reaper has not recorded, after (ts, id) in (ts, id) order (the
-    /// open index's order: a page costs the page) ([`crate::rows::contract`]).
-    LedgerUnreaped,
+    /// (sender, since_ts, assignee, after ts, after id, limit): the sender's open contracts in
+    /// the window to the assignee after (ts, id), in (ts, id) order (the open index's order: a
+    /// page costs the page) ([`crate::rows::contract`]).
+    LedgerOpenPage {
+        /// Only the ones the reaper has not recorded.
+        unreaped_only: bool,
+    },
     /// `SELECT` of the event columns ([`crate::rows::event`]) `FROM events WHERE 1 = 1`, to
     /// which the filter is appended.
     EventsSelect,
@@ -105,9 +107,9 @@ impl Dialect {
             Dialect::LedgerSenders => ("contracts", "ledger_senders"),
             Dialect::LedgerOpen => ("contract_tally", "ledger_open"),
             Dialect::LedgerCounts => ("contract_tally", "ledger_counts"),
-            Dialect::LedgerSplit => ("contracts", "ledger_split"),
+            Dialect::LedgerOpenBefore => ("contract_tally", "ledger_open_before"),
             Dialect::LedgerRows { .. } => ("contracts", "ledger_rows"),
-            Dialect::LedgerUnreaped => ("contracts", "ledger_unreaped"),
+            Dialect::LedgerOpenPage { .. } => ("contracts", "ledger_open_page"),
             Dialect::EventsSelect => ("events", "events"),
             Dialect::Counts => ("counters", "counts"),
             Dialect::CostSelect(_) => ("turns", "cost"),
@@ -133,6 +135,8 @@ pub enum Common {
     MessagesCiting,
     /// (): reaped contracts: sender, id, assignee, ts, reaped ts, reason.
     LedgerReaped,
+    /// (sender, peer): the pair's newest reply from the peer and newest answered contract to it.
+    LedgerPeerCut,
     /// (session): the peer row ([`crate::rows::peer`]).
     Peer,
     /// (): every peer row, by session.
@@ -181,6 +185,7 @@ impl Common {
             Common::RecentMessages => ("messages", "recent_messages"),
             Common::MessagesCiting => ("messages", "messages_citing"),
             Common::LedgerReaped => ("contracts", "ledger_reaped"),
+            Common::LedgerPeerCut => ("contract_peers", "ledger_peer_cut"),
             Common::Peer => ("peers", "peer"),
             Common::Peers => ("peers", "peers"),
             Common::Card => ("cards", "card"),
@@ -216,6 +221,9 @@ impl Common {
             }
             Common::MessagesCiting => MESSAGES_CITING,
             Common::LedgerReaped => LEDGER_REAPED,
+            Common::LedgerPeerCut => {
+                "SELECT last_reply, last_answered FROM contract_peers WHERE sender = ?1 AND peer = ?2"
+            }
             Common::Peer => {
                 "SELECT session, last_seen, delivered_up_to, data FROM peers WHERE session = ?1"
             }

@@ -14,6 +14,7 @@ use crate::sql::{self, Arg, Common, Dialect, Statements, bind};
 use crate::{
     CardFilter, ContractRow, CostBy, CostQuery, Counts, EventFilter, LedgerCounts, LedgerQuery,
     NewEvent, NewMessage, OpRecord, OpenGroup, PruneReport, ReapedContract, StoreError,
+    TALLY_BUCKET_MS,
 };
 
 /// Queries available inside any transaction.
@@ -104,30 +105,61 @@ pub trait ReadTx: Statements {
         let counts = bind(self, Dialect::LedgerCounts, &args).one(rows::ledger_counts)?;
         Ok(counts.unwrap_or_default())
     }
-    /// Fill `g`'s superseded and overdue counts (walks the sender's open contracts to that
-    /// assignee: asked only for an assignee that is not abandoned).
+    /// Fill `g`'s superseded and overdue counts (asked only for an assignee that is not
+    /// abandoned): each a difference of [`ReadTx::ledger_open_before`] counts, so it costs the
+    /// tally's buckets and the rows of the few buckets the cuts fall in, not the open contracts.
     fn ledger_split(&self, q: &LedgerQuery, g: &mut OpenGroup) -> Result<(), StoreError> {
+        let cut = bind(
+            self,
+            Common::LedgerPeerCut,
+            &[Arg::Text(&q.sender), Arg::Text(&g.assignee)],
+        )
+        .one(|c| Ok(c.int(0)?.max(c.int(1)?)))?
+        .unwrap_or(0);
+        // Superseded: sent before the supersede cut and overtaken (an id below the pair's cut).
+        g.superseded = self.ledger_open_before(q, &g.assignee, q.supersede_cut, cut)?;
+        // Overdue: sent at or before the overdue cut, and not superseded.
+        g.overdue = match q.overdue_cut {
+            None => 0,
+            Some(o) => {
+                let upto = o.saturating_add(1);
+                self.ledger_open_before(q, &g.assignee, upto, i64::MAX)?
+                    - self.ledger_open_before(q, &g.assignee, upto.min(q.supersede_cut), cut)?
+            }
+        };
+        Ok(())
+    }
+    /// How many of the sender's open contracts in the window to `assignee` were sent before
+    /// `before_ts` with an id below `below_id` (see [`Dialect::LedgerOpenBefore`]).
+    fn ledger_open_before(
+        &self,
+        q: &LedgerQuery,
+        assignee: &str,
+        before_ts: i64,
+        below_id: i64,
+    ) -> Result<i64, StoreError> {
         let args = [
             Arg::Text(&q.sender),
             Arg::Int(q.since_ts),
             Arg::OptText(q.project.as_deref()),
-            Arg::Int(q.supersede_cut),
-            Arg::OptInt(q.overdue_cut),
-            Arg::Text(&g.assignee),
+            Arg::Int(q.edge_bucket()),
+            Arg::Text(assignee),
+            Arg::Int(before_ts),
+            Arg::Int(below_id),
+            Arg::Int(before_ts.div_euclid(TALLY_BUCKET_MS)),
+            Arg::Int(TALLY_BUCKET_MS),
         ];
-        let split = bind(self, Dialect::LedgerSplit, &args).one(|c| Ok((c.int(0)?, c.int(1)?)))?;
-        (g.superseded, g.overdue) = split.unwrap_or_default();
-        Ok(())
+        let n = bind(self, Dialect::LedgerOpenBefore, &args).one(|c| c.int(0))?;
+        Ok(n.unwrap_or(0))
     }
     /// Up to `limit` of the sender's contracts in the window with ids above `after`, oldest
-    /// first; `open_only` keeps the unanswered owed ones, `assignee` the ones to it.
+    /// first; `open_only` keeps the unanswered owed ones.
     fn ledger_rows(
         &self,
         q: &LedgerQuery,
         after: i64,
         limit: usize,
         open_only: bool,
-        assignee: Option<&str>,
     ) -> Result<Vec<ContractRow>, StoreError> {
         let args = [
             Arg::Text(&q.sender),
@@ -135,23 +167,19 @@ pub trait ReadTx: Statements {
             Arg::OptText(q.project.as_deref()),
             Arg::Int(after),
             Arg::Limit(limit),
-            Arg::OptText(assignee),
         ];
-        let stmt = Dialect::LedgerRows {
-            open_only,
-            by_assignee: assignee.is_some(),
-        };
-        bind(self, stmt, &args).all(rows::contract)
+        bind(self, Dialect::LedgerRows { open_only }, &args).all(rows::contract)
     }
-    /// Up to `limit` of the sender's open contracts in the window to `assignee` that the reaper
-    /// has not recorded, after `(ts, id)` `after`, in `(ts, id)` order: the reaper pages an
-    /// abandoned assignee's contracts with it at the cost of each page.
-    fn ledger_unreaped(
+    /// Up to `limit` of the sender's open contracts in the window to `assignee` after `(ts, id)`
+    /// `after`, in `(ts, id)` order, each page at the cost of the page; `unreaped_only` skips
+    /// the ones the reaper recorded (it pages an abandoned assignee's contracts with it).
+    fn ledger_open_page(
         &self,
         q: &LedgerQuery,
         assignee: &str,
         after: (i64, i64),
         limit: usize,
+        unreaped_only: bool,
     ) -> Result<Vec<ContractRow>, StoreError> {
         let args = [
             Arg::Text(&q.sender),
@@ -161,7 +189,7 @@ pub trait ReadTx: Statements {
             Arg::Int(after.1),
             Arg::Limit(limit),
         ];
-        bind(self, Dialect::LedgerUnreaped, &args).all(rows::contract)
+        bind(self, Dialect::LedgerOpenPage { unreaped_only }, &args).all(rows::contract)
     }
     /// The newest `limit` messages citing card `#card`, oldest first.
     fn messages_citing(&self, card: i64, limit: usize) -> Result<Vec<Message>, StoreError> {

@@ -149,13 +149,17 @@ fn page_rows(
 ) -> Result<Vec<ContractRow>, StoreError> {
     let n = page.limit + 1;
     match page.rows {
-        PageRows::All => tx.ledger_rows(q, page.after, n, false, None),
-        PageRows::Open => tx.ledger_rows(q, page.after, n, true, None),
+        PageRows::All => tx.ledger_rows(q, page.after, n, false),
+        PageRows::Open => tx.ledger_rows(q, page.after, n, true),
         PageRows::OpenLive => {
+            // Each live assignee's oldest, in the open index's order (no sort of its rows),
+            // then the oldest of those by id.
             let mut rows = Vec::new();
             for a in live {
-                rows.extend(tx.ledger_rows(q, page.after, n, true, Some(a))?);
+                let from = (i64::MIN, page.after);
+                rows.extend(tx.ledger_open_page(q, a, from, n, false)?);
             }
+            rows.retain(|r| r.contract.id > page.after);
             rows.sort_by_key(|r| r.contract.id);
             rows.truncate(n);
             Ok(rows)

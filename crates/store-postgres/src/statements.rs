@@ -33,6 +33,8 @@ pub(crate) fn text(stmt: Dialect) -> Cow<'static, str> {
         Dialect::LedgerOpenBefore => LEDGER_OPEN_BEFORE.into(),
         Dialect::LedgerRows { open_only } => ledger_rows(open_only).into(),
         Dialect::LedgerOpenPage { unreaped_only } => ledger_open_page(unreaped_only).into(),
+        Dialect::LedgerOpenIds => LEDGER_OPEN_IDS.into(),
+        Dialect::LedgerRow => ledger_row().into(),
         Dialect::EventsSelect => EVENTS_SELECT.into(),
         Dialect::Counts => COUNTS.into(),
         Dialect::CostSelect(by) => cost_select(by).into(),
@@ -128,19 +130,20 @@ fn ledger_counts() -> String {
     )
 }
 
-/// The tally rows of the assignee's buckets from the edge `$4` to the cut's `$8` that may hold
-/// ids below `$7`; the wholly inside ones summed, the others' rows counted on the open index
-/// within the bucket and the bounds.
+/// The assignee's tally buckets from the edge `$4` to the cut's `$8` (projects folded) that may
+/// hold ids below `$7`; the wholly inside ones summed, the others' rows counted on the open
+/// index within the bucket and the bounds.
 const LEDGER_OPEN_BEFORE: &str = "WITH t AS (
-         SELECT bucket, project, open, max_id FROM contract_tally
+         SELECT bucket, sum(open) AS open, max(max_id) AS max_id FROM contract_tally
           WHERE sender = $1 AND bucket BETWEEN $4 AND $8 AND assignee = $5 AND open > 0
-            AND min_id < $7 AND ($3::TEXT IS NULL OR project = $3))
+            AND min_id < $7 AND ($3::TEXT IS NULL OR project = $3)
+          GROUP BY bucket)
      SELECT (COALESCE((SELECT sum(open) FROM t
                         WHERE bucket > $4 AND bucket < $8 AND max_id < $7), 0)
           + (SELECT count(*) FROM t JOIN contracts c
                 ON c.sender = $1 AND c.assignee = $5 AND c.answer_id IS NULL AND NOT c.ack
                AND c.ts >= GREATEST($2, t.bucket * $9) AND c.ts < LEAST($6, (t.bucket + 1) * $9)
-               AND c.project = t.project AND c.id < $7
+               AND c.id < $7 AND ($3::TEXT IS NULL OR c.project = $3)
              WHERE t.bucket = $4 OR t.bucket = $8 OR t.max_id >= $7))::BIGINT";
 
 /// The columns of a ledger row ([`trantor_store::rows::contract`]), over `contracts c` and
@@ -153,6 +156,16 @@ const CONTRACT_COLS: &str = "c.id, c.ts, c.sender, c.assignee, c.project, m.text
 const CONTRACT_JOINS: &str = "LEFT JOIN messages m ON m.id = c.id
     LEFT JOIN messages a ON a.id = c.answer_id
     LEFT JOIN contract_peers p ON p.sender = c.sender AND p.peer = c.assignee";
+
+const LEDGER_OPEN_IDS: &str = "SELECT c.id FROM contracts c
+   WHERE c.sender = $1 AND c.assignee = $3 AND c.answer_id IS NULL AND NOT c.ack AND c.ts >= $2
+   ORDER BY c.ts, c.id LIMIT $4";
+
+fn ledger_row() -> String {
+    format!(
+        "SELECT {CONTRACT_COLS} FROM contracts c {CONTRACT_JOINS} WHERE c.sender = $1 AND c.id = $2"
+    )
+}
 
 fn ledger_open_page(unreaped_only: bool) -> String {
     let unreaped = if unreaped_only {

@@ -1263,6 +1263,26 @@ pub async fn ledger_tally_matches_scan<S: Store>(s: &S) {
     got.sort_unstable();
     assert!(want.len() > 10, "{want:?}");
     assert_eq!(got, want, "unrecorded open contracts, each once");
+    // The catch-up's reads: the open ids per assignee from the index, then single rows.
+    let q3 = q.clone();
+    let (ids, one) = s
+        .read(move |tx| {
+            let mut ids = Vec::new();
+            for w in ["w0", "w1", "w2"] {
+                ids.extend(tx.ledger_open_ids(&q3, w, 1000)?);
+            }
+            Ok((ids, tx.ledger_row("orch", first)?))
+        })
+        .await
+        .expect("ids");
+    let mut ids = ids;
+    ids.sort_unstable();
+    let mut open_ids: Vec<i64> = all.iter().map(|r| r.contract.id).collect();
+    open_ids.sort_unstable();
+    assert_eq!(ids, open_ids, "the open ids of the window");
+    let one = one.expect("the row");
+    assert_eq!(one.contract.id, first);
+    assert!(one.reaped.is_some() && one.answer.is_none(), "{one:?}");
     // Retention drops the first two hours (every message read).
     let tip = *contracts.last().expect("contracts") + 10;
     s.write(move |tx| {

@@ -67,6 +67,11 @@ pub enum Dialect {
         /// Only the ones the reaper has not recorded.
         unreaped_only: bool,
     },
+    /// (sender, since_ts, assignee, limit): the ids of the sender's open contracts in the window
+    /// to the assignee, the first `limit` in (ts, id) order, from the open index alone.
+    LedgerOpenIds,
+    /// (sender, id): one contract row ([`crate::rows::contract`]).
+    LedgerRow,
     /// `SELECT` of the event columns ([`crate::rows::event`]) `FROM events WHERE 1 = 1`, to
     /// which the filter is appended.
     EventsSelect,
@@ -110,6 +115,8 @@ impl Dialect {
             Dialect::LedgerOpenBefore => ("contract_tally", "ledger_open_before"),
             Dialect::LedgerRows { .. } => ("contracts", "ledger_rows"),
             Dialect::LedgerOpenPage { .. } => ("contracts", "ledger_open_page"),
+            Dialect::LedgerOpenIds => ("contracts", "ledger_open_ids"),
+            Dialect::LedgerRow => ("contracts", "ledger_row"),
             Dialect::EventsSelect => ("events", "events"),
             Dialect::Counts => ("counters", "counts"),
             Dialect::CostSelect(_) => ("turns", "cost"),

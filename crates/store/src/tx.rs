@@ -191,6 +191,26 @@ pub trait ReadTx: Statements {
         ];
         bind(self, Dialect::LedgerOpenPage { unreaped_only }, &args).all(rows::contract)
     }
+    /// The ids of the sender's open contracts in the window to `assignee`, the first `limit` in
+    /// `(ts, id)` order (the open index alone: no row is read).
+    fn ledger_open_ids(
+        &self,
+        q: &LedgerQuery,
+        assignee: &str,
+        limit: usize,
+    ) -> Result<Vec<i64>, StoreError> {
+        let args = [
+            Arg::Text(&q.sender),
+            Arg::Int(q.since_ts),
+            Arg::Text(assignee),
+            Arg::Limit(limit),
+        ];
+        bind(self, Dialect::LedgerOpenIds, &args).all(|c| c.int(0))
+    }
+    /// One contract of `sender`'s ledger.
+    fn ledger_row(&self, sender: &str, id: i64) -> Result<Option<ContractRow>, StoreError> {
+        bind(self, Dialect::LedgerRow, &[Arg::Text(sender), Arg::Int(id)]).one(rows::contract)
+    }
     /// The newest `limit` messages citing card `#card`, oldest first.
     fn messages_citing(&self, card: i64, limit: usize) -> Result<Vec<Message>, StoreError> {
         let args = [Arg::Int(card), Arg::Limit(limit)];

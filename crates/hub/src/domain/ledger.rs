@@ -16,7 +16,8 @@ pub enum PageRows {
     /// The unanswered owed ones (waiting, stalled, abandoned, superseded).
     Open,
     /// The unanswered owed ones to assignees that are not abandoned (waiting, stalled,
-    /// superseded): a read that never shows the abandoned ones skips their rows.
+    /// superseded): a read that never shows the abandoned ones skips their rows. One page from
+    /// the window's start (the catch-up's): `after` is not used.
     OpenLive,
 }
 
@@ -152,16 +153,18 @@ fn page_rows(
         PageRows::All => tx.ledger_rows(q, page.after, n, false),
         PageRows::Open => tx.ledger_rows(q, page.after, n, true),
         PageRows::OpenLive => {
-            // Each live assignee's oldest, in the open index's order (no sort of its rows),
-            // then the oldest of those by id.
-            let mut rows = Vec::new();
+            // Each live assignee's oldest ids from the open index alone (no row read, no sort
+            // of its rows), the oldest of those by id, and only their rows read.
+            let mut ids = Vec::new();
             for a in live {
-                let from = (i64::MIN, page.after);
-                rows.extend(tx.ledger_open_page(q, a, from, n, false)?);
+                ids.extend(tx.ledger_open_ids(q, a, n)?);
             }
-            rows.retain(|r| r.contract.id > page.after);
-            rows.sort_by_key(|r| r.contract.id);
-            rows.truncate(n);
+            ids.sort_unstable();
+            ids.truncate(n);
+            let mut rows = Vec::with_capacity(ids.len());
+            for id in ids {
+                rows.extend(tx.ledger_row(&q.sender, id)?);
+            }
             Ok(rows)
         }
     }

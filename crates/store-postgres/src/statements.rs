@@ -132,19 +132,20 @@ fn ledger_counts() -> String {
 
 /// The assignee's tally buckets from the edge `$4` to the cut's `$8` (projects folded) that may
 /// hold ids below `$7`; the wholly inside ones summed, the others' rows counted on the open
-/// index within the bucket and the bounds.
+/// index within the bucket and the bounds, one range per bucket.
 const LEDGER_OPEN_BEFORE: &str = "WITH t AS (
          SELECT bucket, sum(open) AS open, max(max_id) AS max_id FROM contract_tally
           WHERE sender = $1 AND bucket BETWEEN $4 AND $8 AND assignee = $5 AND open > 0
             AND min_id < $7 AND ($3::TEXT IS NULL OR project = $3)
           GROUP BY bucket)
-     SELECT (COALESCE((SELECT sum(open) FROM t
-                        WHERE bucket > $4 AND bucket < $8 AND max_id < $7), 0)
-          + (SELECT count(*) FROM t JOIN contracts c
-                ON c.sender = $1 AND c.assignee = $5 AND c.answer_id IS NULL AND NOT c.ack
-               AND c.ts >= GREATEST($2, t.bucket * $9) AND c.ts < LEAST($6, (t.bucket + 1) * $9)
-               AND c.id < $7 AND ($3::TEXT IS NULL OR c.project = $3)
-             WHERE t.bucket = $4 OR t.bucket = $8 OR t.max_id >= $7))::BIGINT";
+     SELECT COALESCE(sum(CASE
+              WHEN bucket > $4 AND bucket < $8 AND max_id < $7 THEN open
+              ELSE (SELECT count(*) FROM contracts c
+                     WHERE c.sender = $1 AND c.assignee = $5 AND c.answer_id IS NULL
+                       AND NOT c.ack AND c.ts >= GREATEST($2, t.bucket * $9)
+                       AND c.ts < LEAST($6, (t.bucket + 1) * $9) AND c.id < $7
+                       AND ($3::TEXT IS NULL OR c.project = $3)) END), 0)::BIGINT
+       FROM t";
 
 /// The columns of a ledger row ([`trantor_store::rows::contract`]), over `contracts c` and
 /// [`CONTRACT_JOINS`]; the last says whether later traffic with the assignee overtook the

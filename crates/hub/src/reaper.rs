@@ -216,68 +216,83 @@ async fn reap_contracts<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), Sto
     let senders = hub.store.read(move |tx| tx.ledger_senders(since)).await?;
     let mut total = 0usize;
     for d in senders.iter().filter(|d| !d.starts_with("hub:")) {
-        let q = LedgerQuery {
-            sender: d.clone(),
-            since_ts: since,
-            ..LedgerQuery::default()
-        };
-        for (to, seen) in abandoned_assignees(hub, &q, now).await? {
-            let reason = if seen {
-                "assignee not seen within the abandon window"
-            } else {
-                "assignee never seen"
-            };
-            let mut after = (i64::MIN, i64::MIN);
-            loop {
-                let (q2, a) = (q.clone(), to.clone());
-                let rows = hub
-                    .store
-                    .read(move |tx| tx.ledger_open_page(&q2, &a, after, REAP_PAGE, true))
-                    .await?;
-                let Some(last) = rows.last() else { break };
-                after = (last.contract.ts, last.contract.id);
-                let more = rows.len() == REAP_PAGE;
-                let from = d.clone();
-                let out = hub
-                    .write(move |tx| {
-                        let mut out = Outbox::default();
-                        for r in rows {
-                            let c = r.contract;
-                            if !tx.mark_reaped(&from, c.id, now, reason)? {
-                                continue;
-                            }
-                            out.event(
-                                tx,
-                                event(
-                                    now,
-                                    "contract.abandoned",
-                                    "",
-                                    "reaper",
-                                    json!({
-                                        "msgId": c.id,
-                                        "fromSession": from,
-                                        "toSession": c.to,
-                                        "reason": reason,
-                                        "text": crate::domain::cards::truncate(&c.text, 2000),
-                                    }),
-                                ),
-                            )?;
-                        }
-                        Ok(out)
-                    })
-                    .await?;
-                total += out.events.len();
-                hub.publish(out);
-                if !more {
-                    break;
-                }
-            }
+        match reap_dispatcher(hub, d, since, now).await {
+            Ok(n) => total += n,
+            Err(e) => tracing::warn!(dispatcher = %d, error = %e, "contract reaping failed"),
         }
     }
     if total > 0 {
         tracing::info!(count = total, "contracts abandoned");
     }
     Ok(())
+}
+
+/// Record the newly abandoned contracts of one dispatcher; how many.
+async fn reap_dispatcher<S: Store>(
+    hub: &AppState<S>,
+    d: &str,
+    since: i64,
+    now: i64,
+) -> Result<usize, StoreError> {
+    let q = LedgerQuery {
+        sender: d.to_string(),
+        since_ts: since,
+        ..LedgerQuery::default()
+    };
+    let mut total = 0;
+    for (to, seen) in abandoned_assignees(hub, &q, now).await? {
+        let reason = if seen {
+            "assignee not seen within the abandon window"
+        } else {
+            "assignee never seen"
+        };
+        let mut after = (i64::MIN, i64::MIN);
+        loop {
+            let (q2, a) = (q.clone(), to.clone());
+            let rows = hub
+                .store
+                .read(move |tx| tx.ledger_unreaped(&q2, &a, after, REAP_PAGE))
+                .await?;
+            let Some(last) = rows.last() else { break };
+            after = (last.contract.ts, last.contract.id);
+            let more = rows.len() == REAP_PAGE;
+            let from = d.to_string();
+            let out = hub
+                .write(move |tx| {
+                    let mut out = Outbox::default();
+                    for r in rows {
+                        let c = r.contract;
+                        if !tx.mark_reaped(&from, c.id, now, reason)? {
+                            continue;
+                        }
+                        out.event(
+                            tx,
+                            event(
+                                now,
+                                "contract.abandoned",
+                                "",
+                                "reaper",
+                                json!({
+                                    "msgId": c.id,
+                                    "fromSession": from,
+                                    "toSession": c.to,
+                                    "reason": reason,
+                                    "text": crate::domain::cards::truncate(&c.text, 2000),
+                                }),
+                            ),
+                        )?;
+                    }
+                    Ok(out)
+                })
+                .await?;
+            total += out.events.len();
+            hub.publish(out);
+            if !more {
+                break;
+            }
+        }
+    }
+    Ok(total)
 }
 
 /// Rows of a reaper pass's page.

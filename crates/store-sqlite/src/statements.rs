@@ -28,7 +28,7 @@ pub(crate) fn text(stmt: Dialect) -> Cow<'static, str> {
         Dialect::LedgerCounts => ledger_counts().into(),
         Dialect::LedgerOpenBefore => LEDGER_OPEN_BEFORE.into(),
         Dialect::LedgerRows { open_only } => ledger_rows(open_only).into(),
-        Dialect::LedgerOpenPage { unreaped_only } => ledger_open_page(unreaped_only).into(),
+        Dialect::LedgerUnreaped => ledger_unreaped().into(),
         Dialect::LedgerOpenIds => LEDGER_OPEN_IDS.into(),
         Dialect::LedgerRow => ledger_row().into(),
         Dialect::EventsSelect => format!("SELECT {EVENT_COLS} FROM events WHERE 1 = 1").into(),
@@ -180,17 +180,12 @@ fn ledger_row() -> String {
     )
 }
 
-fn ledger_open_page(unreaped_only: bool) -> String {
-    let unreaped = if unreaped_only {
-        "AND c.reaped_ts IS NULL"
-    } else {
-        ""
-    };
+fn ledger_unreaped() -> String {
     format!(
         "SELECT {CONTRACT_COLS}
            FROM contracts c INDEXED BY contracts_open {CONTRACT_JOINS}
           WHERE c.sender = ?1 AND c.assignee = ?3 AND c.answer_id IS NULL AND c.ack = 0
-            AND c.ts >= max(?2, ?4) AND (c.ts > ?4 OR c.id > ?5) {unreaped}
+            AND c.ts >= max(?2, ?4) AND (c.ts > ?4 OR c.id > ?5) AND c.reaped_ts IS NULL
           ORDER BY c.ts, c.id LIMIT ?6"
     )
 }

@@ -1243,7 +1243,7 @@ pub async fn ledger_tally_matches_scan<S: Store>(s: &S) {
             for w in ["w0", "w1", "w2"] {
                 let mut after = (i64::MIN, i64::MIN);
                 loop {
-                    let page = tx.ledger_open_page(&q2, w, after, 3, true)?;
+                    let page = tx.ledger_unreaped(&q2, w, after, 3)?;
                     let Some(last) = page.last() else { break };
                     after = (last.contract.ts, last.contract.id);
                     out.extend(page.iter().map(|r| r.contract.id));

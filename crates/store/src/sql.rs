@@ -61,12 +61,9 @@ pub enum Dialect {
         open_only: bool,
     },
     /// (sender, since_ts, assignee, after ts, after id, limit): the sender's open contracts in
-    /// the window to the assignee after (ts, id), in (ts, id) order (the open index's order: a
-    /// page costs the page) ([`crate::rows::contract`]).
-    LedgerOpenPage {
-        /// Only the ones the reaper has not recorded.
-        unreaped_only: bool,
-    },
+    /// the window to the assignee that the reaper has not recorded, after (ts, id), in (ts, id)
+    /// order (the open index's order: a page costs the page) ([`crate::rows::contract`]).
+    LedgerUnreaped,
     /// (sender, since_ts, assignee, limit): the ids of the sender's open contracts in the window
     /// to the assignee, the first `limit` in (ts, id) order, from the open index alone.
     LedgerOpenIds,
@@ -114,7 +111,7 @@ impl Dialect {
             Dialect::LedgerCounts => ("contract_tally", "ledger_counts"),
             Dialect::LedgerOpenBefore => ("contract_tally", "ledger_open_before"),
             Dialect::LedgerRows { .. } => ("contracts", "ledger_rows"),
-            Dialect::LedgerOpenPage { .. } => ("contracts", "ledger_open_page"),
+            Dialect::LedgerUnreaped => ("contracts", "ledger_unreaped"),
             Dialect::LedgerOpenIds => ("contracts", "ledger_open_ids"),
             Dialect::LedgerRow => ("contracts", "ledger_row"),
             Dialect::EventsSelect => ("events", "events"),

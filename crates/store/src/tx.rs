@@ -170,16 +170,15 @@ pub trait ReadTx: Statements {
         ];
         bind(self, Dialect::LedgerRows { open_only }, &args).all(rows::contract)
     }
-    /// Up to `limit` of the sender's open contracts in the window to `assignee` after `(ts, id)`
-    /// `after`, in `(ts, id)` order, each page at the cost of the page; `unreaped_only` skips
-    /// the ones the reaper recorded (it pages an abandoned assignee's contracts with it).
-    fn ledger_open_page(
+    /// Up to `limit` of the sender's open contracts in the window to `assignee` that the reaper
+    /// has not recorded, after `(ts, id)` `after`, in `(ts, id)` order, each page at the cost of
+    /// the page (the reaper pages an abandoned assignee's contracts with it).
+    fn ledger_unreaped(
         &self,
         q: &LedgerQuery,
         assignee: &str,
         after: (i64, i64),
         limit: usize,
-        unreaped_only: bool,
     ) -> Result<Vec<ContractRow>, StoreError> {
         let args = [
             Arg::Text(&q.sender),
@@ -189,7 +188,7 @@ pub trait ReadTx: Statements {
             Arg::Int(after.1),
             Arg::Limit(limit),
         ];
-        bind(self, Dialect::LedgerOpenPage { unreaped_only }, &args).all(rows::contract)
+        bind(self, Dialect::LedgerUnreaped, &args).all(rows::contract)
     }
     /// The ids of the sender's open contracts in the window to `assignee`, the first `limit` in
     /// `(ts, id)` order (the open index alone: no row is read).

@@ -35,9 +35,9 @@ pub struct LedgerPage {
 /// Read the ledger from the store (its counts and one page of rows) and decide what depends on
 /// the clock and presence. Shared with the catch-up and the contract reaper.
 ///
-/// The counts come from the kept tally (the window's buckets, not its traffic); only an
-/// assignee that is not abandoned has its open contracts walked, for the superseded and overdue
-/// split, since an abandoned assignee's are all counted abandoned.
+/// The counts come from the kept tally (the window's buckets, not its traffic); the superseded
+/// and overdue split is asked only for an assignee that is not abandoned, since an abandoned
+/// assignee's are all counted abandoned.
 pub async fn compute_ledger<S: Store>(
     hub: &AppState<S>,
     session: &str,
@@ -64,10 +64,9 @@ pub async fn compute_ledger<S: Store>(
             let mut peers = Vec::with_capacity(groups.len());
             let mut live_groups = Vec::new();
             for g in &mut groups {
-                let Some(p) = tx.peer(&g.assignee)? else {
+                let Some(p) = live_peer(tx, &live, &g.assignee, now)? else {
                     continue;
                 };
-                let p = live.live_peer(p, now);
                 if !contracts::abandoned(now, abandon_ms, Some(p.last_seen)) {
                     tx.ledger_split(&q, g)?;
                     live_groups.push(g.assignee.clone());
@@ -78,9 +77,9 @@ pub async fn compute_ledger<S: Store>(
             let mut known: HashSet<String> = peers.iter().map(|p| p.session.clone()).collect();
             for r in &rows {
                 if known.insert(r.contract.to.clone())
-                    && let Some(p) = tx.peer(&r.contract.to)?
+                    && let Some(p) = live_peer(tx, &live, &r.contract.to, now)?
                 {
-                    peers.push(live.live_peer(p, now));
+                    peers.push(p);
                 }
             }
             Ok((groups, closed, rows, peers))
@@ -129,9 +128,7 @@ pub async fn abandoned_assignees<S: Store>(
         .read(move |tx| {
             let mut out = Vec::new();
             for g in tx.ledger_open(&q)? {
-                let seen = tx
-                    .peer(&g.assignee)?
-                    .map(|p| live.live_peer(p, now).last_seen);
+                let seen = live_peer(tx, &live, &g.assignee, now)?.map(|p| p.last_seen);
                 if contracts::abandoned(now, abandon_ms, seen) {
                     out.push((g.assignee, seen.is_some()));
                 }
@@ -139,6 +136,16 @@ pub async fn abandoned_assignees<S: Store>(
             Ok(out)
         })
         .await
+}
+
+/// A session's stored peer row with the live presence overlaid (`None`: never registered).
+fn live_peer<S: Store>(
+    tx: &dyn ReadTx,
+    hub: &AppState<S>,
+    session: &str,
+    now: i64,
+) -> Result<Option<trantor_proto::Peer>, StoreError> {
+    Ok(tx.peer(session)?.map(|p| hub.live_peer(p, now)))
 }
 
 /// Up to `page.limit + 1` rows of the page (one more tells whether another page follows).

@@ -263,6 +263,44 @@ pub(super) fn rss_kib(pid: u32) -> Result<u64> {
     proc_status_kib(pid, "VmRSS")
 }
 
+/// Where `pid`'s resident set lives: "anon A, file F (the binary's code B), shmem S", MB.
+/// The file part is clean and shared (the kernel maps a touched page's neighbours with it);
+/// the anonymous part is what the hub itself allocated.
+pub(super) fn rss_split(pid: u32) -> Result<String> {
+    let mb = |kib: u64| kib as f64 / 1024.0;
+    let anon = proc_status_kib(pid, "RssAnon")?;
+    let file = proc_status_kib(pid, "RssFile")?;
+    let shmem = proc_status_kib(pid, "RssShmem")?;
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe"))?;
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps"))?;
+    let (mut in_exe, mut code) = (false, 0u64);
+    for line in smaps.lines() {
+        if let Some(kib) = line.strip_prefix("Rss:") {
+            if in_exe {
+                code += kib
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .unwrap_or(0);
+            }
+        } else if line
+            .split_whitespace()
+            .next()
+            .is_some_and(|r| r.contains('-') && !r.ends_with(':'))
+        {
+            in_exe = line.ends_with(&*exe.to_string_lossy());
+        }
+    }
+    Ok(format!(
+        "anon {:.1}, file {:.1} (the binary's pages {:.1}), shmem {:.1} MB",
+        mb(anon),
+        mb(file),
+        mb(code),
+        mb(shmem)
+    ))
+}
+
 /// A KiB field (`VmRSS`, `RssAnon`, …) of `/proc/<pid>/status`.
 pub(super) fn proc_status_kib(pid: u32, field: &str) -> Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;

@@ -33,6 +33,7 @@
 //!   overseer    collision watching: two sessions on one project, or on one file
 //!   duty        the duty pass: unread mail escalated once
 //!   cluster     the periodic-work lease over a shared store
+//!   trim        freed heap handed back to the system once the hub goes quiet
 //! [domain]      the rules, plain code over a store transaction
 //!   domain/     cards and the drill gate, verification gates, the dispatch ledger and open
 //!               contracts, the delivery record, file claims, named credentials, who is on
@@ -68,6 +69,7 @@ pub mod reaper;
 pub mod routes;
 pub mod sse;
 pub mod state;
+pub mod trim;
 pub mod ui;
 pub mod wake;
 
@@ -250,6 +252,7 @@ pub async fn serve_with<S: Store>(
     duty::spawn(hub.clone());
     overseer::spawn(hub.clone());
     cluster::spawn(hub.clone());
+    trim::spawn(hub.clone());
     ring_at_shutdown(&hub, stop_rx.clone());
     let addr = listener.local_addr().context("listener has no address")?;
     let scheme = if tls.is_some() { "https" } else { "http" };

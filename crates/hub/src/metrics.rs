@@ -10,6 +10,9 @@ use trantor_store::{Counts, PruneReport};
 #[derive(Debug, Default)]
 pub struct Metrics {
     requests: Mutex<BTreeMap<(&'static str, &'static str, u16), u64>>,
+    /// Requests that reached the router since start, answered or not (a held poll counts
+    /// when it arrives); the quiet check of `trim` reads it.
+    arrived: AtomicU64,
     /// Messages stored by `/send`.
     pub messages_sent: AtomicU64,
     /// Polls that returned because a wake arrived.
@@ -42,6 +45,16 @@ pub struct PrunedTotals {
 }
 
 impl Metrics {
+    /// Count one request as it arrives.
+    pub fn arrive(&self) {
+        self.arrived.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Requests arrived since start.
+    pub fn arrived(&self) -> u64 {
+        self.arrived.load(Ordering::Relaxed)
+    }
+
     /// Count one answered request.
     pub fn request(&self, method: &'static str, route: &'static str, status: u16) {
         let mut m = self.requests.lock().unwrap_or_else(|e| e.into_inner());

@@ -158,6 +158,7 @@ fn refusal(cfg: &crate::config::Config, req: &Request) -> Option<ApiError> {
 /// Outermost layer: refuse foreign hosts, browser origins, cross-site fetches and oversized
 /// request heads, and count every reply.
 pub async fn front<S: Store>(State(hub): State<AppState<S>>, req: Request, next: Next) -> Response {
+    hub.metrics.arrive();
     let method = method_label(req.method());
     let route = route_label(&req);
     let resp = match refusal(&hub.cfg, &req) {

@@ -20,7 +20,10 @@ const LAYERS: &[(&str, &[&str])] = &[
             "routes", "sse", "openapi", "ui", "auth", "ops", "extract", "front", "conn",
         ],
     ),
-    ("periodic", &["reaper", "overseer", "duty", "cluster"]),
+    (
+        "periodic",
+        &["reaper", "overseer", "duty", "cluster", "trim"],
+    ),
     ("domain", &["domain"]),
     (
         "core",

@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 use trantor_store::worker::{self, Backend, BoxedWriteJob, Shared, Workers};
 use trantor_store::{ReadTx, StoreError};
@@ -136,6 +137,14 @@ fn configure(
     conn.busy_timeout(opts.busy_timeout)
         .map_err(|e| open_error(path, "busy_timeout", e))?;
     conn.set_prepared_statement_cache_capacity(64);
+    // Plans from the SQL alone, never from bound values. Otherwise every statement that can
+    // use a partial index (`contracts_open`, `events_cards`, `events_task`) has its parameters
+    // compared with the index's WHERE while planning, and is re-prepared each time the cache
+    // hands it out: on the writer, a reply's contract match was re-parsed for every `/send`
+    // (10 % of the hub's CPU under load). Every query names its partial index's condition
+    // literally, so none loses its index.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
+        .map_err(|e| open_error(path, "cannot configure the connection", e))?;
     let cache = -i64::from(cache_kib.max(64));
     conn.execute_batch(&format!(
         "PRAGMA cache_size = {cache};
@@ -484,6 +493,44 @@ mod tests {
         assert_eq!(rows[1].1, Some(2000));
         assert_eq!(text_of(&rows[2].0), json!("edited"));
         assert_eq!(rows[2].1, None);
+    }
+
+    /// A cached statement that can use a partial index is not re-prepared when it is handed
+    /// out again with other values: the planner does not look at bound values (QPSG).
+    #[tokio::test]
+    async fn partial_index_statements_stay_prepared() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("hub.db");
+        drop(SqliteStore::open(&path).expect("open creates the schema"));
+        let conn = Connection::open(&path).expect("raw open");
+        configure(&conn, &path, 64, &SqliteOptions::default()).expect("configure");
+        let statements = [
+            // The contract match of a plain reply (tx.rs), on `contracts_open`.
+            "SELECT id FROM contracts INDEXED BY contracts_open
+               WHERE sender = ?1 AND assignee = ?2 AND answer_id IS NULL AND ack = 0
+                 AND ts >= ?3 AND id < ?4
+             ORDER BY ts, id LIMIT 1",
+            // A card's events, on `events_task`.
+            "SELECT id FROM events WHERE task_id = ?1 AND id > ?2 AND ts > ?3 AND by_s != ?4
+             ORDER BY id LIMIT 1",
+        ];
+        for sql in statements {
+            for i in 0..4i64 {
+                let who = format!("s{i}");
+                let _ = conn
+                    .prepare_cached(sql)
+                    .expect("prepare")
+                    .query_row(rusqlite::params![who, i, i * 7, who], |r| {
+                        r.get::<_, i64>(0)
+                    });
+            }
+            let st = conn.prepare_cached(sql).expect("prepare");
+            assert_eq!(
+                st.get_status(rusqlite::StatementStatus::RePrepare),
+                0,
+                "re-prepared on every use: {sql}"
+            );
+        }
     }
 
     /// A version-1 database (events with their text copies) opens, migrates to version 2, and

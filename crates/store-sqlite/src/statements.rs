@@ -26,7 +26,8 @@ pub(crate) fn text(stmt: Dialect) -> Cow<'static, str> {
         Dialect::LedgerSenders => LEDGER_SENDERS.into(),
         Dialect::LedgerOpen => ledger_open().into(),
         Dialect::LedgerCounts => ledger_counts().into(),
-        Dialect::LedgerOpenBefore => LEDGER_OPEN_BEFORE.into(),
+        Dialect::LedgerTally => LEDGER_TALLY.into(),
+        Dialect::LedgerCountOpen => LEDGER_COUNT_OPEN.into(),
         Dialect::LedgerRows { open_only } => ledger_rows(open_only).into(),
         Dialect::LedgerUnreaped => ledger_unreaped().into(),
         Dialect::LedgerOpenIds => LEDGER_OPEN_IDS.into(),
@@ -141,23 +142,14 @@ fn ledger_counts() -> String {
     )
 }
 
-/// The assignee's tally buckets from the edge `?4` to the cut's `?8` (projects folded) that may
-/// hold ids below `?7`; the wholly inside ones summed, the others' rows counted on the open
-/// index within the bucket and the bounds, one range per bucket (a correlated count, so the
-/// plan is the index range whatever the planner makes of a join).
-const LEDGER_OPEN_BEFORE: &str = "WITH t AS (
-         SELECT bucket, sum(open) AS open, max(max_id) AS max_id FROM contract_tally
-          WHERE sender = ?1 AND bucket BETWEEN ?4 AND ?8 AND assignee = ?5 AND open > 0
-            AND min_id < ?7 AND (?3 IS NULL OR project = ?3)
-          GROUP BY bucket)
-     SELECT COALESCE(sum(CASE
-              WHEN bucket > ?4 AND bucket < ?8 AND max_id < ?7 THEN open
-              ELSE (SELECT count(*) FROM contracts c INDEXED BY contracts_open
-                     WHERE c.sender = ?1 AND c.assignee = ?5 AND c.answer_id IS NULL
-                       AND c.ack = 0 AND c.ts >= max(?2, t.bucket * ?9)
-                       AND c.ts < min(?6, (t.bucket + 1) * ?9) AND c.id < ?7
-                       AND (?3 IS NULL OR c.project = ?3)) END), 0)
-       FROM t";
+/// The window's open tally rows of the sender ([`trantor_store::tally`] folds and plans them).
+const LEDGER_TALLY: &str = "SELECT assignee, bucket, open, min_id, max_id FROM contract_tally
+   WHERE sender = ?1 AND bucket >= ?2 AND open > 0 AND (?3 IS NULL OR project = ?3)";
+
+/// One range of an assignee's open contracts, counted on the open index.
+const LEDGER_COUNT_OPEN: &str = "SELECT count(*) FROM contracts c INDEXED BY contracts_open
+   WHERE c.sender = ?1 AND c.assignee = ?2 AND c.answer_id IS NULL AND c.ack = 0
+     AND c.ts >= ?3 AND c.ts < ?4 AND c.id < ?5 AND (?6 IS NULL OR c.project = ?6)";
 
 /// The columns of a ledger row ([`trantor_store::rows::contract`]), over `contracts c` and
 /// [`CONTRACT_JOINS`]; the last says whether later traffic with the assignee overtook the
@@ -170,9 +162,10 @@ const CONTRACT_JOINS: &str = "LEFT JOIN messages m ON m.id = c.id
     LEFT JOIN messages a ON a.id = c.answer_id
     LEFT JOIN contract_peers p ON p.sender = c.sender AND p.peer = c.assignee";
 
-const LEDGER_OPEN_IDS: &str = "SELECT c.id FROM contracts c INDEXED BY contracts_open
-   WHERE c.sender = ?1 AND c.assignee = ?3 AND c.answer_id IS NULL AND c.ack = 0 AND c.ts >= ?2
-   ORDER BY c.ts, c.id LIMIT ?4";
+const LEDGER_OPEN_IDS: &str = "SELECT c.ts, c.id FROM contracts c INDEXED BY contracts_open
+   WHERE c.sender = ?1 AND c.assignee = ?3 AND c.answer_id IS NULL AND c.ack = 0
+     AND c.ts >= max(?2, ?4) AND (c.ts > ?4 OR c.id > ?5)
+   ORDER BY c.ts, c.id LIMIT ?6";
 
 fn ledger_row() -> String {
     format!(

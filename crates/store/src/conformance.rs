@@ -1269,7 +1269,16 @@ pub async fn ledger_tally_matches_scan<S: Store>(s: &S) {
         .read(move |tx| {
             let mut ids = Vec::new();
             for w in ["w0", "w1", "w2"] {
-                ids.extend(tx.ledger_open_ids(&q3, w, 1000)?);
+                // In chunks of 4, each after the last key, as the catch-up's merge asks.
+                let mut after = None;
+                loop {
+                    let keys = tx.ledger_open_ids(&q3, w, after, 4)?;
+                    after = keys.last().copied();
+                    ids.extend(keys.iter().map(|k| k.1));
+                    if keys.len() < 4 {
+                        break;
+                    }
+                }
             }
             Ok((ids, tx.ledger_row("orch", first)?))
         })
@@ -1311,8 +1320,9 @@ async fn check_tally<S: Store>(s: &S, since: i64, project: Option<&str>) {
     let (mut groups, counts, rows) = s
         .read(move |tx| {
             let mut groups = tx.ledger_open(&q)?;
+            let tally = tx.ledger_tally(&q)?;
             for g in &mut groups {
-                tx.ledger_split(&q, g)?;
+                tx.ledger_split(&q, &tally, g)?;
             }
             let rows = tx.ledger_rows(&q, 0, 0, false)?;
             Ok((groups, tx.ledger_counts(&q)?, rows))

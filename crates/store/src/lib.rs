@@ -19,8 +19,9 @@
 //!   the backend's statements ([`sql`]: its SQL text for each statement and its driver, the
 //!   dynamic filters built once); [`rows`], the decoding of the rows read; [`worker`], the job
 //!   queues and loops of the writer and reader threads, and the [`Store`] of a backend that
-//!   runs its transactions on them; [`migrate`], the schema migration runner; and (feature
-//!   `conformance`) the conformance suite every backend runs, [`conformance_suite!`].
+//!   runs its transactions on them; [`tally`], how the ledger's split is counted from the kept
+//!   tally; [`migrate`], the schema migration runner; and (feature `conformance`) the
+//!   conformance suite every backend runs, [`conformance_suite!`].
 //! - `trantor-store-sqlite`: the embedded file (WAL), the default.
 //! - `trantor-store-postgres`: PostgreSQL, for several hubs on one database.
 //!
@@ -34,6 +35,7 @@ pub mod conformance;
 pub mod migrate;
 pub mod rows;
 pub mod sql;
+pub mod tally;
 mod tx;
 pub mod worker;
 

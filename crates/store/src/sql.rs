@@ -50,11 +50,13 @@ pub enum Dialect {
     /// (sender, since_ts, project, edge bucket, edge end): answered, ack, counted as
     /// [`Dialect::LedgerOpen`].
     LedgerCounts,
-    /// (sender, since_ts, project, edge bucket, assignee, before ts, below id, the bucket of
-    /// before ts, the bucket width): how many of the sender's open contracts in the window to
-    /// the assignee were sent before `before ts` with an id below `below id`: the tally's
-    /// buckets wholly inside, the rest of the buckets the bounds cut counted row by row.
-    LedgerOpenBefore,
+    /// (sender, edge bucket, project): the sender's tally rows with open contracts from the
+    /// edge bucket on: assignee, bucket, open, min id, max id (one per project; any order).
+    LedgerTally,
+    /// (sender, assignee, from ts, until ts, below id, project): how many of the sender's open
+    /// contracts to the assignee were sent in `[from ts, until ts)` with an id below `below id`,
+    /// one range of the open index.
+    LedgerCountOpen,
     /// (sender, since_ts, project, after, limit): contract rows ([`crate::rows::contract`]).
     LedgerRows {
         /// Only the unanswered owed ones.
@@ -64,8 +66,9 @@ pub enum Dialect {
     /// the window to the assignee that the reaper has not recorded, after (ts, id), in (ts, id)
     /// order (the open index's order: a page costs the page) ([`crate::rows::contract`]).
     LedgerUnreaped,
-    /// (sender, since_ts, assignee, limit): the ids of the sender's open contracts in the window
-    /// to the assignee, the first `limit` in (ts, id) order, from the open index alone.
+    /// (sender, since_ts, assignee, after ts, after id, limit): the (ts, id) of the sender's open
+    /// contracts in the window to the assignee after (ts, id), the first `limit` in (ts, id)
+    /// order, from the open index alone.
     LedgerOpenIds,
     /// (sender, id): one contract row ([`crate::rows::contract`]).
     LedgerRow,
@@ -109,7 +112,8 @@ impl Dialect {
             Dialect::LedgerSenders => ("contracts", "ledger_senders"),
             Dialect::LedgerOpen => ("contract_tally", "ledger_open"),
             Dialect::LedgerCounts => ("contract_tally", "ledger_counts"),
-            Dialect::LedgerOpenBefore => ("contract_tally", "ledger_open_before"),
+            Dialect::LedgerTally => ("contract_tally", "ledger_tally"),
+            Dialect::LedgerCountOpen => ("contracts", "ledger_count_open"),
             Dialect::LedgerRows { .. } => ("contracts", "ledger_rows"),
             Dialect::LedgerUnreaped => ("contracts", "ledger_unreaped"),
             Dialect::LedgerOpenIds => ("contracts", "ledger_open_ids"),

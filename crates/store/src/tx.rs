@@ -11,10 +11,10 @@ use trantor_proto::{
 
 use crate::rows::{self, encode};
 use crate::sql::{self, Arg, Common, Dialect, Statements, bind};
+use crate::tally::{self, OpenBucket, OpenTally};
 use crate::{
     CardFilter, ContractRow, CostBy, CostQuery, Counts, EventFilter, LedgerCounts, LedgerQuery,
     NewEvent, NewMessage, OpRecord, OpenGroup, PruneReport, ReapedContract, StoreError,
-    TALLY_BUCKET_MS,
 };
 
 /// Queries available inside any transaction.
@@ -105,10 +105,35 @@ pub trait ReadTx: Statements {
         let counts = bind(self, Dialect::LedgerCounts, &args).one(rows::ledger_counts)?;
         Ok(counts.unwrap_or_default())
     }
+    /// The sender's open tally buckets in the window, by assignee (projects folded): read once
+    /// per ledger read, for every assignee's [`ReadTx::ledger_split`].
+    fn ledger_tally(&self, q: &LedgerQuery) -> Result<OpenTally, StoreError> {
+        let args = [
+            Arg::Text(&q.sender),
+            Arg::Int(q.edge_bucket()),
+            Arg::OptText(q.project.as_deref()),
+        ];
+        let rows = bind(self, Dialect::LedgerTally, &args).all(|c| {
+            let b = OpenBucket {
+                bucket: c.int(1)?,
+                open: c.int(2)?,
+                min_id: c.int(3)?,
+                max_id: c.int(4)?,
+            };
+            Ok((c.text(0)?, b))
+        })?;
+        Ok(OpenTally::from_rows(rows))
+    }
     /// Fill `g`'s superseded and overdue counts (asked only for an assignee that is not
-    /// abandoned): each a difference of [`ReadTx::ledger_open_before`] counts, so it costs the
-    /// tally's buckets and the rows of the few buckets the cuts fall in, not the open contracts.
-    fn ledger_split(&self, q: &LedgerQuery, g: &mut OpenGroup) -> Result<(), StoreError> {
+    /// abandoned), from `tally` ([`ReadTx::ledger_tally`]): each a difference of
+    /// [`ReadTx::ledger_open_before`] counts, so it costs the rows of the few buckets the cuts
+    /// fall in, not the open contracts.
+    fn ledger_split(
+        &self,
+        q: &LedgerQuery,
+        tally: &OpenTally,
+        g: &mut OpenGroup,
+    ) -> Result<(), StoreError> {
         let cut = bind(
             self,
             Common::LedgerPeerCut,
@@ -116,41 +141,47 @@ pub trait ReadTx: Statements {
         )
         .one(|c| Ok(c.int(0)?.max(c.int(1)?)))?
         .unwrap_or(0);
+        let buckets = tally.buckets(&g.assignee);
+        let before = |ts, id| self.ledger_open_before(q, &g.assignee, buckets, ts, id);
         // Superseded: sent before the supersede cut and overtaken (an id below the pair's cut).
-        g.superseded = self.ledger_open_before(q, &g.assignee, q.supersede_cut, cut)?;
+        g.superseded = before(q.supersede_cut, cut)?;
         // Overdue: sent at or before the overdue cut, and not superseded.
         g.overdue = match q.overdue_cut {
             None => 0,
             Some(o) => {
                 let upto = o.saturating_add(1);
-                self.ledger_open_before(q, &g.assignee, upto, i64::MAX)?
-                    - self.ledger_open_before(q, &g.assignee, upto.min(q.supersede_cut), cut)?
+                before(upto, i64::MAX)? - before(upto.min(q.supersede_cut), cut)?
             }
         };
         Ok(())
     }
     /// How many of the sender's open contracts in the window to `assignee` were sent before
-    /// `before_ts` with an id below `below_id` (see [`Dialect::LedgerOpenBefore`]).
+    /// `before_ts` with an id below `below_id`: the assignee's `buckets` wholly inside summed,
+    /// the rows of the buckets the cuts fall in counted ([`tally::open_before`]).
     fn ledger_open_before(
         &self,
         q: &LedgerQuery,
         assignee: &str,
+        buckets: &[OpenBucket],
         before_ts: i64,
         below_id: i64,
     ) -> Result<i64, StoreError> {
-        let args = [
-            Arg::Text(&q.sender),
-            Arg::Int(q.since_ts),
-            Arg::OptText(q.project.as_deref()),
-            Arg::Int(q.edge_bucket()),
-            Arg::Text(assignee),
-            Arg::Int(before_ts),
-            Arg::Int(below_id),
-            Arg::Int(before_ts.div_euclid(TALLY_BUCKET_MS)),
-            Arg::Int(TALLY_BUCKET_MS),
-        ];
-        let n = bind(self, Dialect::LedgerOpenBefore, &args).one(|c| c.int(0))?;
-        Ok(n.unwrap_or(0))
+        let (mut n, ranges) = tally::open_before(buckets, q.since_ts, before_ts, below_id);
+        for r in ranges {
+            let args = [
+                Arg::Text(&q.sender),
+                Arg::Text(assignee),
+                Arg::Int(r.from_ts),
+                Arg::Int(r.until_ts),
+                Arg::Int(r.below_id),
+                Arg::OptText(q.project.as_deref()),
+            ];
+            let c = bind(self, Dialect::LedgerCountOpen, &args)
+                .one(|c| c.int(0))?
+                .unwrap_or(0);
+            n += if r.subtract { -c } else { c };
+        }
+        Ok(n)
     }
     /// Up to `limit` of the sender's contracts in the window with ids above `after`, oldest
     /// first; `open_only` keeps the unanswered owed ones.
@@ -190,21 +221,26 @@ pub trait ReadTx: Statements {
         ];
         bind(self, Dialect::LedgerUnreaped, &args).all(rows::contract)
     }
-    /// The ids of the sender's open contracts in the window to `assignee`, the first `limit` in
-    /// `(ts, id)` order (the open index alone: no row is read).
+    /// The `(ts, id)` keys of the sender's open contracts in the window to `assignee` after the
+    /// key `after` (`None`: from the window's start), the first `limit` in `(ts, id)` order (the
+    /// open index alone: no row is read, and a chunk costs the chunk).
     fn ledger_open_ids(
         &self,
         q: &LedgerQuery,
         assignee: &str,
+        after: Option<(i64, i64)>,
         limit: usize,
-    ) -> Result<Vec<i64>, StoreError> {
+    ) -> Result<Vec<(i64, i64)>, StoreError> {
+        let (ts, id) = after.unwrap_or((i64::MIN, i64::MIN));
         let args = [
             Arg::Text(&q.sender),
             Arg::Int(q.since_ts),
             Arg::Text(assignee),
+            Arg::Int(ts),
+            Arg::Int(id),
             Arg::Limit(limit),
         ];
-        bind(self, Dialect::LedgerOpenIds, &args).all(|c| c.int(0))
+        bind(self, Dialect::LedgerOpenIds, &args).all(|c| Ok((c.int(0)?, c.int(1)?)))
     }
     /// One contract of `sender`'s ledger.
     fn ledger_row(&self, sender: &str, id: i64) -> Result<Option<ContractRow>, StoreError> {

@@ -63,12 +63,19 @@ pub async fn compute_ledger<S: Store>(
             let closed = tx.ledger_counts(&q)?;
             let mut peers = Vec::with_capacity(groups.len());
             let mut live_groups = Vec::new();
+            // The window's tally, read once for every live assignee's split (and not at all
+            // when none is live).
+            let mut tally = None;
             for g in &mut groups {
                 let Some(p) = live_peer(tx, &live, &g.assignee, now)? else {
                     continue;
                 };
                 if !contracts::abandoned(now, abandon_ms, Some(p.last_seen)) {
-                    tx.ledger_split(&q, g)?;
+                    let t = match &mut tally {
+                        Some(t) => t,
+                        None => tally.insert(tx.ledger_tally(&q)?),
+                    };
+                    tx.ledger_split(&q, t, g)?;
                     live_groups.push(g.assignee.clone());
                 }
                 peers.push(p);
@@ -160,14 +167,20 @@ fn page_rows(
         PageRows::All => tx.ledger_rows(q, page.after, n, false),
         PageRows::Open => tx.ledger_rows(q, page.after, n, true),
         PageRows::OpenLive => {
-            // Each live assignee's oldest ids from the open index alone (no row read, no sort
-            // of its rows), the oldest of those by id, and only their rows read.
-            let mut ids = Vec::new();
-            for a in live {
-                ids.extend(tx.ledger_open_ids(q, a, n)?);
+            // The live assignees' oldest keys merged from the open index alone, each assignee
+            // read in chunks only as far as the merge needs, and only the chosen rows read.
+            let mut merge = OldestOpen::new(live.len(), n);
+            loop {
+                let wants = merge.wants();
+                if wants.is_empty() {
+                    break;
+                }
+                for w in wants {
+                    let keys = tx.ledger_open_ids(q, &live[w.lane], w.after, w.limit)?;
+                    merge.feed(w.lane, keys);
+                }
             }
-            ids.sort_unstable();
-            ids.truncate(n);
+            let ids = merge.oldest();
             let mut rows = Vec::with_capacity(ids.len());
             for id in ids {
                 rows.extend(tx.ledger_row(&q.sender, id)?);
@@ -177,5 +190,197 @@ fn page_rows(
     }
 }
 
+/// One chunk [`OldestOpen`] asks for: `limit` keys of lane `lane` after `after`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Want {
+    lane: usize,
+    after: Option<(i64, i64)>,
+    limit: usize,
+}
+
+/// One assignee's keys read so far.
+#[derive(Debug, Clone, Default)]
+struct Lane {
+    keys: Vec<(i64, i64)>,
+    /// Its last chunk came back short: every key it has is read.
+    done: bool,
+    /// Asked at least once.
+    asked: bool,
+    /// The size of its next chunk (doubles after each).
+    chunk: usize,
+}
+
+/// The `n` oldest `(ts, id)` keys across several sorted lanes (the live assignees' open
+/// contracts), read chunk by chunk: a lane is read further only while its last key is below
+/// the n-th oldest seen, so the reads cost about the page and the lanes, not the lanes' length
+/// (the catch-up with many busy assignees read `n` keys of each before).
+#[derive(Debug, Clone)]
+struct OldestOpen {
+    n: usize,
+    lanes: Vec<Lane>,
+}
+
+impl OldestOpen {
+    fn new(lanes: usize, n: usize) -> Self {
+        // Twice each lane's share, so evenly spread lanes settle in one round.
+        let chunk = (2 * n.div_ceil(lanes.max(1)) + 4).min(n.max(1));
+        let lane = Lane {
+            chunk,
+            ..Lane::default()
+        };
+        Self {
+            n,
+            lanes: vec![lane; lanes],
+        }
+    }
+
+    /// The chunks to read next; empty once the oldest `n` are known.
+    fn wants(&self) -> Vec<Want> {
+        let fresh: Vec<Want> = (0..self.lanes.len())
+            .filter(|&i| !self.lanes[i].asked)
+            .map(|lane| Want {
+                lane,
+                after: None,
+                limit: self.lanes[lane].chunk,
+            })
+            .collect();
+        if !fresh.is_empty() {
+            return fresh;
+        }
+        // Every key not yet read is above its lane's last key, so the keys up to the lowest
+        // such last key are settled.
+        let open = self.lanes.iter().filter(|l| !l.done);
+        let Some(bound) = open.filter_map(|l| l.keys.last()).min() else {
+            return Vec::new();
+        };
+        let mut keys = self.all_keys();
+        if keys.iter().filter(|k| *k <= bound).count() >= self.n {
+            return Vec::new();
+        }
+        keys.truncate(self.n);
+        let nth = (keys.len() == self.n).then(|| keys[self.n - 1]);
+        (0..self.lanes.len())
+            .filter_map(|lane| {
+                let l = &self.lanes[lane];
+                let last = *l.keys.last()?;
+                (!l.done && nth.is_none_or(|nth| last < nth)).then_some(Want {
+                    lane,
+                    after: Some(last),
+                    limit: l.chunk,
+                })
+            })
+            .collect()
+    }
+
+    /// Record a chunk read for `lane` (as [`OldestOpen::wants`] asked).
+    fn feed(&mut self, lane: usize, keys: Vec<(i64, i64)>) {
+        let Some(l) = self.lanes.get_mut(lane) else {
+            return;
+        };
+        l.done = keys.len() < l.chunk;
+        l.asked = true;
+        l.chunk = l.chunk.saturating_mul(2);
+        l.keys.extend(keys);
+    }
+
+    /// The ids of the `n` oldest keys, by id.
+    fn oldest(&self) -> Vec<i64> {
+        let mut keys = self.all_keys();
+        keys.truncate(self.n);
+        let mut ids: Vec<i64> = keys.into_iter().map(|k| k.1).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    fn all_keys(&self) -> Vec<(i64, i64)> {
+        let mut keys: Vec<(i64, i64)> = self.lanes.iter().flat_map(|l| l.keys.clone()).collect();
+        keys.sort_unstable();
+        keys
+    }
+}
+
 /// The kv key of the contract reaper's records (`{msgId: {ts, from, to, reason, dispatchedTs}}`).
 pub const REAP_KEY: &str = "contractReap";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Drive the merge over in-memory lanes (each sorted); the ids it picks and the keys read.
+    fn run(lanes: &[Vec<(i64, i64)>], n: usize) -> (Vec<i64>, usize) {
+        let mut m = OldestOpen::new(lanes.len(), n);
+        let mut read = 0;
+        for _ in 0..1000 {
+            let wants = m.wants();
+            if wants.is_empty() {
+                return (m.oldest(), read);
+            }
+            for w in wants {
+                let lane = &lanes[w.lane];
+                let chunk: Vec<(i64, i64)> = lane
+                    .iter()
+                    .filter(|k| w.after.is_none_or(|a| **k > a))
+                    .take(w.limit)
+                    .copied()
+                    .collect();
+                read += chunk.len();
+                m.feed(w.lane, chunk);
+            }
+        }
+        panic!("the merge did not settle");
+    }
+
+    /// The `n` oldest ids by brute force, by id.
+    fn brute(lanes: &[Vec<(i64, i64)>], n: usize) -> Vec<i64> {
+        let mut all: Vec<(i64, i64)> = lanes.concat();
+        all.sort_unstable();
+        all.truncate(n);
+        let mut ids: Vec<i64> = all.into_iter().map(|k| k.1).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// `lanes` lanes of `len` keys each, interleaved (key i goes to lane i % lanes).
+    fn interleaved(lanes: usize, len: usize) -> Vec<Vec<(i64, i64)>> {
+        let mut v = vec![Vec::new(); lanes];
+        for i in 0..lanes * len {
+            v[i % lanes].push(((i / 3) as i64, i as i64));
+        }
+        v
+    }
+
+    #[test]
+    fn picks_the_oldest_and_reads_about_the_page() {
+        let skewed = {
+            // One lane holds every old key; the others only newer ones.
+            let mut v = vec![(0..5000).map(|i| (i, i)).collect::<Vec<_>>()];
+            v.extend((1..50).map(|l| {
+                (0..100)
+                    .map(|i| (10_000 + i, 10_000 + l * 100 + i))
+                    .collect()
+            }));
+            v
+        };
+        let cases: Vec<(&str, Vec<Vec<(i64, i64)>>, usize, usize)> = vec![
+            // (name, lanes, n, the most keys the merge may read)
+            ("no lanes", vec![], 201, 0),
+            ("empty lanes", vec![vec![], vec![]], 201, 0),
+            ("fewer keys than the page", interleaved(3, 10), 201, 30),
+            ("50 busy lanes", interleaved(50, 2000), 201, 1300),
+            ("one lane", interleaved(1, 5000), 201, 600),
+            ("one lane holds the oldest", skewed, 201, 1300),
+            ("page of one", interleaved(50, 100), 1, 300),
+            (
+                "ties on ts",
+                vec![vec![(5, 1), (5, 4)], vec![(5, 2), (5, 3)]],
+                3,
+                4,
+            ),
+        ];
+        for (name, lanes, n, most) in cases {
+            let (got, read) = run(&lanes, n);
+            assert_eq!(got, brute(&lanes, n), "{name}");
+            assert!(read <= most, "{name}: read {read} keys, more than {most}");
+        }
+    }
+}

@@ -11,7 +11,7 @@ use trantor_store::rows;
 use trantor_store::sql::{Run, Statements};
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// Version 1: every table the `Store` trait needs, with one index per query shape.
 ///
@@ -199,7 +199,7 @@ END;
 ///   message (`by_re` when it named the contract), `reaped_*` the reaper's verdict.
 /// - `contracts_open`: the owed, unanswered rows by (sender, assignee, ts): a plain reply finds
 ///   the oldest open contract to its sender in one probe, and the per-assignee counts walk only
-///   open rows.
+///   open rows (covering since version 7).
 /// - `contract_peers`: per (sender, peer) the newest message from the peer to the sender and the
 ///   newest answered contract to the peer (supersession).
 /// - The message delete trigger also drops the message's contract row (retention).
@@ -341,6 +341,18 @@ END;
 CREATE INDEX events_cards ON events(project, id) WHERE task_id IS NOT NULL;
 "#;
 
+/// Version 7: `contracts_open` covers what its readers filter on. Its rows also hold
+/// `answer_id` and `ack` (the index's own condition, so always NULL and 0: a byte each) and
+/// `project`: without them SQLite counts the index as not covering and seeks the table row
+/// for every index row it walks, even when no column of it is read, so counting a cut bucket's
+/// open contracts or listing an assignee's open ids cost a table seek per contract (measured:
+/// 50 assignees' cut buckets of ~130 rows each, 6.5 ms before, 1.7 ms after).
+const V7: &str = r#"
+DROP INDEX contracts_open;
+CREATE INDEX contracts_open ON contracts(sender, assignee, ts, answer_id, ack, project)
+    WHERE answer_id IS NULL AND ack = 0;
+"#;
+
 /// Fill the contract ledger from the messages already stored (migration to version 4), in id
 /// order, as if each had just committed.
 fn backfill_contracts(conn: &Connection) -> Result<usize, StoreError> {
@@ -365,7 +377,7 @@ fn backfill_contracts(conn: &Connection) -> Result<usize, StoreError> {
 }
 
 /// Migrations in order: entry `i` brings a database from version `i` to `i + 1`.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7];
 
 /// Bring the database behind `conn` to [`SCHEMA_VERSION`], or explain why it cannot be.
 pub(crate) fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {

@@ -27,6 +27,7 @@ pub(crate) fn text(stmt: Dialect) -> Cow<'static, str> {
         Dialect::LedgerOpen => ledger_open().into(),
         Dialect::LedgerCounts => ledger_counts().into(),
         Dialect::LedgerTally => LEDGER_TALLY.into(),
+        Dialect::LedgerEdge => ledger_edge().into(),
         Dialect::LedgerCountOpen => LEDGER_COUNT_OPEN.into(),
         Dialect::LedgerRows { open_only } => ledger_rows(open_only).into(),
         Dialect::LedgerUnreaped => ledger_unreaped().into(),
@@ -143,8 +144,16 @@ fn ledger_counts() -> String {
 }
 
 /// The window's open tally rows of the sender ([`trantor_store::tally`] folds and plans them).
-const LEDGER_TALLY: &str = "SELECT assignee, bucket, open, min_id, max_id FROM contract_tally
-   WHERE sender = ?1 AND bucket >= ?2 AND open > 0 AND (?3 IS NULL OR project = ?3)";
+const LEDGER_TALLY: &str = "SELECT assignee, bucket, open, ack, answered, min_id, max_id
+   FROM contract_tally WHERE sender = ?1 AND bucket >= ?2 AND (?3 IS NULL OR project = ?3)";
+
+fn ledger_edge() -> String {
+    let edge = edge_rows(
+        "c.assignee, c.answer_id IS NULL AND c.ack = 0 AS o, c.answer_id IS NOT NULL AS a,
+         c.answer_id IS NULL AND c.ack != 0 AS k",
+    );
+    format!("WITH {EDGE} SELECT assignee, sum(o), sum(a), sum(k) FROM ({edge}) GROUP BY assignee")
+}
 
 /// One range of an assignee's open contracts, counted on the open index.
 const LEDGER_COUNT_OPEN: &str = "SELECT count(*) FROM contracts c INDEXED BY contracts_open

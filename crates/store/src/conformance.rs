@@ -1319,13 +1319,26 @@ async fn check_tally<S: Store>(s: &S, since: i64, project: Option<&str>) {
     };
     let (mut groups, counts, rows) = s
         .read(move |tx| {
-            let mut groups = tx.ledger_open(&q)?;
-            let tally = tx.ledger_tally(&q)?;
+            let window = tx.ledger_window(&q)?;
+            // The one-read window counts what the separate reads count.
+            let opened: Vec<(String, i64)> = tx
+                .ledger_open(&q)?
+                .into_iter()
+                .map(|g| (g.assignee, g.open))
+                .collect();
+            let windowed: Vec<(String, i64)> = window
+                .groups
+                .iter()
+                .map(|g| (g.assignee.clone(), g.open))
+                .collect();
+            assert_eq!(windowed, opened, "window groups from {}", q.since_ts);
+            assert_eq!(window.closed, tx.ledger_counts(&q)?, "window counts");
+            let mut groups = window.groups.clone();
             for g in &mut groups {
-                tx.ledger_split(&q, &tally, g)?;
+                tx.ledger_split(&q, &window.tally, g)?;
             }
             let rows = tx.ledger_rows(&q, 0, 0, false)?;
-            Ok((groups, tx.ledger_counts(&q)?, rows))
+            Ok((groups, window.closed, rows))
         })
         .await
         .expect("ledger");

@@ -50,9 +50,12 @@ pub enum Dialect {
     /// (sender, since_ts, project, edge bucket, edge end): answered, ack, counted as
     /// [`Dialect::LedgerOpen`].
     LedgerCounts,
-    /// (sender, edge bucket, project): the sender's tally rows with open contracts from the
-    /// edge bucket on: assignee, bucket, open, min id, max id (one per project; any order).
+    /// (sender, edge bucket, project): the sender's tally rows from the edge bucket on:
+    /// assignee, bucket, open, ack, answered, min id, max id (one per project; any order).
     LedgerTally,
+    /// (sender, since_ts, project, edge bucket, edge end): the edge bucket's contracts from
+    /// `since_ts` counted per assignee: assignee, open, answered, ack (any order).
+    LedgerEdge,
     /// (sender, assignee, from ts, until ts, below id, project): how many of the sender's open
     /// contracts to the assignee were sent in `[from ts, until ts)` with an id below `below id`,
     /// one range of the open index.
@@ -113,6 +116,7 @@ impl Dialect {
             Dialect::LedgerOpen => ("contract_tally", "ledger_open"),
             Dialect::LedgerCounts => ("contract_tally", "ledger_counts"),
             Dialect::LedgerTally => ("contract_tally", "ledger_tally"),
+            Dialect::LedgerEdge => ("contracts", "ledger_edge"),
             Dialect::LedgerCountOpen => ("contracts", "ledger_count_open"),
             Dialect::LedgerRows { .. } => ("contracts", "ledger_rows"),
             Dialect::LedgerUnreaped => ("contracts", "ledger_unreaped"),

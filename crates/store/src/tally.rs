@@ -4,9 +4,9 @@
 //! read for every assignee ([`crate::ReadTx::ledger_tally`]), so a split costs the cut buckets'
 //! rows, not a tally read per assignee.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
-use crate::TALLY_BUCKET_MS;
+use crate::{LedgerCounts, OpenGroup, TALLY_BUCKET_MS};
 
 /// One assignee's open contracts of one tally bucket, the projects folded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +51,89 @@ impl OpenTally {
     /// One assignee's buckets, oldest first (empty when it has no open contract).
     pub fn buckets(&self, assignee: &str) -> &[OpenBucket] {
         self.by_assignee.get(assignee).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// One row of the kept tally: an assignee's contracts of one bucket and project.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TallyRow {
+    /// The bucket, its open contracts and its id bounds.
+    pub open: OpenBucket,
+    /// Answered contracts in it.
+    pub answered: i64,
+    /// Ack contracts (nothing owed, not answered) in it.
+    pub ack: i64,
+}
+
+/// The window's first bucket counted row by row from the window's start, for one assignee:
+/// open, answered, ack.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EdgeCounts {
+    /// The assignee.
+    pub assignee: String,
+    /// Open contracts.
+    pub open: i64,
+    /// Answered ones.
+    pub answered: i64,
+    /// Ack ones.
+    pub ack: i64,
+}
+
+/// A sender's ledger in the window from one read of its tally: the open contracts per assignee
+/// (by assignee, the split not filled), the closed ones counted, and the open buckets every
+/// assignee's split plans from.
+#[derive(Debug, Clone, Default)]
+pub struct LedgerWindow {
+    /// Assignees with open contracts, by assignee.
+    pub groups: Vec<OpenGroup>,
+    /// The answered and ack contracts.
+    pub closed: LedgerCounts,
+    /// The open buckets from the window's first on.
+    pub tally: OpenTally,
+}
+
+/// Fold the tally's rows from the window's first bucket (`edge_bucket`) on and that bucket's
+/// rows counted from the window's start into the window's ledger counts: the buckets after the
+/// first summed, the first one's counted rows added.
+pub fn window(
+    edge_bucket: i64,
+    rows: Vec<(String, TallyRow)>,
+    edge: Vec<EdgeCounts>,
+) -> LedgerWindow {
+    let mut open: BTreeMap<String, i64> = BTreeMap::new();
+    let mut closed = LedgerCounts::default();
+    for (assignee, r) in &rows {
+        if r.open.bucket > edge_bucket {
+            closed.answered += r.answered;
+            closed.ack += r.ack;
+            if r.open.open > 0 {
+                *open.entry(assignee.clone()).or_default() += r.open.open;
+            }
+        }
+    }
+    for e in edge {
+        closed.answered += e.answered;
+        closed.ack += e.ack;
+        if e.open > 0 {
+            *open.entry(e.assignee).or_default() += e.open;
+        }
+    }
+    let groups = open
+        .into_iter()
+        .map(|(assignee, open)| OpenGroup {
+            assignee,
+            open,
+            ..OpenGroup::default()
+        })
+        .collect();
+    let buckets = rows
+        .into_iter()
+        .filter(|(_, r)| r.open.open > 0)
+        .map(|(a, r)| (a, r.open));
+    LedgerWindow {
+        groups,
+        closed,
+        tally: OpenTally::from_rows(buckets),
     }
 }
 
@@ -221,6 +304,62 @@ mod tests {
                 "{name}: walked {walked} rows, more than {most}"
             );
         }
+    }
+
+    #[test]
+    fn window_sums_the_buckets_after_the_first_and_adds_its_counted_rows() {
+        let row = |bucket, open, answered, ack| TallyRow {
+            open: OpenBucket {
+                bucket,
+                open,
+                min_id: bucket * 10,
+                max_id: bucket * 10 + 9,
+            },
+            answered,
+            ack,
+        };
+        let rows = vec![
+            ("a".to_string(), row(4, 5, 1, 1)), // the first bucket: its rows come counted
+            ("a".to_string(), row(5, 2, 3, 0)),
+            ("b".to_string(), row(5, 0, 4, 2)), // nothing open: no group, no open bucket
+            ("a".to_string(), row(6, 1, 0, 1)),
+            ("c".to_string(), row(6, 3, 0, 0)),
+        ];
+        let edge = vec![
+            EdgeCounts {
+                assignee: "a".into(),
+                open: 2,
+                answered: 1,
+                ack: 0,
+            },
+            EdgeCounts {
+                assignee: "d".into(),
+                open: 1,
+                answered: 0,
+                ack: 0,
+            },
+        ];
+        let w = window(4, rows, edge);
+        let groups: Vec<(&str, i64)> = w
+            .groups
+            .iter()
+            .map(|g| (g.assignee.as_str(), g.open))
+            .collect();
+        assert_eq!(groups, [("a", 5), ("c", 3), ("d", 1)]);
+        assert_eq!(
+            w.closed,
+            LedgerCounts {
+                answered: 8,
+                ack: 3
+            }
+        );
+        let buckets: Vec<i64> = w.tally.buckets("a").iter().map(|b| b.bucket).collect();
+        assert_eq!(
+            buckets,
+            [4, 5, 6],
+            "the first bucket is kept for the split's plan"
+        );
+        assert!(w.tally.buckets("b").is_empty());
     }
 
     #[test]

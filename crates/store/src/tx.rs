@@ -11,7 +11,7 @@ use trantor_proto::{
 
 use crate::rows::{self, encode};
 use crate::sql::{self, Arg, Common, Dialect, Statements, bind};
-use crate::tally::{self, OpenBucket, OpenTally};
+use crate::tally::{self, EdgeCounts, LedgerWindow, OpenBucket, OpenTally, TallyRow};
 use crate::{
     CardFilter, ContractRow, CostBy, CostQuery, Counts, EventFilter, LedgerCounts, LedgerQuery,
     NewEvent, NewMessage, OpRecord, OpenGroup, PruneReport, ReapedContract, StoreError,
@@ -105,27 +105,49 @@ pub trait ReadTx: Statements {
         let counts = bind(self, Dialect::LedgerCounts, &args).one(rows::ledger_counts)?;
         Ok(counts.unwrap_or_default())
     }
-    /// The sender's open tally buckets in the window, by assignee (projects folded): read once
-    /// per ledger read, for every assignee's [`ReadTx::ledger_split`].
-    fn ledger_tally(&self, q: &LedgerQuery) -> Result<OpenTally, StoreError> {
+    /// The sender's ledger in the window from one read of its tally and of the window's first
+    /// bucket's rows: the open contracts per assignee and the closed ones counted (what
+    /// [`ReadTx::ledger_open`] and [`ReadTx::ledger_counts`] give) and the open buckets every
+    /// assignee's [`ReadTx::ledger_split`] plans from.
+    fn ledger_window(&self, q: &LedgerQuery) -> Result<LedgerWindow, StoreError> {
         let args = [
             Arg::Text(&q.sender),
             Arg::Int(q.edge_bucket()),
             Arg::OptText(q.project.as_deref()),
         ];
         let rows = bind(self, Dialect::LedgerTally, &args).all(|c| {
-            let b = OpenBucket {
+            let open = OpenBucket {
                 bucket: c.int(1)?,
                 open: c.int(2)?,
-                min_id: c.int(3)?,
-                max_id: c.int(4)?,
+                min_id: c.int(5)?,
+                max_id: c.int(6)?,
             };
-            Ok((c.text(0)?, b))
+            let row = TallyRow {
+                open,
+                ack: c.int(3)?,
+                answered: c.int(4)?,
+            };
+            Ok((c.text(0)?, row))
         })?;
-        Ok(OpenTally::from_rows(rows))
+        let args = [
+            Arg::Text(&q.sender),
+            Arg::Int(q.since_ts),
+            Arg::OptText(q.project.as_deref()),
+            Arg::Int(q.edge_bucket()),
+            Arg::Int(q.edge_end()),
+        ];
+        let edge = bind(self, Dialect::LedgerEdge, &args).all(|c| {
+            Ok(EdgeCounts {
+                assignee: c.text(0)?,
+                open: c.int(1)?,
+                answered: c.int(2)?,
+                ack: c.int(3)?,
+            })
+        })?;
+        Ok(tally::window(q.edge_bucket(), rows, edge))
     }
     /// Fill `g`'s superseded and overdue counts (asked only for an assignee that is not
-    /// abandoned), from `tally` ([`ReadTx::ledger_tally`]): each a difference of
+    /// abandoned), from `tally` ([`ReadTx::ledger_window`]): each a difference of
     /// [`ReadTx::ledger_open_before`] counts, so it costs the rows of the few buckets the cuts
     /// fall in, not the open contracts.
     fn ledger_split(

@@ -59,23 +59,17 @@ pub async fn compute_ledger<S: Store>(
     let (groups, closed, mut rows, peers) = hub
         .store
         .read(move |tx| {
-            let mut groups = tx.ledger_open(&q)?;
-            let closed = tx.ledger_counts(&q)?;
+            // The window's tally, read once for the counts and every live assignee's split.
+            let window = tx.ledger_window(&q)?;
+            let (mut groups, closed) = (window.groups, window.closed);
             let mut peers = Vec::with_capacity(groups.len());
             let mut live_groups = Vec::new();
-            // The window's tally, read once for every live assignee's split (and not at all
-            // when none is live).
-            let mut tally = None;
             for g in &mut groups {
                 let Some(p) = live_peer(tx, &live, &g.assignee, now)? else {
                     continue;
                 };
                 if !contracts::abandoned(now, abandon_ms, Some(p.last_seen)) {
-                    let t = match &mut tally {
-                        Some(t) => t,
-                        None => tally.insert(tx.ledger_tally(&q)?),
-                    };
-                    tx.ledger_split(&q, t, g)?;
+                    tx.ledger_split(&q, &window.tally, g)?;
                     live_groups.push(g.assignee.clone());
                 }
                 peers.push(p);

@@ -107,7 +107,13 @@ pub fn window(
             closed.answered += r.answered;
             closed.ack += r.ack;
             if r.open.open > 0 {
-                *open.entry(assignee.clone()).or_default() += r.open.open;
+                // An assignee's name is copied once, not once per bucket.
+                match open.get_mut(assignee.as_str()) {
+                    Some(n) => *n += r.open.open,
+                    None => {
+                        open.insert(assignee.clone(), r.open.open);
+                    }
+                }
             }
         }
     }

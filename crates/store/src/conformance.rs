@@ -1319,7 +1319,7 @@ async fn check_tally<S: Store>(s: &S, since: i64, project: Option<&str>) {
     };
     let (mut groups, counts, rows) = s
         .read(move |tx| {
-            let window = tx.ledger_window(&q)?;
+            let mut window = tx.ledger_window(&q)?;
             // The one-read window counts what the separate reads count.
             let opened: Vec<(String, i64)> = tx
                 .ledger_open(&q)?
@@ -1334,8 +1334,9 @@ async fn check_tally<S: Store>(s: &S, since: i64, project: Option<&str>) {
             assert_eq!(windowed, opened, "window groups from {}", q.since_ts);
             assert_eq!(window.closed, tx.ledger_counts(&q)?, "window counts");
             let mut groups = window.groups.clone();
+            let tally = window.take_tally();
             for g in &mut groups {
-                tx.ledger_split(&q, &window.tally, g)?;
+                tx.ledger_split(&q, &tally, g)?;
             }
             let rows = tx.ledger_rows(&q, 0, 0, false)?;
             Ok((groups, window.closed, rows))

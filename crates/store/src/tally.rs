@@ -81,15 +81,23 @@ pub struct EdgeCounts {
 
 /// A sender's ledger in the window from one read of its tally: the open contracts per assignee
 /// (by assignee, the split not filled), the closed ones counted, and the open buckets every
-/// assignee's split plans from.
+/// assignee's split plans from ([`LedgerWindow::take_tally`]).
 #[derive(Debug, Clone, Default)]
 pub struct LedgerWindow {
     /// Assignees with open contracts, by assignee.
     pub groups: Vec<OpenGroup>,
     /// The answered and ack contracts.
     pub closed: LedgerCounts,
-    /// The open buckets from the window's first on.
-    pub tally: OpenTally,
+    /// The open buckets from the window's first on, as read.
+    open_buckets: Vec<(String, OpenBucket)>,
+}
+
+impl LedgerWindow {
+    /// The open buckets by assignee, folded when first asked (a read whose assignees are all
+    /// abandoned splits none and never folds them); a second call gets an empty tally.
+    pub fn take_tally(&mut self) -> OpenTally {
+        OpenTally::from_rows(std::mem::take(&mut self.open_buckets))
+    }
 }
 
 /// Fold the tally's rows from the window's first bucket (`edge_bucket`) on and that bucket's
@@ -132,14 +140,15 @@ pub fn window(
             ..OpenGroup::default()
         })
         .collect();
-    let buckets = rows
+    let open_buckets = rows
         .into_iter()
         .filter(|(_, r)| r.open.open > 0)
-        .map(|(a, r)| (a, r.open));
+        .map(|(a, r)| (a, r.open))
+        .collect();
     LedgerWindow {
         groups,
         closed,
-        tally: OpenTally::from_rows(buckets),
+        open_buckets,
     }
 }
 
@@ -345,7 +354,7 @@ mod tests {
                 ack: 0,
             },
         ];
-        let w = window(4, rows, edge);
+        let mut w = window(4, rows, edge);
         let groups: Vec<(&str, i64)> = w
             .groups
             .iter()
@@ -359,13 +368,14 @@ mod tests {
                 ack: 3
             }
         );
-        let buckets: Vec<i64> = w.tally.buckets("a").iter().map(|b| b.bucket).collect();
+        let tally = w.take_tally();
+        let buckets: Vec<i64> = tally.buckets("a").iter().map(|b| b.bucket).collect();
         assert_eq!(
             buckets,
             [4, 5, 6],
             "the first bucket is kept for the split's plan"
         );
-        assert!(w.tally.buckets("b").is_empty());
+        assert!(tally.buckets("b").is_empty());
     }
 
     #[test]

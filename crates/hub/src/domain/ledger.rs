@@ -60,8 +60,10 @@ pub async fn compute_ledger<S: Store>(
         .store
         .read(move |tx| {
             // The window's tally, read once for the counts and every live assignee's split.
-            let window = tx.ledger_window(&q)?;
-            let (mut groups, closed) = (window.groups, window.closed);
+            let mut window = tx.ledger_window(&q)?;
+            let (mut groups, closed) = (std::mem::take(&mut window.groups), window.closed);
+            // Its buckets are folded only when an assignee is live.
+            let mut tally = None;
             let mut peers = Vec::with_capacity(groups.len());
             let mut live_groups = Vec::new();
             for g in &mut groups {
@@ -69,7 +71,8 @@ pub async fn compute_ledger<S: Store>(
                     continue;
                 };
                 if !contracts::abandoned(now, abandon_ms, Some(p.last_seen)) {
-                    tx.ledger_split(&q, &window.tally, g)?;
+                    let t = tally.get_or_insert_with(|| window.take_tally());
+                    tx.ledger_split(&q, t, g)?;
                     live_groups.push(g.assignee.clone());
                 }
                 peers.push(p);

@@ -83,25 +83,13 @@ pub trait ReadTx: Statements {
     /// `superseded` and `overdue` left 0: [`ReadTx::ledger_split`] fills them). Costs the
     /// window's tally buckets and one bucket's rows, not the traffic.
     fn ledger_open(&self, q: &LedgerQuery) -> Result<Vec<OpenGroup>, StoreError> {
-        let args = [
-            Arg::Text(&q.sender),
-            Arg::Int(q.since_ts),
-            Arg::OptText(q.project.as_deref()),
-            Arg::Int(q.edge_bucket()),
-            Arg::Int(q.edge_end()),
-        ];
+        let args = window_args(q);
         bind(self, Dialect::LedgerOpen, &args).all(rows::open_group)
     }
     /// The sender's answered and ack contracts in the window, counted as
     /// [`ReadTx::ledger_open`] counts.
     fn ledger_counts(&self, q: &LedgerQuery) -> Result<LedgerCounts, StoreError> {
-        let args = [
-            Arg::Text(&q.sender),
-            Arg::Int(q.since_ts),
-            Arg::OptText(q.project.as_deref()),
-            Arg::Int(q.edge_bucket()),
-            Arg::Int(q.edge_end()),
-        ];
+        let args = window_args(q);
         let counts = bind(self, Dialect::LedgerCounts, &args).one(rows::ledger_counts)?;
         Ok(counts.unwrap_or_default())
     }
@@ -129,13 +117,7 @@ pub trait ReadTx: Statements {
             };
             Ok((c.text(0)?, row))
         })?;
-        let args = [
-            Arg::Text(&q.sender),
-            Arg::Int(q.since_ts),
-            Arg::OptText(q.project.as_deref()),
-            Arg::Int(q.edge_bucket()),
-            Arg::Int(q.edge_end()),
-        ];
+        let args = window_args(q);
         let edge = bind(self, Dialect::LedgerEdge, &args).all(|c| {
             Ok(EdgeCounts {
                 assignee: c.text(0)?,
@@ -530,4 +512,17 @@ pub trait WriteTx: ReadTx {
     /// delivery records, non-card events older than `before_ts`, and `_op` records older than
     /// `ops_before_ts`.
     fn prune(&mut self, before_ts: i64, ops_before_ts: i64) -> Result<PruneReport, StoreError>;
+}
+
+/// The parameters of the statements that count the window (sender, since_ts, project, edge
+/// bucket, edge end): [`Dialect::LedgerOpen`], [`Dialect::LedgerCounts`],
+/// [`Dialect::LedgerEdge`].
+fn window_args(q: &LedgerQuery) -> [Arg<'_>; 5] {
+    [
+        Arg::Text(&q.sender),
+        Arg::Int(q.since_ts),
+        Arg::OptText(q.project.as_deref()),
+        Arg::Int(q.edge_bucket()),
+        Arg::Int(q.edge_end()),
+    ]
 }

@@ -303,6 +303,9 @@ pub const REAP_KEY: &str = "contractReap";
 mod tests {
     use super::*;
 
+    /// Sorted lanes of `(ts, id)` keys, one per assignee.
+    type Lanes = Vec<Vec<(i64, i64)>>;
+
     /// Drive the merge over in-memory lanes (each sorted); the ids it picks and the keys read.
     fn run(lanes: &[Vec<(i64, i64)>], n: usize) -> (Vec<i64>, usize) {
         let mut m = OldestOpen::new(lanes.len(), n);
@@ -338,7 +341,7 @@ mod tests {
     }
 
     /// `lanes` lanes of `len` keys each, interleaved (key i goes to lane i % lanes).
-    fn interleaved(lanes: usize, len: usize) -> Vec<Vec<(i64, i64)>> {
+    fn interleaved(lanes: usize, len: usize) -> Lanes {
         let mut v = vec![Vec::new(); lanes];
         for i in 0..lanes * len {
             v[i % lanes].push(((i / 3) as i64, i as i64));
@@ -358,7 +361,7 @@ mod tests {
             }));
             v
         };
-        let cases: Vec<(&str, Vec<Vec<(i64, i64)>>, usize, usize)> = vec![
+        let cases: Vec<(&str, Lanes, usize, usize)> = vec![
             // (name, lanes, n, the most keys the merge may read)
             ("no lanes", vec![], 201, 0),
             ("empty lanes", vec![vec![], vec![]], 201, 0),

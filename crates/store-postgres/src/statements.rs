@@ -29,7 +29,6 @@ pub(crate) fn text(stmt: Dialect) -> Cow<'static, str> {
         .into(),
         Dialect::LedgerSenders => LEDGER_SENDERS.into(),
         Dialect::LedgerOpen => ledger_open().into(),
-        Dialect::LedgerCounts => ledger_counts().into(),
         Dialect::LedgerTally => LEDGER_TALLY.into(),
         Dialect::LedgerEdge => ledger_edge().into(),
         Dialect::LedgerCountOpen => LEDGER_COUNT_OPEN.into(),
@@ -115,20 +114,6 @@ fn ledger_open() -> String {
              UNION ALL
              {edge} AND c.answer_id IS NULL AND NOT c.ack) t
           GROUP BY assignee ORDER BY assignee"
-    )
-}
-
-fn ledger_counts() -> String {
-    let edge = edge_rows(
-        "(c.answer_id IS NOT NULL)::INT::BIGINT, (c.answer_id IS NULL AND c.ack)::INT::BIGINT",
-    );
-    format!(
-        "WITH {EDGE}
-         SELECT COALESCE(sum(a), 0)::BIGINT, COALESCE(sum(k), 0)::BIGINT FROM (
-             SELECT answered AS a, ack AS k FROM contract_tally
-              WHERE sender = $1 AND bucket > $4 AND ($3::TEXT IS NULL OR project = $3)
-             UNION ALL
-             {edge}) t"
     )
 }
 

@@ -25,7 +25,6 @@ pub(crate) fn text(stmt: Dialect) -> Cow<'static, str> {
         Dialect::DispatchersSince => dispatchers_since().into(),
         Dialect::LedgerSenders => LEDGER_SENDERS.into(),
         Dialect::LedgerOpen => ledger_open().into(),
-        Dialect::LedgerCounts => ledger_counts().into(),
         Dialect::LedgerTally => LEDGER_TALLY.into(),
         Dialect::LedgerEdge => ledger_edge().into(),
         Dialect::LedgerCountOpen => LEDGER_COUNT_OPEN.into(),
@@ -128,18 +127,6 @@ fn ledger_open() -> String {
              UNION ALL
              {edge} AND c.answer_id IS NULL AND c.ack = 0)
           GROUP BY assignee ORDER BY assignee"
-    )
-}
-
-fn ledger_counts() -> String {
-    let edge = edge_rows("c.answer_id IS NOT NULL, c.answer_id IS NULL AND c.ack != 0");
-    format!(
-        "WITH {EDGE}
-         SELECT COALESCE(sum(a), 0), COALESCE(sum(k), 0) FROM (
-             SELECT answered AS a, ack AS k FROM contract_tally
-              WHERE sender = ?1 AND bucket > ?4 AND (?3 IS NULL OR project = ?3)
-             UNION ALL
-             {edge})"
     )
 }
 

@@ -9,9 +9,7 @@ use trantor_proto::{
 };
 
 use crate::sql::{Arg, Columns};
-use crate::{
-    ContractRow, CostBy, Counts, LedgerCounts, OpRecord, OpenGroup, ReapedContract, StoreError,
-};
+use crate::{ContractRow, CostBy, Counts, OpRecord, OpenGroup, ReapedContract, StoreError};
 
 /// A row of `table` (named by `context`) that does not decode, with the decoder's error.
 pub fn corrupt(
@@ -182,14 +180,6 @@ pub fn open_group(c: &dyn Columns) -> Result<OpenGroup, StoreError> {
         assignee: c.text(0)?,
         open: c.int(1)?,
         ..OpenGroup::default()
-    })
-}
-
-/// The closed contracts counted: answered, ack.
-pub fn ledger_counts(c: &dyn Columns) -> Result<LedgerCounts, StoreError> {
-    Ok(LedgerCounts {
-        answered: c.int(0)?,
-        ack: c.int(1)?,
     })
 }
 

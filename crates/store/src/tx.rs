@@ -13,8 +13,8 @@ use crate::rows::{self, encode};
 use crate::sql::{self, Arg, Common, Dialect, Statements, bind};
 use crate::tally::{self, EdgeCounts, LedgerWindow, OpenBucket, OpenTally, TallyRow};
 use crate::{
-    CardFilter, ContractRow, CostBy, CostQuery, Counts, EventFilter, LedgerCounts, LedgerQuery,
-    NewEvent, NewMessage, OpRecord, OpenGroup, PruneReport, ReapedContract, StoreError,
+    CardFilter, ContractRow, CostBy, CostQuery, Counts, EventFilter, LedgerQuery, NewEvent,
+    NewMessage, OpRecord, OpenGroup, PruneReport, ReapedContract, StoreError,
 };
 
 /// Queries available inside any transaction.
@@ -86,17 +86,10 @@ pub trait ReadTx: Statements {
         let args = window_args(q);
         bind(self, Dialect::LedgerOpen, &args).all(rows::open_group)
     }
-    /// The sender's answered and ack contracts in the window, counted as
-    /// [`ReadTx::ledger_open`] counts.
-    fn ledger_counts(&self, q: &LedgerQuery) -> Result<LedgerCounts, StoreError> {
-        let args = window_args(q);
-        let counts = bind(self, Dialect::LedgerCounts, &args).one(rows::ledger_counts)?;
-        Ok(counts.unwrap_or_default())
-    }
     /// The sender's ledger in the window from one read of its tally and of the window's first
-    /// bucket's rows: the open contracts per assignee and the closed ones counted (what
-    /// [`ReadTx::ledger_open`] and [`ReadTx::ledger_counts`] give) and the open buckets every
-    /// assignee's [`ReadTx::ledger_split`] plans from.
+    /// bucket's rows: the open contracts per assignee (what [`ReadTx::ledger_open`] gives), the
+    /// closed ones counted, and the open buckets every assignee's [`ReadTx::ledger_split`]
+    /// plans from.
     fn ledger_window(&self, q: &LedgerQuery) -> Result<LedgerWindow, StoreError> {
         let args = [
             Arg::Text(&q.sender),
@@ -515,8 +508,7 @@ pub trait WriteTx: ReadTx {
 }
 
 /// The parameters of the statements that count the window (sender, since_ts, project, edge
-/// bucket, edge end): [`Dialect::LedgerOpen`], [`Dialect::LedgerCounts`],
-/// [`Dialect::LedgerEdge`].
+/// bucket, edge end): [`Dialect::LedgerOpen`], [`Dialect::LedgerEdge`].
 fn window_args(q: &LedgerQuery) -> [Arg<'_>; 5] {
     [
         Arg::Text(&q.sender),

@@ -24,7 +24,6 @@ pub(crate) fn text(stmt: Dialect) -> Cow<'static, str> {
         Dialect::UndeliveredDirect => undelivered_direct().into(),
         Dialect::DispatchersSince => dispatchers_since().into(),
         Dialect::LedgerSenders => LEDGER_SENDERS.into(),
-        Dialect::LedgerOpen => ledger_open().into(),
         Dialect::LedgerTally => LEDGER_TALLY.into(),
         Dialect::LedgerEdge => ledger_edge().into(),
         Dialect::LedgerCountOpen => LEDGER_COUNT_OPEN.into(),
@@ -114,19 +113,6 @@ fn edge_rows(cols: &str) -> String {
         "SELECT {cols} FROM contracts c, e
           WHERE c.sender = ?1 AND c.id BETWEEN e.lo AND e.hi AND c.ts >= ?2 AND c.ts < ?5
             AND (?3 IS NULL OR c.project = ?3)"
-    )
-}
-
-fn ledger_open() -> String {
-    let edge = edge_rows("c.assignee, 1 AS n");
-    format!(
-        "WITH {EDGE}
-         SELECT assignee, sum(n) FROM (
-             SELECT assignee, open AS n FROM contract_tally
-              WHERE sender = ?1 AND bucket > ?4 AND open > 0 AND (?3 IS NULL OR project = ?3)
-             UNION ALL
-             {edge} AND c.answer_id IS NULL AND c.ack = 0)
-          GROUP BY assignee ORDER BY assignee"
     )
 }
 

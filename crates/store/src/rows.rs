@@ -9,7 +9,7 @@ use trantor_proto::{
 };
 
 use crate::sql::{Arg, Columns};
-use crate::{ContractRow, CostBy, Counts, OpRecord, OpenGroup, ReapedContract, StoreError};
+use crate::{ContractRow, CostBy, Counts, OpRecord, ReapedContract, StoreError};
 
 /// A row of `table` (named by `context`) that does not decode, with the decoder's error.
 pub fn corrupt(
@@ -171,15 +171,6 @@ pub fn reaped(c: &dyn Columns) -> Result<ReapedContract, StoreError> {
         ts: c.int(3)?,
         reaped_ts: c.int(4)?,
         reason: c.text(5)?,
-    })
-}
-
-/// An open group from the tally: assignee, open (the split is filled later).
-pub fn open_group(c: &dyn Columns) -> Result<OpenGroup, StoreError> {
-    Ok(OpenGroup {
-        assignee: c.text(0)?,
-        open: c.int(1)?,
-        ..OpenGroup::default()
     })
 }
 

@@ -44,9 +44,6 @@ pub enum Dialect {
     DispatchersSince,
     /// (since_ts): senders with open contracts, one text column, ordered.
     LedgerSenders,
-    /// (sender, since_ts, project, edge bucket, edge end): assignee, open, from the kept tally
-    /// after the edge bucket and the edge bucket's rows from `since_ts`; ordered by assignee.
-    LedgerOpen,
     /// (sender, edge bucket, project): the sender's tally rows from the edge bucket on:
     /// assignee, bucket, open, ack, answered, min id, max id (one per project; any order).
     LedgerTally,
@@ -110,7 +107,6 @@ impl Dialect {
             Dialect::UndeliveredDirect => ("messages", "undelivered_direct"),
             Dialect::DispatchersSince => ("messages", "dispatchers_since"),
             Dialect::LedgerSenders => ("contracts", "ledger_senders"),
-            Dialect::LedgerOpen => ("contract_tally", "ledger_open"),
             Dialect::LedgerTally => ("contract_tally", "ledger_tally"),
             Dialect::LedgerEdge => ("contracts", "ledger_edge"),
             Dialect::LedgerCountOpen => ("contracts", "ledger_count_open"),

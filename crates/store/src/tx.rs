@@ -79,15 +79,9 @@ pub trait ReadTx: Statements {
     fn ledger_reaped(&self) -> Result<Vec<ReapedContract>, StoreError> {
         bind(self, Common::LedgerReaped, &[]).all(rows::reaped)
     }
-    /// The sender's open contracts in the window, counted per assignee (ordered by assignee;
-    /// `superseded` and `overdue` left 0: [`ReadTx::ledger_split`] fills them). Costs the
-    /// window's tally buckets and one bucket's rows, not the traffic.
-    fn ledger_open(&self, q: &LedgerQuery) -> Result<Vec<OpenGroup>, StoreError> {
-        let args = window_args(q);
-        bind(self, Dialect::LedgerOpen, &args).all(rows::open_group)
-    }
     /// The sender's ledger in the window from one read of its tally and of the window's first
-    /// bucket's rows: the open contracts per assignee (what [`ReadTx::ledger_open`] gives), the
+    /// bucket's rows: the open contracts per assignee (by assignee; `superseded` and `overdue`
+    /// left 0 until [`ReadTx::ledger_split`] fills them), the
     /// closed ones counted, and the open buckets every assignee's [`ReadTx::ledger_split`]
     /// plans from.
     fn ledger_window(&self, q: &LedgerQuery) -> Result<LedgerWindow, StoreError> {
@@ -110,7 +104,13 @@ pub trait ReadTx: Statements {
             };
             Ok((c.text(0)?, row))
         })?;
-        let args = window_args(q);
+        let args = [
+            Arg::Text(&q.sender),
+            Arg::Int(q.since_ts),
+            Arg::OptText(q.project.as_deref()),
+            Arg::Int(q.edge_bucket()),
+            Arg::Int(q.edge_end()),
+        ];
         let edge = bind(self, Dialect::LedgerEdge, &args).all(|c| {
             Ok(EdgeCounts {
                 assignee: c.text(0)?,
@@ -505,16 +505,4 @@ pub trait WriteTx: ReadTx {
     /// delivery records, non-card events older than `before_ts`, and `_op` records older than
     /// `ops_before_ts`.
     fn prune(&mut self, before_ts: i64, ops_before_ts: i64) -> Result<PruneReport, StoreError>;
-}
-
-/// The parameters of the statements that count the window (sender, since_ts, project, edge
-/// bucket, edge end): [`Dialect::LedgerOpen`], [`Dialect::LedgerEdge`].
-fn window_args(q: &LedgerQuery) -> [Arg<'_>; 5] {
-    [
-        Arg::Text(&q.sender),
-        Arg::Int(q.since_ts),
-        Arg::OptText(q.project.as_deref()),
-        Arg::Int(q.edge_bucket()),
-        Arg::Int(q.edge_end()),
-    ]
 }

@@ -5,7 +5,7 @@
 use crate::domain::contracts::{self, Assignee};
 use crate::error::ApiResult;
 use crate::state::AppState;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use trantor_store::{ContractRow, ReadTx, Store, StoreError};
 
 /// Which rows of the ledger a read returns.
@@ -120,7 +120,8 @@ pub async fn compute_ledger<S: Store>(
 
 /// The assignees of `q.sender`'s open contracts in the window that are abandoned at `now` (as
 /// `/contracts` decides: never seen, or not within the abandon window), each with whether it
-/// was ever seen. Read on the tally: costs the window's buckets, not the contracts.
+/// was ever seen. Read on the tally ([`ReadTx::ledger_window`]): costs the window's buckets,
+/// not the contracts.
 pub async fn abandoned_assignees<S: Store>(
     hub: &AppState<S>,
     q: &trantor_store::LedgerQuery,
@@ -131,7 +132,7 @@ pub async fn abandoned_assignees<S: Store>(
     hub.store
         .read(move |tx| {
             let mut out = Vec::new();
-            for g in tx.ledger_open(&q)? {
+            for g in tx.ledger_window(&q)?.groups {
                 let seen = live_peer(tx, &live, &g.assignee, now)?.map(|p| p.last_seen);
                 if contracts::abandoned(now, abandon_ms, seen) {
                     out.push((g.assignee, seen.is_some()));
@@ -195,10 +196,11 @@ struct Want {
     limit: usize,
 }
 
-/// One assignee's keys read so far.
+/// One assignee's progress: how far it is read.
 #[derive(Debug, Clone, Default)]
 struct Lane {
-    keys: Vec<(i64, i64)>,
+    /// The last key read (every key of the lane up to it is read).
+    last: Option<(i64, i64)>,
     /// Its last chunk came back short: every key it has is read.
     done: bool,
     /// Asked at least once.
@@ -215,6 +217,8 @@ struct Lane {
 struct OldestOpen {
     n: usize,
     lanes: Vec<Lane>,
+    /// The `n` oldest keys seen so far, the newest of them on top.
+    oldest: BinaryHeap<(i64, i64)>,
 }
 
 impl OldestOpen {
@@ -228,6 +232,7 @@ impl OldestOpen {
         Self {
             n,
             lanes: vec![lane; lanes],
+            oldest: BinaryHeap::with_capacity(n + 1),
         }
     }
 
@@ -247,19 +252,19 @@ impl OldestOpen {
         // Every key not yet read is above its lane's last key, so the keys up to the lowest
         // such last key are settled.
         let open = self.lanes.iter().filter(|l| !l.done);
-        let Some(bound) = open.filter_map(|l| l.keys.last()).min() else {
+        let Some(bound) = open.filter_map(|l| l.last).min() else {
             return Vec::new();
         };
-        let mut keys = self.all_keys();
-        if keys.iter().filter(|k| *k <= bound).count() >= self.n {
+        let nth = (self.oldest.len() == self.n)
+            .then(|| self.oldest.peek().copied())
+            .flatten();
+        if nth.is_some_and(|nth| nth <= bound) {
             return Vec::new();
         }
-        keys.truncate(self.n);
-        let nth = (keys.len() == self.n).then(|| keys[self.n - 1]);
         (0..self.lanes.len())
             .filter_map(|lane| {
                 let l = &self.lanes[lane];
-                let last = *l.keys.last()?;
+                let last = l.last?;
                 (!l.done && nth.is_none_or(|nth| last < nth)).then_some(Want {
                     lane,
                     after: Some(last),
@@ -277,22 +282,20 @@ impl OldestOpen {
         l.done = keys.len() < l.chunk;
         l.asked = true;
         l.chunk = l.chunk.saturating_mul(2);
-        l.keys.extend(keys);
+        l.last = keys.last().copied().or(l.last);
+        for k in keys {
+            self.oldest.push(k);
+            if self.oldest.len() > self.n {
+                self.oldest.pop();
+            }
+        }
     }
 
     /// The ids of the `n` oldest keys, by id.
     fn oldest(&self) -> Vec<i64> {
-        let mut keys = self.all_keys();
-        keys.truncate(self.n);
-        let mut ids: Vec<i64> = keys.into_iter().map(|k| k.1).collect();
+        let mut ids: Vec<i64> = self.oldest.iter().map(|k| k.1).collect();
         ids.sort_unstable();
         ids
-    }
-
-    fn all_keys(&self) -> Vec<(i64, i64)> {
-        let mut keys: Vec<(i64, i64)> = self.lanes.iter().flat_map(|l| l.keys.clone()).collect();
-        keys.sort_unstable();
-        keys
     }
 }
 
@@ -349,6 +352,31 @@ mod tests {
         v
     }
 
+    /// `lanes` lanes of `len` keys each with uneven gaps and shared timestamps (a fixed
+    /// pseudo-random sequence), each sorted, ids unique.
+    fn scattered(lanes: usize, len: usize, seed: u64) -> Lanes {
+        let mut x = seed;
+        let mut next = move || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) as i64
+        };
+        let mut id = 0;
+        (0..lanes)
+            .map(|_| {
+                let mut ts = next() % 50;
+                (0..len)
+                    .map(|_| {
+                        ts += next() % 7;
+                        id += 1;
+                        (ts, id)
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
     #[test]
     fn picks_the_oldest_and_reads_about_the_page() {
         let skewed = {
@@ -370,6 +398,8 @@ mod tests {
             ("one lane", interleaved(1, 5000), 201, 600),
             ("one lane holds the oldest", skewed, 201, 1300),
             ("page of one", interleaved(50, 100), 1, 300),
+            ("scattered lanes", scattered(50, 300, 7), 201, 2600),
+            ("scattered, few lanes", scattered(3, 900, 11), 51, 400),
             (
                 "ties on ts",
                 vec![vec![(5, 1), (5, 4)], vec![(5, 2), (5, 3)]],

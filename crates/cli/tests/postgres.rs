@@ -323,3 +323,79 @@ fn the_contract_ledger_is_kept_in_postgres_and_paged_through_either_hub() {
     }
     assert_eq!(seen, ids);
 }
+
+/// A counter of the hub on `port` from `/metrics` (0 when absent).
+fn metric(port: u16, name: &str) -> u64 {
+    let reply = common::request(port, "GET", "/metrics", &[], b"").expect("metrics");
+    reply
+        .text()
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Read the SSE stream `sock` until its text so far contains `marker` (20 s at most).
+fn read_stream_until(sock: &mut std::net::TcpStream, buf: &mut String, marker: &str) {
+    use std::io::Read;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut chunk = [0u8; 4096];
+    while !buf.contains(marker) {
+        assert!(
+            Instant::now() < deadline,
+            "no {marker:?} on the stream: {buf}"
+        );
+        match sock.read(&mut chunk) {
+            Ok(0) => panic!("the stream ended: {buf}"),
+            Ok(n) => buf.push_str(&String::from_utf8_lossy(&chunk[..n])),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(e) => panic!("stream read: {e}"),
+        }
+    }
+}
+
+#[test]
+fn another_hubs_messages_are_read_back_only_for_an_open_stream() {
+    // A hub reads a message another hub committed only to put it on an SSE stream; with none
+    // open it only rings its held polls (the MCP mount's event feed does not count as one).
+    let Some(db) = Db::create() else { return };
+    let (da, dbb) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    let a = db.hub(&da, &[]);
+    let b = db.hub(&dbb, &[]);
+    let mut since = 0;
+    for round in 0..3 {
+        // Each message reaches b's listener: a poll held there wakes for it.
+        let poll = hold_poll(b.port, "bob:p", since);
+        common::wait_polls_held(b.port, 1);
+        since = hub_send(a.port, "alice:p", "bob:p", "p", &format!("quiet {round}"));
+        let (reply, _) = poll.join().expect("poll thread");
+        assert!(ids(&reply).contains(&since), "round {round}: {reply}");
+    }
+    let mut sock = std::net::TcpStream::connect(("127.0.0.1", b.port)).expect("connect");
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    std::io::Write::write_all(
+        &mut sock,
+        b"GET /stream?session=bob:p HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n",
+    )
+    .expect("stream request");
+    let mut buf = String::new();
+    read_stream_until(&mut sock, &mut buf, ": connected as bob:p");
+    let id = hub_send(a.port, "alice:p", "bob:p", "p", "streamed");
+    read_stream_until(&mut sock, &mut buf, &format!("\"id\":{id}"));
+    // b's listener takes the notifications in order: the three before the stream opened were
+    // not read back, the one after it was.
+    assert_eq!(
+        metric(b.port, "trantor_remote_messages_read_total"),
+        1,
+        "{buf}"
+    );
+    assert_eq!(metric(a.port, "trantor_remote_messages_read_total"), 0);
+    drop(sock);
+    wait_until("b's stream closed", Duration::from_secs(20), || {
+        metric(b.port, "trantor_streams_open") == 0
+    });
+}

@@ -4,6 +4,7 @@
 //! With the embedded store both are no-ops: [`Store::watch`] and [`Store::lease`] return `None`.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use tokio::sync::broadcast::error::RecvError;
 use trantor_store::{Change, Store};
@@ -68,7 +69,7 @@ pub fn spawn<S: Store>(hub: AppState<S>) {
             match change {
                 Ok(Change::Message { id, to }) => {
                     hub.wake.ring(&to);
-                    if hub.feed.receiver_count() > 0 {
+                    if hub.streams_open() {
                         feed_message(&hub, id).await;
                     }
                 }
@@ -88,6 +89,9 @@ pub fn spawn<S: Store>(hub: AppState<S>) {
 
 /// Send message `id` (committed by another hub) to this hub's SSE streams.
 async fn feed_message<S: Store>(hub: &AppState<S>, id: i64) {
+    hub.metrics
+        .remote_messages_read
+        .fetch_add(1, Ordering::Relaxed);
     match hub.store.read(move |tx| tx.message(id)).await {
         Ok(Some(m)) => {
             let _ = hub.feed.send(FeedItem::Message(Arc::new(m)));

@@ -21,8 +21,10 @@ pub struct Metrics {
     pub polls_timed_out: AtomicU64,
     /// Events published to SSE streams.
     pub events_published: AtomicU64,
-    /// SSE streams currently open.
+    /// SSE streams currently open (the only readers of the feed's messages).
     pub streams_open: AtomicU64,
+    /// Messages committed by another hub on the shared store and read back for SSE streams.
+    pub remote_messages_read: AtomicU64,
     /// `_op` replays served from the outcome table.
     pub op_replays: AtomicU64,
     pruned: Mutex<PrunedTotals>,
@@ -150,11 +152,17 @@ impl Metrics {
             "Polls being held right now.",
             i64::try_from(held_polls).unwrap_or(i64::MAX),
         );
+        counter(
+            &mut out,
+            "trantor_remote_messages_read_total",
+            "Messages another hub committed, read from the shared store for this hub's SSE streams.",
+            self.remote_messages_read.load(Ordering::Relaxed),
+        );
         gauge(
             &mut out,
             "trantor_streams_open",
             "SSE streams open right now.",
-            i64::try_from(self.streams_open.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
+            i64::try_from(self.streams_open.load(Ordering::SeqCst)).unwrap_or(i64::MAX),
         );
         let p = self.pruned_totals();
         out.push_str("# HELP trantor_pruned_total Rows removed by read-history retention.\n");

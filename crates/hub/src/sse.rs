@@ -40,10 +40,7 @@ struct StreamState<S: Store> {
 
 impl<S: Store> Drop for StreamState<S> {
     fn drop(&mut self) {
-        self.hub
-            .metrics
-            .streams_open
-            .fetch_sub(1, Ordering::Relaxed);
+        self.hub.metrics.streams_open.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -81,9 +78,10 @@ pub async fn stream<S: Store>(
             .await?;
         hub.publish(out);
     }
-    // Subscribe before answering so nothing committed after this point is missed.
+    // Subscribe before answering so nothing committed after this point is missed; counted
+    // open first, so whatever is published after the subscription sees a stream to feed.
+    hub.metrics.streams_open.fetch_add(1, Ordering::SeqCst);
     let rx = hub.feed.subscribe();
-    hub.metrics.streams_open.fetch_add(1, Ordering::Relaxed);
     let start = tokio::time::Instant::now() + KEEP_ALIVE;
     let state = StreamState {
         shutdown: hub.shutdown.clone(),

@@ -7,6 +7,7 @@ use crate::presence::{Presence, Touch};
 use crate::wake::WakeRegistry;
 use serde_json::{Map, Value, json};
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{broadcast, watch};
 use trantor_proto::{Event, Message, Peer, now_ms, session_project};
@@ -152,11 +153,19 @@ impl<S: Store> Hub<S> {
             .clone()
     }
 
+    /// Whether an SSE stream is open: the only readers of the feed's messages (the MCP mount
+    /// reads its events), so a message is put on the feed, or read back from the shared store
+    /// when another hub committed it, only then.
+    pub fn streams_open(&self) -> bool {
+        self.metrics.streams_open.load(Ordering::SeqCst) > 0
+    }
+
     /// Publish what a committed write produced: ring the wake registry, feed SSE streams.
     pub fn publish(&self, out: Outbox) {
+        let streams = self.streams_open();
         for m in out.messages {
             self.wake.ring(&m.to);
-            if self.feed.receiver_count() > 0 {
+            if streams {
                 let _ = self.feed.send(FeedItem::Message(Arc::new(m)));
             }
         }

@@ -378,6 +378,20 @@ async fn pg_ledger_over_a_batch_matches_one_write_each() {
             msg("z", "all", 15, None, None),
             msg("q", "q", 16, None, None),
         ],
+        // In waves (schema 7): pairs repeated, no `re`: a contract, its answer and the next
+        // contract on one pair, two contracts to one seat and its answer on another, an ask
+        // among them (it answers nothing), each pair's messages apart in the batch.
+        vec![
+            msg("m", "n", 17, None, None),
+            msg("o", "p", 17, None, None),
+            msg("n", "m", 18, None, None),
+            msg("o", "p", 18, None, None),
+            msg("m", "n", 19, None, None),
+            msg("p", "o", 19, Some("ask"), None),
+            msg("p", "o", 19, None, None),
+            msg("r", "s", 19, None, None),
+            msg("n", "m", 19, None, None),
+        ],
         // Row by row: a pair twice, and a reply by `re`.
         vec![
             msg("a", "b", 20, None, None),
@@ -433,6 +447,10 @@ async fn pg_ledger_over_a_batch_matches_one_write_each() {
         answered.contains("1>5") && answered.contains("2>6"),
         "{answered}"
     );
+    // The waves: each answer went to its pair's oldest open contract as it stood.
+    for a in ["12>14", "13>18", "16>20"] {
+        assert!(answered.lines().any(|l| l == a), "{a} in {answered}");
+    }
 }
 
 /// Writes that share one batch are undone alone when they fail: one that only queued rows (its

@@ -474,72 +474,88 @@ CREATE TRIGGER contracts_tally_ad AFTER DELETE ON contracts
 CREATE INDEX events_cards ON events(project, id) WHERE task_id IS NOT NULL;
 "#;
 
-/// Version 7: the ledger trigger's set path in waves. A batch whose ledger messages share a pair
-/// of sessions (a contract and its answer, two contracts to one seat) went row by row through
-/// `trantor_ledger_apply`, several statements per message: under a `/send` load whose batches
-/// often held one repeated pair, about a quarter of the rate. Now the batch's ledger messages
-/// are numbered within their pair in id order, and the set statement runs once per number:
-/// each run holds at most one message per pair, and a pair's messages run in id order, each
-/// seeing what the earlier ones wrote (a PL/pgSQL statement sees the statements before it).
-/// Pairs do not read each other's rows, so this is what one write each gives. Only a batch
-/// with a reply by `re` still goes row by row (such a reply may answer any contract of its
-/// pair, not the oldest).
+/// Version 7: the ledger trigger's set path in waves. A batch whose ledger messages shared a pair
+/// of sessions (a contract and its answer, two contracts to one seat) or held a reply by `re`
+/// went row by row through `trantor_ledger_apply`, several statements per message: under a
+/// `/send` load whose batches often held one repeated pair, about a quarter of the rate. Now:
+///
+/// - The replies by `re` cut the batch into segments (a reply may answer any contract of its
+///   recipient's, so it keeps its place): each reply goes through `trantor_ledger_apply`
+///   alone, after the segment before it.
+/// - Inside a segment the ledger messages are numbered within their pair in id order, and the
+///   set statement runs once per number: each run holds at most one message per pair, and a
+///   pair's messages run in id order, each seeing what the earlier runs wrote (a PL/pgSQL
+///   statement sees the statements before it). Pairs do not read each other's rows there, so
+///   this is what one write each gives.
 const V7: &str = r#"
 CREATE OR REPLACE FUNCTION trantor_ledger_on_messages() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
-    m RECORD;
+    r RECORD;
+    lo BIGINT := 0;
+    hi BIGINT;
     waves BIGINT;
 BEGIN
-    IF EXISTS (
-        SELECT 1 FROM new_messages
+    FOR r IN
+        SELECT id, ts, from_s, to_s, project, re, kind, wake FROM new_messages
          WHERE NOT (from_s = '' OR to_s = '' OR to_s = 'all' OR to_s = from_s
                     OR from_s LIKE 'hub:%' OR to_s LIKE 'hub:%')
-           AND re IS NOT NULL AND kind IS DISTINCT FROM 'ask') THEN
-        FOR m IN SELECT id, ts, from_s, to_s, project, re, kind, wake FROM new_messages
-                  WHERE to_s <> 'all' ORDER BY id LOOP
-            PERFORM trantor_ledger_apply(m.id, m.ts, m.from_s, m.to_s, m.project, m.re,
-                                         m.kind, m.wake);
+           AND re IS NOT NULL AND kind IS DISTINCT FROM 'ask'
+        UNION ALL
+        SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+         ORDER BY id NULLS LAST
+    LOOP
+        -- The segment before this reply (or the rest of the batch), in waves.
+        hi := COALESCE(r.id, 9223372036854775807);
+        SELECT max(n) INTO waves FROM (
+            SELECT count(*) AS n FROM new_messages
+             WHERE id >= lo AND id < hi
+               AND NOT (from_s = '' OR to_s = '' OR to_s = 'all' OR to_s = from_s
+                        OR from_s LIKE 'hub:%' OR to_s LIKE 'hub:%')
+             GROUP BY LEAST(from_s, to_s), GREATEST(from_s, to_s)) pairs;
+        FOR w IN 1..COALESCE(waves, 0) LOOP
+            WITH k AS (
+                SELECT id, ts, from_s, to_s, project, kind, wake FROM (
+                    SELECT id, ts, from_s, to_s, project, kind, wake,
+                           row_number() OVER (PARTITION BY LEAST(from_s, to_s),
+                                                           GREATEST(from_s, to_s)
+                                              ORDER BY id) AS wave
+                      FROM new_messages
+                     WHERE id >= lo AND id < hi
+                       AND NOT (from_s = '' OR to_s = '' OR to_s = 'all' OR to_s = from_s
+                                OR from_s LIKE 'hub:%' OR to_s LIKE 'hub:%')) numbered
+                 WHERE wave = w),
+            hit AS (
+                SELECT k.id AS reply, c.id AS contract FROM k
+                 CROSS JOIN LATERAL (
+                     SELECT id FROM contracts
+                      WHERE sender = k.to_s AND assignee = k.from_s AND answer_id IS NULL
+                        AND NOT ack AND ts >= k.ts - 86400000 AND id < k.id
+                      ORDER BY ts, id LIMIT 1) c
+                 WHERE k.kind IS DISTINCT FROM 'ask'),
+            answered AS (
+                UPDATE contracts SET answer_id = hit.reply, by_re = false
+                  FROM hit WHERE contracts.id = hit.contract),
+            peers AS (
+                INSERT INTO contract_peers(sender, peer, last_reply, last_answered)
+                SELECT k.to_s, k.from_s, k.id, COALESCE(hit.contract, 0)
+                  FROM k LEFT JOIN hit ON hit.reply = k.id
+                ON CONFLICT (sender, peer) DO UPDATE SET
+                    last_reply = GREATEST(contract_peers.last_reply, excluded.last_reply),
+                    last_answered = GREATEST(contract_peers.last_answered,
+                                             excluded.last_answered))
+            INSERT INTO contracts(id, sender, assignee, ts, project, ack)
+            SELECT id, from_s, to_s, ts, project,
+                   wake IS NOT DISTINCT FROM false
+                   OR COALESCE(kind IN ('receipt', 'status'), false)
+              FROM k
+            ON CONFLICT (id) DO NOTHING;
         END LOOP;
-        RETURN NULL;
-    END IF;
-    SELECT max(n) INTO waves FROM (
-        SELECT count(*) AS n FROM new_messages
-         WHERE NOT (from_s = '' OR to_s = '' OR to_s = 'all' OR to_s = from_s
-                    OR from_s LIKE 'hub:%' OR to_s LIKE 'hub:%')
-         GROUP BY LEAST(from_s, to_s), GREATEST(from_s, to_s)) pairs;
-    FOR w IN 1..COALESCE(waves, 0) LOOP
-        WITH k AS (
-            SELECT id, ts, from_s, to_s, project, kind, wake FROM (
-                SELECT id, ts, from_s, to_s, project, kind, wake,
-                       row_number() OVER (PARTITION BY LEAST(from_s, to_s), GREATEST(from_s, to_s)
-                                          ORDER BY id) AS wave
-                  FROM new_messages
-                 WHERE NOT (from_s = '' OR to_s = '' OR to_s = 'all' OR to_s = from_s
-                            OR from_s LIKE 'hub:%' OR to_s LIKE 'hub:%')) numbered
-             WHERE wave = w),
-        hit AS (
-            SELECT k.id AS reply, c.id AS contract FROM k
-             CROSS JOIN LATERAL (
-                 SELECT id FROM contracts
-                  WHERE sender = k.to_s AND assignee = k.from_s AND answer_id IS NULL
-                    AND NOT ack AND ts >= k.ts - 86400000 AND id < k.id
-                  ORDER BY ts, id LIMIT 1) c
-             WHERE k.kind IS DISTINCT FROM 'ask'),
-        answered AS (
-            UPDATE contracts SET answer_id = hit.reply, by_re = false
-              FROM hit WHERE contracts.id = hit.contract),
-        peers AS (
-            INSERT INTO contract_peers(sender, peer, last_reply, last_answered)
-            SELECT k.to_s, k.from_s, k.id, COALESCE(hit.contract, 0)
-              FROM k LEFT JOIN hit ON hit.reply = k.id
-            ON CONFLICT (sender, peer) DO UPDATE SET
-                last_reply = GREATEST(contract_peers.last_reply, excluded.last_reply),
-                last_answered = GREATEST(contract_peers.last_answered, excluded.last_answered))
-        INSERT INTO contracts(id, sender, assignee, ts, project, ack)
-        SELECT id, from_s, to_s, ts, project,
-               wake IS NOT DISTINCT FROM false OR COALESCE(kind IN ('receipt', 'status'), false)
-          FROM k
-        ON CONFLICT (id) DO NOTHING;
+        -- Then the reply by `re` itself.
+        IF r.id IS NOT NULL THEN
+            PERFORM trantor_ledger_apply(r.id, r.ts, r.from_s, r.to_s, r.project, r.re,
+                                         r.kind, r.wake);
+            lo := r.id + 1;
+        END IF;
     END LOOP;
     RETURN NULL;
 END $$;

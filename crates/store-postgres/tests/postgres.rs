@@ -392,7 +392,22 @@ async fn pg_ledger_over_a_batch_matches_one_write_each() {
             msg("r", "s", 19, None, None),
             msg("n", "m", 19, None, None),
         ],
-        // Row by row: a pair twice, and a reply by `re`.
+        // Segments: replies by `re` among repeated pairs, each after the messages before it;
+        // one answers a contract its sender sent to someone else (another pair), and the
+        // messages after it see what it wrote.
+        vec![
+            msg("t", "u", 30, None, None),
+            msg("t", "v", 30, None, None),
+            msg("u", "t", 31, None, None),
+            msg("v", "t", 31, None, Some(21)),
+            msg("t", "u", 32, None, None),
+            msg("u", "t", 32, None, None),
+            msg("v", "t", 33, None, None),
+            msg("t", "v", 33, None, None),
+            msg("u", "t", 34, None, Some(25)),
+            msg("t", "u", 35, None, None),
+        ],
+        // A pair twice, and a reply by `re`.
         vec![
             msg("a", "b", 20, None, None),
             msg("b", "a", 21, None, None),
@@ -448,7 +463,11 @@ async fn pg_ledger_over_a_batch_matches_one_write_each() {
         "{answered}"
     );
     // The waves: each answer went to its pair's oldest open contract as it stood.
-    for a in ["12>14", "13>18", "16>20"] {
+    // The segments: 21 answered by 23, then taken over by the reply by `re` (24); the rest
+    // answered by the messages after it as one write each answers them.
+    for a in [
+        "12>14", "13>18", "16>20", "21>24", "23>25", "22>27", "24>28", "25>29", "26>30",
+    ] {
         assert!(answered.lines().any(|l| l == a), "{a} in {answered}");
     }
 }

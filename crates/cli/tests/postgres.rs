@@ -49,6 +49,28 @@ fn hold_poll(port: u16, session: &str, since: i64) -> std::thread::JoinHandle<(V
     })
 }
 
+/// Two hubs on `db`, each with its own state directory (kept for as long as the hubs).
+fn two_hubs(db: &Db) -> (common::Hub, common::Hub, [tempfile::TempDir; 2]) {
+    let dirs = [
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    ];
+    let a = db.hub(&dirs[0], &[]);
+    let b = db.hub(&dirs[1], &[]);
+    (a, b, dirs)
+}
+
+/// Hold `/poll` for `session` after `since` on `port`, run `send` once the hub holds it, and
+/// check the reply carries the id `send` returns; gives that id and how long the poll took.
+fn woken_by(port: u16, session: &str, since: i64, send: impl FnOnce() -> i64) -> (i64, Duration) {
+    let poll = hold_poll(port, session, since);
+    common::wait_polls_held(port, 1);
+    let id = send();
+    let (reply, took) = poll.join().expect("poll thread");
+    assert!(ids(&reply).contains(&id), "#{id} for {session}: {reply}");
+    (id, took)
+}
+
 fn ids(v: &Value) -> Vec<i64> {
     v["messages"]
         .as_array()
@@ -59,12 +81,7 @@ fn ids(v: &Value) -> Vec<i64> {
 #[test]
 fn a_message_sent_through_one_hub_wakes_a_poll_held_on_the_other() {
     let Some(db) = Db::create() else { return };
-    let (da, dbb) = (
-        tempfile::tempdir().expect("dir"),
-        tempfile::tempdir().expect("dir"),
-    );
-    let a = db.hub(&da, &[]);
-    let b = db.hub(&dbb, &[]);
+    let (a, b, _dirs) = two_hubs(&db);
     let (_, h) = health(b.port);
     assert!(
         h["store"]
@@ -74,11 +91,9 @@ fn a_message_sent_through_one_hub_wakes_a_poll_held_on_the_other() {
     );
     let mut since = 0;
     for round in 0..3 {
-        let poll = hold_poll(b.port, "bob:p", since);
-        common::wait_polls_held(b.port, 1);
-        let id = hub_send(a.port, "alice:p", "bob:p", "p", &format!("hello {round}"));
-        let (reply, took) = poll.join().expect("poll thread");
-        assert!(ids(&reply).contains(&id), "round {round}: {reply}");
+        let (id, took) = woken_by(b.port, "bob:p", since, || {
+            hub_send(a.port, "alice:p", "bob:p", "p", &format!("hello {round}"))
+        });
         // Woken by the notification, not by the 20 s hold running out.
         assert!(took < Duration::from_secs(15), "round {round}: {took:?}");
         since = id;
@@ -151,26 +166,17 @@ fn kill_9_of_one_hub_mid_burst_loses_nothing_acknowledged_and_moves_the_lease() 
 #[test]
 fn a_lost_notification_is_made_good_by_the_catch_up_read() {
     let Some(db) = Db::create() else { return };
-    let (da, dbb) = (
-        tempfile::tempdir().expect("dir"),
-        tempfile::tempdir().expect("dir"),
-    );
-    let a = db.hub(&da, &[]);
-    let b = db.hub(&dbb, &[]);
-    let poll = hold_poll(b.port, "bob:p", 0);
-    common::wait_polls_held(b.port, 1);
-    // Drop b's listener connection, then send while it reconnects.
-    assert!(terminate(&db, b.port, "listener") >= 1, "b has a listener");
-    let id = hub_send(a.port, "alice:p", "bob:p", "p", "while b was deaf");
-    let (reply, took) = poll.join().expect("poll");
-    assert!(ids(&reply).contains(&id), "{reply}");
+    let (a, b, _dirs) = two_hubs(&db);
+    let (_, took) = woken_by(b.port, "bob:p", 0, || {
+        // Drop b's listener connection, then send while it reconnects.
+        assert!(terminate(&db, b.port, "listener") >= 1, "b has a listener");
+        hub_send(a.port, "alice:p", "bob:p", "p", "while b was deaf")
+    });
     assert!(took < Duration::from_secs(15), "{took:?}");
     // The listener is back: the next message wakes b again.
-    let poll = hold_poll(b.port, "carol:p", 0);
-    common::wait_polls_held(b.port, 1);
-    let id = hub_send(a.port, "alice:p", "carol:p", "p", "after");
-    let (reply, _) = poll.join().expect("poll");
-    assert!(ids(&reply).contains(&id), "{reply}");
+    woken_by(b.port, "carol:p", 0, || {
+        hub_send(a.port, "alice:p", "carol:p", "p", "after")
+    });
 }
 
 #[test]
@@ -217,22 +223,15 @@ fn a_hub_whose_database_goes_away_answers_503_and_recovers_without_restart() {
     // LISTEN resumed too: a second hub's message wakes a poll on this one.
     let dbb = tempfile::tempdir().expect("dir");
     let b = db.hub(&dbb, &[]);
-    let poll = hold_poll(a.port, "zed:p", 0);
-    common::wait_polls_held(a.port, 1);
-    let id = hub_send(b.port, "x:p", "zed:p", "p", "wake a");
-    let (reply, _) = poll.join().expect("poll");
-    assert!(ids(&reply).contains(&id), "{reply}");
+    woken_by(a.port, "zed:p", 0, || {
+        hub_send(b.port, "x:p", "zed:p", "p", "wake a")
+    });
 }
 
 #[test]
 fn an_op_retried_through_the_other_hub_replays_instead_of_sending_twice() {
     let Some(db) = Db::create() else { return };
-    let (da, dbb) = (
-        tempfile::tempdir().expect("dir"),
-        tempfile::tempdir().expect("dir"),
-    );
-    let a = db.hub(&da, &[]);
-    let b = db.hub(&dbb, &[]);
+    let (a, b, _dirs) = two_hubs(&db);
     let body = json!({"from": "x:p", "to": "y:p", "project": "p", "text": "once", "_op": "op-1"});
     let (s1, r1) = hub_request(a.port, "POST", "/send", Some(&body)).expect("send on a");
     let (s2, r2) = hub_request(b.port, "POST", "/send", Some(&body)).expect("retry on b");
@@ -246,12 +245,7 @@ fn an_op_retried_through_the_other_hub_replays_instead_of_sending_twice() {
 #[test]
 fn the_contract_ledger_is_kept_in_postgres_and_paged_through_either_hub() {
     let Some(db) = Db::create() else { return };
-    let (da, dbb) = (
-        tempfile::tempdir().expect("dir"),
-        tempfile::tempdir().expect("dir"),
-    );
-    let a = db.hub(&da, &[]);
-    let b = db.hub(&dbb, &[]);
+    let (a, b, _dirs) = two_hubs(&db);
     let o = "orch:p";
     let (s, _) = hub_request(
         a.port,
@@ -359,20 +353,13 @@ fn another_hubs_messages_are_read_back_only_for_an_open_stream() {
     // A hub reads a message another hub committed only to put it on an SSE stream; with none
     // open it only rings its held polls (the MCP mount's event feed does not count as one).
     let Some(db) = Db::create() else { return };
-    let (da, dbb) = (
-        tempfile::tempdir().expect("dir"),
-        tempfile::tempdir().expect("dir"),
-    );
-    let a = db.hub(&da, &[]);
-    let b = db.hub(&dbb, &[]);
+    let (a, b, _dirs) = two_hubs(&db);
     let mut since = 0;
     for round in 0..3 {
         // Each message reaches b's listener: a poll held there wakes for it.
-        let poll = hold_poll(b.port, "bob:p", since);
-        common::wait_polls_held(b.port, 1);
-        since = hub_send(a.port, "alice:p", "bob:p", "p", &format!("quiet {round}"));
-        let (reply, _) = poll.join().expect("poll thread");
-        assert!(ids(&reply).contains(&since), "round {round}: {reply}");
+        (since, _) = woken_by(b.port, "bob:p", since, || {
+            hub_send(a.port, "alice:p", "bob:p", "p", &format!("quiet {round}"))
+        });
     }
     let mut sock = std::net::TcpStream::connect(("127.0.0.1", b.port)).expect("connect");
     sock.set_read_timeout(Some(Duration::from_millis(200)))

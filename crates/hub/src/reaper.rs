@@ -32,26 +32,15 @@ pub fn spawn<S: Store>(hub: AppState<S>) {
     });
 }
 
-/// Write the cached `lastSeen` values to the peer rows (one write for all of them).
+/// Write the cached `lastSeen` values to the peer rows (one write for all of them, no row
+/// read: [`trantor_store::WriteTx::touch_peers`]).
 pub async fn flush_presence<S: Store>(hub: &AppState<S>) {
     let dirty = hub.presence.take_dirty(now_ms());
     if dirty.is_empty() {
         return;
     }
     let batch = dirty.clone();
-    let res = hub
-        .write(move |tx| {
-            for (session, seen) in &batch {
-                if let Some(mut p) = tx.peer(session)?
-                    && p.last_seen < *seen
-                {
-                    p.last_seen = *seen;
-                    tx.put_peer(&p)?;
-                }
-            }
-            Ok(())
-        })
-        .await;
+    let res = hub.write(move |tx| tx.touch_peers(&batch)).await;
     if let Err(e) = res {
         tracing::warn!(error = %e, "presence flush failed; will retry");
         for (s, _) in dirty {

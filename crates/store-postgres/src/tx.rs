@@ -262,6 +262,25 @@ impl Statements for PgTx<'_> {
 impl ReadTx for PgTx<'_> {}
 
 impl WriteTx for PgTx<'_> {
+    /// One statement for all of them: a flush lists every session with a held poll, thousands
+    /// on a busy hub, and each round trip would hold the write lock the hubs share.
+    fn touch_peers(&mut self, seen: &[(String, i64)]) -> Result<(), StoreError> {
+        if seen.is_empty() {
+            return Ok(());
+        }
+        let (sessions, ts): (Vec<&str>, Vec<i64>) =
+            seen.iter().map(|(s, t)| (s.as_str(), *t)).unzip();
+        self.exec(
+            "peers",
+            "touch_peers",
+            "UPDATE peers p SET last_seen = v.ts
+               FROM unnest($1::text[], $2::bigint[]) AS v(session, ts)
+              WHERE p.session = v.session AND p.last_seen < v.ts",
+            &[&sessions, &ts],
+        )?;
+        Ok(())
+    }
+
     fn put_message(&mut self, msg: &Message, refs: &[i64]) -> Result<bool, StoreError> {
         let args: Vec<Arg<'_>> = [Arg::Int(msg.id)]
             .into_iter()

@@ -278,6 +278,35 @@ pub async fn delivery_ledger<S: Store>(s: &S) {
     assert_eq!(a.delivered_up_to, 10, "put_peer never lowers");
     assert_eq!(a.last_seen, 200);
     assert_eq!(a.model.as_deref(), Some("m1"));
+    // The presence flush raises lastSeen only, in one call for many sessions; an unknown
+    // session gets no row, an older value changes nothing, the rest of the peer stays.
+    s.write(|tx| tx.put_peer(&peer("b", 100, 0)))
+        .await
+        .expect("put b");
+    let seen = vec![
+        ("a".to_string(), 150),
+        ("b".to_string(), 300),
+        ("ghost".to_string(), 400),
+    ];
+    s.write(move |tx| tx.touch_peers(&seen))
+        .await
+        .expect("touch");
+    let (a, b, ghost) = s
+        .read(|tx| Ok((tx.peer("a")?, tx.peer("b")?, tx.peer("ghost")?)))
+        .await
+        .expect("peers");
+    let (a, b) = (a.expect("a"), b.expect("b"));
+    assert_eq!((a.last_seen, b.last_seen), (200, 300), "touch only raises");
+    assert_eq!(a.delivered_up_to, 10, "touch keeps the ledger");
+    assert_eq!(
+        a.model.as_deref(),
+        Some("m1"),
+        "touch keeps the rest of the peer"
+    );
+    assert!(ghost.is_none(), "touch adds no row");
+    s.write(|tx| tx.delete_peers_before(250))
+        .await
+        .expect("forget a");
     // An unknown session gets a ledger too.
     let v = s
         .write(|tx| tx.raise_delivered("new", 7))
@@ -301,7 +330,7 @@ pub async fn delivery_ledger<S: Store>(s: &S) {
     let gone: HashSet<String> = gone.into_iter().collect();
     assert_eq!(gone, HashSet::from(["old".to_string(), "new".to_string()]));
     let peers = s.read(|tx| tx.peers()).await.expect("peers");
-    assert_eq!(peers.len(), 1);
+    assert_eq!(peers.len(), 1, "b stays");
     assert_eq!(s.read(|tx| tx.counts()).await.expect("counts").peers, 1);
 }
 

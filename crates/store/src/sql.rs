@@ -167,6 +167,9 @@ pub enum Common {
     AllTurns,
     /// (last seen): delete the peers last seen before; the sessions.
     DeletePeersBefore,
+    /// (session, last seen): raise the peer's `last_seen` to the value (never lowers it; no
+    /// row, no change).
+    TouchPeer,
     /// (id): delete the card.
     DeleteCard,
     /// (scope, text, by, ts, project): append the lesson; one row, its id.
@@ -203,6 +206,7 @@ impl Common {
             Common::DeliveryFence => ("delivery_fence", "fence"),
             Common::AllTurns => ("turns", "all"),
             Common::DeletePeersBefore => ("peers", "delete_peers_before"),
+            Common::TouchPeer => ("peers", "touch_peer"),
             Common::DeleteCard => ("cards", "delete_card"),
             Common::InsertLesson => ("lessons", "insert_lesson"),
             Common::SetKv => ("kv", "set_kv"),
@@ -249,6 +253,9 @@ impl Common {
             Common::DeliveryFence => "SELECT instance FROM delivery_fence WHERE session = ?1",
             Common::AllTurns => ALL_TURNS,
             Common::DeletePeersBefore => "DELETE FROM peers WHERE last_seen < ?1 RETURNING session",
+            Common::TouchPeer => {
+                "UPDATE peers SET last_seen = ?2 WHERE session = ?1 AND last_seen < ?2"
+            }
             Common::DeleteCard => "DELETE FROM cards WHERE id = ?1",
             Common::InsertLesson => INSERT_LESSON,
             Common::SetKv => SET_KV,

@@ -376,6 +376,20 @@ pub trait WriteTx: ReadTx {
         bind(self, Dialect::PutPeer, &args).execute()?;
         Ok(())
     }
+    /// Raise each listed session's `lastSeen` to its value (never lowers it; a session with no
+    /// peer row is skipped): the presence flush, which lists every session with a held poll.
+    /// Touches only the column the peer's read overlays, so no row is read first.
+    fn touch_peers(&mut self, seen: &[(String, i64)]) -> Result<(), StoreError> {
+        for (session, ts) in seen {
+            bind(
+                self,
+                Common::TouchPeer,
+                &[Arg::Text(session), Arg::Int(*ts)],
+            )
+            .execute()?;
+        }
+        Ok(())
+    }
     /// Raise a session's delivery ledger to `up_to` (never lowers it); returns the new value.
     fn raise_delivered(&mut self, session: &str, up_to: i64) -> Result<i64, StoreError> {
         // An unknown session gets a bare row (last_seen 0) so its ledger is never lost; the

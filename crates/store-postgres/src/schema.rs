@@ -487,7 +487,16 @@ CREATE INDEX events_cards ON events(project, id) WHERE task_id IS NOT NULL;
 ///   pair's messages run in id order, each seeing what the earlier runs wrote (a PL/pgSQL
 ///   statement sees the statements before it). Pairs do not read each other's rows there, so
 ///   this is what one write each gives.
+/// - `trantor_ledger_traffic(from, to)` names the test of a ledger message the three
+///   statements share.
 const V7: &str = r#"
+-- Whether a message from f to t is ledger traffic (a contract or an answer): not a broadcast,
+-- not to oneself, no hub system session. A SQL function the planner inlines.
+CREATE FUNCTION trantor_ledger_traffic(f TEXT, t TEXT) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT NOT (f = '' OR t = '' OR t = 'all' OR t = f OR f LIKE 'hub:%' OR t LIKE 'hub:%')
+$$;
+
 CREATE OR REPLACE FUNCTION trantor_ledger_on_messages() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     r RECORD;
@@ -497,8 +506,7 @@ DECLARE
 BEGIN
     FOR r IN
         SELECT id, ts, from_s, to_s, project, re, kind, wake FROM new_messages
-         WHERE NOT (from_s = '' OR to_s = '' OR to_s = 'all' OR to_s = from_s
-                    OR from_s LIKE 'hub:%' OR to_s LIKE 'hub:%')
+         WHERE trantor_ledger_traffic(from_s, to_s)
            AND re IS NOT NULL AND kind IS DISTINCT FROM 'ask'
         UNION ALL
         SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
@@ -509,8 +517,7 @@ BEGIN
         SELECT max(n) INTO waves FROM (
             SELECT count(*) AS n FROM new_messages
              WHERE id >= lo AND id < hi
-               AND NOT (from_s = '' OR to_s = '' OR to_s = 'all' OR to_s = from_s
-                        OR from_s LIKE 'hub:%' OR to_s LIKE 'hub:%')
+               AND trantor_ledger_traffic(from_s, to_s)
              GROUP BY LEAST(from_s, to_s), GREATEST(from_s, to_s)) pairs;
         FOR w IN 1..COALESCE(waves, 0) LOOP
             WITH k AS (
@@ -521,8 +528,7 @@ BEGIN
                                               ORDER BY id) AS wave
                       FROM new_messages
                      WHERE id >= lo AND id < hi
-                       AND NOT (from_s = '' OR to_s = '' OR to_s = 'all' OR to_s = from_s
-                                OR from_s LIKE 'hub:%' OR to_s LIKE 'hub:%')) numbered
+                       AND trantor_ledger_traffic(from_s, to_s)) numbered
                  WHERE wave = w),
             hit AS (
                 SELECT k.id AS reply, c.id AS contract FROM k

@@ -47,6 +47,13 @@ pub struct CrowdBenchArgs {
     /// Also write the report (markdown) to this file.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// The hubs' log filter (their `TRANTOR_LOG`, e.g. `debug` or `trantor_hub=debug`).
+    #[arg(long, default_value = "warn")]
+    pub hub_log: String,
+    /// Copy each hub's log into this directory after its size ran (`crowd-<seats>-<store>-hub<i>.log`):
+    /// the hubs' homes are scratch and go away with the run.
+    #[arg(long)]
+    pub keep_logs: Option<PathBuf>,
 }
 
 /// Mean seconds between one seat's heartbeats, contracts and card moves.
@@ -207,10 +214,12 @@ async fn one_topology(
     for home in &homes {
         let data = home.path().join("data");
         let url = scratch.as_ref().map(|s| s.url.clone());
+        let log = args.hub_log.clone();
         let mut hub = HubProc::spawn_with(home.path(), move |cmd, _| {
             cmd.arg("hub")
                 .env("RELAY_DATA_DIR", data)
-                .env("TRANTOR_SYNC", "full");
+                .env("TRANTOR_SYNC", "full")
+                .env("TRANTOR_LOG", log);
             if let Some(u) = url {
                 cmd.env("RELAY_DATABASE_URL", u);
             }
@@ -221,8 +230,15 @@ async fn one_topology(
     }
     let ports: Vec<u16> = hubs.iter().map(|h| h.port).collect();
     let result = crowd(args, n, &ports, &hubs).await;
-    for h in &mut hubs {
+    for (i, h) in hubs.iter_mut().enumerate() {
         h.stop()?;
+        if let Some(dir) = &args.keep_logs {
+            let store = if pg.is_some() { "postgres" } else { "sqlite" };
+            let to = dir.join(format!("crowd-{n}-{store}-hub{i}.log"));
+            std::fs::create_dir_all(dir)
+                .and_then(|()| std::fs::copy(h.log_path(), &to))
+                .with_context(|| format!("cannot keep the hub's log as {}", to.display()))?;
+        }
     }
     drop(scratch);
     let r = result?;

@@ -111,6 +111,11 @@ impl HubProc {
         Ok(HubProc { child, port, log })
     }
 
+    /// The file the hub's stdout and stderr go to.
+    pub(super) fn log_path(&self) -> &Path {
+        &self.log
+    }
+
     pub(super) fn pid(&self) -> u32 {
         self.child.id()
     }

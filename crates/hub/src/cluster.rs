@@ -53,8 +53,9 @@ pub fn spawn_leased<S, F, Fut, T, E>(
 }
 
 /// Forward changes committed by other hubs to this hub's held polls and SSE streams, until
-/// shutdown. A catch-up (recipients unknown) or a lagging receiver wakes every held poll: each
-/// re-reads its mailbox, so nothing is missed, only some work repeated.
+/// shutdown. A catch-up rings the recipients it read back; one whose recipients are unknown (too
+/// many missed) or a lagging receiver wakes every held poll: each re-reads its mailbox, so
+/// nothing is missed, only some work repeated.
 pub fn spawn<S: Store>(hub: AppState<S>) {
     let Some(mut rx) = hub.store.watch() else {
         return;
@@ -71,6 +72,12 @@ pub fn spawn<S: Store>(hub: AppState<S>) {
                     hub.wake.ring(&to);
                     if hub.streams_open() {
                         feed_message(&hub, id).await;
+                    }
+                }
+                Ok(Change::Missed { through, to }) => {
+                    tracing::debug!(through, sessions = to.len(), "shared store caught up");
+                    for session in &to {
+                        hub.wake.ring(session);
                     }
                 }
                 Ok(Change::Tip(tip)) => {

@@ -23,7 +23,8 @@
 //!   its id and recipient. A listener thread `LISTEN`s on its own connection and publishes
 //!   [`Change`]s through [`Store::watch`]; it re-reads the tip every `catchup` interval and after
 //!   every reconnect, so a lost notification delays a wake by at most that interval and loses
-//!   nothing.
+//!   nothing. Messages found that way have their recipients read back (up to 1,024 of them;
+//!   past that, every held poll is woken), so only their polls look again.
 //! - **Periodic-work lease:** a lease thread holds `pg_try_advisory_lock` on its own connection;
 //!   the session-scoped lock dies with the connection, so when the holding hub dies another hub
 //!   takes the lease on its next check. [`Store::lease`] says whether this hub holds it and who
@@ -780,6 +781,48 @@ fn read_tip(client: &mut Client) -> Result<i64, postgres::Error> {
         .try_get(0)
 }
 
+/// The most messages a catch-up reads the recipients of; past it, every held poll is woken.
+const MISSED_READ_MAX: i64 = 1024;
+
+/// What a catch-up read of the message tip calls for, given the highest id announced so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CatchUp {
+    /// Nothing was missed (or nothing is known yet: the first read only sets the mark).
+    Nothing,
+    /// Read the recipients of the messages after `after`, up to the tip, and wake theirs.
+    Read {
+        /// The highest id announced.
+        after: i64,
+    },
+    /// Too many were missed to read back: wake every held poll.
+    Everyone,
+}
+
+fn catch_up(last: Option<i64>, tip: i64) -> CatchUp {
+    match last {
+        None => CatchUp::Nothing,
+        Some(l) if tip <= l => CatchUp::Nothing,
+        Some(l) if tip - l > MISSED_READ_MAX => CatchUp::Everyone,
+        Some(l) => CatchUp::Read { after: l },
+    }
+}
+
+/// The recipients, each once, of the messages with ids in `(after, through]`.
+fn recipients(
+    client: &mut Client,
+    after: i64,
+    through: i64,
+) -> Result<Vec<String>, postgres::Error> {
+    client
+        .query(
+            "SELECT DISTINCT to_s FROM messages WHERE id > $1 AND id <= $2",
+            &[&after, &through],
+        )?
+        .iter()
+        .map(|r| r.try_get(0))
+        .collect()
+}
+
 /// Listen for messages committed by other hubs and publish them; re-read the tip every
 /// `catchup` and after every reconnect so nothing a lost notification announced is missed.
 fn listener_loop(
@@ -832,11 +875,23 @@ fn listener_loop(
                         for n in pending {
                             on_notification(&n, &changes, &writer_pid, &mut last);
                         }
-                        if let Some(l) = last
-                            && tip > l
-                        {
-                            tracing::debug!(tip, last = l, "catch-up read found new messages");
-                            let _ = changes.send(Change::Tip(tip));
+                        match catch_up(last, tip) {
+                            CatchUp::Nothing => {}
+                            CatchUp::Read { after } => {
+                                tracing::debug!(tip, after, "catch-up read found new messages");
+                                let change = match recipients(&mut client, after, tip) {
+                                    Ok(to) => Change::Missed { through: tip, to },
+                                    Err(e) => {
+                                        tracing::debug!(error = %e, "cannot read the missed recipients; waking every held poll");
+                                        Change::Tip(tip)
+                                    }
+                                };
+                                let _ = changes.send(change);
+                            }
+                            CatchUp::Everyone => {
+                                tracing::debug!(tip, "catch-up read found many new messages");
+                                let _ = changes.send(Change::Tip(tip));
+                            }
                         }
                         last = Some(last.map_or(tip, |l| l.max(tip)));
                     }
@@ -1203,5 +1258,32 @@ impl Backend for PgStore {
         }
         slot.check();
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The catch-up's decision from the highest id announced and the tip read.
+    #[test]
+    fn catch_up_reads_back_what_it_can_and_wakes_everyone_past_that() {
+        let cases: [(Option<i64>, i64, CatchUp); 7] = [
+            // The first read sets the mark: nothing is known to be missed yet.
+            (None, 0, CatchUp::Nothing),
+            (None, 5_000, CatchUp::Nothing),
+            // Every message up to the tip was announced, or more (a notification ahead of the
+            // tip's read).
+            (Some(10), 10, CatchUp::Nothing),
+            (Some(12), 10, CatchUp::Nothing),
+            // A few missed: their recipients are read back.
+            (Some(10), 11, CatchUp::Read { after: 10 }),
+            (Some(10), 10 + MISSED_READ_MAX, CatchUp::Read { after: 10 }),
+            // Too many to read back.
+            (Some(10), 11 + MISSED_READ_MAX, CatchUp::Everyone),
+        ];
+        for (last, tip, want) in cases {
+            assert_eq!(catch_up(last, tip), want, "last {last:?}, tip {tip}");
+        }
     }
 }

@@ -220,6 +220,70 @@ async fn pg_two_stores_share_one_database() {
     });
 }
 
+/// Messages no notification announced (written here straight into the tables, as a notification
+/// lost across a reconnect leaves them) are found by the catch-up read, which reads their
+/// recipients back: the watcher is told whose polls to wake, not to wake every one; past what a
+/// catch-up reads back, it is told to wake every one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pg_catch_up_names_the_recipients_it_missed() {
+    let Some(db) = pg_db() else { return };
+    let a = db.open();
+    let b = db.open();
+    let mut watch_b = b.watch().expect("postgres stores are watchable");
+    async fn next(
+        watch: &mut tokio::sync::broadcast::Receiver<trantor_store::Change>,
+    ) -> trantor_store::Change {
+        tokio::time::timeout(std::time::Duration::from_secs(5), watch.recv())
+            .await
+            .expect("b is told within the deadline")
+            .expect("watch open")
+    }
+    // b's listener is connected (and has read the tip) once it hears a's message.
+    let m = conformance::new_msg("a", "zed", 1, "hello");
+    let id = a
+        .write(move |tx| tx.insert_message(m, &[]))
+        .await
+        .expect("send")
+        .id;
+    loop {
+        if watch_b.recv().await.expect("watch open")
+            == (trantor_store::Change::Message {
+                id,
+                to: "zed".into(),
+            })
+        {
+            break;
+        }
+    }
+    let silent = |n: u32, to: &str| {
+        format!(
+            "INSERT INTO messages(ts, from_s, to_s, project, text)
+               SELECT 1, 'x', '{to}', 'p', 'unannounced ' || i FROM generate_series(1, {n}) i;
+             UPDATE counters SET n = (SELECT max(id) FROM messages) WHERE name = 'messages_tip';"
+        )
+    };
+    db.sql(&format!("{}{}", silent(2, "bob"), silent(1, "all")))
+        .expect("insert without notifying");
+    let tip = id + 3;
+    match next(&mut watch_b).await {
+        trantor_store::Change::Missed { through, mut to } => {
+            to.sort();
+            assert_eq!((through, to), (tip, vec!["all".to_string(), "bob".into()]));
+        }
+        other => panic!("expected the missed recipients, got {other:?}"),
+    }
+    db.sql(&silent(1100, "carol"))
+        .expect("insert many without notifying");
+    assert_eq!(
+        next(&mut watch_b).await,
+        trantor_store::Change::Tip(tip + 1100)
+    );
+    blocking(move || {
+        drop(a);
+        drop(b);
+    });
+}
+
 /// The writer hands out message and event ids itself inside its locked batch (so an insert
 /// costs no round trip): the ids of concurrent writes are distinct and increasing, what commits
 /// is what each write was told, and the id sequences are moved past them, so an insert taking

@@ -409,8 +409,17 @@ pub enum Change {
         /// Its recipient (or `all`).
         to: String,
     },
-    /// The message tip reached this id through messages whose recipients are unknown here (a
-    /// catch-up read after a lost notification or a reconnect): every held reader should look.
+    /// A catch-up read found messages above the last one announced here (a notification lost
+    /// across a reconnect, or one still on its way when the tip was read), up to `through`, and
+    /// read their recipients back: those recipients' held readers should look.
+    Missed {
+        /// The tip the catch-up read.
+        through: i64,
+        /// The recipients, each once (`all` for a broadcast).
+        to: Vec<String>,
+    },
+    /// The message tip reached this id through more messages than a catch-up reads back, so
+    /// their recipients are unknown here: every held reader should look.
     Tip(i64),
 }
 

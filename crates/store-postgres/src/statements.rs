@@ -28,7 +28,6 @@ pub(crate) fn text(stmt: Dialect) -> Cow<'static, str> {
         )
         .into(),
         Dialect::LedgerSenders => LEDGER_SENDERS.into(),
-        Dialect::LedgerTotals => LEDGER_TOTALS.into(),
         Dialect::LedgerTally => LEDGER_TALLY.into(),
         Dialect::LedgerEdge => ledger_edge().into(),
         Dialect::LedgerCountOpen => LEDGER_COUNT_OPEN.into(),
@@ -104,14 +103,8 @@ fn edge_rows(cols: &str) -> String {
 }
 
 /// The window's open tally rows of the sender ([`trantor_store::tally`] folds and plans them).
-const LEDGER_TOTALS: &str = "SELECT assignee, sum(open)::BIGINT, sum(ack)::BIGINT,
-       sum(answered)::BIGINT
-   FROM contract_tally WHERE sender = $1 AND bucket > $2 AND ($3::TEXT IS NULL OR project = $3)
-   GROUP BY assignee";
-
-const LEDGER_TALLY: &str = "SELECT assignee, bucket, open, min_id, max_id
-   FROM contract_tally WHERE sender = $1 AND bucket >= $2 AND open > 0
-     AND ($3::TEXT IS NULL OR project = $3)";
+const LEDGER_TALLY: &str = "SELECT assignee, bucket, open, ack, answered, min_id, max_id
+   FROM contract_tally WHERE sender = $1 AND bucket >= $2 AND ($3::TEXT IS NULL OR project = $3)";
 
 fn ledger_edge() -> String {
     let edge = edge_rows(

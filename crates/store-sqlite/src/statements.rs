@@ -24,7 +24,6 @@ pub(crate) fn text(stmt: Dialect) -> Cow<'static, str> {
         Dialect::UndeliveredDirect => undelivered_direct().into(),
         Dialect::DispatchersSince => dispatchers_since().into(),
         Dialect::LedgerSenders => LEDGER_SENDERS.into(),
-        Dialect::LedgerTotals => LEDGER_TOTALS.into(),
         Dialect::LedgerTally => LEDGER_TALLY.into(),
         Dialect::LedgerEdge => ledger_edge().into(),
         Dialect::LedgerCountOpen => LEDGER_COUNT_OPEN.into(),
@@ -117,16 +116,9 @@ fn edge_rows(cols: &str) -> String {
     )
 }
 
-/// The sender's tally after the window's first bucket, summed per assignee here rather than
-/// row by row in the caller.
-const LEDGER_TOTALS: &str = "SELECT assignee, sum(open), sum(ack), sum(answered)
-   FROM contract_tally WHERE sender = ?1 AND bucket > ?2 AND (?3 IS NULL OR project = ?3)
-   GROUP BY assignee";
-
 /// The window's open tally rows of the sender ([`trantor_store::tally`] folds and plans them).
-const LEDGER_TALLY: &str = "SELECT assignee, bucket, open, min_id, max_id
-   FROM contract_tally WHERE sender = ?1 AND bucket >= ?2 AND open > 0
-     AND (?3 IS NULL OR project = ?3)";
+const LEDGER_TALLY: &str = "SELECT assignee, bucket, open, ack, answered, min_id, max_id
+   FROM contract_tally WHERE sender = ?1 AND bucket >= ?2 AND (?3 IS NULL OR project = ?3)";
 
 fn ledger_edge() -> String {
     let edge = edge_rows(

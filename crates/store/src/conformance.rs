@@ -1348,9 +1348,9 @@ async fn check_tally<S: Store>(s: &S, since: i64, project: Option<&str>) {
     };
     let (mut groups, counts, rows) = s
         .read(move |tx| {
-            let window = tx.ledger_window(&q)?;
+            let mut window = tx.ledger_window(&q)?;
             let mut groups = window.groups.clone();
-            let tally = tx.ledger_open_tally(&q)?;
+            let tally = window.take_tally();
             for g in &mut groups {
                 tx.ledger_split(&q, &tally, g)?;
             }

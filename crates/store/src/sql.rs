@@ -44,11 +44,8 @@ pub enum Dialect {
     DispatchersSince,
     /// (since_ts): senders with open contracts, one text column, ordered.
     LedgerSenders,
-    /// (sender, edge bucket, project): the sender's tally summed per assignee over the buckets
-    /// after the edge bucket: assignee, open, ack, answered (one row per assignee; any order).
-    LedgerTotals,
-    /// (sender, edge bucket, project): the sender's tally rows with open contracts from the edge
-    /// bucket on: assignee, bucket, open, min id, max id (one per project; any order).
+    /// (sender, edge bucket, project): the sender's tally rows from the edge bucket on:
+    /// assignee, bucket, open, ack, answered, min id, max id (one per project; any order).
     LedgerTally,
     /// (sender, since_ts, project, edge bucket, edge end): the edge bucket's contracts from
     /// `since_ts` counted per assignee: assignee, open, answered, ack (any order).
@@ -110,7 +107,6 @@ impl Dialect {
             Dialect::UndeliveredDirect => ("messages", "undelivered_direct"),
             Dialect::DispatchersSince => ("messages", "dispatchers_since"),
             Dialect::LedgerSenders => ("contracts", "ledger_senders"),
-            Dialect::LedgerTotals => ("contract_tally", "ledger_totals"),
             Dialect::LedgerTally => ("contract_tally", "ledger_tally"),
             Dialect::LedgerEdge => ("contracts", "ledger_edge"),
             Dialect::LedgerCountOpen => ("contracts", "ledger_count_open"),

@@ -1,8 +1,8 @@
 //! How a count of one assignee's open contracts before a cut is made from the kept tally: the
 //! buckets wholly inside the cut summed, the few a cut falls in counted row by row on the open
-//! index (docs/protocol.md §5.6). A pure decision over the tally's open rows, read once per
-//! ledger read for every assignee ([`crate::ReadTx::ledger_open_tally`]), and only when some
-//! assignee is split, so a split costs the cut buckets' rows, not a tally read per assignee.
+//! index (docs/protocol.md §5.6). A pure decision over the tally's rows, read once per ledger
+//! read for every assignee ([`crate::ReadTx::ledger_tally`]), so a split costs the cut buckets'
+//! rows, not a tally read per assignee.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -54,8 +54,19 @@ impl OpenTally {
     }
 }
 
-/// One assignee's contracts counted: in the tally's buckets after the window's first (summed
-/// by the store), or in that first bucket row by row from the window's start.
+/// One row of the kept tally: an assignee's contracts of one bucket and project.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TallyRow {
+    /// The bucket, its open contracts and its id bounds.
+    pub open: OpenBucket,
+    /// Answered contracts in it.
+    pub answered: i64,
+    /// Ack contracts (nothing owed, not answered) in it.
+    pub ack: i64,
+}
+
+/// The window's first bucket counted row by row from the window's start, for one assignee:
+/// open, answered, ack.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EdgeCounts {
     /// The assignee.
@@ -69,22 +80,52 @@ pub struct EdgeCounts {
 }
 
 /// A sender's ledger in the window from one read of its tally: the open contracts per assignee
-/// (by assignee, the split not filled) and the closed ones counted.
+/// (by assignee, the split not filled), the closed ones counted, and the open buckets every
+/// assignee's split plans from ([`LedgerWindow::take_tally`]).
 #[derive(Debug, Clone, Default)]
 pub struct LedgerWindow {
     /// Assignees with open contracts, by assignee.
     pub groups: Vec<OpenGroup>,
     /// The answered and ack contracts.
     pub closed: LedgerCounts,
+    /// The open buckets from the window's first on, as read.
+    open_buckets: Vec<(String, OpenBucket)>,
 }
 
-/// Add the counts of the window's first bucket (`edge`, its rows counted from the window's
-/// start) to the tally summed per assignee over the buckets after it (`totals`): the window's
-/// ledger counts.
-pub fn window(totals: Vec<EdgeCounts>, edge: Vec<EdgeCounts>) -> LedgerWindow {
+impl LedgerWindow {
+    /// The open buckets by assignee, folded when first asked (a read whose assignees are all
+    /// abandoned splits none and never folds them); a second call gets an empty tally.
+    pub fn take_tally(&mut self) -> OpenTally {
+        OpenTally::from_rows(std::mem::take(&mut self.open_buckets))
+    }
+}
+
+/// Fold the tally's rows from the window's first bucket (`edge_bucket`) on and that bucket's
+/// rows counted from the window's start into the window's ledger counts: the buckets after the
+/// first summed, the first one's counted rows added.
+pub fn window(
+    edge_bucket: i64,
+    rows: Vec<(String, TallyRow)>,
+    edge: Vec<EdgeCounts>,
+) -> LedgerWindow {
     let mut open: BTreeMap<String, i64> = BTreeMap::new();
     let mut closed = LedgerCounts::default();
-    for e in totals.into_iter().chain(edge) {
+    for (assignee, r) in &rows {
+        if r.open.bucket > edge_bucket {
+            closed.answered += r.answered;
+            closed.ack += r.ack;
+            if r.open.open > 0 {
+                // An assignee's name is copied once, not once per bucket.
+                match open.get_mut(assignee.as_str()) {
+                    Some(n) => *n += r.open.open,
+                    None => {
+                        open.insert(assignee.clone(), r.open.open);
+                    }
+                }
+            }
+        }
+    }
+    for e in edge {
         closed.answered += e.answered;
         closed.ack += e.ack;
         if e.open > 0 {
@@ -99,7 +140,16 @@ pub fn window(totals: Vec<EdgeCounts>, edge: Vec<EdgeCounts>) -> LedgerWindow {
             ..OpenGroup::default()
         })
         .collect();
-    LedgerWindow { groups, closed }
+    let open_buckets = rows
+        .into_iter()
+        .filter(|(_, r)| r.open.open > 0)
+        .map(|(a, r)| (a, r.open))
+        .collect();
+    LedgerWindow {
+        groups,
+        closed,
+        open_buckets,
+    }
 }
 
 /// A range of one assignee's open contracts to count row by row: `ts` in `[from_ts, until_ts)`
@@ -272,17 +322,23 @@ mod tests {
     }
 
     #[test]
-    fn window_adds_the_first_buckets_counted_rows_to_the_summed_tally() {
-        let row = |assignee: &str, open, answered, ack| EdgeCounts {
-            assignee: assignee.into(),
-            open,
+    fn window_sums_the_buckets_after_the_first_and_adds_its_counted_rows() {
+        let row = |bucket, open, answered, ack| TallyRow {
+            open: OpenBucket {
+                bucket,
+                open,
+                min_id: bucket * 10,
+                max_id: bucket * 10 + 9,
+            },
             answered,
             ack,
         };
-        let totals = vec![
-            row("a", 3, 3, 1),
-            row("b", 0, 4, 2), // nothing open: no group
-            row("c", 3, 0, 0),
+        let rows = vec![
+            ("a".to_string(), row(4, 5, 1, 1)), // the first bucket: its rows come counted
+            ("a".to_string(), row(5, 2, 3, 0)),
+            ("b".to_string(), row(5, 0, 4, 2)), // nothing open: no group, no open bucket
+            ("a".to_string(), row(6, 1, 0, 1)),
+            ("c".to_string(), row(6, 3, 0, 0)),
         ];
         let edge = vec![
             EdgeCounts {
@@ -298,7 +354,7 @@ mod tests {
                 ack: 0,
             },
         ];
-        let w = window(totals, edge);
+        let mut w = window(4, rows, edge);
         let groups: Vec<(&str, i64)> = w
             .groups
             .iter()
@@ -312,6 +368,14 @@ mod tests {
                 ack: 3
             }
         );
+        let tally = w.take_tally();
+        let buckets: Vec<i64> = tally.buckets("a").iter().map(|b| b.bucket).collect();
+        assert_eq!(
+            buckets,
+            [4, 5, 6],
+            "the first bucket is kept for the split's plan"
+        );
+        assert!(tally.buckets("b").is_empty());
     }
 
     #[test]

@@ -11,7 +11,7 @@ use trantor_proto::{
 
 use crate::rows::{self, encode};
 use crate::sql::{self, Arg, Common, Dialect, Statements, bind};
-use crate::tally::{self, EdgeCounts, LedgerWindow, OpenBucket, OpenTally};
+use crate::tally::{self, EdgeCounts, LedgerWindow, OpenBucket, OpenTally, TallyRow};
 use crate::{
     CardFilter, ContractRow, CostBy, CostQuery, Counts, EventFilter, LedgerQuery, NewEvent,
     NewMessage, OpRecord, OpenGroup, PruneReport, ReapedContract, StoreError,
@@ -79,23 +79,30 @@ pub trait ReadTx: Statements {
     fn ledger_reaped(&self) -> Result<Vec<ReapedContract>, StoreError> {
         bind(self, Common::LedgerReaped, &[]).all(rows::reaped)
     }
-    /// The sender's ledger in the window from its tally summed per assignee and the window's
-    /// first bucket's rows counted: the open contracts per assignee (by assignee; `superseded`
-    /// and `overdue` left 0 until [`ReadTx::ledger_split`] fills them) and the closed ones
-    /// counted. Costs one row per assignee, whatever the buckets.
+    /// The sender's ledger in the window from one read of its tally and of the window's first
+    /// bucket's rows: the open contracts per assignee (by assignee; `superseded` and `overdue`
+    /// left 0 until [`ReadTx::ledger_split`] fills them), the
+    /// closed ones counted, and the open buckets every assignee's [`ReadTx::ledger_split`]
+    /// plans from.
     fn ledger_window(&self, q: &LedgerQuery) -> Result<LedgerWindow, StoreError> {
         let args = [
             Arg::Text(&q.sender),
             Arg::Int(q.edge_bucket()),
             Arg::OptText(q.project.as_deref()),
         ];
-        let totals = bind(self, Dialect::LedgerTotals, &args).all(|c| {
-            Ok(EdgeCounts {
-                assignee: c.text(0)?,
-                open: c.int(1)?,
-                ack: c.int(2)?,
-                answered: c.int(3)?,
-            })
+        let rows = bind(self, Dialect::LedgerTally, &args).all(|c| {
+            let open = OpenBucket {
+                bucket: c.int(1)?,
+                open: c.int(2)?,
+                min_id: c.int(5)?,
+                max_id: c.int(6)?,
+            };
+            let row = TallyRow {
+                open,
+                ack: c.int(3)?,
+                answered: c.int(4)?,
+            };
+            Ok((c.text(0)?, row))
         })?;
         let args = [
             Arg::Text(&q.sender),
@@ -112,26 +119,7 @@ pub trait ReadTx: Statements {
                 ack: c.int(3)?,
             })
         })?;
-        Ok(tally::window(totals, edge))
-    }
-    /// The sender's open tally buckets in the window, by assignee: what every assignee's
-    /// [`ReadTx::ledger_split`] plans from (read once, and only when some assignee is split).
-    fn ledger_open_tally(&self, q: &LedgerQuery) -> Result<OpenTally, StoreError> {
-        let args = [
-            Arg::Text(&q.sender),
-            Arg::Int(q.edge_bucket()),
-            Arg::OptText(q.project.as_deref()),
-        ];
-        let rows = bind(self, Dialect::LedgerTally, &args).all(|c| {
-            let open = OpenBucket {
-                bucket: c.int(1)?,
-                open: c.int(2)?,
-                min_id: c.int(3)?,
-                max_id: c.int(4)?,
-            };
-            Ok((c.text(0)?, open))
-        })?;
-        Ok(OpenTally::from_rows(rows))
+        Ok(tally::window(q.edge_bucket(), rows, edge))
     }
     /// Fill `g`'s superseded and overdue counts (asked only for an assignee that is not
     /// abandoned), from `tally` ([`ReadTx::ledger_window`]): each a difference of

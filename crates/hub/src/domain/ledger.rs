@@ -59,11 +59,11 @@ pub async fn compute_ledger<S: Store>(
     let (groups, closed, mut rows, peers) = hub
         .store
         .read(move |tx| {
-            // The window's tally summed per assignee, for the counts.
-            let window = tx.ledger_window(&q)?;
-            let (mut groups, closed) = (window.groups, window.closed);
-            // Its open buckets, for every live assignee's split, are read only when one is live.
-            let mut tally: Option<trantor_store::tally::OpenTally> = None;
+            // The window's tally, read once for the counts and every live assignee's split.
+            let mut window = tx.ledger_window(&q)?;
+            let (mut groups, closed) = (std::mem::take(&mut window.groups), window.closed);
+            // Its buckets are folded only when an assignee is live.
+            let mut tally = None;
             let mut peers = Vec::with_capacity(groups.len());
             let mut live_groups = Vec::new();
             for g in &mut groups {
@@ -71,10 +71,7 @@ pub async fn compute_ledger<S: Store>(
                     continue;
                 };
                 if !contracts::abandoned(now, abandon_ms, Some(p.last_seen)) {
-                    let t = match &mut tally {
-                        Some(t) => t,
-                        None => tally.insert(tx.ledger_open_tally(&q)?),
-                    };
+                    let t = tally.get_or_insert_with(|| window.take_tally());
                     tx.ledger_split(&q, t, g)?;
                     live_groups.push(g.assignee.clone());
                 }

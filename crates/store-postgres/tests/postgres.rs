@@ -147,6 +147,34 @@ async fn pg_refuses_a_newer_schema() {
     assert!(msg.contains("999") && msg.contains("newer"), "{msg}");
 }
 
+/// Send a message to `zed` through `a` and wait (5 s at most) until `watch` announces it;
+/// returns its id.
+async fn heard(
+    a: &PgStore,
+    watch: &mut tokio::sync::broadcast::Receiver<trantor_store::Change>,
+) -> i64 {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    let m = conformance::new_msg("a", "zed", 99, "wake b");
+    let id = a
+        .write(move |tx| tx.insert_message(m, &[]))
+        .await
+        .expect("send")
+        .id;
+    let want = trantor_store::Change::Message {
+        id,
+        to: "zed".into(),
+    };
+    loop {
+        let got = tokio::time::timeout_at(deadline, watch.recv())
+            .await
+            .expect("the watcher is told within the deadline")
+            .expect("watch open");
+        if got == want {
+            return id;
+        }
+    }
+}
+
 /// Two stores on one database (two hubs): ids never collide, each sees the other's writes,
 /// and a message committed through one is announced to the other's watcher.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -180,27 +208,7 @@ async fn pg_two_stores_share_one_database() {
         .collect();
     assert_eq!(seen, sorted);
     // The watcher on b hears a's messages (its own are rung in-process, not echoed).
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
-    let m = conformance::new_msg("a", "zed", 99, "wake b");
-    let id = a
-        .write(move |tx| tx.insert_message(m, &[]))
-        .await
-        .expect("send")
-        .id;
-    loop {
-        let got = tokio::time::timeout_at(deadline, watch_b.recv())
-            .await
-            .expect("b is told within the deadline")
-            .expect("watch open");
-        if got
-            == (trantor_store::Change::Message {
-                id,
-                to: "zed".into(),
-            })
-        {
-            break;
-        }
-    }
+    heard(&a, &mut watch_b).await;
     // Exactly one of the two holds the periodic-work lease.
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
@@ -239,22 +247,7 @@ async fn pg_catch_up_names_the_recipients_it_missed() {
             .expect("watch open")
     }
     // b's listener is connected (and has read the tip) once it hears a's message.
-    let m = conformance::new_msg("a", "zed", 1, "hello");
-    let id = a
-        .write(move |tx| tx.insert_message(m, &[]))
-        .await
-        .expect("send")
-        .id;
-    loop {
-        if watch_b.recv().await.expect("watch open")
-            == (trantor_store::Change::Message {
-                id,
-                to: "zed".into(),
-            })
-        {
-            break;
-        }
-    }
+    let id = heard(&a, &mut watch_b).await;
     let silent = |n: u32, to: &str| {
         format!(
             "INSERT INTO messages(ts, from_s, to_s, project, text)

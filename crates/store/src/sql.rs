@@ -444,19 +444,11 @@ pub trait Columns {
 
     /// An integer column, or NULL.
     fn opt_int(&self, i: usize) -> Result<Option<i64>, StoreError> {
-        match self.cell(i)? {
-            Cell::Null => Ok(None),
-            Cell::Int(v) => Ok(Some(v)),
-            other => Err(mismatch(self.table(), i, "an integer", &other)),
-        }
+        int_cell(self.table(), i, self.cell(i)?)
     }
     /// A text column, or NULL.
     fn opt_text(&self, i: usize) -> Result<Option<String>, StoreError> {
-        match self.cell(i)? {
-            Cell::Null => Ok(None),
-            Cell::Text(v) => Ok(Some(v)),
-            other => Err(mismatch(self.table(), i, "a text", &other)),
-        }
+        text_cell(self.table(), i, self.cell(i)?)
     }
     /// A boolean column (an integer: not 0), or NULL.
     fn opt_bool(&self, i: usize) -> Result<Option<bool>, StoreError> {
@@ -495,6 +487,26 @@ pub trait Columns {
     fn real(&self, i: usize) -> Result<f64, StoreError> {
         self.opt_real(i)?
             .ok_or_else(|| mismatch(self.table(), i, "a float", &Cell::Null))
+    }
+}
+
+/// Column `i` of a row of `table` read as an integer or NULL ([`Columns::opt_int`]): a backend
+/// that reads its integers without a [`Cell`] hands the other values here.
+pub fn int_cell(table: &'static str, i: usize, cell: Cell) -> Result<Option<i64>, StoreError> {
+    match cell {
+        Cell::Null => Ok(None),
+        Cell::Int(v) => Ok(Some(v)),
+        other => Err(mismatch(table, i, "an integer", &other)),
+    }
+}
+
+/// Column `i` of a row of `table` read as a text or NULL ([`Columns::opt_text`]); see
+/// [`int_cell`].
+pub fn text_cell(table: &'static str, i: usize, cell: Cell) -> Result<Option<String>, StoreError> {
+    match cell {
+        Cell::Null => Ok(None),
+        Cell::Text(v) => Ok(Some(v)),
+        other => Err(mismatch(table, i, "a text", &other)),
     }
 }
 

@@ -234,6 +234,15 @@ impl Columns for PgRow<'_> {
         };
         Ok(cell.unwrap_or(Cell::Null))
     }
+
+    fn with_text(&self, i: usize, f: &mut dyn FnMut(&str)) -> Result<(), StoreError> {
+        match self.row.try_get::<_, Option<&str>>(i) {
+            Ok(Some(t)) => f(t),
+            // NULL, another type, no such column: the copying read says which.
+            _ => f(&self.text(i)?),
+        }
+        Ok(())
+    }
 }
 
 impl Statements for PgTx<'_> {

@@ -144,6 +144,17 @@ impl Columns for SqlRow<'_, '_> {
         }
     }
 
+    fn with_text(&self, i: usize, f: &mut dyn FnMut(&str)) -> Result<(), StoreError> {
+        match self.row.get_ref(i).map_err(map_err(self.origin))? {
+            ValueRef::Text(t) => match std::str::from_utf8(t) {
+                Ok(t) => f(t),
+                Err(e) => return Err(corrupt(self.origin.0, format!("column {i}"), e)),
+            },
+            _ => f(&self.text(i)?),
+        }
+        Ok(())
+    }
+
     fn opt_text(&self, i: usize) -> Result<Option<String>, StoreError> {
         match self.row.get_ref(i).map_err(map_err(self.origin))? {
             ValueRef::Null => Ok(None),

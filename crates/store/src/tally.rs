@@ -30,9 +30,21 @@ pub struct OpenTally {
 impl OpenTally {
     /// Fold tally rows (one per bucket, assignee and project, in any order) into buckets.
     pub fn from_rows(rows: impl IntoIterator<Item = (String, OpenBucket)>) -> Self {
-        let mut by_assignee: HashMap<String, Vec<OpenBucket>> = HashMap::new();
-        for (assignee, b) in rows {
-            let buckets = by_assignee.entry(assignee).or_default();
+        let mut read = TallyRows::default();
+        let rows: Vec<(usize, OpenBucket)> = rows
+            .into_iter()
+            .map(|(assignee, b)| (read.name(&assignee), b))
+            .collect();
+        Self::from_named(&read.names, rows)
+    }
+
+    /// Fold rows whose assignees are indexes into `names` into buckets.
+    fn from_named(names: &[String], rows: Vec<(usize, OpenBucket)>) -> Self {
+        let mut by_index: Vec<Vec<OpenBucket>> = vec![Vec::new(); names.len()];
+        for (k, b) in rows {
+            let Some(buckets) = by_index.get_mut(k) else {
+                continue;
+            };
             match buckets.iter_mut().find(|x| x.bucket == b.bucket) {
                 Some(x) => {
                     x.open += b.open;
@@ -42,9 +54,15 @@ impl OpenTally {
                 None => buckets.push(b),
             }
         }
-        for buckets in by_assignee.values_mut() {
-            buckets.sort_unstable_by_key(|b| b.bucket);
-        }
+        let by_assignee = names
+            .iter()
+            .zip(by_index)
+            .filter(|(_, buckets)| !buckets.is_empty())
+            .map(|(name, mut buckets)| {
+                buckets.sort_unstable_by_key(|b| b.bucket);
+                (name.clone(), buckets)
+            })
+            .collect();
         Self { by_assignee }
     }
 
@@ -79,6 +97,38 @@ pub struct EdgeCounts {
     pub ack: i64,
 }
 
+/// A sender's tally rows as read, each assignee named once: a window holds one row per hour,
+/// assignee and project, so a name repeats in every hour's rows and is copied only the first
+/// time it is seen.
+#[derive(Debug, Clone, Default)]
+pub struct TallyRows {
+    /// The assignees, each once, in the order first seen.
+    names: Vec<String>,
+    /// Where each name is in `names`.
+    index: HashMap<String, usize>,
+    /// The rows, each with its assignee's place in `names`.
+    rows: Vec<(usize, TallyRow)>,
+}
+
+impl TallyRows {
+    /// Add a row of `assignee`'s.
+    pub fn push(&mut self, assignee: &str, row: TallyRow) {
+        let k = self.name(assignee);
+        self.rows.push((k, row));
+    }
+
+    /// `assignee`'s place in `names`, naming it there when new.
+    fn name(&mut self, assignee: &str) -> usize {
+        if let Some(&k) = self.index.get(assignee) {
+            return k;
+        }
+        let k = self.names.len();
+        self.names.push(assignee.to_owned());
+        self.index.insert(assignee.to_owned(), k);
+        k
+    }
+}
+
 /// A sender's ledger in the window from one read of its tally: the open contracts per assignee
 /// (by assignee, the split not filled), the closed ones counted, and the open buckets every
 /// assignee's split plans from ([`LedgerWindow::take_tally`]).
@@ -88,43 +138,42 @@ pub struct LedgerWindow {
     pub groups: Vec<OpenGroup>,
     /// The answered and ack contracts.
     pub closed: LedgerCounts,
+    /// The assignees the open buckets point at.
+    names: Vec<String>,
     /// The open buckets from the window's first on, as read.
-    open_buckets: Vec<(String, OpenBucket)>,
+    open_buckets: Vec<(usize, OpenBucket)>,
 }
 
 impl LedgerWindow {
     /// The open buckets by assignee, folded when first asked (a read whose assignees are all
     /// abandoned splits none and never folds them); a second call gets an empty tally.
     pub fn take_tally(&mut self) -> OpenTally {
-        OpenTally::from_rows(std::mem::take(&mut self.open_buckets))
+        OpenTally::from_named(&self.names, std::mem::take(&mut self.open_buckets))
     }
 }
 
 /// Fold the tally's rows from the window's first bucket (`edge_bucket`) on and that bucket's
 /// rows counted from the window's start into the window's ledger counts: the buckets after the
 /// first summed, the first one's counted rows added.
-pub fn window(
-    edge_bucket: i64,
-    rows: Vec<(String, TallyRow)>,
-    edge: Vec<EdgeCounts>,
-) -> LedgerWindow {
-    let mut open: BTreeMap<String, i64> = BTreeMap::new();
+pub fn window(edge_bucket: i64, read: TallyRows, edge: Vec<EdgeCounts>) -> LedgerWindow {
+    let TallyRows { names, rows, .. } = read;
+    let mut sums = vec![0i64; names.len()];
     let mut closed = LedgerCounts::default();
-    for (assignee, r) in &rows {
+    for (k, r) in &rows {
         if r.open.bucket > edge_bucket {
             closed.answered += r.answered;
             closed.ack += r.ack;
-            if r.open.open > 0 {
-                // An assignee's name is copied once, not once per bucket.
-                match open.get_mut(assignee.as_str()) {
-                    Some(n) => *n += r.open.open,
-                    None => {
-                        open.insert(assignee.clone(), r.open.open);
-                    }
-                }
+            if let Some(n) = sums.get_mut(*k) {
+                *n += r.open.open.max(0);
             }
         }
     }
+    let mut open: BTreeMap<String, i64> = names
+        .iter()
+        .zip(&sums)
+        .filter(|(_, n)| **n > 0)
+        .map(|(name, n)| (name.clone(), *n))
+        .collect();
     for e in edge {
         closed.answered += e.answered;
         closed.ack += e.ack;
@@ -143,11 +192,12 @@ pub fn window(
     let open_buckets = rows
         .into_iter()
         .filter(|(_, r)| r.open.open > 0)
-        .map(|(a, r)| (a, r.open))
+        .map(|(k, r)| (k, r.open))
         .collect();
     LedgerWindow {
         groups,
         closed,
+        names,
         open_buckets,
     }
 }
@@ -333,13 +383,16 @@ mod tests {
             answered,
             ack,
         };
-        let rows = vec![
-            ("a".to_string(), row(4, 5, 1, 1)), // the first bucket: its rows come counted
-            ("a".to_string(), row(5, 2, 3, 0)),
-            ("b".to_string(), row(5, 0, 4, 2)), // nothing open: no group, no open bucket
-            ("a".to_string(), row(6, 1, 0, 1)),
-            ("c".to_string(), row(6, 3, 0, 0)),
-        ];
+        let mut rows = TallyRows::default();
+        for (assignee, r) in [
+            ("a", row(4, 5, 1, 1)), // the first bucket: its rows come counted
+            ("a", row(5, 2, 3, 0)),
+            ("b", row(5, 0, 4, 2)), // nothing open: no group, no open bucket
+            ("a", row(6, 1, 0, 1)),
+            ("c", row(6, 3, 0, 0)),
+        ] {
+            rows.push(assignee, r);
+        }
         let edge = vec![
             EdgeCounts {
                 assignee: "a".into(),

@@ -11,7 +11,7 @@ use trantor_proto::{
 
 use crate::rows::{self, encode};
 use crate::sql::{self, Arg, Common, Dialect, Statements, bind};
-use crate::tally::{self, EdgeCounts, LedgerWindow, OpenBucket, OpenTally, TallyRow};
+use crate::tally::{self, EdgeCounts, LedgerWindow, OpenBucket, OpenTally, TallyRow, TallyRows};
 use crate::{
     CardFilter, ContractRow, CostBy, CostQuery, Counts, EventFilter, LedgerQuery, NewEvent,
     NewMessage, OpRecord, OpenGroup, PruneReport, ReapedContract, StoreError,
@@ -90,7 +90,8 @@ pub trait ReadTx: Statements {
             Arg::Int(q.edge_bucket()),
             Arg::OptText(q.project.as_deref()),
         ];
-        let rows = bind(self, Dialect::LedgerTally, &args).all(|c| {
+        let mut read = TallyRows::default();
+        bind(self, Dialect::LedgerTally, &args).all(|c| {
             let open = OpenBucket {
                 bucket: c.int(1)?,
                 open: c.int(2)?,
@@ -102,7 +103,8 @@ pub trait ReadTx: Statements {
                 ack: c.int(3)?,
                 answered: c.int(4)?,
             };
-            Ok((c.text(0)?, row))
+            // The assignee is copied the first time it is seen, not once a row.
+            c.with_text(0, &mut |assignee| read.push(assignee, row))
         })?;
         let args = [
             Arg::Text(&q.sender),
@@ -119,7 +121,7 @@ pub trait ReadTx: Statements {
                 ack: c.int(3)?,
             })
         })?;
-        Ok(tally::window(q.edge_bucket(), rows, edge))
+        Ok(tally::window(q.edge_bucket(), read, edge))
     }
     /// Fill `g`'s superseded and overdue counts (asked only for an assignee that is not
     /// abandoned), from `tally` ([`ReadTx::ledger_window`]): each a difference of

@@ -7,7 +7,8 @@
 
 use super::hub_proc::{HubProc, TempDir, percentile};
 use super::hub_shared::{
-    HubBenchArgs, LoadGen, Sizes, ceiling, restarted, throughput, throughput_of, wake_between,
+    HubBenchArgs, LoadGen, Sizes, Throughput, ceiling, restarted, throughput, throughput_at,
+    wake_between,
 };
 use super::{Row, Table};
 use anyhow::{Context, Result};
@@ -213,9 +214,11 @@ impl PgRun<'_> {
                 t.rate / g.rate.max(1.0) * 100.0
             ),
         ));
-        let normal = self.normal_sync_rate(table).await?;
+        let (normal, crowded) = self.normal_sync_rate(table).await?;
+        let normal = normal.rate;
         let original = original_rate(self.url, sizes, self.load, table).await?;
-        let (want, want_text) = match original {
+        crowd_row(sizes, &crowded, original.as_ref().map(|o| &o.1), table);
+        let (want, want_text) = match original.as_ref().map(|o| o.0.rate) {
             Some(r) => (r, format!("≥ the original's {r:.0}/s, same run")),
             None => (4_461.0, "≥ 4,461/s (the original's, issue #24)".to_string()),
         };
@@ -236,22 +239,23 @@ impl PgRun<'_> {
 
     /// `/send` throughput of a hub at `--sync normal` (`synchronous_commit = off`: a write is
     /// answered after its `COMMIT`, before the WAL reaches the disk; it survives a hub crash,
-    /// not a database server crash) on a scratch database of its own, with its row in `table`.
-    async fn normal_sync_rate(&self, table: &mut Table) -> Result<f64> {
+    /// not a database server crash) on a scratch database of its own, with its row in `table`;
+    /// then the same hub's rate with the sizes' crowd of clients.
+    async fn normal_sync_rate(&self, table: &mut Table) -> Result<(Throughput, Throughput)> {
         eprintln!("bench: /send throughput on PostgreSQL at --sync normal…");
         let scratch = Scratch::create_named(self.url, "_normal").await?;
         let home = TempDir::new("pg-normal")?;
         let hub = spawn_synced(&home, &scratch.url, "normal")?;
-        let t = throughput_of(hub, Duration::from_secs(30), self.sizes, self.load).await?;
+        let (t, crowded) = usual_and_crowded(hub, self.sizes, self.load).await?;
         table.row(Row::info(
             format!(
                 "PostgreSQL: /send throughput, {} clients, {:.1} s, one hub at --sync normal \
                  (synchronous_commit off: answered after the commit, before the WAL flush)",
                 self.sizes.throughput_clients, t.secs
             ),
-            format!("{:.0} sends/s ({})", t.rate, t.cpu_text()),
+            format!("{} ({})", t.rate_text(), t.cpu_text()),
         ));
-        Ok(t.rate)
+        Ok((t, crowded))
     }
 
     /// A bare group commit of `/send`'s rows on the scratch database, no HTTP (the storage
@@ -384,14 +388,15 @@ async fn fill_server_side(url: &str, n: i64) -> Result<i64> {
 
 /// The original JavaScript hub's `/send` rate on PostgreSQL (a scratch database of its own), in
 /// the same run, when `TRANTOR_BENCH_ORIGINAL` names its installed package (the directory
-/// holding `hub.mjs`, as `tests-compat/install-original.sh` prints it); `None` without it.
+/// holding `hub.mjs`, as `tests-compat/install-original.sh` prints it), with the usual clients
+/// and with the crowd; `None` without it.
 /// Started as `tests-compat/start-original-hub.sh` starts it, under `node`.
 async fn original_rate(
     url: &str,
     sizes: &Sizes,
     load: &LoadGen,
     table: &mut Table,
-) -> Result<Option<f64>> {
+) -> Result<Option<(Throughput, Throughput)>> {
     let Some(pkg) = std::env::var_os("TRANTOR_BENCH_ORIGINAL") else {
         return Ok(None);
     };
@@ -403,15 +408,12 @@ async fn original_rate(
     let scratch = Scratch::create_named(url, "_original").await?;
     let home = TempDir::new("pg-original")?;
     let (data, db) = (home.path().join("data"), scratch.url.clone());
-    let mut hub = HubProc::spawn_program(home.path(), std::path::Path::new("node"), |cmd, _| {
+    let hub = HubProc::spawn_program(home.path(), std::path::Path::new("node"), |cmd, _| {
         cmd.arg(&hub_mjs)
             .env("RELAY_DATA_DIR", data)
             .env("RELAY_DATABASE_URL", db);
     })?;
-    hub.wait_healthy(Instant::now(), Duration::from_secs(30))
-        .await?;
-    let t = throughput(hub.port, hub.pid(), sizes, load).await?;
-    hub.stop()?;
+    let (t, crowded) = usual_and_crowded(hub, sizes, load).await?;
     table.row(Row::info(
         format!(
             "PostgreSQL: the original hub's /send throughput (npm trantor, {}), {} clients, {:.1} s, \
@@ -420,9 +422,49 @@ async fn original_rate(
             sizes.throughput_clients,
             t.secs
         ),
-        format!("{:.0} sends/s ({})", t.rate, t.cpu_text()),
+        format!("{} ({})", t.rate_text(), t.cpu_text()),
     ));
-    Ok(Some(t.rate))
+    Ok(Some((t, crowded)))
+}
+
+/// A hub just spawned, waited for (healthy within 30 s), measured with the usual clients and
+/// then with the crowd, and stopped.
+async fn usual_and_crowded(
+    mut hub: HubProc,
+    sizes: &Sizes,
+    load: &LoadGen,
+) -> Result<(Throughput, Throughput)> {
+    hub.wait_healthy(Instant::now(), Duration::from_secs(30))
+        .await?;
+    let t = throughput(hub.port, hub.pid(), sizes, load).await?;
+    eprintln!("bench: … and with {} clients", sizes.crowd_clients);
+    let crowded = throughput_at(hub.port, hub.pid(), sizes.crowd_clients, sizes, load).await?;
+    hub.stop()?;
+    Ok((t, crowded))
+}
+
+/// The crowded rows: `/send` with the sizes' crowd of clients, ours at `--sync normal` beside
+/// the original when it ran. With that many clients waiting, our writer's batches fill, so
+/// answering only after the commit costs the least it can; the original answers before it
+/// writes, so its rate stays and its tail grows instead (docs/bench-hub-postgres.md).
+fn crowd_row(sizes: &Sizes, ours: &Throughput, original: Option<&Throughput>, table: &mut Table) {
+    let result = match original {
+        Some(o) => format!(
+            "ours {} / the original {}: {:.2}× its rate",
+            ours.rate_text(),
+            o.rate_text(),
+            ours.rate / o.rate.max(1.0)
+        ),
+        None => format!("ours {}", ours.rate_text()),
+    };
+    table.row(Row::info(
+        format!(
+            "PostgreSQL: /send with {} clients, {:.1} s, ours at --sync normal (answered after the \
+             commit) and the original (answered before it writes), same run",
+            sizes.crowd_clients, ours.secs
+        ),
+        result,
+    ));
 }
 
 #[cfg(test)]

@@ -56,6 +56,9 @@ pub(super) struct Sizes {
     pub(super) idle_pollers: usize,
     pub(super) idle_secs: u64,
     pub(super) throughput_clients: usize,
+    /// Clients of the crowded `/send` rows (PostgreSQL): enough that a commit-bound hub's
+    /// batches fill, the shape where answering after the commit costs least.
+    pub(super) crowd_clients: usize,
     pub(super) throughput_secs: u64,
     pub(super) burst: usize,
     pub(super) rss_messages: i64,
@@ -73,6 +76,7 @@ impl Sizes {
                 idle_pollers: 50,
                 idle_secs: 3,
                 throughput_clients: 16,
+                crowd_clients: 64,
                 throughput_secs: 2,
                 burst: 12_000,
                 rss_messages: 20_000,
@@ -87,6 +91,7 @@ impl Sizes {
                 idle_pollers: 50,
                 idle_secs: 30,
                 throughput_clients: 16,
+                crowd_clients: 256,
                 throughput_secs: 5,
                 burst: 12_000,
                 rss_messages: 100_000,
@@ -236,10 +241,19 @@ fn children_cpu_ns() -> Result<u64> {
     u64::try_from((us(u.user_time()) + us(u.system_time())) * 1_000).context("negative CPU time")
 }
 
+/// What one wrk run measured.
+struct WrkRun {
+    requests: usize,
+    secs: f64,
+    /// wrk's own CPU, ns.
+    cpu_ns: u64,
+    /// The 99th percentile of the request latencies, seconds.
+    p99: f64,
+}
+
 /// Run wrk against `POST /send` with `clients` connections for `secs`: client *i* writes to
-/// client *i+1*'s session. Returns (requests, seconds, wrk's CPU ns). Fails on any non-2xx
-/// reply or socket error.
-async fn wrk_send(wrk: &Path, port: u16, clients: usize, secs: u64) -> Result<(usize, f64, u64)> {
+/// client *i+1*'s session. Fails on any non-2xx reply or socket error.
+async fn wrk_send(wrk: &Path, port: u16, clients: usize, secs: u64) -> Result<WrkRun> {
     let dir = TempDir::new("wrk")?;
     let script = dir.path().join("send.lua");
     let lua = format!(
@@ -270,7 +284,7 @@ end
             "-d",
             &format!("{secs}s"),
         ])
-        .args(["--timeout", "10s", "-s"])
+        .args(["--latency", "--timeout", "10s", "-s"])
         .arg(&script)
         .arg(format!("http://127.0.0.1:{port}/send"))
         .output()
@@ -287,6 +301,18 @@ end
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    let (requests, secs, p99) = parse_wrk(&text)?;
+    Ok(WrkRun {
+        requests,
+        secs,
+        cpu_ns: cpu,
+        p99,
+    })
+}
+
+/// wrk's report (run with `--latency`): (requests, seconds, 99th-percentile latency in
+/// seconds); an error when it saw non-2xx replies or socket errors.
+fn parse_wrk(text: &str) -> Result<(usize, f64, f64)> {
     if let Some(line) = text
         .lines()
         .find(|l| l.contains("Non-2xx") || l.contains("Socket errors"))
@@ -298,8 +324,8 @@ end
         .lines()
         .find(|l| l.contains(" requests in "))
         .with_context(|| format!("no request count in wrk's output:\n{text}"))?;
-    let mut words = line.split_whitespace();
-    let requests: usize = words
+    let requests: usize = line
+        .split_whitespace()
         .next()
         .and_then(|w| w.parse().ok())
         .with_context(|| format!("odd wrk line {line:?}"))?;
@@ -309,7 +335,13 @@ end
         .and_then(|r| r.split(',').next())
         .and_then(|d| parse_wrk_duration(d.trim()))
         .with_context(|| format!("odd wrk duration in {line:?}"))?;
-    Ok((requests, secs, cpu))
+    // The latency distribution: "     99%    4.75ms".
+    let p99 = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("99%"))
+        .and_then(|d| parse_wrk_duration(d.trim()))
+        .with_context(|| format!("no 99th percentile in wrk's output:\n{text}"))?;
+    Ok((requests, secs, p99))
 }
 
 /// wrk's durations: `5.00s`, `812.34ms`, `1.02m`.
@@ -337,6 +369,9 @@ pub(super) struct Throughput {
     /// Load generator CPU per request, µs, and cores busy.
     client_us: f64,
     client_cores: f64,
+    /// The 99th percentile of the request latencies, ms (wrk only; the built-in client keeps
+    /// no latencies).
+    pub(super) p99_ms: Option<f64>,
 }
 
 impl Throughput {
@@ -345,6 +380,14 @@ impl Throughput {
             "server {:.1} µs ({:.2} cores busy) / load generator {:.1} µs ({:.2} cores busy)",
             self.hub_us, self.hub_cores, self.client_us, self.client_cores
         )
+    }
+
+    /// The rate and, when known, the 99th percentile: `8426/s, p99 4.75 ms`.
+    pub(super) fn rate_text(&self) -> String {
+        match self.p99_ms {
+            Some(p) => format!("{:.0}/s, p99 {p:.2} ms", self.rate),
+            None => format!("{:.0}/s", self.rate),
+        }
     }
 }
 
@@ -357,19 +400,30 @@ pub(super) async fn throughput(
     sizes: &Sizes,
     load: &LoadGen,
 ) -> Result<Throughput> {
+    throughput_at(port, pid, sizes.throughput_clients, sizes, load).await
+}
+
+/// [`throughput`] with `clients` connections instead of the sizes' usual count.
+pub(super) async fn throughput_at(
+    port: u16,
+    pid: u32,
+    clients: usize,
+    sizes: &Sizes,
+    load: &LoadGen,
+) -> Result<Throughput> {
     let hub_w = CpuWindow::start(pid)?;
-    let (sends, secs, client) = match load {
+    let (sends, secs, client, p99) = match load {
         LoadGen::Wrk(wrk) => {
-            wrk_send(wrk, port, sizes.throughput_clients, sizes.throughput_secs).await?
+            let w = wrk_send(wrk, port, clients, sizes.throughput_secs).await?;
+            (w.requests, w.secs, w.cpu_ns, Some(w.p99 * 1e3))
         }
         LoadGen::Builtin => {
             let client0 = self_cpu_ns()?;
-            let (sends, secs) =
-                send_load(port, sizes.throughput_clients, sizes.throughput_secs, None).await?;
+            let (sends, secs) = send_load(port, clients, sizes.throughput_secs, None).await?;
             let client = self_cpu_ns()?
                 .checked_sub(client0)
                 .context("this process's CPU time went backwards")?;
-            (sends, secs, client)
+            (sends, secs, client, None)
         }
     };
     let (hub_cpu, _, wall) = hub_w.end()?;
@@ -382,6 +436,7 @@ pub(super) async fn throughput(
         hub_cores: hub_cpu as f64 / wall as f64,
         client_us: client / 1e3 / n,
         client_cores: client / wall as f64,
+        p99_ms: p99,
     })
 }
 
@@ -505,4 +560,41 @@ where
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_wrk;
+
+    const REPORT: &str = "Running 5s test @ http://127.0.0.1:4477/send
+  2 threads and 256 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency    20.11ms    5.20ms  99.00ms   90.00%
+  Latency Distribution
+     50%   19.80ms
+     75%   21.00ms
+     90%   24.00ms
+     99%    1.30s
+  63168 requests in 5.00s, 7.83MB read
+Requests/sec:  12633.57
+";
+
+    #[test]
+    fn a_report_gives_its_count_duration_and_99th_percentile() {
+        let (n, secs, p99) = parse_wrk(REPORT).unwrap();
+        assert_eq!(n, 63_168);
+        assert!((secs - 5.0).abs() < 1e-9);
+        assert!((p99 - 1.30).abs() < 1e-9, "{p99}");
+        let ms = REPORT.replace("1.30s", "812.50us");
+        assert!((parse_wrk(&ms).unwrap().2 - 0.000_812_5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn failures_and_missing_lines_are_errors() {
+        let failed = format!("{REPORT}  Non-2xx or 3xx responses: 12\n");
+        assert!(parse_wrk(&failed).is_err());
+        let no_latency = REPORT.replace("     99%    1.30s\n", "");
+        assert!(parse_wrk(&no_latency).is_err());
+        assert!(parse_wrk("").is_err());
+    }
 }

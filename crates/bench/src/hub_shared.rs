@@ -371,7 +371,7 @@ pub(super) struct Throughput {
     client_cores: f64,
     /// The 99th percentile of the request latencies, ms (wrk only; the built-in client keeps
     /// no latencies).
-    pub(super) p99_ms: Option<f64>,
+    p99_ms: Option<f64>,
 }
 
 impl Throughput {

@@ -448,19 +448,22 @@ async fn usual_and_crowded(
 /// answering only after the commit costs the least it can; the original answers before it
 /// writes, so its rate stays and its tail grows instead (docs/bench-hub-postgres.md).
 fn crowd_row(sizes: &Sizes, ours: &Throughput, original: Option<&Throughput>, table: &mut Table) {
-    let result = match original {
-        Some(o) => format!(
-            "ours {} / the original {}: {:.2}× its rate",
-            ours.rate_text(),
-            o.rate_text(),
-            ours.rate / o.rate.max(1.0)
+    let (beside, result) = match original {
+        Some(o) => (
+            " and the original (answered before it writes), same run",
+            format!(
+                "ours {} / the original {}: {:.2}× its rate",
+                ours.rate_text(),
+                o.rate_text(),
+                ours.rate / o.rate.max(1.0)
+            ),
         ),
-        None => format!("ours {}", ours.rate_text()),
+        None => ("", format!("ours {}", ours.rate_text())),
     };
     table.row(Row::info(
         format!(
             "PostgreSQL: /send with {} clients, {:.1} s, ours at --sync normal (answered after the \
-             commit) and the original (answered before it writes), same run",
+             commit){beside}",
             sizes.crowd_clients, ours.secs
         ),
         result,

@@ -11,8 +11,9 @@ use super::hub_proc::{
     CpuWindow, HubProc, TempDir, field_i64, health, percentile, rss_kib, rss_split,
 };
 use super::hub_shared::{
-    HubBenchArgs, LOAD_TEXT, LoadGen, Sizes, Throughput, ceiling, fill_rows, restarted, send_load,
-    throughput, throughput_of, wake_between,
+    EMBEDDED_MEASURES, HubBenchArgs, LOAD_TEXT, LoadGen, POSTGRES_MEASURES, SCALING_MEASURES,
+    Sizes, Throughput, ceiling, fill_rows, restarted, send_load, throughput, throughput_of,
+    wake_between,
 };
 use super::{Row, Table};
 use anyhow::{Context, Result, bail};
@@ -463,7 +464,13 @@ fn drop_page_cache() -> Result<()> {
 /// Run every measurement and return the report rows.
 pub async fn run(args: &HubBenchArgs) -> Result<Table> {
     if let Some(url) = &args.store {
+        args.check_only("the PostgreSQL bench (--store)", POSTGRES_MEASURES)?;
         return super::hub_pg::run(args, url).await;
+    }
+    if args.scaling {
+        args.check_only("--scaling", SCALING_MEASURES)?;
+    } else {
+        args.check_only("the hub bench", EMBEDDED_MEASURES)?;
     }
     let mut sizes = Sizes::new(args.quick);
     if let Some(n) = args.held_polls {

@@ -1,6 +1,7 @@
 //! `trantor bench hub --store postgres://…`: hubs on PostgreSQL, measured like the embedded
 //! store: `/send` throughput (16 clients) and wake latency within one hub, and wake latency
-//! across two hubs on one database (sent through one, the poll held on the other).
+//! across two hubs on one database (sent through one, the poll held on the other); and the
+//! contract ledger's share of `/send`'s rate (`--only ledger`).
 //!
 //! The benchmark never touches the database the URL names: it creates a scratch database
 //! `trantor_bench_<pid>` on the same server and drops it at the end.
@@ -115,6 +116,9 @@ pub async fn run(args: &HubBenchArgs, url: &str) -> Result<Table> {
     }
     a.stop()?;
     b.stop()?;
+    if args.wants("ledger") {
+        ledger_share_rows(url, &sizes, &load, &mut table).await?;
+    }
     if args.wants("restart") {
         restart_rows(&scratch, &home_a, &sizes, &mut table).await?;
     }
@@ -407,12 +411,7 @@ async fn original_rate(
     );
     let scratch = Scratch::create_named(url, "_original").await?;
     let home = TempDir::new("pg-original")?;
-    let (data, db) = (home.path().join("data"), scratch.url.clone());
-    let hub = HubProc::spawn_program(home.path(), std::path::Path::new("node"), |cmd, _| {
-        cmd.arg(&hub_mjs)
-            .env("RELAY_DATA_DIR", data)
-            .env("RELAY_DATABASE_URL", db);
-    })?;
+    let hub = spawn_original(&hub_mjs, &home, &scratch.url)?;
     let (t, crowded) = usual_and_crowded(hub, sizes, load).await?;
     table.row(Row::info(
         format!(
@@ -425,6 +424,128 @@ async fn original_rate(
         format!("{} ({})", t.rate_text(), t.cpu_text()),
     ));
     Ok(Some((t, crowded)))
+}
+
+/// The original hub (`hub_mjs`, under `node`) with its state under `home` and its store the
+/// database at `db_url`.
+fn spawn_original(hub_mjs: &std::path::Path, home: &TempDir, db_url: &str) -> Result<HubProc> {
+    let (data, db) = (home.path().join("data"), db_url.to_string());
+    HubProc::spawn_program(home.path(), std::path::Path::new("node"), |cmd, _| {
+        cmd.arg(hub_mjs)
+            .env("RELAY_DATA_DIR", data)
+            .env("RELAY_DATABASE_URL", db);
+    })
+}
+
+/// What one round of the ledger-share rows measures.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum LedgerVariant {
+    /// Our hub as built.
+    Built,
+    /// Our hub with the contract ledger's trigger disabled on its database.
+    NoLedger,
+    /// The original hub (only when `TRANTOR_BENCH_ORIGINAL` names it).
+    Original,
+}
+
+/// The contract ledger's share of `/send`'s rate (docs/bench-hub-postgres.md, "What the rest
+/// of the gap is"): a `--sync normal` hub as built, the same hub on a database whose ledger
+/// trigger is disabled (a diagnostic, not a setting: its `/contracts` stay empty), and the
+/// original when it is installed, in interleaved rounds, each on a fresh scratch database, so
+/// a change in the machine's speed weighs on all of them alike. Reports the medians.
+async fn ledger_share_rows(
+    url: &str,
+    sizes: &Sizes,
+    load: &LoadGen,
+    table: &mut Table,
+) -> Result<()> {
+    let original = std::env::var_os("TRANTOR_BENCH_ORIGINAL")
+        .map(|p| std::path::Path::new(&p).join("hub.mjs"));
+    let mut variants = vec![LedgerVariant::Built, LedgerVariant::NoLedger];
+    if original.is_some() {
+        variants.push(LedgerVariant::Original);
+    }
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
+    for round in 1..=sizes.ledger_rounds {
+        for (i, &v) in variants.iter().enumerate() {
+            eprintln!(
+                "bench: the ledger's share, round {round}/{}: {v:?}…",
+                sizes.ledger_rounds
+            );
+            let scratch = Scratch::create_named(url, "_ledger").await?;
+            let home = TempDir::new("pg-ledger")?;
+            let mut hub = match (&original, v) {
+                (Some(mjs), LedgerVariant::Original) => spawn_original(mjs, &home, &scratch.url)?,
+                _ => spawn_synced(&home, &scratch.url, "normal")?,
+            };
+            hub.wait_healthy(Instant::now(), Duration::from_secs(30))
+                .await?;
+            if v == LedgerVariant::NoLedger {
+                execute(
+                    &scratch.url,
+                    "ALTER TABLE messages DISABLE TRIGGER messages_ledger",
+                )
+                .await?;
+            }
+            let t = throughput(hub.port, hub.pid(), sizes, load).await?;
+            hub.stop()?;
+            rates[i].push(t.rate);
+        }
+    }
+    let medians: Vec<f64> = rates
+        .iter()
+        .map(|r| {
+            let mut sorted = r.clone();
+            sorted.sort_by(f64::total_cmp);
+            percentile(&sorted, 0.5)
+        })
+        .collect();
+    let list = |r: &[f64]| {
+        r.iter()
+            .map(|x| format!("{x:.0}"))
+            .collect::<Vec<_>>()
+            .join(" · ")
+    };
+    let (built, bare) = (medians[0], medians[1]);
+    table.row(Row::info(
+        format!(
+            "PostgreSQL: /send as built and with the contract ledger's trigger disabled (a \
+             diagnostic, not a setting), --sync normal, {} clients, {} interleaved rounds, medians",
+            sizes.throughput_clients, sizes.ledger_rounds
+        ),
+        format!(
+            "as built {built:.0}/s ({}), without the ledger {bare:.0}/s ({}): the ledger is \
+             {:.0} % of a send's time",
+            list(&rates[0]),
+            list(&rates[1]),
+            (1.0 - built / bare.max(1.0)) * 100.0
+        ),
+    ));
+    if let Some(&orig) = medians.get(2) {
+        table.row(Row::info(
+            "PostgreSQL: the same rounds against the original hub (answered before it writes)",
+            format!(
+                "the original {orig:.0}/s ({}): as built {:.2}× its rate, without the ledger {:.2}×",
+                list(&rates[2]),
+                built / orig.max(1.0),
+                bare / orig.max(1.0)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Run `sql` on the database at `url`.
+async fn execute(url: &str, sql: &str) -> Result<()> {
+    let (url, sql) = (url.to_string(), sql.to_string());
+    tokio::task::spawn_blocking(move || -> Result<()> {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls)
+            .context("cannot connect to the scratch database")?;
+        c.batch_execute(&sql)
+            .with_context(|| format!("cannot run {sql:?}"))
+    })
+    .await
+    .context("SQL task failed")?
 }
 
 /// A hub just spawned, waited for (healthy within 30 s), measured with the usual clients and

@@ -21,7 +21,8 @@ pub struct HubBenchArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Run only these measurements (comma-separated: wake, idle, throughput, loss, rss,
-    /// polls, delivery, restart); all by default.
+    /// polls, delivery, restart; with --store: wake, throughput, ledger, restart; with
+    /// --scaling: window, sizes); all by default. A name the mode does not measure is refused.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Measure hubs on PostgreSQL instead: a `postgres://` URL of a server (the benchmark
@@ -33,20 +34,54 @@ pub struct HubBenchArgs {
     /// (+10,000 cards), and with one session holding 1,000 / 200,000 messages in the 24-h
     /// window, on stores seeded directly (docs/bench-hub.md; `--only window` or `--only sizes`
     /// runs one of the two tables).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "store")]
     pub scaling: bool,
     /// Held polls for the held-poll rows (`polls`; default 10,000). Each is a connection of
     /// the bench and one of the hub, so the hard open-file limit must allow twice this many
     /// (`prlimit --nofile=N:N trantor bench hub …`); beyond 20,000 the bench connects from
     /// several loopback source addresses (127.0.0.x).
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["store", "scaling"])]
     pub held_polls: Option<usize>,
 }
+
+/// The measurements of `trantor bench hub` on the embedded store, by `--only` name.
+pub(super) const EMBEDDED_MEASURES: &[&str] = &[
+    "wake",
+    "idle",
+    "throughput",
+    "loss",
+    "rss",
+    "polls",
+    "delivery",
+    "restart",
+];
+/// The tables of `trantor bench hub --scaling`, by `--only` name.
+pub(super) const SCALING_MEASURES: &[&str] = &["window", "sizes"];
+/// The measurements of `trantor bench hub --store postgres://…`, by `--only` name.
+pub(super) const POSTGRES_MEASURES: &[&str] = &["wake", "throughput", "ledger", "restart"];
 
 impl HubBenchArgs {
     /// Whether a measurement was asked for (`--only`; every one when it is empty).
     pub(super) fn wants(&self, name: &str) -> bool {
         self.only.is_empty() || self.only.iter().any(|o| o == name)
+    }
+
+    /// Refuse an `--only` name that `mode`, measuring `known`, does not have: a typo (or a
+    /// name of another mode) would otherwise run nothing and print an empty table.
+    pub(super) fn check_only(&self, mode: &str, known: &[&str]) -> Result<()> {
+        unknown_only(&self.only, mode, known)
+    }
+}
+
+/// The error for the first of `only` not in `known` (the pure part of
+/// [`HubBenchArgs::check_only`]).
+fn unknown_only(only: &[String], mode: &str, known: &[&str]) -> Result<()> {
+    match only.iter().find(|o| !known.contains(&o.as_str())) {
+        None => Ok(()),
+        Some(o) => bail!(
+            "--only {o}: {mode} has no such measurement (it has: {})",
+            known.join(", ")
+        ),
     }
 }
 
@@ -66,6 +101,9 @@ pub(super) struct Sizes {
     pub(super) held_polls: usize,
     pub(super) wake_idle_polls: usize,
     pub(super) wake_rate: u64,
+    /// Interleaved rounds of the PostgreSQL ledger-share rows (`--only ledger`); odd, so the
+    /// median is a measured rate.
+    pub(super) ledger_rounds: usize,
 }
 
 impl Sizes {
@@ -84,6 +122,7 @@ impl Sizes {
                 held_polls: 2_000,
                 wake_idle_polls: 1_000,
                 wake_rate: 1_000,
+                ledger_rounds: 3,
             }
         } else {
             Sizes {
@@ -99,6 +138,7 @@ impl Sizes {
                 held_polls: 10_000,
                 wake_idle_polls: 1_000,
                 wake_rate: 1_000,
+                ledger_rounds: 5,
             }
         }
     }
@@ -564,7 +604,33 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::parse_wrk;
+    use super::{EMBEDDED_MEASURES, POSTGRES_MEASURES, SCALING_MEASURES, parse_wrk, unknown_only};
+
+    #[test]
+    fn only_names_a_measurement_of_the_mode() {
+        let only = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let cases: [(&[&str], &[&str], Option<&str>); 7] = [
+            (&[], EMBEDDED_MEASURES, None),
+            (&["wake", "restart"], EMBEDDED_MEASURES, None),
+            (&["ledger"], POSTGRES_MEASURES, None),
+            (&["window"], SCALING_MEASURES, None),
+            (&["thruput"], EMBEDDED_MEASURES, Some("--only thruput")),
+            // A name of another mode runs nothing here, so it is refused too.
+            (&["wake", "idle"], POSTGRES_MEASURES, Some("--only idle")),
+            (&["ledger"], EMBEDDED_MEASURES, Some("--only ledger")),
+        ];
+        for (names, known, refused) in cases {
+            let got = unknown_only(&only(names), "this mode", known);
+            match refused {
+                None => assert!(got.is_ok(), "{names:?}: {got:?}"),
+                Some(head) => {
+                    let e = got.expect_err("refused").to_string();
+                    assert!(e.starts_with(head), "{names:?}: {e}");
+                    assert!(e.contains(&known.join(", ")), "{e}");
+                }
+            }
+        }
+    }
 
     const REPORT: &str = "Running 5s test @ http://127.0.0.1:4477/send
   2 threads and 256 connections

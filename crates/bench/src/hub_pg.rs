@@ -438,14 +438,23 @@ fn spawn_original(hub_mjs: &std::path::Path, home: &TempDir, db_url: &str) -> Re
 }
 
 /// What one round of the ledger-share rows measures.
-#[derive(Debug, Clone, Copy, PartialEq)]
 enum LedgerVariant {
     /// Our hub as built.
     Built,
     /// Our hub with the contract ledger's trigger disabled on its database.
     NoLedger,
-    /// The original hub (only when `TRANTOR_BENCH_ORIGINAL` names it).
-    Original,
+    /// The original hub: its `hub.mjs` (when `TRANTOR_BENCH_ORIGINAL` names its package).
+    Original(std::path::PathBuf),
+}
+
+impl LedgerVariant {
+    fn name(&self) -> &'static str {
+        match self {
+            LedgerVariant::Built => "ours as built",
+            LedgerVariant::NoLedger => "ours without the ledger",
+            LedgerVariant::Original(_) => "the original",
+        }
+    }
 }
 
 /// The contract ledger's share of `/send`'s rate (docs/bench-hub-postgres.md, "What the rest
@@ -459,28 +468,31 @@ async fn ledger_share_rows(
     load: &LoadGen,
     table: &mut Table,
 ) -> Result<()> {
-    let original = std::env::var_os("TRANTOR_BENCH_ORIGINAL")
-        .map(|p| std::path::Path::new(&p).join("hub.mjs"));
     let mut variants = vec![LedgerVariant::Built, LedgerVariant::NoLedger];
-    if original.is_some() {
-        variants.push(LedgerVariant::Original);
+    if let Some(pkg) = std::env::var_os("TRANTOR_BENCH_ORIGINAL") {
+        variants.push(LedgerVariant::Original(
+            std::path::Path::new(&pkg).join("hub.mjs"),
+        ));
     }
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
     for round in 1..=sizes.ledger_rounds {
-        for (i, &v) in variants.iter().enumerate() {
+        for (i, v) in variants.iter().enumerate() {
             eprintln!(
-                "bench: the ledger's share, round {round}/{}: {v:?}…",
-                sizes.ledger_rounds
+                "bench: the ledger's share, round {round}/{}: {}…",
+                sizes.ledger_rounds,
+                v.name()
             );
             let scratch = Scratch::create_named(url, "_ledger").await?;
             let home = TempDir::new("pg-ledger")?;
-            let mut hub = match (&original, v) {
-                (Some(mjs), LedgerVariant::Original) => spawn_original(mjs, &home, &scratch.url)?,
-                _ => spawn_synced(&home, &scratch.url, "normal")?,
+            let mut hub = match v {
+                LedgerVariant::Original(mjs) => spawn_original(mjs, &home, &scratch.url)?,
+                LedgerVariant::Built | LedgerVariant::NoLedger => {
+                    spawn_synced(&home, &scratch.url, "normal")?
+                }
             };
             hub.wait_healthy(Instant::now(), Duration::from_secs(30))
                 .await?;
-            if v == LedgerVariant::NoLedger {
+            if matches!(v, LedgerVariant::NoLedger) {
                 execute(
                     &scratch.url,
                     "ALTER TABLE messages DISABLE TRIGGER messages_ledger",

@@ -27,7 +27,7 @@ pub struct HubBenchArgs {
     pub only: Vec<String>,
     /// Measure hubs on PostgreSQL instead: a `postgres://` URL of a server (the benchmark
     /// creates and drops a scratch database there): /send throughput and wake latency within
-    /// one hub and across two hubs on one database.
+    /// one hub and across two hubs on one database, and the contract ledger's share of /send.
     #[arg(long)]
     pub store: Option<String>,
     /// Instead of the bars: each read route's latency at 1k / 100k / 1M stored messages

@@ -9,7 +9,7 @@
 use super::hub_proc::{HubProc, TempDir, percentile};
 use super::hub_shared::{
     HubBenchArgs, LoadGen, Sizes, Throughput, ceiling, restarted, throughput, throughput_at,
-    wake_between,
+    throughput_of, wake_between,
 };
 use super::{Row, Table};
 use anyhow::{Context, Result};
@@ -401,10 +401,9 @@ async fn original_rate(
     load: &LoadGen,
     table: &mut Table,
 ) -> Result<Option<(Throughput, Throughput)>> {
-    let Some(pkg) = std::env::var_os("TRANTOR_BENCH_ORIGINAL") else {
+    let Some(hub_mjs) = original_hub_mjs() else {
         return Ok(None);
     };
-    let hub_mjs = std::path::Path::new(&pkg).join("hub.mjs");
     eprintln!(
         "bench: the original hub ({}) on PostgreSQL…",
         hub_mjs.display()
@@ -424,6 +423,11 @@ async fn original_rate(
         format!("{} ({})", t.rate_text(), t.cpu_text()),
     ));
     Ok(Some((t, crowded)))
+}
+
+/// The original hub's `hub.mjs`, when `TRANTOR_BENCH_ORIGINAL` names its installed package.
+fn original_hub_mjs() -> Option<std::path::PathBuf> {
+    std::env::var_os("TRANTOR_BENCH_ORIGINAL").map(|pkg| std::path::Path::new(&pkg).join("hub.mjs"))
 }
 
 /// The original hub (`hub_mjs`, under `node`) with its state under `home` and its store the
@@ -469,11 +473,7 @@ async fn ledger_share_rows(
     table: &mut Table,
 ) -> Result<()> {
     let mut variants = vec![LedgerVariant::Built, LedgerVariant::NoLedger];
-    if let Some(pkg) = std::env::var_os("TRANTOR_BENCH_ORIGINAL") {
-        variants.push(LedgerVariant::Original(
-            std::path::Path::new(&pkg).join("hub.mjs"),
-        ));
-    }
+    variants.extend(original_hub_mjs().map(LedgerVariant::Original));
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
     for round in 1..=sizes.ledger_rounds {
         for (i, v) in variants.iter().enumerate() {
@@ -490,17 +490,17 @@ async fn ledger_share_rows(
                     spawn_synced(&home, &scratch.url, "normal")?
                 }
             };
-            hub.wait_healthy(Instant::now(), Duration::from_secs(30))
-                .await?;
             if matches!(v, LedgerVariant::NoLedger) {
+                // The schema exists once the hub answers.
+                hub.wait_healthy(Instant::now(), Duration::from_secs(30))
+                    .await?;
                 execute(
                     &scratch.url,
                     "ALTER TABLE messages DISABLE TRIGGER messages_ledger",
                 )
                 .await?;
             }
-            let t = throughput(hub.port, hub.pid(), sizes, load).await?;
-            hub.stop()?;
+            let t = throughput_of(hub, Duration::from_secs(30), sizes, load).await?;
             rates[i].push(t.rate);
         }
     }

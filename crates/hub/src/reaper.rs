@@ -202,6 +202,7 @@ async fn reap_contracts<S: Store>(hub: &AppState<S>, now: i64) -> Result<(), Sto
     // Only senders with open contracts; of each only the assignees abandoned now (found on the
     // tally), and of those only the contracts not recorded yet, page by page in the open
     // index's order: a pass costs the open contracts to abandoned assignees, never a sort.
+    hub.store.ledger_current().await?;
     let senders = hub.store.read(move |tx| tx.ledger_senders(since)).await?;
     let mut total = 0usize;
     for d in senders.iter().filter(|d| !d.starts_with("hub:")) {

@@ -34,6 +34,7 @@
 //!   transaction whose `BEGIN` fails on a dead connection is retried once on a fresh one.
 
 mod batch;
+mod ledger;
 mod schema;
 mod statements;
 mod tx;
@@ -64,6 +65,9 @@ pub(crate) const K_WRITE: i64 = 0x7472_616e_746f_7201;
 pub(crate) const K_LEASE: i64 = 0x7472_616e_746f_7202;
 /// Schema migrations.
 pub(crate) const K_MIGRATE: i64 = 0x7472_616e_746f_7203;
+/// The contract ledger's writes (its passes, imports, the reaper's records, retention); the
+/// schema's functions carry it as a literal (`schema`, version 8).
+pub(crate) const K_LEDGER: i64 = 0x7472_616e_746f_7204;
 /// The channel new messages are announced on (`<id> <recipient>`).
 pub(crate) const NOTIFY_CHANNEL: &str = "trantor_msg";
 
@@ -87,8 +91,12 @@ pub struct PgOptions {
     pub connect_timeout: Duration,
     /// This process's label, shown as the lease holder (`application_name`).
     pub node: String,
-    /// Run the listener and lease threads (a hub does; `import`/`export` tools do not).
+    /// Run the listener, lease and ledger-pass threads (a hub does; `import`/`export` tools do
+    /// not: their ledger reads run a pass themselves).
     pub background: bool,
+    /// How long after a commit the ledger pass thread waits before its pass, so one pass takes
+    /// the batches of that time together (a reader never waits for it: it asks for a pass).
+    pub ledger_pace: Duration,
 }
 
 impl Default for PgOptions {
@@ -101,6 +109,7 @@ impl Default for PgOptions {
             connect_timeout: Duration::from_secs(3),
             node: format!("trantor pid {}", std::process::id()),
             background: true,
+            ledger_pace: Duration::from_millis(50),
         }
     }
 }
@@ -117,13 +126,20 @@ struct Inner {
     /// the listener hears, the lease thread's status and the threads.
     shared: Shared<Slot>,
     stop: Arc<AtomicBool>,
+    /// The ledger pass thread's signals (`None` without background threads).
+    ledger: Option<Arc<ledger::Ledger>>,
+    /// How to reach the database, for a ledger pass run without the thread.
+    connector: Arc<Connector>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        // The listener and lease threads end at their next check; the worker threads when
-        // `shared` closes their queues, and then it joins them all.
+        // The listener and lease threads end at their next check, the ledger pass thread at
+        // once; the worker threads when `shared` closes their queues, and then it joins them.
         self.stop.store(true, Ordering::SeqCst);
+        if let Some(l) = &self.ledger {
+            l.close();
+        }
     }
 }
 
@@ -632,12 +648,22 @@ impl Slot {
     }
 }
 
-fn writer_loop(mut slot: Slot, rx: mpsc::Receiver<BoxedWriteJob>, max_batch: usize) {
+/// The writer thread: batches of the queued jobs, each one transaction; after each commit the
+/// ledger pass thread (when there is one) is told a pass is due.
+fn writer_loop(
+    mut slot: Slot,
+    rx: mpsc::Receiver<BoxedWriteJob>,
+    max_batch: usize,
+    ledger: Option<Arc<ledger::Ledger>>,
+) {
     let mut batch: Vec<BoxedWriteJob> = Vec::with_capacity(64);
     while let Ok(first) = rx.recv() {
         batch.push(first);
         worker::pull(&rx, &mut batch, max_batch);
         let outcome = run_batch(&mut slot, &mut batch, &rx, max_batch);
+        if let (Ok(()), Some(l)) = (&outcome, &ledger) {
+            l.kick();
+        }
         worker::finish_batch(&mut batch, outcome);
     }
 }
@@ -1027,10 +1053,18 @@ impl PgStore {
         let writer_pid = Arc::new(AtomicI32::new(first.pid));
         let stop = Arc::new(AtomicBool::new(false));
         let (changes, _) = broadcast::channel(4096);
-        let (workers, mut threads) =
-            spawn_workers(&connector, &app, first.sync, &writer_pid, &opts, &masked)?;
+        let ledger = opts.background.then(ledger::Ledger::new);
+        let (workers, mut threads) = spawn_workers(
+            &connector,
+            &app,
+            first.sync,
+            &writer_pid,
+            &opts,
+            &masked,
+            ledger.clone(),
+        )?;
         let mut lease = None;
-        if opts.background {
+        if let Some(ledger) = &ledger {
             let status = Arc::new(Mutex::new(LeaseStatus::default()));
             let background = Background {
                 connector: &connector,
@@ -1038,6 +1072,7 @@ impl PgStore {
                 writer_pid: &writer_pid,
                 stop: &stop,
                 status: &status,
+                ledger,
             };
             threads.extend(background.spawn(&app, &opts, &masked)?);
             lease = Some(status);
@@ -1056,6 +1091,8 @@ impl PgStore {
                 },
                 url: masked,
                 stop,
+                ledger,
+                connector,
             }),
         })
     }
@@ -1158,6 +1195,7 @@ fn spawn_workers(
     writer_pid: &Arc<AtomicI32>,
     opts: &PgOptions,
     masked: &str,
+    ledger: Option<Arc<ledger::Ledger>>,
 ) -> Result<(Workers<Slot>, Vec<JoinHandle<()>>), StoreError> {
     let (workers, wrx, rrx) = Workers::new();
     let pid_slot = Arc::clone(writer_pid);
@@ -1178,7 +1216,7 @@ fn spawn_workers(
         })),
     };
     let mut threads = vec![spawn_thread("pg-writer".into(), masked, move || {
-        writer_loop(writer, wrx, 256)
+        writer_loop(writer, wrx, 256, ledger)
     })?];
     for i in 0..opts.readers.max(1) {
         let slot = Slot {
@@ -1202,16 +1240,18 @@ struct Background<'a> {
     writer_pid: &'a Arc<AtomicI32>,
     stop: &'a Arc<AtomicBool>,
     status: &'a Arc<Mutex<LeaseStatus>>,
+    ledger: &'a Arc<ledger::Ledger>,
 }
 
 impl Background<'_> {
-    /// Start the listener thread (cross-hub wake) and the lease thread (periodic-work lease).
+    /// Start the listener thread (cross-hub wake), the lease thread (periodic-work lease) and
+    /// the ledger pass thread.
     fn spawn(
         &self,
         app: &dyn Fn(&str) -> String,
         opts: &PgOptions,
         masked: &str,
-    ) -> Result<[JoinHandle<()>; 2], StoreError> {
+    ) -> Result<[JoinHandle<()>; 3], StoreError> {
         let (c, a, tx, pid, s) = (
             Arc::clone(self.connector),
             app("listener"),
@@ -1233,7 +1273,16 @@ impl Background<'_> {
         let lease = spawn_thread("pg-lease".into(), masked, move || {
             lease_loop(c, a, every, st, s)
         })?;
-        Ok([listener, lease])
+        let (c, a, l) = (
+            Arc::clone(self.connector),
+            app("ledger"),
+            Arc::clone(self.ledger),
+        );
+        let (pace, idle) = (opts.ledger_pace, opts.catchup);
+        let passes = spawn_thread("pg-ledger".into(), masked, move || {
+            ledger::pass_loop(c, a, l, pace, idle)
+        })?;
+        Ok([listener, lease, passes])
     }
 }
 
@@ -1242,6 +1291,24 @@ impl Backend for PgStore {
 
     fn shared(&self) -> &Shared<Slot> {
         &self.inner.shared
+    }
+
+    /// A pass of the ledger thread begun after the call, or (without that thread, as in the
+    /// import and export tools) one run here on a connection of its own.
+    fn ledger_current(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let inner = Arc::clone(&self.inner);
+        async move {
+            if let Some(l) = &inner.ledger {
+                return l.current().await;
+            }
+            let connector = Arc::clone(&inner.connector);
+            tokio::task::spawn_blocking(move || {
+                let mut c = connector.connect("trantor ledger pass")?;
+                ledger::pass(&mut c).map(|_| ())
+            })
+            .await
+            .map_err(|e| StoreError::db(format!("ledger pass task failed: {e}")))?
+        }
     }
 
     fn read_on<R>(

@@ -19,10 +19,12 @@ use postgres::types::{FromSql, IsNull, ToSql, Type};
 use trantor_proto::{BROADCAST, DeliveryEntry, Event, Message};
 use trantor_store::rows::encode;
 use trantor_store::rows::message_args;
-use trantor_store::sql::{Arg, Cell, Columns, Dialect, ParamStyle, Run, Statements, Visit};
+use trantor_store::sql::{
+    Arg, Cell, Columns, Common, Dialect, ParamStyle, Run, Statements, Visit, bind,
+};
 use trantor_store::{NewEvent, NewMessage, PruneReport, ReadTx, StoreError, WriteTx};
 
-use crate::{Conn, NOTIFY_CHANNEL, batch, map_pg, statements};
+use crate::{Conn, K_LEDGER, NOTIFY_CHANNEL, batch, map_pg, statements};
 
 /// A statement parameter.
 type Param<'a> = &'a (dyn ToSql + Sync);
@@ -327,7 +329,39 @@ impl WriteTx for PgTx<'_> {
             &[&msg.id],
         )?;
         self.insert_refs(MESSAGE_REFS, msg.id, refs)?;
+        // Its contract ledger, in this transaction (schema version 8: a pass first, then the
+        // message alone when its id is below what the passes already took).
+        self.query(
+            "contracts",
+            "put_message",
+            "SELECT trantor_ledger_put($1)",
+            &[&msg.id],
+        )?;
         Ok(true)
+    }
+
+    fn mark_reaped(
+        &mut self,
+        sender: &str,
+        id: i64,
+        ts: i64,
+        reason: &str,
+    ) -> Result<bool, StoreError> {
+        // Under the ledger's lock, so a ledger pass and this record never wait on each other's
+        // rows.
+        self.query(
+            "contracts",
+            "mark_reaped",
+            "SELECT pg_advisory_xact_lock($1)",
+            &[&K_LEDGER],
+        )?;
+        let args = [
+            Arg::Text(sender),
+            Arg::Int(id),
+            Arg::Int(ts),
+            Arg::Text(reason),
+        ];
+        Ok(bind(self, Common::MarkReaped, &args).execute()? > 0)
     }
 
     fn insert_message(&mut self, msg: NewMessage, refs: &[i64]) -> Result<Message, StoreError> {
@@ -464,6 +498,14 @@ impl WriteTx for PgTx<'_> {
     }
 
     fn prune(&mut self, before_ts: i64, ops_before_ts: i64) -> Result<PruneReport, StoreError> {
+        // The ledger first holds every message it deletes from (a pass, under the ledger's
+        // lock until this commits).
+        self.query(
+            "contracts",
+            "prune",
+            "SELECT trantor_ledger_catch_up()",
+            &[],
+        )?;
         // A direct message is read when its recipient's ledger has passed it; a recipient with
         // no peer row makes the subquery NULL, so its messages are kept.
         let messages = self.scalar(

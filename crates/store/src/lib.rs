@@ -501,4 +501,13 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn lease(&self) -> Option<LeaseStatus> {
         None
     }
+
+    /// Resolves once the contract ledger holds every message committed before the call, on
+    /// any process sharing the store: call it before a read of the ledger ([`ReadTx`]'s
+    /// `ledger_*` methods). Ready at once (the default) where the ledger is kept inside each
+    /// commit, as in the embedded file; PostgreSQL keeps it after the commit
+    /// (docs/protocol.md §5.6, "Cost").
+    fn ledger_current(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
+        std::future::ready(Ok(()))
+    }
 }

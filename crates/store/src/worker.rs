@@ -270,6 +270,11 @@ pub trait Backend: Clone + Send + Sync + 'static {
         conn: &mut Self::Conn,
         f: impl FnOnce(&dyn ReadTx) -> Result<R, StoreError>,
     ) -> Result<R, StoreError>;
+    /// [`Store::ledger_current`]: ready at once (the default) where each commit keeps the
+    /// contract ledger.
+    fn ledger_current(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
+        std::future::ready(Ok(()))
+    }
 }
 
 impl<B: Backend> Store for B {
@@ -304,6 +309,10 @@ impl<B: Backend> Store for B {
             .changes
             .as_ref()
             .map(broadcast::Sender::subscribe)
+    }
+
+    fn ledger_current(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
+        B::ledger_current(self)
     }
 
     fn lease(&self) -> Option<LeaseStatus> {

@@ -737,6 +737,8 @@ fn event_key(ts: i64, kind: &str, project: &str, by: &str, data: &Map<String, Va
 
 /// The whole store as a bus.json-shaped document.
 pub async fn export<S: Store>(store: &S) -> anyhow::Result<Value> {
+    // The reaper's records are read off the ledger: it first holds every stored message.
+    store.ledger_current().await?;
     let doc = store
         .read(|tx| {
             let messages = tx.recent_messages(0)?;

@@ -56,6 +56,8 @@ pub async fn compute_ledger<S: Store>(
     let q = params.query(project, window_ms);
     let live = hub.clone();
     let abandon_ms = hub.cfg.contract_abandon_ms;
+    // Every message committed before this read is in the ledger (docs/protocol.md §5.6).
+    hub.store.ledger_current().await?;
     let (groups, closed, mut rows, peers) = hub
         .store
         .read(move |tx| {
@@ -129,6 +131,7 @@ pub async fn abandoned_assignees<S: Store>(
 ) -> Result<Vec<(String, bool)>, StoreError> {
     let (q, live) = (q.clone(), hub.clone());
     let abandon_ms = hub.cfg.contract_abandon_ms;
+    hub.store.ledger_current().await?;
     hub.store
         .read(move |tx| {
             let mut out = Vec::new();

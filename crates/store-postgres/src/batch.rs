@@ -69,8 +69,10 @@ pub(crate) struct EventRow {
 /// One multi-row statement: its SQL, its array parameters, and what it is (for its error).
 pub(crate) type Statement = (&'static str, Vec<OwnedParam>, Origin);
 
-/// The messages, the tip and count counters once for all of them, and one notification each
-/// (in id order; delivered at COMMIT) for the other hubs' listeners.
+/// The messages, the tip and count counters once for all of them, and the notifications
+/// (delivered at COMMIT) for the other hubs' listeners: a JSON array of `[id, recipient]` in id
+/// order, a new notification each time the JSON passes 6,000 bytes (one pair is at most 1,224:
+/// a 200-character name, each character escaped), so none reaches PostgreSQL's 8,000.
 const MESSAGES: &str = "WITH m AS (
      INSERT INTO messages(id, ts, from_s, to_s, project, text, re, kind, wake)
      SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[],
@@ -80,7 +82,11 @@ const MESSAGES: &str = "WITH m AS (
          SET n = CASE name WHEN 'messages_tip' THEN GREATEST(n, (SELECT max(id) FROM m))
                            ELSE n + (SELECT count(*) FROM m) END
          WHERE name IN ('messages_tip', 'messages_count'))
- SELECT pg_notify('trantor_msg', id::text || ' ' || to_s) FROM m ORDER BY id";
+ SELECT pg_notify('trantor_msg', json_agg(json_build_array(id, to_s) ORDER BY id)::text)
+   FROM (SELECT id, to_s,
+                sum(octet_length(to_json(to_s)::text) + 24) OVER (ORDER BY id) / 6000 AS part
+           FROM m) parts
+  GROUP BY part ORDER BY part";
 
 /// Card references of messages or events: `(card, row id)` pairs.
 const MESSAGE_REFS: &str = "INSERT INTO message_refs(card_id, msg_id)

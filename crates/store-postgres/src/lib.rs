@@ -19,6 +19,10 @@
 //!   per table (`batch`). [`Store::write`] resolves only after `COMMIT` returned, and with
 //!   `synchronous_commit = on` (the default, `--sync full`) a committed write is on disk.
 //! - **Reads** run in `REPEATABLE READ READ ONLY` transactions: one consistent snapshot each.
+//! - **The contract ledger** is kept after the commit, by a pass thread (`ledger`): a pass
+//!   applies every message committed since the last, in one transaction, about `ledger_pace`
+//!   after a commit; [`trantor_store::Store::ledger_current`] asks for a pass and waits for it, so a ledger read
+//!   sees every message committed before it, on any hub.
 //! - **Cross-hub wake:** inserting a message also runs `pg_notify` (delivered at commit) with
 //!   its id and recipient. A listener thread `LISTEN`s on its own connection and publishes
 //!   [`Change`]s through [`Store::watch`]; it re-reads the tip every `catchup` interval and after
@@ -68,7 +72,8 @@ pub(crate) const K_MIGRATE: i64 = 0x7472_616e_746f_7203;
 /// The contract ledger's writes (its passes, imports, the reaper's records, retention); the
 /// schema's functions carry it as a literal (`schema`, version 8).
 pub(crate) const K_LEDGER: i64 = 0x7472_616e_746f_7204;
-/// The channel new messages are announced on (`<id> <recipient>`).
+/// The channel new messages are announced on: a JSON array of `[id, recipient]` pairs (a
+/// writer batch's), or `<id> <recipient>` (one message; and what hubs before schema 8 sent).
 pub(crate) const NOTIFY_CHANNEL: &str = "trantor_msg";
 
 /// Prepared statements kept per connection before the cache is cleared (dynamic filters can
@@ -944,29 +949,36 @@ fn listener_loop(
     }
 }
 
+/// The messages a notification announces, `(id, recipient)` in order; `None` when it cannot be
+/// read.
+fn announced(payload: &str) -> Option<Vec<(i64, String)>> {
+    if payload.starts_with('[') {
+        return serde_json::from_str(payload).ok();
+    }
+    let (id, to) = payload.split_once(' ')?;
+    Some(vec![(id.parse().ok()?, to.to_string())])
+}
+
 fn on_notification(
     n: &postgres::Notification,
     changes: &broadcast::Sender<Change>,
     writer_pid: &AtomicI32,
     last: &mut Option<i64>,
 ) {
-    let Some((id, to)) = n.payload().split_once(' ') else {
+    let Some(messages) = announced(n.payload()) else {
         tracing::warn!(payload = n.payload(), "unreadable store notification");
         return;
     };
-    let Ok(id) = id.parse::<i64>() else {
-        tracing::warn!(payload = n.payload(), "unreadable store notification");
-        return;
-    };
-    *last = Some(last.map_or(id, |l| l.max(id)));
+    if let Some(top) = messages.iter().map(|(id, _)| *id).max() {
+        *last = Some(last.map_or(top, |l| l.max(top)));
+    }
     // Our own writer's messages were rung in-process already.
     if n.process_id() == writer_pid.load(Ordering::Relaxed) {
         return;
     }
-    let _ = changes.send(Change::Message {
-        id,
-        to: to.to_string(),
-    });
+    for (id, to) in messages {
+        let _ = changes.send(Change::Message { id, to });
+    }
 }
 
 /// Hold (or try to take) the periodic-work lease and keep its status current.
@@ -1331,6 +1343,28 @@ impl Backend for PgStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A notification names its messages as a JSON array of pairs (a batch) or as `id recipient`
+    /// (one message, and hubs before schema 8); anything else is unreadable.
+    #[test]
+    fn notifications_name_their_messages_either_way() {
+        let pair = |id: i64, to: &str| (id, to.to_string());
+        let cases: [(&str, Option<Vec<(i64, String)>>); 7] = [
+            (r#"[[7,"bob"]]"#, Some(vec![pair(7, "bob")])),
+            (
+                r#"[[7,"bob"],[8,"a b\nc"]]"#,
+                Some(vec![pair(7, "bob"), pair(8, "a b\nc")]),
+            ),
+            ("7 bob", Some(vec![pair(7, "bob")])),
+            ("7 a name with spaces", Some(vec![pair(7, "a name with spaces")])),
+            ("seven bob", None),
+            ("[[7]]", None),
+            ("", None),
+        ];
+        for (payload, want) in cases {
+            assert_eq!(announced(payload), want, "{payload:?}");
+        }
+    }
 
     /// The catch-up's decision from the highest id announced and the tip read.
     #[test]

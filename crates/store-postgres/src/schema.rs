@@ -629,13 +629,17 @@ BEGIN
             -- The messages that can answer: plain (not asks), with a contract of their
             -- recipient's to their sender open below them now. Answering only closes
             -- contracts, so no other message of the segment can.
+            -- (A lateral probe with LIMIT, not EXISTS: the planner may turn EXISTS into a hash
+            -- of every open contract, a cost that follows the open contracts, not the pass.)
             cand := ARRAY(
                 SELECT m.id FROM messages m
+                 CROSS JOIN LATERAL (
+                     SELECT 1 FROM contracts c
+                      WHERE c.sender = m.to_s AND c.assignee = m.from_s
+                        AND c.answer_id IS NULL AND NOT c.ack AND c.id < m.id
+                      LIMIT 1) open_below
                  WHERE m.id >= lo AND m.id < hi AND trantor_ledger_traffic(m.from_s, m.to_s)
-                   AND m.kind IS DISTINCT FROM 'ask'
-                   AND EXISTS (SELECT 1 FROM contracts c
-                                WHERE c.sender = m.to_s AND c.assignee = m.from_s
-                                  AND c.answer_id IS NULL AND NOT c.ack AND c.id < m.id));
+                   AND m.kind IS DISTINCT FROM 'ask');
             SELECT max(n) INTO waves FROM (
                 SELECT count(*) AS n FROM messages
                  WHERE id = ANY(cand)

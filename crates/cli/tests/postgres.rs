@@ -1,6 +1,7 @@
 //! Several `trantor hub` processes on one PostgreSQL database (docs/architecture.md): a message
 //! sent through one hub wakes a poll held on the other, a `kill -9` of one loses nothing it
-//! acknowledged and hands the periodic-work lease over, a lost notification is made good by the
+//! acknowledged (nor its contracts, which the other hub's ledger pass takes) and hands the
+//! periodic-work lease over, a lost notification is made good by the
 //! catch-up read, and a hub whose database goes away answers 503 and recovers by itself.
 //!
 //! Each test creates its own database on the server at `TRANTOR_TEST_PG` (default
@@ -158,6 +159,27 @@ fn kill_9_of_one_hub_mid_burst_loses_nothing_acknowledged_and_moves_the_lease() 
         .copied()
         .collect();
     assert!(lost.is_empty(), "acknowledged by a, missing on b: {lost:?}");
+    // The contract ledger holds every stored message once, whatever a's last ledger pass did
+    // before it died: the read through b waits for a pass of b's own.
+    let (status, l) = hub_request(b.port, "GET", "/contracts?session=w:p&limit=5000", None)
+        .expect("contracts through b");
+    assert_eq!(status, 200, "{l}");
+    let mut listed: Vec<i64> = [
+        "contracts",
+        "abandonedContracts",
+        "supersededContracts",
+        "ackContracts",
+    ]
+    .iter()
+    .filter_map(|k| l[*k].as_array())
+    .flatten()
+    .filter_map(|c| c["id"].as_i64())
+    .collect();
+    listed.sort_unstable();
+    let mut want = stored.clone();
+    want.sort_unstable();
+    assert_eq!(listed, want, "each stored message a contract, once");
+    assert_eq!(l["total"], json!(want.len()), "{l}");
     wait_until("the lease moves to hub b", Duration::from_secs(15), || {
         health(b.port).1["lease"]["held"] == json!(true)
     });

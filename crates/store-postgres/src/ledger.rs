@@ -209,6 +209,9 @@ mod tests {
             );
         }
         // A pace longer than the idle period is cut to it.
-        assert_eq!(next(false, true, ms(10), ms(5000), idle), Next::Wait(ms(990)));
+        assert_eq!(
+            next(false, true, ms(10), ms(5000), idle),
+            Next::Wait(ms(990))
+        );
     }
 }

@@ -774,8 +774,10 @@ async fn pg_messages_a_dead_hub_left_unledgered_are_taken_by_the_next_pass() {
         .expect("open rows");
     assert_eq!(rows.len(), 50, "every contract, once");
     assert_eq!(
-        db.dump("SELECT string_agg(n::text, ' ' ORDER BY name) FROM counters
-                  WHERE name IN ('ledger_tip', 'messages_tip')"),
+        db.dump(
+            "SELECT string_agg(n::text, ' ' ORDER BY name) FROM counters
+                  WHERE name IN ('ledger_tip', 'messages_tip')"
+        ),
         "50 50"
     );
     blocking(move || drop(other));
@@ -790,7 +792,11 @@ async fn pg_a_pass_that_dies_is_undone_and_done_again_once() {
     };
     let s = db.open_with(rare_passes());
     for i in 0..40i64 {
-        let (from, to) = if i % 4 == 3 { ("w", "orch") } else { ("orch", "w") };
+        let (from, to) = if i % 4 == 3 {
+            ("w", "orch")
+        } else {
+            ("orch", "w")
+        };
         conformance::send(&s, conformance::new_msg(from, to, 1_000 + i, "x")).await;
     }
     // A pass on a connection of its own, left open inside its transaction.
@@ -825,7 +831,10 @@ async fn pg_a_pass_that_dies_is_undone_and_done_again_once() {
            FROM contracts",
     );
     // Ten answers to orch's contracts (w's replies), nine to w's (orch's next message).
-    assert_eq!(counts, "40 19 40", "each contract once, each answer once, tallied once");
+    assert_eq!(
+        counts, "40 19 40",
+        "each contract once, each answer once, tallied once"
+    );
     blocking(move || drop(s));
 }
 
@@ -859,12 +868,17 @@ async fn pg_an_import_below_the_ledger_tip_is_applied_in_its_transaction() {
     assert!(put(10, "orch", "w", 1_000).await);
     assert!(put(20, "orch", "v", 2_000).await);
     // Above nothing yet taken: both are applied by the pass the next import runs first.
-    assert_eq!(db.dump("SELECT string_agg(id::text, ' ' ORDER BY id) FROM contracts"), "10 20");
+    assert_eq!(
+        db.dump("SELECT string_agg(id::text, ' ' ORDER BY id) FROM contracts"),
+        "10 20"
+    );
     // Below the tip (20): w answers contract 10 at once, without a pass.
     assert!(put(15, "w", "orch", 1_500).await);
     assert_eq!(
-        db.dump("SELECT string_agg(id || '>' || COALESCE(answer_id::text, '-'), ' ' ORDER BY id)
-                   FROM contracts"),
+        db.dump(
+            "SELECT string_agg(id || '>' || COALESCE(answer_id::text, '-'), ' ' ORDER BY id)
+                   FROM contracts"
+        ),
         "10>15 15>- 20>-"
     );
     blocking(move || drop(s));

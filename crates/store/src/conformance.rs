@@ -1253,7 +1253,9 @@ pub async fn ledger_tally_matches_scan<S: Store>(s: &S) {
         ..LedgerQuery::default()
     };
     let (q1, q2) = (q.clone(), q.clone());
-    s.ledger_current().await.expect("the ledger holds every message");
+    s.ledger_current()
+        .await
+        .expect("the ledger holds every message");
     let all = s
         .read(move |tx| tx.ledger_rows(&q1, 0, 0, true))
         .await
@@ -1347,7 +1349,9 @@ async fn check_tally<S: Store>(s: &S, since: i64, project: Option<&str>) {
         overdue_cut: Some(since + 4 * TALLY_BUCKET_MS),
         supersede_cut: since + 3 * TALLY_BUCKET_MS,
     };
-    s.ledger_current().await.expect("the ledger holds every message");
+    s.ledger_current()
+        .await
+        .expect("the ledger holds every message");
     let (mut groups, counts, rows) = s
         .read(move |tx| {
             let mut window = tx.ledger_window(&q)?;

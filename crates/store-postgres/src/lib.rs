@@ -21,14 +21,15 @@
 //! - **Reads** run in `REPEATABLE READ READ ONLY` transactions: one consistent snapshot each.
 //! - **The contract ledger** is kept after the commit, by a pass thread (`ledger`): a pass
 //!   applies every message committed since the last, in one transaction, about `ledger_pace`
-//!   after a commit; [`trantor_store::Store::ledger_current`] asks for a pass and waits for it, so a ledger read
-//!   sees every message committed before it, on any hub.
+//!   after a commit; [`trantor_store::Store::ledger_current`] asks for a pass and waits for
+//!   it, so a ledger read sees every message committed before it, on any hub.
 //! - **Cross-hub wake:** inserting a message also runs `pg_notify` (delivered at commit) with
 //!   its id and recipient (a writer batch's messages in one notification, `announced`). A
 //!   listener thread `LISTEN`s on its own connection and publishes [`Change`]s through
 //!   [`Store::watch`]; it re-reads the tip every `catchup` interval and after every reconnect,
-//!   so a lost notification delays a wake by at most that interval and loses nothing. Messages found that way have their recipients read back (up to 1,024 of them;
-//!   past that, every held poll is woken), so only their polls look again.
+//!   so a lost notification delays a wake by at most that interval and loses nothing.
+//!   Messages found that way have their recipients read back (up to 1,024 of them; past that,
+//!   every held poll is woken), so only their polls look again.
 //! - **Periodic-work lease:** a lease thread holds `pg_try_advisory_lock` on its own connection;
 //!   the session-scoped lock dies with the connection, so when the holding hub dies another hub
 //!   takes the lease on its next check. [`Store::lease`] says whether this hub holds it and who

@@ -19,9 +19,7 @@ use postgres::types::{FromSql, IsNull, ToSql, Type};
 use trantor_proto::{BROADCAST, DeliveryEntry, Event, Message};
 use trantor_store::rows::encode;
 use trantor_store::rows::message_args;
-use trantor_store::sql::{
-    Arg, Cell, Columns, Common, Dialect, ParamStyle, Run, Statements, Visit, bind,
-};
+use trantor_store::sql::{Arg, Cell, Columns, Dialect, ParamStyle, Run, Statements, Visit};
 use trantor_store::{NewEvent, NewMessage, PruneReport, ReadTx, StoreError, WriteTx};
 
 use crate::{Conn, K_LEDGER, NOTIFY_CHANNEL, batch, map_pg, statements};
@@ -340,28 +338,15 @@ impl WriteTx for PgTx<'_> {
         Ok(true)
     }
 
-    fn mark_reaped(
-        &mut self,
-        sender: &str,
-        id: i64,
-        ts: i64,
-        reason: &str,
-    ) -> Result<bool, StoreError> {
-        // Under the ledger's lock, so a ledger pass and this record never wait on each other's
-        // rows.
+    fn lock_ledger(&mut self) -> Result<(), StoreError> {
+        // The ledger's lock, so a ledger pass and this write never wait on each other's rows.
         self.query(
             "contracts",
-            "mark_reaped",
+            "lock_ledger",
             "SELECT pg_advisory_xact_lock($1)",
             &[&K_LEDGER],
-        )?;
-        let args = [
-            Arg::Text(sender),
-            Arg::Int(id),
-            Arg::Int(ts),
-            Arg::Text(reason),
-        ];
-        Ok(bind(self, Common::MarkReaped, &args).execute()? > 0)
+        )
+        .map(|_| ())
     }
 
     fn insert_message(&mut self, msg: NewMessage, refs: &[i64]) -> Result<Message, StoreError> {

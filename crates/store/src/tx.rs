@@ -476,6 +476,12 @@ pub trait WriteTx: ReadTx {
     /// [`WriteTx::insert_message`] ids continue above the highest id, and the tip and counts
     /// stay exact.
     fn put_message(&mut self, msg: &Message, refs: &[i64]) -> Result<bool, StoreError>;
+    /// Take what a backend's contract ledger writes hold, before a write of the ledger's rows
+    /// outside its own upkeep (the reaper's records). Nothing (the default) where the ledger is
+    /// kept in each commit; PostgreSQL's ledger passes run beside the writer and take a lock.
+    fn lock_ledger(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// Record the reaper's verdict on contract `id` of `sender` (first record wins); returns
     /// whether it was recorded now.
     fn mark_reaped(
@@ -485,6 +491,7 @@ pub trait WriteTx: ReadTx {
         ts: i64,
         reason: &str,
     ) -> Result<bool, StoreError> {
+        self.lock_ledger()?;
         let args = [
             Arg::Text(sender),
             Arg::Int(id),

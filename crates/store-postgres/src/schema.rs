@@ -586,8 +586,9 @@ END $$;
 ///   (`plan_cache_mode`): a generic plan of its id-range statements, cached after five calls on
 ///   the pass's connection, was slower by more than ten times.
 /// - `trantor_ledger_put(id)` is the ledger of a message stored with its own id (an import),
-///   in its transaction: a pass first, which takes the message in order when its id is above
-///   `ledger_tip`; one at or below it is applied after, alone, as the trigger did.
+///   in its transaction: above `ledger_tip` nothing (the next pass takes it in id order, so an
+///   import of many messages costs one pass, not one each); at or below it, which no pass will
+///   take, a pass first and then the message alone, as the trigger did.
 const V8: &str = r#"
 DROP TRIGGER messages_ledger ON messages;
 DROP FUNCTION trantor_ledger_on_messages();
@@ -716,9 +717,10 @@ DECLARE
 BEGIN
     PERFORM pg_advisory_xact_lock(8390876182772412932);
     SELECT n INTO done FROM counters WHERE name = 'ledger_tip';
-    -- The messages committed before it first; a pass takes it too when it is above the tip.
-    PERFORM trantor_ledger_catch_up();
+    -- Above the tip, the next pass takes it in id order. At or below it no pass will: the
+    -- messages committed before it first (a pass), then it alone, as the trigger did.
     IF m_id <= done THEN
+        PERFORM trantor_ledger_catch_up();
         SELECT id, ts, from_s, to_s, project, re, kind, wake INTO m FROM messages
          WHERE id = m_id AND to_s <> 'all';
         IF FOUND THEN

@@ -1349,8 +1349,9 @@ mod tests {
     /// (one message, and hubs before schema 8); anything else is unreadable.
     #[test]
     fn notifications_name_their_messages_either_way() {
+        type Announced = Option<Vec<(i64, String)>>;
         let pair = |id: i64, to: &str| (id, to.to_string());
-        let cases: [(&str, Option<Vec<(i64, String)>>); 7] = [
+        let cases: [(&str, Announced); 7] = [
             (r#"[[7,"bob"]]"#, Some(vec![pair(7, "bob")])),
             (
                 r#"[[7,"bob"],[8,"a b\nc"]]"#,

@@ -33,7 +33,9 @@ pub struct LedgerPage {
 }
 
 /// Read the ledger from the store (its counts and one page of rows) and decide what depends on
-/// the clock and presence. Shared with the catch-up and the contract reaper.
+/// the clock and presence. Shared with the catch-up and the contract reaper. The caller brings
+/// the ledger up to every committed message first (`Store::ledger_current`, once however many
+/// sessions it reads; docs/protocol.md §5.6).
 ///
 /// The counts come from the kept tally (the window's buckets, not its traffic); the superseded
 /// and overdue split is asked only for an assignee that is not abandoned, since an abandoned
@@ -56,8 +58,6 @@ pub async fn compute_ledger<S: Store>(
     let q = params.query(project, window_ms);
     let live = hub.clone();
     let abandon_ms = hub.cfg.contract_abandon_ms;
-    // Every message committed before this read is in the ledger (docs/protocol.md §5.6).
-    hub.store.ledger_current().await?;
     let (groups, closed, mut rows, peers) = hub
         .store
         .read(move |tx| {
@@ -122,7 +122,7 @@ pub async fn compute_ledger<S: Store>(
 
 /// The assignees of `q.sender`'s open contracts in the window that are abandoned at `now` (as
 /// `/contracts` decides: never seen, or not within the abandon window), each with whether it
-/// was ever seen. Read on the tally ([`ReadTx::ledger_window`]): costs the window's buckets,
+/// was ever seen. As for [`compute_ledger`], the caller brings the ledger current first. Read on the tally ([`ReadTx::ledger_window`]): costs the window's buckets,
 /// not the contracts.
 pub async fn abandoned_assignees<S: Store>(
     hub: &AppState<S>,
@@ -131,7 +131,6 @@ pub async fn abandoned_assignees<S: Store>(
 ) -> Result<Vec<(String, bool)>, StoreError> {
     let (q, live) = (q.clone(), hub.clone());
     let abandon_ms = hub.cfg.contract_abandon_ms;
-    hub.store.ledger_current().await?;
     hub.store
         .read(move |tx| {
             let mut out = Vec::new();

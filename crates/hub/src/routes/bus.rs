@@ -595,6 +595,8 @@ pub async fn contracts<S: Store>(
         rows: crate::domain::ledger::PageRows::All,
     };
     let now = now_ms();
+    // Every message committed before this read is in the ledger (docs/protocol.md §5.6).
+    hub.store.ledger_current().await?;
     let reply = compute_ledger(
         &hub,
         &session,

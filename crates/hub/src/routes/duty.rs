@@ -184,6 +184,7 @@ pub async fn catchup<S: Store>(
         limit: 200,
         rows: crate::domain::ledger::PageRows::OpenLive,
     };
+    hub.store.ledger_current().await?;
     let ledger = compute_ledger(
         &hub,
         &session,

@@ -586,6 +586,7 @@ async fn open_contracts<S: Store>(
     now: i64,
 ) -> ApiResult<Vec<Value>> {
     let mut open: Vec<Value> = Vec::new();
+    hub.store.ledger_current().await?;
     for s in sessions {
         let ledger = crate::domain::ledger::compute_ledger(
             hub,

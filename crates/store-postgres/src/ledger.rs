@@ -38,6 +38,14 @@ struct State {
     closed: bool,
 }
 
+/// What a reader gets when the store closes before its pass.
+fn closing() -> StoreError {
+    StoreError::Unavailable {
+        context: "the store is closing".into(),
+        source: None,
+    }
+}
+
 /// When the pass thread runs its next pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Next {
@@ -90,10 +98,7 @@ impl Ledger {
         {
             let mut s = self.lock();
             if s.closed {
-                return Err(StoreError::Unavailable {
-                    context: "the store is closing".into(),
-                    source: None,
-                });
+                return Err(closing());
             }
             s.waiters.push(tx);
         }
@@ -137,10 +142,7 @@ pub(crate) fn pass_loop(
             loop {
                 if s.closed {
                     for w in s.waiters.drain(..) {
-                        let _ = w.send(Err(StoreError::Unavailable {
-                            context: "the store is closing".into(),
-                            source: None,
-                        }));
+                        let _ = w.send(Err(closing()));
                     }
                     return;
                 }

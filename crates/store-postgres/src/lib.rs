@@ -7,12 +7,10 @@
 //!   closures from a queue. No async pool is needed, and no closure ever blocks a tokio worker.
 //!   Driving the async client directly lets savepoint commands, and the writer's inserts whose
 //!   only answer would be an id it chose itself, be pipelined with the next statement or with
-//!   `COMMIT` instead of costing round trips of their own: a batch of `/send`s is one round
-//!   trip while the writer holds the write lock, two when it must take it (see `run_batch`).
-//! - **Writes are serialised across every hub** by one advisory lock, which the writer takes
-//!   (session-scoped) before its first write transaction and keeps across batches while writes
-//!   keep coming (`Lease`: up to 2 ms without one, 10 ms in all, then another hub's writer
-//!   queued on the lock has its turn). That keeps the contract the SQLite store gives for
+//!   `COMMIT` instead of costing round trips of their own: a batch of `/send`s is two round
+//!   trips (see `run_batch`).
+//! - **Writes are serialised across every hub** by a transaction-scoped advisory lock taken at
+//!   the start of each write transaction. That keeps the contract the SQLite store gives for
 //!   free: message ids increase in commit order (a `/poll` cursor never skips a message that
 //!   commits late with a smaller id), and read-modify-write closures (the card gate, `_op`
 //!   records, delivery ledgers) never interleave. The writer groups the closures queued at that
@@ -38,9 +36,7 @@
 //!   does (the holder's `application_name`).
 //! - **Losing the database:** a connection that fails is dropped and reopened on the next
 //!   request; failures in between are [`StoreError::Unavailable`] (the hub answers 503). A
-//!   transaction whose `BEGIN` fails on a dead connection is retried once on a fresh one (a
-//!   batch under the lease sends no `BEGIN` of its own: a connection lost in the lease's
-//!   milliseconds fails that batch).
+//!   transaction whose `BEGIN` fails on a dead connection is retried once on a fresh one.
 
 mod batch;
 mod ledger;
@@ -659,9 +655,7 @@ impl Slot {
 }
 
 /// The writer thread: batches of the queued jobs, each one transaction; after each commit the
-/// ledger pass thread (when there is one) is told a pass is due. Between batches it keeps the
-/// write lock ([`Lease`]) while writes keep coming — up to [`LEASE_IDLE`] without one, and
-/// [`LEASE_MAX`] in all — and gives it up after a batch that failed.
+/// ledger pass thread (when there is one) is told a pass is due.
 fn writer_loop(
     mut slot: Slot,
     rx: mpsc::Receiver<BoxedWriteJob>,
@@ -669,38 +663,10 @@ fn writer_loop(
     ledger: Option<Arc<ledger::Ledger>>,
 ) {
     let mut batch: Vec<BoxedWriteJob> = Vec::with_capacity(64);
-    let mut lease: Option<Lease> = None;
-    loop {
-        let first = if lease.is_some() {
-            match rx.recv_timeout(LEASE_IDLE) {
-                Ok(j) => j,
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    release(&mut slot, &mut lease);
-                    continue;
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    release(&mut slot, &mut lease);
-                    break;
-                }
-            }
-        } else {
-            match rx.recv() {
-                Ok(j) => j,
-                Err(_) => break,
-            }
-        };
-        if lease
-            .as_ref()
-            .is_some_and(|l| l.since.elapsed() > LEASE_MAX)
-        {
-            release(&mut slot, &mut lease);
-        }
+    while let Ok(first) = rx.recv() {
         batch.push(first);
         worker::pull(&rx, &mut batch, max_batch);
-        let outcome = run_batch(&mut slot, &mut lease, &mut batch, &rx, max_batch);
-        if outcome.is_err() {
-            release(&mut slot, &mut lease);
-        }
+        let outcome = run_batch(&mut slot, &mut batch, &rx, max_batch);
         if let (Ok(()), Some(l)) = (&outcome, &ledger) {
             l.kick();
         }
@@ -708,91 +674,17 @@ fn writer_loop(
     }
 }
 
-/// How long the writer keeps the write lock after a batch while no write is queued: a write
-/// arriving within it needs no round trip to take the lock and read the next ids.
-const LEASE_IDLE: Duration = Duration::from_millis(2);
-/// How long the writer keeps the write lock at most, busy or not, before it lets another hub's
-/// writer (queued on the lock) have its turn.
-const LEASE_MAX: Duration = Duration::from_millis(10);
-
-/// The write lock held across batches by the writer's connection (session-scoped), with the
-/// next message and event ids. While it is held no other writer can take an id, so the ids
-/// the last batch left are the next batch's, and that batch's `BEGIN` goes out with its first
-/// statement: a batch of inserts (a `/send`) is one round trip (see [`run_batch`]).
-struct Lease {
-    since: Instant,
-    next_msg: i64,
-    next_event: i64,
-}
-
-impl Lease {
-    /// The ids a batch under this lease starts from.
-    fn ids(&self) -> Ids {
-        Ids {
-            next_msg: self.next_msg,
-            start_msg: self.next_msg,
-            next_event: self.next_event,
-            start_event: self.next_event,
-        }
-    }
-}
-
-/// Give the write lock up (if held): unlocked on the connection, or the connection dropped
-/// (which frees it) when that fails.
-fn release(slot: &mut Slot, lease: &mut Option<Lease>) {
-    if lease.take().is_none() {
-        return;
-    }
-    if let Some(conn) = slot.conn.as_mut()
-        && let Err(e) = conn.batch_execute(&format!("SELECT pg_advisory_unlock({K_WRITE})"))
-    {
-        tracing::debug!(error = %e, "giving up the write lock failed; dropping the connection");
-        slot.conn = None;
-    }
-}
-
-/// Take the write lock (session-scoped) and begin a transaction, reading the next ids; the
-/// lease holds from here. On failure the connection is dropped: the lock may have been taken
-/// before the failure, and only ending the session frees it for certain.
-fn acquire(slot: &mut Slot, lease: &mut Option<Lease>) -> Result<Ids, StoreError> {
-    *lease = None;
-    let next = |seq: &str| {
-        format!("(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM {seq})")
-    };
-    let begin = format!(
-        "BEGIN; SELECT pg_advisory_lock({K_WRITE}); SELECT {}, {}",
-        next("messages_id_seq"),
-        next("events_id_seq")
-    );
-    match slot.begin(&begin).and_then(|rows| read_ids(&rows)) {
-        Ok(ids) => {
-            *lease = Some(Lease {
-                since: Instant::now(),
-                next_msg: ids.next_msg,
-                next_event: ids.next_event,
-            });
-            Ok(ids)
-        }
-        Err(e) => {
-            slot.conn = None;
-            Err(e)
-        }
-    }
-}
-
 /// Run every job of the batch in one transaction under the write lock; `Err` when the
 /// transaction as a whole did not commit (then no job's changes are kept).
 ///
-/// Round trips per batch: one when the jobs only insert (a `/send`) and the writer holds the
-/// write lock from the batch before ([`Lease`]); one more when it must take the lock first
-/// (`BEGIN`, the lock and the next message and event ids). The writer holds the lock that
-/// serialises every write, so it hands out the ids itself ([`Ids`]), and an insert whose only
-/// answer was its id costs no round trip — its row is queued on the connection
-/// ([`Conn::defer_row`]). The last round trip carries everything queued (after `BEGIN`, under
-/// the lease), as one multi-row statement per table (`batch`), the sequences moved past the
-/// ids used, and `COMMIT`. A job that must read (a card, a peer) sends what is queued ahead of
-/// its read, in the same round trip. Jobs queued while the batch runs are pulled into it before
-/// it commits.
+/// Round trips per batch: two when the jobs only insert (a `/send`). The first is `BEGIN`, the
+/// lock and the next message and event ids: the writer holds the lock that serialises every
+/// write, so it hands out the ids itself ([`Ids`]), and an insert whose only answer was its id
+/// costs no round trip — its row is queued on the connection ([`Conn::defer_row`]). The second
+/// carries everything queued, as one multi-row statement per table (`batch`), the sequences
+/// moved past the ids used, and `COMMIT`. A job that must read (a card, a peer) sends what is
+/// queued ahead of its read, in the same round trip. Jobs queued while the batch runs are
+/// pulled into it before it commits.
 ///
 /// A job is undone alone when it fails: what it queued and never sent is dropped; a job that
 /// made a round trip opened a savepoint ahead of its own work with it, and is rolled back to
@@ -801,39 +693,25 @@ fn acquire(slot: &mut Slot, lease: &mut Option<Lease>) -> Result<Ids, StoreError
 /// A queued insert that fails is seen at the next round trip; the savepoints are then unknown,
 /// so the whole batch is rolled back and every job in it gets the error (inserts with ids the
 /// writer chose, into tables without unique keys other than those ids, do not fail short of the
-/// server failing — or of a tool inserting into `messages` or `events` behind the hubs' backs,
-/// taking an id from the sequence while a lease holds it: that batch fails, and the next one
-/// reads the ids again). A connection lost between two batches under a lease shows at that
-/// round trip too, failing the batch, where a `BEGIN` of its own would have been retried on a
-/// fresh connection.
+/// server failing).
 fn run_batch(
     slot: &mut Slot,
-    lease: &mut Option<Lease>,
     batch: &mut Vec<BoxedWriteJob>,
     rx: &mpsc::Receiver<BoxedWriteJob>,
     max_batch: usize,
 ) -> Result<(), StoreError> {
-    // Under the lease the connection already holds the lock and the ids are known: `BEGIN`
-    // waits for the first statement. A connection seen closed lost its lock with its session.
-    let leased = match (lease.as_ref(), slot.conn.as_mut()) {
-        (Some(l), Some(conn)) if !conn.is_closed() => {
-            conn.discard_deferred();
-            conn.defer("BEGIN");
-            Some(l.ids())
-        }
-        _ => None,
+    let next = |seq: &str| {
+        format!("(SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM {seq})")
     };
-    let ids = match leased {
-        Some(ids) => ids,
-        None => acquire(slot, lease)?,
-    };
+    let begin = format!(
+        "BEGIN; SELECT pg_advisory_xact_lock({K_WRITE}); SELECT {}, {}",
+        next("messages_id_seq"),
+        next("events_id_seq")
+    );
+    let rows = slot.begin(&begin)?;
     let result = (|| -> Result<(), StoreError> {
-        // Never a new connection here: it would hold neither the lock nor the transaction.
-        let conn = slot
-            .conn
-            .as_mut()
-            .ok_or_else(|| StoreError::db("transaction: the connection was dropped"))?;
-        conn.ids = Some(ids);
+        let conn = slot.get()?;
+        conn.ids = Some(read_ids(&rows)?);
         let mut i = 0;
         while i < batch.len() {
             conn.job_start();
@@ -856,13 +734,7 @@ fn run_batch(
         }
         let commit = format!("{}COMMIT", move_sequences(conn));
         let r = conn.batch_execute(&commit);
-        let used = conn.ids;
-        r.map_err(|e| conn.blame("transaction", "commit", e))?;
-        if let (Some(l), Some(used)) = (lease.as_mut(), used) {
-            l.next_msg = used.next_msg;
-            l.next_event = used.next_event;
-        }
-        Ok(())
+        r.map_err(|e| conn.blame("transaction", "commit", e))
     })();
     if result.is_err() {
         slot.check();

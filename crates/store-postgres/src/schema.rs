@@ -21,10 +21,8 @@ pub const SCHEMA_VERSION: i32 = 8;
 /// - Ids come from `BIGSERIAL` sequences. Writes are serialised by an advisory lock (see the
 ///   crate docs), which makes ids increase in commit order, the property `/poll`'s `since`
 ///   cursor relies on; inside its locked batch the writer hands out the next message and event
-///   ids itself (read from the sequences when it took the lock, which are moved past them before
-///   `COMMIT`), so two hubs never hand out the same id and a `nextval` never returns a
-///   committed one (during a writer's lease it may take the id that writer's next batch was to
-///   use: that batch then fails on the duplicate and the writer reads the ids again).
+///   ids itself (read from the sequences when the batch began, which are moved past them before
+///   `COMMIT`), so two hubs never hand out the same id and a `nextval` never returns one.
 /// - The message and event "tips" (highest id ever assigned, even when pruned) and their row
 ///   counts live in `counters`, updated in the same statement as the insert or delete, so what
 ///   a reader sees always matches the rows of its snapshot (a sequence is not transactional:

@@ -227,10 +227,9 @@ async fn pg_two_stores_share_one_database() {
     });
 }
 
-/// Two hubs' writers under load at once, each keeping the write lock across its batches while
-/// its writes keep coming: both finish (the lock changes hands), and the ids still commit in
-/// order — a reader following a cursor (`id > last seen`) throughout, as a `/poll` does, ends
-/// with every message and no id skipped.
+/// Two hubs' writers under load at once, their batches serialised by the write lock: both
+/// finish (the lock changes hands), and the ids commit in order — a reader following a cursor
+/// (`id > last seen`) throughout, as a `/poll` does, ends with every message and no id skipped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pg_two_busy_writers_take_turns_and_commit_ids_in_order() {
     let Some(db) = pg_db() else { return };

@@ -123,7 +123,7 @@ impl Hub {
             cmd.env(k, v);
         }
         let child = cmd.spawn().expect("spawn hub");
-        let hub = Hub {
+        let mut hub = Hub {
             port,
             data_dir: data_dir.to_path_buf(),
             child: Some(child),
@@ -169,10 +169,22 @@ impl Hub {
             .expect("store(): only an in-process hub (Hub::start) shares its store")
     }
 
-    fn wait_ready(&self, within: Duration) {
+    /// Waits until this hub process answers `/health`. A port that merely accepts is not
+    /// enough (another test's socket may hold it); a hub that exited fails at once, with its log.
+    fn wait_ready(&mut self, within: Duration) {
         let deadline = Instant::now() + within;
+        let log = self.data_dir.join(format!("hub-{}.log", self.port));
         while Instant::now() < deadline {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                panic!(
+                    "hub on port {} exited at start ({status}): {}",
+                    self.port,
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+            }
+            if hub_request(self.port, "GET", "/health", None).is_ok_and(|(s, _)| s == 200) {
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -180,7 +192,7 @@ impl Hub {
         panic!(
             "hub on port {} did not start; see {}",
             self.port,
-            self.data_dir.display()
+            log.display()
         );
     }
 

@@ -339,6 +339,19 @@ fn up_in_tmux_passes_the_persons_environment_and_refuses_a_seat_that_cannot_work
         "{}",
         out(&o)
     );
+    // Asked again while that runner still runs: running is not live, and the reason stays.
+    let mut c = m.cmd(&["up", "claude", "--wait", "60"]);
+    c.env("FAKE_AGENT_SCENARIO", &scenario)
+        .env_remove("SEAT_API_KEY");
+    let o = c.output().expect("up");
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("already running") && text.contains("its last turn failed"),
+        "{text}"
+    );
+    assert!(text.contains("Not logged in"), "{text}");
+    assert!(text.contains("0 of 1 seat(s) up"), "{text}");
     let o = m.run(&["down", "--all", "--hub"]);
     assert!(o.status.success(), "{}", out(&o));
 }

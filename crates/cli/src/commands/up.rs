@@ -25,7 +25,8 @@ per seat (RELAY_SESSION, RELAY_AGENT, CREW_PERSONA, TRANTOR_SEAT, …), in tmux 
 background alike. A seat is live when the hub sees its runner polling AND its kickoff turn
 finished (the runner's ledger): within --wait seconds. A seat whose CLI cannot run a turn (not
 logged in, a missing CLI, credentials refused) is named with the reason at once; one that does
-not come up is named with the reason `trantor seat-why` finds. Exits 1 when any seat is not live.
+not come up is named with the reason `trantor seat-why` finds, and so is a seat already running
+whose latest turn failed. Exits 1 when any seat is not live.
 
 Examples:
   trantor up claude                     one Claude Code seat for the current project
@@ -434,8 +435,11 @@ pub(crate) async fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
     }
 
     let (mut results, pending) =
-        launch_all(&specs, hub.base(), &id.project, &dir, use_tmux, json_out);
-    let mut failed = results.iter().filter(|r| r["state"] == "failed").count();
+        launch_all(&specs, &hub, &id.project, &dir, use_tmux, json_out).await;
+    let mut failed = results
+        .iter()
+        .filter(|r| r["state"] == "failed" || r["state"] == "cannot-work")
+        .count();
     failed += wait_live(&hub, pending, a.wait, json_out, &mut results).await;
     let live = results
         .iter()
@@ -496,10 +500,11 @@ fn attach_credentials(a: &UpArgs, specs: &mut [Spec]) -> anyhow::Result<()> {
 }
 
 /// Launch every seat not already running: the result lines of those that did not start (or
-/// were running), and the records of those started.
-fn launch_all(
+/// were running, with a running seat whose latest turn failed as `cannot-work`), and the
+/// records of those started.
+async fn launch_all(
     specs: &[Spec],
-    url: &str,
+    hub: &HubClient,
     project: &str,
     dir: &std::path::Path,
     use_tmux: bool,
@@ -510,13 +515,36 @@ fn launch_all(
     for spec in specs {
         let session = format!("{}:{}", spec.persona, project);
         if let Some(pid) = seats::runner_pid(&spec.persona, project) {
-            if !json_out {
-                say!("  {session:<24} already running (pid {pid})");
+            // Running is not live: a seat whose latest turn failed (a missing CLI, a login
+            // refused) is named with its reason, as at its first start.
+            let ledger = seats::runner_paths(&spec.persona, project).ledger;
+            let failing = super::seat_why::turns_since_boot(&ledger, 0)
+                .and_then(|turns| turns.last().cloned())
+                .filter(super::seat_why::turn_failed);
+            match failing {
+                Some(turn) => {
+                    let reason = super::seat_why::turn_reason(&turn);
+                    let d = diagnose(&spec.persona, project, hub).await;
+                    if !json_out {
+                        say!(
+                            "  {session:<24} ✗ already running (pid {pid}), but its last turn failed: {reason}"
+                        );
+                        say_diagnosis(&d);
+                    }
+                    results.push(json!({"session": session, "state": "cannot-work",
+                        "pid": pid, "reason": reason, "why": d.json()}));
+                }
+                None => {
+                    if !json_out {
+                        say!("  {session:<24} already running (pid {pid})");
+                    }
+                    results
+                        .push(json!({"session": session, "state": "already-running", "pid": pid}));
+                }
             }
-            results.push(json!({"session": session, "state": "already-running", "pid": pid}));
             continue;
         }
-        match launch(spec, url, project, dir, use_tmux) {
+        match launch(spec, hub.base(), project, dir, use_tmux) {
             Ok(rec) => {
                 if !json_out {
                     let place = rec

@@ -318,20 +318,24 @@ fn up_in_tmux_passes_the_persons_environment_and_refuses_a_seat_that_cannot_work
     let o = m.run(&["down", "claude"]);
     assert!(o.status.success(), "{}", out(&o));
 
-    // Without the variable: loud, named, non-zero.
-    let mut c = m.cmd(&["up", "claude", "--wait", "60"]);
-    c.env("FAKE_AGENT_SCENARIO", &scenario)
-        .env_remove("SEAT_API_KEY");
-    let o = c.output().expect("up");
-    let text = out(&o);
-    assert_eq!(o.status.code(), Some(1), "{text}");
+    // Without the variable: loud, named, non-zero (its output, after those checks).
+    let up_without_key = || {
+        let mut c = m.cmd(&["up", "claude", "--wait", "60"]);
+        c.env("FAKE_AGENT_SCENARIO", &scenario)
+            .env_remove("SEAT_API_KEY");
+        let o = c.output().expect("up");
+        let text = out(&o);
+        assert_eq!(o.status.code(), Some(1), "{text}");
+        assert!(text.contains("Not logged in"), "{text}");
+        assert!(!text.contains("✓ live"), "{text}");
+        assert!(text.contains("0 of 1 seat(s) up"), "{text}");
+        text
+    };
+    let text = up_without_key();
     assert!(
         text.contains("claude:shop") && text.contains("cannot run a turn"),
         "{text}"
     );
-    assert!(text.contains("Not logged in"), "{text}");
-    assert!(!text.contains("✓ live"), "{text}");
-    assert!(text.contains("0 of 1 seat(s) up"), "{text}");
     let o = m.run(&["seat-why", "claude"]);
     assert_eq!(o.status.code(), Some(1), "{}", out(&o));
     assert!(
@@ -340,18 +344,11 @@ fn up_in_tmux_passes_the_persons_environment_and_refuses_a_seat_that_cannot_work
         out(&o)
     );
     // Asked again while that runner still runs: running is not live, and the reason stays.
-    let mut c = m.cmd(&["up", "claude", "--wait", "60"]);
-    c.env("FAKE_AGENT_SCENARIO", &scenario)
-        .env_remove("SEAT_API_KEY");
-    let o = c.output().expect("up");
-    let text = out(&o);
-    assert_eq!(o.status.code(), Some(1), "{text}");
+    let text = up_without_key();
     assert!(
         text.contains("already running") && text.contains("its last turn failed"),
         "{text}"
     );
-    assert!(text.contains("Not logged in"), "{text}");
-    assert!(text.contains("0 of 1 seat(s) up"), "{text}");
     let o = m.run(&["down", "--all", "--hub"]);
     assert!(o.status.success(), "{}", out(&o));
 }

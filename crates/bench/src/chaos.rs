@@ -123,11 +123,6 @@ fn now_ns() -> u128 {
         .unwrap_or(0)
 }
 
-fn free_port() -> Result<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").context("no free port")?;
-    Ok(l.local_addr()?.port())
-}
-
 /// The agent: marks itself busy (and flags any other live CLI of the seat), logs the contract
 /// tokens of its prompt as started, works 0.3–2.5 s, answers, and only then logs them done.
 const AGENT: &str = r#"#!/bin/bash
@@ -379,7 +374,7 @@ pub async fn phase(
     let started = Instant::now();
     let exe = std::env::current_exe()?;
     let agent = prepare_dir(dir)?;
-    let port = free_port()?;
+    let port = trantor_proto::net::free_loopback_port().context("no free loopback port")?;
     let hub = Arc::new(Mutex::new(Hub {
         exe: exe.clone(),
         port,

@@ -38,12 +38,6 @@ impl Drop for TempDir {
     }
 }
 
-/// A free loopback port (bound then released; the hub binds it right after).
-fn free_port() -> Result<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").context("cannot find a free port")?;
-    Ok(l.local_addr()?.port())
-}
-
 /// The hub child process; killed on drop so a failing benchmark leaves nothing behind.
 pub(super) struct HubProc {
     child: Child,
@@ -86,7 +80,7 @@ impl HubProc {
         exe: &Path,
         args: impl FnOnce(&mut Command, u16),
     ) -> Result<HubProc> {
-        let port = free_port()?;
+        let port = trantor_proto::net::free_loopback_port().context("no free loopback port")?;
         let log = home.join(format!("hub-{port}.log"));
         let out = std::fs::File::create(&log)
             .with_context(|| format!("cannot create {}", log.display()))?;

@@ -88,11 +88,6 @@ impl Drop for Proc {
     }
 }
 
-fn free_port() -> Result<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").context("no free port")?;
-    Ok(l.local_addr()?.port())
-}
-
 fn now_ns() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -184,7 +179,7 @@ const PROJECT: &str = "bench";
 
 /// Our hub on a free port over `dir`, answering `/health`; the process and its URL.
 async fn start_hub(exe: &Path, dir: &Path) -> Result<(Proc, String)> {
-    let port = free_port()?;
+    let port = trantor_proto::net::free_loopback_port().context("no free loopback port")?;
     std::fs::create_dir_all(dir)?;
     let hub = Proc::spawn(
         Command::new(exe)

@@ -24,6 +24,7 @@ pub mod identity;
 pub mod keys;
 pub mod lanes;
 pub mod limits;
+pub mod net;
 pub mod proposals;
 pub mod secrets;
 pub mod status;

@@ -74,49 +74,9 @@ pub fn compat_file(file: &str) -> PathBuf {
 }
 
 /// A TCP port that was free a moment ago on 127.0.0.1, for a hub process a test starts (and
-/// may restart on the same port).
-///
-/// Picked below the kernel's ephemeral range, never from it: a port the kernel handed out for
-/// `bind(0)` is the one an in-process hub of a parallel test, or the source port of an outgoing
-/// connection, may get next, and a readiness probe could then reach that other socket (or
-/// connect to itself) while the hub it waits for never bound. Random picks from the low range
-/// collide only with another test's pick.
+/// may restart on the same port): [`trantor_proto::net::free_loopback_port`], 0 when none is.
 pub fn free_port() -> u16 {
-    let below = ephemeral_low().max(10_001);
-    let span = u64::from(below - 10_000);
-    let mut seed = port_seed();
-    for _ in 0..200 {
-        seed = seed
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        let port = 10_000 + ((seed >> 33) % span) as u16;
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(0)
-}
-
-/// The low end of the kernel's ephemeral port range (Linux's default when it cannot be read).
-fn ephemeral_low() -> u16 {
-    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(32_768)
-}
-
-/// A seed that differs between processes and between calls in one process.
-fn port_seed() -> u64 {
-    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    nanos ^ (u64::from(std::process::id()) << 32) ^ call.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    trantor_proto::net::free_loopback_port().unwrap_or(0)
 }
 
 /// One test body, two tests: `on_both_hubs!(name)` turns `fn name(original: bool)` into a module

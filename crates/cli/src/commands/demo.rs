@@ -61,11 +61,6 @@ pub struct DemoAgentArgs {
     pub role: String,
 }
 
-fn free_port() -> std::io::Result<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(l.local_addr()?.port())
-}
-
 /// Stops what the demo started unless told to keep it.
 struct Crew {
     pids: Vec<u32>,
@@ -167,7 +162,10 @@ pub(crate) async fn demo(a: DemoArgs) -> anyhow::Result<ExitCode> {
     let work = root.join(PROJECT);
     std::fs::create_dir_all(&work)?;
     std::fs::create_dir_all(root.join("home"))?;
-    let url = format!("http://127.0.0.1:{}", free_port()?);
+    let url = format!(
+        "http://127.0.0.1:{}",
+        trantor_proto::net::free_loopback_port()?
+    );
     let hub = HubClient::new(url.clone());
 
     say!("trantor demo — a hub, two seats and a card, no LLM needed\n");

@@ -218,9 +218,15 @@ impl PgRun<'_> {
                 t.rate / g.rate.max(1.0) * 100.0
             ),
         ));
-        let (normal, crowded) = self.normal_sync_rate(table).await?;
-        let normal = normal.rate;
+        let (normal_t, crowded, held) = self.normal_sync_rate(table).await?;
+        let normal = normal_t.rate;
         let original = original_rate(self.url, sizes, self.load, table).await?;
+        kept_row(
+            sizes,
+            (&normal_t, held),
+            original.as_ref().map(|o| (&o.0, o.2)),
+            table,
+        );
         crowd_row(sizes, &crowded, original.as_ref().map(|o| &o.1), table);
         let (want, want_text) = match original.as_ref().map(|o| o.0.rate) {
             Some(r) => (r, format!("≥ the original's {r:.0}/s, same run")),
@@ -245,12 +251,12 @@ impl PgRun<'_> {
     /// answered after its `COMMIT`, before the WAL reaches the disk; it survives a hub crash,
     /// not a database server crash) on a scratch database of its own, with its row in `table`;
     /// then the same hub's rate with the sizes' crowd of clients.
-    async fn normal_sync_rate(&self, table: &mut Table) -> Result<(Throughput, Throughput)> {
+    async fn normal_sync_rate(&self, table: &mut Table) -> Result<(Throughput, Throughput, i64)> {
         eprintln!("bench: /send throughput on PostgreSQL at --sync normal…");
         let scratch = Scratch::create_named(self.url, "_normal").await?;
         let home = TempDir::new("pg-normal")?;
         let hub = spawn_synced(&home, &scratch.url, "normal")?;
-        let (t, crowded) = usual_and_crowded(hub, self.sizes, self.load).await?;
+        let (t, crowded, held) = usual_and_crowded(hub, self.sizes, self.load).await?;
         table.row(Row::info(
             format!(
                 "PostgreSQL: /send throughput, {} clients, {:.1} s, one hub at --sync normal \
@@ -259,7 +265,7 @@ impl PgRun<'_> {
             ),
             format!("{} ({})", t.rate_text(), t.cpu_text()),
         ));
-        Ok((t, crowded))
+        Ok((t, crowded, held))
     }
 
     /// A bare group commit of `/send`'s rows on the scratch database, no HTTP (the storage
@@ -393,14 +399,14 @@ async fn fill_server_side(url: &str, n: i64) -> Result<i64> {
 /// The original JavaScript hub's `/send` rate on PostgreSQL (a scratch database of its own), in
 /// the same run, when `TRANTOR_BENCH_ORIGINAL` names its installed package (the directory
 /// holding `hub.mjs`, as `tests-compat/install-original.sh` prints it), with the usual clients
-/// and with the crowd; `None` without it.
+/// and with the crowd, and the messages it held after the first; `None` without it.
 /// Started as `tests-compat/start-original-hub.sh` starts it, under `node`.
 async fn original_rate(
     url: &str,
     sizes: &Sizes,
     load: &LoadGen,
     table: &mut Table,
-) -> Result<Option<(Throughput, Throughput)>> {
+) -> Result<Option<(Throughput, Throughput, i64)>> {
     let Some(hub_mjs) = original_hub_mjs() else {
         return Ok(None);
     };
@@ -411,7 +417,7 @@ async fn original_rate(
     let scratch = Scratch::create_named(url, "_original").await?;
     let home = TempDir::new("pg-original")?;
     let hub = spawn_original(&hub_mjs, &home, &scratch.url)?;
-    let (t, crowded) = usual_and_crowded(hub, sizes, load).await?;
+    let (t, crowded, held) = usual_and_crowded(hub, sizes, load).await?;
     table.row(Row::info(
         format!(
             "PostgreSQL: the original hub's /send throughput (npm trantor, {}), {} clients, {:.1} s, \
@@ -422,7 +428,7 @@ async fn original_rate(
         ),
         format!("{} ({})", t.rate_text(), t.cpu_text()),
     ));
-    Ok(Some((t, crowded)))
+    Ok(Some((t, crowded, held)))
 }
 
 /// The original hub's `hub.mjs`, when `TRANTOR_BENCH_ORIGINAL` names its installed package.
@@ -568,14 +574,57 @@ async fn usual_and_crowded(
     mut hub: HubProc,
     sizes: &Sizes,
     load: &LoadGen,
-) -> Result<(Throughput, Throughput)> {
+) -> Result<(Throughput, Throughput, i64)> {
     hub.wait_healthy(Instant::now(), Duration::from_secs(30))
         .await?;
     let t = throughput(hub.port, hub.pid(), sizes, load).await?;
+    let held = held_messages(hub.port).await?;
     eprintln!("bench: … and with {} clients", sizes.crowd_clients);
     let crowded = throughput_at(hub.port, hub.pid(), sizes.crowd_clients, sizes, load).await?;
     hub.stop()?;
-    Ok((t, crowded))
+    Ok((t, crowded, held))
+}
+
+/// The messages a hub says it holds (`/health`'s `messages`): after a run from an empty
+/// store, what it kept of the sends it acknowledged.
+async fn held_messages(port: u16) -> Result<i64> {
+    let mut c = super::http::Http::connect(port).await?;
+    super::hub_proc::field_i64(&super::hub_proc::health(&mut c).await?, "messages")
+}
+
+/// What each hub kept of the `/send`s it acknowledged in its 16-client run from an empty store
+/// (`/health`'s `messages` right after): ours every one; the original keeps a window of the
+/// newest and drops the rest, read or not, so its rate is not the cost of keeping them all.
+fn kept_row(
+    sizes: &Sizes,
+    ours: (&Throughput, i64),
+    original: Option<(&Throughput, i64)>,
+    table: &mut Table,
+) {
+    let kept = |(t, held): (&Throughput, i64)| {
+        format!(
+            "{held} of {} acknowledged ({:.0} %)",
+            t.sends,
+            held as f64 / t.sends.max(1) as f64 * 100.0
+        )
+    };
+    let result = match original {
+        Some(o) => format!("ours {} / the original {}", kept(ours), kept(o)),
+        None => format!("ours {}", kept(ours)),
+    };
+    table.row(Row::info(
+        format!(
+            "PostgreSQL: messages held after the {}-client run (/health), of those acknowledged: \
+             ours at --sync normal{}",
+            sizes.throughput_clients,
+            if original.is_some() {
+                " and the original, same run"
+            } else {
+                ""
+            }
+        ),
+        result,
+    ));
 }
 
 /// The crowded rows: `/send` with the sizes' crowd of clients, ours at `--sync normal` beside

@@ -403,6 +403,8 @@ fn parse_wrk_duration(d: &str) -> Option<f64> {
 pub(super) struct Throughput {
     pub(super) secs: f64,
     pub(super) rate: f64,
+    /// Requests answered with a 2xx in the window.
+    pub(super) sends: usize,
     /// Server CPU per request, µs, and cores busy (CPU / wall).
     pub(super) hub_us: f64,
     hub_cores: f64,
@@ -472,6 +474,7 @@ pub(super) async fn throughput_at(
     Ok(Throughput {
         secs,
         rate: sends as f64 / secs,
+        sends,
         hub_us: hub_cpu as f64 / 1e3 / n,
         hub_cores: hub_cpu as f64 / wall as f64,
         client_us: client / 1e3 / n,

@@ -61,11 +61,18 @@ fn bus_and_board_verbs() {
     let orch = "orch:shop";
     let seat = "claude:shop";
 
-    // send / inbox
-    let sent = cli.ok(orch, &["send", seat, "please", "take", "#1"]);
+    // send / inbox; a recipient the hub has not seen yet is named, the message kept for it
+    let o = cli.run(orch, &["send", seat, "please", "take", "#1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let sent = String::from_utf8_lossy(&o.stdout).to_string();
     assert!(
         sent.starts_with("sent #") && sent.contains("from orch:shop to claude:shop"),
         "{sent}"
+    );
+    assert!(
+        stderr(&o).contains("note: claude:shop is not a session this hub knows yet"),
+        "{}",
+        stderr(&o)
     );
     let j = cli.json(
         orch,
@@ -102,7 +109,13 @@ fn bus_and_board_verbs() {
         Some(0),
         "--unread marks read"
     );
-    cli.ok(seat, &["send", orch, "on it", "--re", "1"]);
+    let o = cli.run(seat, &["send", orch, "on it", "--re", "1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        !stderr(&o).contains("note:"),
+        "orch:shop is known: {}",
+        stderr(&o)
+    );
     assert!(cli.ok(orch, &["inbox"]).contains("re #1"));
     // --wait returns what arrives after the call starts.
     let waiter = {

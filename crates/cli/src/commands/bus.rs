@@ -56,7 +56,9 @@ Examples:
 /// `trantor send` options.
 #[derive(Debug, clap::Args)]
 pub struct SendArgs {
-    /// Recipient session (`claude:web`), or `all` to broadcast.
+    /// Recipient session (`claude:web`), or `all` to broadcast. A session the hub does not
+    /// know yet gets the message all the same (it waits until that session reads), with a note
+    /// on stderr in case the name is mistyped.
     pub to: String,
     /// Message text (several words are joined; `-` reads stdin).
     #[arg(required = true, num_args = 1..)]
@@ -150,8 +152,28 @@ pub(crate) async fn send(a: SendArgs) -> anyhow::Result<ExitCode> {
         print_json(&reply)?;
     } else {
         say!("sent #{} from {} to {}", reply.id, id.session, a.to.trim());
+        if let Some(note) = unknown_recipient(&hub, a.to.trim()).await {
+            eprintln!("{note}");
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A note when `to` is not among the sessions the hub knows: the message waits for it all the
+/// same (a seat not started yet is normal), but a mistyped name would wait forever unnoticed.
+/// Nothing when the hub's list cannot be read.
+async fn unknown_recipient(hub: &trantor_proto::HubClient, to: &str) -> Option<String> {
+    if to == trantor_proto::BROADCAST {
+        return None;
+    }
+    let peers = hub.peers().await.ok()?.peers;
+    (!peers.iter().any(|p| p.session == to)).then(|| {
+        trantor_proto::text::sanitize(&format!(
+            "note: {to} is not a session this hub knows yet (`trantor peers` lists them); \
+             the message waits until {to} reads its mail"
+        ))
+        .to_string()
+    })
 }
 
 /// All deliverable messages after `since` (peeking), following the hub's pages; with the

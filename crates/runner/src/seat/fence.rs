@@ -284,8 +284,19 @@ mod tests {
         );
         drop(lock);
         // The holder is gone (its descriptor closed, as a killed process's is): stale, taken.
-        let (_l, taken) =
-            SeatLock::acquire(&p, "x:p", "i3", false, Duration::from_secs(1)).expect("stale");
+        // Another test of this process that spawns a child shares every descriptor between its
+        // fork and its exec, so the lock is free within moments of the drop, not at once: wait
+        // that out, with a deadline (as the CLI lock's test below does).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let (_l, taken) = loop {
+            match SeatLock::acquire(&p, "x:p", "i3", false, Duration::from_secs(1)) {
+                Ok(t) => break t,
+                Err(FenceError::Held { .. }) if Instant::now() < deadline => {
+                    std::thread::yield_now()
+                }
+                Err(e) => panic!("stale: {e:?}"),
+            }
+        };
         match taken {
             Taken::Stale(h) => assert_eq!(h.instance, "i1"),
             other => panic!("expected a stale lock, got {other:?}"),

@@ -130,7 +130,7 @@ pub struct HubArgs {
     /// share one database.
     #[arg(long = "store", env = "RELAY_DATABASE_URL")]
     pub store: Option<String>,
-    /// Keep no delivery record (docs/protocol.md §5.8): no `stored` row beside each direct
+    /// Keep no delivery record (docs/protocol.md §5.8): no open entry beside each direct
     /// message, and `/delivery` answers 404 as the original's hub does, so runners carry on
     /// from their own disk. For measuring the record's cost (`trantor bench hub --only
     /// delivery`) and for a disk-bound hub that wants one row fewer per send.
@@ -302,7 +302,7 @@ pub struct Config {
     pub tls: Option<(PathBuf, PathBuf)>,
     /// PostgreSQL URL of the store; `None` keeps the embedded SQLite file under `data_dir`.
     pub store_url: Option<String>,
-    /// `--no-delivery-record`: no `stored` row per direct message, `/delivery` answers 404.
+    /// `--no-delivery-record`: no open entry per direct message, `/delivery` answers 404.
     pub no_delivery_record: bool,
 }
 

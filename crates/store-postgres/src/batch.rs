@@ -4,8 +4,8 @@
 //! only answer was its id needs no answer at all: the row is kept here ([`Row`]) until the next
 //! round trip. Then the rows gathered since the last command that must keep its place (a
 //! savepoint command) go out as one statement per table ([`statements`]), each carrying its
-//! rows as arrays (`unnest`): a batch of sixteen `/send`s is three inserts (messages, delivery
-//! states, events) instead of forty-eight, the counters are moved once per statement instead of
+//! rows as arrays (`unnest`): a batch of sixteen `/send`s is three inserts (messages, their open
+//! delivery entries, events) instead of forty-eight, the counters are moved once per statement instead of
 //! once per row, and the contract ledger's trigger runs once over the set (schema version 5).
 //!
 //! Moving rows of different tables past each other is safe: no trigger or key makes one of these
@@ -19,7 +19,9 @@ use crate::{Origin, OwnedParam};
 pub(crate) enum Row {
     /// A message (its id chosen by the writer) with the cards it mentions.
     Message(MessageRow),
-    /// A delivery state of a message.
+    /// A message's `stored` state: its open entry, nothing logged.
+    Stored(StoredRow),
+    /// A delivery state of a message (any but `stored`).
     Delivery(DeliveryRow),
     /// An event (its id chosen by the writer) with the cards it mentions.
     Event(EventRow),
@@ -37,6 +39,12 @@ pub(crate) struct MessageRow {
     pub(crate) kind: Option<String>,
     pub(crate) wake: Option<bool>,
     pub(crate) refs: Vec<i64>,
+}
+
+/// A message opened as `stored` (`delivery_open` with `seq` 0: no logged state yet).
+pub(crate) struct StoredRow {
+    pub(crate) msg_id: i64,
+    pub(crate) session: String,
 }
 
 /// The columns of a `delivery` row, and whether its state is terminal (closes the message's
@@ -94,6 +102,12 @@ const MESSAGE_REFS: &str = "INSERT INTO message_refs(card_id, msg_id)
 const EVENT_REFS: &str = "INSERT INTO event_refs(card_id, event_id)
  SELECT * FROM unnest($1::bigint[], $2::bigint[]) ON CONFLICT DO NOTHING";
 
+/// The messages' `stored` states: each opened with `seq` 0, unless already open (a `stored`
+/// is a message's first state, so these go out before the logged states).
+const STORED: &str = "INSERT INTO delivery_open(msg_id, session, seq)
+ SELECT m, s, 0 FROM unnest($1::bigint[], $2::text[]) AS u(m, s)
+ ON CONFLICT (msg_id) DO NOTHING";
+
 /// The delivery states in order (`seq` ascending), then each message's open entry as its last
 /// state says: kept (pointing at that state) or, for the messages whose last state is terminal
 /// (`$10`), removed.
@@ -148,10 +162,11 @@ fn refs<'a>(
 /// keeps the contract ledger), then their card references, the delivery states, the events and
 /// theirs.
 pub(crate) fn statements(rows: Vec<Row>) -> Vec<Statement> {
-    let (mut m, mut d, mut e) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut m, mut st, mut d, mut e) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for row in rows {
         match row {
             Row::Message(r) => m.push(r),
+            Row::Stored(r) => st.push(r),
             Row::Delivery(r) => d.push(r),
             Row::Event(r) => e.push(r),
         }
@@ -166,6 +181,10 @@ pub(crate) fn statements(rows: Vec<Row>) -> Vec<Statement> {
         MESSAGE_REFS,
         ("message_refs", "insert"),
     ));
+    if !st.is_empty() {
+        let params = columns!(st; msg_id, session);
+        out.push((STORED, params, ("delivery_open", "stored")));
+    }
     if !d.is_empty() {
         // Per message, whether its last state here is terminal.
         let mut last: Vec<(i64, bool)> = Vec::new();

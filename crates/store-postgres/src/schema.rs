@@ -126,7 +126,8 @@ INSERT INTO counters(name, n) VALUES
 /// Version 2: the delivery record (docs/protocol.md "Delivery"), as in the SQLite schema's
 /// version 3: the append-only `delivery` rows, `delivery_open` (the latest state of each message
 /// not yet consumed or failed) and `delivery_fence` (each session's current runner instance).
-/// Retention deletes a pruned message's rows with it (see `prune`).
+/// Retention deletes a pruned message's rows with it (see `prune`). Since 2026-12-08 `stored` is
+/// not a `delivery` row: the message is that state, and its `delivery_open` entry has `seq` 0.
 const V2: &str = r#"
 CREATE TABLE delivery (
     seq      BIGSERIAL PRIMARY KEY,

@@ -16,7 +16,7 @@ use std::error::Error;
 use postgres::Row;
 use postgres::types::private::BytesMut;
 use postgres::types::{FromSql, IsNull, ToSql, Type};
-use trantor_proto::{BROADCAST, DeliveryEntry, Event, Message};
+use trantor_proto::{BROADCAST, DeliveryEntry, DeliveryState, Event, Message};
 use trantor_store::rows::encode;
 use trantor_store::rows::message_args;
 use trantor_store::sql::{Arg, Cell, Columns, Dialect, ParamStyle, Run, Statements, Visit};
@@ -433,6 +433,24 @@ impl WriteTx for PgTx<'_> {
         let turn = e.turn.map(|t| i64::try_from(t).unwrap_or(i64::MAX));
         let pid = e.pid.map(i64::from);
         let st = e.state.as_str();
+        if e.state == DeliveryState::Stored {
+            // Not logged: the message is its own `stored` state; it only opens (seq 0).
+            if self.conn.borrow().ids.is_some() {
+                self.defer(batch::Row::Stored(batch::StoredRow {
+                    msg_id: id,
+                    session: e.session.clone(),
+                }));
+                return Ok(());
+            }
+            self.exec(
+                "delivery_open",
+                "stored",
+                "INSERT INTO delivery_open(msg_id, session, seq) VALUES ($1, $2, 0)
+                 ON CONFLICT (msg_id) DO NOTHING",
+                &[&id, &e.session],
+            )?;
+            return Ok(());
+        }
         // One round trip: the row, then the open index (kept or closed by the state).
         let sql = if e.state.is_terminal() {
             "WITH d AS (

@@ -145,14 +145,16 @@ ALTER TABLE events ADD COLUMN text_chars INTEGER;
 
 /// Version 3: the delivery record (docs/protocol.md "Delivery").
 ///
-/// - `delivery` is append-only: one row per state of a direct message, in `seq` order.
+/// - `delivery` is append-only: one row per state of a direct message, in `seq` order. (Since
+///   2026-12-08 `stored` is no longer a row: the message itself is that state, and its open
+///   entry has `seq` 0. Rows written before are read as they are.)
 /// - `delivery_open` holds, per message not yet consumed or failed, the `seq` of its latest
 ///   state, so a seat's open list is an index range, not a scan of its history.
 /// - `delivery_fence` names each session's current runner instance.
 /// - The message delete trigger also removes a pruned message's record (retention removes only
 ///   messages their recipient has read).
 ///
-/// Messages stored before this version have no rows; the hub reports a `stored` state from the
+/// Messages stored before this version have no rows; the store reports a `stored` state from the
 /// message itself for them.
 const V3: &str = r#"
 CREATE TABLE delivery (

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef};
 use rusqlite::{CachedStatement, Connection, OptionalExtension, Params, Row, ToSql, params};
 use serde_json::Value;
-use trantor_proto::{BROADCAST, DeliveryEntry, Event, Message};
+use trantor_proto::{BROADCAST, DeliveryEntry, DeliveryState, Event, Message};
 
 use trantor_store::rows::encode;
 use trantor_store::rows::{corrupt, message_args};
@@ -496,6 +496,16 @@ impl WriteTx for SqlTx<'_> {
     }
 
     fn append_delivery(&mut self, id: i64, e: &DeliveryEntry) -> Result<(), StoreError> {
+        if e.state == DeliveryState::Stored {
+            // Not logged: the message is its own `stored` state; it only opens (seq 0).
+            self.exec(
+                ("delivery_open", "stored"),
+                "INSERT INTO delivery_open(msg_id, session, seq) VALUES (?1, ?2, 0)
+                 ON CONFLICT(msg_id) DO NOTHING",
+                params![id, e.session],
+            )?;
+            return Ok(());
+        }
         let seq = self.insert(
             ("delivery", "append"),
             "INSERT INTO delivery(msg_id, state, ts, session, instance, turn, pid, outcome, reason)

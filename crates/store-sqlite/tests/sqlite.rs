@@ -48,6 +48,42 @@ fn sqlite_refuses_a_newer_schema() {
     assert!(msg.contains("999") && msg.contains("newer"), "{msg}");
 }
 
+/// A store written while `stored` was still logged as a `delivery` row reads the same record:
+/// that row once (not doubled by the one made from the message), and the open list's entry
+/// pointing at it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_logged_stored_state_is_read_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("hub.db");
+    let s = SqliteStore::open(&path).expect("open");
+    let id = s
+        .write(|tx| tx.insert_message(conformance::new_msg("boss", "seat", 10, "old"), &[]))
+        .await
+        .expect("send")
+        .id;
+    drop(s);
+    {
+        let conn = rusqlite::Connection::open(&path).expect("raw open");
+        conn.execute_batch(&format!(
+            "INSERT INTO delivery(msg_id, state, ts, session) VALUES ({id}, 'stored', 11, 'seat');
+             INSERT INTO delivery_open(msg_id, session, seq) VALUES ({id}, 'seat', last_insert_rowid());"
+        ))
+        .expect("the old shape");
+    }
+    let s = SqliteStore::open(&path).expect("reopen");
+    let (states, (open, total)) = s
+        .read(move |tx| Ok((tx.delivery_states(id)?, tx.delivery_open("seat", 0)?)))
+        .await
+        .expect("read");
+    let kinds: Vec<_> = states.iter().map(|e| (e.state.as_str(), e.ts)).collect();
+    assert_eq!(kinds, [("stored", 11)], "the logged row, once");
+    assert_eq!(total, 1);
+    assert_eq!(
+        (open[0].id, open[0].state.as_str(), open[0].ts),
+        (id, "stored", 11)
+    );
+}
+
 /// A version-5 database (contracts, no tally) migrates to version 6 with the tally filled from
 /// the contracts already there, and keeps it from then on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,7 +10,7 @@
 
 use serde_json::json;
 use std::collections::HashSet;
-use trantor_proto::{Card, DeliveryEntry, DeliveryState, Lesson, Message, Peer};
+use trantor_proto::{BROADCAST, Card, DeliveryEntry, DeliveryState, Lesson, Message, Peer};
 
 use crate::{
     CardFilter, EventFilter, LedgerQuery, NewEvent, NewMessage, OpRecord, Store, StoreError,
@@ -962,7 +962,15 @@ pub async fn delivery_record<S: Store>(s: &S) {
             DeliveryState::Consumed
         ]
     );
-    assert_eq!(states[0].instance, None);
+    // `stored` is read back from the message: its time and recipient.
+    assert_eq!(
+        (
+            states[0].ts,
+            states[0].session.as_str(),
+            states[0].instance.as_deref()
+        ),
+        (10, "seat", None)
+    );
     assert_eq!(states[2].turn, Some(7));
     assert_eq!(states[2].pid, Some(4242));
     assert_eq!(states[3].outcome.as_deref(), Some("delivered"));
@@ -985,6 +993,28 @@ pub async fn delivery_record<S: Store>(s: &S) {
     assert_eq!(open[0].instance.as_deref(), Some("run-a"));
     assert_eq!(open[1].state, DeliveryState::Stored);
     assert_eq!(open[1].to, "seat");
+    assert_eq!(
+        open[1].ts, 12,
+        "a message only stored is open at its own time"
+    );
+    // A second `stored` changes nothing; a broadcast has no record.
+    let all = send(s, new_msg("boss", BROADCAST, 14, "everyone")).await.id;
+    s.write(move |tx| tx.append_delivery(i3, &entry(DeliveryState::Stored, 99, "seat", None)))
+        .await
+        .expect("stored again");
+    let (again, i3_states) = s
+        .read(move |tx| Ok((tx.delivery_open("seat", 0)?, tx.delivery_states(i3)?)))
+        .await
+        .expect("again");
+    assert_eq!(again, (open.clone(), 2));
+    assert_eq!(i3_states.len(), 1);
+    assert_eq!(i3_states[0].ts, 12);
+    assert!(
+        s.read(move |tx| tx.delivery_states(all))
+            .await
+            .expect("broadcast")
+            .is_empty()
+    );
     let (page, total) = s
         .read(|tx| tx.delivery_open("seat", 1))
         .await

@@ -279,11 +279,27 @@ const LEDGER_REAPED: &str =
     "SELECT sender, id, assignee, ts, reaped_ts, COALESCE(reaped_reason, '')
    FROM contracts WHERE reaped_ts IS NOT NULL ORDER BY id";
 
+/// A direct message's `stored` state is the message itself (its time and recipient), ahead of
+/// its logged states; a store written before `stored` stopped being logged has a logged one,
+/// which is read instead. The recipients that are not one session (`all`, `*`, empty) have no
+/// record.
 const DELIVERY_STATES: &str = "SELECT state, ts, session, instance, turn, pid, outcome, reason
-   FROM delivery WHERE msg_id = ?1 ORDER BY seq";
+   FROM (SELECT 0 AS k, 'stored' AS state, m.ts AS ts, m.to_s AS session, NULL AS instance,
+                NULL AS turn, NULL AS pid, NULL AS outcome, NULL AS reason
+           FROM messages m
+          WHERE m.id = ?1 AND m.to_s NOT IN ('all', '*', '')
+            AND NOT EXISTS (SELECT 1 FROM delivery WHERE msg_id = ?1 AND state = 'stored')
+         UNION ALL
+         SELECT seq, state, ts, session, instance, turn, pid, outcome, reason
+           FROM delivery WHERE msg_id = ?1) r
+  ORDER BY k";
 
-const DELIVERY_OPEN: &str = "SELECT o.msg_id, d.state, d.ts, d.turn, d.instance, d.reason
-   FROM delivery_open o JOIN delivery d ON d.seq = o.seq
+/// An open entry whose `seq` is 0 is a message still only `stored` (no logged state): its time
+/// is the message's.
+const DELIVERY_OPEN: &str = "SELECT o.msg_id, COALESCE(d.state, 'stored'), COALESCE(d.ts, m.ts),
+        d.turn, d.instance, d.reason
+   FROM delivery_open o LEFT JOIN delivery d ON d.seq = o.seq
+        LEFT JOIN messages m ON o.seq = 0 AND m.id = o.msg_id
   WHERE o.session = ?1 ORDER BY o.msg_id LIMIT ?2";
 
 const ALL_TURNS: &str = "SELECT session, instance, turn, ts, project, card, agent, model,

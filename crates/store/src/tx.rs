@@ -317,8 +317,9 @@ pub trait ReadTx: Statements {
     fn all_lessons(&self) -> Result<Vec<Lesson>, StoreError> {
         bind(self, Common::AllLessons, &[]).all(rows::lesson)
     }
-    /// The delivery record of message `id`, in append order (empty when none was written: a
-    /// broadcast, or a message older than the record).
+    /// The delivery record of message `id`, in append order: first `stored`, made from the
+    /// message itself (its time and recipient), then the logged states. Empty for a broadcast
+    /// and for an unknown id.
     fn delivery_states(&self, id: i64) -> Result<Vec<DeliveryEntry>, StoreError> {
         bind(self, Common::DeliveryStates, &[Arg::Int(id)]).all(|c| rows::delivery_entry(id, c))
     }
@@ -502,7 +503,10 @@ pub trait WriteTx: ReadTx {
     }
     /// Append one state to message `id`'s delivery record (`entry.session` is its recipient).
     /// The record is only ever appended to; a terminal state closes the message for
-    /// [`ReadTx::delivery_open`].
+    /// [`ReadTx::delivery_open`]. `stored` is not logged: the message itself is that state
+    /// (its time and recipient), so it only opens the message (a second `stored` changes
+    /// nothing) and [`ReadTx::delivery_states`] reads it back from the message — one row and
+    /// two index entries fewer per `/send`.
     fn append_delivery(&mut self, id: i64, entry: &DeliveryEntry) -> Result<(), StoreError>;
     /// Fence `session` to runner `instance` at `ts`; returns the instance it replaced (`None`
     /// when there was none).

@@ -1,6 +1,6 @@
 //! The delivery record's rules (docs/protocol.md "Delivery"): every direct message gets a
-//! `stored` state in the same commit as the message ([`record_stored`]), and a message older
-//! than the record reads back as `stored` ([`record_of`]).
+//! `stored` state in the same commit as the message ([`record_stored`]); the store reads that
+//! state back from the message itself, also for a message older than the record ([`record_of`]).
 
 use trantor_proto::{BROADCAST, DeliveryEntry, DeliveryRecord, DeliveryState, Message};
 use trantor_store::{ReadTx, StoreError, WriteTx};
@@ -11,8 +11,8 @@ pub fn is_direct(to: &str) -> bool {
     !to.is_empty() && to != BROADCAST && to != "*"
 }
 
-/// Append the hub's `stored` state for a message just inserted in this transaction (nothing for
-/// a broadcast).
+/// Open the hub's `stored` state for a message just inserted in this transaction (nothing for
+/// a broadcast): the message joins its recipient's open list.
 pub fn record_stored(tx: &mut dyn WriteTx, msg: &Message) -> Result<(), StoreError> {
     if !is_direct(&msg.to) {
         return Ok(());
@@ -34,13 +34,9 @@ fn stored_entry(msg: &Message) -> DeliveryEntry {
     }
 }
 
-/// The record of message `msg`: its stored states, or — for a message older than the record —
-/// a `stored` state made from the message itself.
+/// The record of message `msg`: `stored` (made from the message), then its logged states.
 pub fn record_of(tx: &dyn ReadTx, msg: &Message) -> Result<DeliveryRecord, StoreError> {
-    let mut states = tx.delivery_states(msg.id)?;
-    if states.is_empty() && is_direct(&msg.to) {
-        states.push(stored_entry(msg));
-    }
+    let states = tx.delivery_states(msg.id)?;
     Ok(DeliveryRecord {
         id: msg.id,
         to: msg.to.clone(),

@@ -2,11 +2,11 @@
 //! and `GET /delivery`.
 //!
 //! Every direct message gets a `stored` state in the same commit as the message
-//! ([`record_stored`]); runners append the rest. A session is fenced to one runner instance at a
+//! (`crate::domain::delivery::record_stored`); runners append the rest. A session is fenced to one runner instance at a
 //! time, and a mark from any other instance is refused with 409, so a superseded runner (one
 //! whose seat another runner took over) cannot claim or consume anything.
 
-use crate::domain::delivery::{is_direct, record_of, record_stored};
+use crate::domain::delivery::record_of;
 use crate::error::{ApiError, ApiResult, check_len, check_required};
 use crate::extract::{JsonBody, Params};
 use crate::state::AppState;
@@ -143,10 +143,6 @@ pub async fn mark<S: Store>(
             let terminal = matches!(entry.state, DeliveryState::Consumed | DeliveryState::Failed);
             if again || (ended && terminal) {
                 return Ok(Marked::Done(false));
-            }
-            if states.is_empty() && is_direct(&msg.to) {
-                // A message older than the record: its `stored` first, so the life reads whole.
-                record_stored(tx, &msg)?;
             }
             tx.append_delivery(id, &entry)?;
             Ok(Marked::Done(true))

@@ -5,8 +5,9 @@
 //! round trip. Then the rows gathered since the last command that must keep its place (a
 //! savepoint command) go out as one statement per table ([`statements`]), each carrying its
 //! rows as arrays (`unnest`): a batch of sixteen `/send`s is three inserts (messages, their open
-//! delivery entries, events) instead of forty-eight, the counters are moved once per statement instead of
-//! once per row, and the contract ledger's trigger runs once over the set (schema version 5).
+//! delivery entries, events) instead of forty-eight, the counters are moved once per statement
+//! instead of once per row, and the contract ledger's trigger runs once over the set (schema
+//! version 5).
 //!
 //! Moving rows of different tables past each other is safe: no trigger or key makes one of these
 //! inserts read another's table, except the ledger trigger reading `messages`, whose rows keep
@@ -159,8 +160,8 @@ fn refs<'a>(
 }
 
 /// The statements that insert `rows`: at most one per table, messages first (their trigger
-/// keeps the contract ledger), then their card references, the delivery states, the events and
-/// theirs.
+/// keeps the contract ledger), then their card references, the `stored` open entries, the other
+/// delivery states, the events and theirs.
 pub(crate) fn statements(rows: Vec<Row>) -> Vec<Statement> {
     let (mut m, mut st, mut d, mut e) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for row in rows {

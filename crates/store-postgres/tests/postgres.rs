@@ -454,6 +454,39 @@ async fn pg_a_failed_queued_insert_rolls_the_batch_back() {
     blocking(move || drop(s));
 }
 
+/// A database written while `stored` was still logged as a `delivery` row reads the same
+/// record: that row once (not doubled by the one made from the message), and the open list's
+/// entry pointing at it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_a_logged_stored_state_is_read_once() {
+    let Some(db) = pg_db() else { return };
+    let s = db.open();
+    let id = s
+        .write(|tx| tx.insert_message(conformance::new_msg("boss", "seat", 10, "old"), &[]))
+        .await
+        .expect("send")
+        .id;
+    let opened = db.dump(&format!(
+        "WITH d AS (INSERT INTO delivery(msg_id, state, ts, session)
+                    VALUES ({id}, 'stored', 11, 'seat') RETURNING seq)
+         INSERT INTO delivery_open(msg_id, session, seq) SELECT {id}, 'seat', seq FROM d
+         RETURNING msg_id::text"
+    ));
+    assert_eq!(opened, id.to_string());
+    let (states, (open, total)) = s
+        .read(move |tx| Ok((tx.delivery_states(id)?, tx.delivery_open("seat", 0)?)))
+        .await
+        .expect("read");
+    let kinds: Vec<_> = states.iter().map(|e| (e.state.as_str(), e.ts)).collect();
+    assert_eq!(kinds, [("stored", 11)], "the logged row, once");
+    assert_eq!(total, 1);
+    assert_eq!(
+        (open[0].id, open[0].state.as_str(), open[0].ts),
+        (id, "stored", 11)
+    );
+    blocking(move || drop(s));
+}
+
 impl PgDb {
     /// The first column of every row `sql` returns, one line each.
     fn dump(&self, sql: &str) -> String {

@@ -207,6 +207,11 @@ fn bus_and_board_verbs() {
     let o = cli.run(seat, &["card", "move", &ids, "done", "--note", "works"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("refused (409)"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("here: trantor card move {id} done --drill \"")),
+        "the CLI's way to give a drill: {}",
+        stderr(&o)
+    );
     cli.ok(
         seat,
         &[

@@ -529,9 +529,23 @@ async fn card_move(a: CardMoveArgs) -> anyhow::Result<ExitCode> {
         by: Some(id.session.clone()),
         ..Default::default()
     };
-    let reply = card_write(&hub, "/task/update", a.id, &req).await?;
+    let reply = card_write(&hub, "/task/update", a.id, &req)
+        .await
+        .map_err(|e| drill_hint(e, a.id))?;
     let line = format!("card #{} -> {}", reply.task.id, reply.task.status);
     print_card_result(a.common.json, &reply, line)
+}
+
+/// The drill gate's refusal names the wire field (`drill:"…"`); from the command line the same
+/// thing is the `--drill` option, so say so beneath the hub's reason.
+fn drill_hint(e: anyhow::Error, id: i64) -> anyhow::Error {
+    if !e.to_string().contains("no drill line") {
+        return e;
+    }
+    anyhow::anyhow!(
+        "{e}\n  here: trantor card move {id} done --drill \"<the command or check>\" \
+         (or --note \"Drill: …\")"
+    )
 }
 
 async fn card_note(a: CardNoteArgs) -> anyhow::Result<ExitCode> {

@@ -454,9 +454,8 @@ async fn pg_a_failed_queued_insert_rolls_the_batch_back() {
     blocking(move || drop(s));
 }
 
-/// A database written while `stored` was still logged as a `delivery` row reads the same
-/// record: that row once (not doubled by the one made from the message), and the open list's
-/// entry pointing at it.
+/// A database written while `stored` was still logged as a `delivery` row reads that row once
+/// (`conformance::a_logged_stored_state_is_read_once`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_a_logged_stored_state_is_read_once() {
     let Some(db) = pg_db() else { return };
@@ -473,17 +472,7 @@ async fn pg_a_logged_stored_state_is_read_once() {
          RETURNING msg_id::text"
     ));
     assert_eq!(opened, id.to_string());
-    let (states, (open, total)) = s
-        .read(move |tx| Ok((tx.delivery_states(id)?, tx.delivery_open("seat", 0)?)))
-        .await
-        .expect("read");
-    let kinds: Vec<_> = states.iter().map(|e| (e.state.as_str(), e.ts)).collect();
-    assert_eq!(kinds, [("stored", 11)], "the logged row, once");
-    assert_eq!(total, 1);
-    assert_eq!(
-        (open[0].id, open[0].state.as_str(), open[0].ts),
-        (id, "stored", 11)
-    );
+    conformance::a_logged_stored_state_is_read_once(&s, id).await;
     blocking(move || drop(s));
 }
 

@@ -48,9 +48,8 @@ fn sqlite_refuses_a_newer_schema() {
     assert!(msg.contains("999") && msg.contains("newer"), "{msg}");
 }
 
-/// A store written while `stored` was still logged as a `delivery` row reads the same record:
-/// that row once (not doubled by the one made from the message), and the open list's entry
-/// pointing at it.
+/// A store written while `stored` was still logged as a `delivery` row reads that row once
+/// (`conformance::a_logged_stored_state_is_read_once`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_a_logged_stored_state_is_read_once() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -71,17 +70,7 @@ async fn sqlite_a_logged_stored_state_is_read_once() {
         .expect("the old shape");
     }
     let s = SqliteStore::open(&path).expect("reopen");
-    let (states, (open, total)) = s
-        .read(move |tx| Ok((tx.delivery_states(id)?, tx.delivery_open("seat", 0)?)))
-        .await
-        .expect("read");
-    let kinds: Vec<_> = states.iter().map(|e| (e.state.as_str(), e.ts)).collect();
-    assert_eq!(kinds, [("stored", 11)], "the logged row, once");
-    assert_eq!(total, 1);
-    assert_eq!(
-        (open[0].id, open[0].state.as_str(), open[0].ts),
-        (id, "stored", 11)
-    );
+    conformance::a_logged_stored_state_is_read_once(&s, id).await;
 }
 
 /// A version-5 database (contracts, no tally) migrates to version 6 with the tally filled from

@@ -1095,6 +1095,23 @@ pub async fn delivery_record<S: Store>(s: &S) {
     assert_eq!(kept.len(), 1, "an unread message keeps its record");
 }
 
+/// What a store written while `stored` was still logged reads, once the backend's test has
+/// given message `id` (to `seat`) such a row at ts 11 and pointed its open entry at it: that
+/// row once (not doubled by the one made from the message), also in the open list.
+pub async fn a_logged_stored_state_is_read_once<S: Store>(s: &S, id: i64) {
+    let (states, (open, total)) = s
+        .read(move |tx| Ok((tx.delivery_states(id)?, tx.delivery_open("seat", 0)?)))
+        .await
+        .expect("read");
+    let kinds: Vec<_> = states.iter().map(|e| (e.state.as_str(), e.ts)).collect();
+    assert_eq!(kinds, [("stored", 11)], "the logged row, once");
+    assert_eq!(total, 1);
+    assert_eq!(
+        (open[0].id, open[0].state.as_str(), open[0].ts),
+        (id, "stored", 11)
+    );
+}
+
 /// The cost ledger: a turn is recorded once per `(session, instance, turn)`; reads add up
 /// tokens and known dollars per card, seat, day and credential with the filters applied; a turn
 /// with unknown usage (or tokens without dollars) counts as a turn and as `unknown`, and an

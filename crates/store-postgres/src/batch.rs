@@ -1,18 +1,17 @@
-//! The writer's deferred inserts, sent as one multi-row statement per table.
+//! The writer's deferred inserts, sent as a few multi-row statements.
 //!
 //! Inside its locked batch the writer hands out message and event ids itself, so an insert whose
 //! only answer was its id needs no answer at all: the row is kept here ([`Row`]) until the next
 //! round trip. Then the rows gathered since the last command that must keep its place (a
-//! savepoint command) go out as one statement per table ([`statements`]), each carrying its
-//! rows as arrays (`unnest`): a batch of sixteen `/send`s is three inserts (messages, their open
-//! delivery entries, events) instead of forty-eight, the counters are moved once per statement
-//! instead of once per row, and the contract ledger's trigger runs once over the set (schema
-//! version 5).
+//! savepoint command) go out together ([`statements`]), each table's rows as arrays (`unnest`):
+//! a batch of sixteen `/send`s is one statement (their messages, open delivery entries and
+//! events, [`ROWS`]) instead of forty-eight, and the counters are moved once per table instead
+//! of once per row.
 //!
 //! Moving rows of different tables past each other is safe: no trigger or key makes one of these
-//! inserts read another's table, except the ledger trigger reading `messages`, whose rows keep
-//! their order in their own statement. Rows of one table keep their order; a message's delivery
-//! states end in `delivery_open` as the last of them says, as one insert after another would.
+//! inserts read another's table (the contract ledger is kept by passes after the commit, schema
+//! version 8). Rows of one table keep their order; a message's delivery states end in
+//! `delivery_open` as the last of them says, as one insert after another would.
 
 use crate::{Origin, OwnedParam};
 
@@ -78,19 +77,35 @@ pub(crate) struct EventRow {
 /// One multi-row statement: its SQL, its array parameters, and what it is (for its error).
 pub(crate) type Statement = (&'static str, Vec<OwnedParam>, Origin);
 
-/// The messages, the tip and count counters once for all of them, and the notifications
-/// (delivered at COMMIT) for the other hubs' listeners: a JSON array of `[id, recipient]` in id
-/// order, a new notification each time the JSON passes 6,000 bytes (one pair is at most 1,224:
-/// a 200-character name, each character escaped), so none reaches PostgreSQL's 8,000.
-const MESSAGES: &str = "WITH m AS (
+/// A batch's messages, their `stored` open entries and its events, in one statement (the three
+/// tables have no trigger or key between them, and a `stored` is a message's first state, so
+/// it goes out before the logged states): each insert with its tip and count counters moved
+/// once for all its rows (and not at all when it has none), and the notifications (delivered at
+/// COMMIT) for the other hubs' listeners: a JSON array of `[id, recipient]` in id order, a new
+/// notification each time the JSON passes 6,000 bytes (one pair is at most 1,224: a
+/// 200-character name, each character escaped), so none reaches PostgreSQL's 8,000. Any part
+/// may be empty arrays.
+const ROWS: &str = "WITH m AS (
      INSERT INTO messages(id, ts, from_s, to_s, project, text, re, kind, wake)
      SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[],
                           $6::text[], $7::bigint[], $8::text[], $9::boolean[])
      RETURNING id, to_s),
- c AS (UPDATE counters
+ mc AS (UPDATE counters
          SET n = CASE name WHEN 'messages_tip' THEN GREATEST(n, (SELECT max(id) FROM m))
                            ELSE n + (SELECT count(*) FROM m) END
-         WHERE name IN ('messages_tip', 'messages_count'))
+         WHERE name IN ('messages_tip', 'messages_count') AND EXISTS (SELECT 1 FROM m)),
+ o AS (INSERT INTO delivery_open(msg_id, session, seq)
+     SELECT u.msg, u.sess, 0 FROM unnest($10::bigint[], $11::text[]) AS u(msg, sess)
+     ON CONFLICT (msg_id) DO NOTHING),
+ e AS (
+     INSERT INTO events(id, ts, type, project, by_s, task_id, data)
+     SELECT * FROM unnest($12::bigint[], $13::bigint[], $14::text[], $15::text[], $16::text[],
+                          $17::bigint[], $18::text[])
+     RETURNING id),
+ ec AS (UPDATE counters
+     SET n = CASE name WHEN 'events_tip' THEN GREATEST(n, (SELECT max(id) FROM e))
+                       ELSE n + (SELECT count(*) FROM e) END
+     WHERE name IN ('events_tip', 'events_count') AND EXISTS (SELECT 1 FROM e))
  SELECT pg_notify('trantor_msg', json_agg(json_build_array(id, to_s) ORDER BY id)::text)
    FROM (SELECT id, to_s,
                 sum(octet_length(to_json(to_s)::text) + 24) OVER (ORDER BY id) / 6000 AS part
@@ -102,12 +117,6 @@ const MESSAGE_REFS: &str = "INSERT INTO message_refs(card_id, msg_id)
  SELECT * FROM unnest($1::bigint[], $2::bigint[]) ON CONFLICT DO NOTHING";
 const EVENT_REFS: &str = "INSERT INTO event_refs(card_id, event_id)
  SELECT * FROM unnest($1::bigint[], $2::bigint[]) ON CONFLICT DO NOTHING";
-
-/// The messages' `stored` states: each opened with `seq` 0, unless already open (a `stored`
-/// is a message's first state, so these go out before the logged states).
-const STORED: &str = "INSERT INTO delivery_open(msg_id, session, seq)
- SELECT m, s, 0 FROM unnest($1::bigint[], $2::text[]) AS u(m, s)
- ON CONFLICT (msg_id) DO NOTHING";
 
 /// The delivery states in order (`seq` ascending), then each message's open entry as its last
 /// state says: kept (pointing at that state) or, for the messages whose last state is terminal
@@ -122,17 +131,6 @@ const DELIVERY: &str = "WITH d AS (
  INSERT INTO delivery_open(msg_id, session, seq)
  SELECT msg_id, session, seq FROM last WHERE msg_id <> ALL($10::bigint[])
  ON CONFLICT (msg_id) DO UPDATE SET seq = excluded.seq";
-
-/// The events, with the tip and count counters once for all of them.
-const EVENTS: &str = "WITH e AS (
-     INSERT INTO events(id, ts, type, project, by_s, task_id, data)
-     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[],
-                          $6::bigint[], $7::text[])
-     RETURNING id)
- UPDATE counters
-     SET n = CASE name WHEN 'events_tip' THEN GREATEST(n, (SELECT max(id) FROM e))
-                       ELSE n + (SELECT count(*) FROM e) END
-     WHERE name IN ('events_tip', 'events_count') AND EXISTS (SELECT 1 FROM e)";
 
 /// The array parameters of `rows`: one array per named field, in row order.
 macro_rules! columns {
@@ -159,9 +157,9 @@ fn refs<'a>(
     })
 }
 
-/// The statements that insert `rows`: at most one per table, messages first (their trigger
-/// keeps the contract ledger), then their card references, the `stored` open entries, the other
-/// delivery states, the events and theirs.
+/// The statements that insert `rows`: the messages, their `stored` open entries and the events
+/// in one ([`ROWS`]), then the messages' card references, the other delivery states and the
+/// events' card references.
 pub(crate) fn statements(rows: Vec<Row>) -> Vec<Statement> {
     let (mut m, mut st, mut d, mut e) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for row in rows {
@@ -173,19 +171,17 @@ pub(crate) fn statements(rows: Vec<Row>) -> Vec<Statement> {
         }
     }
     let mut out = Vec::new();
-    if !m.is_empty() {
-        let params = columns!(m; id, ts, from, to, project, text, re, kind, wake);
-        out.push((MESSAGES, params, ("messages", "insert_message")));
+    if !(m.is_empty() && st.is_empty() && e.is_empty()) {
+        let mut params = columns!(m; id, ts, from, to, project, text, re, kind, wake);
+        params.extend(columns!(st; msg_id, session));
+        params.extend(columns!(e; id, ts, kind, project, by, task_id, data));
+        out.push((ROWS, params, ("messages/events", "insert_rows")));
     }
     out.extend(refs(
         m.iter().map(|r| (r.id, r.refs.as_slice())),
         MESSAGE_REFS,
         ("message_refs", "insert"),
     ));
-    if !st.is_empty() {
-        let params = columns!(st; msg_id, session);
-        out.push((STORED, params, ("delivery_open", "stored")));
-    }
     if !d.is_empty() {
         // Per message, whether its last state here is terminal.
         let mut last: Vec<(i64, bool)> = Vec::new();
@@ -200,10 +196,6 @@ pub(crate) fn statements(rows: Vec<Row>) -> Vec<Statement> {
             columns!(d; msg_id, state, ts, session, instance, turn, pid, outcome, reason);
         params.push(Box::new(closed));
         out.push((DELIVERY, params, ("delivery", "append")));
-    }
-    if !e.is_empty() {
-        let params = columns!(e; id, ts, kind, project, by, task_id, data);
-        out.push((EVENTS, params, ("events", "insert_event")));
     }
     out.extend(refs(
         e.iter().map(|r| (r.id, r.refs.as_slice())),

@@ -434,7 +434,7 @@ async fn pg_a_failed_queued_insert_rolls_the_batch_back() {
     // The error names the statement that failed, not the COMMIT that found out.
     let report = err.report();
     assert!(
-        report.contains("insert_event") && report.contains("no_boom"),
+        report.contains("insert_rows") && report.contains("no_boom"),
         "{report}"
     );
     let m = conformance::new_msg("a", "r", 2, "kept");

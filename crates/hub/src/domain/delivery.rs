@@ -6,7 +6,8 @@ use trantor_proto::{BROADCAST, DeliveryEntry, DeliveryRecord, DeliveryState, Mes
 use trantor_store::{ReadTx, StoreError, WriteTx};
 
 /// Whether `to` names one session (not the broadcast address, not `*`), so a message to it has
-/// a delivery record.
+/// a delivery record. The store's reading of the record (`DELIVERY_STATES` in
+/// `trantor_store::sql`) applies the same rule.
 pub fn is_direct(to: &str) -> bool {
     !to.is_empty() && to != BROADCAST && to != "*"
 }

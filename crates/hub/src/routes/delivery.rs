@@ -2,9 +2,10 @@
 //! and `GET /delivery`.
 //!
 //! Every direct message gets a `stored` state in the same commit as the message
-//! (`crate::domain::delivery::record_stored`); runners append the rest. A session is fenced to one runner instance at a
-//! time, and a mark from any other instance is refused with 409, so a superseded runner (one
-//! whose seat another runner took over) cannot claim or consume anything.
+//! ([`record_stored`](crate::domain::delivery::record_stored)); runners append the rest. A
+//! session is fenced to one runner instance at a time, and a mark from any other instance is
+//! refused with 409, so a superseded runner (one whose seat another runner took over) cannot
+//! claim or consume anything.
 
 use crate::domain::delivery::record_of;
 use crate::error::{ApiError, ApiResult, check_len, check_required};

@@ -605,6 +605,30 @@ fn doctor_reports_hub_and_wiring_with_fixes() {
         true,
         "not installed is not a problem"
     );
+    // Claude Code here and its hooks not installed: the fix is to wire them.
+    assert_eq!(check(&j, "hooks")["fix"], "trantor connect --only claude");
+    // No Claude Code at all: no session to hook, nothing to fix.
+    let empty = h.join("empty-bin");
+    std::fs::create_dir_all(&empty).expect("empty bin");
+    let o = Command::new(bin())
+        .args(["doctor", "--json"])
+        .env("HOME", h)
+        .env_remove("XDG_CONFIG_HOME")
+        .env("PATH", &empty)
+        .env("RELAY_URL", hub.url())
+        .env("RELAY_SESSION", "me:proj")
+        .output()
+        .expect("doctor without claude");
+    let j0: Value = serde_json::from_slice(&o.stdout).expect("json");
+    let hooks = check(&j0, "hooks");
+    assert_eq!(hooks["fix"], Value::Null, "{hooks}");
+    assert!(
+        hooks["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Claude Code is not installed"),
+        "{hooks}"
+    );
 
     let o = connect_cmd(h, &bindir, &["--only", "claude"]);
     assert!(o.status.success(), "{}", stderr(&o));

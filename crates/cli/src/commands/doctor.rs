@@ -287,7 +287,7 @@ async fn agent_checks(home: &std::path::Path, checks: &mut Vec<Check>) -> bool {
             checks.push(version_check(t.label, p, spec).await);
         }
     }
-    checks.push(hooks_check(home));
+    checks.push(hooks_check(home, find_on_path("claude").is_some()));
     for name in OTHER_AGENTS {
         if let Some(p) = find_on_path(name) {
             any_agent = true;
@@ -435,8 +435,9 @@ fn duty_check(d: &Value) -> Check {
     }
 }
 
-/// Whether the Claude Code hooks are installed; the other CLIs have none to wire.
-fn hooks_check(home: &std::path::Path) -> Check {
+/// Whether the Claude Code hooks are installed; the other CLIs have none to wire. Without
+/// Claude Code on PATH there is no session to hook, so none installed is no fix to make.
+fn hooks_check(home: &std::path::Path, claude_on_path: bool) -> Check {
     let path = super::hook_install::settings_path(home);
     if super::plugin::enabled(home) {
         return Check {
@@ -458,6 +459,14 @@ fn hooks_check(home: &std::path::Path) -> Check {
                  and Kimi get no session hooks: their seats receive messages through the runner",
                 path.display()
             ),
+            None,
+        ),
+        Ok(0) if !claude_on_path => (
+            true,
+            "none: Claude Code is not installed here, so there is no session of yours to hook \
+             (Codex, OpenCode and Kimi have no session hooks; their seats get messages through \
+             the runner)"
+                .to_string(),
             None,
         ),
         Ok(0) => (

@@ -165,8 +165,8 @@ enum Pending {
     /// Simple-protocol commands (`;`-separated): savepoints, `setval`.
     Simple(String),
     /// A row whose insert nobody waits for (its id chosen by the writer); the rows queued
-    /// between two commands go out as one statement per table ([`batch::statements`]). If one
-    /// fails, the transaction is aborted, so the batch is rolled back as a whole.
+    /// between two commands go out as a few multi-row statements ([`batch::statements`]). If
+    /// one fails, the transaction is aborted, so the batch is rolled back as a whole.
     Row(batch::Row),
 }
 

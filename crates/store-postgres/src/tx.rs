@@ -19,7 +19,9 @@ use postgres::types::{FromSql, IsNull, ToSql, Type};
 use trantor_proto::{BROADCAST, DeliveryEntry, DeliveryState, Event, Message};
 use trantor_store::rows::encode;
 use trantor_store::rows::message_args;
-use trantor_store::sql::{Arg, Cell, Columns, Dialect, ParamStyle, Run, Statements, Visit};
+use trantor_store::sql::{
+    Arg, Cell, Columns, Common, Dialect, ParamStyle, Run, Statements, Visit, bind,
+};
 use trantor_store::{NewEvent, NewMessage, PruneReport, ReadTx, StoreError, WriteTx};
 
 use crate::{Conn, K_LEDGER, NOTIFY_CHANNEL, batch, map_pg, statements};
@@ -442,14 +444,8 @@ impl WriteTx for PgTx<'_> {
                 }));
                 return Ok(());
             }
-            self.exec(
-                "delivery_open",
-                "stored",
-                "INSERT INTO delivery_open(msg_id, session, seq) VALUES ($1, $2, 0)
-                 ON CONFLICT (msg_id) DO NOTHING",
-                &[&id, &e.session],
-            )?;
-            return Ok(());
+            let args = [Arg::Int(id), Arg::Text(&e.session)];
+            return bind(self, Common::OpenStored, &args).execute().map(drop);
         }
         // One round trip: the row, then the open index (kept or closed by the state).
         let sql = if e.state.is_terminal() {

@@ -17,7 +17,8 @@ use trantor_proto::{BROADCAST, DeliveryEntry, DeliveryState, Event, Message};
 use trantor_store::rows::encode;
 use trantor_store::rows::{corrupt, message_args};
 use trantor_store::sql::{
-    Arg, Cell, Columns, Dialect, Origin, ParamStyle, Run, Statements, Visit, int_cell, text_cell,
+    Arg, Cell, Columns, Common, Dialect, Origin, ParamStyle, Run, Statements, Visit, bind,
+    int_cell, text_cell,
 };
 use trantor_store::{
     CONTRACT_MATCH_MS, NewEvent, NewMessage, PruneReport, ReadTx, StoreError, WriteTx,
@@ -498,13 +499,8 @@ impl WriteTx for SqlTx<'_> {
     fn append_delivery(&mut self, id: i64, e: &DeliveryEntry) -> Result<(), StoreError> {
         if e.state == DeliveryState::Stored {
             // Not logged: the message is its own `stored` state; it only opens (seq 0).
-            self.exec(
-                ("delivery_open", "stored"),
-                "INSERT INTO delivery_open(msg_id, session, seq) VALUES (?1, ?2, 0)
-                 ON CONFLICT(msg_id) DO NOTHING",
-                params![id, e.session],
-            )?;
-            return Ok(());
+            let args = [Arg::Int(id), Arg::Text(&e.session)];
+            return bind(self, Common::OpenStored, &args).execute().map(drop);
         }
         let seq = self.insert(
             ("delivery", "append"),

@@ -182,6 +182,8 @@ pub enum Common {
     MarkReaped,
     /// (session, instance, ts): fence the session to the instance.
     SetDeliveryFence,
+    /// (msg id, session): open a message as `stored` (`seq` 0), unless it is open already.
+    OpenStored,
 }
 
 impl Common {
@@ -213,6 +215,7 @@ impl Common {
             Common::PutOp => ("ops", "put_op"),
             Common::MarkReaped => ("contracts", "mark_reaped"),
             Common::SetDeliveryFence => ("delivery_fence", "set"),
+            Common::OpenStored => ("delivery_open", "stored"),
         }
     }
 
@@ -262,6 +265,10 @@ impl Common {
             Common::PutOp => PUT_OP,
             Common::MarkReaped => MARK_REAPED,
             Common::SetDeliveryFence => SET_DELIVERY_FENCE,
+            Common::OpenStored => {
+                "INSERT INTO delivery_open(msg_id, session, seq) VALUES (?1, ?2, 0)
+                 ON CONFLICT (msg_id) DO NOTHING"
+            }
         }
     }
 }
